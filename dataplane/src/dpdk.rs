@@ -1,0 +1,1 @@
+//! DPDK safe layer (placeholder; being written).

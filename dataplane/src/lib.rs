@@ -1,0 +1,6 @@
+//! spillway-dataplane: packet path, connection tracking, poll-mode workers, ports (DPDK and
+//! in-memory), control thread, health checks and the control-socket server.
+#![warn(missing_docs)]
+
+pub mod dpdk;
+pub mod port;

@@ -1,0 +1,961 @@
+//! Configuration model (TOML) and its validation.
+//!
+//! One model serves the daemon's config file, live edits from `spillwayctl`, and the offline
+//! policy scenarios. Field names follow the specs in snake_case (see `docs/config.md`).
+//! [`Config::validate`] checks every range of the specs and reports the first problem as a
+//! [`ConfigError`] naming the field path, the value and the allowed range.
+
+use crate::net::{Ipv4Prefix, MacAddr};
+use serde::{Deserialize, Serialize};
+use std::collections::HashSet;
+use std::net::Ipv4Addr;
+
+/// A configuration problem: `path` is the TOML path of the field (e.g.
+/// `services[0].backends[2].weight`), `value` what was given and `allowed` the rule.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{path} = {value}: {allowed}")]
+pub struct ConfigError {
+    /// Field path, e.g. `services[0].spillover_ratio`.
+    pub path: String,
+    /// The offending value as written.
+    pub value: String,
+    /// What is allowed, e.g. `must be in [0.0, 1.0] (spec/zonal-affinity.md)`.
+    pub allowed: String,
+}
+
+impl ConfigError {
+    /// Builds an error from its three parts.
+    pub fn new(path: impl Into<String>, value: impl ToString, allowed: impl Into<String>) -> Self {
+        ConfigError { path: path.into(), value: value.to_string(), allowed: allowed.into() }
+    }
+    /// The last component of the path without indices (`spillover_ratio`).
+    pub fn field(&self) -> &str {
+        let last = self.path.rsplit('.').next().unwrap_or(&self.path);
+        last.split('[').next().unwrap_or(last)
+    }
+}
+
+/// Errors of loading a config file.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// The file could not be read.
+    #[error("cannot read {path}: {source}")]
+    Io {
+        /// File path.
+        path: String,
+        /// OS error.
+        source: std::io::Error,
+    },
+    /// TOML syntax or type error (the text names line and column).
+    #[error("{path}: {message}")]
+    Parse {
+        /// File path.
+        path: String,
+        /// Parser message.
+        message: String,
+    },
+    /// A value out of range.
+    #[error("{path}: {source}")]
+    Invalid {
+        /// File path.
+        path: String,
+        /// The rule broken.
+        source: ConfigError,
+    },
+}
+
+/// The whole daemon configuration.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// Process-level settings (EAL, workers, control socket).
+    #[serde(default)]
+    pub dataplane: DataplaneConfig,
+    /// DPDK ports, by name.
+    #[serde(default)]
+    pub ports: Vec<PortConfig>,
+    /// Where this forwarder instance runs (zone, region); used by capacity and isolation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forwarder: Option<Location>,
+    /// Known zones with their region.
+    #[serde(default)]
+    pub zones: Vec<Location>,
+    /// Round-trip-time hints in ms: `rtt_ms.<from_zone>.<to_zone>`; symmetric.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub rtt_ms: std::collections::BTreeMap<String, std::collections::BTreeMap<String, f64>>,
+    /// Client prefix → zone table (longest prefix match). spec/zonal-affinity.md "Compatible clients".
+    #[serde(default)]
+    pub client_zones: Vec<ClientZone>,
+    /// Connection tracking table size and timeouts.
+    #[serde(default)]
+    pub conntrack: ConntrackConfig,
+    /// Load-balanced services (VIPs).
+    #[serde(default)]
+    pub services: Vec<Service>,
+}
+
+/// `[dataplane]`: process-level settings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DataplaneConfig {
+    /// Extra EAL arguments, e.g. `["--no-huge", "-m", "512", "--no-pci"]`.
+    #[serde(default)]
+    pub eal_args: Vec<String>,
+    /// Number of poll-mode workers (1–64); worker i polls RX queue i of every port.
+    #[serde(default = "default_workers")]
+    pub workers: u16,
+    /// CPU cores to pin workers to, in order; empty = cores 1.. (core 0 left to control).
+    #[serde(default)]
+    pub worker_cores: Vec<usize>,
+    /// mbufs in the pool per port (power of two minus one is best), 1023–1048575.
+    #[serde(default = "default_mbufs")]
+    pub mbufs_per_port: u32,
+    /// RX/TX descriptors per queue, 64–4096.
+    #[serde(default = "default_descriptors")]
+    pub descriptors: u16,
+    /// Control socket path.
+    #[serde(default = "default_socket")]
+    pub socket: String,
+    /// Group (name) whose members may use the control socket besides root.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub socket_group: Option<String>,
+}
+
+fn default_workers() -> u16 {
+    1
+}
+fn default_mbufs() -> u32 {
+    8191
+}
+fn default_descriptors() -> u16 {
+    1024
+}
+/// Default control socket path.
+pub const DEFAULT_SOCKET: &str = "/run/spillway/ctl.sock";
+fn default_socket() -> String {
+    DEFAULT_SOCKET.to_string()
+}
+
+impl Default for DataplaneConfig {
+    fn default() -> Self {
+        DataplaneConfig {
+            eal_args: Vec::new(),
+            workers: default_workers(),
+            worker_cores: Vec::new(),
+            mbufs_per_port: default_mbufs(),
+            descriptors: default_descriptors(),
+            socket: default_socket(),
+            socket_group: None,
+        }
+    }
+}
+
+/// `[[ports]]`: one DPDK port.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PortConfig {
+    /// Name used in logs, counters and `forward_to`.
+    pub name: String,
+    /// A PCI address (`0000:3b:00.0`) or a virtual device with arguments
+    /// (`net_af_packet0,iface=veth0`, `net_pcap0,rx_pcap=in.pcap,tx_pcap=out.pcap`).
+    pub device: String,
+    /// Port that packets received here leave on; default: this port (one-armed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forward_to: Option<String>,
+    /// This port's own IPv4 address (answered in ARP); optional.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub address: Option<Ipv4Addr>,
+    /// Override of the port's MAC address used as source MAC on rewritten frames.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mac: Option<MacAddr>,
+}
+
+/// A zone and its region (also used for `forwarder`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Location {
+    /// Zone name, e.g. `z1`.
+    pub zone: String,
+    /// Region name, e.g. `r1`.
+    pub region: String,
+}
+
+/// `[[client_zones]]`: clients under `prefix` are in `zone`, or not zonal-compatible.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClientZone {
+    /// Source prefix.
+    pub prefix: Ipv4Prefix,
+    /// Zone of these clients (required when `compatible`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zone: Option<String>,
+    /// `false` marks VPN, interconnect or other-region sources: never a zonal match.
+    #[serde(default = "yes")]
+    pub compatible: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// `[conntrack]`: per-worker connection tracking table. spec/backend-selection.md
+/// "Connection tracking". All timeouts in seconds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConntrackConfig {
+    /// Entries per worker (rounded up to a power of two, 1,024–67,108,864).
+    #[serde(default = "d_ct_cap")]
+    pub capacity_per_worker: u32,
+    /// Idle timeout of established TCP entries (default 600 s, range 600–57,600).
+    #[serde(default = "d_tcp")]
+    pub tcp_idle_timeout_sec: u32,
+    /// Idle timeout of TCP entries that saw only a SYN (default 5 s, 1–600).
+    #[serde(default = "d_syn")]
+    pub tcp_syn_timeout_sec: u32,
+    /// Life of TCP entries after FIN or RST (default 10 s, 1–600).
+    #[serde(default = "d_fin")]
+    pub tcp_closing_timeout_sec: u32,
+    /// Idle timeout of UDP entries (default 30 s, 1–57,600).
+    #[serde(default = "d_udp")]
+    pub udp_idle_timeout_sec: u32,
+}
+fn d_ct_cap() -> u32 {
+    1 << 20
+}
+fn d_tcp() -> u32 {
+    600
+}
+fn d_syn() -> u32 {
+    5
+}
+fn d_fin() -> u32 {
+    10
+}
+fn d_udp() -> u32 {
+    30
+}
+impl Default for ConntrackConfig {
+    fn default() -> Self {
+        ConntrackConfig {
+            capacity_per_worker: d_ct_cap(),
+            tcp_idle_timeout_sec: d_tcp(),
+            tcp_syn_timeout_sec: d_syn(),
+            tcp_closing_timeout_sec: d_fin(),
+            udp_idle_timeout_sec: d_udp(),
+        }
+    }
+}
+
+/// L4 protocol of a service.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default, PartialOrd, Ord)]
+#[serde(rename_all = "lowercase")]
+pub enum Protocol {
+    /// TCP (IP protocol 6).
+    #[default]
+    Tcp,
+    /// UDP (IP protocol 17).
+    Udp,
+}
+impl Protocol {
+    /// IANA protocol number.
+    pub fn number(self) -> u8 {
+        match self {
+            Protocol::Tcp => 6,
+            Protocol::Udp => 17,
+        }
+    }
+}
+
+/// spec/zonal-affinity.md "Options".
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[allow(non_camel_case_types, missing_docs)]
+pub enum ZonalAffinity {
+    #[default]
+    ZONAL_AFFINITY_DISABLED,
+    ZONAL_AFFINITY_STAY_WITHIN_ZONE,
+    ZONAL_AFFINITY_SPILL_CROSS_ZONE,
+}
+
+/// spec/backend-selection.md "Session affinity": what a new connection hashes on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[allow(non_camel_case_types, missing_docs)]
+pub enum SessionAffinity {
+    #[default]
+    NONE,
+    CLIENT_IP_PORT_PROTO,
+    CLIENT_IP_PROTO,
+    CLIENT_IP,
+    CLIENT_IP_NO_DESTINATION,
+}
+
+/// spec/backend-selection.md "Connection tracking".
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[allow(non_camel_case_types, missing_docs)]
+pub enum TrackingMode {
+    #[default]
+    PER_CONNECTION,
+    PER_SESSION,
+}
+
+/// spec/backend-selection.md `connection_persistence_on_unhealthy_backends`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[allow(non_camel_case_types, missing_docs)]
+pub enum Persistence {
+    #[default]
+    DEFAULT_FOR_PROTOCOL,
+    NEVER_PERSIST,
+    ALWAYS_PERSIST,
+}
+
+/// spec/service-lb-policy.md "Algorithms".
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[allow(non_camel_case_types, missing_docs)]
+pub enum Algorithm {
+    #[default]
+    WATERFALL_BY_REGION,
+    SPRAY_TO_REGION,
+    WATERFALL_BY_ZONE,
+}
+
+/// spec/service-lb-policy.md "Traffic isolation".
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[allow(non_camel_case_types, missing_docs)]
+pub enum IsolationGranularity {
+    REGION,
+}
+
+/// spec/service-lb-policy.md "Traffic isolation".
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[allow(non_camel_case_types, missing_docs)]
+pub enum IsolationMode {
+    #[default]
+    NEAREST,
+    STRICT,
+}
+
+/// spec/service-lb-policy.md "Preferred backends".
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[allow(non_camel_case_types, missing_docs)]
+pub enum Preference {
+    #[default]
+    DEFAULT,
+    PREFERRED,
+}
+
+/// How a chosen backend receives the packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[allow(non_camel_case_types)]
+pub enum ForwardingMode {
+    /// L2 direct server return: rewrite the destination MAC only; backends hold the VIP.
+    #[default]
+    L2_DSR,
+    /// IPv4-in-IPv4 (RFC 2003) to the backend address.
+    IPIP,
+    /// GUE (draft-ietf-intarea-gue) over UDP/IPv4 to the backend address.
+    GUE,
+}
+
+/// Health check kind. spec/backend-selection.md "Health checks".
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum HealthCheckKind {
+    /// TCP connect succeeds.
+    #[default]
+    Tcp,
+    /// HTTP GET `path` answered with `expected_status`.
+    Http,
+    /// UDP request `udp_request` answered (with `udp_expect` as a prefix, when given).
+    Udp,
+}
+
+/// `[services.health_check]`; times in seconds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HealthCheck {
+    /// Probe kind.
+    #[serde(default, rename = "type")]
+    pub kind: HealthCheckKind,
+    /// Port probed; default the service port.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub port: Option<u16>,
+    /// HTTP path (default `/`).
+    #[serde(default = "d_path")]
+    pub path: String,
+    /// Expected HTTP status (default 200).
+    #[serde(default = "d_status")]
+    pub expected_status: u16,
+    /// UDP request payload.
+    #[serde(default)]
+    pub udp_request: String,
+    /// Expected prefix of the UDP response (empty: any response).
+    #[serde(default)]
+    pub udp_expect: String,
+    /// Probe interval (default 5 s; 0.1–300).
+    #[serde(default = "d_five")]
+    pub check_interval_sec: f64,
+    /// Probe timeout (default 5 s; must not exceed the interval).
+    #[serde(default = "d_five")]
+    pub timeout_sec: f64,
+    /// Consecutive successes to become healthy (default 2; 1–10).
+    #[serde(default = "d_two")]
+    pub healthy_threshold: u32,
+    /// Consecutive failures to become unhealthy (default 2; 1–10).
+    #[serde(default = "d_two")]
+    pub unhealthy_threshold: u32,
+}
+fn d_path() -> String {
+    "/".into()
+}
+fn d_status() -> u16 {
+    200
+}
+fn d_five() -> f64 {
+    5.0
+}
+fn d_two() -> u32 {
+    2
+}
+impl Default for HealthCheck {
+    fn default() -> Self {
+        HealthCheck {
+            kind: HealthCheckKind::Tcp,
+            port: None,
+            path: d_path(),
+            expected_status: d_status(),
+            udp_request: String::new(),
+            udp_expect: String::new(),
+            check_interval_sec: 5.0,
+            timeout_sec: 5.0,
+            healthy_threshold: 2,
+            unhealthy_threshold: 2,
+        }
+    }
+}
+
+/// `[[services]]`: one VIP (address, protocol, port) and its policy.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Service {
+    /// Unique name.
+    pub name: String,
+    /// Virtual IP address.
+    pub vip: Ipv4Addr,
+    /// Service port.
+    pub port: u16,
+    /// L4 protocol.
+    #[serde(default)]
+    pub protocol: Protocol,
+    /// What a new connection hashes on.
+    #[serde(default)]
+    pub session_affinity: SessionAffinity,
+    /// Connection tracking key.
+    #[serde(default)]
+    pub tracking_mode: TrackingMode,
+    /// Persistence of tracked connections on unhealthy backends.
+    #[serde(default)]
+    pub connection_persistence_on_unhealthy_backends: Persistence,
+    /// Idle timeout override for this service's connections (TCP: 600–57,600 s).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle_timeout_sec: Option<u32>,
+    /// Zonal affinity option.
+    #[serde(default)]
+    pub zonal_affinity: ZonalAffinity,
+    /// [0.0, 1.0]; with SPILL_CROSS_ZONE, absent means 0.0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spillover_ratio: Option<f64>,
+    /// [0.0, 1.0]; present = a failover policy is configured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failover_ratio: Option<f64>,
+    /// With failover: drop new connections when nothing is healthy (default: last resort).
+    #[serde(default)]
+    pub drop_traffic_if_unhealthy: bool,
+    /// Cut connections of the inactive pool at once on failover/failback.
+    #[serde(default)]
+    pub disable_connection_drain_on_failover: bool,
+    /// How long connections of the inactive pool persist (default 600 s; 0–3600).
+    #[serde(default = "d_drain")]
+    pub connection_drain_timeout_sec: u32,
+    /// Capacity algorithm; absent = WATERFALL_BY_REGION.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load_balancing_algorithm: Option<Algorithm>,
+    /// Auto capacity drain (spec/service-lb-policy.md).
+    #[serde(default)]
+    pub auto_capacity_drain: bool,
+    /// Percent 1–99; absent = 70.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failover_health_threshold: Option<u32>,
+    /// `REGION` turns isolation on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub isolation_granularity: Option<IsolationGranularity>,
+    /// NEAREST (default) or STRICT.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub isolation_mode: Option<IsolationMode>,
+    /// Latency band in ms (≥ 0); present = latency stage on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency_sensitivity_ms: Option<f64>,
+    /// How packets reach the backend.
+    #[serde(default)]
+    pub forwarding_mode: ForwardingMode,
+    /// Path MTU towards backends for IPIP/GUE (576–9216, default 1500).
+    #[serde(default = "d_mtu")]
+    pub encap_mtu: u16,
+    /// Maglev table size: a prime, 251–1,048,573, ≥ 100 × backends recommended.
+    #[serde(default = "d_maglev")]
+    pub maglev_table_size: u32,
+    /// Health check; absent = backends are taken as healthy (static).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub health_check: Option<HealthCheck>,
+    /// Backends of this service.
+    #[serde(default)]
+    pub backends: Vec<Backend>,
+}
+fn d_drain() -> u32 {
+    600
+}
+fn d_mtu() -> u16 {
+    1500
+}
+/// Default Maglev table size (prime). spec/backend-selection.md "Consistent hashing".
+pub const DEFAULT_MAGLEV_SIZE: u32 = 65537;
+fn d_maglev() -> u32 {
+    DEFAULT_MAGLEV_SIZE
+}
+
+impl Service {
+    /// A service with every policy field at its default.
+    pub fn new(name: &str, vip: Ipv4Addr, port: u16, protocol: Protocol) -> Self {
+        Service {
+            name: name.into(),
+            vip,
+            port,
+            protocol,
+            session_affinity: Default::default(),
+            tracking_mode: Default::default(),
+            connection_persistence_on_unhealthy_backends: Default::default(),
+            idle_timeout_sec: None,
+            zonal_affinity: Default::default(),
+            spillover_ratio: None,
+            failover_ratio: None,
+            drop_traffic_if_unhealthy: false,
+            disable_connection_drain_on_failover: false,
+            connection_drain_timeout_sec: d_drain(),
+            load_balancing_algorithm: None,
+            auto_capacity_drain: false,
+            failover_health_threshold: None,
+            isolation_granularity: None,
+            isolation_mode: None,
+            latency_sensitivity_ms: None,
+            forwarding_mode: Default::default(),
+            encap_mtu: d_mtu(),
+            maglev_table_size: DEFAULT_MAGLEV_SIZE,
+            health_check: None,
+            backends: Vec::new(),
+        }
+    }
+    /// `failover_health_threshold` with its default (70 %).
+    pub fn failover_threshold_percent(&self) -> u32 {
+        self.failover_health_threshold.unwrap_or(70)
+    }
+}
+
+/// `[[services.backends]]`: a backend (one endpoint, or a group of `endpoints`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Backend {
+    /// Unique name within the service.
+    pub name: String,
+    /// Endpoint IPv4 address (health checks; IPIP/GUE outer destination).
+    #[serde(default = "unspecified")]
+    pub address: Ipv4Addr,
+    /// Endpoint MAC (L2 DSR destination); required for L2_DSR services in the daemon.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mac: Option<MacAddr>,
+    /// Zone of this backend.
+    #[serde(default)]
+    pub zone: String,
+    /// Weight 1–1000 (default 50). spec/origin-routing.md.
+    #[serde(default = "d_weight")]
+    pub weight: u32,
+    /// Priority 1–5 (1 is best, default 1). spec/origin-routing.md.
+    #[serde(default = "d_priority")]
+    pub priority: u32,
+    /// Member of the failover pool. spec/backend-selection.md.
+    #[serde(default)]
+    pub failover: bool,
+    /// Admin state; disabled backends take no new connections.
+    #[serde(default = "yes")]
+    pub enabled: bool,
+    /// PREFERRED backends are filled first. spec/service-lb-policy.md.
+    #[serde(default)]
+    pub preference: Preference,
+    /// Target capacity in new connections per second (absent: unlimited).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity_cps: Option<f64>,
+    /// 0.0, or 0.1–1.0 (default 1.0).
+    #[serde(default = "d_scaler")]
+    pub capacity_scaler: f64,
+    /// Configured latency in ms (otherwise measured by health probes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency_ms: Option<f64>,
+}
+fn unspecified() -> Ipv4Addr {
+    Ipv4Addr::UNSPECIFIED
+}
+fn d_weight() -> u32 {
+    50
+}
+fn d_priority() -> u32 {
+    1
+}
+fn d_scaler() -> f64 {
+    1.0
+}
+
+impl Backend {
+    /// A backend with defaults (weight 50, priority 1, enabled).
+    pub fn new(name: &str, zone: &str) -> Self {
+        Backend {
+            name: name.into(),
+            address: Ipv4Addr::UNSPECIFIED,
+            mac: None,
+            zone: zone.into(),
+            weight: d_weight(),
+            priority: d_priority(),
+            failover: false,
+            enabled: true,
+            preference: Preference::DEFAULT,
+            capacity_cps: None,
+            capacity_scaler: 1.0,
+            latency_ms: None,
+        }
+    }
+}
+
+fn in_range_f(path: &str, v: f64, lo: f64, hi: f64, rule: &str) -> Result<(), ConfigError> {
+    if v.is_finite() && v >= lo && v <= hi {
+        Ok(())
+    } else {
+        Err(ConfigError::new(path, v, format!("must be in [{lo:?}, {hi:?}] ({rule})")))
+    }
+}
+fn in_range_u(path: &str, v: u64, lo: u64, hi: u64, rule: &str) -> Result<(), ConfigError> {
+    if v >= lo && v <= hi {
+        Ok(())
+    } else {
+        Err(ConfigError::new(path, v, format!("must be in {lo}..={hi} ({rule})")))
+    }
+}
+
+/// Whether `n` is prime (trial division; `n` ≤ 2^20 here).
+pub fn is_prime(n: u32) -> bool {
+    if n < 2 {
+        return false;
+    }
+    let mut d = 2u32;
+    while d.saturating_mul(d) <= n {
+        if n % d == 0 {
+            return false;
+        }
+        d += 1;
+    }
+    true
+}
+
+impl Service {
+    /// Validates this service's policy and backends; `path` is its prefix (`services[0]`).
+    pub fn validate(&self, path: &str) -> Result<(), ConfigError> {
+        let p = |f: &str| format!("{path}.{f}");
+        if self.name.is_empty() {
+            return Err(ConfigError::new(p("name"), "\"\"", "must not be empty"));
+        }
+        if let Some(r) = self.spillover_ratio {
+            in_range_f(&p("spillover_ratio"), r, 0.0, 1.0, "spec/zonal-affinity.md")?;
+        }
+        if let Some(r) = self.failover_ratio {
+            in_range_f(&p("failover_ratio"), r, 0.0, 1.0, "spec/backend-selection.md")?;
+        }
+        if let Some(t) = self.failover_health_threshold {
+            in_range_u(&p("failover_health_threshold"), t.into(), 1, 99, "percent, spec/service-lb-policy.md")?;
+        }
+        if let Some(l) = self.latency_sensitivity_ms {
+            in_range_f(&p("latency_sensitivity_ms"), l, 0.0, 1e6, "milliseconds, spec/origin-routing.md")?;
+        }
+        if let Some(t) = self.idle_timeout_sec {
+            match self.protocol {
+                Protocol::Tcp => in_range_u(&p("idle_timeout_sec"), t.into(), 600, 57_600, "TCP, spec/backend-selection.md")?,
+                Protocol::Udp => in_range_u(&p("idle_timeout_sec"), t.into(), 1, 57_600, "UDP")?,
+            }
+        }
+        if self.isolation_mode.is_some() && self.isolation_granularity.is_none() {
+            return Err(ConfigError::new(
+                p("isolation_mode"),
+                format!("{:?}", self.isolation_mode.unwrap_or_default()),
+                "needs isolation_granularity = \"REGION\" (spec/service-lb-policy.md)",
+            ));
+        }
+        in_range_u(&p("connection_drain_timeout_sec"), self.connection_drain_timeout_sec.into(), 0, 3600, "seconds")?;
+        in_range_u(&p("encap_mtu"), self.encap_mtu.into(), 576, 9216, "bytes")?;
+        if !(251..=1_048_573).contains(&self.maglev_table_size) || !is_prime(self.maglev_table_size) {
+            return Err(ConfigError::new(p("maglev_table_size"), self.maglev_table_size,
+                "must be a prime in 251..=1048573 (Maglev, NSDI 2016)"));
+        }
+        if let Some(h) = &self.health_check {
+            let hp = |f: &str| format!("{path}.health_check.{f}");
+            in_range_f(&hp("check_interval_sec"), h.check_interval_sec, 0.1, 300.0, "seconds")?;
+            in_range_f(&hp("timeout_sec"), h.timeout_sec, 0.01, h.check_interval_sec,
+                "seconds; must not exceed check_interval_sec (spec/backend-selection.md)")?;
+            in_range_u(&hp("healthy_threshold"), h.healthy_threshold.into(), 1, 10, "consecutive successes")?;
+            in_range_u(&hp("unhealthy_threshold"), h.unhealthy_threshold.into(), 1, 10, "consecutive failures")?;
+            in_range_u(&hp("expected_status"), h.expected_status.into(), 100, 599, "HTTP status")?;
+            if h.kind == HealthCheckKind::Http && !h.path.starts_with('/') {
+                return Err(ConfigError::new(hp("path"), &h.path, "must start with '/'"));
+            }
+        }
+        let mut names = HashSet::new();
+        for (i, b) in self.backends.iter().enumerate() {
+            let bp = format!("{path}.backends[{i}]");
+            b.validate(&bp)?;
+            if !names.insert(b.name.as_str()) {
+                return Err(ConfigError::new(format!("{bp}.name"), &b.name, "must be unique within the service"));
+            }
+        }
+        if self.backends.len() > 4096 {
+            return Err(ConfigError::new(p("backends"), self.backends.len(), "at most 4096 backends per service"));
+        }
+        Ok(())
+    }
+}
+
+impl Backend {
+    /// Validates ranges; `path` is its prefix (`services[0].backends[1]`).
+    pub fn validate(&self, path: &str) -> Result<(), ConfigError> {
+        let p = |f: &str| format!("{path}.{f}");
+        if self.name.is_empty() {
+            return Err(ConfigError::new(p("name"), "\"\"", "must not be empty"));
+        }
+        in_range_u(&p("weight"), self.weight.into(), 1, 1000, "spec/origin-routing.md; disable a backend instead of weight 0")?;
+        in_range_u(&p("priority"), self.priority.into(), 1, 5, "1 is the highest, spec/origin-routing.md")?;
+        let s = self.capacity_scaler;
+        if !(s == 0.0 || (s.is_finite() && (0.1..=1.0).contains(&s))) {
+            return Err(ConfigError::new(p("capacity_scaler"), s, "must be 0.0 or in [0.1, 1.0] (spec/service-lb-policy.md)"));
+        }
+        if let Some(c) = self.capacity_cps {
+            in_range_f(&p("capacity_cps"), c, 0.0, 1e12, "new connections per second")?;
+        }
+        if let Some(l) = self.latency_ms {
+            in_range_f(&p("latency_ms"), l, 0.0, 1e6, "milliseconds")?;
+        }
+        Ok(())
+    }
+}
+
+impl Config {
+    /// Parses TOML text (no validation).
+    pub fn from_toml(text: &str) -> Result<Config, String> {
+        toml::from_str(text).map_err(|e| e.to_string())
+    }
+
+    /// Reads, parses and validates a file.
+    pub fn load(path: &str) -> Result<Config, LoadError> {
+        let text = std::fs::read_to_string(path).map_err(|source| LoadError::Io { path: path.into(), source })?;
+        let cfg = Config::from_toml(&text).map_err(|message| LoadError::Parse { path: path.into(), message })?;
+        cfg.validate().map_err(|source| LoadError::Invalid { path: path.into(), source })?;
+        Ok(cfg)
+    }
+
+    /// Serialises to TOML.
+    pub fn to_toml(&self) -> String {
+        toml::to_string_pretty(self).unwrap_or_else(|e| format!("# cannot serialise: {e}\n"))
+    }
+
+    /// Checks every range and cross-reference; the first problem is returned.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let d = &self.dataplane;
+        in_range_u("dataplane.workers", d.workers.into(), 1, 64, "poll-mode workers")?;
+        in_range_u("dataplane.mbufs_per_port", d.mbufs_per_port.into(), 1023, 1_048_575, "mbufs")?;
+        in_range_u("dataplane.descriptors", d.descriptors.into(), 64, 4096, "descriptors per queue")?;
+        if !d.worker_cores.is_empty() && d.worker_cores.len() < usize::from(d.workers) {
+            return Err(ConfigError::new("dataplane.worker_cores", format!("{:?}", d.worker_cores),
+                format!("must list at least `workers` = {} cores", d.workers)));
+        }
+        let c = &self.conntrack;
+        in_range_u("conntrack.capacity_per_worker", c.capacity_per_worker.into(), 1024, 1 << 26, "entries")?;
+        in_range_u("conntrack.tcp_idle_timeout_sec", c.tcp_idle_timeout_sec.into(), 600, 57_600, "spec/backend-selection.md")?;
+        in_range_u("conntrack.tcp_syn_timeout_sec", c.tcp_syn_timeout_sec.into(), 1, 600, "seconds")?;
+        in_range_u("conntrack.tcp_closing_timeout_sec", c.tcp_closing_timeout_sec.into(), 1, 600, "seconds")?;
+        in_range_u("conntrack.udp_idle_timeout_sec", c.udp_idle_timeout_sec.into(), 1, 57_600, "seconds")?;
+
+        let mut port_names = HashSet::new();
+        for (i, pcfg) in self.ports.iter().enumerate() {
+            if pcfg.name.is_empty() || !port_names.insert(pcfg.name.as_str()) {
+                return Err(ConfigError::new(format!("ports[{i}].name"), &pcfg.name, "must be non-empty and unique"));
+            }
+            if pcfg.device.is_empty() {
+                return Err(ConfigError::new(format!("ports[{i}].device"), "\"\"", "a PCI address or a vdev like net_af_packet0,iface=eth1"));
+            }
+        }
+        for (i, pcfg) in self.ports.iter().enumerate() {
+            if let Some(f) = &pcfg.forward_to {
+                if !port_names.contains(f.as_str()) {
+                    return Err(ConfigError::new(format!("ports[{i}].forward_to"), f, "must name a port in [[ports]]"));
+                }
+            }
+        }
+        let mut zones = HashSet::new();
+        for (i, z) in self.zones.iter().enumerate() {
+            if !zones.insert(z.zone.as_str()) {
+                return Err(ConfigError::new(format!("zones[{i}].zone"), &z.zone, "must be unique"));
+            }
+        }
+        for (i, cz) in self.client_zones.iter().enumerate() {
+            if cz.compatible && cz.zone.as_deref().map_or(true, str::is_empty) {
+                return Err(ConfigError::new(format!("client_zones[{i}].zone"), "(none)",
+                    "a compatible client prefix needs a zone (or set compatible = false)"));
+            }
+        }
+        let mut names = HashSet::new();
+        let mut vips = HashSet::new();
+        for (i, s) in self.services.iter().enumerate() {
+            let sp = format!("services[{i}]");
+            s.validate(&sp)?;
+            if !names.insert(s.name.as_str()) {
+                return Err(ConfigError::new(format!("{sp}.name"), &s.name, "must be unique"));
+            }
+            if !vips.insert((s.vip, s.port, s.protocol)) {
+                return Err(ConfigError::new(format!("{sp}.vip"), format!("{}:{}/{:?}", s.vip, s.port, s.protocol),
+                    "another service already has this VIP, port and protocol"));
+            }
+        }
+        Ok(())
+    }
+
+    /// Finds a service by name.
+    pub fn service(&self, name: &str) -> Option<&Service> {
+        self.services.iter().find(|s| s.name == name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const EXAMPLE: &str = r#"
+[dataplane]
+eal_args = ["--no-huge", "-m", "512", "--no-pci"]
+workers = 1
+
+[[ports]]
+name = "p0"
+device = "net_null0"
+
+[[zones]]
+zone = "z1"
+region = "r1"
+
+[[client_zones]]
+prefix = "10.1.0.0/16"
+zone = "z1"
+
+[[client_zones]]
+prefix = "10.8.0.0/16"
+compatible = false
+
+[[services]]
+name = "web"
+vip = "10.0.0.100"
+port = 80
+zonal_affinity = "ZONAL_AFFINITY_SPILL_CROSS_ZONE"
+spillover_ratio = 0.8
+
+[[services.backends]]
+name = "b1"
+address = "10.0.1.1"
+mac = "02:00:00:00:01:01"
+zone = "z1"
+"#;
+
+    #[test]
+    fn example_parses_and_validates() {
+        let c = Config::from_toml(EXAMPLE).unwrap();
+        c.validate().unwrap();
+        assert_eq!(c.services[0].backends[0].weight, 50);
+        assert_eq!(c.services[0].maglev_table_size, 65537);
+        assert!(!c.client_zones[1].compatible);
+        // serialise and read back: same model
+        let again = Config::from_toml(&c.to_toml()).unwrap();
+        assert_eq!(again, c);
+    }
+
+    #[test]
+    fn unknown_field_is_an_error() {
+        let e = Config::from_toml(&EXAMPLE.replace("spillover_ratio", "spilover_ratio")).unwrap_err();
+        assert!(e.contains("spilover_ratio"), "{e}");
+    }
+
+    fn with<F: FnOnce(&mut Config)>(f: F) -> ConfigError {
+        let mut c = Config::from_toml(EXAMPLE).unwrap();
+        f(&mut c);
+        c.validate().unwrap_err()
+    }
+
+    #[test]
+    fn ranges_name_field_value_and_rule() {
+        let e = with(|c| c.services[0].spillover_ratio = Some(1.5));
+        assert_eq!(e.path, "services[0].spillover_ratio");
+        assert_eq!(e.field(), "spillover_ratio");
+        assert!(e.to_string().contains("1.5") && e.to_string().contains("[0.0, 1.0]"), "{e}");
+        assert_eq!(with(|c| c.services[0].failover_ratio = Some(-0.1)).field(), "failover_ratio");
+        assert_eq!(with(|c| c.services[0].failover_health_threshold = Some(100)).field(), "failover_health_threshold");
+        assert_eq!(with(|c| c.services[0].failover_health_threshold = Some(0)).field(), "failover_health_threshold");
+        assert_eq!(with(|c| c.services[0].backends[0].weight = 0).field(), "weight");
+        assert_eq!(with(|c| c.services[0].backends[0].weight = 1001).field(), "weight");
+        assert_eq!(with(|c| c.services[0].backends[0].priority = 6).field(), "priority");
+        assert_eq!(with(|c| c.services[0].backends[0].priority = 0).field(), "priority");
+        assert_eq!(with(|c| c.services[0].backends[0].capacity_scaler = 0.05).field(), "capacity_scaler");
+        assert_eq!(with(|c| c.services[0].backends[0].capacity_scaler = 1.01).field(), "capacity_scaler");
+        assert_eq!(with(|c| c.services[0].maglev_table_size = 65536).field(), "maglev_table_size");
+        let e = with(|c| {
+            c.services[0].health_check = Some(HealthCheck { timeout_sec: 6.0, ..Default::default() })
+        });
+        assert_eq!(e.path, "services[0].health_check.timeout_sec");
+        assert_eq!(with(|c| c.services[0].idle_timeout_sec = Some(599)).field(), "idle_timeout_sec");
+    }
+
+    #[test]
+    fn boundaries_are_inclusive() {
+        let mut c = Config::from_toml(EXAMPLE).unwrap();
+        for (r, t, w, p, s) in [(0.0, 1, 1, 1, 0.0), (1.0, 99, 1000, 5, 0.1), (0.5, 70, 50, 3, 1.0)] {
+            c.services[0].spillover_ratio = Some(r);
+            c.services[0].failover_ratio = Some(r);
+            c.services[0].failover_health_threshold = Some(t);
+            c.services[0].backends[0].weight = w;
+            c.services[0].backends[0].priority = p;
+            c.services[0].backends[0].capacity_scaler = s;
+            c.validate().unwrap();
+        }
+        c.services[0].health_check = Some(HealthCheck { timeout_sec: 5.0, check_interval_sec: 5.0, ..Default::default() });
+        c.validate().unwrap();
+    }
+
+    #[test]
+    fn duplicates_and_references() {
+        let e = with(|c| {
+            let b = c.services[0].backends[0].clone();
+            c.services[0].backends.push(b)
+        });
+        assert_eq!(e.path, "services[0].backends[1].name");
+        let e = with(|c| c.ports[0].forward_to = Some("nope".into()));
+        assert_eq!(e.path, "ports[0].forward_to");
+        let e = with(|c| {
+            let mut s = c.services[0].clone();
+            s.name = "web2".into();
+            c.services.push(s)
+        });
+        assert_eq!(e.path, "services[1].vip");
+    }
+
+    #[test]
+    fn primes() {
+        assert!(is_prime(65537) && is_prime(251) && !is_prime(65536) && !is_prime(1) && is_prime(2));
+    }
+}

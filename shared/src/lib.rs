@@ -1,0 +1,19 @@
+//! spillway-shared: the pure core of Spillway — no I/O, no clocks, no unsafe.
+//!
+//! - [`config`]: the TOML configuration model and its validation (spec ranges);
+//! - [`net`]: MAC addresses, IPv4 prefixes, longest-prefix match;
+//! - [`flow`]: flow keys and the deterministic flow hash;
+//! - [`maglev`]: weighted Maglev lookup tables (NSDI 2016);
+//! - [`pipeline`]: the routing pipeline of the specs, stage by stage, with a trace;
+//! - [`scenario`]: the offline conformance scenario format and runner;
+//! - [`proto`]: the control-socket protocol (framing, versioned postcard messages).
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod config;
+pub mod flow;
+pub mod maglev;
+pub mod net;
+pub mod pipeline;
+pub mod proto;
+pub mod scenario;

@@ -1,0 +1,1 @@
+//! Weighted Maglev tables (placeholder; being written).

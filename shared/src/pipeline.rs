@@ -1,0 +1,1 @@
+//! Routing pipeline (placeholder; being written).

@@ -1,0 +1,1 @@
+//! Scenario runner (placeholder; being written).
