@@ -4,3 +4,9 @@
 
 pub mod dpdk;
 pub mod port;
+pub mod conntrack;
+pub mod packet;
+pub mod snapshot;
+pub mod stats;
+pub mod worker;
+pub mod control;

@@ -119,6 +119,10 @@ pub struct DataplaneConfig {
     /// Group (name) whose members may use the control socket besides root.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub socket_group: Option<String>,
+    /// Microseconds a worker sleeps after a poll that received nothing (0 = pure busy
+    /// polling, the production setting; >0 shares a core on small test hosts). 0–10,000.
+    #[serde(default)]
+    pub idle_sleep_us: u32,
 }
 
 fn default_workers() -> u16 {
@@ -146,6 +150,7 @@ impl Default for DataplaneConfig {
             descriptors: default_descriptors(),
             socket: default_socket(),
             socket_group: None,
+            idle_sleep_us: 0,
         }
     }
 }
@@ -773,6 +778,7 @@ impl Config {
         let d = &self.dataplane;
         in_range_u("dataplane.workers", d.workers.into(), 1, 64, "poll-mode workers")?;
         in_range_u("dataplane.mbufs_per_port", d.mbufs_per_port.into(), 1023, 1_048_575, "mbufs")?;
+        in_range_u("dataplane.idle_sleep_us", d.idle_sleep_us.into(), 0, 10_000, "microseconds")?;
         in_range_u("dataplane.descriptors", d.descriptors.into(), 64, 4096, "descriptors per queue")?;
         if !d.worker_cores.is_empty() && d.worker_cores.len() < usize::from(d.workers) {
             return Err(ConfigError::new("dataplane.worker_cores", format!("{:?}", d.worker_cores),

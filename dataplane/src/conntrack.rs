@@ -1,0 +1,440 @@
+//! Per-worker connection tracking table (spec/backend-selection.md "Connection tracking").
+//!
+//! A bounded, set-associative hash table: `capacity / WAYS` buckets of [`WAYS`] entries,
+//! each entry 32 bytes, all allocated once at start (no allocation, no rehash, no locks on
+//! the packet path). A key lives only in its bucket, so a lookup reads one 128-byte bucket
+//! (two cache lines).
+//!
+//! Eviction order when a bucket is full (documented in docs/architecture.md):
+//! 1. an expired entry; 2. the oldest SYN-only entry; 3. the oldest closing (FIN/RST)
+//! entry; 4. the oldest established entry. Each is counted, so a SYN flood evicts SYN-only
+//! entries and leaves established flows alone unless a whole bucket is established.
+//!
+//! The bucket hash is seeded per table (random at start), so an attacker cannot aim a flood
+//! at one bucket. Times are `u32` milliseconds since an arbitrary epoch, compared with
+//! wrapping arithmetic.
+
+use spillway_shared::flow::{fmix64, FlowKey};
+
+/// Entries per bucket.
+pub const WAYS: usize = 4;
+
+/// Lifecycle state of an entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum State {
+    /// Free slot.
+    Empty = 0,
+    /// Only a SYN (or the first packet of a non-TCP flow) was seen: short-lived.
+    SynOnly = 1,
+    /// Traffic beyond the first SYN was seen.
+    Established = 2,
+    /// FIN or RST seen: short life.
+    Closing = 3,
+}
+
+/// One tracked connection: 32 bytes.
+#[derive(Clone, Copy, Debug)]
+#[repr(C, align(32))]
+pub struct Entry {
+    /// Client address.
+    pub src: u32,
+    /// VIP.
+    pub dst: u32,
+    /// Client port.
+    pub sport: u16,
+    /// VIP port.
+    pub dport: u16,
+    /// IP protocol.
+    pub proto: u8,
+    /// [`State`] as u8.
+    pub state: u8,
+    /// Backend slot in the snapshot.
+    pub backend: u16,
+    /// Incarnation of that backend slot (a removed-and-reused slot does not match).
+    pub incarnation: u16,
+    /// Service index in the snapshot the entry was created with.
+    pub service: u16,
+    /// Last packet time, ms.
+    pub last_seen: u32,
+    /// Idle timeout of the current state, ms.
+    pub timeout_ms: u32,
+    /// Creation time (ms), for drain deadlines.
+    pub created: u32,
+}
+
+const EMPTY_ENTRY: Entry = Entry {
+    src: 0,
+    dst: 0,
+    sport: 0,
+    dport: 0,
+    proto: 0,
+    state: State::Empty as u8,
+    backend: 0,
+    incarnation: 0,
+    service: 0,
+    last_seen: 0,
+    timeout_ms: 0,
+    created: 0,
+};
+
+impl Entry {
+    #[inline]
+    fn matches(&self, k: &FlowKey) -> bool {
+        self.state != State::Empty as u8
+            && self.src == k.src
+            && self.dst == k.dst
+            && self.sport == k.sport
+            && self.dport == k.dport
+            && self.proto == k.proto
+    }
+    #[inline]
+    fn expired(&self, now: u32) -> bool {
+        // Ages over 2^31 ms mean `last_seen` is ahead of `now` (clock skew between bursts):
+        // not expired.
+        let age = now.wrapping_sub(self.last_seen);
+        self.state == State::Empty as u8 || (age < 0x8000_0000 && age > self.timeout_ms)
+    }
+    /// The entry's state.
+    pub fn state(&self) -> State {
+        match self.state {
+            1 => State::SynOnly,
+            2 => State::Established,
+            3 => State::Closing,
+            _ => State::Empty,
+        }
+    }
+    /// The key of the entry.
+    pub fn key(&self) -> FlowKey {
+        FlowKey { src: self.src, dst: self.dst, sport: self.sport, dport: self.dport, proto: self.proto }
+    }
+}
+
+#[derive(Clone, Copy)]
+#[repr(C, align(128))]
+struct Bucket([Entry; WAYS]);
+
+/// Counters of the table (plain integers: the table is owned by one worker).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CtCounters {
+    /// Lookups that found a live entry.
+    pub hits: u64,
+    /// Lookups that found nothing.
+    pub misses: u64,
+    /// Entries inserted.
+    pub inserts: u64,
+    /// Full-bucket evictions of SYN-only entries.
+    pub evicted_syn_only: u64,
+    /// Full-bucket evictions of closing entries.
+    pub evicted_closing: u64,
+    /// Full-bucket evictions of established entries.
+    pub evicted_established: u64,
+    /// Expired entries reused.
+    pub expired_reused: u64,
+}
+
+/// What a lookup found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Hit {
+    /// Backend slot.
+    pub backend: u16,
+    /// Backend incarnation.
+    pub incarnation: u16,
+    /// Service index.
+    pub service: u16,
+    /// State before this packet.
+    pub state: State,
+    /// Creation time, ms.
+    pub created: u32,
+}
+
+/// Timeouts per state, ms (from `[conntrack]` of the config).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Timeouts {
+    /// SYN-only TCP entries.
+    pub syn_ms: u32,
+    /// Established TCP entries.
+    pub tcp_ms: u32,
+    /// After FIN/RST.
+    pub closing_ms: u32,
+    /// UDP and others.
+    pub udp_ms: u32,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Timeouts { syn_ms: 5_000, tcp_ms: 600_000, closing_ms: 10_000, udp_ms: 30_000 }
+    }
+}
+
+/// The table.
+pub struct ConnTable {
+    buckets: Box<[Bucket]>,
+    mask: u64,
+    seed: u64,
+    /// Counters.
+    pub counters: CtCounters,
+}
+
+impl ConnTable {
+    /// A table of at least `capacity` entries (rounded up to a power of two, ≥ `WAYS`),
+    /// bucket hash seeded with `seed`. Memory: 32 bytes × capacity.
+    pub fn new(capacity: usize, seed: u64) -> ConnTable {
+        let n_buckets = (capacity.max(WAYS) / WAYS).next_power_of_two();
+        ConnTable {
+            buckets: vec![Bucket([EMPTY_ENTRY; WAYS]); n_buckets].into_boxed_slice(),
+            mask: n_buckets as u64 - 1,
+            seed,
+            counters: CtCounters::default(),
+        }
+    }
+
+    /// Total entries.
+    pub fn capacity(&self) -> usize {
+        self.buckets.len() * WAYS
+    }
+
+    /// Bytes of table memory per entry slot.
+    pub const fn bytes_per_entry() -> usize {
+        std::mem::size_of::<Entry>()
+    }
+
+    #[inline]
+    fn bucket_of(&self, k: &FlowKey) -> usize {
+        (fmix64(k.hash() ^ self.seed) & self.mask) as usize
+    }
+
+    /// Looks `k` up; on a hit refreshes `last_seen` and advances the state with the TCP
+    /// `flags` of this packet (SYN-only → established on a non-SYN packet; → closing on
+    /// FIN/RST). Expired entries are misses.
+    #[inline]
+    pub fn lookup(&mut self, k: &FlowKey, flags: u8, now: u32, t: &Timeouts) -> Option<Hit> {
+        let b = self.bucket_of(k);
+        let bucket = self.buckets.get_mut(b)?;
+        for e in bucket.0.iter_mut() {
+            if e.matches(k) {
+                if e.expired(now) {
+                    e.state = State::Empty as u8;
+                    break;
+                }
+                let before = e.state();
+                advance(e, flags, t);
+                e.last_seen = now;
+                self.counters.hits += 1;
+                return Some(Hit { backend: e.backend, incarnation: e.incarnation, service: e.service, state: before, created: e.created });
+            }
+        }
+        self.counters.misses += 1;
+        None
+    }
+
+    /// Inserts or overwrites the entry for `k`. Evicts per the documented order when the
+    /// bucket is full; never fails.
+    #[inline]
+    pub fn insert(&mut self, k: &FlowKey, backend: u16, incarnation: u16, service: u16, flags: u8, now: u32, t: &Timeouts) {
+        let b = self.bucket_of(k);
+        let Some(bucket) = self.buckets.get_mut(b) else { return };
+        // existing entry for this key, else best victim
+        let mut victim = 0usize;
+        let mut victim_rank = (u8::MAX, 0u32);
+        let mut found = None;
+        for (i, e) in bucket.0.iter().enumerate() {
+            if e.matches(k) {
+                found = Some(i);
+                break;
+            }
+            // rank: lower is evicted first; ties: older first (larger age)
+            let age = now.wrapping_sub(e.last_seen);
+            let class = if e.expired(now) {
+                0
+            } else {
+                match e.state() {
+                    State::SynOnly => 1,
+                    State::Closing => 2,
+                    State::Established => 3,
+                    State::Empty => 0,
+                }
+            };
+            if class < victim_rank.0 || (class == victim_rank.0 && age > victim_rank.1) {
+                victim = i;
+                victim_rank = (class, age);
+            }
+        }
+        let i = match found {
+            Some(i) => i,
+            None => {
+                match victim_rank.0 {
+                    0 => {
+                        if bucket.0[victim].state != State::Empty as u8 {
+                            self.counters.expired_reused += 1;
+                        }
+                    }
+                    1 => self.counters.evicted_syn_only += 1,
+                    2 => self.counters.evicted_closing += 1,
+                    _ => self.counters.evicted_established += 1,
+                }
+                victim
+            }
+        };
+        let e = &mut bucket.0[i];
+        *e = Entry {
+            src: k.src,
+            dst: k.dst,
+            sport: k.sport,
+            dport: k.dport,
+            proto: k.proto,
+            state: State::SynOnly as u8,
+            backend,
+            incarnation,
+            service,
+            last_seen: now,
+            timeout_ms: 0,
+            created: now,
+        };
+        if k.proto == crate::packet::PROTO_TCP {
+            e.timeout_ms = t.syn_ms;
+            if flags & crate::packet::tcp_flags::SYN == 0 {
+                advance(e, flags, t);
+            }
+        } else {
+            e.state = State::Established as u8;
+            e.timeout_ms = t.udp_ms;
+        }
+        self.counters.inserts += 1;
+    }
+
+    /// Removes the entry for `k`, if any.
+    pub fn remove(&mut self, k: &FlowKey) -> bool {
+        let b = self.bucket_of(k);
+        if let Some(bucket) = self.buckets.get_mut(b) {
+            for e in bucket.0.iter_mut() {
+                if e.matches(k) {
+                    e.state = State::Empty as u8;
+                    return true;
+                }
+            }
+        }
+        false
+    }
+
+    /// Live (unexpired) entries at `now`: a full scan, for the control plane only.
+    pub fn live(&self, now: u32) -> usize {
+        self.buckets.iter().flat_map(|b| b.0.iter()).filter(|e| !e.expired(now)).count()
+    }
+
+    /// Removes every entry for which `f` is true; returns how many (control-plane scans).
+    pub fn retain(&mut self, mut keep: impl FnMut(&Entry) -> bool) -> usize {
+        let mut n = 0;
+        for b in self.buckets.iter_mut() {
+            for e in b.0.iter_mut() {
+                if e.state != State::Empty as u8 && !keep(e) {
+                    e.state = State::Empty as u8;
+                    n += 1;
+                }
+            }
+        }
+        n
+    }
+
+    /// Visits every live entry.
+    pub fn for_each_live(&self, now: u32, mut f: impl FnMut(&Entry)) {
+        for b in self.buckets.iter() {
+            for e in b.0.iter() {
+                if !e.expired(now) {
+                    f(e);
+                }
+            }
+        }
+    }
+}
+
+/// TCP state machine of an entry for one packet's `flags`.
+#[inline]
+fn advance(e: &mut Entry, flags: u8, t: &Timeouts) {
+    use crate::packet::tcp_flags::*;
+    if e.proto != crate::packet::PROTO_TCP {
+        return;
+    }
+    if flags & (FIN | RST) != 0 {
+        e.state = State::Closing as u8;
+        e.timeout_ms = t.closing_ms;
+    } else if e.state == State::SynOnly as u8 && flags & SYN == 0 {
+        e.state = State::Established as u8;
+        e.timeout_ms = t.tcp_ms;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::packet::tcp_flags::*;
+
+    fn key(i: u32) -> FlowKey {
+        FlowKey { src: 0x0a01_0000 + i, dst: 0x0a00_0064, sport: 40000, dport: 80, proto: 6 }
+    }
+
+    #[test]
+    fn entry_is_32_bytes() {
+        assert_eq!(std::mem::size_of::<Entry>(), 32);
+        assert_eq!(std::mem::size_of::<Bucket>(), 128);
+    }
+
+    #[test]
+    fn insert_lookup_and_states() {
+        let t = Timeouts::default();
+        let mut ct = ConnTable::new(1024, 7);
+        assert!(ct.lookup(&key(1), SYN, 0, &t).is_none());
+        ct.insert(&key(1), 3, 1, 0, SYN, 0, &t);
+        let h = ct.lookup(&key(1), ACK, 10, &t).unwrap();
+        assert_eq!((h.backend, h.state), (3, State::SynOnly));
+        let h = ct.lookup(&key(1), ACK, 20, &t).unwrap();
+        assert_eq!(h.state, State::Established);
+        // established: lives 600 s
+        assert!(ct.lookup(&key(1), ACK, 20 + 599_000, &t).is_some());
+        ct.lookup(&key(1), FIN | ACK, 20 + 599_001, &t).unwrap();
+        // closing: gone after 10 s idle
+        assert!(ct.lookup(&key(1), ACK, 20 + 599_001 + 10_001, &t).is_none());
+    }
+
+    #[test]
+    fn syn_only_expires_quickly() {
+        let t = Timeouts::default();
+        let mut ct = ConnTable::new(1024, 7);
+        ct.insert(&key(1), 3, 1, 0, SYN, 0, &t);
+        assert!(ct.lookup(&key(1), SYN, 5_001, &t).is_none());
+    }
+
+    #[test]
+    fn flood_evicts_syn_only_first() {
+        let t = Timeouts::default();
+        let mut ct = ConnTable::new(1024, 99);
+        // 64 established flows
+        for i in 0..64 {
+            ct.insert(&key(i), (i % 4) as u16, 1, 0, SYN, 0, &t);
+            ct.lookup(&key(i), ACK, 1, &t).unwrap();
+        }
+        // 20,000 SYN-only entries from other sources
+        for i in 0..20_000u32 {
+            let k = FlowKey { src: 0xc000_0000 + i, ..key(0) };
+            ct.insert(&k, 0, 1, 0, SYN, 2, &t);
+        }
+        assert_eq!(ct.counters.evicted_established, 0);
+        assert!(ct.counters.evicted_syn_only > 18_000);
+        for i in 0..64 {
+            assert_eq!(ct.lookup(&key(i), ACK, 3, &t).unwrap().backend, (i % 4) as u16);
+        }
+    }
+
+    #[test]
+    fn full_bucket_of_established_evicts_oldest() {
+        let t = Timeouts::default();
+        let mut ct = ConnTable::new(4, 1); // one bucket
+        for i in 0..4 {
+            ct.insert(&key(i), i as u16, 1, 0, ACK, i, &t);
+        }
+        ct.insert(&key(9), 9, 1, 0, ACK, 10, &t);
+        assert_eq!(ct.counters.evicted_established, 1);
+        assert!(ct.lookup(&key(0), ACK, 11, &t).is_none());
+        assert!(ct.lookup(&key(9), ACK, 11, &t).is_some());
+    }
+}

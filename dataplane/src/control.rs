@@ -1,0 +1,332 @@
+//! Control plane state: backend slots, health view, snapshot compilation and publication.
+//!
+//! The control thread owns the config and the health/load view; on every change it runs
+//! the routing pipeline for every service and client class, compiles a [`Snapshot`] and
+//! publishes it through a crossbeam-epoch [`Atomic`]. Workers load it once per burst
+//! inside an epoch guard; the old snapshot is destroyed only after every worker has left
+//! the epoch in which it could have seen it.
+
+use crate::snapshot::{BackendSlot, ClassTable, ServiceSnap, Snapshot};
+use crate::stats::{WorkerStats, MAX_BACKEND_SLOTS};
+use crossbeam_epoch::{self as epoch, Atomic, Owned};
+use hashbrown::HashMap;
+use spillway_shared::config::{Config, Persistence, Protocol, SessionAffinity, Service, TrackingMode};
+use spillway_shared::maglev::{MaglevEntry, MaglevTable};
+use spillway_shared::net::PrefixTable;
+use spillway_shared::pipeline::{self, BackendState, ClientClass, ServiceState, Topology};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// Stable slots for backends, keyed by (service name, backend name).
+#[derive(Debug, Default)]
+pub struct SlotMap {
+    index: std::collections::HashMap<(String, String), u16>,
+    owners: Vec<Option<(String, String)>>,
+    incarnations: Vec<u16>,
+}
+
+impl SlotMap {
+    /// Assigns slots to every backend of `cfg`, keeping the slots of backends that are still
+    /// configured and freeing the others. Errors when more than [`MAX_BACKEND_SLOTS`].
+    pub fn sync(&mut self, cfg: &Config) -> Result<(), String> {
+        let wanted: std::collections::HashSet<(String, String)> = cfg
+            .services
+            .iter()
+            .flat_map(|s| s.backends.iter().map(move |b| (s.name.clone(), b.name.clone())))
+            .collect();
+        // free removed
+        let removed: Vec<(String, String)> = self.index.keys().filter(|k| !wanted.contains(*k)).cloned().collect();
+        for k in removed {
+            if let Some(slot) = self.index.remove(&k) {
+                self.owners[usize::from(slot)] = None;
+            }
+        }
+        for s in &cfg.services {
+            for b in &s.backends {
+                let k = (s.name.clone(), b.name.clone());
+                if self.index.contains_key(&k) {
+                    continue;
+                }
+                let slot = match self.owners.iter().position(Option::is_none) {
+                    Some(i) => i,
+                    None => {
+                        if self.owners.len() >= MAX_BACKEND_SLOTS {
+                            return Err(format!("more than {MAX_BACKEND_SLOTS} backends in all services"));
+                        }
+                        self.owners.push(None);
+                        self.incarnations.push(0);
+                        self.owners.len() - 1
+                    }
+                };
+                self.owners[slot] = Some(k.clone());
+                self.incarnations[slot] = self.incarnations[slot].wrapping_add(1);
+                self.index.insert(k, slot as u16);
+            }
+        }
+        Ok(())
+    }
+
+    /// Slot of a backend.
+    pub fn slot(&self, service: &str, backend: &str) -> Option<u16> {
+        self.index.get(&(service.to_string(), backend.to_string())).copied()
+    }
+
+    /// Number of slots (used or free).
+    pub fn len(&self) -> usize {
+        self.owners.len()
+    }
+
+    /// Whether no slot exists.
+    pub fn is_empty(&self) -> bool {
+        self.owners.is_empty()
+    }
+
+    /// Incarnation of a slot.
+    pub fn incarnation(&self, slot: u16) -> u16 {
+        self.incarnations.get(usize::from(slot)).copied().unwrap_or(0)
+    }
+}
+
+/// Health and load of one backend as the control plane knows it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BackendView {
+    /// Healthy (a backend without a health check is healthy).
+    pub healthy: bool,
+    /// Probe RTT, ms.
+    pub latency_ms: Option<f64>,
+    /// Measured new connections per second.
+    pub load_cps: f64,
+}
+
+impl Default for BackendView {
+    fn default() -> Self {
+        BackendView { healthy: true, latency_ms: None, load_cps: 0.0 }
+    }
+}
+
+/// Health/load view keyed by (service, backend).
+pub type HealthView = std::collections::HashMap<(String, String), BackendView>;
+
+/// Whether a tracked connection persists on an unhealthy backend
+/// (spec/backend-selection.md `connection_persistence_on_unhealthy_backends`).
+pub fn persists_on_unhealthy(svc: &Service) -> bool {
+    match svc.connection_persistence_on_unhealthy_backends {
+        Persistence::ALWAYS_PERSIST => true,
+        Persistence::NEVER_PERSIST => false,
+        Persistence::DEFAULT_FOR_PROTOCOL => {
+            svc.protocol == Protocol::Tcp
+                && (svc.tracking_mode == TrackingMode::PER_CONNECTION
+                    || matches!(svc.session_affinity, SessionAffinity::NONE | SessionAffinity::CLIENT_IP_PORT_PROTO))
+        }
+    }
+}
+
+/// Default idle timeout of a service's connections, ms.
+fn idle_timeout_ms(cfg: &Config, svc: &Service) -> u32 {
+    let sec = svc.idle_timeout_sec.unwrap_or(match svc.protocol {
+        Protocol::Tcp => cfg.conntrack.tcp_idle_timeout_sec,
+        Protocol::Udp => cfg.conntrack.udp_idle_timeout_sec,
+    });
+    sec.saturating_mul(1000)
+}
+
+/// Inputs of one compilation besides the config.
+pub struct CompileInput<'a> {
+    /// Health and load.
+    pub health: &'a HealthView,
+    /// Per-service pipeline state (drain timers), by service name.
+    pub states: &'a mut std::collections::HashMap<String, ServiceState>,
+    /// Control-plane time, seconds.
+    pub now_sec: f64,
+    /// Generation number to stamp.
+    pub generation: u64,
+    /// Per-port own address (host order, 0 = none), by port index.
+    pub port_addrs: Vec<u32>,
+}
+
+/// Runs the routing pipeline for every service × client class and builds the snapshot.
+pub fn compile(cfg: &Config, slots: &SlotMap, input: CompileInput<'_>) -> Snapshot {
+    let topo = Topology::from_config(cfg);
+    let classes = topo.client_classes();
+    let incompatible_class = classes.iter().position(|c| *c == ClientClass::Incompatible).unwrap_or(classes.len()) as u16;
+    let class_names: Vec<String> = classes
+        .iter()
+        .map(|c| match c {
+            ClientClass::Zone(z) => z.clone(),
+            ClientClass::Incompatible => "(not zonal)".to_string(),
+        })
+        .collect();
+    let class_id = |c: &ClientClass| classes.iter().position(|x| x == c).unwrap_or(usize::from(incompatible_class)) as u16;
+    let prefix_table = PrefixTable::new(cfg.client_zones.iter().map(|cz| {
+        let cls = if cz.compatible {
+            ClientClass::Zone(cz.zone.clone().unwrap_or_default())
+        } else {
+            ClientClass::Incompatible
+        };
+        (cz.prefix, class_id(&cls))
+    }));
+
+    let mut backends = vec![
+        BackendSlot {
+            present: false,
+            incarnation: 0,
+            service: 0,
+            name: String::new(),
+            mac: [0; 6],
+            addr: 0,
+            healthy: false,
+            evict_connections: false,
+            draining_until_ms: None,
+        };
+        slots.len()
+    ];
+    let mut snap = Snapshot {
+        generation: input.generation,
+        classes: prefix_table,
+        incompatible_class,
+        class_names,
+        port_addrs: input.port_addrs.clone(),
+        created: Some(std::time::Instant::now()),
+        ..Default::default()
+    };
+    for a in input.port_addrs.iter().filter(|a| **a != 0) {
+        snap.arp_addrs.insert(*a, ());
+    }
+    for (si, svc) in cfg.services.iter().enumerate() {
+        let states: Vec<BackendState> = svc
+            .backends
+            .iter()
+            .map(|b| {
+                let v = input.health.get(&(svc.name.clone(), b.name.clone())).cloned().unwrap_or_default();
+                BackendState {
+                    endpoints: 1,
+                    healthy_endpoints: u32::from(v.healthy),
+                    latency_ms: b.latency_ms.or(v.latency_ms),
+                    load_cps: v.load_cps,
+                }
+            })
+            .collect();
+        let mut slot_of = Vec::with_capacity(svc.backends.len());
+        for (bi, b) in svc.backends.iter().enumerate() {
+            let slot = slots.slot(&svc.name, &b.name).unwrap_or(0);
+            slot_of.push(slot);
+            if let Some(s) = backends.get_mut(usize::from(slot)) {
+                *s = BackendSlot {
+                    present: true,
+                    incarnation: slots.incarnation(slot),
+                    service: si as u16,
+                    name: b.name.clone(),
+                    mac: b.mac.map(|m| m.0).unwrap_or([0; 6]),
+                    addr: u32::from(b.address),
+                    healthy: states[bi].healthy_endpoints > 0,
+                    evict_connections: false,
+                    draining_until_ms: None,
+                };
+            }
+        }
+        let st = input.states.entry(svc.name.clone()).or_default();
+        let mut tables: Vec<Option<Arc<ClassTable>>> = Vec::with_capacity(classes.len());
+        let mut built: Vec<(Vec<(usize, u64)>, Arc<ClassTable>)> = Vec::new();
+        for class in &classes {
+            let d = pipeline::evaluate(svc, &states, &topo, class, None, st, input.now_sec);
+            if d.drop || d.weights.is_empty() {
+                tables.push(None);
+                continue;
+            }
+            // identical final sets (same backends, same weights) share one table
+            let sig: Vec<(usize, u64)> = d.weights.iter().map(|(i, w)| (*i, w.to_bits())).collect();
+            if let Some((_, t)) = built.iter().find(|(s, _)| *s == sig) {
+                tables.push(Some(t.clone()));
+                continue;
+            }
+            let entries: Vec<MaglevEntry<'_>> =
+                d.weights.iter().map(|(i, w)| MaglevEntry { name: &svc.backends[*i].name, weight: *w }).collect();
+            let maglev = MaglevTable::build(&entries, svc.maglev_table_size);
+            let all_unhealthy = d.weights.iter().all(|(i, _)| states[*i].healthy_endpoints == 0);
+            let t = Arc::new(ClassTable { maglev, backends: d.weights.iter().map(|(i, _)| slot_of[*i]).collect(), all_unhealthy });
+            built.push((sig, t.clone()));
+            tables.push(Some(t));
+        }
+        let vip = u32::from(svc.vip);
+        let proto = svc.protocol.number();
+        snap.by_vip_port.insert((vip, svc.port, proto), si as u16);
+        snap.by_vip_proto.entry((vip, proto)).or_insert(si as u16);
+        snap.arp_addrs.insert(vip, ());
+        snap.services.push(ServiceSnap {
+            name: svc.name.clone(),
+            vip,
+            port: svc.port,
+            proto,
+            affinity: svc.session_affinity,
+            tracking: svc.tracking_mode,
+            persist_on_unhealthy: persists_on_unhealthy(svc),
+            mode: svc.forwarding_mode,
+            encap_mtu: svc.encap_mtu,
+            idle_timeout_ms: idle_timeout_ms(cfg, svc),
+            tables,
+        });
+    }
+    snap.backends = backends;
+    snap
+}
+
+/// State shared between the control plane and the workers.
+pub struct Shared {
+    /// The current snapshot.
+    pub snapshot: Atomic<Snapshot>,
+    /// Set to stop the workers.
+    pub stop: AtomicBool,
+    /// Per-worker counters.
+    pub stats: Vec<Arc<WorkerStats>>,
+    /// Generation of the current snapshot.
+    pub generation: AtomicU64,
+}
+
+impl Shared {
+    /// Shared state with an initial snapshot and `workers` counter sets.
+    pub fn new(initial: Snapshot, workers: usize) -> Shared {
+        let generation = AtomicU64::new(initial.generation);
+        Shared {
+            snapshot: Atomic::new(initial),
+            stop: AtomicBool::new(false),
+            stats: (0..workers).map(|_| Arc::new(WorkerStats::default())).collect(),
+            generation,
+        }
+    }
+
+    /// Publishes `snap`; the previous snapshot is freed after every worker has moved on.
+    pub fn publish(&self, snap: Snapshot) {
+        let g = snap.generation;
+        let guard = epoch::pin();
+        let old = self.snapshot.swap(Owned::new(snap), Ordering::AcqRel, &guard);
+        self.generation.store(g, Ordering::Release);
+        if !old.is_null() {
+            // SAFETY: `old` was unlinked by the swap above, so no new reader can reach it;
+            // readers that loaded it hold an epoch guard, and crossbeam-epoch runs the
+            // destructor only after all of them have unpinned.
+            unsafe { guard.defer_destroy(old) };
+        }
+        guard.flush();
+    }
+
+    /// Runs `f` with the current snapshot inside an epoch guard.
+    pub fn with_snapshot<R>(&self, f: impl FnOnce(&Snapshot) -> R) -> Option<R> {
+        let guard = epoch::pin();
+        let s = self.snapshot.load(Ordering::Acquire, &guard);
+        // SAFETY: the pointer is either null or a live snapshot protected by `guard`.
+        unsafe { s.as_ref() }.map(f)
+    }
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        // SAFETY: we have `&mut self`: no worker can hold a guard into this Atomic any more.
+        unsafe {
+            let g = epoch::unprotected();
+            let s = self.snapshot.swap(epoch::Shared::null(), Ordering::AcqRel, g);
+            if !s.is_null() {
+                drop(s.into_owned());
+            }
+        }
+    }
+}

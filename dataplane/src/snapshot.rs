@@ -1,0 +1,137 @@
+//! Snapshots: the read-only routing state the workers use, compiled by the control thread
+//! from config + health + load and published with crossbeam-epoch (see `control.rs`).
+//!
+//! For every service and every client zone class (each known zone, plus "not compatible"),
+//! a Maglev table over the routing pipeline's final set; classes with identical final sets
+//! share one table (`Arc`). Backends are addressed by *slot*: a stable index assigned by the
+//! control thread for the life of a backend, with an incarnation number so a connection
+//! entry of a removed backend never matches a new backend that reuses the slot.
+
+use hashbrown::HashMap;
+use spillway_shared::config::{ForwardingMode, SessionAffinity, TrackingMode};
+use spillway_shared::maglev::MaglevTable;
+use spillway_shared::net::PrefixTable;
+use std::sync::Arc;
+
+/// A backend as the workers see it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BackendSlot {
+    /// Whether the slot holds a backend.
+    pub present: bool,
+    /// Incarnation of this slot (bumped when a slot is reused).
+    pub incarnation: u16,
+    /// Service index.
+    pub service: u16,
+    /// Backend name (control plane only).
+    pub name: String,
+    /// Destination MAC (L2 DSR) or next-hop MAC (IPIP/GUE).
+    pub mac: [u8; 6],
+    /// Backend address (host order), IPIP/GUE outer destination.
+    pub addr: u32,
+    /// Health as last published.
+    pub healthy: bool,
+    /// Existing connections must move now (failover with drain disabled, or the drain
+    /// deadline passed, or the backend was disabled for connection removal).
+    pub evict_connections: bool,
+    /// The backend is in the pool that is no longer active: existing connections persist
+    /// until `drain_deadline_ms` (worker clock), then move.
+    pub draining_until_ms: Option<u32>,
+}
+
+/// One Maglev table and the backend slots its entries stand for.
+#[derive(Debug, PartialEq)]
+pub struct ClassTable {
+    /// The table: slot → entry index.
+    pub maglev: MaglevTable,
+    /// Entry index → backend slot.
+    pub backends: Vec<u16>,
+    /// Whether every backend of this table is unhealthy (last resort): then even
+    /// NEVER_PERSIST keeps existing connections.
+    pub all_unhealthy: bool,
+}
+
+impl ClassTable {
+    /// Backend slot for a flow hash.
+    #[inline]
+    pub fn pick(&self, hash: u64) -> Option<u16> {
+        let i = self.maglev.lookup(hash)?;
+        self.backends.get(usize::from(i)).copied()
+    }
+}
+
+/// A service as the workers see it.
+#[derive(Debug)]
+pub struct ServiceSnap {
+    /// Name (for the control plane).
+    pub name: String,
+    /// VIP (host order).
+    pub vip: u32,
+    /// Port.
+    pub port: u16,
+    /// IP protocol number.
+    pub proto: u8,
+    /// Session affinity.
+    pub affinity: SessionAffinity,
+    /// Tracking mode.
+    pub tracking: TrackingMode,
+    /// Whether a tracked connection stays on its backend when the backend turns unhealthy
+    /// (spec/backend-selection.md, resolved for this service's protocol and affinity).
+    pub persist_on_unhealthy: bool,
+    /// Forwarding mode.
+    pub mode: ForwardingMode,
+    /// Path MTU towards backends (IPIP/GUE).
+    pub encap_mtu: u16,
+    /// Idle timeout for this service's established connections, ms.
+    pub idle_timeout_ms: u32,
+    /// Table per client class (index = class id); `None` = drop new connections.
+    pub tables: Vec<Option<Arc<ClassTable>>>,
+}
+
+/// The whole routing state at one generation.
+#[derive(Debug, Default)]
+pub struct Snapshot {
+    /// Monotonic generation number.
+    pub generation: u64,
+    /// Services by index.
+    pub services: Vec<ServiceSnap>,
+    /// (VIP, port, proto) → service index.
+    pub by_vip_port: HashMap<(u32, u16, u8), u16>,
+    /// (VIP, proto) → first service index (port-less packets: fragments, ICMP).
+    pub by_vip_proto: HashMap<(u32, u8), u16>,
+    /// Addresses answered in ARP: VIPs and port addresses.
+    pub arp_addrs: HashMap<u32, ()>,
+    /// Client prefix → class id. Unmatched sources use `incompatible_class`.
+    pub classes: PrefixTable<u16>,
+    /// Class id for clients that are not zonal-compatible.
+    pub incompatible_class: u16,
+    /// Class names, by id (control plane).
+    pub class_names: Vec<String>,
+    /// Backend slots.
+    pub backends: Vec<BackendSlot>,
+    /// Encapsulation source address (host order) per port index (0 = none).
+    pub port_addrs: Vec<u32>,
+    /// Creation time (control plane, for `snapshot show`).
+    pub created: Option<std::time::Instant>,
+}
+
+impl Snapshot {
+    /// Class id of a client address.
+    #[inline]
+    pub fn class_of(&self, src: u32) -> u16 {
+        self.classes.lookup(src.into()).copied().unwrap_or(self.incompatible_class)
+    }
+
+    /// Distinct tables (shared ones counted once).
+    pub fn distinct_tables(&self) -> usize {
+        let mut seen: Vec<*const ClassTable> = Vec::new();
+        for s in &self.services {
+            for t in s.tables.iter().flatten() {
+                let p = Arc::as_ptr(t);
+                if !seen.contains(&p) {
+                    seen.push(p);
+                }
+            }
+        }
+        seen.len()
+    }
+}

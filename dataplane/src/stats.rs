@@ -1,0 +1,113 @@
+//! Per-worker counters, written by their one worker and summed on read by the control
+//! plane. Each counter is an `AtomicU64` updated with a relaxed load + store (single writer:
+//! no locked instruction on the packet path).
+
+use crate::packet::DropReason;
+use spillway_shared::proto::Counters;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+/// Most backend slots (over all services) a daemon tracks counters for.
+pub const MAX_BACKEND_SLOTS: usize = 4096;
+
+/// Adds `n` to a single-writer counter.
+#[inline(always)]
+pub fn bump(c: &AtomicU64, n: u64) {
+    c.store(c.load(Relaxed).wrapping_add(n), Relaxed);
+}
+
+/// Counters of one worker.
+pub struct WorkerStats {
+    /// Frames received, all ports.
+    pub rx: AtomicU64,
+    /// Frames sent, all ports.
+    pub tx: AtomicU64,
+    /// Frames forwarded to a backend.
+    pub forwarded: AtomicU64,
+    /// ARP replies sent.
+    pub arp_replies: AtomicU64,
+    /// ICMP errors forwarded to the backend of the quoted flow.
+    pub icmp_forwarded: AtomicU64,
+    /// ICMP "fragmentation needed" replies generated (encapsulation modes).
+    pub icmp_frag_needed_sent: AtomicU64,
+    /// IPv4 fragments forwarded (hashed on the 3-tuple).
+    pub fragments: AtomicU64,
+    /// New connections (connection-table misses that selected a backend).
+    pub new_connections: AtomicU64,
+    /// Connections moved to another backend (unhealthy without persistence, drain cut,
+    /// backend removed).
+    pub rebalanced: AtomicU64,
+    /// Drops by reason, indexed by `DropReason as usize`.
+    pub drops: [AtomicU64; DropReason::COUNT],
+    /// New connections per backend slot.
+    pub backend_new: Box<[AtomicU64]>,
+    /// Packets per backend slot.
+    pub backend_packets: Box<[AtomicU64]>,
+    /// Connection table counters (mirrored each burst).
+    pub ct_hits: AtomicU64,
+    /// Misses.
+    pub ct_misses: AtomicU64,
+    /// SYN-only evictions.
+    pub ct_evicted_syn_only: AtomicU64,
+    /// Closing evictions.
+    pub ct_evicted_closing: AtomicU64,
+    /// Established evictions.
+    pub ct_evicted_established: AtomicU64,
+    /// Snapshot generation this worker last used.
+    pub generation: AtomicU64,
+    /// Poll loop iterations.
+    pub polls: AtomicU64,
+    /// Polls that received nothing.
+    pub idle_polls: AtomicU64,
+}
+
+impl Default for WorkerStats {
+    fn default() -> Self {
+        let slots = || (0..MAX_BACKEND_SLOTS).map(|_| AtomicU64::new(0)).collect::<Vec<_>>().into_boxed_slice();
+        WorkerStats {
+            rx: AtomicU64::new(0),
+            tx: AtomicU64::new(0),
+            forwarded: AtomicU64::new(0),
+            arp_replies: AtomicU64::new(0),
+            icmp_forwarded: AtomicU64::new(0),
+            icmp_frag_needed_sent: AtomicU64::new(0),
+            fragments: AtomicU64::new(0),
+            new_connections: AtomicU64::new(0),
+            rebalanced: AtomicU64::new(0),
+            drops: Default::default(),
+            backend_new: slots(),
+            backend_packets: slots(),
+            ct_hits: AtomicU64::new(0),
+            ct_misses: AtomicU64::new(0),
+            ct_evicted_syn_only: AtomicU64::new(0),
+            ct_evicted_closing: AtomicU64::new(0),
+            ct_evicted_established: AtomicU64::new(0),
+            generation: AtomicU64::new(0),
+            polls: AtomicU64::new(0),
+            idle_polls: AtomicU64::new(0),
+        }
+    }
+}
+
+/// Reads one worker's counters into the protocol's [`Counters`].
+pub fn read(w: &WorkerStats) -> Counters {
+    Counters {
+        rx: w.rx.load(Relaxed),
+        tx: w.tx.load(Relaxed),
+        forwarded: w.forwarded.load(Relaxed),
+        arp_replies: w.arp_replies.load(Relaxed),
+        icmp_forwarded: w.icmp_forwarded.load(Relaxed),
+        icmp_frag_needed_sent: w.icmp_frag_needed_sent.load(Relaxed),
+        fragments: w.fragments.load(Relaxed),
+        new_connections: w.new_connections.load(Relaxed),
+        rebalanced: w.rebalanced.load(Relaxed),
+        drops: DropReason::ALL.iter().map(|r| (r.name().to_string(), w.drops[*r as usize].load(Relaxed))).collect(),
+        ct_hits: w.ct_hits.load(Relaxed),
+        ct_misses: w.ct_misses.load(Relaxed),
+        ct_evicted_syn_only: w.ct_evicted_syn_only.load(Relaxed),
+        ct_evicted_closing: w.ct_evicted_closing.load(Relaxed),
+        ct_evicted_established: w.ct_evicted_established.load(Relaxed),
+        generation: w.generation.load(Relaxed),
+        polls: w.polls.load(Relaxed),
+        idle_polls: w.idle_polls.load(Relaxed),
+    }
+}

@@ -1,0 +1,351 @@
+//! The poll-mode worker: receive a burst on every port, decide each packet, send bursts.
+//!
+//! Sans-IO in the quinn-proto sense: [`Worker::process`] is a pure function of the frame,
+//! the snapshot, the worker's own connection table and an explicit time, so tests drive it
+//! with in-memory ports ([`crate::port::MemPort`]) and chosen clocks. [`Worker::poll`] runs
+//! one iteration over generic [`Port`]s. Nothing here locks, allocates or makes a syscall
+//! per packet, and nothing panics on any input.
+
+use crate::conntrack::{ConnTable, State, Timeouts};
+use crate::packet::{self, tcp_flags, DropReason, Ipv4Info, Parsed};
+use crate::port::{Burst, PacketBuf, Port};
+use crate::snapshot::{ServiceSnap, Snapshot};
+use crate::stats::{bump, WorkerStats};
+use spillway_shared::config::{ForwardingMode, SessionAffinity, TrackingMode};
+use spillway_shared::flow::FlowKey;
+use std::sync::Arc;
+
+/// What to do with one frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// Send on the port's forwarding port (towards backends).
+    Forward,
+    /// Send back out the receiving port (ARP reply, ICMP reply to the client).
+    Reply,
+    /// Drop and count.
+    Drop(DropReason),
+}
+
+/// Per-port data a worker needs.
+#[derive(Clone, Copy, Debug)]
+pub struct PortInfo {
+    /// Our MAC on this port.
+    pub mac: [u8; 6],
+    /// Index of the port packets received here are forwarded to.
+    pub forward_to: usize,
+    /// This port's own IPv4 address (host order; 0 = none): answered in ARP, encapsulation
+    /// source address.
+    pub addr: u32,
+}
+
+/// One worker's state.
+pub struct Worker {
+    /// Worker index.
+    pub id: usize,
+    /// Connection table (owned).
+    pub ct: ConnTable,
+    /// Timeouts, ms.
+    pub timeouts: Timeouts,
+    /// Counters (shared read-only with the control plane).
+    pub stats: Arc<WorkerStats>,
+    /// Ports.
+    pub ports: Vec<PortInfo>,
+}
+
+/// Hash of the flow for backend selection: fragments and port-less protocols use the
+/// 3-tuple (spec/backend-selection.md: all fragments of a datagram reach one backend).
+#[inline]
+fn selection_hash(key: &FlowKey, affinity: SessionAffinity, portless: bool) -> u64 {
+    if portless {
+        match affinity {
+            SessionAffinity::CLIENT_IP | SessionAffinity::CLIENT_IP_NO_DESTINATION => key.affinity_hash(affinity),
+            _ => key.three_tuple().hash(),
+        }
+    } else {
+        key.affinity_hash(affinity)
+    }
+}
+
+impl Worker {
+    /// A worker with a connection table of `ct_capacity` entries.
+    pub fn new(id: usize, ct_capacity: usize, seed: u64, timeouts: Timeouts, stats: Arc<WorkerStats>, ports: Vec<PortInfo>) -> Worker {
+        Worker { id, ct: ConnTable::new(ct_capacity, seed), timeouts, stats, ports }
+    }
+
+    /// Decides one frame received on port `port` at time `now_ms`, rewriting it in place
+    /// through `buf` where needed.
+    #[inline]
+    pub fn process<B: PacketBuf>(&mut self, buf: &mut B, port: usize, snap: &Snapshot, now_ms: u32) -> Verdict {
+        let Some(pinfo) = self.ports.get(port).copied() else {
+            return Verdict::Drop(DropReason::NotForVip);
+        };
+        let parsed = match packet::parse(buf.data()) {
+            Ok(p) => p,
+            Err(r) => return Verdict::Drop(r),
+        };
+        let p = match parsed {
+            Parsed::Arp(a) => {
+                let t = u32::from(a.tpa);
+                if a.oper == 1 && (snap.arp_addrs.contains_key(&t) || (pinfo.addr != 0 && t == pinfo.addr)) {
+                    packet::arp_reply_in_place(buf.data_mut(), &a, pinfo.mac);
+                    bump(&self.stats.arp_replies, 1);
+                    return Verdict::Reply;
+                }
+                return Verdict::Drop(DropReason::ArpIgnored);
+            }
+            Parsed::Ipv4(p) => p,
+        };
+        if p.proto == packet::PROTO_ICMP {
+            return self.process_icmp(buf, &p, snap, pinfo, now_ms);
+        }
+        let portless = p.frag.is_fragment() || !p.has_ports;
+        let svc_idx = if portless {
+            snap.by_vip_proto.get(&(p.dst, p.proto)).copied()
+        } else {
+            snap.by_vip_port.get(&(p.dst, p.dport, p.proto)).copied()
+        };
+        let Some(svc_idx) = svc_idx else {
+            let is_vip = snap.arp_addrs.contains_key(&p.dst);
+            return Verdict::Drop(if is_vip { DropReason::NoService } else { DropReason::NotForVip });
+        };
+        let Some(svc) = snap.services.get(usize::from(svc_idx)) else {
+            return Verdict::Drop(DropReason::NoService);
+        };
+        let key = FlowKey { src: p.src, dst: p.dst, sport: p.sport, dport: p.dport, proto: p.proto };
+        let backend = if portless {
+            // Fragments: no connection table (non-first fragments carry no ports); the
+            // 3-tuple hash keeps a datagram's fragments together.
+            bump(&self.stats.fragments, 1);
+            let class = snap.class_of(p.src);
+            match svc.tables.get(usize::from(class)).and_then(|t| t.as_ref()) {
+                Some(t) => match t.pick(selection_hash(&key, svc.affinity, true)) {
+                    Some(b) => b,
+                    None => return Verdict::Drop(DropReason::NoBackend),
+                },
+                None => return Verdict::Drop(DropReason::NoBackend),
+            }
+        } else {
+            match self.select(&key, p.tcp_flags, svc, svc_idx, snap, now_ms) {
+                Some(b) => b,
+                None => return Verdict::Drop(DropReason::NoBackend),
+            }
+        };
+        self.deliver(buf, &p, svc, backend, snap, pinfo, &key)
+    }
+
+    /// Connection-table lookup, then (on a miss, or when the entry must move) a new
+    /// selection recorded in the table. Returns the backend slot.
+    #[inline]
+    fn select(&mut self, key: &FlowKey, flags: u8, svc: &ServiceSnap, svc_idx: u16, snap: &Snapshot, now: u32) -> Option<u16> {
+        // Tracking key: PER_CONNECTION → 5-tuple; PER_SESSION → the affinity tuple.
+        let ct_key = match svc.tracking {
+            TrackingMode::PER_CONNECTION => *key,
+            TrackingMode::PER_SESSION => key.for_affinity(svc.affinity),
+        };
+        let syn = flags & (tcp_flags::SYN | tcp_flags::ACK) == tcp_flags::SYN && key.proto == packet::PROTO_TCP;
+        let five_tuple = matches!(svc.affinity, SessionAffinity::NONE | SessionAffinity::CLIENT_IP_PORT_PROTO);
+        // spec/backend-selection.md: under PER_CONNECTION a SYN always starts a new
+        // connection; under PER_SESSION only with 5-tuple affinity.
+        let syn_is_new = syn && (svc.tracking == TrackingMode::PER_CONNECTION || five_tuple);
+        let class = snap.class_of(key.src);
+        let table = svc.tables.get(usize::from(class)).and_then(|t| t.as_ref());
+        if !syn_is_new {
+            if let Some(hit) = self.ct.lookup(&ct_key, flags, now, &self.timeouts) {
+                let keep = match snap.backends.get(usize::from(hit.backend)) {
+                    Some(b) if b.present && b.incarnation == hit.incarnation && hit.service == svc_idx => {
+                        if b.evict_connections {
+                            false
+                        } else if let Some(deadline) = b.draining_until_ms {
+                            (deadline.wrapping_sub(now) as i32) > 0
+                        } else if b.healthy {
+                            true
+                        } else {
+                            svc.persist_on_unhealthy || table.map_or(true, |t| t.all_unhealthy)
+                        }
+                    }
+                    _ => false,
+                };
+                if keep {
+                    if hit.state == State::SynOnly || hit.state == State::Established {
+                        // idle timeout of this service applies to established entries
+                    }
+                    return Some(hit.backend);
+                }
+                bump(&self.stats.rebalanced, 1);
+            }
+        }
+        let table = table?;
+        let b = table.pick(selection_hash(key, svc.affinity, false))?;
+        let inc = snap.backends.get(usize::from(b)).map_or(0, |s| s.incarnation);
+        let mut t = self.timeouts;
+        t.tcp_ms = svc.idle_timeout_ms;
+        if key.proto != packet::PROTO_TCP {
+            t.udp_ms = svc.idle_timeout_ms;
+        }
+        self.ct.insert(&ct_key, b, inc, svc_idx, flags, now, &t);
+        bump(&self.stats.new_connections, 1);
+        if let Some(c) = self.stats.backend_new.get(usize::from(b)) {
+            bump(c, 1);
+        }
+        Some(b)
+    }
+
+    /// ICMP to a VIP: errors quoting one of our flows go to that flow's backend; anything
+    /// else is dropped and counted.
+    fn process_icmp<B: PacketBuf>(&mut self, buf: &mut B, p: &Ipv4Info, snap: &Snapshot, pinfo: PortInfo, _now: u32) -> Verdict {
+        if !snap.arp_addrs.contains_key(&p.dst) {
+            return Verdict::Drop(DropReason::NotForVip);
+        }
+        let q = match packet::icmp_quote(buf.data(), p) {
+            Ok(Some(q)) => q,
+            Ok(None) => return Verdict::Drop(DropReason::IcmpIgnored),
+            Err(r) => return Verdict::Drop(r),
+        };
+        let Some(&svc_idx) = snap.by_vip_port.get(&(q.vip, q.vip_port, q.proto)) else {
+            return Verdict::Drop(DropReason::NoService);
+        };
+        let Some(svc) = snap.services.get(usize::from(svc_idx)) else {
+            return Verdict::Drop(DropReason::NoService);
+        };
+        let key = FlowKey { src: q.client, dst: q.vip, sport: q.client_port, dport: q.vip_port, proto: q.proto };
+        let ct_key = match svc.tracking {
+            TrackingMode::PER_CONNECTION => key,
+            TrackingMode::PER_SESSION => key.for_affinity(svc.affinity),
+        };
+        // Peek without changing the entry's state (an ICMP error is not flow traffic).
+        let backend = match self.ct.lookup(&ct_key, 0, _now, &self.timeouts) {
+            Some(h) if snap.backends.get(usize::from(h.backend)).is_some_and(|b| b.present && b.incarnation == h.incarnation) => h.backend,
+            _ => {
+                let class = snap.class_of(q.client);
+                match svc.tables.get(usize::from(class)).and_then(|t| t.as_ref()).and_then(|t| t.pick(selection_hash(&key, svc.affinity, false))) {
+                    Some(b) => b,
+                    None => return Verdict::Drop(DropReason::NoBackend),
+                }
+            }
+        };
+        bump(&self.stats.icmp_forwarded, 1);
+        self.deliver(buf, p, svc, backend, snap, pinfo, &key)
+    }
+
+    /// Rewrites the frame for `backend` per the service's forwarding mode.
+    #[allow(clippy::too_many_arguments)]
+    #[inline]
+    fn deliver<B: PacketBuf>(&mut self, buf: &mut B, p: &Ipv4Info, svc: &ServiceSnap, backend: u16, snap: &Snapshot, pinfo: PortInfo, key: &FlowKey) -> Verdict {
+        let Some(b) = snap.backends.get(usize::from(backend)) else {
+            return Verdict::Drop(DropReason::NoBackend);
+        };
+        if let Some(c) = self.stats.backend_packets.get(usize::from(backend)) {
+            bump(c, 1);
+        }
+        let out_mac = self.ports.get(pinfo.forward_to).map_or(pinfo.mac, |o| o.mac);
+        match svc.mode {
+            ForwardingMode::L2_DSR => {
+                packet::rewrite_l2(buf.data_mut(), b.mac, out_mac);
+                Verdict::Forward
+            }
+            ForwardingMode::IPIP | ForwardingMode::GUE => {
+                let gue = svc.mode == ForwardingMode::GUE;
+                let oh = packet::encap_overhead(gue);
+                if p.total_len + oh > usize::from(svc.encap_mtu) {
+                    if p.frag.dont_fragment {
+                        // RFC 1191: tell the client the MTU that fits after encapsulation.
+                        let mtu = svc.encap_mtu - oh as u16;
+                        let n = packet::icmp_frag_needed_in_place(buf.data_mut(), p, mtu, pinfo.mac);
+                        if n == 0 {
+                            return Verdict::Drop(DropReason::TruncatedIpv4);
+                        }
+                        buf.truncate(n);
+                        bump(&self.stats.icmp_frag_needed_sent, 1);
+                        return Verdict::Reply;
+                    }
+                    return Verdict::Drop(DropReason::EncapTooBig);
+                }
+                let frame_len = buf.data().len();
+                // drop Ethernet padding beyond the IP packet before growing
+                buf.truncate((p.l3 + p.total_len).min(frame_len));
+                if !buf.prepend(oh) {
+                    return Verdict::Drop(DropReason::NoHeadroom);
+                }
+                let src = snap.port_addrs.get(pinfo.forward_to).copied().filter(|a| *a != 0).unwrap_or(pinfo.addr);
+                let sport = 0xC000 | (key.three_tuple().hash() as u16 & 0x3fff);
+                let n = packet::encapsulate(buf.data_mut(), oh, p.l3, p.total_len, gue, src, b.addr, sport, p.frag.dont_fragment, b.mac, out_mac);
+                buf.truncate(n);
+                Verdict::Forward
+            }
+        }
+    }
+
+    /// One poll iteration: receive a burst from every port, process, send. `rx`/`tx` are
+    /// scratch bursts (one per port) kept by the caller so nothing is allocated here.
+    pub fn poll<P: Port>(&mut self, ports: &mut [P], tx: &mut [Burst<P::Buf>], snap: &Snapshot, now_ms: u32) -> usize {
+        let mut rx: Burst<P::Buf> = Burst::new();
+        let mut total = 0usize;
+        bump(&self.stats.polls, 1);
+        for i in 0..ports.len() {
+            let n = ports[i].rx_burst(&mut rx);
+            if n == 0 {
+                continue;
+            }
+            total += n;
+            bump(&self.stats.rx, n as u64);
+            let fwd = self.ports.get(i).map_or(i, |p| p.forward_to).min(ports.len() - 1);
+            for mut b in rx.drain(..) {
+                match self.process(&mut b, i, snap, now_ms) {
+                    Verdict::Forward => {
+                        bump(&self.stats.forwarded, 1);
+                        push_or_flush(ports, tx, fwd, b, &self.stats);
+                    }
+                    Verdict::Reply => push_or_flush(ports, tx, i, b, &self.stats),
+                    Verdict::Drop(r) => {
+                        bump(&self.stats.drops[r as usize], 1);
+                        drop(b);
+                    }
+                }
+            }
+        }
+        for (i, burst) in tx.iter_mut().enumerate() {
+            if !burst.is_empty() {
+                flush(ports, burst, i, &self.stats);
+            }
+        }
+        if total == 0 {
+            bump(&self.stats.idle_polls, 1);
+        }
+        self.stats.generation.store(snap.generation, std::sync::atomic::Ordering::Relaxed);
+        let c = &self.ct.counters;
+        let s = &self.stats;
+        use std::sync::atomic::Ordering::Relaxed;
+        s.ct_hits.store(c.hits, Relaxed);
+        s.ct_misses.store(c.misses, Relaxed);
+        s.ct_evicted_syn_only.store(c.evicted_syn_only, Relaxed);
+        s.ct_evicted_closing.store(c.evicted_closing, Relaxed);
+        s.ct_evicted_established.store(c.evicted_established, Relaxed);
+        total
+    }
+}
+
+#[inline]
+fn push_or_flush<P: Port>(ports: &mut [P], tx: &mut [Burst<P::Buf>], i: usize, b: P::Buf, stats: &WorkerStats) {
+    let Some(burst) = tx.get_mut(i) else { return };
+    if burst.is_full() {
+        flush(ports, burst, i, stats);
+    }
+    // cannot fail after a flush emptied the burst
+    let _ = burst.try_push(b);
+}
+
+#[inline]
+fn flush<P: Port>(ports: &mut [P], burst: &mut Burst<P::Buf>, i: usize, stats: &WorkerStats) {
+    let n = burst.len();
+    let sent = match ports.get_mut(i) {
+        Some(p) => p.tx_burst(burst),
+        None => {
+            burst.clear();
+            0
+        }
+    };
+    bump(&stats.tx, sent as u64);
+    if sent < n {
+        bump(&stats.drops[DropReason::TxFull as usize], (n - sent) as u64);
+    }
+}
