@@ -67,12 +67,19 @@ fn main() {
         .args(["--cflags", "libdpdk"])
         .output()
         .expect("dpdk-sys: running pkg-config --cflags libdpdk");
-    assert!(out.status.success(), "dpdk-sys: pkg-config --cflags libdpdk failed");
+    assert!(
+        out.status.success(),
+        "dpdk-sys: pkg-config --cflags libdpdk failed"
+    );
     let cflags = split_cflags(&String::from_utf8_lossy(&out.stdout));
 
     // --- C shim -----------------------------------------------------------------------------
     let mut build = cc::Build::new();
-    build.file("shim/shim.c").include("shim").warnings(true).opt_level(3);
+    build
+        .file("shim/shim.c")
+        .include("shim")
+        .warnings(true)
+        .opt_level(3);
     for f in &cflags {
         build.flag(f);
     }

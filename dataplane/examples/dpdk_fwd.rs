@@ -26,7 +26,7 @@ fn tcp_frame(sport: u16) -> Vec<u8> {
     f.extend_from_slice(&sport.to_be_bytes());
     f.extend_from_slice(&80u16.to_be_bytes());
     f.extend_from_slice(&[0, 0, 0, 1, 0, 0, 0, 0, 0x50, 0x02, 0xff, 0xff, 0, 0, 0, 0]); // seq, ack, off, SYN, win, csum, urg
-    // TCP checksum over the pseudo-header (src, dst, proto 6, TCP length 20) and header.
+                                                                                        // TCP checksum over the pseudo-header (src, dst, proto 6, TCP length 20) and header.
     let tcp_start = ip_start + 20;
     let mut pseudo = [0u8; 12];
     pseudo[..8].copy_from_slice(&f[ip_start + 12..ip_start + 20]);
@@ -80,7 +80,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             "--pcap" => pcap = it.next(),
             "--keep-pcap" => keep = true,
             "--seconds" => seconds = it.next().ok_or("--seconds N")?.parse()?,
-            _ => return Err(format!("unknown argument {a}; usage: dpdk_fwd [--pcap FILE] [--seconds N] [--keep-pcap]").into()),
+            _ => return Err(format!(
+                "unknown argument {a}; usage: dpdk_fwd [--pcap FILE] [--seconds N] [--keep-pcap]"
+            )
+            .into()),
         }
     }
     let generated = pcap.is_none();
@@ -95,8 +98,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     let pcap_vdev = format!("net_pcap0,rx_pcap={},infinite_rx=1", pcap.display());
     let args: Vec<String> = [
-        "--no-huge", "--no-shconf", "-m", "512", "--no-pci", "--log-level=warning",
-        "--vdev", &pcap_vdev, "--vdev", "net_null0",
+        "--no-huge",
+        "--no-shconf",
+        "-m",
+        "512",
+        "--no-pci",
+        "--log-level=warning",
+        "--vdev",
+        &pcap_vdev,
+        "--vdev",
+        "net_null0",
     ]
     .iter()
     .map(|s| s.to_string())
@@ -132,17 +143,25 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             sent += txq.tx_burst(&mut burst) as u64;
         }
         loops += 1;
-        if loops % 1024 == 0 && Instant::now() >= deadline {
+        if loops & 1023 == 0 && Instant::now() >= deadline {
             break;
         }
     }
     let secs = start.elapsed().as_secs_f64();
     let rs = rx_port.stats()?;
     let ts = tx_port.stats()?;
-    println!("forwarded {sent} of {received} packets in {secs:.2} s: {:.0} pps ({:.2} Mpps)", sent as f64 / secs, sent as f64 / secs / 1e6);
+    println!(
+        "forwarded {sent} of {received} packets in {secs:.2} s: {:.0} pps ({:.2} Mpps)",
+        sent as f64 / secs,
+        sent as f64 / secs / 1e6
+    );
     println!("rx stats {rs:?}");
     println!("tx stats {ts:?}");
-    println!("mempool in use after run: {} (avail {})", pool.in_use(), pool.avail());
+    println!(
+        "mempool in use after run: {} (avail {})",
+        pool.in_use(),
+        pool.avail()
+    );
 
     rx_port.stop()?;
     tx_port.stop()?;

@@ -59,8 +59,17 @@ impl DpdkError {
         let errno = errno.abs();
         let context = context.into();
         let text = strerror(errno);
-        let message = if context.is_empty() { text } else { format!("{context}: {text}") };
-        DpdkError { call, errno, message, hint: None }
+        let message = if context.is_empty() {
+            text
+        } else {
+            format!("{context}: {text}")
+        };
+        DpdkError {
+            call,
+            errno,
+            message,
+            hint: None,
+        }
     }
 
     /// An error for `call` using the calling thread's `rte_errno`.
@@ -150,7 +159,10 @@ impl Eal {
         // EAL may keep pointers into argv (and permutes the array), so the strings live for
         // the rest of the process.
         let strings: &'static mut [CString] = Box::leak(argv.into_boxed_slice());
-        let mut ptrs: Vec<*mut c_char> = strings.iter_mut().map(|s| s.as_ptr() as *mut c_char).collect();
+        let mut ptrs: Vec<*mut c_char> = strings
+            .iter_mut()
+            .map(|s| s.as_ptr() as *mut c_char)
+            .collect();
         ptrs.push(ptr::null_mut());
         let ptrs: &'static mut [*mut c_char] = Box::leak(ptrs.into_boxed_slice());
         let argc = (ptrs.len() - 1) as i32;
@@ -289,10 +301,12 @@ pub fn register_thread() -> Result<u32> {
     // (e.g. ENOMEM when all RTE_MAX_LCORE ids are taken) otherwise.
     let ret = unsafe { sys::rte_thread_register() };
     if ret < 0 {
-        return Err(DpdkError::from_rte_errno("rte_thread_register", "").with_hint(
-            "EAL must be initialised and a free lcore id must remain (RTE_MAX_LCORE); \
+        return Err(
+            DpdkError::from_rte_errno("rte_thread_register", "").with_hint(
+                "EAL must be initialised and a free lcore id must remain (RTE_MAX_LCORE); \
              EAL's own lcores count against it",
-        ));
+            ),
+        );
     }
     Ok(lcore_id())
 }
@@ -369,7 +383,10 @@ impl Mempool {
             )
         };
         match NonNull::new(p) {
-            Some(ptr) => Ok(Mempool { ptr, name: name.to_owned() }),
+            Some(ptr) => Ok(Mempool {
+                ptr,
+                name: name.to_owned(),
+            }),
             None => {
                 let e = DpdkError::from_rte_errno(
                     "rte_pktmbuf_pool_create",
@@ -411,7 +428,11 @@ impl Mempool {
         // SAFETY: ptr is a live mempool; returns null when empty.
         let p = unsafe { sys::spw_pktmbuf_alloc(self.ptr.as_ptr()) };
         NonNull::new(p).map(Mbuf).ok_or_else(|| {
-            DpdkError::new("rte_pktmbuf_alloc", libc::ENOBUFS, format!("mempool {:?} is empty", self.name))
+            DpdkError::new(
+                "rte_pktmbuf_alloc",
+                libc::ENOBUFS,
+                format!("mempool {:?} is empty", self.name),
+            )
         })
     }
 
@@ -507,7 +528,9 @@ impl Mbuf {
 
     /// Removes `n` bytes from the front (`rte_pktmbuf_adj`); false if the packet is shorter.
     pub fn adj(&mut self, n: usize) -> bool {
-        let Ok(n) = u16::try_from(n) else { return false };
+        let Ok(n) = u16::try_from(n) else {
+            return false;
+        };
         // SAFETY: self owns a valid mbuf; adj returns null (unchanged) if n > data_len.
         !unsafe { sys::spw_pktmbuf_adj(self.0.as_ptr(), n) }.is_null()
     }
@@ -540,7 +563,9 @@ impl PacketBuf for Mbuf {
     }
 
     fn prepend(&mut self, n: usize) -> bool {
-        let Ok(n16) = u16::try_from(n) else { return false };
+        let Ok(n16) = u16::try_from(n) else {
+            return false;
+        };
         // SAFETY: self owns a valid mbuf; prepend returns null and leaves it unchanged when
         // headroom < n.
         !unsafe { sys::spw_pktmbuf_prepend(self.0.as_ptr(), n16) }.is_null()
@@ -551,7 +576,9 @@ impl PacketBuf for Mbuf {
         if len >= cur {
             return;
         }
-        let Ok(cut) = u16::try_from(cur - len) else { return };
+        let Ok(cut) = u16::try_from(cur - len) else {
+            return;
+        };
         // SAFETY: self owns a valid mbuf; trim fails (unchanged) only when the last segment
         // is shorter than `cut`, impossible for the single-segment mbufs we use.
         unsafe {
@@ -560,7 +587,9 @@ impl PacketBuf for Mbuf {
     }
 
     fn append(&mut self, n: usize) -> bool {
-        let Ok(n16) = u16::try_from(n) else { return false };
+        let Ok(n16) = u16::try_from(n) else {
+            return false;
+        };
         // SAFETY: self owns a valid mbuf; append returns null (unchanged) without tailroom.
         !unsafe { sys::spw_pktmbuf_append(self.0.as_ptr(), n16) }.is_null()
     }
@@ -648,7 +677,11 @@ impl EthPort {
         let ret = unsafe { sys::rte_eth_dev_get_port_by_name(cname.as_ptr(), &mut id) };
         if ret < 0 {
             let known = port_names();
-            let e = DpdkError::new("rte_eth_dev_get_port_by_name", -ret, format!("no port named {name:?}"));
+            let e = DpdkError::new(
+                "rte_eth_dev_get_port_by_name",
+                -ret,
+                format!("no port named {name:?}"),
+            );
             let hint = if known.is_empty() {
                 "no ports: EAL probed no device; add --vdev=net_null0 (or net_pcap0,rx_pcap=F) \
                  or bind a NIC with dpdk-devbind.py --bind=vfio-pci"
@@ -659,7 +692,11 @@ impl EthPort {
             };
             return Err(e.with_hint(hint));
         }
-        Ok(EthPort { port_id: id, name: name.to_owned(), started: false })
+        Ok(EthPort {
+            port_id: id,
+            name: name.to_owned(),
+            started: false,
+        })
     }
 
     /// The port id.
@@ -677,7 +714,9 @@ impl EthPort {
         let mut info = sys::rte_eth_dev_info::default();
         // SAFETY: info is a valid, writable rte_eth_dev_info.
         let ret = unsafe { sys::rte_eth_dev_info_get(self.port_id, &mut info) };
-        check("rte_eth_dev_info_get", ret, || format!("port {}", self.name))?;
+        check("rte_eth_dev_info_get", ret, || {
+            format!("port {}", self.name)
+        })?;
         Ok(info)
     }
 
@@ -688,7 +727,9 @@ impl EthPort {
             return Ok(String::new());
         }
         // SAFETY: driver_name points at the driver's static NUL-terminated name.
-        Ok(unsafe { CStr::from_ptr(info.driver_name) }.to_string_lossy().into_owned())
+        Ok(unsafe { CStr::from_ptr(info.driver_name) }
+            .to_string_lossy()
+            .into_owned())
     }
 
     /// Most RX queues the device supports.
@@ -700,9 +741,19 @@ impl EthPort {
     /// each (clamped to the device limits), RX buffers from `pool`. With more than one RX
     /// queue, enables RSS over the 5-tuple, masked by the device's supported hash functions
     /// (none supported → a single RSS-less spread, logged).
-    pub fn configure(&mut self, rx_queues: u16, tx_queues: u16, descriptors: u16, pool: &Mempool) -> Result<()> {
+    pub fn configure(
+        &mut self,
+        rx_queues: u16,
+        tx_queues: u16,
+        descriptors: u16,
+        pool: &Mempool,
+    ) -> Result<()> {
         let info = self.info()?;
-        if rx_queues == 0 || rx_queues > info.max_rx_queues || tx_queues == 0 || tx_queues > info.max_tx_queues {
+        if rx_queues == 0
+            || rx_queues > info.max_rx_queues
+            || tx_queues == 0
+            || tx_queues > info.max_tx_queues
+        {
             return Err(DpdkError::new(
                 "rte_eth_dev_configure",
                 libc::EINVAL,
@@ -725,21 +776,48 @@ impl EthPort {
         }
         // SAFETY: conf is a fully initialised rte_eth_conf that DPDK copies.
         let ret = unsafe { sys::rte_eth_dev_configure(self.port_id, rx_queues, tx_queues, &conf) };
-        check("rte_eth_dev_configure", ret, || format!("port {}", self.name))?;
+        check("rte_eth_dev_configure", ret, || {
+            format!("port {}", self.name)
+        })?;
 
         let socket = self.socket_id() as u32;
-        let nb_rxd = clamp_descriptors(descriptors, info.rx_desc_lim.nb_min, info.rx_desc_lim.nb_max, info.rx_desc_lim.nb_align);
-        let nb_txd = clamp_descriptors(descriptors, info.tx_desc_lim.nb_min, info.tx_desc_lim.nb_max, info.tx_desc_lim.nb_align);
+        let nb_rxd = clamp_descriptors(
+            descriptors,
+            info.rx_desc_lim.nb_min,
+            info.rx_desc_lim.nb_max,
+            info.rx_desc_lim.nb_align,
+        );
+        let nb_txd = clamp_descriptors(
+            descriptors,
+            info.tx_desc_lim.nb_min,
+            info.tx_desc_lim.nb_max,
+            info.tx_desc_lim.nb_align,
+        );
         for q in 0..rx_queues {
             // SAFETY: port configured; null rxconf = driver defaults; pool outlives the port
             // (documented contract).
-            let ret = unsafe { sys::rte_eth_rx_queue_setup(self.port_id, q, nb_rxd, socket, ptr::null(), pool.as_ptr()) };
-            check("rte_eth_rx_queue_setup", ret, || format!("port {} queue {q}, {nb_rxd} descriptors", self.name))?;
+            let ret = unsafe {
+                sys::rte_eth_rx_queue_setup(
+                    self.port_id,
+                    q,
+                    nb_rxd,
+                    socket,
+                    ptr::null(),
+                    pool.as_ptr(),
+                )
+            };
+            check("rte_eth_rx_queue_setup", ret, || {
+                format!("port {} queue {q}, {nb_rxd} descriptors", self.name)
+            })?;
         }
         for q in 0..tx_queues {
             // SAFETY: port configured; null txconf = driver defaults.
-            let ret = unsafe { sys::rte_eth_tx_queue_setup(self.port_id, q, nb_txd, socket, ptr::null()) };
-            check("rte_eth_tx_queue_setup", ret, || format!("port {} queue {q}, {nb_txd} descriptors", self.name))?;
+            let ret = unsafe {
+                sys::rte_eth_tx_queue_setup(self.port_id, q, nb_txd, socket, ptr::null())
+            };
+            check("rte_eth_tx_queue_setup", ret, || {
+                format!("port {} queue {q}, {nb_txd} descriptors", self.name)
+            })?;
         }
         Ok(())
     }
@@ -785,9 +863,15 @@ impl EthPort {
         // SAFETY: valid port id.
         let (call, ret) = unsafe {
             if on {
-                ("rte_eth_promiscuous_enable", sys::rte_eth_promiscuous_enable(self.port_id))
+                (
+                    "rte_eth_promiscuous_enable",
+                    sys::rte_eth_promiscuous_enable(self.port_id),
+                )
             } else {
-                ("rte_eth_promiscuous_disable", sys::rte_eth_promiscuous_disable(self.port_id))
+                (
+                    "rte_eth_promiscuous_disable",
+                    sys::rte_eth_promiscuous_disable(self.port_id),
+                )
             }
         };
         check(call, ret, || format!("port {}", self.name)).map(|_| ())
@@ -816,13 +900,22 @@ impl EthPort {
         let mut l = sys::rte_eth_link::default();
         // SAFETY: l is a valid out-pointer.
         let ret = unsafe { sys::rte_eth_link_get_nowait(self.port_id, &mut l) };
-        check("rte_eth_link_get_nowait", ret, || format!("port {}", self.name))?;
-        Ok(LinkStatus { up: l.link_status() != 0, speed_mbps: l.link_speed })
+        check("rte_eth_link_get_nowait", ret, || {
+            format!("port {}", self.name)
+        })?;
+        Ok(LinkStatus {
+            up: l.link_status() != 0,
+            speed_mbps: l.link_speed,
+        })
     }
 
     /// A worker handle for RX/TX queue `queue_id` (configure and start the port first).
     pub fn queue(&self, queue_id: u16) -> DpdkQueue {
-        DpdkQueue { port_id: self.port_id, queue_id, mac: self.mac() }
+        DpdkQueue {
+            port_id: self.port_id,
+            queue_id,
+            mac: self.mac(),
+        }
     }
 }
 
@@ -860,7 +953,9 @@ impl Port for DpdkQueue {
         }
         let mut raw: [*mut sys::rte_mbuf; BURST] = [ptr::null_mut(); BURST];
         // SAFETY: raw has room ≥ `room` slots; the PMD writes up to `room` owned mbufs.
-        let n = unsafe { sys::spw_rx_burst(self.port_id, self.queue_id, raw.as_mut_ptr(), room as u16) } as usize;
+        let n = unsafe {
+            sys::spw_rx_burst(self.port_id, self.queue_id, raw.as_mut_ptr(), room as u16)
+        } as usize;
         let n = n.min(room);
         for &p in &raw[..n] {
             // SAFETY: the PMD handed us ownership of n valid mbufs.
@@ -883,7 +978,9 @@ impl Port for DpdkQueue {
             return 0;
         }
         // SAFETY: raw[..n] are owned mbufs; the PMD takes ownership of the first `sent`.
-        let sent = unsafe { sys::spw_tx_burst(self.port_id, self.queue_id, raw.as_mut_ptr(), n as u16) } as usize;
+        let sent =
+            unsafe { sys::spw_tx_burst(self.port_id, self.queue_id, raw.as_mut_ptr(), n as u16) }
+                as usize;
         let sent = sent.min(n);
         if sent < n {
             // SAFETY: raw[sent..n] are still owned by us and freed exactly once here.
@@ -903,7 +1000,10 @@ mod tests {
 
     #[test]
     fn vdev_names() {
-        assert_eq!(vdev_device_name("net_pcap0,rx_pcap=a.pcap,infinite_rx=1"), "net_pcap0");
+        assert_eq!(
+            vdev_device_name("net_pcap0,rx_pcap=a.pcap,infinite_rx=1"),
+            "net_pcap0"
+        );
         assert_eq!(vdev_device_name("net_null0"), "net_null0");
         assert_eq!(vdev_device_name("0000:03:00.0"), "0000:03:00.0");
     }
@@ -938,7 +1038,9 @@ mod tests {
         let a = build_argv(&["--no-huge".into()]).unwrap();
         assert_eq!(a[0].to_str().unwrap(), PROGRAM_NAME);
         assert!(build_argv(&["a\0b".into()]).is_err());
-        assert!(eal_hint(libc::EACCES, &[]).unwrap().contains("--no-huge -m 512"));
+        assert!(eal_hint(libc::EACCES, &[])
+            .unwrap()
+            .contains("--no-huge -m 512"));
         assert!(eal_hint(libc::EINVAL, &[]).is_some());
     }
 

@@ -4,11 +4,18 @@
 use spillway_dataplane::dpdk::{Eal, EthPort, Mempool};
 
 fn args(extra: &[&str]) -> Vec<String> {
-    ["--no-huge", "--no-shconf", "-m", "512", "--no-pci", "--log-level=warning"]
-        .iter()
-        .chain(extra)
-        .map(|s| s.to_string())
-        .collect()
+    [
+        "--no-huge",
+        "--no-shconf",
+        "-m",
+        "512",
+        "--no-pci",
+        "--log-level=warning",
+    ]
+    .iter()
+    .chain(extra)
+    .map(|s| s.to_string())
+    .collect()
 }
 
 #[test]
@@ -22,7 +29,8 @@ fn errors_are_results() {
     assert!(e.hint.is_some());
 
     // DPDK allows a retry after an argument error.
-    let eal = Eal::init(&args(&["--vdev=net_null0"])).expect("EAL init after a bad-argument failure");
+    let eal =
+        Eal::init(&args(&["--vdev=net_null0"])).expect("EAL init after a bad-argument failure");
 
     // Second init in the same process.
     let e = Eal::init(&args(&[])).expect_err("second init");
@@ -33,7 +41,10 @@ fn errors_are_results() {
     let e = EthPort::by_name("net_nope0").expect_err("no such port");
     let text = e.to_string();
     eprintln!("no such port: {text}");
-    assert!(text.contains("rte_eth_dev_get_port_by_name failed"), "{text}");
+    assert!(
+        text.contains("rte_eth_dev_get_port_by_name failed"),
+        "{text}"
+    );
     assert!(text.contains("net_nope0"), "{text}");
     assert!(text.contains("known ports: net_null0"), "{text}");
 
@@ -50,9 +61,36 @@ fn errors_are_results() {
     let max = port.max_rx_queues().expect("dev info");
     eprintln!("net_null0 max_rx_queues = {max}");
     let e = port.configure(max.saturating_add(1).max(2), 1, 512, &pool);
-    let e = if max == u16::MAX { port.configure(0, 1, 512, &pool) } else { e }.expect_err("too many queues");
+    let e = if max == u16::MAX {
+        port.configure(0, 1, 512, &pool)
+    } else {
+        e
+    }
+    .expect_err("too many queues");
     eprintln!("too many queues: {e}");
-    assert!(e.to_string().contains("rte_eth_dev_configure failed"), "{e}");
+    assert!(
+        e.to_string().contains("rte_eth_dev_configure failed"),
+        "{e}"
+    );
+
+    // After the refused configure, a valid multi-queue one works: net_null supports RSS,
+    // so 4 RX queues get the 5-tuple hash (masked by the device's capabilities).
+    let supported = port.info().expect("info").flow_type_rss_offloads;
+    let hf = spillway_dataplane::dpdk::rss_mask(spillway_dataplane::dpdk::rss_5tuple(), supported);
+    eprintln!("net_null0 rss offloads {supported:#x}, requesting {hf:#x}");
+    assert_ne!(hf, 0, "net_null advertises RSS hash functions");
+    port.configure(4, 4, 512, &pool)
+        .expect("4-queue configure with RSS");
+    port.start().expect("start");
+    let link = port.link().expect("link");
+    eprintln!(
+        "net_null0 link {link:?}, mac {:02x?}, socket {}",
+        port.mac(),
+        port.socket_id()
+    );
+    assert!(port.socket_id() >= 0, "socket falls back to a concrete id");
+    assert_eq!(port.stats().expect("stats").opackets, 0);
+    port.stop().expect("stop");
 
     drop(port);
     drop(pool);

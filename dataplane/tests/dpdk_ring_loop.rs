@@ -5,10 +5,18 @@ use spillway_dataplane::dpdk::{register_thread, Eal, EthPort, Mempool};
 use spillway_dataplane::port::{Burst, PacketBuf, Port, BURST};
 
 fn eal_args() -> Vec<String> {
-    ["--no-huge", "--no-shconf", "-m", "512", "--no-pci", "--log-level=warning", "--vdev=net_ring0"]
-        .iter()
-        .map(|s| s.to_string())
-        .collect()
+    [
+        "--no-huge",
+        "--no-shconf",
+        "-m",
+        "512",
+        "--no-pci",
+        "--log-level=warning",
+        "--vdev=net_ring0",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect()
 }
 
 /// A 64-byte Ethernet/IPv4/TCP-ish frame whose bytes encode `seq`.
@@ -68,7 +76,11 @@ fn ring_loopback() {
     }
     assert_eq!(pool.in_use(), BURST as u32);
     drop(rx);
-    assert_eq!(pool.in_use(), 0, "received mbufs return to the pool on drop");
+    assert_eq!(
+        pool.in_use(),
+        0,
+        "received mbufs return to the pool on drop"
+    );
 
     // 2. PacketBuf semantics on an mbuf
     let mut m = pool.alloc_frame(&frame(7)).unwrap();
@@ -104,7 +116,10 @@ fn ring_loopback() {
         // everything not sent was freed: only what sits in the ring is in use
         assert_eq!(pool.in_use() as usize, sent, "round {round}");
     }
-    assert!(sent < offered, "ring should have filled up (sent {sent} of {offered})");
+    assert!(
+        sent < offered,
+        "ring should have filled up (sent {sent} of {offered})"
+    );
     let stats = port.stats().unwrap();
     eprintln!("ring held {sent} of {offered} offered; stats {stats:?}");
     assert_eq!(drain(&mut q), sent);

@@ -19,7 +19,12 @@
 //!
 //! Poll-mode drivers (`librte_net_*`) are not linked: Debian's EAL loads every PMD from its
 //! driver directory at `rte_eal_init`. Use the safe layer in `spillway_dataplane::dpdk`.
-#![allow(non_camel_case_types, non_upper_case_globals, non_snake_case, dead_code)]
+#![allow(
+    non_camel_case_types,
+    non_upper_case_globals,
+    non_snake_case,
+    dead_code
+)]
 #![allow(clippy::all)]
 #![allow(missing_docs, rustdoc::all)]
 
