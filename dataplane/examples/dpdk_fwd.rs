@@ -7,6 +7,9 @@
 //! Without `--pcap`, writes 64 TCP frames of 64 bytes (64 flows) to a temporary pcap.
 //! EAL: `--no-huge --no-shconf -m 512 --no-pci --vdev net_pcap0,rx_pcap=FILE,infinite_rx=1
 //! --vdev net_null0`; one thread moves bursts from net_pcap0 queue 0 to net_null0 queue 0.
+//! With `infinite_rx=1` the pcap PMD keeps a copy of every pcap packet in mbufs from the RX
+//! pool for the whole run, so "mempool in use" after the run equals the packet count of the
+//! pcap (64), not 0; they return to the pool when the port closes.
 
 use spillway_dataplane::dpdk::{Eal, EthPort, Mempool};
 use spillway_dataplane::port::{Burst, Port};
@@ -80,10 +83,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             "--pcap" => pcap = it.next(),
             "--keep-pcap" => keep = true,
             "--seconds" => seconds = it.next().ok_or("--seconds N")?.parse()?,
-            _ => return Err(format!(
+            _ => {
+                return Err(format!(
                 "unknown argument {a}; usage: dpdk_fwd [--pcap FILE] [--seconds N] [--keep-pcap]"
             )
-            .into()),
+                .into())
+            }
         }
     }
     let generated = pcap.is_none();

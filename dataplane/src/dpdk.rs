@@ -932,8 +932,10 @@ impl Drop for EthPort {
 }
 
 /// One RX queue and one TX queue (same index) of a started port, driven by one worker.
-/// Only one thread may use a given queue at a time.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Only one thread may use a given queue at a time (DPDK queues are not thread-safe), so
+/// this handle is deliberately neither `Copy` nor `Clone`: take one per queue from
+/// [`EthPort::queue`] and move it to its worker.
+#[derive(Debug, PartialEq, Eq)]
 pub struct DpdkQueue {
     /// Port id.
     pub port_id: u16,
