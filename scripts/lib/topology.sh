@@ -156,6 +156,9 @@ topo_kill_pid() {
     kill -KILL "$pid" 2>/dev/null || true
 }
 
+# topo_set_log_dir DIR: put this run's logs and request records under DIR (e.g. per e2e test).
+topo_set_log_dir() { SPW_LOG_DIR="$1"; SPW_REQUESTS="$SPW_LOG_DIR/requests.tsv"; }
+
 # ------------------------------------------------------------------ down -----
 # Removes every namespace (and so every veth and the bridge) of this topology and
 # every process inside them. Idempotent; safe when nothing exists. Logs are kept.
