@@ -23,6 +23,7 @@ export SPW_TOPO="${SPW_TOPO:-e2e}"
 # shellcheck source=lib/topology.sh
 source "$HERE/lib/topology.sh"
 E2E_LOG_ROOT="$SPW_RUN_DIR/logs"
+_e2e_child=
 
 # ---------------------------------------------------------------- helpers ----
 _e2e_errors=()
@@ -99,27 +100,31 @@ e2e_config() {
 }
 
 # ------------------------------------------------------------------ runner ---
-e2e_list() { declare -F | awk '{print $3}' | grep -E '^e2e_[a-z0-9_]+$' |
-    grep -vE '^e2e_(check|fail|done|setup|list|run_one|describe)$' | sed 's/^e2e_//'; }
-e2e_describe() { sed -n "s/^## $1: //p" "${BASH_SOURCE[0]}"; }
+_e2e_list() { declare -F | awk '{print $3}' | grep -E '^e2e_[a-z0-9_]+$' |
+    grep -vE '^e2e_(check|fail|done|setup)$' | sed 's/^e2e_//'; }
+_e2e_describe() { sed -n "s/^## $1: //p" "${BASH_SOURCE[0]}"; }
 # tests in the order they appear in this file
-e2e_all_in_order() { grep -oE '^e2e_[a-z0-9_]+\(\)' "${BASH_SOURCE[0]}" | sed 's/^e2e_//; s/()$//' |
-    while read -r t; do e2e_list | grep -qx "$t" && echo "$t"; done; }
+_e2e_all_in_order() { grep -oE '^e2e_[a-z0-9_]+\(\)' "${BASH_SOURCE[0]}" | sed 's/^e2e_//; s/()$//' |
+    while read -r t; do _e2e_list | grep -qx "$t" && echo "$t"; done; }
 
-e2e_run_one() {
+_e2e_run_one() {
     local t="$1" rc start
     start=$SECONDS
-    echo "=== e2e $t: $(e2e_describe "$t")"
-    set +e
+    echo "=== e2e $t: $(_e2e_describe "$t")"
+    # The test runs in a background subshell so that INT/TERM reach this shell's traps at
+    # once (a foreground subshell would delay them until the test ends); the EXIT trap
+    # stops the test (_e2e_child) and removes the topology.
     (
         set -euo pipefail
         trap - EXIT INT TERM
         topo_set_log_dir "$E2E_LOG_ROOT/$t"
         rm -rf "$SPW_LOG_DIR"; mkdir -p "$SPW_LOG_DIR"
         "e2e_$t"
-    )
-    rc=$?
-    set -e
+    ) &
+    _e2e_child=$!
+    rc=0
+    wait "$_e2e_child" || rc=$?
+    _e2e_child=
     topo_down || true
     if ((rc == 0)); then echo "--- PASS $t ($((SECONDS - start)) s)"; else echo "--- FAIL $t ($((SECONDS - start)) s; logs: $E2E_LOG_ROOT/$t)"; fi
     return "$rc"
@@ -128,18 +133,19 @@ e2e_run_one() {
 main() {
     (($#)) || { sed -n '2,19p' "$0"; exit 2; }
     if [[ "$1" == list ]]; then
-        for t in $(e2e_all_in_order); do printf '%-12s %s\n' "$t" "$(e2e_describe "$t")"; done; exit 0
+        for t in $(_e2e_all_in_order); do printf '%-12s %s\n' "$t" "$(_e2e_describe "$t")"; done; exit 0
     fi
     local tests=() t failed=()
     for t in "$@"; do
-        if [[ "$t" == all ]]; then mapfile -t -O "${#tests[@]}" tests < <(e2e_all_in_order); continue; fi
-        e2e_list | grep -qx "$t" || { echo "unknown test '$t'; known: all $(e2e_list | tr '\n' ' ')" >&2; exit 2; }
+        if [[ "$t" == all ]]; then mapfile -t -O "${#tests[@]}" tests < <(_e2e_all_in_order); continue; fi
+        _e2e_list | grep -qx "$t" || { echo "unknown test '$t'; known: all $(_e2e_list | tr '\n' ' ')" >&2; exit 2; }
         tests+=("$t")
     done
     topo_require_root
     topo_lock
+    topo_before_down() { if [[ -n "${_e2e_child:-}" ]]; then topo_kill_pid "$_e2e_child" 2; fi; }
     topo_trap
-    for t in "${tests[@]}"; do e2e_run_one "$t" || failed+=("$t"); done
+    for t in "${tests[@]}"; do _e2e_run_one "$t" || failed+=("$t"); done
     echo
     if ((${#failed[@]})); then
         echo "e2e: ${#failed[@]} of ${#tests[@]} failed: ${failed[*]}"; exit 1
