@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shellcheck disable=SC2119  # functions with optional arguments called without them
 # Spillway demo: real HTTP clients -> Spillway (DPDK net_af_packet on a veth, L2 DSR)
 # -> four real HTTP backends, all in network namespaces on this host.
 #
@@ -18,7 +19,7 @@ set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 export SPW_TOPO="${SPW_TOPO:-demo}"
-# shellcheck source=lib/topology.sh
+# shellcheck source-path=SCRIPTDIR source=lib/topology.sh
 source "$HERE/lib/topology.sh"
 
 REQUESTS="${SPW_DEMO_REQUESTS:-200}"
@@ -29,7 +30,7 @@ while (($#)); do
         --no-install) SPW_SKIP_INSTALL=1 ;;
         --no-build) SPW_SKIP_BUILD=1 ;;
         --requests) REQUESTS="${2:?--requests N}"; shift ;;
-        -h | --help) sed -n '2,18p' "$0"; exit 0 ;;
+        -h | --help) sed -n '3,18p' "$0"; exit 0 ;;
         *) topo_die "unknown argument: $1 (see --help)" ;;
     esac
     shift

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shellcheck disable=SC2119  # functions with optional arguments called without them
 # End-to-end tests of Spillway on the demo topology (docs/demo.md), real TCP traffic.
 #
 #   sudo scripts/e2e.sh basic          # one test
@@ -20,7 +21,7 @@ set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 export SPW_TOPO="${SPW_TOPO:-e2e}"
-# shellcheck source=lib/topology.sh
+# shellcheck source-path=SCRIPTDIR source=lib/topology.sh
 source "$HERE/lib/topology.sh"
 E2E_LOG_ROOT="$SPW_RUN_DIR/logs"
 _e2e_child=
@@ -92,6 +93,7 @@ e2e_basic() {
 ## config: examples/demo.toml is what write_config produces for the demo topology (no daemon needed)
 e2e_config() {
     local out; out="$(mktemp)"
+    # shellcheck disable=SC1091
     (unset SPW_RUN_DIR SPW_LOG_DIR SPW_SOCKET SPW_CONFIG SPW_HEALTH_CHECK
      SPW_TOPO=demo; source "$HERE/lib/topology.sh"; write_config "$out")
     e2e_check "examples/demo.toml == write_config output" diff -u "$SPW_REPO_ROOT/examples/demo.toml" "$out"
@@ -131,7 +133,7 @@ _e2e_run_one() {
 }
 
 main() {
-    (($#)) || { sed -n '2,19p' "$0"; exit 2; }
+    (($#)) || { sed -n '3,19p' "$0"; exit 2; }
     if [[ "$1" == list ]]; then
         for t in $(_e2e_all_in_order); do printf '%-12s %s\n' "$t" "$(_e2e_describe "$t")"; done; exit 0
     fi

@@ -164,14 +164,9 @@ topo_set_log_dir() { SPW_LOG_DIR="$1"; SPW_REQUESTS="$SPW_LOG_DIR/requests.tsv";
 # every process inside them. Idempotent; safe when nothing exists. Logs are kept.
 topo_down() {
     local n pid pids=() i
-    # processes we started (pid files) and anything else living in our namespaces
-    if [[ -d "$SPW_PID_DIR" ]]; then
-        for f in "$SPW_PID_DIR"/*.pid; do
-            [[ -e "$f" ]] || continue
-            pid="$(cat "$f" 2>/dev/null || true)"
-            [[ "$pid" =~ ^[0-9]+$ ]] && pids+=("$pid")
-        done
-    fi
+    # Every process we start (backends, daemon, clients) runs inside one of our namespaces,
+    # so `ip netns pids` finds them all. Pid files are NOT used here: after a killed run
+    # their pids may belong to unrelated processes.
     for n in $(topo_namespaces); do
         for pid in $(ip netns pids "$n" 2>/dev/null || true); do pids+=("$pid"); done
     done
@@ -224,7 +219,7 @@ topo_up() {
     topo_require_tools
     local stale; stale="$(topo_namespaces)"
     if [[ -n "$stale" ]]; then
-        topo_log "removing stale topology: $(echo $stale)"
+        topo_log "removing stale topology: $(tr "\n" " " <<<"$stale")"
     fi
     topo_down || topo_die "cannot remove the stale topology"
     mkdir -p "$SPW_RUN_DIR" "$SPW_LOG_DIR" "$SPW_PID_DIR"
@@ -491,7 +486,7 @@ run_clients() {
     for i in "${pids[@]}"; do wait "$i" || rc=1; done
     cat "$tmp"/*.tsv >>"$SPW_REQUESTS"
     topo_log "run_clients: $n new-connection requests from ${clients[*]}"
-    cat "$tmp"/*.tsv | clients_summary
+    cat "$tmp"/*.tsv | clients_summary /dev/stdin
     rm -rf "$tmp"
     return "$rc"
 }
@@ -513,7 +508,7 @@ run_keepalive_clients() {
     cat "$tmp"/*.err >&2 2>/dev/null || true
     cat "$tmp"/*.tsv >>"$SPW_REQUESTS"
     topo_log "run_keepalive_clients: ${#clients[@]} clients x $conns connections x $reqs requests"
-    cat "$tmp"/*.tsv | clients_summary
+    cat "$tmp"/*.tsv | clients_summary /dev/stdin
     rm -rf "$tmp"
     return "$rc"
 }
