@@ -30,7 +30,7 @@ while (($#)); do
         --no-install) SPW_SKIP_INSTALL=1 ;;
         --no-build) SPW_SKIP_BUILD=1 ;;
         --requests) REQUESTS="${2:?--requests N}"; shift ;;
-        -h | --help) sed -n '3,18p' "$0"; exit 0 ;;
+        -h | --help) sed -n '3,17p' "$0"; exit 0 ;;
         *) topo_die "unknown argument: $1 (see --help)" ;;
     esac
     shift
