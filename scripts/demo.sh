@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# shellcheck disable=SC2119  # functions with optional arguments called without them
+# Spillway demo: real HTTP clients -> Spillway (DPDK net_af_packet on a veth, L2 DSR)
+# -> four real HTTP backends, all in network namespaces on this host.
+#
+#   sudo scripts/demo.sh [--no-install] [--no-build] [--requests N]
+#
+# As root on Debian 12: installs missing packages (apt-get), builds the release
+# binaries (cargo; rustup's cargo must already be installed), brings the topology of
+# docs/demo.md up, starts spillway in its namespace (socket /run/spillway-demo/ctl.sock),
+# makes N (default 200) HTTP requests on new connections plus keep-alive connections,
+# prints how many requests each backend served (from the servers' own logs) next to
+# `spillwayctl status`, and removes everything on exit, failure or Ctrl-C.
+#
+# Environment: SPILLWAY_BIN, SPILLWAYCTL_BIN (default target/release/...), SPW_SKIP_INSTALL=1,
+# SPW_SKIP_BUILD=1, SPW_DEMO_REQUESTS, SPW_READY_TIMEOUT (s, default 30); the rest in
+# scripts/lib/topology.sh.
+set -euo pipefail
+
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+export SPW_TOPO="${SPW_TOPO:-demo}"
+# shellcheck source-path=SCRIPTDIR source=lib/topology.sh
+source "$HERE/lib/topology.sh"
+
+REQUESTS="${SPW_DEMO_REQUESTS:-200}"
+KA_CONNS=5      # keep-alive connections per client
+KA_REQS=20      # requests per keep-alive connection
+while (($#)); do
+    case "$1" in
+        --no-install) SPW_SKIP_INSTALL=1 ;;
+        --no-build) SPW_SKIP_BUILD=1 ;;
+        --requests) REQUESTS="${2:?--requests N}"; shift ;;
+        -h | --help) sed -n '3,17p' "$0"; exit 0 ;;
+        *) topo_die "unknown argument: $1 (see --help)" ;;
+    esac
+    shift
+done
+[[ "$REQUESTS" =~ ^[0-9]+$ ]] || topo_die "--requests must be a number"
+
+topo_require_root
+
+# ------------------------------------------------------------------ packages -
+PACKAGES=(libdpdk-dev dpdk clang libclang-dev pkg-config iproute2 ethtool curl python3 tcpdump util-linux)
+if [[ "${SPW_SKIP_INSTALL:-0}" != 1 ]]; then
+    missing=()
+    for p in "${PACKAGES[@]}"; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+    done
+    if ((${#missing[@]})); then
+        topo_log "installing: ${missing[*]}"
+        export DEBIAN_FRONTEND=noninteractive
+        timeout 600 apt-get update -q || topo_die "apt-get update failed"
+        timeout 1200 apt-get install -y -q --no-install-recommends "${missing[@]}" || topo_die "apt-get install failed"
+    else
+        topo_log "packages present: ${PACKAGES[*]}"
+    fi
+fi
+
+# --------------------------------------------------------------------- build -
+if [[ "${SPW_SKIP_BUILD:-0}" != 1 ]]; then
+    CARGO="$(command -v cargo || true)"
+    [[ -z "$CARGO" && -x "${HOME:-/root}/.cargo/bin/cargo" ]] && CARGO="${HOME:-/root}/.cargo/bin/cargo"
+    [[ -n "$CARGO" ]] || topo_die "cargo not found: install Rust with rustup (https://rustup.rs) and re-run, or pass --no-build with SPILLWAY_BIN/SPILLWAYCTL_BIN"
+    topo_log "building: cargo build --release -p spillway-dataplane -p spillway-ctl"
+    (cd "$SPW_REPO_ROOT" && "$CARGO" build --release -p spillway-dataplane -p spillway-ctl) || topo_die "cargo build failed"
+fi
+[[ -x "$SPILLWAY_BIN" ]] || topo_die "no daemon at $SPILLWAY_BIN (build it or set SPILLWAY_BIN)"
+[[ -x "$SPILLWAYCTL_BIN" ]] || topo_die "no spillwayctl at $SPILLWAYCTL_BIN (build it or set SPILLWAYCTL_BIN)"
+
+# ------------------------------------------------------------------ topology -
+topo_lock
+# on failure: show why before everything is removed
+topo_before_down() {
+    if [[ "$1" != 0 && -f "$SPW_LOG_DIR/spillway.log" ]]; then
+        topo_log "last lines of $SPW_LOG_DIR/spillway.log:"
+        tail -n 20 "$SPW_LOG_DIR/spillway.log" >&2 || true
+    fi
+    topo_log "removing the demo topology"
+}
+topo_trap
+topo_up
+write_config "$SPW_CONFIG"
+spillway_start
+spillway_wait_ready "${SPW_READY_TIMEOUT:-30}"
+
+# ------------------------------------------------------------------- traffic -
+echo
+echo "== $REQUESTS HTTP requests to http://$SPW_VIP/ from c1 (zone z1) and c2 (zone z2), one TCP connection each"
+run_clients "$REQUESTS" || true
+echo
+echo "== keep-alive: per client $KA_CONNS connections x $KA_REQS requests on one TCP connection"
+run_keepalive_clients "$KA_CONNS" "$KA_REQS" || true
+
+# -------------------------------------------------------------------- report -
+echo
+echo "== served per backend (from the backends' own request logs; other = direct/health checks)"
+backend_counts
+echo
+echo "== spillwayctl --socket $SPW_SOCKET status"
+spillwayctl_cmd status || topo_log "warning: spillwayctl status failed"
+echo
+echo "== all requests (new + keep-alive)"
+clients_summary "$SPW_REQUESTS"
+failed="$(awk -F'\t' '$5 != "200"' "$SPW_REQUESTS" | wc -l)"
+echo
+if ((failed)); then
+    topo_log "demo finished: $failed requests failed (records: $SPW_REQUESTS, logs: $SPW_LOG_DIR)"
+    exit 1
+fi
+topo_log "demo finished: all requests answered (logs kept in $SPW_LOG_DIR)"

@@ -1,0 +1,158 @@
+#!/usr/bin/env bash
+# shellcheck disable=SC2119  # functions with optional arguments called without them
+# End-to-end tests of Spillway on the demo topology (docs/demo.md), real TCP traffic.
+#
+#   sudo scripts/e2e.sh basic          # one test
+#   sudo scripts/e2e.sh basic config   # several
+#   sudo scripts/e2e.sh all            # every e2e_<name> function below, in file order
+#   scripts/e2e.sh list                # names
+#
+# Needs built binaries (no build here): SPILLWAY_BIN / SPILLWAYCTL_BIN, default
+# target/release/{spillway,spillwayctl}. Topology id "e2e" (namespaces spw-e2e-*,
+# socket /run/spillway-e2e/ctl.sock); logs of test T in /run/spillway-e2e/logs/T/.
+# Exit status: 0 if every test passed, 1 otherwise (each failure printed as FAIL: ...).
+#
+# Adding a test: write a function `e2e_<name>` (runs in a subshell, set -e; the
+# topology is NOT up when it starts and is torn down after it). Use e2e_setup to get
+# topology + config + daemon, the library's run_clients / run_keepalive_clients /
+# backend_stop / backend_start / spillwayctl_cmd, and e2e_check / e2e_fail to assert;
+# end with e2e_done. A one-line description goes in a comment "## <name>: text".
+set -euo pipefail
+
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+export SPW_TOPO="${SPW_TOPO:-e2e}"
+# shellcheck source-path=SCRIPTDIR source=lib/topology.sh
+source "$HERE/lib/topology.sh"
+E2E_LOG_ROOT="$SPW_RUN_DIR/logs"
+_e2e_child=
+
+# ---------------------------------------------------------------- helpers ----
+_e2e_errors=()
+# e2e_check CMD...: records a failure (with the command) if CMD fails; carries on.
+e2e_check() {
+    local msg="$1"; shift
+    if "$@"; then printf '  ok    %s\n' "$msg"; else printf '  FAIL: %s\n' "$msg"; _e2e_errors+=("$msg"); fi
+}
+# e2e_fail MSG: stops the test now.
+e2e_fail() { printf '  FAIL: %s\n' "$*"; exit 1; }
+# e2e_done: ends a test; non-zero if any e2e_check failed.
+e2e_done() {
+    if ((${#_e2e_errors[@]})); then
+        printf '  %d check(s) failed\n' "${#_e2e_errors[@]}"; exit 1
+    fi
+}
+# e2e_setup: topology up, config written, daemon started and answering.
+e2e_setup() {
+    topo_up
+    write_config "$SPW_CONFIG"
+    spillway_start
+    spillway_wait_ready "${SPW_READY_TIMEOUT:-30}"
+}
+# Record queries over $SPW_REQUESTS (mode client conn seq status backend lport error).
+req_count() { awk -F'\t' -v m="$1" '$1 == m' "$SPW_REQUESTS" | wc -l; }
+req_failed() { awk -F'\t' -v m="$1" '$1 == m && $5 != "200"' "$SPW_REQUESTS" | wc -l; }
+req_backend_count() { awk -F'\t' -v b="$1" '$5 == "200" && $6 == b' "$SPW_REQUESTS" | wc -l; }
+# keep-alive connections that saw more than one backend (or a failure), one per line
+ka_split_connections() {
+    awk -F'\t' '$1 == "keepalive" { if ($5 != "200") bad[$3] = 1; else if (!(($3, $6) in s)) { s[$3, $6] = 1; n[$3]++ } ; c[$3] = 1 }
+        END { for (k in c) if (n[k] > 1 || bad[k]) print k, n[k] + 0, (bad[k] ? "with failures" : "") }' "$SPW_REQUESTS"
+}
+_gt0() { (($1 > 0)); }
+_eq() { [[ "$1" == "$2" ]]; }
+_ge() { (($1 >= $2)); }
+
+# ------------------------------------------------------------------ tests ----
+## basic: 200+ new-connection requests and keep-alive connections through the VIP; all answered, every backend serves, keep-alive connections stay on one backend
+e2e_basic() {
+    local n="${E2E_BASIC_REQUESTS:-240}" b total served_sum ok_total
+    e2e_setup
+    run_clients "$n" || true
+    run_keepalive_clients 5 20 || true
+    echo "  spillwayctl status:"; spillwayctl_cmd status | sed 's/^/    /' || true
+    backend_counts
+
+    total="$(req_count new)"
+    e2e_check "made $total >= 200 new-connection requests" _ge "$total" 200
+    e2e_check "all new-connection requests answered 200 ($(req_failed new) failed)" _eq "$(req_failed new)" 0
+    e2e_check "all keep-alive requests answered 200 ($(req_failed keepalive) failed)" _eq "$(req_failed keepalive)" 0
+    for b in "${SPW_BACKENDS[@]}"; do
+        e2e_check "backend $b served some requests (its log: $(backend_served "$b"), clients saw: $(req_backend_count "$b"))" \
+            _gt0 "$(backend_served "$b")"
+    done
+    served_sum=0
+    for b in "${SPW_BACKENDS[@]}"; do served_sum=$((served_sum + $(backend_served "$b"))); done
+    ok_total="$(awk -F'\t' '$5 == "200"' "$SPW_REQUESTS" | wc -l)"
+    e2e_check "backends logged exactly the $ok_total answered requests (logged $served_sum)" _eq "$served_sum" "$ok_total"
+    local split; split="$(ka_split_connections)"
+    [[ -z "$split" ]] || printf '    %s\n' "$split"
+    e2e_check "every keep-alive TCP connection stayed on one backend" _eq "$split" ""
+    e2e_check "spillway still running" spillway_alive
+    e2e_done
+}
+
+## config: examples/demo.toml is what write_config produces for the demo topology (no daemon needed)
+e2e_config() {
+    local out; out="$(mktemp)"
+    # shellcheck disable=SC1091
+    (unset SPW_RUN_DIR SPW_LOG_DIR SPW_SOCKET SPW_CONFIG SPW_HEALTH_CHECK
+     SPW_TOPO=demo; source "$HERE/lib/topology.sh"; write_config "$out")
+    e2e_check "examples/demo.toml == write_config output" diff -u "$SPW_REPO_ROOT/examples/demo.toml" "$out"
+    rm -f "$out"
+    e2e_done
+}
+
+# ------------------------------------------------------------------ runner ---
+_e2e_list() { declare -F | awk '{print $3}' | grep -E '^e2e_[a-z0-9_]+$' |
+    grep -vE '^e2e_(check|fail|done|setup)$' | sed 's/^e2e_//'; }
+_e2e_describe() { sed -n "s/^## $1: //p" "${BASH_SOURCE[0]}"; }
+# tests in the order they appear in this file
+_e2e_all_in_order() { grep -oE '^e2e_[a-z0-9_]+\(\)' "${BASH_SOURCE[0]}" | sed 's/^e2e_//; s/()$//' |
+    while read -r t; do _e2e_list | grep -qx "$t" && echo "$t"; done; }
+
+_e2e_run_one() {
+    local t="$1" rc start
+    start=$SECONDS
+    echo "=== e2e $t: $(_e2e_describe "$t")"
+    # The test runs in a background subshell so that INT/TERM reach this shell's traps at
+    # once (a foreground subshell would delay them until the test ends); the EXIT trap
+    # stops the test (_e2e_child) and removes the topology.
+    (
+        set -euo pipefail
+        trap - EXIT INT TERM
+        topo_set_log_dir "$E2E_LOG_ROOT/$t"
+        rm -rf "$SPW_LOG_DIR"; mkdir -p "$SPW_LOG_DIR"
+        "e2e_$t"
+    ) &
+    _e2e_child=$!
+    rc=0
+    wait "$_e2e_child" || rc=$?
+    _e2e_child=
+    topo_down || true
+    if ((rc == 0)); then echo "--- PASS $t ($((SECONDS - start)) s)"; else echo "--- FAIL $t ($((SECONDS - start)) s; logs: $E2E_LOG_ROOT/$t)"; fi
+    return "$rc"
+}
+
+main() {
+    (($#)) || { sed -n '3,19p' "$0"; exit 2; }
+    if [[ "$1" == list ]]; then
+        for t in $(_e2e_all_in_order); do printf '%-12s %s\n' "$t" "$(_e2e_describe "$t")"; done; exit 0
+    fi
+    local tests=() t failed=()
+    for t in "$@"; do
+        if [[ "$t" == all ]]; then mapfile -t -O "${#tests[@]}" tests < <(_e2e_all_in_order); continue; fi
+        _e2e_list | grep -qx "$t" || { echo "unknown test '$t'; known: all $(_e2e_list | tr '\n' ' ')" >&2; exit 2; }
+        tests+=("$t")
+    done
+    topo_require_root
+    topo_lock
+    topo_before_down() { if [[ -n "${_e2e_child:-}" ]]; then topo_kill_pid "$_e2e_child" 2; fi; }
+    topo_trap
+    for t in "${tests[@]}"; do _e2e_run_one "$t" || failed+=("$t"); done
+    echo
+    if ((${#failed[@]})); then
+        echo "e2e: ${#failed[@]} of ${#tests[@]} failed: ${failed[*]}"; exit 1
+    fi
+    echo "e2e: all ${#tests[@]} passed: ${tests[*]}"
+}
+
+main "$@"

@@ -1,0 +1,111 @@
+#!/usr/bin/env python3
+"""Demo/e2e HTTP backend for the Spillway topology (scripts/lib/topology.sh).
+
+Answers every GET with a small text body whose first line is `backend=<NAME>`,
+so a client can tell which backend served it. Logs one line per request to
+--log (tab separated):
+
+    <unix-time>  <name>  <client-ip>  <client-port>  <local-ip>  <method>  <path>  <status>  <conn-seq>
+
+`local-ip` is the address the request arrived on (the VIP for load-balanced
+traffic, the backend's own address for direct/health-check traffic);
+`conn-seq` is the request's number on its TCP connection (1, 2, ...).
+
+Concurrency: one thread per connection (ThreadingHTTPServer).
+Keep-alive: on by default (HTTP/1.1, persistent connections, Content-Length);
+`--no-keepalive` answers with `Connection: close` and closes after every
+response.  SIGTERM/SIGINT stop the server cleanly.
+"""
+import argparse
+import http.server
+import signal
+import socket
+import sys
+import threading
+import time
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--name", required=True)
+    ap.add_argument("--bind", default="0.0.0.0")
+    ap.add_argument("--port", type=int, default=80)
+    ap.add_argument("--log", required=True)
+    ap.add_argument("--no-keepalive", action="store_true")
+    ap.add_argument("--idle-timeout", type=float, default=30.0,
+                    help="close an idle keep-alive connection after this many seconds")
+    args = ap.parse_args()
+
+    log = open(args.log, "a", buffering=1, encoding="utf-8")
+    lock = threading.Lock()
+    keepalive = not args.no_keepalive
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+        server_version = "spillway-demo-backend"
+        timeout = args.idle_timeout
+
+        def setup(self):
+            super().setup()
+            self.conn_seq = 0
+
+        def _answer(self, with_body):
+            self.conn_seq += 1
+            status = 200
+            if self.path.startswith("/status/"):
+                try:
+                    status = int(self.path.split("/")[2])
+                except ValueError:
+                    status = 400
+            local_ip = self.connection.getsockname()[0]
+            body = (f"backend={args.name}\n"
+                    f"client={self.client_address[0]}:{self.client_address[1]}\n"
+                    f"local={local_ip}\nconn_seq={self.conn_seq}\n").encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "text/plain")
+            self.send_header("Content-Length", str(len(body)))
+            self.send_header("X-Backend", args.name)
+            if not keepalive:
+                self.send_header("Connection", "close")
+                self.close_connection = True
+            self.end_headers()
+            if with_body:
+                self.wfile.write(body)
+            line = "\t".join([f"{time.time():.6f}", args.name, self.client_address[0],
+                              str(self.client_address[1]), local_ip, self.command,
+                              self.path, str(status), str(self.conn_seq)])
+            with lock:
+                log.write(line + "\n")
+
+        def do_GET(self):
+            self._answer(True)
+
+        def do_HEAD(self):
+            self._answer(False)
+
+        def log_message(self, fmt, *a):  # silence stderr access log
+            pass
+
+    class Server(http.server.ThreadingHTTPServer):
+        daemon_threads = True
+        allow_reuse_address = True
+        request_queue_size = 128
+
+    srv = Server((args.bind, args.port), Handler)
+
+    def stop(signum, frame):
+        threading.Thread(target=srv.shutdown, daemon=True).start()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    print(f"{args.name}: listening on {args.bind}:{args.port} keepalive={keepalive}",
+          file=sys.stderr, flush=True)
+    try:
+        srv.serve_forever(poll_interval=0.2)
+    finally:
+        srv.server_close()
+        log.close()
+
+
+if __name__ == "__main__":
+    main()
