@@ -80,7 +80,7 @@ impl MaglevTable {
         const EMPTY: u16 = u16::MAX;
         let mut slots = vec![EMPTY; m as usize];
         let mut filled = 0u64;
-        let mut claim = |c: &mut Cand, slots: &mut Vec<u16>| {
+        let claim = |c: &mut Cand, slots: &mut Vec<u16>| {
             loop {
                 let s = ((c.offset + c.next * c.skip) % m) as usize;
                 c.next += 1;

@@ -1,1 +1,0 @@
-//! Routing pipeline (placeholder; being written).
