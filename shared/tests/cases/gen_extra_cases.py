@@ -1,5 +1,6 @@
 import json, os
-OUT = "/work/wt-pipeline/shared/tests/cases/policy"
+# Regenerates the x-*.json cases beside this script: python3 gen_extra_cases.py
+OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "policy")
 Z2 = [{"zone": "z1", "region": "r1"}, {"zone": "z2", "region": "r1"}]
 CZ = [{"prefix": "10.1.0.0/16", "zone": "z1"}, {"prefix": "10.2.0.0/16", "zone": "z2"}]
 C1, C2 = "10.1.0.1", "10.2.0.1"
