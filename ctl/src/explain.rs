@@ -82,7 +82,7 @@ fn pick_service<'a>(cfg: &'a Config, vip: Option<&str>) -> Result<&'a Service, S
             let (ip, port, proto) = parse_vip(v)?;
             cfg.services
                 .iter()
-                .find(|s| s.vip == ip && s.port == port && proto.map_or(true, |p| p == s.protocol))
+                .find(|s| s.vip == ip && s.port == port && (proto.is_none() || proto == Some(s.protocol)))
                 .ok_or_else(|| format!("no service {v} in the config (have: {})", list()))
         }
     }

@@ -208,7 +208,10 @@ pub fn failover_threshold(
         .iter()
         .copied()
         .filter(|&i| svc.backends[i].failover)
-        .filter(|&i| region.map_or(true, |r| ctx.region(i).unwrap_or("?") == r))
+        .filter(|&i| match region {
+            None => true,
+            Some(r) => ctx.region(i).unwrap_or("?") == r,
+        })
         .collect();
     let best = fo_all.iter().map(|&i| svc.backends[i].priority).min();
     let fo: Vec<usize> = fo_all.into_iter().filter(|&i| Some(svc.backends[i].priority) == best).collect();

@@ -26,7 +26,7 @@ pub fn stage(ctx: &Ctx<'_>, input: &[usize], trace: &mut Vec<TraceEntry>) -> Vec
         input
             .iter()
             .copied()
-            .filter(|&i| latency_of(ctx, i).map_or(true, |l| l <= min + sens + BAND_EPSILON_MS))
+            .filter(|&i| latency_of(ctx, i).unwrap_or(f64::NEG_INFINITY) <= min + sens + BAND_EPSILON_MS)
             .collect()
     } else {
         input.to_vec()
