@@ -385,3 +385,6 @@ pub fn evaluate(
         client: client.clone(),
     }
 }
+
+#[cfg(test)]
+mod tests;
