@@ -658,7 +658,7 @@ pub fn is_prime(n: u32) -> bool {
     }
     let mut d = 2u32;
     while d.saturating_mul(d) <= n {
-        if n % d == 0 {
+        if (n / d) * d == n {
             return false;
         }
         d += 1;
@@ -814,7 +814,7 @@ impl Config {
             }
         }
         for (i, cz) in self.client_zones.iter().enumerate() {
-            if cz.compatible && cz.zone.as_deref().map_or(true, str::is_empty) {
+            if cz.compatible && cz.zone.as_deref().unwrap_or("").is_empty() {
                 return Err(ConfigError::new(format!("client_zones[{i}].zone"), "(none)",
                     "a compatible client prefix needs a zone (or set compatible = false)"));
             }

@@ -39,7 +39,7 @@ impl FromStr for MacAddr {
         let err = || ParseError(format!("'{s}' is not a MAC address (expected six hex octets like 02:00:00:00:00:01)"));
         let mut out = [0u8; 6];
         let mut n = 0;
-        for part in s.split(|c| c == ':' || c == '-') {
+        for part in s.split([':', '-']) {
             if n == 6 || part.is_empty() || part.len() > 2 {
                 return Err(err());
             }
@@ -164,7 +164,7 @@ impl<V: Clone> PrefixTable<V> {
         for (_, list) in &mut by_len {
             list.sort_by_key(|(n, _)| *n);
         }
-        by_len.sort_by(|a, b| b.0.cmp(&a.0));
+        by_len.sort_by_key(|e| std::cmp::Reverse(e.0));
         PrefixTable { by_len }
     }
 

@@ -1,0 +1,197 @@
+//! `spillwayctl explain`: the routing pipeline's trace for one new connection, offline.
+
+use serde::{Deserialize, Serialize};
+use spillway_shared::config::{Config, Protocol, Service};
+use spillway_shared::flow::FlowKey;
+use spillway_shared::maglev::{MaglevEntry, MaglevTable};
+use spillway_shared::pipeline::{evaluate, BackendState, ClientClass, Decision, ServiceState, Topology};
+use std::collections::BTreeMap;
+use std::net::Ipv4Addr;
+use std::path::PathBuf;
+
+/// Arguments of `spillwayctl explain`.
+#[derive(clap::Args, Debug)]
+pub struct ExplainArgs {
+    /// Daemon config file (TOML).
+    #[arg(long, value_name = "FILE")]
+    pub config: PathBuf,
+    /// Client (source) address of the new connection.
+    #[arg(long, value_name = "IP")]
+    pub client: Ipv4Addr,
+    /// Service as IP:PORT[/tcp|udp]; optional when the config has one service.
+    #[arg(long, value_name = "IP:PORT/PROTO")]
+    pub vip: Option<String>,
+    /// JSON object: backend name -> {"healthy": bool | "endpoints": n, "healthy_endpoints": n,
+    /// "latency_ms": ms, "load_cps": cps}. Backends not listed are healthy.
+    #[arg(long, value_name = "FILE")]
+    pub health: Option<PathBuf>,
+    /// Client source port (for 5-tuple affinity).
+    #[arg(long, default_value_t = 40000)]
+    pub client_port: u16,
+    /// Offered new-connection rate for the capacity stage (default: sum of load_cps).
+    #[arg(long, value_name = "CPS")]
+    pub offered_cps: Option<f64>,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// One backend's entry in the `--health` file.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HealthEntry {
+    healthy: Option<bool>,
+    endpoints: Option<u32>,
+    healthy_endpoints: Option<u32>,
+    latency_ms: Option<f64>,
+    load_cps: Option<f64>,
+}
+
+#[derive(Serialize)]
+struct JsonOut<'a> {
+    service: &'a str,
+    client: String,
+    class: &'a ClientClass,
+    decision: &'a Decision,
+    backend: Option<&'a str>,
+}
+
+fn parse_vip(s: &str) -> Result<(Ipv4Addr, u16, Option<Protocol>), String> {
+    let (addr, proto) = match s.split_once('/') {
+        Some((a, p)) => (a, Some(p)),
+        None => (s, None),
+    };
+    let (ip, port) = addr.split_once(':').ok_or_else(|| format!("--vip {s:?}: expected IP:PORT/PROTO, e.g. 10.0.0.100:80/tcp"))?;
+    let ip: Ipv4Addr = ip.parse().map_err(|_| format!("--vip {s:?}: {ip:?} is not an IPv4 address"))?;
+    let port: u16 = port.parse().map_err(|_| format!("--vip {s:?}: {port:?} is not a port"))?;
+    let proto = match proto.map(str::to_ascii_lowercase).as_deref() {
+        None => None,
+        Some("tcp") => Some(Protocol::Tcp),
+        Some("udp") => Some(Protocol::Udp),
+        Some(p) => return Err(format!("--vip {s:?}: protocol {p:?} is not tcp or udp")),
+    };
+    Ok((ip, port, proto))
+}
+
+fn pick_service<'a>(cfg: &'a Config, vip: Option<&str>) -> Result<&'a Service, String> {
+    let list = || cfg.services.iter().map(|s| format!("{}:{}/{:?}", s.vip, s.port, s.protocol).to_lowercase()).collect::<Vec<_>>().join(", ");
+    match vip {
+        None if cfg.services.len() == 1 => Ok(&cfg.services[0]),
+        None => Err(format!("the config has {} services; choose one with --vip ({})", cfg.services.len(), list())),
+        Some(v) => {
+            let (ip, port, proto) = parse_vip(v)?;
+            cfg.services
+                .iter()
+                .find(|s| s.vip == ip && s.port == port && (proto.is_none() || proto == Some(s.protocol)))
+                .ok_or_else(|| format!("no service {v} in the config (have: {})", list()))
+        }
+    }
+}
+
+fn load_states(svc: &Service, path: Option<&PathBuf>) -> Result<Vec<BackendState>, String> {
+    let mut states = vec![BackendState::healthy(); svc.backends.len()];
+    let Some(path) = path else { return Ok(states) };
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
+    let de = &mut serde_json::Deserializer::from_str(&text);
+    let map: BTreeMap<String, HealthEntry> = serde::Deserialize::deserialize(de)
+        .map_err(|e: serde_json::Error| format!("{}: {e}", path.display()))?;
+    for (name, h) in map {
+        let i = svc
+            .backends
+            .iter()
+            .position(|b| b.name == name)
+            .ok_or_else(|| format!("{}: {name}: no backend of this name in service {}", path.display(), svc.name))?;
+        let s = &mut states[i];
+        if let Some(n) = h.endpoints {
+            s.endpoints = n;
+            s.healthy_endpoints = n;
+        }
+        if let Some(ok) = h.healthy {
+            s.healthy_endpoints = if ok { s.endpoints } else { 0 };
+        }
+        if let Some(n) = h.healthy_endpoints {
+            if n > s.endpoints {
+                return Err(format!("{}: {name}.healthy_endpoints = {n} exceeds endpoints = {}", path.display(), s.endpoints));
+            }
+            s.healthy_endpoints = n;
+        }
+        s.latency_ms = h.latency_ms.or(s.latency_ms);
+        s.load_cps = h.load_cps.unwrap_or(s.load_cps);
+    }
+    Ok(states)
+}
+
+fn num(x: f64) -> String {
+    if x.is_infinite() {
+        "inf".into()
+    } else if x.fract() == 0.0 && x.abs() < 1e15 {
+        format!("{x:.0}")
+    } else {
+        let s = format!("{x:.4}");
+        s.trim_end_matches('0').to_string()
+    }
+}
+
+/// Runs the command; returns the exit code (0 ok, 2 usage/file/config error).
+pub fn run(args: &ExplainArgs) -> i32 {
+    match explain(args) {
+        Ok(text) => {
+            print!("{text}");
+            0
+        }
+        Err(e) => {
+            eprintln!("spillwayctl explain: {e}");
+            2
+        }
+    }
+}
+
+fn explain(args: &ExplainArgs) -> Result<String, String> {
+    let path = args.config.to_string_lossy().to_string();
+    let cfg = Config::load(&path).map_err(|e| e.to_string())?;
+    let svc = pick_service(&cfg, args.vip.as_deref())?;
+    let states = load_states(svc, args.health.as_ref())?;
+    let topo = Topology::from_config(&cfg);
+    let class = topo.classify(args.client);
+    let mut st = ServiceState::default();
+    let d = evaluate(svc, &states, &topo, &class, args.offered_cps, &mut st, 0.0);
+    let entries: Vec<MaglevEntry<'_>> =
+        d.weights.iter().map(|&(i, w)| MaglevEntry { name: &svc.backends[i].name, weight: w }).collect();
+    let table = MaglevTable::build(&entries, svc.maglev_table_size);
+    let key = FlowKey::new(args.client, svc.vip, args.client_port, svc.port, svc.protocol.number());
+    let hash = key.affinity_hash(svc.session_affinity);
+    let chosen = table.lookup(hash).and_then(|e| d.weights.get(usize::from(e))).map(|&(i, _)| svc.backends[i].name.as_str());
+    let proto = format!("{:?}", svc.protocol).to_lowercase();
+    if args.json {
+        let j = JsonOut { service: &svc.name, client: format!("{}:{}", args.client, args.client_port), class: &class, decision: &d, backend: chosen };
+        return serde_json::to_string_pretty(&j).map(|s| s + "\n").map_err(|e| e.to_string());
+    }
+    let mut o = String::new();
+    use std::fmt::Write;
+    let _ = writeln!(o, "service {} ({}:{}/{proto}), client {}:{} -> {class}", svc.name, svc.vip, svc.port, args.client, args.client_port);
+    let _ = writeln!(o, "{:<3} {:<19} {:>9}  rule", "#", "stage", "in -> out");
+    for (k, e) in d.trace.iter().enumerate() {
+        let _ = writeln!(o, "{:<3} {:<19} {:>9}  {}", k + 1, e.stage, format!("{} -> {}", e.input.len(), e.output.len()), e.rule);
+        let _ = writeln!(o, "    out: [{}]", e.output.join(", "));
+        if !e.numbers.is_empty() {
+            let nums: Vec<String> = e.numbers.iter().map(|(k, v)| format!("{k}={}", num(*v))).collect();
+            let _ = writeln!(o, "    numbers: {}", nums.join(" "));
+        }
+        for n in &e.notes {
+            let _ = writeln!(o, "    - {n}");
+        }
+    }
+    let names: Vec<String> = d.eligible.iter().map(|&i| svc.backends[i].name.clone()).collect();
+    let _ = writeln!(o, "final: {} eligible{}: [{}]", names.len(), if d.drop { " (DROP)" } else { "" }, names.join(", "));
+    let shares: Vec<String> = d.weights.iter().map(|&(i, s)| format!("{}={}", svc.backends[i].name, num(s))).collect();
+    let _ = writeln!(o, "shares: {}", shares.join(" "));
+    match chosen {
+        Some(b) => {
+            let _ = writeln!(o, "maglev: M={} key {:?} hash {hash:#018x} -> backend {b}", table.len(), svc.session_affinity);
+        }
+        None => {
+            let _ = writeln!(o, "maglev: no eligible backend -> new connection dropped");
+        }
+    }
+    Ok(o)
+}

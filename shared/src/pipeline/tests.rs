@@ -1,0 +1,107 @@
+use super::*;
+use crate::config::{Backend, ClientZone, Protocol, ZonalAffinity};
+use proptest::prelude::*;
+
+fn topo(forwarder: bool) -> Topology {
+    let zones = vec![
+        Location { zone: "z1".into(), region: "r1".into() },
+        Location { zone: "z2".into(), region: "r1".into() },
+        Location { zone: "y1".into(), region: "r2".into() },
+    ];
+    let cz = |p: &str, z: Option<&str>, c: bool| ClientZone { prefix: p.parse().unwrap(), zone: z.map(String::from), compatible: c };
+    let clients = vec![
+        cz("10.1.0.0/16", Some("z1"), true),
+        cz("10.1.5.0/24", Some("z2"), true),
+        cz("10.2.0.0/16", Some("z2"), true),
+        cz("10.8.0.0/16", None, false),
+        cz("10.9.0.0/16", Some("y1"), true),
+    ];
+    let fwd = forwarder.then(|| Location { zone: "z1".into(), region: "r1".into() });
+    Topology::from_parts(fwd, &zones, &BTreeMap::new(), &clients)
+}
+
+#[test]
+fn classify_lpm_and_compatibility() {
+    let t = topo(true);
+    let c = |s: &str| t.classify(s.parse().unwrap());
+    assert_eq!(c("10.1.0.1"), ClientClass::Zone("z1".into()));
+    assert_eq!(c("10.1.5.9"), ClientClass::Zone("z2".into()), "longest prefix wins");
+    assert_eq!(c("10.8.0.1"), ClientClass::Incompatible, "compatible = false");
+    assert_eq!(c("192.0.2.1"), ClientClass::Incompatible, "no match");
+    assert_eq!(c("10.9.0.1"), ClientClass::Incompatible, "other region than the forwarder");
+    assert_eq!(
+        t.client_classes(),
+        vec![ClientClass::Zone("z1".into()), ClientClass::Zone("z2".into()), ClientClass::Incompatible]
+    );
+    // without a forwarder location the region is unknown: every zone is compatible
+    assert_eq!(topo(false).classify("10.9.0.1".parse().unwrap()), ClientClass::Zone("y1".into()));
+}
+
+fn svc(n: usize) -> Service {
+    let mut s = Service::new("s", Ipv4Addr::new(10, 0, 0, 1), 80, Protocol::Tcp);
+    for i in 0..n {
+        s.backends.push(Backend::new(&format!("b{i}"), if i % 2 == 0 { "z1" } else { "z2" }));
+    }
+    s
+}
+
+#[test]
+fn trace_has_every_stage_in_order() {
+    let s = svc(4);
+    let d = evaluate(&s, &vec![BackendState::healthy(); 4], &topo(true), &ClientClass::Zone("z1".into()), None, &mut ServiceState::default(), 0.0);
+    let stages: Vec<&str> = d.trace.iter().map(|e| e.stage.as_str()).collect();
+    assert_eq!(stages, ["availability", "tiers", "zonal_affinity", "isolation", "latency", "capacity", "failover_threshold", "weights"]);
+    assert_eq!(d.eligible, vec![0, 1, 2, 3]);
+    let json = serde_json::to_string(&d.trace).unwrap();
+    let back: Vec<TraceEntry> = serde_json::from_str(&json).unwrap();
+    assert_eq!(back, d.trace);
+}
+
+#[test]
+fn spill_numbers_in_trace() {
+    let mut s = svc(10);
+    s.zonal_affinity = ZonalAffinity::ZONAL_AFFINITY_SPILL_CROSS_ZONE;
+    s.spillover_ratio = Some(0.8);
+    let mut st = vec![BackendState::healthy(); 10];
+    st[7] = BackendState::unhealthy();
+    st[9] = BackendState::unhealthy();
+    let d = evaluate(&s, &st, &topo(true), &ClientClass::Zone("z2".into()), None, &mut ServiceState::default(), 0.0);
+    let z = d.trace.iter().find(|e| e.stage == "zonal_affinity").unwrap();
+    assert_eq!(z.numbers["ratio"], 0.6);
+    assert_eq!(z.numbers["C"], 5.0);
+    assert_eq!(d.eligible.len(), 8);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+    /// Whatever the health: shares sum to 1 over the eligible set, eligible backends are
+    /// enabled, and the same inputs give the same decision.
+    #[test]
+    fn invariants(health in proptest::collection::vec((0u32..=4, any::<bool>(), 1u32..=5, any::<bool>()), 0..12),
+                  za in 0usize..3, fo in proptest::option::of(0.0f64..=1.0), client in 0usize..3) {
+        let mut s = svc(health.len());
+        s.zonal_affinity = [ZonalAffinity::ZONAL_AFFINITY_DISABLED, ZonalAffinity::ZONAL_AFFINITY_STAY_WITHIN_ZONE, ZonalAffinity::ZONAL_AFFINITY_SPILL_CROSS_ZONE][za];
+        s.failover_ratio = fo;
+        let mut states = Vec::new();
+        for (i, (h, enabled, prio, failover)) in health.iter().enumerate() {
+            s.backends[i].enabled = *enabled;
+            s.backends[i].priority = *prio;
+            s.backends[i].failover = *failover;
+            states.push(BackendState { endpoints: 4, healthy_endpoints: *h, latency_ms: None, load_cps: 0.0 });
+        }
+        let t = topo(true);
+        let class = t.client_classes()[client].clone();
+        let d1 = evaluate(&s, &states, &t, &class, None, &mut ServiceState::default(), 0.0);
+        let d2 = evaluate(&s, &states, &t, &class, None, &mut ServiceState::default(), 0.0);
+        prop_assert_eq!(&d1, &d2);
+        if d1.drop {
+            prop_assert!(d1.eligible.is_empty() && d1.weights.is_empty());
+            prop_assert!(!s.backends.iter().any(|b| b.enabled) || s.backends.is_empty()
+                || d1.tier == TierKind::Drop);
+        } else {
+            let sum: f64 = d1.weights.iter().map(|w| w.1).sum();
+            prop_assert!((sum - 1.0).abs() < 1e-9);
+            for &i in &d1.eligible { prop_assert!(s.backends[i].enabled); }
+        }
+    }
+}

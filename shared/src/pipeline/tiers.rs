@@ -1,0 +1,93 @@
+//! Stage 2 — tier selection: the "original eligible backends" (spec/backend-selection.md
+//! "Original eligible backends"), generalised to priorities 1–5 (spec/origin-routing.md
+//! "Priority").
+//!
+//! Backends with `failover = true` form the failover pool; the others are primaries. When
+//! the service has no failover backend every backend is a primary.
+//! - `failover_ratio` r (absent = 0.0), `h = available primaries / configured primaries`:
+//!   r = 0 fails over only when no primary is available; r > 0 fails over when `h < r`
+//!   (strictly).
+//! - not failed over → the available primaries of the best (lowest) available priority;
+//! - failed over → the available failover backends of their best priority; when none is
+//!   available but some primary is, the available primaries (best priority);
+//! - nothing available → `drop_traffic_if_unhealthy`: drop; otherwise last resort: the
+//!   enabled primaries with non-zero scaler of the best configured priority (unhealthy).
+//!   When no such primary exists (e.g. all disabled) the connection is dropped.
+
+use super::{Ctx, TierKind, TraceEntry};
+
+fn best_priority(ctx: &Ctx<'_>, set: &[usize]) -> Option<u32> {
+    set.iter().map(|&i| ctx.svc.backends[i].priority).min()
+}
+
+fn of_priority(ctx: &Ctx<'_>, set: &[usize], p: u32) -> Vec<usize> {
+    set.iter().copied().filter(|&i| ctx.svc.backends[i].priority == p).collect()
+}
+
+/// Runs the stage over the available set; returns the tier and its set (A).
+pub fn stage(ctx: &Ctx<'_>, available: &[usize], trace: &mut Vec<TraceEntry>) -> (TierKind, Vec<usize>) {
+    let svc = ctx.svc;
+    let has_pool = svc.backends.iter().any(|b| b.failover);
+    let primaries: Vec<usize> = (0..svc.backends.len()).filter(|&i| !svc.backends[i].failover).collect();
+    let avail_p: Vec<usize> = available.iter().copied().filter(|&i| !svc.backends[i].failover).collect();
+    let avail_f: Vec<usize> = available.iter().copied().filter(|&i| svc.backends[i].failover).collect();
+    let mut numbers = std::collections::BTreeMap::new();
+    let mut notes = Vec::new();
+
+    let failed_over = if has_pool {
+        let r = svc.failover_ratio.unwrap_or(0.0);
+        let h = if primaries.is_empty() { 0.0 } else { avail_p.len() as f64 / primaries.len() as f64 };
+        numbers.insert("h".to_string(), h);
+        numbers.insert("r".to_string(), r);
+        numbers.insert("healthy_primaries".to_string(), avail_p.len() as f64);
+        numbers.insert("configured_primaries".to_string(), primaries.len() as f64);
+        let fo = if r == 0.0 { avail_p.is_empty() } else { h < r };
+        notes.push(if r == 0.0 {
+            format!("r = 0: fail over only when no primary is healthy -> {}", if fo { "failed over" } else { "primaries" })
+        } else {
+            format!("h = {}/{} = {h:.4} {} r = {r} -> {}", avail_p.len(), primaries.len(), if fo { "<" } else { ">=" },
+                if fo { "failed over" } else { "primaries" })
+        });
+        fo
+    } else {
+        false
+    };
+
+    let (kind, set, rule) = if !failed_over && !avail_p.is_empty() {
+        let p = best_priority(ctx, &avail_p).unwrap_or(1);
+        (TierKind::HealthyPrimaries { priority: p }, of_priority(ctx, &avail_p, p),
+            if has_pool { "not failed over: healthy primaries of the best available priority (spec/backend-selection.md; spec/origin-routing.md step 2)" }
+            else { "healthy backends of the best available priority (spec/backend-selection.md; spec/origin-routing.md step 2)" })
+    } else if failed_over && !avail_f.is_empty() {
+        let p = best_priority(ctx, &avail_f).unwrap_or(1);
+        (TierKind::HealthyFailover { priority: p }, of_priority(ctx, &avail_f, p),
+            "failed over: healthy failover backends of the best available priority (spec/backend-selection.md)")
+    } else if !avail_p.is_empty() {
+        let p = best_priority(ctx, &avail_p).unwrap_or(1);
+        notes.push("failed over but no failover backend is healthy: stay on healthy primaries".into());
+        (TierKind::HealthyPrimaries { priority: p }, of_priority(ctx, &avail_p, p),
+            "no healthy failover backend: healthy primaries of the best available priority (docs/semantics.md)")
+    } else if svc.drop_traffic_if_unhealthy {
+        (TierKind::Drop, Vec::new(), "nothing healthy, drop_traffic_if_unhealthy = true: drop (spec/backend-selection.md)")
+    } else {
+        let usable: Vec<usize> = primaries
+            .iter()
+            .copied()
+            .filter(|&i| svc.backends[i].enabled && svc.backends[i].capacity_scaler != 0.0)
+            .collect();
+        match best_priority(ctx, &usable) {
+            Some(p) => (TierKind::LastResortPrimaries, of_priority(ctx, &usable, p),
+                "nothing healthy: last resort, all primaries of the best priority, unhealthy (spec/backend-selection.md)"),
+            None => (TierKind::Drop, Vec::new(), "nothing healthy and no enabled primary: drop (docs/semantics.md)"),
+        }
+    };
+    if let TierKind::HealthyPrimaries { priority } | TierKind::HealthyFailover { priority } = kind {
+        numbers.insert("priority".to_string(), f64::from(priority));
+    }
+    let mut e = ctx.entry("tiers", rule, available, &set);
+    e.numbers = numbers;
+    e.notes = notes;
+    e.notes.push(format!("A = {kind:?}"));
+    trace.push(e);
+    (kind, set)
+}
