@@ -4,8 +4,10 @@
 //! Exit codes: 0 success, 1 a check failed (e.g. a scenario mismatch), 2 usage, file or
 //! configuration errors.
 
+mod client;
 mod explain;
 mod scenario;
+mod status;
 
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
@@ -30,6 +32,12 @@ enum Command {
     /// Explain, stage by stage, where a new connection from a client would go (offline,
     /// from a config file and optional health/latency/load JSON).
     Explain(explain::ExplainArgs),
+    /// Daemon status: ports, workers, counters, drops by reason, new connections per backend.
+    Status {
+        /// Machine-readable JSON.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -45,10 +53,10 @@ enum ScenarioCmd {
 
 fn main() {
     let cli = Cli::parse();
-    let _socket = &cli.socket; // used by daemon commands
     let code = match &cli.command {
         Command::Scenario(ScenarioCmd::Run { files }) => scenario::run(files),
         Command::Explain(args) => explain::run(args),
+        Command::Status { json } => status::run(&cli.socket, *json),
     };
     std::process::exit(code);
 }

@@ -9,7 +9,6 @@
 use crate::snapshot::{BackendSlot, ClassTable, ServiceSnap, Snapshot};
 use crate::stats::{WorkerStats, MAX_BACKEND_SLOTS};
 use crossbeam_epoch::{self as epoch, Atomic, Owned};
-use hashbrown::HashMap;
 use spillway_shared::config::{Config, Persistence, Protocol, SessionAffinity, Service, TrackingMode};
 use spillway_shared::maglev::{MaglevEntry, MaglevTable};
 use spillway_shared::net::PrefixTable;

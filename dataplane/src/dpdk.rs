@@ -620,6 +620,25 @@ pub struct PortStats {
     pub rx_nombuf: u64,
 }
 
+/// Counters of port `port_id` (`rte_eth_stats_get`); callable from any thread (the
+/// control socket reads them while workers run).
+pub fn port_stats(port_id: u16) -> Result<PortStats> {
+    let mut s = sys::rte_eth_stats::default();
+    // SAFETY: s is a valid out-pointer; an invalid port id is reported as an error.
+    let ret = unsafe { sys::rte_eth_stats_get(port_id, &mut s) };
+    check("rte_eth_stats_get", ret, || format!("port id {port_id}"))?;
+    Ok(PortStats {
+        ipackets: s.ipackets,
+        opackets: s.opackets,
+        ibytes: s.ibytes,
+        obytes: s.obytes,
+        imissed: s.imissed,
+        ierrors: s.ierrors,
+        oerrors: s.oerrors,
+        rx_nombuf: s.rx_nombuf,
+    })
+}
+
 /// Link state (`rte_eth_link_get_nowait`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LinkStatus {
@@ -879,20 +898,7 @@ impl EthPort {
 
     /// Port counters.
     pub fn stats(&self) -> Result<PortStats> {
-        let mut s = sys::rte_eth_stats::default();
-        // SAFETY: s is a valid out-pointer.
-        let ret = unsafe { sys::rte_eth_stats_get(self.port_id, &mut s) };
-        check("rte_eth_stats_get", ret, || format!("port {}", self.name))?;
-        Ok(PortStats {
-            ipackets: s.ipackets,
-            opackets: s.opackets,
-            ibytes: s.ibytes,
-            obytes: s.obytes,
-            imissed: s.imissed,
-            ierrors: s.ierrors,
-            oerrors: s.oerrors,
-            rx_nombuf: s.rx_nombuf,
-        })
+        port_stats(self.port_id)
     }
 
     /// Link state without waiting.

@@ -10,3 +10,5 @@ pub mod snapshot;
 pub mod stats;
 pub mod worker;
 pub mod control;
+pub mod ctl_server;
+pub mod daemon;

@@ -1,1 +1,288 @@
-fn main() {}
+//! `spillway`: the Spillway DPDK load balancer daemon.
+//!
+//! `spillway --config FILE [--socket PATH]`: starts EAL with the config's arguments and
+//! ports, one poll-mode worker per configured worker (pinned), the control socket, and runs
+//! until SIGINT/SIGTERM, then prints the final counters.
+
+use clap::Parser;
+use spillway_dataplane::conntrack::Timeouts;
+use spillway_dataplane::ctl_server::{group_gid, Server};
+use spillway_dataplane::daemon::Daemon;
+use spillway_dataplane::dpdk::{self, Eal, EthPort, Mempool};
+use spillway_dataplane::port::Burst;
+use spillway_dataplane::worker::{PortInfo, Worker};
+use spillway_shared::config::Config;
+use spillway_shared::proto::PortStatus;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Command line of the daemon.
+#[derive(Parser, Debug)]
+#[command(name = "spillway", version, about = "Spillway: userspace L4 passthrough load balancer on DPDK")]
+struct Args {
+    /// Configuration file (TOML; see docs/config.md).
+    #[arg(long, value_name = "FILE")]
+    config: PathBuf,
+    /// Control socket path (overrides dataplane.socket).
+    #[arg(long, value_name = "PATH")]
+    socket: Option<PathBuf>,
+    /// Stop by itself after this many seconds (benchmarks, tests).
+    #[arg(long, value_name = "SECONDS")]
+    duration: Option<f64>,
+    /// Validate the configuration and exit.
+    #[arg(long)]
+    check: bool,
+}
+
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_: libc::c_int) {
+    STOP.store(true, Ordering::SeqCst);
+}
+
+fn install_signals() {
+    for sig in [libc::SIGINT, libc::SIGTERM] {
+        // SAFETY: the handler only stores to an atomic (async-signal-safe).
+        unsafe {
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = on_signal as *const () as usize;
+            libc::sigemptyset(&mut sa.sa_mask);
+            libc::sigaction(sig, &sa, std::ptr::null_mut());
+        }
+    }
+}
+
+/// Whether a device string is a PCI address (`0000:3b:00.0` or `3b:00.0`).
+fn is_pci(dev: &str) -> bool {
+    let d = dev.split(',').next().unwrap_or("");
+    d.contains(':') && d.contains('.') && d.chars().all(|c| c.is_ascii_hexdigit() || c == ':' || c == '.')
+}
+
+/// EAL arguments: the config's own plus `--vdev`/`-a` for every port, and `-l 0` (EAL
+/// main lcore only; workers are our own pinned threads registered with EAL) unless the
+/// config chose cores itself.
+fn eal_args(cfg: &Config) -> Vec<String> {
+    let mut a = cfg.dataplane.eal_args.clone();
+    if !a.iter().any(|x| x == "-l" || x == "-c" || x.starts_with("--lcores") || x.starts_with("-l")) {
+        a.push("-l".into());
+        a.push("0".into());
+    }
+    for p in &cfg.ports {
+        if is_pci(&p.device) {
+            a.push("-a".into());
+            a.push(p.device.clone());
+        } else {
+            a.push(format!("--vdev={}", p.device));
+        }
+    }
+    a
+}
+
+fn main() {
+    let args = Args::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
+        .with_writer(std::io::stderr)
+        .init();
+    match run(args) {
+        Ok(()) => {}
+        Err(e) => {
+            eprintln!("spillway: error: {e}");
+            std::process::exit(2);
+        }
+    }
+}
+
+fn run(args: Args) -> Result<(), String> {
+    let path = args.config.to_string_lossy().to_string();
+    let cfg = Config::load(&path).map_err(|e| e.to_string())?;
+    if cfg.ports.is_empty() {
+        return Err(format!("{path}: no [[ports]] configured"));
+    }
+    for (si, s) in cfg.services.iter().enumerate() {
+        for (bi, b) in s.backends.iter().enumerate() {
+            if b.mac.is_none() {
+                return Err(format!("{path}: services[{si}].backends[{bi}].mac is required (L2 DSR / next-hop MAC)"));
+            }
+        }
+        if s.forwarding_mode != spillway_shared::config::ForwardingMode::L2_DSR && !cfg.ports.iter().any(|p| p.address.is_some()) {
+            return Err(format!("{path}: services[{si}].forwarding_mode = {:?} needs ports[].address as the outer source address", s.forwarding_mode));
+        }
+    }
+    if args.check {
+        println!("{path}: configuration OK ({} services, {} ports)", cfg.services.len(), cfg.ports.len());
+        return Ok(());
+    }
+    let socket = args.socket.clone().unwrap_or_else(|| PathBuf::from(&cfg.dataplane.socket));
+    let group = match &cfg.dataplane.socket_group {
+        Some(g) => Some(group_gid(g).ok_or_else(|| format!("dataplane.socket_group: no group named '{g}'"))?),
+        None => None,
+    };
+    install_signals();
+
+    let workers = usize::from(cfg.dataplane.workers);
+    // Read the usable cores before EAL pins this thread to its main lcore.
+    let ncores = core_affinity::get_core_ids().unwrap_or_default();
+    let eal = Eal::init(&eal_args(&cfg)).map_err(|e| format!("cannot start DPDK: {e}"))?;
+    let mut ports: Vec<EthPort> = Vec::new();
+    let mut pools: Vec<Arc<Mempool>> = Vec::new();
+    for (i, p) in cfg.ports.iter().enumerate() {
+        let mut port = EthPort::by_name(&p.device).map_err(|e| format!("ports[{i}] ({}): {e}", p.name))?;
+        let pool = Mempool::new(&format!("mbuf_{i}"), cfg.dataplane.mbufs_per_port, 256, port.socket_id())
+            .map_err(|e| format!("ports[{i}] ({}): mbuf pool: {e}", p.name))?;
+        port.configure(workers as u16, workers as u16, cfg.dataplane.descriptors, &pool)
+            .map_err(|e| format!("ports[{i}] ({}): {e}", p.name))?;
+        if let Err(e) = port.promiscuous(true) {
+            tracing::debug!(port = %p.name, error = %e, "promiscuous mode not available");
+        }
+        port.start().map_err(|e| format!("ports[{i}] ({}): {e}", p.name))?;
+        tracing::info!(port = %p.name, device = %p.device, mac = %spillway_shared::net::MacAddr(port.mac()), "port started");
+        ports.push(port);
+        pools.push(Arc::new(pool));
+    }
+    let port_infos: Vec<PortInfo> = cfg
+        .ports
+        .iter()
+        .zip(&ports)
+        .map(|(pc, port)| PortInfo {
+            mac: pc.mac.map(|m| m.0).unwrap_or_else(|| port.mac()),
+            forward_to: pc.forward_to.as_ref().and_then(|f| cfg.ports.iter().position(|x| &x.name == f)).unwrap_or(usize::MAX),
+            addr: pc.address.map(u32::from).unwrap_or(0),
+        })
+        .enumerate()
+        .map(|(i, mut pi)| {
+            if pi.forward_to == usize::MAX {
+                pi.forward_to = i;
+            }
+            pi
+        })
+        .collect();
+    let port_ids: Vec<u16> = ports.iter().map(|p| p.port_id()).collect();
+    let port_meta: Vec<(String, String, [u8; 6])> = cfg.ports.iter().zip(&port_infos).map(|(p, i)| (p.name.clone(), p.device.clone(), i.mac)).collect();
+    let stat_pools = pools.clone();
+    let port_stats = Box::new(move |i: usize| {
+        let (name, device, mac) = port_meta.get(i).cloned().unwrap_or_default();
+        let s = port_ids.get(i).and_then(|id| dpdk::port_stats(*id).ok()).unwrap_or_default();
+        PortStatus {
+            name,
+            device,
+            mac: spillway_shared::net::MacAddr(mac).to_string(),
+            ipackets: s.ipackets,
+            opackets: s.opackets,
+            imissed: s.imissed,
+            ierrors: s.ierrors,
+            oerrors: s.oerrors,
+            rx_nombuf: s.rx_nombuf,
+            mbufs_in_use: stat_pools.get(i).map_or(0, |p| u64::from(p.in_use())),
+        }
+    });
+    let port_addrs = port_infos.iter().map(|p| p.addr).collect();
+    let daemon = Arc::new(Daemon::new(cfg.clone(), workers, port_addrs, port_stats)?);
+    let server = Server::start(&socket, group, daemon.clone()).map_err(|e| format!("control socket {}: {e}", socket.display()))?;
+    tracing::info!(socket = %socket.display(), "control socket listening");
+
+    // Workers.
+    let timeouts = Timeouts {
+        syn_ms: cfg.conntrack.tcp_syn_timeout_sec * 1000,
+        tcp_ms: cfg.conntrack.tcp_idle_timeout_sec * 1000,
+        closing_ms: cfg.conntrack.tcp_closing_timeout_sec * 1000,
+        udp_ms: cfg.conntrack.udp_idle_timeout_sec * 1000,
+    };
+    let epoch = Instant::now();
+    let idle_sleep = Duration::from_micros(u64::from(cfg.dataplane.idle_sleep_us));
+    let mut handles = Vec::new();
+    for w in 0..workers {
+        let queues: Vec<_> = ports.iter().map(|p| p.queue(w as u16)).collect();
+        let core = cfg.dataplane.worker_cores.get(w).copied().or_else(|| {
+            if ncores.is_empty() { None } else { Some(ncores[(w + 1) % ncores.len()].id) }
+        });
+        let shared = daemon.shared.clone();
+        let stats = shared.stats[w].clone();
+        let pinfo = port_infos.clone();
+        let cap = cfg.conntrack.capacity_per_worker as usize;
+        let seed = seed_for(w);
+        let h = std::thread::Builder::new()
+            .name(format!("worker-{w}"))
+            .spawn(move || {
+                if let Some(c) = core {
+                    if !core_affinity::set_for_current(core_affinity::CoreId { id: c }) {
+                        tracing::warn!(worker = w, core = c, "could not pin worker");
+                    }
+                }
+                if let Err(e) = dpdk::register_thread() {
+                    tracing::warn!(worker = w, error = %e, "rte_thread_register failed; mempool cache disabled");
+                }
+                let mut worker = Worker::new(w, cap, seed, timeouts, stats, pinfo);
+                let mut queues = queues;
+                let mut tx: Vec<Burst<dpdk::Mbuf>> = (0..queues.len()).map(|_| Burst::new()).collect();
+                tracing::info!(worker = w, core = ?core, "worker polling");
+                while !shared.stop.load(Ordering::Relaxed) {
+                    let guard = crossbeam_epoch::pin();
+                    let now = epoch.elapsed().as_millis() as u32;
+                    let snap = shared.snapshot.load(Ordering::Acquire, &guard);
+                    // SAFETY: the snapshot is never null while workers run, and is kept
+                    // alive by `guard` until the end of this iteration.
+                    let n = match unsafe { snap.as_ref() } {
+                        Some(s) => worker.poll(&mut queues, &mut tx, s, now),
+                        None => 0,
+                    };
+                    drop(guard);
+                    if n == 0 && !idle_sleep.is_zero() {
+                        std::thread::sleep(idle_sleep);
+                    }
+                }
+                dpdk::unregister_thread();
+            })
+            .map_err(|e| format!("cannot start worker {w}: {e}"))?;
+        handles.push(h);
+    }
+
+    let deadline = args.duration.map(|d| Instant::now() + Duration::from_secs_f64(d));
+    while !STOP.load(Ordering::SeqCst) && deadline.map_or(true, |d| Instant::now() < d) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    tracing::info!("stopping");
+    daemon.shared.stop.store(true, Ordering::SeqCst);
+    for h in handles {
+        let _ = h.join();
+    }
+    let report = daemon.status();
+    server.shutdown();
+    print_final(&report);
+    for mut p in ports {
+        let _ = p.stop();
+    }
+    drop(pools);
+    drop(daemon);
+    drop(eal);
+    Ok(())
+}
+
+fn seed_for(worker: usize) -> u64 {
+    let mut b = [0u8; 8];
+    if let Ok(mut f) = std::fs::File::open("/dev/urandom") {
+        use std::io::Read;
+        let _ = f.read_exact(&mut b);
+    }
+    u64::from_ne_bytes(b) ^ (worker as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+}
+
+fn print_final(r: &spillway_shared::proto::StatusReport) {
+    let t = &r.total;
+    println!("spillway: final counters after {:.1} s", r.uptime_sec);
+    println!("  rx {}  tx {}  forwarded {}  new_connections {}  arp_replies {}  dropped {}", t.rx, t.tx, t.forwarded, t.new_connections, t.arp_replies, t.dropped());
+    for (name, n) in t.drops.iter().filter(|d| d.1 > 0) {
+        println!("  drop {name}: {n}");
+    }
+    for b in &r.backends {
+        println!("  backend {}/{}: new_connections {} packets {}", b.service, b.backend, b.new_connections, b.packets);
+    }
+    for p in &r.ports {
+        println!("  port {}: ipackets {} opackets {} imissed {} mbufs_in_use {}", p.name, p.ipackets, p.opackets, p.imissed, p.mbufs_in_use);
+    }
+    if let Ok(j) = serde_json::to_string(r) {
+        println!("final_status_json {j}");
+    }
+}

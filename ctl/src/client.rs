@@ -1,0 +1,50 @@
+//! Client side of the control socket: connect, send one request, read the response.
+//! Errors are plain sentences; "no daemon" is distinguished so the CLI can exit 2 with a
+//! useful message.
+
+use spillway_shared::proto::{self, FrameError, Request, Response};
+use std::os::unix::net::UnixStream;
+use std::path::Path;
+use std::time::Duration;
+
+/// Why a request failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// Nothing listens on the socket.
+    #[error("no spillway daemon is listening on {path} ({reason}); start it with `spillway --config FILE` or pass --socket PATH")]
+    NoDaemon {
+        /// Socket path.
+        path: String,
+        /// OS reason.
+        reason: String,
+    },
+    /// Connected, but the exchange failed.
+    #[error("control socket {path}: {source}")]
+    Frame {
+        /// Socket path.
+        path: String,
+        /// What went wrong.
+        source: FrameError,
+    },
+    /// The daemon answered with an error.
+    #[error("daemon refused: {0}")]
+    Refused(String),
+}
+
+/// Sends `req` and returns the daemon's response (an error response becomes
+/// [`ClientError::Refused`]).
+pub fn request(socket: &Path, req: &Request) -> Result<Response, ClientError> {
+    let path = socket.display().to_string();
+    let mut s = UnixStream::connect(socket).map_err(|e| ClientError::NoDaemon { path: path.clone(), reason: e.to_string() })?;
+    let _ = s.set_read_timeout(Some(Duration::from_secs(30)));
+    let _ = s.set_write_timeout(Some(Duration::from_secs(10)));
+    let fe = |source| ClientError::Frame { path: path.clone(), source };
+    proto::write_frame(&mut s, &proto::encode_request(req)).map_err(fe)?;
+    let body = proto::read_frame(&mut s)
+        .map_err(fe)?
+        .ok_or_else(|| fe(FrameError::Io(std::io::ErrorKind::UnexpectedEof.into())))?;
+    match proto::decode_response(&body).map_err(fe)? {
+        Response::Error { message } => Err(ClientError::Refused(message)),
+        r => Ok(r),
+    }
+}

@@ -1,0 +1,77 @@
+//! `spillwayctl status`: ports, workers, counters, drops by reason, new connections per
+//! backend — as a table or `--json`.
+
+use crate::client;
+use spillway_shared::proto::{Request, Response, StatusReport};
+use std::fmt::Write;
+use std::path::Path;
+
+/// Renders a status report as text.
+pub fn render(r: &StatusReport) -> String {
+    let mut o = String::new();
+    let t = &r.total;
+    let _ = writeln!(o, "spillway {}  up {:.1} s  snapshot generation {}", r.version, r.uptime_sec, r.generation);
+    let _ = writeln!(o, "\nPORTS");
+    let _ = writeln!(o, "  {:<10} {:<36} {:<17} {:>12} {:>12} {:>8} {:>8} {:>6}", "name", "device", "mac", "rx_pkts", "tx_pkts", "imissed", "errors", "mbufs");
+    for p in &r.ports {
+        let _ = writeln!(o, "  {:<10} {:<36} {:<17} {:>12} {:>12} {:>8} {:>8} {:>6}", p.name, trunc(&p.device, 36), p.mac, p.ipackets, p.opackets, p.imissed, p.ierrors + p.oerrors, p.mbufs_in_use);
+    }
+    let _ = writeln!(o, "\nWORKERS");
+    let _ = writeln!(o, "  {:<6} {:>12} {:>12} {:>12} {:>10} {:>10} {:>6}", "worker", "rx", "tx", "forwarded", "new_conns", "dropped", "gen");
+    for (i, w) in r.workers.iter().enumerate() {
+        let _ = writeln!(o, "  {:<6} {:>12} {:>12} {:>12} {:>10} {:>10} {:>6}", i, w.rx, w.tx, w.forwarded, w.new_connections, w.dropped(), w.generation);
+    }
+    let _ = writeln!(o, "  {:<6} {:>12} {:>12} {:>12} {:>10} {:>10}", "total", t.rx, t.tx, t.forwarded, t.new_connections, t.dropped());
+    let _ = writeln!(o, "\nCOUNTERS\n  arp_replies {}  icmp_forwarded {}  icmp_frag_needed_sent {}  fragments {}  rebalanced {}", t.arp_replies, t.icmp_forwarded, t.icmp_frag_needed_sent, t.fragments, t.rebalanced);
+    let _ = writeln!(o, "  conntrack: hits {}  misses {}  evicted syn_only {} closing {} established {}", t.ct_hits, t.ct_misses, t.ct_evicted_syn_only, t.ct_evicted_closing, t.ct_evicted_established);
+    let _ = writeln!(o, "\nDROPS BY REASON");
+    if t.dropped() == 0 {
+        let _ = writeln!(o, "  (none)");
+    }
+    for (name, n) in t.drops.iter().filter(|d| d.1 > 0) {
+        let _ = writeln!(o, "  {name:<24} {n:>12}");
+    }
+    let _ = writeln!(o, "\nBACKENDS");
+    let _ = writeln!(o, "  {:<12} {:<12} {:<16} {:<6} {:<9} {:>10} {:>12}", "service", "backend", "address", "zone", "state", "new_conns", "packets");
+    for b in &r.backends {
+        let state = match (b.enabled, b.healthy) {
+            (false, _) => "disabled",
+            (true, true) => "healthy",
+            (true, false) => "UNHEALTHY",
+        };
+        let _ = writeln!(o, "  {:<12} {:<12} {:<16} {:<6} {:<9} {:>10} {:>12}", b.service, b.backend, b.address, b.zone, state, b.new_connections, b.packets);
+    }
+    o
+}
+
+fn trunc(s: &str, n: usize) -> String {
+    if s.chars().count() <= n {
+        s.to_string()
+    } else {
+        let mut t: String = s.chars().take(n - 1).collect();
+        t.push('…');
+        t
+    }
+}
+
+/// Runs `status`; exit code 0, or 2 when the daemon cannot be reached.
+pub fn run(socket: &Path, json: bool) -> i32 {
+    match client::request(socket, &Request::Status) {
+        Ok(Response::Status(r)) => {
+            if json {
+                println!("{}", serde_json::to_string_pretty(&r).unwrap_or_default());
+            } else {
+                print!("{}", render(&r));
+            }
+            0
+        }
+        Ok(other) => {
+            eprintln!("spillwayctl: unexpected response {other:?}");
+            2
+        }
+        Err(e) => {
+            eprintln!("spillwayctl: {e}");
+            2
+        }
+    }
+}

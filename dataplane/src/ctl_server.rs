@@ -1,0 +1,227 @@
+//! The control-socket server: a Unix stream socket speaking the framed, versioned postcard
+//! protocol of [`spillway_shared::proto`].
+//!
+//! Security: the socket's directory is created 0750 and the socket 0660; every connection's
+//! peer credentials (SO_PEERCRED) are checked against root or the configured group, and
+//! refused connections are logged and counted. Robustness: a frame over the size limit, a
+//! wrong version or garbage gets an error reply and closes that connection only; each
+//! connection has a read timeout; the daemon never panics on client input.
+
+use spillway_shared::proto::{self, FrameError, Request, Response};
+use std::io::Write;
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::io::AsRawFd;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Answers requests (implemented by the daemon).
+pub trait Handler: Send + Sync + 'static {
+    /// Handles one decoded request.
+    fn handle(&self, req: Request) -> Response;
+}
+
+/// Counters of the server.
+#[derive(Debug, Default)]
+pub struct ServerStats {
+    /// Connections accepted.
+    pub accepted: AtomicU64,
+    /// Connections refused by the credential check.
+    pub refused: AtomicU64,
+    /// Frames that failed to decode (garbage, wrong version, too large).
+    pub bad_frames: AtomicU64,
+    /// Requests answered.
+    pub requests: AtomicU64,
+}
+
+/// Peer credentials of a Unix socket connection (SO_PEERCRED).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PeerCred {
+    /// Process id.
+    pub pid: i32,
+    /// User id.
+    pub uid: u32,
+    /// Group id.
+    pub gid: u32,
+}
+
+/// Reads SO_PEERCRED of a connected socket.
+pub fn peer_cred(s: &UnixStream) -> std::io::Result<PeerCred> {
+    let mut c = libc::ucred { pid: 0, uid: 0, gid: 0 };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: valid fd, `c` is a properly sized ucred and `len` its size.
+    let r = unsafe {
+        libc::getsockopt(s.as_raw_fd(), libc::SOL_SOCKET, libc::SO_PEERCRED, (&mut c as *mut libc::ucred).cast(), &mut len)
+    };
+    if r != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(PeerCred { pid: c.pid, uid: c.uid, gid: c.gid })
+}
+
+/// Resolves a group name to its gid (getgrnam_r).
+pub fn group_gid(name: &str) -> Option<u32> {
+    let cname = std::ffi::CString::new(name).ok()?;
+    let mut grp: libc::group = unsafe { std::mem::zeroed() };
+    let mut buf = vec![0 as libc::c_char; 4096];
+    let mut out: *mut libc::group = std::ptr::null_mut();
+    // SAFETY: all pointers are valid for the call; buf outlives it.
+    let r = unsafe { libc::getgrnam_r(cname.as_ptr(), &mut grp, buf.as_mut_ptr(), buf.len(), &mut out) };
+    if r != 0 || out.is_null() {
+        None
+    } else {
+        Some(grp.gr_gid)
+    }
+}
+
+/// Whether a peer may use the socket: root, or the configured group (primary or
+/// supplementary group of the peer's uid is not resolved here: primary gid only).
+pub fn authorised(c: &PeerCred, group: Option<u32>) -> bool {
+    c.uid == 0 || group.is_some_and(|g| c.gid == g)
+}
+
+/// A running server.
+pub struct Server {
+    /// Socket path.
+    pub path: PathBuf,
+    /// Counters.
+    pub stats: Arc<ServerStats>,
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Server {
+    /// Binds `path` (creating its directory 0750, replacing a stale socket) and serves in a
+    /// thread. `group`: the gid allowed besides root (the socket is chowned to it).
+    pub fn start(path: &Path, group: Option<u32>, handler: Arc<dyn Handler>) -> std::io::Result<Server> {
+        if let Some(dir) = path.parent() {
+            if !dir.as_os_str().is_empty() && !dir.exists() {
+                std::fs::create_dir_all(dir)?;
+                std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o750))?;
+            }
+        }
+        if path.exists() {
+            // A live daemon on this path? Refuse to steal its socket.
+            if UnixStream::connect(path).is_ok() {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::AddrInUse,
+                    format!("{} is in use by a running daemon", path.display()),
+                ));
+            }
+            std::fs::remove_file(path)?;
+        }
+        let listener = UnixListener::bind(path)?;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o660))?;
+        if let Some(g) = group {
+            let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).map_err(std::io::Error::other)?;
+            // SAFETY: valid C string path; -1 keeps the owner.
+            unsafe { libc::chown(c.as_ptr(), u32::MAX, g) };
+        }
+        listener.set_nonblocking(true)?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let stats = Arc::new(ServerStats::default());
+        let (st, stp) = (stats.clone(), stop.clone());
+        let thread = std::thread::Builder::new().name("ctl-server".into()).spawn(move || {
+            accept_loop(listener, group, handler, st, stp);
+        })?;
+        Ok(Server { path: path.to_path_buf(), stats, stop, thread: Some(thread) })
+    }
+
+    /// Stops accepting, joins the thread and removes the socket file.
+    pub fn shutdown(mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// Most connections served at once; more are answered with an error and closed.
+pub const MAX_CONNECTIONS: usize = 64;
+
+fn accept_loop(listener: UnixListener, group: Option<u32>, handler: Arc<dyn Handler>, stats: Arc<ServerStats>, stop: Arc<AtomicBool>) {
+    let active = Arc::new(AtomicU64::new(0));
+    while !stop.load(Ordering::Relaxed) {
+        match listener.accept() {
+            Ok((stream, _)) => {
+                stats.accepted.fetch_add(1, Ordering::Relaxed);
+                let _ = stream.set_nonblocking(false);
+                match peer_cred(&stream) {
+                    Ok(c) if authorised(&c, group) => {}
+                    Ok(c) => {
+                        stats.refused.fetch_add(1, Ordering::Relaxed);
+                        tracing::warn!(pid = c.pid, uid = c.uid, gid = c.gid, "control socket: refused peer (not root or the configured group)");
+                        reply_error(stream, "permission denied: the control socket is for root and the configured socket_group");
+                        continue;
+                    }
+                    Err(e) => {
+                        stats.refused.fetch_add(1, Ordering::Relaxed);
+                        tracing::warn!(error = %e, "control socket: cannot read peer credentials");
+                        continue;
+                    }
+                }
+                if active.load(Ordering::Relaxed) as usize >= MAX_CONNECTIONS {
+                    reply_error(stream, "too many control connections; try again");
+                    continue;
+                }
+                active.fetch_add(1, Ordering::Relaxed);
+                let (h, st, act) = (handler.clone(), stats.clone(), active.clone());
+                let spawned = std::thread::Builder::new().name("ctl-conn".into()).spawn(move || {
+                    serve_conn(stream, h.as_ref(), &st);
+                    act.fetch_sub(1, Ordering::Relaxed);
+                });
+                if spawned.is_err() {
+                    active.fetch_sub(1, Ordering::Relaxed);
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => std::thread::sleep(Duration::from_millis(20)),
+            Err(e) => {
+                tracing::warn!(error = %e, "control socket accept failed");
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+    }
+}
+
+fn reply_error(mut stream: UnixStream, message: &str) {
+    let _ = stream.set_write_timeout(Some(Duration::from_secs(1)));
+    let body = proto::encode_response(&Response::Error { message: message.into() });
+    let _ = proto::write_frame(&mut stream, &body);
+}
+
+/// Serves one connection: frames in, frames out, until EOF or a bad frame.
+pub fn serve_conn(mut stream: UnixStream, handler: &dyn Handler, stats: &ServerStats) {
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(60)));
+    let _ = stream.set_write_timeout(Some(Duration::from_secs(10)));
+    loop {
+        let body = match proto::read_frame(&mut stream) {
+            Ok(Some(b)) => b,
+            Ok(None) => return,
+            Err(FrameError::Io(_)) => return,
+            Err(e) => {
+                stats.bad_frames.fetch_add(1, Ordering::Relaxed);
+                reply_error(stream, &e.to_string());
+                return;
+            }
+        };
+        let resp = match proto::decode_request(&body) {
+            Ok(req) => {
+                stats.requests.fetch_add(1, Ordering::Relaxed);
+                handler.handle(req)
+            }
+            Err(e) => {
+                stats.bad_frames.fetch_add(1, Ordering::Relaxed);
+                tracing::info!(error = %e, "control socket: bad frame");
+                reply_error(stream, &e.to_string());
+                return;
+            }
+        };
+        if proto::write_frame(&mut stream, &proto::encode_response(&resp)).is_err() {
+            return;
+        }
+        let _ = stream.flush();
+    }
+}
