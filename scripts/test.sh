@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Spillway test suite (README command 2; .ci/run calls it).
+#
+#   sudo scripts/test.sh [--no-install] [--no-e2e]
+#
+# As root on Debian 12: installs the packages the tests need (apt-get), builds, then runs
+#   1. unit and property tests of every crate (shared: config, pipeline, scenarios, Maglev;
+#      dataplane: packet, connection table, worker over in-memory ports; ctl),
+#   2. DPDK integration tests: the `spillway` binary as a child process on net_ring /
+#      net_pcap / net_null ports, output captures checked with etherparse,
+#   3. the end-to-end tests in network namespaces (scripts/e2e.sh all): real HTTP clients
+#      and servers through Spillway on a net_af_packet port.
+# Prints a closing line "N passed, N failed" and exits non-zero if anything failed.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+NO_INSTALL=0
+NO_E2E=0
+for a in "$@"; do
+    case "$a" in
+        --no-install) NO_INSTALL=1 ;;
+        --no-e2e) NO_E2E=1 ;;
+        -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+        *) echo "test.sh: unknown argument $a (see --help)" >&2; exit 2 ;;
+    esac
+done
+log() { printf '[test %s] %s\n' "$(date +%H:%M:%S)" "$*"; }
+
+[[ $EUID -eq 0 ]] || { echo "test.sh: run as root (DPDK and network namespaces need it)" >&2; exit 2; }
+
+PACKAGES=(libdpdk-dev dpdk dpdk-dev clang libclang-dev pkg-config iproute2 ethtool curl python3 tcpdump util-linux procps)
+if [[ $NO_INSTALL == 0 ]]; then
+    missing=()
+    for p in "${PACKAGES[@]}"; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+    done
+    if ((${#missing[@]})); then
+        log "installing: ${missing[*]}"
+        export DEBIAN_FRONTEND=noninteractive
+        apt-get update -q
+        apt-get install -y -q --no-install-recommends "${missing[@]}"
+    fi
+fi
+if ! command -v cargo >/dev/null; then
+    [[ -x "${HOME:-/root}/.cargo/bin/cargo" ]] && export PATH="${HOME:-/root}/.cargo/bin:$PATH"
+fi
+command -v cargo >/dev/null || { echo "test.sh: cargo not found; install Rust with rustup" >&2; exit 2; }
+
+passed=0
+failed=0
+failures=()
+step() {
+    local name="$1"; shift
+    log "== $name: $*"
+    if "$@"; then
+        passed=$((passed + 1)); log "-- ok: $name"
+    else
+        failed=$((failed + 1)); failures+=("$name"); log "-- FAILED: $name"
+    fi
+}
+
+step build-release cargo build --release -p spillway-dataplane -p spillway-ctl
+step cargo-test cargo test --workspace --no-fail-fast
+step scenarios target/release/spillwayctl scenario run shared/tests/cases/policy/*.json
+if [[ $NO_E2E == 0 ]]; then
+    step e2e scripts/e2e.sh all
+fi
+
+echo
+if ((failed)); then log "failed steps: ${failures[*]}"; fi
+echo "$passed passed, $failed failed"
+((failed == 0))
