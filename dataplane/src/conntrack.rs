@@ -2,10 +2,12 @@
 //!
 //! A bounded, set-associative hash table: `capacity / WAYS` buckets of [`WAYS`] entries,
 //! each entry 32 bytes, all allocated once at start (no allocation, no rehash, no locks on
-//! the packet path). A key lives only in its bucket, so a lookup reads one 128-byte bucket
-//! (two cache lines).
+//! the packet path). Two-choice hashing: a key may live in one of two buckets (the first
+//! is preferred), so a lookup reads one 128-byte bucket (two cache lines), or two on a miss
+//! or an overflowed key; with two choices a bucket overflows only when both are full,
+//! which keeps premature evictions negligible up to high load factors.
 //!
-//! Eviction order when a bucket is full (documented in docs/architecture.md):
+//! Eviction order when both buckets are full (documented in docs/decisions.md):
 //! 1. an expired entry; 2. the oldest SYN-only entry; 3. the oldest closing (FIN/RST)
 //! entry; 4. the oldest established entry. Each is counted, so a SYN flood evicts SYN-only
 //! entries and leaves established flows alone unless a whole bucket is established.
@@ -199,9 +201,32 @@ impl ConnTable {
         std::mem::size_of::<Entry>()
     }
 
+    /// The key's two candidate buckets (distinct whenever there are two buckets or more).
     #[inline]
-    fn bucket_of(&self, k: &FlowKey) -> usize {
-        (fmix64(k.hash() ^ self.seed) & self.mask) as usize
+    fn buckets_of(&self, k: &FlowKey) -> (usize, usize) {
+        let h = fmix64(k.hash() ^ self.seed);
+        let b1 = (h & self.mask) as usize;
+        let mut b2 = ((h >> 32) & self.mask) as usize;
+        if b2 == b1 {
+            b2 = b1 ^ (self.mask as usize & 1);
+        }
+        (b1, b2)
+    }
+
+    /// Index (bucket, way) of a live or expired entry for `k`.
+    #[inline]
+    fn find(&self, k: &FlowKey) -> Option<(usize, usize)> {
+        let (b1, b2) = self.buckets_of(k);
+        for b in [b1, b2] {
+            if let Some(bucket) = self.buckets.get(b) {
+                for (i, e) in bucket.0.iter().enumerate() {
+                    if e.matches(k) {
+                        return Some((b, i));
+                    }
+                }
+            }
+        }
+        None
     }
 
     /// Looks `k` up; on a hit refreshes `last_seen` and advances the state with the TCP
@@ -209,19 +234,17 @@ impl ConnTable {
     /// FIN/RST). Expired entries are misses.
     #[inline]
     pub fn lookup(&mut self, k: &FlowKey, flags: u8, now: u32, t: &Timeouts) -> Option<Hit> {
-        let b = self.bucket_of(k);
-        let bucket = self.buckets.get_mut(b)?;
-        for e in bucket.0.iter_mut() {
-            if e.matches(k) {
+        if let Some((b, i)) = self.find(k) {
+            if let Some(e) = self.buckets.get_mut(b).and_then(|bk| bk.0.get_mut(i)) {
                 if e.expired(now) {
                     e.state = State::Empty as u8;
-                    break;
+                } else {
+                    let before = e.state();
+                    advance(e, flags, t);
+                    e.last_seen = now;
+                    self.counters.hits += 1;
+                    return Some(Hit { backend: e.backend, incarnation: e.incarnation, service: e.service, state: before, created: e.created });
                 }
-                let before = e.state();
-                advance(e, flags, t);
-                e.last_seen = now;
-                self.counters.hits += 1;
-                return Some(Hit { backend: e.backend, incarnation: e.incarnation, service: e.service, state: before, created: e.created });
             }
         }
         self.counters.misses += 1;
@@ -232,40 +255,40 @@ impl ConnTable {
     /// bucket is full; never fails.
     #[inline]
     pub fn insert(&mut self, k: &FlowKey, backend: u16, incarnation: u16, service: u16, flags: u8, now: u32, t: &Timeouts) {
-        let b = self.bucket_of(k);
-        let Some(bucket) = self.buckets.get_mut(b) else { return };
-        // existing entry for this key, else best victim
-        let mut victim = 0usize;
-        let mut victim_rank = (u8::MAX, 0u32);
-        let mut found = None;
-        for (i, e) in bucket.0.iter().enumerate() {
-            if e.matches(k) {
-                found = Some(i);
-                break;
-            }
-            // rank: lower is evicted first; ties: older first (larger age)
-            let age = now.wrapping_sub(e.last_seen);
-            let class = if e.expired(now) {
-                0
-            } else {
-                match e.state() {
-                    State::SynOnly => 1,
-                    State::Closing => 2,
-                    State::Established => 3,
-                    State::Empty => 0,
-                }
-            };
-            if class < victim_rank.0 || (class == victim_rank.0 && age > victim_rank.1) {
-                victim = i;
-                victim_rank = (class, age);
-            }
-        }
-        let i = match found {
-            Some(i) => i,
+        let (b, i) = match self.find(k) {
+            Some(found) => found,
             None => {
-                match victim_rank.0 {
+                // Best victim over both buckets; rank: lower is evicted first, ties: older
+                // first. An empty or expired slot of the first bucket wins outright.
+                let (b1, b2) = self.buckets_of(k);
+                let mut victim = (b1, 0usize);
+                let mut rank = (u8::MAX, 0u32);
+                'scan: for b in [b1, b2] {
+                    let Some(bucket) = self.buckets.get(b) else { continue };
+                    for (i, e) in bucket.0.iter().enumerate() {
+                        let age = now.wrapping_sub(e.last_seen);
+                        let class = if e.expired(now) {
+                            0
+                        } else {
+                            match e.state() {
+                                State::SynOnly => 1,
+                                State::Closing => 2,
+                                State::Established => 3,
+                                State::Empty => 0,
+                            }
+                        };
+                        if class < rank.0 || (class == rank.0 && age > rank.1 && class != 0) {
+                            victim = (b, i);
+                            rank = (class, age);
+                            if class == 0 {
+                                break 'scan;
+                            }
+                        }
+                    }
+                }
+                match rank.0 {
                     0 => {
-                        if bucket.0[victim].state != State::Empty as u8 {
+                        if self.buckets[victim.0].0[victim.1].state != State::Empty as u8 {
                             self.counters.expired_reused += 1;
                         }
                     }
@@ -276,6 +299,7 @@ impl ConnTable {
                 victim
             }
         };
+        let Some(bucket) = self.buckets.get_mut(b) else { return };
         let e = &mut bucket.0[i];
         *e = Entry {
             src: k.src,
@@ -305,16 +329,13 @@ impl ConnTable {
 
     /// Removes the entry for `k`, if any.
     pub fn remove(&mut self, k: &FlowKey) -> bool {
-        let b = self.bucket_of(k);
-        if let Some(bucket) = self.buckets.get_mut(b) {
-            for e in bucket.0.iter_mut() {
-                if e.matches(k) {
-                    e.state = State::Empty as u8;
-                    return true;
-                }
+        match self.find(k) {
+            Some((b, i)) => {
+                self.buckets[b].0[i].state = State::Empty as u8;
+                true
             }
+            None => false,
         }
-        false
     }
 
     /// Live (unexpired) entries at `now`: a full scan, for the control plane only.

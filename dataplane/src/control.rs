@@ -226,8 +226,13 @@ pub fn compile(cfg: &Config, slots: &SlotMap, input: CompileInput<'_>) -> Snapsh
         let st = input.states.entry(svc.name.clone()).or_default();
         let mut tables: Vec<Option<Arc<ClassTable>>> = Vec::with_capacity(classes.len());
         let mut built: Vec<(Vec<(usize, u64)>, Arc<ClassTable>)> = Vec::new();
+        let mut failed_over = false;
+        // Offered load for the capacity stage: the service's measured new-connection rate.
+        let offered: f64 = states.iter().map(|s| s.load_cps).sum();
+        let offered = if offered > 0.0 { Some(offered) } else { None };
         for class in &classes {
-            let d = pipeline::evaluate(svc, &states, &topo, class, None, st, input.now_sec);
+            let d = pipeline::evaluate(svc, &states, &topo, class, offered, st, input.now_sec);
+            failed_over |= matches!(d.tier, pipeline::TierKind::HealthyFailover { .. });
             if d.drop || d.weights.is_empty() {
                 tables.push(None);
                 continue;
@@ -263,6 +268,7 @@ pub fn compile(cfg: &Config, slots: &SlotMap, input: CompileInput<'_>) -> Snapsh
             encap_mtu: svc.encap_mtu,
             idle_timeout_ms: idle_timeout_ms(cfg, svc),
             tables,
+            failed_over,
         });
     }
     snap.backends = backends;

@@ -27,6 +27,25 @@ pub struct ControlState {
     pub states: HashMap<String, ServiceState>,
     /// Last generation published.
     pub generation: u64,
+    /// Failover pool state per service (for connection draining on failover/failback).
+    pub pools: HashMap<String, PoolState>,
+    /// New-connection counter per (service, backend) at the last load tick.
+    pub last_new: HashMap<(String, String), u64>,
+    /// Time of the last load tick, seconds since start.
+    pub last_load_tick: f64,
+    /// Time of the last publication, for propagation measurements.
+    pub last_publish: Option<(u64, Instant)>,
+    /// Last measured time from publication to every worker using the snapshot, µs.
+    pub last_propagation_us: Option<u64>,
+}
+
+/// Which pool of a service is active, and since when (worker clock, ms).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PoolState {
+    /// The failover pool is active.
+    pub failed_over: bool,
+    /// When the active pool last changed (ms on the worker clock).
+    pub switched_at_ms: Option<u32>,
 }
 
 /// The daemon.
@@ -55,7 +74,18 @@ impl Daemon {
         let snap = compile(&cfg, &slots, CompileInput { health: &health, states: &mut states, now_sec: 0.0, generation: 1, port_addrs: port_addrs.clone() });
         let shared = Arc::new(Shared::new(snap, workers));
         Ok(Daemon {
-            control: Mutex::new(ControlState { cfg, slots, health, states, generation: 1 }),
+            control: Mutex::new(ControlState {
+                cfg,
+                slots,
+                health,
+                states,
+                generation: 1,
+                pools: HashMap::new(),
+                last_new: HashMap::new(),
+                last_load_tick: 0.0,
+                last_publish: None,
+                last_propagation_us: None,
+            }),
             shared,
             started,
             port_stats,
@@ -63,19 +93,118 @@ impl Daemon {
         })
     }
 
+    /// Milliseconds on the worker clock (`started` is the workers' epoch too).
+    pub fn now_ms(&self) -> u32 {
+        self.started.elapsed().as_millis() as u32
+    }
+
     /// Recompiles and publishes a snapshot from the current control state.
+    ///
+    /// Connection draining (spec/backend-selection.md "Connection draining on
+    /// failover/failback"): when a service's active pool changes, backends of the pool that
+    /// is no longer active keep their existing connections until `connection_drain_timeout_sec`
+    /// after the switch, or lose them at once with `disable_connection_drain_on_failover`.
     pub fn republish(&self, st: &mut ControlState) -> u64 {
         st.generation += 1;
         let now_sec = self.started.elapsed().as_secs_f64();
-        let snap = compile(&st.cfg, &st.slots, CompileInput {
+        let now_ms = self.now_ms();
+        let mut snap = compile(&st.cfg, &st.slots, CompileInput {
             health: &st.health,
             states: &mut st.states,
             now_sec,
             generation: st.generation,
             port_addrs: self.port_addrs.clone(),
         });
+        for (si, svc) in st.cfg.services.iter().enumerate() {
+            let fo = snap.services.get(si).is_some_and(|s| s.failed_over);
+            let ps = st.pools.entry(svc.name.clone()).or_insert(PoolState { failed_over: fo, switched_at_ms: None });
+            if ps.failed_over != fo {
+                tracing::info!(service = %svc.name, failed_over = fo, "active pool changed ({})", if fo { "failover" } else { "failback" });
+                ps.failed_over = fo;
+                ps.switched_at_ms = Some(now_ms);
+            }
+            let Some(t) = ps.switched_at_ms else { continue };
+            for b in svc.backends.iter().filter(|b| b.failover != fo) {
+                let Some(slot) = st.slots.slot(&svc.name, &b.name) else { continue };
+                if let Some(bs) = snap.backends.get_mut(usize::from(slot)) {
+                    if svc.disable_connection_drain_on_failover {
+                        bs.evict_connections = true;
+                    } else {
+                        bs.draining_until_ms = Some(t.wrapping_add(svc.connection_drain_timeout_sec.saturating_mul(1000)));
+                    }
+                }
+            }
+        }
         self.shared.publish(snap);
+        st.last_publish = Some((st.generation, Instant::now()));
         st.generation
+    }
+
+    /// Applies a health result; republishes when the health state changed.
+    pub fn set_health(&self, service: &str, backend: &str, healthy: bool, latency_ms: Option<f64>) -> bool {
+        let mut st = self.control.lock().unwrap_or_else(|e| e.into_inner());
+        let key = (service.to_string(), backend.to_string());
+        let e = st.health.entry(key).or_default();
+        let changed = e.healthy != healthy;
+        e.healthy = healthy;
+        if latency_ms.is_some() {
+            e.latency_ms = latency_ms;
+        }
+        if changed {
+            tracing::info!(service, backend, healthy, "health changed");
+            self.republish(&mut st);
+        }
+        changed
+    }
+
+    /// One control tick: measures per-backend new-connection rates (load feedback for the
+    /// capacity stage), re-evaluates time-based rules (capacity drain hysteresis) for the
+    /// services that use them, and records snapshot propagation times.
+    pub fn tick(&self) {
+        let mut st = self.control.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((gen, at)) = st.last_publish {
+            if self.shared.stats.iter().all(|w| w.generation.load(Relaxed) >= gen) {
+                st.last_propagation_us = Some(at.elapsed().as_micros() as u64);
+                st.last_publish = None;
+            }
+        }
+        let now = self.started.elapsed().as_secs_f64();
+        let dt = now - st.last_load_tick;
+        if dt < 1.0 {
+            return;
+        }
+        st.last_load_tick = now;
+        let mut needs_republish = false;
+        let services: Vec<(String, Vec<String>, bool)> = st
+            .cfg
+            .services
+            .iter()
+            .map(|s| {
+                let dynamic = s.auto_capacity_drain
+                    || s.backends.iter().any(|b| b.capacity_cps.is_some() || b.preference == spillway_shared::config::Preference::PREFERRED);
+                (s.name.clone(), s.backends.iter().map(|b| b.name.clone()).collect(), dynamic)
+            })
+            .collect();
+        for (svc, backends, dynamic) in services {
+            for b in backends {
+                let Some(slot) = st.slots.slot(&svc, &b) else { continue };
+                let total: u64 = self.shared.stats.iter().map(|w| w.backend_new.get(usize::from(slot)).map_or(0, |c| c.load(Relaxed))).sum();
+                let key = (svc.clone(), b.clone());
+                let prev = st.last_new.insert(key.clone(), total).unwrap_or(total);
+                let rate = total.saturating_sub(prev) as f64 / dt;
+                let e = st.health.entry(key).or_default();
+                if dynamic && (e.load_cps - rate).abs() > 0.05 * e.load_cps.max(1.0) {
+                    needs_republish = true;
+                }
+                e.load_cps = rate;
+            }
+            if dynamic && st.cfg.service(&svc).is_some_and(|s| s.auto_capacity_drain) {
+                needs_republish = true;
+            }
+        }
+        if needs_republish {
+            self.republish(&mut st);
+        }
     }
 
     /// Per-worker counters.

@@ -190,7 +190,7 @@ fn run(args: Args) -> Result<(), String> {
         closing_ms: cfg.conntrack.tcp_closing_timeout_sec * 1000,
         udp_ms: cfg.conntrack.udp_idle_timeout_sec * 1000,
     };
-    let epoch = Instant::now();
+    let epoch = daemon.started;
     let idle_sleep = Duration::from_micros(u64::from(cfg.dataplane.idle_sleep_us));
     let mut handles = Vec::new();
     for w in 0..workers {
@@ -239,9 +239,11 @@ fn run(args: Args) -> Result<(), String> {
         handles.push(h);
     }
 
+    // The control loop: health events, load ticks, snapshot republication.
     let deadline = args.duration.map(|d| Instant::now() + Duration::from_secs_f64(d));
     while !STOP.load(Ordering::SeqCst) && deadline.map_or(true, |d| Instant::now() < d) {
         std::thread::sleep(Duration::from_millis(50));
+        daemon.tick();
     }
     tracing::info!("stopping");
     daemon.shared.stop.store(true, Ordering::SeqCst);

@@ -85,6 +85,8 @@ pub struct ServiceSnap {
     pub idle_timeout_ms: u32,
     /// Table per client class (index = class id); `None` = drop new connections.
     pub tables: Vec<Option<Arc<ClassTable>>>,
+    /// The failover pool is active (tier selection chose healthy failover backends).
+    pub failed_over: bool,
 }
 
 /// The whole routing state at one generation.
