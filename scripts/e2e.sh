@@ -60,6 +60,27 @@ ka_split_connections() {
 _gt0() { (($1 > 0)); }
 _eq() { [[ "$1" == "$2" ]]; }
 _ge() { (($1 >= $2)); }
+# backends (sorted, space-separated) that answered requests of client $1 / of everyone
+client_backends() { awk -F'\t' -v c="$1" '$2 == c && $5 == "200" {print $6}' "$SPW_REQUESTS" | sort -u | tr '\n' ' ' | sed 's/ $//'; }
+all_backends() { awk -F'\t' '$5 == "200" {print $6}' "$SPW_REQUESTS" | sort -u | tr '\n' ' ' | sed 's/ $//'; }
+# status_field KEY: a top-level field of `spillwayctl status --json`
+status_field() { spillwayctl_cmd status --json | "$SPW_PYTHON" -c "import json,sys; print(json.load(sys.stdin)['$1'])"; }
+# backend_health NAME: true/false as the daemon sees it
+backend_health() {
+    spillwayctl_cmd status --json 2>/dev/null | "$SPW_PYTHON" -c "
+import json, sys
+r = json.load(sys.stdin)
+print(next((str(b['healthy']).lower() for b in r['backends'] if b['backend'] == '$1'), 'unknown'))" 2>/dev/null || echo unknown
+}
+# wait_health NAME true|false [TIMEOUT_S]: waits until the daemon sees that state
+wait_health() {
+    local t0=$SECONDS
+    while (( SECONDS - t0 < ${3:-15} )); do
+        [[ "$(backend_health "$1")" == "$2" ]] && return 0
+        sleep 0.1
+    done
+    e2e_fail "$1 did not become healthy=$2 within ${3:-15} s"
+}
 
 # ------------------------------------------------------------------ tests ----
 ## basic: 200+ new-connection requests and keep-alive connections through the VIP; all answered, every backend serves, keep-alive connections stay on one backend
@@ -87,6 +108,126 @@ e2e_basic() {
     [[ -z "$split" ]] || printf '    %s\n' "$split"
     e2e_check "every keep-alive TCP connection stayed on one backend" _eq "$split" ""
     e2e_check "spillway still running" spillway_alive
+    e2e_done
+}
+
+## health_failover: a stopped backend is marked unhealthy within interval x unhealthy_threshold + one interval; new connections avoid it; restarted, it serves again
+e2e_health_failover() {
+    e2e_setup
+    run_clients 40 >/dev/null || true
+    e2e_check "all requests answered before the failure ($(req_failed new) failed)" _eq "$(req_failed new)" 0
+    backend_stop b2
+    local t0=$SECONDS ok=0 ms
+    local start; start=$(date +%s%N)
+    while (( SECONDS - t0 < 15 )); do
+        if [[ "$(backend_health b2)" == false ]]; then ok=1; break; fi
+        sleep 0.1
+    done
+    ms=$(( ($(date +%s%N) - start) / 1000000 ))
+    echo "  b2 marked unhealthy after ${ms} ms (limit: 1 s interval x 2 + 1 s = 3000 ms)"
+    e2e_check "b2 marked unhealthy" _eq "$ok" 1
+    e2e_check "detected within 3000 ms (+500 ms polling slack): ${ms} ms" _ge 3500 "$ms"
+    : >"$SPW_REQUESTS"
+    run_clients 100 >/dev/null || true
+    e2e_check "no request failed after b2 was marked unhealthy ($(req_failed new) failed)" _eq "$(req_failed new)" 0
+    e2e_check "b2 served nothing while down" _eq "$(req_backend_count b2)" 0
+    backend_start b2
+    t0=$SECONDS; ok=0
+    while (( SECONDS - t0 < 15 )); do
+        if [[ "$(backend_health b2)" == true ]]; then ok=1; break; fi
+        sleep 0.1
+    done
+    e2e_check "b2 healthy again after restart" _eq "$ok" 1
+    : >"$SPW_REQUESTS"
+    run_clients 100 >/dev/null || true
+    e2e_check "all requests answered after the restart ($(req_failed new) failed)" _eq "$(req_failed new)" 0
+    e2e_check "b2 serves again ($(req_backend_count b2) requests)" _gt0 "$(req_backend_count b2)"
+    e2e_done
+}
+
+## zonal_stay: ZONAL_AFFINITY_STAY_WITHIN_ZONE: z1 clients reach only z1 backends, z2 clients only z2 backends
+e2e_zonal_stay() {
+    SPW_SERVICE_EXTRA='zonal_affinity = "ZONAL_AFFINITY_STAY_WITHIN_ZONE"'
+    e2e_setup
+    run_clients 200 >/dev/null || true
+    clients_summary "$SPW_REQUESTS"
+    e2e_check "all requests answered ($(req_failed new) failed)" _eq "$(req_failed new)" 0
+    e2e_check "c1 (z1) reached only z1 backends" _eq "$(client_backends c1)" "b1 b2"
+    e2e_check "c2 (z2) reached only z2 backends" _eq "$(client_backends c2)" "b3 b4"
+    e2e_done
+}
+
+## zonal_spill: SPILL_CROSS_ZONE ratio 0.8, three z1 backends: two stopped -> z1 clients spill to all healthy backends; restarted -> back to z1
+e2e_zonal_spill() {
+    SPW_ZONE[b3]=z1
+    SPW_SERVICE_EXTRA=$'zonal_affinity = "ZONAL_AFFINITY_SPILL_CROSS_ZONE"\nspillover_ratio = 0.8'
+    e2e_setup
+    run_clients 150 c1 >/dev/null || true
+    e2e_check "all healthy: c1 stays in z1 (b1 b2 b3)" _eq "$(client_backends c1)" "b1 b2 b3"
+    backend_stop b1; backend_stop b2
+    wait_health b1 false; wait_health b2 false
+    : >"$SPW_REQUESTS"
+    run_clients 150 c1 >/dev/null || true
+    e2e_check "two of three z1 down (1/3 < 0.8): c1 spills to every healthy backend (b3 b4)" _eq "$(client_backends c1)" "b3 b4"
+    e2e_check "no request failed while spilled ($(req_failed new) failed)" _eq "$(req_failed new)" 0
+    backend_start b1; backend_start b2
+    wait_health b1 true; wait_health b2 true
+    : >"$SPW_REQUESTS"
+    run_clients 150 c1 >/dev/null || true
+    e2e_check "restarted: c1 back in z1 (b1 b2 b3)" _eq "$(client_backends c1)" "b1 b2 b3"
+    e2e_done
+}
+
+## failover_policy: b3 b4 failover backends, failover_ratio 0.5: primaries serve; h = 0.5 stays on primaries; both down -> failover; back -> failback
+e2e_failover_policy() {
+    SPW_BACKEND_EXTRA[b3]='failover = true'
+    SPW_BACKEND_EXTRA[b4]='failover = true'
+    SPW_SERVICE_EXTRA=$'failover_ratio = 0.5\nconnection_drain_timeout_sec = 5'
+    e2e_setup
+    run_clients 100 >/dev/null || true
+    e2e_check "primaries serve: only b1 b2" _eq "$(all_backends)" "b1 b2"
+    backend_stop b1; wait_health b1 false
+    : >"$SPW_REQUESTS"
+    run_clients 60 >/dev/null || true
+    e2e_check "h = 1/2 is not < 0.5: stay on the healthy primary b2" _eq "$(all_backends)" "b2"
+    backend_stop b2; wait_health b2 false
+    : >"$SPW_REQUESTS"
+    run_clients 100 >/dev/null || true
+    e2e_check "no primary healthy: failover backends b3 b4 serve" _eq "$(all_backends)" "b3 b4"
+    e2e_check "no request failed after failover ($(req_failed new) failed)" _eq "$(req_failed new)" 0
+    backend_start b1; backend_start b2
+    wait_health b1 true; wait_health b2 true
+    : >"$SPW_REQUESTS"
+    run_clients 100 >/dev/null || true
+    e2e_check "failback: primaries b1 b2 serve again" _eq "$(all_backends)" "b1 b2"
+    e2e_done
+}
+
+## long_lived: one keep-alive TCP connection stays on its backend across zonal-affinity changes and several snapshot swaps
+e2e_long_lived() {
+    SPW_SERVICE_EXTRA=$'zonal_affinity = "ZONAL_AFFINITY_SPILL_CROSS_ZONE"\nspillover_ratio = 0.8'
+    e2e_setup
+    local gen0 gen1 pid
+    gen0="$(status_field generation)"
+    # one connection from c1, a request every 0.25 s for ~12 s
+    SPW_KA_INTERVAL=0.25 run_keepalive_clients 1 48 c1 >/dev/null &
+    pid=$!
+    sleep 1
+    local served; served="$(awk -F'\t' '$1 == "keepalive" && $5 == "200" {print $6; exit}' "$SPW_REQUESTS" 2>/dev/null || true)"
+    # swap snapshots repeatedly: stop/start z1 backends (spill and return), and a z2 one
+    local other
+    for other in b1 b2 b3; do
+        backend_stop "$other"; wait_health "$other" false
+        backend_start "$other"; wait_health "$other" true
+    done
+    wait "$pid" || true
+    gen1="$(status_field generation)"
+    clients_summary "$SPW_REQUESTS"
+    echo "  snapshot generation $gen0 -> $gen1"
+    e2e_check "at least 4 snapshot swaps during the connection ($gen0 -> $gen1)" _ge "$gen1" $((gen0 + 4))
+    local split; split="$(ka_split_connections)"
+    e2e_check "the long-lived connection stayed on one backend and every request succeeded" _eq "$split" ""
+    e2e_check "48 requests answered on it" _eq "$(awk -F'\t' '$1 == "keepalive" && $5 == "200"' "$SPW_REQUESTS" | wc -l)" 48
     e2e_done
 }
 
@@ -139,6 +280,7 @@ main() {
     fi
     local tests=() t failed=()
     for t in "$@"; do
+        t="${t//-/_}"   # health-failover == health_failover
         if [[ "$t" == all ]]; then mapfile -t -O "${#tests[@]}" tests < <(_e2e_all_in_order); continue; fi
         _e2e_list | grep -qx "$t" || { echo "unknown test '$t'; known: all $(_e2e_list | tr '\n' ' ')" >&2; exit 2; }
         tests+=("$t")

@@ -12,6 +12,7 @@ response (Content-Length framing) and prints one TSV record per request:
 rest of that connection's requests are reported as failed too ("conn-broken").
 """
 import argparse
+import time
 import socket
 import sys
 
@@ -58,6 +59,7 @@ def main():
     ap.add_argument("--requests", type=int, default=20, help="requests per connection")
     ap.add_argument("--timeout", type=float, default=3.0, help="connect/read timeout, seconds")
     ap.add_argument("--path", default="/")
+    ap.add_argument("--interval", type=float, default=0.0, help="seconds between requests on a connection")
     a = ap.parse_args()
     out = sys.stdout
     for c in range(1, a.conns + 1):
@@ -75,6 +77,8 @@ def main():
         req = (f"GET {a.path} HTTP/1.1\r\nHost: {a.host}\r\n"
                f"User-Agent: spillway-keepalive-client\r\n\r\n").encode()
         for s in range(1, a.requests + 1):
+            if s > 1 and a.interval > 0:
+                time.sleep(a.interval)
             if broken:
                 out.write(f"keepalive\t{a.client}\t{conn_id}\t{s}\t000\t-\t{lport}\t{broken}\n")
                 broken = broken if broken.startswith(("connect", "conn-broken")) else "conn-broken"
@@ -83,6 +87,7 @@ def main():
                 sock.sendall(req)
                 status, body, buf = read_response(sock, buf)
                 out.write(f"keepalive\t{a.client}\t{conn_id}\t{s}\t{status:03d}\t{backend_of(body)}\t{lport}\t-\n")
+                out.flush()
             except (OSError, ValueError, ConnectionError) as e:
                 out.write(f"keepalive\t{a.client}\t{conn_id}\t{s}\t000\t-\t{lport}\t{type(e).__name__}:{e}\n".replace(" ", "_"))
                 broken = "conn-broken"

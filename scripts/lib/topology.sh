@@ -59,6 +59,10 @@ SPW_HEALTH_CHECK="${SPW_HEALTH_CHECK:-1}"
 SPW_BACKEND_KEEPALIVE="${SPW_BACKEND_KEEPALIVE:-1}"
 SPW_CURL_CONNECT_TIMEOUT="${SPW_CURL_CONNECT_TIMEOUT:-1}"
 SPW_CURL_MAX_TIME="${SPW_CURL_MAX_TIME:-3}"
+SPW_KA_INTERVAL="${SPW_KA_INTERVAL:-0}"        # seconds between keep-alive requests
+SPW_IDLE_SLEEP_US="${SPW_IDLE_SLEEP_US:-20}"   # dataplane.idle_sleep_us (share the core)
+SPW_SERVICE_EXTRA="${SPW_SERVICE_EXTRA:-}"     # extra TOML lines for the service
+declare -gA SPW_BACKEND_EXTRA=()               # extra TOML lines per backend
 if [[ -z "${SPW_PYTHON:-}" ]]; then
     if [[ -x /usr/bin/python3 ]]; then SPW_PYTHON=/usr/bin/python3; else SPW_PYTHON="$(command -v python3 || echo python3)"; fi
 fi
@@ -324,6 +328,9 @@ write_config() {
 # The port's virtual device (--vdev) comes from ports[].device; the daemon adds it.
 eal_args = ["--no-huge", "--no-shconf", "-m", "512", "--no-pci"]
 workers = 1
+# Sleep this long (µs) after an empty poll, so the worker shares a core on this small
+# host; production uses 0 (pure busy polling).
+idle_sleep_us = $SPW_IDLE_SLEEP_US
 # The demo passes --socket too; this is the same path.
 socket = "$SPW_SOCKET"
 
@@ -361,6 +368,7 @@ protocol = "tcp"
 # L2 DSR (the default): destination MAC = backend MAC, same port out.
 forwarding_mode = "L2_DSR"
 EOF
+        [[ -z "$SPW_SERVICE_EXTRA" ]] || printf '%s\n' "$SPW_SERVICE_EXTRA"
         if [[ "$SPW_HEALTH_CHECK" == 1 ]]; then
             cat <<EOF
 
@@ -385,6 +393,7 @@ address = "${SPW_ADDR[$b]}"
 mac = "${SPW_MAC[$b]}"
 zone = "${SPW_ZONE[$b]}"
 EOF
+            [[ -z "${SPW_BACKEND_EXTRA[$b]:-}" ]] || printf '%s\n' "${SPW_BACKEND_EXTRA[$b]}"
         done
     } >"$f.tmp.$$"
     mv -f "$f.tmp.$$" "$f"
@@ -499,9 +508,9 @@ run_keepalive_clients() {
     ((${#clients[@]})) || clients=("${SPW_CLIENTS[@]}")
     tmp="$(mktemp -d "${TMPDIR:-/tmp}/spw-ka.XXXXXX")"
     for c in "${clients[@]}"; do
-        ip netns exec "$(ns "$c")" timeout $((conns * reqs * 4 + 10)) "$SPW_PYTHON" "$SPW_LIB_DIR/keepalive_client.py" \
+        ip netns exec "$(ns "$c")" timeout $((conns * reqs * (4 + ${SPW_KA_INTERVAL%.*}) + 10)) "$SPW_PYTHON" "$SPW_LIB_DIR/keepalive_client.py" \
             --client "$c" --host "$SPW_VIP" --port "$SPW_VIP_PORT" --conns "$conns" --requests "$reqs" \
-            --timeout "$SPW_CURL_MAX_TIME" >"$tmp/$c.tsv" 2>"$tmp/$c.err" 9>&- &
+            --interval "$SPW_KA_INTERVAL" --timeout "$SPW_CURL_MAX_TIME" >"$tmp/$c.tsv" 2>"$tmp/$c.err" 9>&- &
         pids+=($!)
     done
     for i in "${pids[@]}"; do wait "$i" || rc=1; done
