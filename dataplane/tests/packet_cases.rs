@@ -342,3 +342,42 @@ fn many_flows_spread_evenly_and_stick() {
         assert_eq!(bs.packets, 2 * *n as u64, "b{}", i + 1);
     }
 }
+
+// ---------------------------------------------------------------------------------------
+
+/// The encap-mtu case from a client behind 802.1Q / QinQ: the "fragmentation needed" reply
+/// goes back out the receiving port, so it must carry the client's VLAN tags.
+#[test]
+fn encap_frag_needed_reply_keeps_client_vlan_tags() {
+    let big = read_pcap(&case_path("encap-mtu.pcap")).remove(0);
+    assert_eq!(big.len(), 14 + 1500);
+    let mut single = big[..12].to_vec();
+    single.extend_from_slice(&[0x81, 0x00, 0x00, 100]);
+    single.extend_from_slice(&big[12..]);
+    let mut double = big[..12].to_vec();
+    double.extend_from_slice(&[0x88, 0xa8, 0x00, 200, 0x81, 0x00, 0x00, 100]);
+    double.extend_from_slice(&big[12..]);
+    let frames = vec![single.clone(), double.clone()];
+    let setup = Setup { mode: "IPIP", encap_mtu: 1500, ..Setup::default() };
+    let run = run_frames("encap-vlan", &setup, &frames, 1.0);
+    assert!(run.success);
+    assert_eq!(run.out.len(), 2, "drops: {:?}", run.nonzero_drops());
+    assert_eq!(run.status.total.icmp_frag_needed_sent, 2);
+    for (reply, input) in run.out.iter().zip(&frames) {
+        let tags = input.len() - big.len();
+        assert_eq!(&reply[0..6], &input[6..12], "towards the client's MAC");
+        assert_eq!(&reply[6..12], &LB_MAC);
+        assert_eq!(&reply[12..12 + tags], &input[12..12 + tags], "client's VLAN tags kept");
+        assert_eq!(&reply[12 + tags..14 + tags], &[0x08, 0x00]);
+        let s = SlicedPacket::from_ethernet(reply).expect("parse reply");
+        let h = ipv4_of(&s).header();
+        assert_eq!((h.source(), h.destination()), (VIP, [10, 1, 0, 30]));
+        assert_eq!(inet_checksum(h.slice()), 0);
+        assert_eq!(reply.len(), 14 + tags + usize::from(h.total_len()), "no trailing bytes");
+        let icmp = &reply[14 + tags + 20..];
+        assert_eq!((icmp[0], icmp[1]), (3, 4));
+        assert_eq!(u16::from_be_bytes([icmp[6], icmp[7]]), 1480);
+        assert_eq!(inet_checksum(icmp), 0);
+        assert_eq!(&icmp[8..8 + 28], &big[14..14 + 28]);
+    }
+}
