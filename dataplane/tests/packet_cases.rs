@@ -381,3 +381,37 @@ fn encap_frag_needed_reply_keeps_client_vlan_tags() {
         assert_eq!(&icmp[8..8 + 28], &big[14..14 + 28]);
     }
 }
+
+// ---------------------------------------------------------------------------------------
+
+/// Next to the min-quote case: a quote shorter than IPv4 header + 8 bytes, and an ICMP echo
+/// request to the VIP, are each dropped under their own reason; the flow still goes through.
+#[test]
+fn icmp_short_quote_and_echo_are_counted() {
+    let input = read_pcap(&case_path("icmp-frag-needed-min-quote.pcap"));
+    let icmp = &input[2];
+    // Outer IPv4 at 14, ICMP at 34, quoted IPv4 at 42, quoted TCP at 62: keep 4 bytes of TCP.
+    let mut short = icmp[..62 + 4].to_vec();
+    let total = (short.len() - 14) as u16;
+    short[16..18].copy_from_slice(&total.to_be_bytes());
+    short[24..26].copy_from_slice(&[0, 0]);
+    let c = inet_checksum(&short[14..34]);
+    short[24..26].copy_from_slice(&c.to_be_bytes());
+    short[36..38].copy_from_slice(&[0, 0]);
+    let c = inet_checksum(&short[34..]);
+    short[36..38].copy_from_slice(&c.to_be_bytes());
+    let mut echo = Vec::new();
+    etherparse::PacketBuilder::ethernet2(CLIENT_MAC, LB_MAC)
+        .ipv4([10, 1, 0, 5], VIP, 64)
+        .icmpv4_echo_request(1, 1)
+        .write(&mut echo, b"ping")
+        .expect("build echo");
+    let frames = vec![input[0].clone(), input[1].clone(), short, echo];
+    let run = run_frames("icmp-short", &Setup::default(), &frames, 1.0);
+    assert!(run.success);
+    assert_eq!(run.out.len(), 2, "{:?}", run.nonzero_drops());
+    assert_eq!(run.drops("icmp_quote_too_short"), 1, "{:?}", run.nonzero_drops());
+    assert_eq!(run.drops("icmp_ignored"), 1, "{:?}", run.nonzero_drops());
+    assert_eq!(run.total_drops(), 2);
+    assert_eq!(run.status.total.icmp_forwarded, 0);
+}
