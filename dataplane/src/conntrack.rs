@@ -6,9 +6,16 @@
 //! (two cache lines).
 //!
 //! Eviction order when a bucket is full (documented in docs/architecture.md):
-//! 1. an expired entry; 2. the oldest SYN-only entry; 3. the oldest closing (FIN/RST)
-//! entry; 4. the oldest established entry. Each is counted, so a SYN flood evicts SYN-only
-//! entries and leaves established flows alone unless a whole bucket is established.
+//!
+//! 1. an expired entry;
+//! 2. the oldest SYN-only entry;
+//! 3. the oldest closing (FIN/RST) entry;
+//! 4. the oldest established entry — but never for a new SYN-only entry: a SYN whose
+//!    bucket holds only established entries is forwarded untracked (`syn_not_tracked`).
+//!
+//! Each eviction is counted. So a SYN flood evicts SYN-only entries and never an
+//! established flow, even when (by chance, the hash being seeded) a whole bucket is
+//! established; the handshake's next packet competes as an established entry.
 //!
 //! The bucket hash is seeded per table (random at start), so an attacker cannot aim a flood
 //! at one bucket. Times are `u32` milliseconds since an arbitrary epoch, compared with

@@ -74,18 +74,22 @@ fn udp_fragments_stay_together() {
     assert_eq!(run.status.total.forwarded, 24);
 
     // datagram (src, IP id) → backends and fragment offsets seen
-    let mut by_datagram: BTreeMap<([u8; 4], u16), (BTreeSet<usize>, BTreeSet<u16>, usize)> = BTreeMap::new();
+    #[derive(Default)]
+    struct Seen {
+        backends: BTreeSet<usize>,
+        offsets: BTreeSet<u16>,
+    }
+    let mut by_datagram: BTreeMap<([u8; 4], u16), Seen> = BTreeMap::new();
     for f in &run.out {
         let s = SlicedPacket::from_ethernet(f).expect("parse fragment");
         let h = ipv4_of(&s).header();
         assert_eq!(h.destination(), VIP);
         let e = by_datagram.entry((h.source(), h.identification())).or_default();
-        e.0.insert(backend_of(f));
-        e.1.insert(h.fragments_offset().value());
-        e.2 += f.len();
+        e.backends.insert(backend_of(f));
+        e.offsets.insert(h.fragments_offset().value());
     }
     assert_eq!(by_datagram.len(), 8);
-    for (k, (backends, offsets, _)) in &by_datagram {
+    for (k, Seen { backends, offsets }) in &by_datagram {
         assert_eq!(backends.len(), 1, "datagram {k:?} split over backends {backends:?}");
         assert_eq!(offsets.iter().copied().collect::<Vec<_>>(), vec![0, 150, 300], "datagram {k:?}: fragments {offsets:?}");
     }
