@@ -8,9 +8,15 @@
 //! which keeps premature evictions negligible up to high load factors.
 //!
 //! Eviction order when both buckets are full (documented in docs/decisions.md):
-//! 1. an expired entry; 2. the oldest SYN-only entry; 3. the oldest closing (FIN/RST)
-//! entry; 4. the oldest established entry. Each is counted, so a SYN flood evicts SYN-only
-//! entries and leaves established flows alone unless a whole bucket is established.
+//!
+//! 1. an expired entry;
+//! 2. the oldest SYN-only entry;
+//! 3. the oldest closing (FIN/RST) entry;
+//! 4. the oldest established entry — but never for a new SYN-only entry: a SYN whose
+//!    buckets hold only established entries is forwarded untracked (`syn_not_tracked`).
+//!
+//! Each eviction is counted. So a SYN flood evicts SYN-only entries and never an
+//! established flow; the handshake's next packet competes as an established entry.
 //!
 //! The bucket hash is seeded per table (random at start), so an attacker cannot aim a flood
 //! at one bucket. Times are `u32` milliseconds since an arbitrary epoch, compared with
@@ -133,6 +139,10 @@ pub struct CtCounters {
     pub evicted_established: u64,
     /// Expired entries reused.
     pub expired_reused: u64,
+    /// New SYN-only entries not recorded because their bucket held only established
+    /// entries (a SYN never evicts an established connection; the SYN is still forwarded
+    /// by the Maglev pick).
+    pub syn_not_tracked: u64,
 }
 
 /// What a lookup found.
@@ -251,8 +261,25 @@ impl ConnTable {
         None
     }
 
+    /// Looks `k` up without touching the entry (no state change, no `last_seen` refresh,
+    /// no counters): for ICMP errors, which are not flow traffic and can be forged.
+    #[inline]
+    pub fn peek(&self, k: &FlowKey, now: u32) -> Option<Hit> {
+        let (b, i) = self.find(k)?;
+        let e = self.buckets.get(b)?.0.get(i)?;
+        (!e.expired(now)).then(|| Hit {
+            backend: e.backend,
+            incarnation: e.incarnation,
+            service: e.service,
+            state: e.state(),
+            created: e.created,
+        })
+    }
+
     /// Inserts or overwrites the entry for `k`. Evicts per the documented order when the
-    /// bucket is full; never fails.
+    /// bucket is full — except that a new SYN-only entry never evicts an established one:
+    /// when the bucket holds only established entries the SYN is not recorded (counted in
+    /// `syn_not_tracked`), so a SYN flood cannot push out established connections.
     #[inline]
     pub fn insert(&mut self, k: &FlowKey, backend: u16, incarnation: u16, service: u16, flags: u8, now: u32, t: &Timeouts) {
         let (b, i) = match self.find(k) {
@@ -285,6 +312,11 @@ impl ConnTable {
                             }
                         }
                     }
+                }
+                let new_syn_only = k.proto == crate::packet::PROTO_TCP && flags & crate::packet::tcp_flags::SYN != 0;
+                if new_syn_only && rank.0 >= 3 {
+                    self.counters.syn_not_tracked += 1;
+                    return;
                 }
                 match rank.0 {
                     0 => {
@@ -444,6 +476,40 @@ mod tests {
         for i in 0..64 {
             assert_eq!(ct.lookup(&key(i), ACK, 3, &t).unwrap().backend, (i % 4) as u16);
         }
+    }
+
+    #[test]
+    fn syn_never_evicts_established() {
+        let t = Timeouts::default();
+        let mut ct = ConnTable::new(4, 1); // one bucket
+        for i in 0..4 {
+            ct.insert(&key(i), i as u16, 1, 0, SYN, i, &t);
+            ct.lookup(&key(i), ACK, i, &t).unwrap();
+        }
+        ct.insert(&key(9), 9, 1, 0, SYN, 10, &t);
+        assert_eq!(ct.counters.evicted_established, 0);
+        assert_eq!(ct.counters.syn_not_tracked, 1);
+        assert!(ct.lookup(&key(9), ACK, 11, &t).is_none());
+        for i in 0..4 {
+            assert_eq!(ct.lookup(&key(i), ACK, 12, &t).unwrap().backend, i as u16);
+        }
+        // The handshake's next packet is an established-class insert: it may evict.
+        ct.insert(&key(9), 9, 1, 0, ACK, 13, &t);
+        assert_eq!(ct.counters.evicted_established, 1);
+    }
+
+    #[test]
+    fn peek_changes_nothing() {
+        let t = Timeouts::default();
+        let mut ct = ConnTable::new(1024, 7);
+        ct.insert(&key(1), 3, 1, 0, SYN, 0, &t);
+        let before = ct.counters;
+        assert_eq!(ct.peek(&key(1), 100).unwrap().state, State::SynOnly);
+        assert_eq!(ct.peek(&key(1), 100).unwrap().state, State::SynOnly);
+        assert_eq!(ct.counters, before);
+        // not refreshed: still expires 5 s after the SYN
+        assert!(ct.peek(&key(1), 5_001).is_none());
+        assert!(ct.peek(&key(2), 1).is_none());
     }
 
     #[test]

@@ -511,17 +511,20 @@ pub fn encapsulate(frame: &mut [u8], overhead: usize, inner_l3: usize, inner_len
     total
 }
 
-/// Length of the ICMP "fragmentation needed" reply built by [`icmp_frag_needed_in_place`]:
-/// Ethernet + IPv4 + ICMP header + quoted IPv4 header + 8 bytes (RFC 792, RFC 1191).
-pub fn frag_needed_len(quoted_ihl: usize) -> usize {
-    ETH_LEN + ip::MIN_LEN + 8 + quoted_ihl + 8
+/// Length of the ICMP "fragmentation needed" reply built by [`icmp_frag_needed_in_place`]
+/// for a packet whose IPv4 header starts at `l3` (Ethernet + the client's VLAN tags):
+/// IPv4 + ICMP header + quoted IPv4 header + 8 bytes (RFC 792, RFC 1191).
+pub fn frag_needed_len(l3: usize, quoted_ihl: usize) -> usize {
+    l3 + ip::MIN_LEN + 8 + quoted_ihl + 8
 }
 
 /// Rewrites `frame` (an oversize DF packet to a VIP, parsed as `p`) into an ICMP
 /// destination unreachable / fragmentation needed (type 3 code 4, RFC 792 and RFC 1191 §4:
 /// next-hop MTU in the low 16 bits of the second word) sent from the VIP back to the client,
-/// quoting the offending header plus 8 bytes. Returns the new frame length (the caller
-/// truncates). Checksums are valid; fragment offset and flags are 0.
+/// quoting the offending header plus 8 bytes. The reply leaves by the receiving port, so the
+/// client's VLAN tags (everything between the MACs and `p.l3`) are kept as they came.
+/// Returns the new frame length (the caller truncates). Checksums are valid; fragment
+/// offset and flags are 0.
 pub fn icmp_frag_needed_in_place(frame: &mut [u8], p: &Ipv4Info, mtu: u16, our_mac: [u8; 6]) -> usize {
     let quote_len = (p.ihl + 8).min(p.total_len);
     let mut quote = [0u8; 68];
@@ -529,14 +532,14 @@ pub fn icmp_frag_needed_in_place(frame: &mut [u8], p: &Ipv4Info, mtu: u16, our_m
     quote[..quote_len].copy_from_slice(q);
     let mut client_mac = [0u8; 6];
     client_mac.copy_from_slice(&frame[eth::SRC]);
-    let ip_at = ETH_LEN;
+    let ip_at = p.l3;
     let icmp_at = ip_at + ip::MIN_LEN;
     let total = icmp_at + 8 + quote_len;
     if frame.len() < total {
         return 0;
     }
     rewrite_l2(frame, client_mac, our_mac);
-    put16(frame, 12, ETHERTYPE_IPV4);
+    // The EtherType before `l3` (after any tags) is already IPv4.
     write_ipv4_header(frame, ip_at, (ip::MIN_LEN + 8 + quote_len) as u16, 0, false, 64, PROTO_ICMP, p.dst, p.src);
     let icmp = &mut frame[icmp_at..total];
     icmp[0] = 3;
@@ -680,6 +683,31 @@ mod tests {
         // our own quote parser sees the original flow reversed... of the client's packet
         let q = icmp_quote(&out, &outer).unwrap().unwrap();
         assert_eq!((q.vip, q.client), (0x0a01_0005, 0x0a00_0064));
+    }
+
+    #[test]
+    fn frag_needed_reply_keeps_vlan_tags() {
+        for tags in [&[][..], &[100][..], &[200, 100][..]] {
+            let mut out = Vec::new();
+            let b = PacketBuilder::ethernet2([2, 0, 0, 0, 0, 9], [2, 0, 0, 0, 0, 1]);
+            let b = match tags {
+                [] => b.ipv4([10, 1, 0, 5], [10, 0, 0, 100], 64),
+                [v] => b.single_vlan((*v).try_into().unwrap()).ipv4([10, 1, 0, 5], [10, 0, 0, 100], 64),
+                [o, i] => b.double_vlan((*o).try_into().unwrap(), (*i).try_into().unwrap()).ipv4([10, 1, 0, 5], [10, 0, 0, 100], 64),
+                _ => unreachable!(),
+            };
+            b.tcp(40000, 80, 1, 1024).write(&mut out, &[7u8; 1460]).unwrap();
+            let orig = out.clone();
+            let Parsed::Ipv4(p) = parse(&out).unwrap() else { panic!() };
+            let n = icmp_frag_needed_in_place(&mut out, &p, 1480, [2, 0, 0, 0, 0, 1]);
+            assert_eq!(n, frag_needed_len(p.l3, 20));
+            out.truncate(n);
+            assert_eq!(&out[12..p.l3], &orig[12..p.l3]);
+            let Parsed::Ipv4(r) = parse(&out).unwrap() else { panic!() };
+            assert_eq!((r.l3, r.proto, r.src, r.dst), (p.l3, PROTO_ICMP, p.dst, p.src));
+            assert_eq!(checksum(&out[r.l3..r.l3 + 20]), 0);
+            assert_eq!(checksum(&out[r.l4()..]), 0);
+        }
     }
 
     proptest::proptest! {

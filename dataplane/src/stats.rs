@@ -52,6 +52,8 @@ pub struct WorkerStats {
     pub ct_evicted_closing: AtomicU64,
     /// Established evictions.
     pub ct_evicted_established: AtomicU64,
+    /// SYNs not tracked (buckets full of established entries).
+    pub ct_syn_not_tracked: AtomicU64,
     /// Snapshot generation this worker last used.
     pub generation: AtomicU64,
     /// Poll loop iterations.
@@ -81,6 +83,7 @@ impl Default for WorkerStats {
             ct_evicted_syn_only: AtomicU64::new(0),
             ct_evicted_closing: AtomicU64::new(0),
             ct_evicted_established: AtomicU64::new(0),
+            ct_syn_not_tracked: AtomicU64::new(0),
             generation: AtomicU64::new(0),
             polls: AtomicU64::new(0),
             idle_polls: AtomicU64::new(0),
@@ -106,6 +109,7 @@ pub fn read(w: &WorkerStats) -> Counters {
         ct_evicted_syn_only: w.ct_evicted_syn_only.load(Relaxed),
         ct_evicted_closing: w.ct_evicted_closing.load(Relaxed),
         ct_evicted_established: w.ct_evicted_established.load(Relaxed),
+        ct_syn_not_tracked: w.ct_syn_not_tracked.load(Relaxed),
         generation: w.generation.load(Relaxed),
         polls: w.polls.load(Relaxed),
         idle_polls: w.idle_polls.load(Relaxed),

@@ -192,7 +192,7 @@ impl Worker {
 
     /// ICMP to a VIP: errors quoting one of our flows go to that flow's backend; anything
     /// else is dropped and counted.
-    fn process_icmp<B: PacketBuf>(&mut self, buf: &mut B, p: &Ipv4Info, snap: &Snapshot, pinfo: PortInfo, _now: u32) -> Verdict {
+    fn process_icmp<B: PacketBuf>(&mut self, buf: &mut B, p: &Ipv4Info, snap: &Snapshot, pinfo: PortInfo, now: u32) -> Verdict {
         if !snap.arp_addrs.contains_key(&p.dst) {
             return Verdict::Drop(DropReason::NotForVip);
         }
@@ -213,7 +213,7 @@ impl Worker {
             TrackingMode::PER_SESSION => key.for_affinity(svc.affinity),
         };
         // Peek without changing the entry's state (an ICMP error is not flow traffic).
-        let backend = match self.ct.lookup(&ct_key, 0, _now, &self.timeouts) {
+        let backend = match self.ct.peek(&ct_key, now) {
             Some(h) if snap.backends.get(usize::from(h.backend)).is_some_and(|b| b.present && b.incarnation == h.incarnation) => h.backend,
             _ => {
                 let class = snap.class_of(q.client);
@@ -320,6 +320,7 @@ impl Worker {
         s.ct_evicted_syn_only.store(c.evicted_syn_only, Relaxed);
         s.ct_evicted_closing.store(c.evicted_closing, Relaxed);
         s.ct_evicted_established.store(c.evicted_established, Relaxed);
+        s.ct_syn_not_tracked.store(c.syn_not_tracked, Relaxed);
         total
     }
 }

@@ -88,6 +88,8 @@ pub struct Counters {
     pub ct_evicted_closing: u64,
     /// Evictions of established entries.
     pub ct_evicted_established: u64,
+    /// SYNs forwarded without a table entry (both buckets full of established flows).
+    pub ct_syn_not_tracked: u64,
     /// Snapshot generation in use (minimum over workers when summed).
     pub generation: u64,
     /// Poll iterations.
@@ -123,6 +125,7 @@ impl Counters {
             out.ct_evicted_syn_only += c.ct_evicted_syn_only;
             out.ct_evicted_closing += c.ct_evicted_closing;
             out.ct_evicted_established += c.ct_evicted_established;
+            out.ct_syn_not_tracked += c.ct_syn_not_tracked;
             gen = Some(gen.map_or(c.generation, |g| g.min(c.generation)));
             out.polls += c.polls;
             out.idle_polls += c.idle_polls;

@@ -1,0 +1,421 @@
+//! The captures of `tests/packets/` replayed through the real `spillway` binary on a
+//! `net_pcap` port; what it sent is read back with an independent parser (etherparse and
+//! the pcap reader of `common`), and checked against the behaviour of the README table and
+//! the daemon's final counters.
+
+mod common;
+
+use common::*;
+use etherparse::{NetSlice, SlicedPacket, TransportSlice};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+/// Frames sent towards backends: (backend index, frame).
+fn backend_of(frame: &[u8]) -> usize {
+    assert_eq!(&frame[6..12], &LB_MAC, "source MAC of a forwarded frame must be ours");
+    backend_of_mac(&frame[0..6]).unwrap_or_else(|| panic!("destination MAC {:02x?} is no backend", &frame[0..6]))
+}
+
+fn ipv4_of<'a>(s: &'a SlicedPacket<'a>) -> &'a etherparse::Ipv4Slice<'a> {
+    match &s.net {
+        Some(NetSlice::Ipv4(v)) => v,
+        other => panic!("not IPv4: {other:?}"),
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn icmp_frag_needed_min_quote_goes_to_the_flow_backend() {
+    let input = read_pcap(&case_path("icmp-frag-needed-min-quote.pcap"));
+    assert_eq!(input.len(), 3);
+    let run = run_capture("icmp-min-quote", &Setup::default(), &case_path("icmp-frag-needed-min-quote.pcap"), 1.0);
+    assert!(run.success);
+    assert_eq!(run.status.total.rx, 3);
+    assert_eq!(run.out.len(), 3, "drops: {:?}", run.nonzero_drops());
+    assert_eq!(run.total_drops(), 0);
+    assert_eq!(run.status.total.icmp_forwarded, 1);
+    assert_eq!(run.status.total.forwarded, 3);
+
+    // The flow's two segments: one backend.
+    let flow_backend = backend_of(&run.out[0]);
+    assert_eq!(backend_of(&run.out[1]), flow_backend);
+    for (o, i) in run.out.iter().zip(&input) {
+        assert_eq!(&o[12..], &i[12..], "L2 DSR leaves everything after the MACs alone");
+    }
+    // The ICMP error: same backend, still a valid "fragmentation needed" quoting the flow.
+    let icmp = &run.out[2];
+    assert_eq!(backend_of(icmp), flow_backend, "ICMP error must follow the flow it quotes");
+    let s = SlicedPacket::from_ethernet(icmp).expect("parse ICMP");
+    assert_eq!(ipv4_of(&s).header().destination(), VIP);
+    let Some(TransportSlice::Icmpv4(ic)) = &s.transport else { panic!("not ICMP: {:?}", s.transport) };
+    match ic.icmp_type() {
+        etherparse::Icmpv4Type::DestinationUnreachable(etherparse::icmpv4::DestUnreachableHeader::FragmentationNeeded { next_hop_mtu }) => {
+            assert_eq!(next_hop_mtu, 1400)
+        }
+        t => panic!("unexpected ICMP type {t:?}"),
+    }
+    // The quote holds only the IPv4 header + 8 bytes of TCP.
+    assert_eq!(ic.payload().len(), 28);
+}
+
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn udp_fragments_stay_together() {
+    let input = read_pcap(&case_path("udp-fragments.pcap"));
+    assert_eq!(input.len(), 24);
+    let setup = Setup { udp53: true, ..Setup::default() };
+    let run = run_capture("udp-fragments", &setup, &case_path("udp-fragments.pcap"), 1.0);
+    assert!(run.success);
+    assert_eq!(run.status.total.rx, 24);
+    // Nothing silently lost: everything is either sent or counted as a drop.
+    assert_eq!(run.out.len() as u64 + run.total_drops(), 24, "drops: {:?}", run.nonzero_drops());
+    assert_eq!(run.out.len(), 24, "no reason to drop a well-formed fragment: {:?}", run.nonzero_drops());
+    assert_eq!(run.status.total.forwarded, 24);
+
+    // datagram (src, IP id) → backends and fragment offsets seen
+    #[derive(Default)]
+    struct Seen {
+        backends: BTreeSet<usize>,
+        offsets: BTreeSet<u16>,
+    }
+    let mut by_datagram: BTreeMap<([u8; 4], u16), Seen> = BTreeMap::new();
+    for f in &run.out {
+        let s = SlicedPacket::from_ethernet(f).expect("parse fragment");
+        let h = ipv4_of(&s).header();
+        assert_eq!(h.destination(), VIP);
+        let e = by_datagram.entry((h.source(), h.identification())).or_default();
+        e.backends.insert(backend_of(f));
+        e.offsets.insert(h.fragments_offset().value());
+    }
+    assert_eq!(by_datagram.len(), 8);
+    for (k, Seen { backends, offsets }) in &by_datagram {
+        assert_eq!(backends.len(), 1, "datagram {k:?} split over backends {backends:?}");
+        assert_eq!(offsets.iter().copied().collect::<Vec<_>>(), vec![0, 150, 300], "datagram {k:?}: fragments {offsets:?}");
+    }
+    // Each frame left unchanged past the MACs (same order: one worker, one queue).
+    let mut sent: Vec<&[u8]> = run.out.iter().map(|f| &f[12..]).collect();
+    let mut got: Vec<&[u8]> = input.iter().map(|f| &f[12..]).collect();
+    sent.sort();
+    got.sort();
+    assert_eq!(sent, got);
+}
+
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn vlan_and_qinq_syns_are_balanced_with_tags_kept() {
+    let input = read_pcap(&case_path("vlan-qinq-syn.pcap"));
+    assert_eq!(input.len(), 8);
+    let run = run_capture("vlan-qinq", &Setup::default(), &case_path("vlan-qinq-syn.pcap"), 1.0);
+    assert!(run.success);
+    assert_eq!(run.out.len(), 8, "drops: {:?}", run.nonzero_drops());
+    assert_eq!(run.status.total.new_connections, 8);
+    assert_eq!(run.status.total.forwarded, 8);
+    let mut tagged = (0, 0);
+    for (o, i) in run.out.iter().zip(&input) {
+        backend_of(o);
+        assert_eq!(o.len(), i.len());
+        assert_eq!(&o[12..], &i[12..], "tags and packet must stay as they came");
+        let s = SlicedPacket::from_ethernet(o).expect("parse");
+        match &s.vlan {
+            Some(etherparse::VlanSlice::SingleVlan(v)) => {
+                assert_eq!(v.vlan_identifier().value(), 100);
+                tagged.0 += 1;
+            }
+            Some(etherparse::VlanSlice::DoubleVlan(v)) => {
+                assert_eq!(v.outer().vlan_identifier().value(), 200);
+                assert_eq!(v.inner().vlan_identifier().value(), 100);
+                tagged.1 += 1;
+            }
+            None => panic!("tags lost"),
+        }
+        let Some(TransportSlice::Tcp(t)) = &s.transport else { panic!("no TCP") };
+        assert!(t.syn());
+        assert_eq!(t.destination_port(), 80);
+    }
+    assert_eq!(tagged, (4, 4));
+    let per_backend: u64 = run.status.backends.iter().map(|b| b.new_connections).sum();
+    assert_eq!(per_backend, 8);
+}
+
+// ---------------------------------------------------------------------------------------
+
+fn encap_case(mode: &'static str, mtu: u16) {
+    let input = read_pcap(&case_path("encap-mtu.pcap"));
+    assert_eq!(input.len(), 2);
+    let gue = mode == "GUE";
+    let setup = Setup { mode, encap_mtu: 1500, ..Setup::default() };
+    let run = run_capture(&format!("encap-{mode}"), &setup, &case_path("encap-mtu.pcap"), 1.0);
+    assert!(run.success);
+    assert_eq!(run.out.len(), 2, "drops: {:?}", run.nonzero_drops());
+    assert_eq!(run.status.total.icmp_frag_needed_sent, 1);
+    assert_eq!(run.status.total.forwarded, 1);
+
+    let big = &input[0];
+    let small = &input[1];
+    assert_eq!(big.len(), 14 + 1500);
+    assert_eq!(small.len(), 14 + 1040);
+    let (icmp, encap) = if run.out[0].len() < 200 { (&run.out[0], &run.out[1]) } else { (&run.out[1], &run.out[0]) };
+
+    // ICMP fragmentation needed back to the client.
+    assert_eq!(&icmp[0..6], &big[6..12], "towards the client's MAC");
+    assert_eq!(&icmp[6..12], &LB_MAC);
+    assert_eq!(&icmp[12..14], &[0x08, 0x00]);
+    let s = SlicedPacket::from_ethernet(icmp).expect("parse ICMP reply");
+    let h = ipv4_of(&s).header();
+    assert_eq!(h.source(), VIP);
+    assert_eq!(h.destination(), [10, 1, 0, 30]);
+    assert_eq!(h.protocol(), etherparse::IpNumber::ICMP);
+    assert_eq!(h.fragments_offset().value(), 0);
+    assert!(!h.dont_fragment() && !h.more_fragments(), "flags must be 0");
+    assert_eq!(inet_checksum(h.slice()), 0, "IPv4 header checksum");
+    assert_eq!(h.to_header().calc_header_checksum(), h.header_checksum());
+    assert_eq!(usize::from(h.total_len()), icmp.len() - 14);
+    let icmp_msg = &icmp[14 + 20..];
+    assert_eq!((icmp_msg[0], icmp_msg[1]), (3, 4));
+    assert_eq!(u16::from_be_bytes([icmp_msg[6], icmp_msg[7]]), mtu);
+    assert_eq!(inet_checksum(icmp_msg), 0, "ICMP checksum");
+    let Some(TransportSlice::Icmpv4(ic)) = &s.transport else { panic!("not ICMP") };
+    match ic.icmp_type() {
+        etherparse::Icmpv4Type::DestinationUnreachable(etherparse::icmpv4::DestUnreachableHeader::FragmentationNeeded { next_hop_mtu }) => {
+            assert_eq!(next_hop_mtu, mtu)
+        }
+        t => panic!("unexpected ICMP type {t:?}"),
+    }
+    // The quote: the offending IPv4 header and at least 8 bytes of it.
+    assert!(icmp_msg.len() >= 8 + 28);
+    assert_eq!(&icmp_msg[8..8 + 28], &big[14..14 + 28]);
+
+    // The small one, encapsulated.
+    let b = backend_of(encap);
+    let oh = if gue { 28 } else { 20 };
+    assert_eq!(encap.len(), 14 + oh + 1040);
+    let s = SlicedPacket::from_ethernet(encap).expect("parse encapsulated");
+    let h = ipv4_of(&s).header();
+    assert_eq!(h.source(), PORT_ADDR, "outer source = port address");
+    assert_eq!(h.destination(), backend_addr(b), "outer destination = the backend of the MAC");
+    assert_eq!(inet_checksum(h.slice()), 0, "outer IPv4 checksum");
+    assert_eq!(usize::from(h.total_len()), oh + 1040);
+    if gue {
+        assert_eq!(h.protocol(), etherparse::IpNumber::UDP);
+        let Some(TransportSlice::Udp(u)) = &s.transport else { panic!("GUE without UDP") };
+        assert_eq!(u.destination_port(), 6080);
+        assert_eq!(usize::from(u.length()), 8 + 1040);
+    } else {
+        assert_eq!(h.protocol(), etherparse::IpNumber::IPV4);
+    }
+    assert_eq!(&encap[14 + oh..], &small[14..], "inner packet byte-identical");
+}
+
+#[test]
+fn encap_mtu_ipip() {
+    encap_case("IPIP", 1480);
+}
+
+#[test]
+fn encap_mtu_gue() {
+    encap_case("GUE", 1472);
+}
+
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn syn_flood_evicts_only_syn_only_entries() {
+    let input = read_pcap(&case_path("syn-flood-with-established.pcap"));
+    let setup = Setup { ct_capacity: Some(1024), ..Setup::default() };
+    let run = run_capture("syn-flood", &setup, &case_path("syn-flood-with-established.pcap"), 2.0);
+    assert!(run.success);
+    assert_eq!(run.status.total.rx, input.len() as u64, "whole capture replayed within the run");
+    assert_eq!(run.out.len(), input.len(), "drops: {:?}", run.nonzero_drops());
+    let t = &run.status.total;
+    assert!(t.ct_evicted_syn_only > 0, "the flood must evict SYN-only entries: {t:?}");
+    assert_eq!(t.ct_evicted_established, 0, "no established entry may be evicted");
+
+    // The 64 completed flows (10.1.0.0/16): one backend each, throughout.
+    let mut flows: HashMap<([u8; 4], u16), (BTreeSet<usize>, usize)> = HashMap::new();
+    for f in &run.out {
+        let b = backend_of(f);
+        let s = SlicedPacket::from_ethernet(f).expect("parse");
+        let h = ipv4_of(&s).header();
+        if h.source()[0..2] != [10, 1] {
+            continue;
+        }
+        let Some(TransportSlice::Tcp(tcp)) = &s.transport else { panic!("no TCP") };
+        let e = flows.entry((h.source(), tcp.source_port())).or_default();
+        e.0.insert(b);
+        e.1 += 1;
+    }
+    assert_eq!(flows.len(), 64);
+    for (k, (bs, n)) in &flows {
+        assert_eq!(bs.len(), 1, "flow {k:?} moved between backends {bs:?}");
+        assert_eq!(*n, 51, "flow {k:?}: SYN + 50 data segments");
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn miss_and_malformed_are_dropped_with_their_own_reasons() {
+    let mut frames = read_pcap(&case_path("miss-and-malformed.pcap"));
+    assert_eq!(frames.len(), 5);
+    // After them, a valid SYN: the worker did not stall.
+    frames.push(tcp_frame([10, 1, 0, 99], 45000, true));
+    let run = run_frames("miss-malformed", &Setup::default(), &frames, 1.0);
+    assert!(run.success, "daemon exits cleanly\n{}", run.stderr);
+    assert_eq!(run.status.total.rx, 6);
+    assert_eq!(run.out.len(), 1);
+    assert_eq!(&run.out[0][12..], &frames[5][12..]);
+    backend_of(&run.out[0]);
+    for reason in ["no_service", "not_for_vip", "malformed_ipv4", "truncated_ipv4", "unsupported_ethertype"] {
+        assert_eq!(run.drops(reason), 1, "{reason}: {:?}", run.nonzero_drops());
+    }
+    assert_eq!(run.total_drops(), 5, "{:?}", run.nonzero_drops());
+}
+
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn arp_for_vip_and_port_address_is_answered() {
+    let req_mac = [2, 0, 0, 0, 0x20, 0x01];
+    let req_ip = [10, 0, 0, 9];
+    let frames = vec![
+        arp_frame(1, req_mac, req_ip, VIP),
+        arp_frame(1, req_mac, req_ip, PORT_ADDR),
+        arp_frame(1, req_mac, req_ip, [10, 0, 0, 77]),
+        arp_frame(2, req_mac, req_ip, VIP),
+    ];
+    let run = run_frames("arp", &Setup::default(), &frames, 1.0);
+    assert!(run.success);
+    assert_eq!(run.status.total.arp_replies, 2);
+    assert_eq!(run.drops("arp_ignored"), 2);
+    assert_eq!(run.total_drops(), 2);
+    assert_eq!(run.out.len(), 2);
+    for (reply, asked) in run.out.iter().zip([VIP, PORT_ADDR]) {
+        assert_eq!(&reply[0..6], &req_mac, "to the requester");
+        assert_eq!(&reply[6..12], &LB_MAC);
+        assert_eq!(&reply[12..14], &[0x08, 0x06]);
+        let a = &reply[14..];
+        assert_eq!(&a[0..6], &[0, 1, 8, 0, 6, 4]);
+        assert_eq!(u16::from_be_bytes([a[6], a[7]]), 2, "reply");
+        assert_eq!(&a[8..14], &LB_MAC, "sender hardware address = ours");
+        assert_eq!(&a[14..18], &asked, "sender protocol address = the address asked for");
+        assert_eq!(&a[18..24], &req_mac);
+        assert_eq!(&a[24..28], &req_ip);
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn many_flows_spread_evenly_and_stick() {
+    const FLOWS: usize = 2000;
+    let src = |i: usize| [10, 2, (i >> 8) as u8, (i & 0xff) as u8];
+    let mut frames: Vec<Vec<u8>> = (0..FLOWS).map(|i| tcp_frame(src(i), 20000 + i as u16, true)).collect();
+    frames.extend((0..FLOWS).map(|i| tcp_frame(src(i), 20000 + i as u16, false)));
+    let run = run_frames("spread", &Setup::default(), &frames, 2.0);
+    assert!(run.success);
+    assert_eq!(run.out.len(), 2 * FLOWS, "drops: {:?}", run.nonzero_drops());
+    assert_eq!(run.status.total.new_connections, FLOWS as u64);
+    let mut flow_backend: HashMap<([u8; 4], u16), usize> = HashMap::new();
+    let mut per_backend = [0usize; 4];
+    for f in &run.out {
+        let b = backend_of(f);
+        assert!(b < 4);
+        let s = SlicedPacket::from_ethernet(f).expect("parse");
+        let h = ipv4_of(&s).header();
+        let Some(TransportSlice::Tcp(t)) = &s.transport else { panic!("no TCP") };
+        let k = (h.source(), t.source_port());
+        match flow_backend.get(&k) {
+            Some(prev) => assert_eq!(*prev, b, "flow {k:?} moved"),
+            None => {
+                flow_backend.insert(k, b);
+                per_backend[b] += 1;
+            }
+        }
+    }
+    assert_eq!(flow_backend.len(), FLOWS);
+    for (i, n) in per_backend.iter().enumerate() {
+        let share = *n as f64 / FLOWS as f64;
+        assert!((0.15..=0.35).contains(&share), "backend {i}: {share:.3} of flows ({per_backend:?})");
+    }
+    // The daemon's per-backend counters agree with what we saw on the wire.
+    for (i, n) in per_backend.iter().enumerate() {
+        let bs = run.status.backends.iter().find(|b| b.backend == format!("b{}", i + 1)).expect("backend status");
+        assert_eq!(bs.new_connections, *n as u64, "b{}", i + 1);
+        assert_eq!(bs.packets, 2 * *n as u64, "b{}", i + 1);
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+
+/// The encap-mtu case from a client behind 802.1Q / QinQ: the "fragmentation needed" reply
+/// goes back out the receiving port, so it must carry the client's VLAN tags.
+#[test]
+fn encap_frag_needed_reply_keeps_client_vlan_tags() {
+    let big = read_pcap(&case_path("encap-mtu.pcap")).remove(0);
+    assert_eq!(big.len(), 14 + 1500);
+    let mut single = big[..12].to_vec();
+    single.extend_from_slice(&[0x81, 0x00, 0x00, 100]);
+    single.extend_from_slice(&big[12..]);
+    let mut double = big[..12].to_vec();
+    double.extend_from_slice(&[0x88, 0xa8, 0x00, 200, 0x81, 0x00, 0x00, 100]);
+    double.extend_from_slice(&big[12..]);
+    let frames = vec![single.clone(), double.clone()];
+    let setup = Setup { mode: "IPIP", encap_mtu: 1500, ..Setup::default() };
+    let run = run_frames("encap-vlan", &setup, &frames, 1.0);
+    assert!(run.success);
+    assert_eq!(run.out.len(), 2, "drops: {:?}", run.nonzero_drops());
+    assert_eq!(run.status.total.icmp_frag_needed_sent, 2);
+    for (reply, input) in run.out.iter().zip(&frames) {
+        let tags = input.len() - big.len();
+        assert_eq!(&reply[0..6], &input[6..12], "towards the client's MAC");
+        assert_eq!(&reply[6..12], &LB_MAC);
+        assert_eq!(&reply[12..12 + tags], &input[12..12 + tags], "client's VLAN tags kept");
+        assert_eq!(&reply[12 + tags..14 + tags], &[0x08, 0x00]);
+        let s = SlicedPacket::from_ethernet(reply).expect("parse reply");
+        let h = ipv4_of(&s).header();
+        assert_eq!((h.source(), h.destination()), (VIP, [10, 1, 0, 30]));
+        assert_eq!(inet_checksum(h.slice()), 0);
+        assert_eq!(reply.len(), 14 + tags + usize::from(h.total_len()), "no trailing bytes");
+        let icmp = &reply[14 + tags + 20..];
+        assert_eq!((icmp[0], icmp[1]), (3, 4));
+        assert_eq!(u16::from_be_bytes([icmp[6], icmp[7]]), 1480);
+        assert_eq!(inet_checksum(icmp), 0);
+        assert_eq!(&icmp[8..8 + 28], &big[14..14 + 28]);
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+
+/// Next to the min-quote case: a quote shorter than IPv4 header + 8 bytes, and an ICMP echo
+/// request to the VIP, are each dropped under their own reason; the flow still goes through.
+#[test]
+fn icmp_short_quote_and_echo_are_counted() {
+    let input = read_pcap(&case_path("icmp-frag-needed-min-quote.pcap"));
+    let icmp = &input[2];
+    // Outer IPv4 at 14, ICMP at 34, quoted IPv4 at 42, quoted TCP at 62: keep 4 bytes of TCP.
+    let mut short = icmp[..62 + 4].to_vec();
+    let total = (short.len() - 14) as u16;
+    short[16..18].copy_from_slice(&total.to_be_bytes());
+    short[24..26].copy_from_slice(&[0, 0]);
+    let c = inet_checksum(&short[14..34]);
+    short[24..26].copy_from_slice(&c.to_be_bytes());
+    short[36..38].copy_from_slice(&[0, 0]);
+    let c = inet_checksum(&short[34..]);
+    short[36..38].copy_from_slice(&c.to_be_bytes());
+    let mut echo = Vec::new();
+    etherparse::PacketBuilder::ethernet2(CLIENT_MAC, LB_MAC)
+        .ipv4([10, 1, 0, 5], VIP, 64)
+        .icmpv4_echo_request(1, 1)
+        .write(&mut echo, b"ping")
+        .expect("build echo");
+    let frames = vec![input[0].clone(), input[1].clone(), short, echo];
+    let run = run_frames("icmp-short", &Setup::default(), &frames, 1.0);
+    assert!(run.success);
+    assert_eq!(run.out.len(), 2, "{:?}", run.nonzero_drops());
+    assert_eq!(run.drops("icmp_quote_too_short"), 1, "{:?}", run.nonzero_drops());
+    assert_eq!(run.drops("icmp_ignored"), 1, "{:?}", run.nonzero_drops());
+    assert_eq!(run.total_drops(), 2);
+    assert_eq!(run.status.total.icmp_forwarded, 0);
+}
