@@ -1232,7 +1232,7 @@ mod tests {
         let ev = event_for(&rx, "b", GENEROUS);
         assert!(ev.healthy);
         assert_eq!(ev.reason, "2 consecutive successes");
-        assert!(ev.rtt_ms.is_some_and(|r| r >= 0.0 && r < 1000.0), "{ev:?}");
+        assert!(ev.rtt_ms.is_some_and(|r| (0.0..1000.0).contains(&r)), "{ev:?}");
         let s = status(&c, "b");
         assert!(s.healthy && s.rtt_last_ms.is_some() && s.rtt_ewma_ms.is_some());
         assert_eq!(s.probes_failed, 0);
