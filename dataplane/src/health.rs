@@ -31,6 +31,14 @@
 //!
 //! Probe round-trip times (ms) are kept as the last value and an exponentially weighted
 //! moving average ([`RTT_EWMA_ALPHA`]); they are the latency that origin routing uses.
+//! The RTT is wall-clock time from probe start (socket creation) to the success condition,
+//! as seen by the event loop, so it includes the prober's own scheduling delay.
+//!
+//! Resources: one socket per in-flight probe and at most one probe in flight per target,
+//! so the checker needs up to one file descriptor per target (plus 2); size
+//! `RLIMIT_NOFILE` for it. Probes that cannot start for a local shortage (see
+//! [`is_local_error`]) are skipped rather than counted against the backend. Scale:
+//! `examples/health_scale.rs` runs 10,000 targets at a 1 s interval.
 
 use std::collections::hash_map::DefaultHasher;
 use std::collections::{BinaryHeap, HashMap};
@@ -311,6 +319,9 @@ pub struct TargetStatus {
     pub probes_sent: u64,
     /// Probes failed.
     pub probes_failed: u64,
+    /// Probes not run because of a local resource error (see [`is_local_error`]); they
+    /// count neither as successes nor as failures.
+    pub probes_skipped: u64,
 }
 
 /// Options of a [`HealthChecker`].
@@ -490,6 +501,7 @@ struct Slot {
     tracker: HealthTracker,
     probe: Option<InFlight>,
     request: Vec<u8>,
+    skipped: u64,
 }
 
 struct Loop {
@@ -588,6 +600,16 @@ fn set_linger_zero(fd: RawFd) {
             std::mem::size_of::<libc::linger>() as libc::socklen_t,
         )
     };
+}
+
+/// Whether a probe error is a local resource shortage (out of file descriptors, buffers,
+/// memory or ephemeral ports) rather than a sign of the backend's health. Such probes are
+/// skipped, not counted as failures, so an overloaded prober cannot mark backends down.
+pub fn is_local_error(e: &io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM | libc::EADDRNOTAVAIL)
+    )
 }
 
 fn would_block(e: &io::Error) -> bool {
@@ -691,6 +713,7 @@ impl Loop {
                     last_change: t.last_change(),
                     probes_sent: t.probes(),
                     probes_failed: t.probes_failed(),
+                    probes_skipped: s.skipped,
                 }
             })
             .collect()
@@ -752,6 +775,7 @@ impl Loop {
             next_start,
             probe: None,
             request,
+            skipped: 0,
         };
         let key = (slot.target.service.clone(), slot.target.backend.clone());
         let i = match self.free.pop() {
@@ -823,6 +847,14 @@ impl Loop {
                 let at = now + s.timeout;
                 s.probe = Some(p);
                 self.timers.push(std::cmp::Reverse(Timer { at, kind: TimerKind::Deadline, slot: i, id }));
+            }
+            Err(e) if is_local_error(&e) => {
+                // Our problem, not the backend's: do not count it against the target.
+                s.skipped += 1;
+                if s.skipped.is_power_of_two() {
+                    tracing::warn!(service = %s.target.service, backend = %s.target.backend,
+                        "health: probe skipped ({} so far): {e}", s.skipped);
+                }
             }
             Err(e) => self.finish(now, i, ProbeResult::Failure { reason: format!("probe: {e}") }),
         }
@@ -1088,6 +1120,16 @@ mod tests {
         }
         assert!((t.rtt_ewma_ms().unwrap() - 5.0).abs() < 1e-6);
         assert_eq!(t.last_error(), Some("x"), "last error kept after recovery");
+    }
+
+    #[test]
+    fn local_errors_are_not_backend_failures() {
+        for e in [libc::EMFILE, libc::ENFILE, libc::ENOBUFS, libc::ENOMEM, libc::EADDRNOTAVAIL] {
+            assert!(is_local_error(&io::Error::from_raw_os_error(e)));
+        }
+        for e in [libc::ECONNREFUSED, libc::ENETUNREACH, libc::EHOSTUNREACH, libc::ETIMEDOUT] {
+            assert!(!is_local_error(&io::Error::from_raw_os_error(e)));
+        }
     }
 
     #[test]
