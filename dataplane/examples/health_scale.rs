@@ -10,12 +10,12 @@ use std::net::{SocketAddr, SocketAddrV4, TcpListener, UdpSocket};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-fn raise_nofile(want: u64) -> u64 {
+fn raise_nofile(want: libc::rlim_t) -> libc::rlim_t {
     let mut r = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
     // SAFETY: valid out-pointer.
     unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) };
-    let target = want.min(r.rlim_max as u64).max(r.rlim_cur as u64);
-    r.rlim_cur = target as libc::rlim_t;
+    let target = want.min(r.rlim_max).max(r.rlim_cur);
+    r.rlim_cur = target;
     // SAFETY: valid rlimit.
     unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &r) };
     target

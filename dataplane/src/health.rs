@@ -277,6 +277,19 @@ pub fn targets_from_config(cfg: &Config) -> Vec<Target> {
     out
 }
 
+/// Copies health state and RTT moving average (as `latency_ms`) from a
+/// [`HealthChecker::snapshot`] into the control plane's [`crate::control::HealthView`],
+/// keeping each entry's other fields (load). Backends without a status are left alone.
+pub fn apply_snapshot(statuses: &[TargetStatus], view: &mut crate::control::HealthView) {
+    for st in statuses {
+        let v = view.entry((st.service.clone(), st.backend.clone())).or_default();
+        v.healthy = st.healthy;
+        if st.rtt_ewma_ms.is_some() {
+            v.latency_ms = st.rtt_ewma_ms;
+        }
+    }
+}
+
 /// A health state change, sent by the checker thread on every transition.
 #[derive(Debug, Clone, PartialEq)]
 pub struct HealthEvent {
@@ -1141,6 +1154,36 @@ mod tests {
         for bad in [&b"garbage\r\n"[..], b"HTTP/1.1 20 OK", b"HTTP/1.1 2000 OK", b"HTTP/2 200 OK", b"", b"HTTP/1.1 abc OK"] {
             assert!(parse_status_line(bad).is_err(), "{:?}", String::from_utf8_lossy(bad));
         }
+    }
+
+    #[test]
+    fn snapshot_applies_to_health_view() {
+        let mut view = crate::control::HealthView::new();
+        let key = ("svc".to_string(), "a".to_string());
+        view.insert(key.clone(), crate::control::BackendView { healthy: true, latency_ms: Some(9.0), load_cps: 42.0 });
+        let st = TargetStatus {
+            service: "svc".into(),
+            backend: "a".into(),
+            probe_addr: SocketAddrV4::new(Ipv4Addr::LOCALHOST, 80),
+            healthy: false,
+            consecutive_successes: 0,
+            consecutive_failures: 2,
+            rtt_ewma_ms: None,
+            rtt_last_ms: None,
+            last_error: Some("x".into()),
+            last_change: Instant::now(),
+            probes_sent: 2,
+            probes_failed: 2,
+            probes_skipped: 0,
+        };
+        let mut st2 = st.clone();
+        st2.backend = "b".into();
+        st2.healthy = true;
+        st2.rtt_ewma_ms = Some(1.5);
+        apply_snapshot(&[st, st2], &mut view);
+        assert_eq!(view[&key], crate::control::BackendView { healthy: false, latency_ms: Some(9.0), load_cps: 42.0 });
+        let b = &view[&("svc".to_string(), "b".to_string())];
+        assert!(b.healthy && b.latency_ms == Some(1.5) && b.load_cps == 0.0);
     }
 
     // ----- driver against real sockets on 127.0.0.1 -----
