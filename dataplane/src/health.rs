@@ -1484,10 +1484,11 @@ mod tests {
         let sd = get("d").unwrap();
         assert!(!sd.healthy && sd.consecutive_failures >= 2, "d kept its unhealthy state: {sd:?}");
         let sb = get("b").unwrap();
-        assert_eq!((sb.probes_sent, sb.probes_failed, sb.rtt_ewma_ms.is_none()), (0, 0, true), "b reset");
+        // Reset: counters start again (at most one probe can land at a 30 s interval).
+        assert!(sb.probes_sent <= 1 && sb.probes_failed == 0, "b reset: {sb:?}");
         assert!(sb.healthy, "b back to the initial state");
         let sn = get("n").unwrap();
-        assert_eq!(sn.probes_sent, 0);
+        assert!(sn.probes_sent <= 1, "{sn:?}");
         assert_eq!(snap.len(), 4);
         // A kept target keeps being probed.
         let before = sa.probes_sent;
@@ -1497,7 +1498,7 @@ mod tests {
         d2.addr = srv.addr;
         c.update(vec![a, d2]);
         let sd = status(&c, "d");
-        assert!(sd.healthy && sd.probes_sent == 0, "{sd:?}");
+        assert!(sd.healthy && sd.consecutive_failures == 0 && sd.probes_failed == 0, "{sd:?}");
         assert_eq!(c.snapshot().len(), 2);
     }
 
