@@ -12,3 +12,4 @@ pub mod worker;
 pub mod control;
 pub mod ctl_server;
 pub mod daemon;
+pub mod health;
