@@ -60,6 +60,8 @@ pub struct Daemon {
     pub port_stats: PortStatsFn,
     /// Per-port own addresses (host order; 0 = none).
     pub port_addrs: Vec<u32>,
+    /// The health checker, when running (absent in tests without probes).
+    pub checker: Mutex<Option<crate::health::HealthChecker>>,
 }
 
 impl Daemon {
@@ -90,6 +92,7 @@ impl Daemon {
             started,
             port_stats,
             port_addrs,
+            checker: Mutex::new(None),
         })
     }
 
@@ -155,6 +158,30 @@ impl Daemon {
             self.republish(&mut st);
         }
         changed
+    }
+
+    /// Copies probe RTTs (the latency origin routing uses) into the health view;
+    /// republishes when a service has a latency band and some latency moved by more than
+    /// 20 % (and 1 ms).
+    pub fn refresh_latencies(&self) {
+        let statuses = match self.checker.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+            Some(c) => c.snapshot(),
+            None => return,
+        };
+        let mut st = self.control.lock().unwrap_or_else(|e| e.into_inner());
+        let mut moved = false;
+        for t in &statuses {
+            let Some(rtt) = t.rtt_ewma_ms else { continue };
+            let e = st.health.entry((t.service.clone(), t.backend.clone())).or_default();
+            let old = e.latency_ms.unwrap_or(f64::INFINITY);
+            if (old - rtt).abs() > (0.2 * old).max(1.0) {
+                moved = true;
+            }
+            e.latency_ms = Some(rtt);
+        }
+        if moved && st.cfg.services.iter().any(|s| s.latency_sensitivity_ms.is_some()) {
+            self.republish(&mut st);
+        }
     }
 
     /// One control tick: measures per-backend new-connection rates (load feedback for the

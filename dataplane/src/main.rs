@@ -8,6 +8,7 @@ use clap::Parser;
 use spillway_dataplane::conntrack::Timeouts;
 use spillway_dataplane::ctl_server::{group_gid, Server};
 use spillway_dataplane::daemon::Daemon;
+use spillway_dataplane::health::{self, HealthChecker};
 use spillway_dataplane::dpdk::{self, Eal, EthPort, Mempool};
 use spillway_dataplane::port::Burst;
 use spillway_dataplane::worker::{PortInfo, Worker};
@@ -239,11 +240,40 @@ fn run(args: Args) -> Result<(), String> {
         handles.push(h);
     }
 
+    // Health checks from the host stack.
+    let (health_tx, health_rx) = std::sync::mpsc::channel();
+    let targets = health::targets_from_config(&cfg);
+    if !targets.is_empty() {
+        let n = targets.len();
+        let checker = HealthChecker::start(targets, health_tx).map_err(|e| format!("cannot start the health checker: {e}"))?;
+        *daemon.checker.lock().unwrap_or_else(|e| e.into_inner()) = Some(checker);
+        tracing::info!(targets = n, "health checker started");
+    } else {
+        drop(health_tx);
+    }
+
     // The control loop: health events, load ticks, snapshot republication.
     let deadline = args.duration.map(|d| Instant::now() + Duration::from_secs_f64(d));
+    let mut last_latency = Instant::now();
     while !STOP.load(Ordering::SeqCst) && deadline.map_or(true, |d| Instant::now() < d) {
-        std::thread::sleep(Duration::from_millis(50));
+        match health_rx.recv_timeout(Duration::from_millis(50)) {
+            Ok(ev) => {
+                daemon.set_health(&ev.service, &ev.backend, ev.healthy, ev.rtt_ms);
+                if !ev.healthy {
+                    tracing::warn!(service = %ev.service, backend = %ev.backend, reason = %ev.reason, "backend unhealthy");
+                }
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => std::thread::sleep(Duration::from_millis(50)),
+        }
         daemon.tick();
+        if last_latency.elapsed() >= Duration::from_secs(2) {
+            last_latency = Instant::now();
+            daemon.refresh_latencies();
+        }
+    }
+    if let Some(c) = daemon.checker.lock().unwrap_or_else(|e| e.into_inner()).take() {
+        c.stop();
     }
     tracing::info!("stopping");
     daemon.shared.stop.store(true, Ordering::SeqCst);
