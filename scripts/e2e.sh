@@ -213,10 +213,22 @@ e2e_long_lived() {
     SPW_KA_INTERVAL=0.25 run_keepalive_clients 1 48 c1 >/dev/null &
     pid=$!
     sleep 1
-    local served; served="$(awk -F'\t' '$1 == "keepalive" && $5 == "200" {print $6; exit}' "$SPW_REQUESTS" 2>/dev/null || true)"
-    # swap snapshots repeatedly: stop/start z1 backends (spill and return), and a z2 one
+    # the backend whose own log shows c1's keep-alive connection (request number >= 2)
+    local served="" cand
+    for cand in "${SPW_BACKENDS[@]}"; do
+        if awk -F'\t' -v c="${SPW_ADDR[c1]}" '$3 == c && $9 >= 2 {f = 1} END {exit !f}' "$(backend_log "$cand")" 2>/dev/null; then
+            served="$cand"
+        fi
+    done
+    [[ -n "$served" ]] || e2e_fail "the keep-alive connection got no answer in its first second"
+    echo "  long-lived connection from c1 is on $served"
+    # Swap snapshots repeatedly without touching the connection's own backend: stopping
+    # the other z1 backend drops c1's zone below the spillover ratio (1/2 < 0.8, zonal
+    # affinity changes to "spill to all"), restarting it brings affinity back; z2
+    # backends add more swaps.
     local other
-    for other in b1 b2 b3; do
+    for other in "${SPW_BACKENDS[@]}"; do
+        [[ "$other" == "$served" ]] && continue
         backend_stop "$other"; wait_health "$other" false
         backend_start "$other"; wait_health "$other" true
     done
