@@ -8,9 +8,12 @@
 # As root on Debian 12: installs missing packages (apt-get), builds the release
 # binaries (cargo; rustup's cargo must already be installed), brings the topology of
 # docs/demo.md up, starts spillway in its namespace (socket /run/spillway-demo/ctl.sock),
-# makes N (default 200) HTTP requests on new connections plus keep-alive connections,
-# prints how many requests each backend served (from the servers' own logs) next to
-# `spillwayctl status`, and removes everything on exit, failure or Ctrl-C.
+# makes N (default 200) HTTP requests on new connections plus keep-alive connections with
+# zonal affinity on, then stops one backend (failover: health checks mark it down, its
+# zone's clients spill over) and starts it again (recovery), printing per phase which
+# backends each client reached; at the end how many requests each backend served (from
+# the servers' own logs) next to `spillwayctl status`. Removes everything on exit,
+# failure or Ctrl-C.
 #
 # Environment: SPILLWAY_BIN, SPILLWAYCTL_BIN (default target/release/...), SPW_SKIP_INSTALL=1,
 # SPW_SKIP_BUILD=1, SPW_DEMO_REQUESTS, SPW_READY_TIMEOUT (s, default 30); the rest in
@@ -79,17 +82,39 @@ topo_before_down() {
 }
 topo_trap
 topo_up
-write_config "$SPW_CONFIG"
+SPW_SERVICE_EXTRA="$SPW_DEMO_SERVICE_EXTRA" write_config "$SPW_CONFIG"
 spillway_start
 spillway_wait_ready "${SPW_READY_TIMEOUT:-30}"
 
 # ------------------------------------------------------------------- traffic -
 echo
-echo "== $REQUESTS HTTP requests to http://$SPW_VIP/ from c1 (zone z1) and c2 (zone z2), one TCP connection each"
+echo "== 1. zonal affinity: $REQUESTS HTTP requests to http://$SPW_VIP/ from c1 (zone z1) and c2 (zone z2),"
+echo "      one TCP connection each; SPILL_CROSS_ZONE keeps each client in its zone (c1 -> b1/b2, c2 -> b3/b4)"
 run_clients "$REQUESTS" || true
 echo
 echo "== keep-alive: per client $KA_CONNS connections x $KA_REQS requests on one TCP connection"
 run_keepalive_clients "$KA_CONNS" "$KA_REQS" || true
+
+echo
+echo "== 2. failover: stopping b1's HTTP server; health checks (1 s interval, 2 failures) mark it down"
+backend_stop b1
+if ms="$(spillway_wait_health b1 false 15)"; then
+    echo "   b1 marked unhealthy ${ms} ms after it stopped"
+else
+    topo_log "warning: b1 was not marked unhealthy within 15 s"
+fi
+echo "   zone z1 now has 1 of 2 backends healthy (0.5 < spillover_ratio 0.8): c1 spills to every healthy backend"
+run_clients $((REQUESTS / 2)) || true
+
+echo
+echo "== 3. recovery: starting b1 again; c1 returns to zone z1"
+backend_start b1
+if ms="$(spillway_wait_health b1 true 15)"; then
+    echo "   b1 healthy again after ${ms} ms"
+else
+    topo_log "warning: b1 was not marked healthy within 15 s"
+fi
+run_clients $((REQUESTS / 2)) || true
 
 # -------------------------------------------------------------------- report -
 echo

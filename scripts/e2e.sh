@@ -65,21 +65,9 @@ client_backends() { awk -F'\t' -v c="$1" '$2 == c && $5 == "200" {print $6}' "$S
 all_backends() { awk -F'\t' '$5 == "200" {print $6}' "$SPW_REQUESTS" | sort -u | tr '\n' ' ' | sed 's/ $//'; }
 # status_field KEY: a top-level field of `spillwayctl status --json`
 status_field() { spillwayctl_cmd status --json | "$SPW_PYTHON" -c "import json,sys; print(json.load(sys.stdin)['$1'])"; }
-# backend_health NAME: true/false as the daemon sees it
-backend_health() {
-    spillwayctl_cmd status --json 2>/dev/null | "$SPW_PYTHON" -c "
-import json, sys
-r = json.load(sys.stdin)
-print(next((str(b['healthy']).lower() for b in r['backends'] if b['backend'] == '$1'), 'unknown'))" 2>/dev/null || echo unknown
-}
 # wait_health NAME true|false [TIMEOUT_S]: waits until the daemon sees that state
 wait_health() {
-    local t0=$SECONDS
-    while (( SECONDS - t0 < ${3:-15} )); do
-        [[ "$(backend_health "$1")" == "$2" ]] && return 0
-        sleep 0.1
-    done
-    e2e_fail "$1 did not become healthy=$2 within ${3:-15} s"
+    spillway_wait_health "$1" "$2" "${3:-15}" >/dev/null || e2e_fail "$1 did not become healthy=$2 within ${3:-15} s"
 }
 
 # ------------------------------------------------------------------ tests ----
@@ -248,7 +236,7 @@ e2e_config() {
     local out; out="$(mktemp)"
     # shellcheck disable=SC1091
     (unset SPW_RUN_DIR SPW_LOG_DIR SPW_SOCKET SPW_CONFIG SPW_HEALTH_CHECK
-     SPW_TOPO=demo; source "$HERE/lib/topology.sh"; write_config "$out")
+     SPW_TOPO=demo; source "$HERE/lib/topology.sh"; SPW_SERVICE_EXTRA="$SPW_DEMO_SERVICE_EXTRA"; write_config "$out")
     e2e_check "examples/demo.toml == write_config output" diff -u "$SPW_REPO_ROOT/examples/demo.toml" "$out"
     rm -f "$out"
     e2e_done

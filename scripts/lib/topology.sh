@@ -417,6 +417,28 @@ spillway_alive() { local p; p="$(spillway_pid)" && [[ -n "$p" ]] && kill -0 "$p"
 
 # spillwayctl_cmd ARGS...: $SPILLWAYCTL_BIN --socket $SPW_SOCKET ARGS... (10 s timeout).
 spillwayctl_cmd() { timeout 10 "$SPILLWAYCTL_BIN" --socket "$SPW_SOCKET" "$@"; }
+# backend_health NAME: true/false/unknown as the daemon sees it (spillwayctl status --json)
+backend_health() {
+    spillwayctl_cmd status --json 2>/dev/null | "$SPW_PYTHON" -c "
+import json, sys
+r = json.load(sys.stdin)
+print(next((str(b['healthy']).lower() for b in r['backends'] if b['backend'] == '$1'), 'unknown'))" 2>/dev/null || echo unknown
+}
+# spillway_wait_health NAME true|false [TIMEOUT_S]: waits until the daemon sees that
+# state; prints the milliseconds it took; non-zero on timeout.
+spillway_wait_health() {
+    local start; start=$(date +%s%N)
+    while (( ($(date +%s%N) - start) / 1000000000 < ${3:-15} )); do
+        if [[ "$(backend_health "$1")" == "$2" ]]; then
+            echo $(( ($(date +%s%N) - start) / 1000000 )); return 0
+        fi
+        sleep 0.1
+    done
+    return 1
+}
+# The demo's service policy: zonal affinity that spills across zones when fewer than 80 %
+# of the client zone's backends are healthy (spec/zonal-affinity.md).
+SPW_DEMO_SERVICE_EXTRA=$'# Zonal affinity: keep clients in their zone while >= 80 % of its backends are healthy.\nzonal_affinity = "ZONAL_AFFINITY_SPILL_CROSS_ZONE"\nspillover_ratio = 0.8'
 
 # spillway_wait_ready [TIMEOUT=30]: until `spillwayctl status` answers; fails early
 # (with the daemon log's tail) if the daemon exits.
