@@ -301,3 +301,26 @@ fn failover_without_drain_moves_connections_at_once_then_failback() {
     let moved = rig.run(flows(false), 2);
     assert!(moved.iter().all(|f| rig.backend_of_mac(&f[0..6]) == "f1"), "connections moved to the failover pool");
 }
+
+#[test]
+fn draining_backend_keeps_connections_until_the_deadline() {
+    let backends = vec![("p1", "z1", ""), ("p2", "z1", ""), ("f1", "z2", "failover = true")];
+    let mut rig = Rig::new(config("failover_ratio = 0.5", &backends));
+    let flows = |syn| (0..100u32).map(|i| tcp(client(i, 1), 900 + i as u16, syn, b"")).collect::<Vec<_>>();
+    let first = rig.run(flows(true), 1_000);
+    rig.run(flows(false), 1_100); // handshake completes: established entries
+    rig.set_healthy("p1", false);
+    rig.set_healthy("p2", false);
+    for b in rig.snap.backends.iter_mut().filter(|b| b.name.starts_with('p')) {
+        b.draining_until_ms = Some(61_000); // drain for 60 s from t = 1 s
+    }
+    // before the deadline: TCP connections stay on their (draining) primaries
+    let during = rig.run(flows(false), 60_000);
+    for (a, b) in first.iter().zip(&during) {
+        assert_eq!(&a[0..6], &b[0..6], "connection left a draining backend before the deadline");
+    }
+    // after it: they move to the active (failover) pool
+    let after = rig.run(flows(false), 61_500);
+    assert!(after.iter().all(|f| rig.backend_of_mac(&f[0..6]) == "f1"));
+    assert_eq!(read(&rig.worker.stats).rebalanced, 100);
+}

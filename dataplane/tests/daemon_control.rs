@@ -1,0 +1,102 @@
+//! The daemon's control plane without DPDK: health changes republish snapshots, the
+//! failover pool switch sets connection draining (spec/backend-selection.md "Connection
+//! draining on failover/failback"), and the status report reflects it.
+
+use spillway_dataplane::daemon::Daemon;
+use spillway_shared::config::Config;
+use spillway_shared::proto::PortStatus;
+
+fn daemon(extra: &str) -> Daemon {
+    let toml = format!(
+        r#"
+[[ports]]
+name = "p0"
+device = "net_null0"
+[[services]]
+name = "web"
+vip = "10.0.0.100"
+port = 80
+failover_ratio = 0.5
+{extra}
+[[services.backends]]
+name = "p1"
+mac = "02:00:00:00:0b:01"
+[[services.backends]]
+name = "p2"
+mac = "02:00:00:00:0b:02"
+[[services.backends]]
+name = "f1"
+mac = "02:00:00:00:0b:03"
+failover = true
+"#
+    );
+    let cfg = Config::from_toml(&toml).unwrap();
+    cfg.validate().unwrap();
+    Daemon::new(cfg, 1, vec![0], Box::new(|_| PortStatus::default())).unwrap()
+}
+
+/// (name, draining_until_ms, evict_connections, healthy) of every present slot.
+fn slots(d: &Daemon) -> Vec<(String, Option<u32>, bool, bool)> {
+    d.shared
+        .with_snapshot(|s| s.backends.iter().filter(|b| b.present).map(|b| (b.name.clone(), b.draining_until_ms, b.evict_connections, b.healthy)).collect())
+        .unwrap()
+}
+
+fn failed_over(d: &Daemon) -> bool {
+    d.shared.with_snapshot(|s| s.services[0].failed_over).unwrap()
+}
+
+#[test]
+fn failover_and_failback_drain_the_inactive_pool() {
+    let d = daemon("");
+    assert!(!failed_over(&d));
+    assert!(slots(&d).iter().all(|s| s.1.is_none() && !s.2));
+    let g0 = d.shared.generation.load(std::sync::atomic::Ordering::Relaxed);
+    assert!(d.set_health("web", "p1", false, None));
+    // h = 1/2 is not < 0.5: still on primaries, nothing drains
+    assert!(!failed_over(&d));
+    assert!(d.set_health("web", "p2", false, None));
+    assert!(failed_over(&d), "no primary healthy: failover pool active");
+    assert!(d.shared.generation.load(std::sync::atomic::Ordering::Relaxed) >= g0 + 2);
+    let now = d.now_ms();
+    for (name, until, evict, _) in slots(&d) {
+        if name.starts_with('p') {
+            let until = until.expect("primaries drain after failover");
+            // 600 s default drain, counted from the switch
+            assert!(until.wrapping_sub(now) as i32 > 590_000 && until.wrapping_sub(now) as i32 <= 600_000, "{name}: {until} vs now {now}");
+            assert!(!evict);
+        } else {
+            assert!(until.is_none() && !evict, "the active pool does not drain");
+        }
+    }
+    // failback: primaries healthy again, the failover backend drains
+    d.set_health("web", "p1", true, None);
+    d.set_health("web", "p2", true, None);
+    assert!(!failed_over(&d));
+    for (name, until, _, _) in slots(&d) {
+        assert_eq!(until.is_some(), name == "f1", "{name}");
+    }
+    // status shows health as the dataplane uses it
+    let r = d.status();
+    assert_eq!(r.backends.iter().filter(|b| b.healthy).count(), 3);
+}
+
+#[test]
+fn drain_disabled_cuts_connections_at_once() {
+    let d = daemon("disable_connection_drain_on_failover = true");
+    d.set_health("web", "p1", false, None);
+    d.set_health("web", "p2", false, None);
+    assert!(failed_over(&d));
+    for (name, until, evict, _) in slots(&d) {
+        assert_eq!(evict, name.starts_with('p'), "{name}");
+        assert!(until.is_none());
+    }
+}
+
+#[test]
+fn unchanged_health_does_not_republish() {
+    let d = daemon("");
+    let g = d.shared.generation.load(std::sync::atomic::Ordering::Relaxed);
+    assert!(!d.set_health("web", "p1", true, Some(3.0)));
+    assert_eq!(d.shared.generation.load(std::sync::atomic::Ordering::Relaxed), g);
+}
