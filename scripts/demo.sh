@@ -73,8 +73,15 @@ fi
 # ------------------------------------------------------------------ topology -
 topo_lock
 # on failure: show why before everything is removed
+_demo_child=
 topo_before_down() {
-    if [[ "$1" != 0 && -f "$SPW_LOG_DIR/spillway.log" ]]; then
+    # stop the traffic phases (their own process group: clients, waits) at once
+    if [[ -n "$_demo_child" ]]; then
+        kill -TERM -- "-$_demo_child" 2>/dev/null || true
+        sleep 0.2
+        kill -KILL -- "-$_demo_child" 2>/dev/null || true
+    fi
+    if [[ "$1" != 0 && "$1" != 130 && "$1" != 143 && -f "$SPW_LOG_DIR/spillway.log" ]]; then
         topo_log "last lines of $SPW_LOG_DIR/spillway.log:"
         tail -n 20 "$SPW_LOG_DIR/spillway.log" >&2 || true
     fi
@@ -86,50 +93,63 @@ SPW_SERVICE_EXTRA="$SPW_DEMO_SERVICE_EXTRA" write_config "$SPW_CONFIG"
 spillway_start
 spillway_wait_ready "${SPW_READY_TIMEOUT:-30}"
 
+# The traffic phases and the report run in a background job with its own process group
+# (set -m), and this shell waits for it: Ctrl-C reaches this shell's trap at once (a
+# foreground command would delay it), and the trap stops the whole job and cleans up.
+demo_body() {
 # ------------------------------------------------------------------- traffic -
-echo
-echo "== 1. zonal affinity: $REQUESTS HTTP requests to http://$SPW_VIP/ from c1 (zone z1) and c2 (zone z2),"
-echo "      one TCP connection each; SPILL_CROSS_ZONE keeps each client in its zone (c1 -> b1/b2, c2 -> b3/b4)"
-run_clients "$REQUESTS" || true
-echo
-echo "== keep-alive: per client $KA_CONNS connections x $KA_REQS requests on one TCP connection"
-run_keepalive_clients "$KA_CONNS" "$KA_REQS" || true
+    echo
+    echo "== 1. zonal affinity: $REQUESTS HTTP requests to http://$SPW_VIP/ from c1 (zone z1) and c2 (zone z2),"
+    echo "      one TCP connection each; SPILL_CROSS_ZONE keeps each client in its zone (c1 -> b1/b2, c2 -> b3/b4)"
+    run_clients "$REQUESTS" || true
+    echo
+    echo "== keep-alive: per client $KA_CONNS connections x $KA_REQS requests on one TCP connection"
+    run_keepalive_clients "$KA_CONNS" "$KA_REQS" || true
 
-echo
-echo "== 2. failover: stopping b1's HTTP server; health checks (1 s interval, 2 failures) mark it down"
-backend_stop b1
-if ms="$(spillway_wait_health b1 false 15)"; then
-    echo "   b1 marked unhealthy ${ms} ms after it stopped"
-else
-    topo_log "warning: b1 was not marked unhealthy within 15 s"
-fi
-echo "   zone z1 now has 1 of 2 backends healthy (0.5 < spillover_ratio 0.8): c1 spills to every healthy backend"
-run_clients $((REQUESTS / 2)) || true
+    echo
+    echo "== 2. failover: stopping b1's HTTP server; health checks (1 s interval, 2 failures) mark it down"
+    backend_stop b1
+    if ms="$(spillway_wait_health b1 false 15)"; then
+        echo "   b1 marked unhealthy ${ms} ms after it stopped"
+    else
+        topo_log "warning: b1 was not marked unhealthy within 15 s"
+    fi
+    echo "   zone z1 now has 1 of 2 backends healthy (0.5 < spillover_ratio 0.8): c1 spills to every healthy backend"
+    run_clients $((REQUESTS / 2)) || true
 
-echo
-echo "== 3. recovery: starting b1 again; c1 returns to zone z1"
-backend_start b1
-if ms="$(spillway_wait_health b1 true 15)"; then
-    echo "   b1 healthy again after ${ms} ms"
-else
-    topo_log "warning: b1 was not marked healthy within 15 s"
-fi
-run_clients $((REQUESTS / 2)) || true
+    echo
+    echo "== 3. recovery: starting b1 again; c1 returns to zone z1"
+    backend_start b1
+    if ms="$(spillway_wait_health b1 true 15)"; then
+        echo "   b1 healthy again after ${ms} ms"
+    else
+        topo_log "warning: b1 was not marked healthy within 15 s"
+    fi
+    run_clients $((REQUESTS / 2)) || true
 
-# -------------------------------------------------------------------- report -
-echo
-echo "== served per backend (from the backends' own request logs; other = direct/health checks)"
-backend_counts
-echo
-echo "== spillwayctl --socket $SPW_SOCKET status"
-spillwayctl_cmd status || topo_log "warning: spillwayctl status failed"
-echo
-echo "== all requests (new + keep-alive)"
-clients_summary "$SPW_REQUESTS"
-failed="$(awk -F'\t' '$5 != "200"' "$SPW_REQUESTS" | wc -l)"
-echo
-if ((failed)); then
-    topo_log "demo finished: $failed requests failed (records: $SPW_REQUESTS, logs: $SPW_LOG_DIR)"
-    exit 1
-fi
-topo_log "demo finished: all requests answered (logs kept in $SPW_LOG_DIR)"
+    # -------------------------------------------------------------------- report -
+    echo
+    echo "== served per backend (from the backends' own request logs; other = direct/health checks)"
+    backend_counts
+    echo
+    echo "== spillwayctl --socket $SPW_SOCKET status"
+    spillwayctl_cmd status || topo_log "warning: spillwayctl status failed"
+    echo
+    echo "== all requests (new + keep-alive)"
+    clients_summary "$SPW_REQUESTS"
+    failed="$(awk -F'\t' '$5 != "200"' "$SPW_REQUESTS" | wc -l)"
+    echo
+    if ((failed)); then
+        topo_log "demo finished: $failed requests failed (records: $SPW_REQUESTS, logs: $SPW_LOG_DIR)"
+        exit 1
+    fi
+    topo_log "demo finished: all requests answered (logs kept in $SPW_LOG_DIR)"
+}
+set -m
+demo_body &
+_demo_child=$!
+set +m
+rc=0
+wait "$_demo_child" || rc=$?
+_demo_child=
+exit "$rc"

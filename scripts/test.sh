@@ -61,7 +61,7 @@ step() {
 
 step build-release cargo build --release -p spillway-dataplane -p spillway-ctl
 step cargo-test cargo test --workspace --no-fail-fast
-step scenarios target/release/spillwayctl scenario run shared/tests/cases/policy/*.json
+step scenarios "${CARGO_TARGET_DIR:-target}/release/spillwayctl" scenario run shared/tests/cases/policy/*.json
 if [[ $NO_E2E == 0 ]]; then
     step e2e scripts/e2e.sh all
 fi

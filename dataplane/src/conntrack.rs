@@ -313,8 +313,10 @@ impl ConnTable {
                         }
                     }
                 }
-                let new_syn_only = k.proto == crate::packet::PROTO_TCP && flags & crate::packet::tcp_flags::SYN != 0;
-                if new_syn_only && rank.0 >= 3 {
+                // A new entry is unconfirmed (SYN-only class): it never evicts an
+                // established connection, so neither a SYN flood nor a flood of stray
+                // ACKs/UDP datagrams can push real connections out of the table.
+                if rank.0 >= 3 {
                     self.counters.syn_not_tracked += 1;
                     return;
                 }
@@ -347,15 +349,11 @@ impl ConnTable {
             timeout_ms: 0,
             created: now,
         };
-        if k.proto == crate::packet::PROTO_TCP {
-            e.timeout_ms = t.syn_ms;
-            if flags & crate::packet::tcp_flags::SYN == 0 {
-                advance(e, flags, t);
-            }
-        } else {
-            e.state = State::Established as u8;
-            e.timeout_ms = t.udp_ms;
-        }
+        // Every new entry starts unconfirmed (`SynOnly`): a TCP SYN — or the first packet
+        // picked up mid-stream, e.g. after a restart — and the first datagram of a UDP flow.
+        // The flow's next packet confirms it (see `advance`).
+        let _ = flags;
+        e.timeout_ms = if k.proto == crate::packet::PROTO_TCP { t.syn_ms } else { t.udp_ms };
         self.counters.inserts += 1;
     }
 
@@ -406,6 +404,10 @@ impl ConnTable {
 fn advance(e: &mut Entry, flags: u8, t: &Timeouts) {
     use crate::packet::tcp_flags::*;
     if e.proto != crate::packet::PROTO_TCP {
+        // UDP and others: the second packet confirms the flow (idle timeout unchanged).
+        if e.state == State::SynOnly as u8 {
+            e.state = State::Established as u8;
+        }
         return;
     }
     if flags & (FIN | RST) != 0 {
@@ -493,9 +495,10 @@ mod tests {
         for i in 0..4 {
             assert_eq!(ct.lookup(&key(i), ACK, 12, &t).unwrap().backend, i as u16);
         }
-        // The handshake's next packet is an established-class insert: it may evict.
+        // The handshake's next packet (an untracked flow's ACK) does not evict either.
         ct.insert(&key(9), 9, 1, 0, ACK, 13, &t);
-        assert_eq!(ct.counters.evicted_established, 1);
+        assert_eq!(ct.counters.evicted_established, 0);
+        assert_eq!(ct.counters.syn_not_tracked, 2);
     }
 
     #[test]
@@ -513,15 +516,34 @@ mod tests {
     }
 
     #[test]
-    fn full_bucket_of_established_evicts_oldest() {
+    fn new_flows_evict_closing_before_established_and_never_established() {
         let t = Timeouts::default();
         let mut ct = ConnTable::new(4, 1); // one bucket
         for i in 0..4 {
             ct.insert(&key(i), i as u16, 1, 0, ACK, i, &t);
+            ct.lookup(&key(i), ACK, i, &t).unwrap(); // confirmed: established
         }
+        ct.lookup(&key(2), FIN | ACK, 5, &t).unwrap(); // key 2 closing
         ct.insert(&key(9), 9, 1, 0, ACK, 10, &t);
-        assert_eq!(ct.counters.evicted_established, 1);
-        assert!(ct.lookup(&key(0), ACK, 11, &t).is_none());
+        assert_eq!((ct.counters.evicted_closing, ct.counters.evicted_established), (1, 0));
+        assert!(ct.lookup(&key(2), ACK, 11, &t).is_none());
         assert!(ct.lookup(&key(9), ACK, 11, &t).is_some());
+        // now all four are established: a new flow (ACK picked up mid-stream) is not tracked
+        ct.insert(&key(10), 10, 1, 0, ACK, 12, &t);
+        assert_eq!(ct.counters.evicted_established, 0);
+        assert_eq!(ct.counters.syn_not_tracked, 1);
+    }
+
+    #[test]
+    fn udp_and_midstream_entries_start_unconfirmed() {
+        let t = Timeouts::default();
+        let mut ct = ConnTable::new(1024, 3);
+        let u = FlowKey { proto: 17, ..key(1) };
+        ct.insert(&u, 1, 1, 0, 0, 0, &t);
+        assert_eq!(ct.lookup(&u, 0, 1, &t).unwrap().state, State::SynOnly);
+        assert_eq!(ct.lookup(&u, 0, 2, &t).unwrap().state, State::Established);
+        ct.insert(&key(2), 1, 1, 0, ACK, 0, &t);
+        assert_eq!(ct.lookup(&key(2), ACK, 1, &t).unwrap().state, State::SynOnly);
+        assert_eq!(ct.lookup(&key(2), ACK, 2, &t).unwrap().state, State::Established);
     }
 }

@@ -95,22 +95,38 @@ pub struct Server {
 impl Server {
     /// Binds `path` (creating its directory 0750, replacing a stale socket) and serves in a
     /// thread. `group`: the gid allowed besides root (the socket is chowned to it).
+    ///
+    /// Errors: the path exists and is not a socket (never removed), a live daemon already
+    /// answers on it, or its parent's parent does not exist (only the last directory level
+    /// is created, e.g. `/run/spillway`).
     pub fn start(path: &Path, group: Option<u32>, handler: Arc<dyn Handler>) -> std::io::Result<Server> {
+        use std::os::unix::fs::FileTypeExt;
         if let Some(dir) = path.parent() {
             if !dir.as_os_str().is_empty() && !dir.exists() {
-                std::fs::create_dir_all(dir)?;
+                std::fs::create_dir(dir).map_err(|e| {
+                    std::io::Error::new(e.kind(), format!("cannot create the socket directory {}: {e}", dir.display()))
+                })?;
                 std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o750))?;
             }
         }
-        if path.exists() {
-            // A live daemon on this path? Refuse to steal its socket.
-            if UnixStream::connect(path).is_ok() {
+        match std::fs::symlink_metadata(path) {
+            Ok(m) if !m.file_type().is_socket() => {
                 return Err(std::io::Error::new(
-                    std::io::ErrorKind::AddrInUse,
-                    format!("{} is in use by a running daemon", path.display()),
+                    std::io::ErrorKind::AlreadyExists,
+                    format!("{} exists and is not a socket; refusing to replace it", path.display()),
                 ));
             }
-            std::fs::remove_file(path)?;
+            Ok(_) => {
+                // A live daemon on this path? Refuse to steal its socket.
+                if UnixStream::connect(path).is_ok() {
+                    return Err(std::io::Error::new(
+                        std::io::ErrorKind::AddrInUse,
+                        format!("{} is in use by a running daemon", path.display()),
+                    ));
+                }
+                std::fs::remove_file(path)?;
+            }
+            Err(_) => {}
         }
         let listener = UnixListener::bind(path)?;
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o660))?;
@@ -135,12 +151,45 @@ impl Server {
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
-        let _ = std::fs::remove_file(&self.path);
+        use std::os::unix::fs::FileTypeExt;
+        if std::fs::symlink_metadata(&self.path).is_ok_and(|m| m.file_type().is_socket()) {
+            let _ = std::fs::remove_file(&self.path);
+        }
     }
 }
 
 /// Most connections served at once; more are answered with an error and closed.
 pub const MAX_CONNECTIONS: usize = 64;
+/// A connection idle this long between frames is closed.
+pub const IDLE_TIMEOUT: Duration = Duration::from_secs(30);
+/// A frame must be complete this long after its first byte.
+pub const FRAME_DEADLINE: Duration = Duration::from_secs(5);
+
+/// A reader that replays one already-read byte, then reads with a per-call timeout that
+/// shrinks to an overall deadline.
+struct DeadlineReader<'a> {
+    inner: &'a mut UnixStream,
+    deadline: std::time::Instant,
+    first: Option<u8>,
+}
+
+impl std::io::Read for DeadlineReader<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if buf.is_empty() {
+            return Ok(0);
+        }
+        if let Some(b) = self.first.take() {
+            buf[0] = b;
+            return Ok(1);
+        }
+        let left = self.deadline.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return Err(std::io::Error::new(std::io::ErrorKind::TimedOut, "frame not complete within the deadline"));
+        }
+        self.inner.set_read_timeout(Some(left))?;
+        std::io::Read::read(self.inner, buf)
+    }
+}
 
 fn accept_loop(listener: UnixListener, group: Option<u32>, handler: Arc<dyn Handler>, stats: Arc<ServerStats>, stop: Arc<AtomicBool>) {
     let active = Arc::new(AtomicU64::new(0));
@@ -193,11 +242,21 @@ fn reply_error(mut stream: UnixStream, message: &str) {
 }
 
 /// Serves one connection: frames in, frames out, until EOF or a bad frame.
+///
+/// Timeouts: a connection idle for [`IDLE_TIMEOUT`] between frames is closed, and a frame
+/// must arrive whole within [`FRAME_DEADLINE`] of its first byte (a slow trickle cannot
+/// hold a connection slot).
 pub fn serve_conn(mut stream: UnixStream, handler: &dyn Handler, stats: &ServerStats) {
-    let _ = stream.set_read_timeout(Some(Duration::from_secs(60)));
     let _ = stream.set_write_timeout(Some(Duration::from_secs(10)));
     loop {
-        let body = match proto::read_frame(&mut stream) {
+        let _ = stream.set_read_timeout(Some(IDLE_TIMEOUT));
+        let mut first = [0u8; 1];
+        match std::io::Read::read(&mut stream, &mut first) {
+            Ok(1) => {}
+            _ => return,
+        }
+        let mut deadline = DeadlineReader { inner: &mut stream, deadline: std::time::Instant::now() + FRAME_DEADLINE, first: Some(first[0]) };
+        let body = match proto::read_frame(&mut deadline) {
             Ok(Some(b)) => b,
             Ok(None) => return,
             Err(FrameError::Io(_)) => return,

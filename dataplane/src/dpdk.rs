@@ -544,6 +544,11 @@ impl Drop for Mbuf {
 }
 
 impl PacketBuf for Mbuf {
+    fn segments(&self) -> u16 {
+        // SAFETY: valid mbuf owned by self; pure read.
+        unsafe { sys::spw_pktmbuf_nb_segs(self.0.as_ptr()) }
+    }
+
     fn data(&self) -> &[u8] {
         // SAFETY: mtod points at data_len initialised bytes of the first segment, owned by
         // self and borrowed immutably for the slice's lifetime.

@@ -29,12 +29,22 @@ struct Args {
     /// Control socket path (overrides dataplane.socket).
     #[arg(long, value_name = "PATH")]
     socket: Option<PathBuf>,
-    /// Stop by itself after this many seconds (benchmarks, tests).
-    #[arg(long, value_name = "SECONDS")]
+    /// Stop by itself after this many seconds (benchmarks, tests): 0.1 to 31,536,000.
+    #[arg(long, value_name = "SECONDS", value_parser = parse_duration)]
     duration: Option<f64>,
     /// Validate the configuration and exit.
     #[arg(long)]
     check: bool,
+}
+
+/// `--duration`: a finite number of seconds in [0.1, 31,536,000] (one year).
+fn parse_duration(s: &str) -> Result<f64, String> {
+    let v: f64 = s.parse().map_err(|_| format!("'{s}' is not a number of seconds"))?;
+    if v.is_finite() && (0.1..=31_536_000.0).contains(&v) {
+        Ok(v)
+    } else {
+        Err(format!("{s} is out of range: must be between 0.1 and 31536000 seconds"))
+    }
 }
 
 static STOP: AtomicBool = AtomicBool::new(false);
@@ -126,6 +136,21 @@ fn run(args: Args) -> Result<(), String> {
     let workers = usize::from(cfg.dataplane.workers);
     // Read the usable cores before EAL pins this thread to its main lcore.
     let ncores = core_affinity::get_core_ids().unwrap_or_default();
+    let avail: Vec<usize> = ncores.iter().map(|c| c.id).collect();
+    for (i, c) in cfg.dataplane.worker_cores.iter().take(workers).enumerate() {
+        if !avail.is_empty() && !avail.contains(c) {
+            return Err(format!("{path}: dataplane.worker_cores[{i}] = {c}: not a usable core of this host (usable: {avail:?})"));
+        }
+    }
+    if cfg.dataplane.worker_cores.is_empty() && workers >= avail.len().max(1) {
+        tracing::warn!(workers, cores = avail.len(), "more workers than spare cores: workers share cores with each other or the control thread");
+    }
+    for s in &cfg.services {
+        if (s.maglev_table_size as usize) < 100 * s.backends.len() {
+            tracing::warn!(service = %s.name, size = s.maglev_table_size, backends = s.backends.len(),
+                "maglev_table_size < 100 x backends: shares may be uneven by more than 1 % (NSDI 2016)");
+        }
+    }
     let eal = Eal::init(&eal_args(&cfg)).map_err(|e| format!("cannot start DPDK: {e}"))?;
     let mut ports: Vec<EthPort> = Vec::new();
     let mut pools: Vec<Arc<Mempool>> = Vec::new();

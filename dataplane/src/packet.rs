@@ -109,11 +109,16 @@ pub enum DropReason {
     TxFull,
     /// IPv4 TTL ≤ 1 on a packet we would have to route (encapsulation modes).
     TtlExceeded,
+    /// A frame received in several buffer segments (jumbo frame larger than one mbuf):
+    /// not parsed; raise the mbuf size or the MTU limit.
+    MultiSegment,
+    /// A new connection whose source address is a VIP or one of our addresses (spoofed).
+    MartianSource,
 }
 
 impl DropReason {
     /// Number of reasons (size of counter arrays).
-    pub const COUNT: usize = 15;
+    pub const COUNT: usize = 17;
     /// All reasons, in counter order.
     pub const ALL: [DropReason; Self::COUNT] = [
         DropReason::TruncatedEthernet,
@@ -131,6 +136,8 @@ impl DropReason {
         DropReason::NoHeadroom,
         DropReason::TxFull,
         DropReason::TtlExceeded,
+        DropReason::MultiSegment,
+        DropReason::MartianSource,
     ];
     /// Stable snake_case name used by counters and `spillwayctl stats`.
     pub fn name(self) -> &'static str {
@@ -150,6 +157,8 @@ impl DropReason {
             DropReason::NoHeadroom => "no_headroom",
             DropReason::TxFull => "tx_full",
             DropReason::TtlExceeded => "ttl_exceeded",
+            DropReason::MultiSegment => "multi_segment",
+            DropReason::MartianSource => "martian_source",
         }
     }
 }
@@ -318,11 +327,23 @@ pub fn parse_ipv4(frame: &[u8], l3: usize) -> Result<Ipv4Info, DropReason> {
         tcp_flags: 0,
         has_ports: false,
     };
+    // RFC 791: the fragment must end within the 65,535-byte datagram.
+    if usize::from(frag.offset) * 8 + (total_len - ihl) > 65_535 {
+        return Err(DropReason::MalformedIpv4);
+    }
     if frag.offset == 0 && (info.proto == PROTO_TCP || info.proto == PROTO_UDP) {
         let l4 = &h[ihl..total_len];
         let need = if info.proto == PROTO_TCP { 14 } else { 8 };
         if l4.len() < need {
             return Err(DropReason::TruncatedL4);
+        }
+        // RFC 9293 §3.1: data offset ≥ 5 words, within the segment (first fragments of a
+        // TCP segment are unusual; they must still carry the whole header).
+        if info.proto == PROTO_TCP && !frag.more {
+            let doff = usize::from(l4[12] >> 4) * 4;
+            if doff < 20 || doff > l4.len() {
+                return Err(DropReason::TruncatedL4);
+            }
         }
         info.sport = u16::from_be_bytes([l4[0], l4[1]]);
         info.dport = u16::from_be_bytes([l4[2], l4[3]]);

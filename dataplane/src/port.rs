@@ -28,6 +28,11 @@ pub trait PacketBuf {
     /// Grows the packet by `n` bytes at the back (contents unspecified, zeroed for MemBuf);
     /// returns false (unchanged) without tailroom.
     fn append(&mut self, n: usize) -> bool;
+    /// Number of buffer segments; `data()` covers only the first. Jumbo frames received
+    /// into chained mbufs have more than one.
+    fn segments(&self) -> u16 {
+        1
+    }
 }
 
 /// One RX queue + one TX queue of a port, owned by one worker.

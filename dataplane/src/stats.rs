@@ -52,7 +52,7 @@ pub struct WorkerStats {
     pub ct_evicted_closing: AtomicU64,
     /// Established evictions.
     pub ct_evicted_established: AtomicU64,
-    /// SYNs not tracked (buckets full of established entries).
+    /// New flows not tracked (both buckets full of established entries).
     pub ct_syn_not_tracked: AtomicU64,
     /// Snapshot generation this worker last used.
     pub generation: AtomicU64,

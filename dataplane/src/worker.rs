@@ -6,7 +6,7 @@
 //! one iteration over generic [`Port`]s. Nothing here locks, allocates or makes a syscall
 //! per packet, and nothing panics on any input.
 
-use crate::conntrack::{ConnTable, State, Timeouts};
+use crate::conntrack::{ConnTable, Timeouts};
 use crate::packet::{self, tcp_flags, DropReason, Ipv4Info, Parsed};
 use crate::port::{Burst, PacketBuf, Port};
 use crate::snapshot::{ServiceSnap, Snapshot};
@@ -79,6 +79,9 @@ impl Worker {
         let Some(pinfo) = self.ports.get(port).copied() else {
             return Verdict::Drop(DropReason::NotForVip);
         };
+        if buf.segments() > 1 {
+            return Verdict::Drop(DropReason::MultiSegment);
+        }
         let parsed = match packet::parse(buf.data()) {
             Ok(p) => p,
             Err(r) => return Verdict::Drop(r),
@@ -126,8 +129,8 @@ impl Worker {
             }
         } else {
             match self.select(&key, p.tcp_flags, svc, svc_idx, snap, now_ms) {
-                Some(b) => b,
-                None => return Verdict::Drop(DropReason::NoBackend),
+                Ok(b) => b,
+                Err(r) => return Verdict::Drop(r),
             }
         };
         self.deliver(buf, &p, svc, backend, snap, pinfo, &key)
@@ -136,7 +139,7 @@ impl Worker {
     /// Connection-table lookup, then (on a miss, or when the entry must move) a new
     /// selection recorded in the table. Returns the backend slot.
     #[inline]
-    fn select(&mut self, key: &FlowKey, flags: u8, svc: &ServiceSnap, svc_idx: u16, snap: &Snapshot, now: u32) -> Option<u16> {
+    fn select(&mut self, key: &FlowKey, flags: u8, svc: &ServiceSnap, svc_idx: u16, snap: &Snapshot, now: u32) -> Result<u16, DropReason> {
         // Tracking key: PER_CONNECTION → 5-tuple; PER_SESSION → the affinity tuple.
         let ct_key = match svc.tracking {
             TrackingMode::PER_CONNECTION => *key,
@@ -166,16 +169,18 @@ impl Worker {
                     _ => false,
                 };
                 if keep {
-                    if hit.state == State::SynOnly || hit.state == State::Established {
-                        // idle timeout of this service applies to established entries
-                    }
-                    return Some(hit.backend);
+                    return Ok(hit.backend);
                 }
                 bump(&self.stats.rebalanced, 1);
             }
         }
-        let table = table?;
-        let b = table.pick(selection_hash(key, svc.affinity, false))?;
+        // A new connection from one of our own addresses is spoofed (the backend would
+        // answer itself): refuse it.
+        if snap.arp_addrs.contains_key(&key.src) {
+            return Err(DropReason::MartianSource);
+        }
+        let table = table.ok_or(DropReason::NoBackend)?;
+        let b = table.pick(selection_hash(key, svc.affinity, false)).ok_or(DropReason::NoBackend)?;
         let inc = snap.backends.get(usize::from(b)).map_or(0, |s| s.incarnation);
         let mut t = self.timeouts;
         t.tcp_ms = svc.idle_timeout_ms;
@@ -187,7 +192,7 @@ impl Worker {
         if let Some(c) = self.stats.backend_new.get(usize::from(b)) {
             bump(c, 1);
         }
-        Some(b)
+        Ok(b)
     }
 
     /// ICMP to a VIP: errors quoting one of our flows go to that flow's backend; anything
@@ -223,8 +228,11 @@ impl Worker {
                 }
             }
         };
-        bump(&self.stats.icmp_forwarded, 1);
-        self.deliver(buf, p, svc, backend, snap, pinfo, &key)
+        let v = self.deliver(buf, p, svc, backend, snap, pinfo, &key);
+        if v == Verdict::Forward {
+            bump(&self.stats.icmp_forwarded, 1);
+        }
+        v
     }
 
     /// Rewrites the frame for `backend` per the service's forwarding mode.

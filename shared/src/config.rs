@@ -673,6 +673,9 @@ impl Service {
         if self.name.is_empty() {
             return Err(ConfigError::new(p("name"), "\"\"", "must not be empty"));
         }
+        if self.port == 0 {
+            return Err(ConfigError::new(p("port"), 0, "must be in 1..=65535"));
+        }
         if let Some(r) = self.spillover_ratio {
             in_range_f(&p("spillover_ratio"), r, 0.0, 1.0, "spec/zonal-affinity.md")?;
         }
@@ -738,7 +741,17 @@ impl Backend {
         if self.name.is_empty() {
             return Err(ConfigError::new(p("name"), "\"\"", "must not be empty"));
         }
-        in_range_u(&p("weight"), self.weight.into(), 1, 1000, "spec/origin-routing.md; disable a backend instead of weight 0")?;
+        let weight_rule = if self.weight == 0 {
+            "spec/origin-routing.md; to stop new connections set enabled = false instead of weight 0"
+        } else {
+            "spec/origin-routing.md"
+        };
+        in_range_u(&p("weight"), self.weight.into(), 1, 1000, weight_rule)?;
+        if let Some(m) = self.mac {
+            if m.0[0] & 1 != 0 || m.0 == [0; 6] {
+                return Err(ConfigError::new(p("mac"), m, "must be a unicast, non-zero MAC address"));
+            }
+        }
         in_range_u(&p("priority"), self.priority.into(), 1, 5, "1 is the highest, spec/origin-routing.md")?;
         let s = self.capacity_scaler;
         if !(s == 0.0 || (s.is_finite() && (0.1..=1.0).contains(&s))) {
@@ -813,10 +826,32 @@ impl Config {
                 return Err(ConfigError::new(format!("zones[{i}].zone"), &z.zone, "must be unique"));
             }
         }
+        // With [[zones]] listed, every zone named elsewhere must be one of them (a typo in a
+        // zone name would silently disable zonal affinity for those clients or backends).
+        let known = |z: &str| zones.is_empty() || z.is_empty() || zones.contains(z);
+        let listed = || self.zones.iter().map(|z| z.zone.as_str()).collect::<Vec<_>>().join(", ");
         for (i, cz) in self.client_zones.iter().enumerate() {
             if cz.compatible && cz.zone.as_deref().unwrap_or("").is_empty() {
                 return Err(ConfigError::new(format!("client_zones[{i}].zone"), "(none)",
                     "a compatible client prefix needs a zone (or set compatible = false)"));
+            }
+            if let Some(z) = &cz.zone {
+                if !known(z) {
+                    return Err(ConfigError::new(format!("client_zones[{i}].zone"), z, format!("must be one of [[zones]]: {}", listed())));
+                }
+            }
+        }
+        if let Some(f) = &self.forwarder {
+            if !known(&f.zone) {
+                return Err(ConfigError::new("forwarder.zone", &f.zone, format!("must be one of [[zones]]: {}", listed())));
+            }
+        }
+        for (si, s) in self.services.iter().enumerate() {
+            for (bi, b) in s.backends.iter().enumerate() {
+                if !known(&b.zone) {
+                    return Err(ConfigError::new(format!("services[{si}].backends[{bi}].zone"), &b.zone,
+                        format!("must be one of [[zones]]: {}", listed())));
+                }
             }
         }
         let mut names = HashSet::new();
@@ -958,6 +993,19 @@ zone = "z1"
             c.services.push(s)
         });
         assert_eq!(e.path, "services[1].vip");
+    }
+
+    #[test]
+    fn zones_port_and_mac_are_checked() {
+        let e = with(|c| c.services[0].backends[0].zone = "z9".into());
+        assert_eq!(e.path, "services[0].backends[0].zone");
+        assert!(e.allowed.contains("z1"), "{e}");
+        let e = with(|c| c.client_zones[0].zone = Some("zz".into()));
+        assert_eq!(e.path, "client_zones[0].zone");
+        assert_eq!(with(|c| c.services[0].port = 0).field(), "port");
+        assert_eq!(with(|c| c.services[0].backends[0].mac = Some(crate::net::MacAddr::BROADCAST)).field(), "mac");
+        assert!(with(|c| c.services[0].backends[0].weight = 0).allowed.contains("enabled = false"));
+        assert!(!with(|c| c.services[0].backends[0].weight = 1001).allowed.contains("enabled = false"));
     }
 
     #[test]

@@ -88,7 +88,8 @@ pub struct Counters {
     pub ct_evicted_closing: u64,
     /// Evictions of established entries.
     pub ct_evicted_established: u64,
-    /// SYNs forwarded without a table entry (both buckets full of established flows).
+    /// First packets of new flows forwarded without a table entry (both buckets full of
+    /// established connections; the Maglev choice still applies).
     pub ct_syn_not_tracked: u64,
     /// Snapshot generation in use (minimum over workers when summed).
     pub generation: u64,
