@@ -169,7 +169,7 @@ impl Default for Timeouts {
 
 /// The table.
 pub struct ConnTable {
-    buckets: Box<[Bucket]>,
+    buckets: BucketMem,
     mask: u64,
     seed: u64,
     /// Counters.
@@ -182,7 +182,7 @@ impl ConnTable {
     pub fn new(capacity: usize, seed: u64) -> ConnTable {
         let n_buckets = (capacity.max(WAYS) / WAYS).next_power_of_two();
         ConnTable {
-            buckets: vec![Bucket([EMPTY_ENTRY; WAYS]); n_buckets].into_boxed_slice(),
+            buckets: BucketMem::new(n_buckets),
             mask: n_buckets as u64 - 1,
             seed,
             counters: CtCounters::default(),
@@ -199,9 +199,16 @@ impl ConnTable {
         std::mem::size_of::<Entry>()
     }
 
+    /// Bucket of a key: one seeded multiply-xor of the two key words and one murmur3
+    /// finaliser (the 5-tuple fits in 2 × 64 bits). The seed enters before any mixing,
+    /// so without it nobody can aim keys at one bucket. (Was `fmix64(k.hash() ^ seed)`:
+    /// three finalisers in a dependency chain, ~half of a cached lookup's time.)
     #[inline]
     fn bucket_of(&self, k: &FlowKey) -> usize {
-        (fmix64(k.hash() ^ self.seed) & self.mask) as usize
+        let a = (u64::from(k.src) << 32) | u64::from(k.dst);
+        let b = (u64::from(k.sport) << 32) | (u64::from(k.dport) << 16) | u64::from(k.proto);
+        let x = (a ^ self.seed).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ b.wrapping_add(self.seed.rotate_left(32));
+        (fmix64(x) & self.mask) as usize
     }
 
     /// Starts loading `k`'s bucket into the cache (both of its cache lines) without
@@ -357,6 +364,78 @@ impl ConnTable {
                 }
             }
         }
+    }
+}
+
+/// The buckets: one zeroed allocation aligned to 2 MiB and advised for transparent huge
+/// pages (`MADV_HUGEPAGE`), then touched page by page so no page fault happens on the
+/// packet path. With 4 KiB pages a 1 M-entry table (32 MiB) spans 8,192 pages and every
+/// lookup of a flow in a cold page also missed the TLB (page walk); with THP it spans 16
+/// (docs/benchmarks.md). An all-zero [`Entry`] is an empty slot, so zeroed memory is an
+/// empty table.
+struct BucketMem {
+    ptr: std::ptr::NonNull<Bucket>,
+    len: usize,
+    layout: std::alloc::Layout,
+}
+
+// SAFETY: BucketMem owns its allocation exclusively (like a Box<[Bucket]>).
+unsafe impl Send for BucketMem {}
+// SAFETY: shared access only hands out `&[Bucket]`.
+unsafe impl Sync for BucketMem {}
+
+const HUGE_PAGE: usize = 2 << 20;
+
+impl BucketMem {
+    fn new(len: usize) -> BucketMem {
+        let bytes = len * std::mem::size_of::<Bucket>();
+        let align = if bytes >= HUGE_PAGE { HUGE_PAGE } else { std::mem::align_of::<Bucket>() };
+        let layout = std::alloc::Layout::from_size_align(bytes.max(std::mem::size_of::<Bucket>()), align)
+            .unwrap_or_else(|_| std::alloc::Layout::new::<Bucket>());
+        // SAFETY: layout has non-zero size.
+        let raw = unsafe { std::alloc::alloc_zeroed(layout) };
+        let Some(ptr) = std::ptr::NonNull::new(raw as *mut Bucket) else {
+            std::alloc::handle_alloc_error(layout)
+        };
+        #[cfg(target_os = "linux")]
+        if align == HUGE_PAGE {
+            // SAFETY: [raw, raw + size) is our own allocation, 2 MiB aligned; MADV_HUGEPAGE
+            // only changes how the kernel backs it (ignored where THP is off).
+            unsafe {
+                libc::madvise(raw as *mut libc::c_void, layout.size(), libc::MADV_HUGEPAGE);
+            }
+        }
+        // Fault every page in now (zero stays zero: the table is still empty).
+        let mut off = 0;
+        while off < layout.size() {
+            // SAFETY: off < size, inside the allocation; volatile so it is not elided.
+            unsafe { std::ptr::write_volatile(raw.add(off), 0u8) };
+            off += 4096;
+        }
+        debug_assert_eq!(EMPTY_ENTRY.state, 0);
+        BucketMem { ptr, len, layout }
+    }
+}
+
+impl std::ops::Deref for BucketMem {
+    type Target = [Bucket];
+    fn deref(&self) -> &[Bucket] {
+        // SAFETY: ptr points at `len` initialised (zeroed = empty) buckets we own.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+impl std::ops::DerefMut for BucketMem {
+    fn deref_mut(&mut self) -> &mut [Bucket] {
+        // SAFETY: as in deref, with exclusive access through &mut self.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+impl Drop for BucketMem {
+    fn drop(&mut self) {
+        // SAFETY: allocated in `new` with exactly this layout.
+        unsafe { std::alloc::dealloc(self.ptr.as_ptr() as *mut u8, self.layout) };
     }
 }
 
