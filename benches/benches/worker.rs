@@ -5,6 +5,7 @@
 //!
 //! - `established`: one established flow, the same packet again and again (table hot);
 //! - `syn_new`: a new flow every packet (SYN; distinct 5-tuples), default 1 M-entry table;
+//! - `syn_new_burst32_prefetch`: the same in bursts of 32 with `Worker::prefetch` first;
 //! - `established_random/{1k,1m}`: packets of N pre-established flows picked at random,
 //!   one at a time (each lookup waits for its own bucket);
 //! - `established_burst32/{1k,1m}`: the same in bursts of 32 as `Worker::poll` runs them:
@@ -67,6 +68,28 @@ fn bench(c: &mut Criterion) {
         })
     });
     eprintln!("syn_new: {:?}", w.ct.counters);
+
+    // SYNs in bursts of 32 as `Worker::poll` runs them (prefetch pass, then process).
+    let mut w = worker(1 << 20);
+    let mut bufs: Vec<MemBuf> = (0..32).map(|_| MemBuf::new(&tcp_frame(0, 0, SYN))).collect();
+    g.throughput(Throughput::Elements(32));
+    g.bench_function("syn_new_burst32_prefetch", |b| {
+        b.iter(|| {
+            for m in bufs.iter_mut() {
+                i = i.wrapping_add(1);
+                set_flow(m.data_mut(), i);
+            }
+            for m in bufs.iter() {
+                w.prefetch(m);
+            }
+            let mut fwd = 0;
+            for m in bufs.iter_mut() {
+                fwd += usize::from(w.process(m, 0, &snap, 2) == Verdict::Forward);
+            }
+            fwd
+        })
+    });
+    g.throughput(Throughput::Elements(1));
 
     for (name, n) in [("1k", 1u32 << 10), ("1m", 1 << 20)] {
         // Table of 2 N entries (64 bytes of table per tracked flow) so every flow stays.

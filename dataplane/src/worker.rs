@@ -138,10 +138,8 @@ impl Worker {
     /// key: for PER_SESSION services the prefetch is wasted, not wrong.
     #[inline]
     pub fn prefetch<B: PacketBuf>(&self, buf: &B) {
-        if let Ok(Parsed::Ipv4(p)) = packet::parse(buf.data()) {
-            if p.has_ports && !p.frag.is_fragment() {
-                self.ct.prefetch(&FlowKey { src: p.src, dst: p.dst, sport: p.sport, dport: p.dport, proto: p.proto });
-            }
+        if let Some((src, dst, sport, dport, proto)) = packet::flow_tuple_hint(buf.data()) {
+            self.ct.prefetch(&FlowKey { src, dst, sport, dport, proto });
         }
     }
 
