@@ -18,7 +18,8 @@ TARGET="${CARGO_TARGET_DIR:-$ROOT/target}"
 SPILLWAY_BIN="${SPILLWAY_BIN:-$TARGET/release/spillway}"
 N_FLOWS="${N_FLOWS:-1000}"
 W="$(mktemp -d /tmp/spillway-local.XXXXXX)"
-EAL=(--no-huge --no-shconf -m 512 --no-pci)
+# memif needs the EAL multi-process channel: no --no-shconf, one --file-prefix per process
+EAL=(--no-huge -m 512 --no-pci)
 [[ -x "$SPILLWAY_BIN" ]] || { echo "build first: cargo build --release -p spillway-dataplane" >&2; exit 1; }
 trap 'kill $(jobs -p) 2>/dev/null || true' EXIT
 
@@ -29,16 +30,16 @@ case "$KIND" in
     *) echo "kind: syn | ack | imix" >&2; exit 2 ;;
 esac
 
-timeout -s INT "$((SECS + 6))" dpdk-testpmd "${EAL[@]}" --file-prefix spw-sink -l 0 \
+timeout -s INT "$((SECS + 6))" dpdk-testpmd "${EAL[@]}" --file-prefix spw-sink -l 0-1 --main-lcore 1 \
     --vdev "net_memif1,role=server,socket=$W/sink.sock,id=0" -- --no-mlockall \
     --forward-mode=rxonly --total-num-mbufs=16384 --stats-period 1 > "$W/sink.log" 2>&1 < /dev/null &
-timeout -s INT "$((SECS + 6))" dpdk-testpmd "${EAL[@]}" --file-prefix spw-gen -l 0 \
+timeout -s INT "$((SECS + 6))" dpdk-testpmd "${EAL[@]}" --file-prefix spw-gen -l 0-1 --main-lcore 1 \
     --vdev "net_pcap0,rx_pcap=$W/in.pcap,infinite_rx=1" --vdev "net_memif0,role=server,socket=$W/gen.sock,id=0" -- \
     --no-mlockall --forward-mode=io --total-num-mbufs=16384 --stats-period 1 > "$W/gen.log" 2>&1 < /dev/null &
 sleep 2
 cat > "$W/spillway.toml" <<CFG
 [dataplane]
-eal_args = ["--no-huge", "--no-shconf", "-m", "512", "--no-pci", "--file-prefix", "spw-lb"]
+eal_args = ["--no-huge", "-m", "512", "--no-pci", "--file-prefix", "spw-lb"]
 workers = 1
 worker_cores = [1]
 socket = "$W/ctl.sock"
