@@ -181,7 +181,7 @@ impl Default for Timeouts {
 
 /// The table.
 pub struct ConnTable {
-    buckets: Box<[Bucket]>,
+    buckets: BucketMem,
     mask: u64,
     seed: u64,
     /// Counters.
@@ -194,7 +194,7 @@ impl ConnTable {
     pub fn new(capacity: usize, seed: u64) -> ConnTable {
         let n_buckets = (capacity.max(WAYS) / WAYS).next_power_of_two();
         ConnTable {
-            buckets: vec![Bucket([EMPTY_ENTRY; WAYS]); n_buckets].into_boxed_slice(),
+            buckets: BucketMem::new(n_buckets),
             mask: n_buckets as u64 - 1,
             seed,
             counters: CtCounters::default(),
@@ -211,10 +211,16 @@ impl ConnTable {
         std::mem::size_of::<Entry>()
     }
 
-    /// The key's two candidate buckets (distinct whenever there are two buckets or more).
+    /// The key's two candidate buckets (distinct whenever there are two buckets or more):
+    /// one seeded multiply-xor of the two key words and one murmur3 finaliser (the 5-tuple
+    /// fits in 2 × 64 bits); the low bits pick the first bucket, the high bits the second.
+    /// The seed enters before any mixing, so without it nobody can aim keys at a bucket.
     #[inline]
     fn buckets_of(&self, k: &FlowKey) -> (usize, usize) {
-        let h = fmix64(k.hash() ^ self.seed);
+        let a = (u64::from(k.src) << 32) | u64::from(k.dst);
+        let b = (u64::from(k.sport) << 32) | (u64::from(k.dport) << 16) | u64::from(k.proto);
+        let x = (a ^ self.seed).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ b.wrapping_add(self.seed.rotate_left(32));
+        let h = fmix64(x);
         let b1 = (h & self.mask) as usize;
         let mut b2 = ((h >> 32) & self.mask) as usize;
         if b2 == b1 {
@@ -237,6 +243,18 @@ impl ConnTable {
             }
         }
         None
+    }
+
+    /// Starts loading `k`'s first-choice bucket into the cache (both of its cache lines)
+    /// without waiting for it. The worker calls this for every packet of a burst before
+    /// processing the first one, so the DRAM misses of a large table overlap instead of
+    /// being paid one after another (docs/benchmarks.md, "conntrack at 1 M flows").
+    #[inline]
+    pub fn prefetch(&self, k: &FlowKey) {
+        let (b, _) = self.buckets_of(k);
+        if let Some(bucket) = self.buckets.get(b) {
+            prefetch_lines(bucket as *const Bucket as *const u8);
+        }
     }
 
     /// Looks `k` up; on a hit refreshes `last_seen` and advances the state with the TCP
@@ -397,6 +415,93 @@ impl ConnTable {
             }
         }
     }
+}
+
+/// The buckets: one zeroed allocation aligned to 2 MiB and advised for transparent huge
+/// pages (`MADV_HUGEPAGE`), then touched page by page so no page fault happens on the
+/// packet path. With 4 KiB pages a 1 M-entry table (32 MiB) spans 8,192 pages and every
+/// lookup of a flow in a cold page also missed the TLB (page walk); with THP it spans 16
+/// (docs/benchmarks.md). An all-zero [`Entry`] is an empty slot, so zeroed memory is an
+/// empty table.
+struct BucketMem {
+    ptr: std::ptr::NonNull<Bucket>,
+    len: usize,
+    layout: std::alloc::Layout,
+}
+
+// SAFETY: BucketMem owns its allocation exclusively (like a Box<[Bucket]>).
+unsafe impl Send for BucketMem {}
+// SAFETY: shared access only hands out `&[Bucket]`.
+unsafe impl Sync for BucketMem {}
+
+const HUGE_PAGE: usize = 2 << 20;
+
+impl BucketMem {
+    fn new(len: usize) -> BucketMem {
+        let bytes = len * std::mem::size_of::<Bucket>();
+        let align = if bytes >= HUGE_PAGE { HUGE_PAGE } else { std::mem::align_of::<Bucket>() };
+        let layout = std::alloc::Layout::from_size_align(bytes.max(std::mem::size_of::<Bucket>()), align)
+            .unwrap_or_else(|_| std::alloc::Layout::new::<Bucket>());
+        // Not alloc_zeroed: that would write (fault in) every 4 KiB page before the advice.
+        // SAFETY: layout has non-zero size.
+        let raw = unsafe { std::alloc::alloc(layout) };
+        let Some(ptr) = std::ptr::NonNull::new(raw as *mut Bucket) else {
+            std::alloc::handle_alloc_error(layout)
+        };
+        #[cfg(target_os = "linux")]
+        if align == HUGE_PAGE {
+            // SAFETY: [raw, raw + size) is our own allocation, 2 MiB aligned; MADV_HUGEPAGE
+            // only changes how the kernel backs it (ignored where THP is off).
+            unsafe {
+                libc::madvise(raw as *mut libc::c_void, layout.size(), libc::MADV_HUGEPAGE);
+            }
+        }
+        // Zero it now (an all-zero table is empty), faulting every page in at start, not
+        // on the packet path.
+        // SAFETY: the whole allocation is ours and u8 has no invalid values.
+        unsafe { std::ptr::write_bytes(raw, 0, layout.size()) };
+        debug_assert_eq!(EMPTY_ENTRY.state, 0);
+        BucketMem { ptr, len, layout }
+    }
+}
+
+impl std::ops::Deref for BucketMem {
+    type Target = [Bucket];
+    fn deref(&self) -> &[Bucket] {
+        // SAFETY: ptr points at `len` initialised (zeroed = empty) buckets we own.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+impl std::ops::DerefMut for BucketMem {
+    fn deref_mut(&mut self) -> &mut [Bucket] {
+        // SAFETY: as in deref, with exclusive access through &mut self.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+impl Drop for BucketMem {
+    fn drop(&mut self) {
+        // SAFETY: allocated in `new` with exactly this layout.
+        unsafe { std::alloc::dealloc(self.ptr.as_ptr() as *mut u8, self.layout) };
+    }
+}
+
+/// Prefetches the two cache lines of a bucket at `p` (a no-op off x86-64).
+#[inline(always)]
+fn prefetch_lines(p: *const u8) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        // SAFETY: PREFETCHT0 is a hint: it never faults and has no architectural effect,
+        // whatever the address; `p` and `p + 64` are inside one 128-byte bucket anyway.
+        unsafe {
+            _mm_prefetch::<_MM_HINT_T0>(p as *const i8);
+            _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(64) as *const i8);
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
 }
 
 /// TCP state machine of an entry for one packet's `flags`.

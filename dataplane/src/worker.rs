@@ -50,6 +50,21 @@ pub struct Worker {
     pub stats: Arc<WorkerStats>,
     /// Ports.
     pub ports: Vec<PortInfo>,
+    /// Direct-mapped cache (VIP, port, proto) → service index in front of the snapshot's
+    /// hash map (~10 % of a packet's time in the e2e profile). An entry is only a guess:
+    /// it is used when the cached index names a service of the *current* snapshot with
+    /// exactly this (VIP, port, proto), which is then the only such service (config
+    /// validation refuses duplicates), so a new snapshot never needs a flush.
+    svc_cache: [u16; SVC_CACHE],
+}
+
+/// Entries of [`Worker`]'s service cache (power of two).
+const SVC_CACHE: usize = 64;
+
+#[inline]
+fn svc_slot(dst: u32, dport: u16, proto: u8) -> usize {
+    let x = (u64::from(dst) << 24 | u64::from(dport) << 8 | u64::from(proto)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    (x >> 58) as usize & (SVC_CACHE - 1)
 }
 
 /// Hash of the flow for backend selection: fragments and port-less protocols use the
@@ -69,7 +84,7 @@ fn selection_hash(key: &FlowKey, affinity: SessionAffinity, portless: bool) -> u
 impl Worker {
     /// A worker with a connection table of `ct_capacity` entries.
     pub fn new(id: usize, ct_capacity: usize, seed: u64, timeouts: Timeouts, stats: Arc<WorkerStats>, ports: Vec<PortInfo>) -> Worker {
-        Worker { id, ct: ConnTable::new(ct_capacity, seed), timeouts, stats, ports }
+        Worker { id, ct: ConnTable::new(ct_capacity, seed), timeouts, stats, ports, svc_cache: [u16::MAX; SVC_CACHE] }
     }
 
     /// Decides one frame received on port `port` at time `now_ms`, rewriting it in place
@@ -105,7 +120,18 @@ impl Worker {
         let svc_idx = if portless {
             snap.by_vip_proto.get(&(p.dst, p.proto)).copied()
         } else {
-            snap.by_vip_port.get(&(p.dst, p.dport, p.proto)).copied()
+            let slot = svc_slot(p.dst, p.dport, p.proto);
+            let cached = self.svc_cache.get(slot).copied().unwrap_or(u16::MAX);
+            match snap.services.get(usize::from(cached)) {
+                Some(s) if s.vip == p.dst && s.port == p.dport && s.proto == p.proto => Some(cached),
+                _ => {
+                    let found = snap.by_vip_port.get(&(p.dst, p.dport, p.proto)).copied();
+                    if let (Some(i), Some(c)) = (found, self.svc_cache.get_mut(slot)) {
+                        *c = i;
+                    }
+                    found
+                }
+            }
         };
         let Some(svc_idx) = svc_idx else {
             let is_vip = snap.arp_addrs.contains_key(&p.dst);
@@ -134,6 +160,16 @@ impl Worker {
             }
         };
         self.deliver(buf, &p, svc, backend, snap, pinfo, &key)
+    }
+
+    /// Prefetches the connection-table bucket of `buf`'s 5-tuple (TCP/UDP, unfragmented).
+    /// [`Worker::poll`] calls it for a whole burst before processing it. Uses the 5-tuple
+    /// key: for PER_SESSION services the prefetch is wasted, not wrong.
+    #[inline]
+    pub fn prefetch<B: PacketBuf>(&self, buf: &B) {
+        if let Some((src, dst, sport, dport, proto)) = packet::flow_tuple_hint(buf.data()) {
+            self.ct.prefetch(&FlowKey { src, dst, sport, dport, proto });
+        }
     }
 
     /// Connection-table lookup, then (on a miss, or when the entry must move) a new
@@ -297,6 +333,10 @@ impl Worker {
             total += n;
             bump(&self.stats.rx, n as u64);
             let fwd = self.ports.get(i).map_or(i, |p| p.forward_to).min(ports.len() - 1);
+            // Start every packet's table load before the first lookup waits on its own.
+            for b in rx.iter() {
+                self.prefetch(b);
+            }
             for mut b in rx.drain(..) {
                 match self.process(&mut b, i, snap, now_ms) {
                     Verdict::Forward => {
@@ -356,5 +396,64 @@ fn flush<P: Port>(ports: &mut [P], burst: &mut Burst<P::Buf>, i: usize, stats: &
     bump(&stats.tx, sent as u64);
     if sent < n {
         bump(&stats.drops[DropReason::TxFull as usize], (n - sent) as u64);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::control::{compile, CompileInput, HealthView, SlotMap};
+    use crate::port::MemBuf;
+    use spillway_shared::config::Config;
+
+    fn snap(services: &[(&str, u16, &str)], generation: u64) -> Snapshot {
+        let mut t = String::from("[[zones]]\nzone = \"z1\"\nregion = \"r1\"\n");
+        for (name, port, be_mac) in services {
+            t.push_str(&format!(
+                "[[services]]\nname = \"{name}\"\nvip = \"10.0.0.100\"\nport = {port}\nprotocol = \"tcp\"\n[[services.backends]]\nname = \"{name}-b\"\naddress = \"10.10.0.1\"\nmac = \"{be_mac}\"\nzone = \"z1\"\n"
+            ));
+        }
+        let cfg = Config::from_toml(&t).unwrap();
+        let mut slots = SlotMap::default();
+        slots.sync(&cfg).unwrap();
+        let mut states = std::collections::HashMap::new();
+        compile(&cfg, &slots, CompileInput { health: &HealthView::new(), states: &mut states, now_sec: 0.0, generation, port_addrs: vec![0] })
+    }
+
+    fn syn(dport: u16) -> MemBuf {
+        let mut f = vec![0u8; 54];
+        f[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
+        f[14] = 0x45;
+        f[16..18].copy_from_slice(&40u16.to_be_bytes());
+        f[22] = 64;
+        f[23] = 6;
+        f[26..30].copy_from_slice(&[10, 1, 0, 5]);
+        f[30..34].copy_from_slice(&[10, 0, 0, 100]);
+        f[34..36].copy_from_slice(&40000u16.to_be_bytes());
+        f[36..38].copy_from_slice(&dport.to_be_bytes());
+        f[46] = 0x50;
+        f[47] = tcp_flags::SYN;
+        MemBuf::new(&f)
+    }
+
+    /// The service cache never answers with a service of an older snapshot: services
+    /// reordered or removed in a new snapshot (even with the same generation) are seen.
+    #[test]
+    fn service_cache_follows_snapshots() {
+        let ports = vec![PortInfo { mac: [2, 0, 0, 0, 0, 1], forward_to: 0, addr: 0 }];
+        let mut w = Worker::new(0, 1024, 1, Timeouts::default(), Arc::new(WorkerStats::default()), ports);
+        let a = snap(&[("web", 80, "02:00:00:00:00:0a"), ("alt", 8080, "02:00:00:00:00:0b")], 1);
+        let mut b = syn(80);
+        assert_eq!(w.process(&mut b, 0, &a, 0), Verdict::Forward);
+        assert_eq!(&b.data()[0..6], &[2, 0, 0, 0, 0, 0x0a]);
+        // same generation, services swapped: port 80 is now index 1 with another backend
+        let c = snap(&[("alt", 8080, "02:00:00:00:00:0b"), ("web2", 80, "02:00:00:00:00:0c")], 1);
+        let mut b = syn(80);
+        assert_eq!(w.process(&mut b, 0, &c, 1), Verdict::Forward);
+        assert_eq!(&b.data()[0..6], &[2, 0, 0, 0, 0, 0x0c]);
+        // port 80 removed
+        let d = snap(&[("alt", 8080, "02:00:00:00:00:0b")], 1);
+        let mut b = syn(80);
+        assert_eq!(w.process(&mut b, 0, &d, 2), Verdict::Drop(DropReason::NoService));
     }
 }
