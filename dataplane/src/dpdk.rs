@@ -497,10 +497,23 @@ impl Mbuf {
         self.0.as_ptr()
     }
 
-    /// Bytes in the first segment (`data_len`).
+    /// Bytes in the first segment (`data_len`). Read from the struct directly (the field
+    /// layout is checked by bindgen's layout tests), avoiding a non-inlinable shim call on
+    /// the packet path.
+    #[inline]
     pub fn len(&self) -> usize {
-        // SAFETY: self owns a valid mbuf.
-        unsafe { sys::spw_pktmbuf_data_len(self.0.as_ptr()) as usize }
+        // SAFETY: self owns a valid mbuf; plain field read.
+        unsafe { usize::from((*self.0.as_ptr()).data_len) }
+    }
+
+    /// Start of the first segment's data: `buf_addr + data_off` (`rte_pktmbuf_mtod`).
+    #[inline]
+    fn data_ptr(&self) -> *mut u8 {
+        // SAFETY: self owns a valid mbuf; buf_addr + data_off stays inside its buffer.
+        unsafe {
+            let m = &*self.0.as_ptr();
+            (m.buf_addr as *mut u8).add(usize::from(m.data_off))
+        }
     }
 
     /// True when the packet is empty.
@@ -544,27 +557,24 @@ impl Drop for Mbuf {
 }
 
 impl PacketBuf for Mbuf {
+    #[inline]
     fn segments(&self) -> u16 {
-        // SAFETY: valid mbuf owned by self; pure read.
-        unsafe { sys::spw_pktmbuf_nb_segs(self.0.as_ptr()) }
+        // SAFETY: valid mbuf owned by self; plain field read.
+        unsafe { (*self.0.as_ptr()).nb_segs }
     }
 
+    #[inline]
     fn data(&self) -> &[u8] {
-        // SAFETY: mtod points at data_len initialised bytes of the first segment, owned by
-        // self and borrowed immutably for the slice's lifetime.
-        unsafe {
-            let p = sys::spw_pktmbuf_mtod(self.0.as_ptr()) as *const u8;
-            std::slice::from_raw_parts(p, self.len())
-        }
+        // SAFETY: buf_addr + data_off points at data_len initialised bytes of the first
+        // segment, owned by self and borrowed immutably for the slice's lifetime.
+        unsafe { std::slice::from_raw_parts(self.data_ptr(), self.len()) }
     }
 
+    #[inline]
     fn data_mut(&mut self) -> &mut [u8] {
         let len = self.len();
         // SAFETY: as in `data`, with exclusive access through &mut self.
-        unsafe {
-            let p = sys::spw_pktmbuf_mtod(self.0.as_ptr()) as *mut u8;
-            std::slice::from_raw_parts_mut(p, len)
-        }
+        unsafe { std::slice::from_raw_parts_mut(self.data_ptr(), len) }
     }
 
     fn prepend(&mut self, n: usize) -> bool {
