@@ -31,6 +31,17 @@ pub enum ClientError {
     Refused(String),
 }
 
+impl ClientError {
+    /// Exit code for this error: 1 when the daemon refused the request (validation, stale
+    /// generation, unknown name), 2 when it could not be reached or the exchange failed.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            ClientError::Refused(_) => 1,
+            _ => 2,
+        }
+    }
+}
+
 /// Sends `req` and returns the daemon's response (an error response becomes
 /// [`ClientError::Refused`]).
 pub fn request(socket: &Path, req: &Request) -> Result<Response, ClientError> {
