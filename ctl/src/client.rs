@@ -18,6 +18,12 @@ pub enum ClientError {
         /// OS reason.
         reason: String,
     },
+    /// The socket exists but this user may not open it.
+    #[error("permission denied on {path}: the control socket is for root and the configured dataplane.socket_group")]
+    Denied {
+        /// Socket path.
+        path: String,
+    },
     /// Connected, but the exchange failed.
     #[error("control socket {path}: {source}")]
     Frame {
@@ -46,7 +52,10 @@ impl ClientError {
 /// [`ClientError::Refused`]).
 pub fn request(socket: &Path, req: &Request) -> Result<Response, ClientError> {
     let path = socket.display().to_string();
-    let mut s = UnixStream::connect(socket).map_err(|e| ClientError::NoDaemon { path: path.clone(), reason: e.to_string() })?;
+    let mut s = UnixStream::connect(socket).map_err(|e| match e.kind() {
+        std::io::ErrorKind::PermissionDenied => ClientError::Denied { path: path.clone() },
+        _ => ClientError::NoDaemon { path: path.clone(), reason: e.to_string() },
+    })?;
     let _ = s.set_read_timeout(Some(Duration::from_secs(30)));
     let _ = s.set_write_timeout(Some(Duration::from_secs(10)));
     let fe = |source| ClientError::Frame { path: path.clone(), source };

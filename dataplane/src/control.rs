@@ -441,3 +441,56 @@ impl Drop for Shared {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::conntrack::Timeouts;
+    use crate::worker::Worker;
+    use spillway_shared::flow::FlowKey;
+    use spillway_shared::proto::FlowOp;
+    use std::net::Ipv4Addr;
+    use std::time::Duration;
+
+    /// Two workers with their own tables serve mailbox requests from their poll loops.
+    #[test]
+    fn mailbox_requests_reach_every_worker() {
+        let shared = Arc::new(Shared::new(Snapshot::default(), 2));
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut threads = Vec::new();
+        for w in 0..2usize {
+            let (sh, stop) = (shared.clone(), stop.clone());
+            threads.push(std::thread::spawn(move || {
+                let mut worker = Worker::new(w, 1024, 7 + w as u64, Timeouts::default(), sh.stats[w].clone(), Vec::new());
+                for i in 0..10u16 {
+                    let k = FlowKey::new(Ipv4Addr::new(10, 1, w as u8, i as u8), Ipv4Addr::new(10, 0, 0, 100), 1000 + i, 80, 6);
+                    // slots 0 (incarnation 1) and 1 (incarnation 1); slot 1 with a stale incarnation 0 for i == 9
+                    let (slot, inc) = if i == 9 { (1, 0) } else { (i % 2, 1) };
+                    worker.ct.insert(&k, slot, inc, 0, crate::packet::tcp_flags::SYN, 5, &Timeouts::default());
+                }
+                while !stop.load(Ordering::Relaxed) {
+                    sh.mailboxes[w].serve(|req| worker.control(req, 10));
+                    std::thread::sleep(Duration::from_micros(100));
+                }
+            }));
+        }
+        let t = Duration::from_secs(5);
+        let all = shared.ask_workers(FlowOp::Count, None, t).unwrap();
+        assert_eq!(all.iter().map(|r| r.count).collect::<Vec<_>>(), vec![10, 10]);
+        let s1 = shared.ask_workers(FlowOp::Count, Some(vec![(1, 1)]), t).unwrap();
+        assert_eq!(s1.iter().map(|r| r.count).sum::<u64>(), 8, "the stale incarnation does not match");
+        let shown = shared.ask_workers(FlowOp::Show { limit: 3 }, Some(vec![(0, 1)]), t).unwrap();
+        assert!(shown.iter().all(|r| r.entries.len() == 3 && r.count == 5));
+        let fl = shared.ask_workers(FlowOp::Flush, Some(vec![(0, 1)]), t).unwrap();
+        assert_eq!(fl.iter().map(|r| r.count).sum::<u64>(), 10);
+        let left = shared.ask_workers(FlowOp::Count, None, t).unwrap();
+        assert_eq!(left.iter().map(|r| r.count).sum::<u64>(), 10);
+        stop.store(true, Ordering::Relaxed);
+        for th in threads {
+            th.join().unwrap();
+        }
+        // nobody serving: a timeout naming the workers, not a hang
+        let e = shared.ask_workers(FlowOp::Count, None, Duration::from_millis(50)).unwrap_err();
+        assert!(e.contains("worker(s) 0, 1 did not answer"), "{e}");
+    }
+}
