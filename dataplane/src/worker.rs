@@ -152,7 +152,11 @@ impl Worker {
         if !syn_is_new {
             if let Some(hit) = self.ct.lookup(&ct_key, flags, now, &self.timeouts) {
                 let keep = match snap.backends.get(usize::from(hit.backend)) {
-                    Some(b) if b.present && b.incarnation == hit.incarnation && hit.service == svc_idx && b.service == svc_idx => {
+                    // The slot (with its incarnation) names one (service, backend) pair; `b.service`
+                    // is that service's index in *this* snapshot, so removing another service
+                    // (which shifts indices) keeps the entry, while an entry of another service
+                    // (keys can collide under CLIENT_IP_NO_DESTINATION) never matches.
+                    Some(b) if b.present && b.incarnation == hit.incarnation && b.service == svc_idx => {
                         if b.evict_connections {
                             false
                         } else if let Some(deadline) = b.draining_until_ms {
