@@ -644,7 +644,7 @@ mac = "02:00:00:00:0b:02"
         // changing b2's address resets its health; removing and re-adding b1 gets a new incarnation
         let inc_b1 = { let st = d.control.lock().unwrap(); st.slots.incarnation(st.slots.slot("web", "b1").unwrap()) };
         assert!(matches!(d.edit_request(set("web", "b2", &[("address", "10.0.1.22")], None)), Response::Applied(_)));
-        assert!(d.control.lock().unwrap().health.get(&("web".to_string(), "b2".to_string())).is_none());
+        assert!(!d.control.lock().unwrap().health.contains_key(&("web".to_string(), "b2".to_string())));
         let rm = spillway_shared::proto::Request::BackendRemove { service: "web".into(), name: "b1".into(), if_generation: None };
         assert!(matches!(d.edit_request(rm), Response::Applied(_)));
         let add = spillway_shared::proto::Request::BackendAdd {

@@ -193,12 +193,23 @@ fn accept_loop(listener: UnixListener, group: Option<u32>, handler: Arc<dyn Hand
                     active.fetch_sub(1, Ordering::Relaxed);
                 }
             }
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => std::thread::sleep(Duration::from_millis(20)),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => wait_readable(&listener, 100),
             Err(e) => {
                 tracing::warn!(error = %e, "control socket accept failed");
                 std::thread::sleep(Duration::from_millis(100));
             }
         }
+    }
+}
+
+/// Waits until `listener` has a connection to accept, at most `ms` milliseconds (so the
+/// stop flag is still checked regularly, without adding latency to each accept).
+fn wait_readable(listener: &UnixListener, ms: i32) {
+    let mut p = libc::pollfd { fd: listener.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+    // SAFETY: one valid pollfd for the duration of the call.
+    let r = unsafe { libc::poll(&mut p, 1, ms) };
+    if r < 0 {
+        std::thread::sleep(Duration::from_millis(20));
     }
 }
 
