@@ -160,9 +160,15 @@ impl Daemon {
         st.generation
     }
 
-    /// Applies a health result; republishes when the health state changed.
+    /// Applies a health result; republishes when the health state changed. Results for a
+    /// backend no longer configured are ignored.
     pub fn set_health(&self, service: &str, backend: &str, healthy: bool, latency_ms: Option<f64>) -> bool {
         let mut st = self.control.lock().unwrap_or_else(|e| e.into_inner());
+        // A late event for a backend removed by a live edit must not leave a stale entry
+        // (a re-added backend of the same name would inherit it).
+        if !st.cfg.service(service).is_some_and(|s| s.backends.iter().any(|b| b.name == backend)) {
+            return false;
+        }
         let key = (service.to_string(), backend.to_string());
         let e = st.health.entry(key).or_default();
         let changed = e.healthy != healthy;
