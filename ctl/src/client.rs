@@ -59,10 +59,15 @@ pub fn request(socket: &Path, req: &Request) -> Result<Response, ClientError> {
     let _ = s.set_read_timeout(Some(Duration::from_secs(30)));
     let _ = s.set_write_timeout(Some(Duration::from_secs(10)));
     let fe = |source| ClientError::Frame { path: path.clone(), source };
-    proto::write_frame(&mut s, &proto::encode_request(req)).map_err(fe)?;
-    let body = proto::read_frame(&mut s)
-        .map_err(fe)?
-        .ok_or_else(|| fe(FrameError::Io(std::io::ErrorKind::UnexpectedEof.into())))?;
+    // A daemon that refuses the peer answers and closes at once, possibly before our
+    // request is written (EPIPE): its answer is still readable, so read before giving up.
+    let written = proto::write_frame(&mut s, &proto::encode_request(req));
+    let body = match (proto::read_frame(&mut s), written) {
+        (Ok(Some(body)), _) => body,
+        (_, Err(e)) => return Err(fe(e)),
+        (Ok(None), Ok(())) => return Err(fe(FrameError::Io(std::io::ErrorKind::UnexpectedEof.into()))),
+        (Err(e), Ok(())) => return Err(fe(e)),
+    };
     match proto::decode_response(&body).map_err(fe)? {
         Response::Error { message } => Err(ClientError::Refused(message)),
         r => Ok(r),

@@ -451,6 +451,14 @@ fn credentials_are_checked() {
     assert_eq!(o.status.code(), Some(1), "{err}");
     assert!(err.contains("permission denied: the control socket is for root and the configured socket_group"), "{err}");
     assert!(d.log().contains("refused peer"), "{}", d.log());
+    // The daemon answers a refused peer and closes at once, racing the client's write: the
+    // refusal must still come through every time.
+    for _ in 0..20 {
+        let o = as_nobody();
+        let err = String::from_utf8_lossy(&o.stderr).to_string();
+        assert_eq!(o.status.code(), Some(1), "{err}");
+        assert!(err.contains("permission denied: the control socket is for root"), "{err}");
+    }
     // root still gets in
     assert!(d.ok(&["status"]).contains("snapshot generation"));
 }
