@@ -296,6 +296,9 @@ pub struct Shared {
     pub mailbox_lock: std::sync::Mutex<u64>,
 }
 
+/// Most entries one worker lists for a `Show` request (the answer must fit a 1 MiB frame).
+pub const MAX_SHOW_PER_WORKER: usize = 5000;
+
 /// A connection-table request to one worker.
 #[derive(Clone, Debug, PartialEq)]
 pub struct FlowRequest {

@@ -246,7 +246,13 @@ pub fn serve_conn(mut stream: UnixStream, handler: &dyn Handler, stats: &ServerS
                 return;
             }
         };
-        if proto::write_frame(&mut stream, &proto::encode_response(&resp)).is_err() {
+        let mut body = proto::encode_response(&resp);
+        if body.len() > proto::MAX_FRAME {
+            body = proto::encode_response(&Response::Error {
+                message: format!("the answer ({} bytes) exceeds the frame limit of {} bytes; narrow the request (e.g. flows show --limit, --service)", body.len(), proto::MAX_FRAME),
+            });
+        }
+        if proto::write_frame(&mut stream, &body).is_err() {
             return;
         }
         let _ = stream.flush();
@@ -308,6 +314,12 @@ mod tests {
         let body = proto::read_frame(&mut s).unwrap().unwrap();
         assert_eq!(proto::decode_response(&body).unwrap(), Response::Error { message: "Status".into() });
         assert_eq!(srv.stats.bad_frames.load(Ordering::Relaxed), 3);
+        // an answer over the frame limit becomes a plain error, not a dropped connection
+        let big = Request::ConfigApply { toml: "\"".repeat(proto::MAX_FRAME - 64), if_generation: None };
+        proto::write_frame(&mut s, &proto::encode_request(&big)).unwrap();
+        let body = proto::read_frame(&mut s).unwrap().unwrap();
+        let Response::Error { message } = proto::decode_response(&body).unwrap() else { panic!() };
+        assert!(message.contains("exceeds the frame limit"), "{message}");
         srv.shutdown();
         let _ = std::fs::remove_dir_all(&dir);
     }

@@ -294,7 +294,7 @@ impl Worker {
             FlowOp::Show { limit } => self.ct.for_each_live(now_ms, |e| {
                 if matches(e) {
                     reply.count += 1;
-                    if reply.entries.len() < limit as usize {
+                    if reply.entries.len() < (limit as usize).min(crate::control::MAX_SHOW_PER_WORKER) {
                         reply.entries.push((*e, now_ms.wrapping_sub(e.last_seen)));
                     }
                 }
