@@ -18,6 +18,12 @@ pub enum ClientError {
         /// OS reason.
         reason: String,
     },
+    /// The socket exists but this user may not open it.
+    #[error("permission denied on {path}: the control socket is for root and the configured dataplane.socket_group")]
+    Denied {
+        /// Socket path.
+        path: String,
+    },
     /// Connected, but the exchange failed.
     #[error("control socket {path}: {source}")]
     Frame {
@@ -31,18 +37,37 @@ pub enum ClientError {
     Refused(String),
 }
 
+impl ClientError {
+    /// Exit code for this error: 1 when the daemon refused the request (validation, stale
+    /// generation, unknown name), 2 when it could not be reached or the exchange failed.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            ClientError::Refused(_) => 1,
+            _ => 2,
+        }
+    }
+}
+
 /// Sends `req` and returns the daemon's response (an error response becomes
 /// [`ClientError::Refused`]).
 pub fn request(socket: &Path, req: &Request) -> Result<Response, ClientError> {
     let path = socket.display().to_string();
-    let mut s = UnixStream::connect(socket).map_err(|e| ClientError::NoDaemon { path: path.clone(), reason: e.to_string() })?;
+    let mut s = UnixStream::connect(socket).map_err(|e| match e.kind() {
+        std::io::ErrorKind::PermissionDenied => ClientError::Denied { path: path.clone() },
+        _ => ClientError::NoDaemon { path: path.clone(), reason: e.to_string() },
+    })?;
     let _ = s.set_read_timeout(Some(Duration::from_secs(30)));
     let _ = s.set_write_timeout(Some(Duration::from_secs(10)));
     let fe = |source| ClientError::Frame { path: path.clone(), source };
-    proto::write_frame(&mut s, &proto::encode_request(req)).map_err(fe)?;
-    let body = proto::read_frame(&mut s)
-        .map_err(fe)?
-        .ok_or_else(|| fe(FrameError::Io(std::io::ErrorKind::UnexpectedEof.into())))?;
+    // A daemon that refuses the peer answers and closes at once, possibly before our
+    // request is written (EPIPE): its answer is still readable, so read before giving up.
+    let written = proto::write_frame(&mut s, &proto::encode_request(req));
+    let body = match (proto::read_frame(&mut s), written) {
+        (Ok(Some(body)), _) => body,
+        (_, Err(e)) => return Err(fe(e)),
+        (Ok(None), Ok(())) => return Err(fe(FrameError::Io(std::io::ErrorKind::UnexpectedEof.into()))),
+        (Err(e), Ok(())) => return Err(fe(e)),
+    };
     match proto::decode_response(&body).map_err(fe)? {
         Response::Error { message } => Err(ClientError::Refused(message)),
         r => Ok(r),

@@ -1,4 +1,5 @@
-//! `spillwayctl explain`: the routing pipeline's trace for one new connection, offline.
+//! `spillwayctl explain`: the routing pipeline's trace for one new connection — offline from
+//! `--config FILE` (and `--health FILE`), or against the running daemon's live state.
 
 use serde::{Deserialize, Serialize};
 use spillway_shared::config::{Config, Protocol, Service};
@@ -12,9 +13,10 @@ use std::path::PathBuf;
 /// Arguments of `spillwayctl explain`.
 #[derive(clap::Args, Debug)]
 pub struct ExplainArgs {
-    /// Daemon config file (TOML).
+    /// Daemon config file (TOML): explain offline. Without it, the running daemon explains
+    /// against its live health, load and snapshot.
     #[arg(long, value_name = "FILE")]
-    pub config: PathBuf,
+    pub config: Option<PathBuf>,
     /// Client (source) address of the new connection.
     #[arg(long, value_name = "IP")]
     pub client: Ipv4Addr,
@@ -132,8 +134,12 @@ fn num(x: f64) -> String {
     }
 }
 
-/// Runs the command; returns the exit code (0 ok, 2 usage/file/config error).
-pub fn run(args: &ExplainArgs) -> i32 {
+/// Runs the command; returns the exit code (0 ok, 1 the daemon refused, 2 usage/file/config
+/// error or no daemon).
+pub fn run(args: &ExplainArgs, socket: &std::path::Path) -> i32 {
+    if args.config.is_none() {
+        return live(args, socket);
+    }
     match explain(args) {
         Ok(text) => {
             print!("{text}");
@@ -146,8 +152,75 @@ pub fn run(args: &ExplainArgs) -> i32 {
     }
 }
 
+fn live(args: &ExplainArgs, socket: &std::path::Path) -> i32 {
+    use spillway_shared::proto::{Request, Response};
+    if args.health.is_some() || args.offered_cps.is_some() {
+        eprintln!("spillwayctl explain: --health and --offered-cps need --config FILE (offline); the daemon uses its live state");
+        return 2;
+    }
+    let req = Request::Explain { client: args.client, client_port: args.client_port, vip: args.vip.clone() };
+    let r = match crate::client::request(socket, &req) {
+        Ok(Response::Explain(r)) => r,
+        Ok(other) => {
+            eprintln!("spillwayctl explain: unexpected response {other:?}");
+            return 2;
+        }
+        Err(e) => {
+            eprintln!("spillwayctl explain: {e}");
+            return e.exit_code();
+        }
+    };
+    let d: Decision = match serde_json::from_str(&r.decision_json) {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("spillwayctl explain: bad decision from the daemon: {e}");
+            return 2;
+        }
+    };
+    if args.json {
+        let j = serde_json::json!({
+            "service": r.service, "vip": r.vip, "client": r.client, "class": d.client, "decision": d,
+            "backend": r.backend, "hash": r.hash, "table_size": r.table_size, "snapshot_generation": r.snapshot_generation, "live": true,
+        });
+        println!("{}", serde_json::to_string_pretty(&j).unwrap_or_default());
+        return 0;
+    }
+    let mut o = format!("service {} ({}), client {} -> {} [live, snapshot generation {}]\n", r.service, r.vip, r.client, r.class, r.snapshot_generation);
+    o += &render_stages(&d, |i| r.backends.get(i).cloned().unwrap_or_else(|| format!("#{i}")));
+    match &r.backend {
+        Some(b) => o += &format!("maglev: M={} hash {:#018x} -> backend {b}\n", r.table_size, r.hash),
+        None => o += "maglev: no eligible backend -> new connection dropped\n",
+    }
+    print!("{o}");
+    0
+}
+
+/// The stage table, final set and shares of a decision (`name` maps a backend index to its
+/// name).
+fn render_stages(d: &Decision, name: impl Fn(usize) -> String) -> String {
+    let mut o = String::new();
+    use std::fmt::Write;
+    let _ = writeln!(o, "{:<3} {:<19} {:>9}  rule", "#", "stage", "in -> out");
+    for (k, e) in d.trace.iter().enumerate() {
+        let _ = writeln!(o, "{:<3} {:<19} {:>9}  {}", k + 1, e.stage, format!("{} -> {}", e.input.len(), e.output.len()), e.rule);
+        let _ = writeln!(o, "    out: [{}]", e.output.join(", "));
+        if !e.numbers.is_empty() {
+            let nums: Vec<String> = e.numbers.iter().map(|(k, v)| format!("{k}={}", num(*v))).collect();
+            let _ = writeln!(o, "    numbers: {}", nums.join(" "));
+        }
+        for n in &e.notes {
+            let _ = writeln!(o, "    - {n}");
+        }
+    }
+    let names: Vec<String> = d.eligible.iter().map(|&i| name(i)).collect();
+    let _ = writeln!(o, "final: {} eligible{}: [{}]", names.len(), if d.drop { " (DROP)" } else { "" }, names.join(", "));
+    let shares: Vec<String> = d.weights.iter().map(|&(i, s)| format!("{}={}", name(i), num(s))).collect();
+    let _ = writeln!(o, "shares: {}", shares.join(" "));
+    o
+}
+
 fn explain(args: &ExplainArgs) -> Result<String, String> {
-    let path = args.config.to_string_lossy().to_string();
+    let path = args.config.as_ref().map(|p| p.to_string_lossy().to_string()).unwrap_or_default();
     let cfg = Config::load(&path).map_err(|e| e.to_string())?;
     let svc = pick_service(&cfg, args.vip.as_deref())?;
     let states = load_states(svc, args.health.as_ref())?;
@@ -169,22 +242,7 @@ fn explain(args: &ExplainArgs) -> Result<String, String> {
     let mut o = String::new();
     use std::fmt::Write;
     let _ = writeln!(o, "service {} ({}:{}/{proto}), client {}:{} -> {class}", svc.name, svc.vip, svc.port, args.client, args.client_port);
-    let _ = writeln!(o, "{:<3} {:<19} {:>9}  rule", "#", "stage", "in -> out");
-    for (k, e) in d.trace.iter().enumerate() {
-        let _ = writeln!(o, "{:<3} {:<19} {:>9}  {}", k + 1, e.stage, format!("{} -> {}", e.input.len(), e.output.len()), e.rule);
-        let _ = writeln!(o, "    out: [{}]", e.output.join(", "));
-        if !e.numbers.is_empty() {
-            let nums: Vec<String> = e.numbers.iter().map(|(k, v)| format!("{k}={}", num(*v))).collect();
-            let _ = writeln!(o, "    numbers: {}", nums.join(" "));
-        }
-        for n in &e.notes {
-            let _ = writeln!(o, "    - {n}");
-        }
-    }
-    let names: Vec<String> = d.eligible.iter().map(|&i| svc.backends[i].name.clone()).collect();
-    let _ = writeln!(o, "final: {} eligible{}: [{}]", names.len(), if d.drop { " (DROP)" } else { "" }, names.join(", "));
-    let shares: Vec<String> = d.weights.iter().map(|&(i, s)| format!("{}={}", svc.backends[i].name, num(s))).collect();
-    let _ = writeln!(o, "shares: {}", shares.join(" "));
+    o += &render_stages(&d, |i| svc.backends[i].name.clone());
     match chosen {
         Some(b) => {
             let _ = writeln!(o, "maglev: M={} key {:?} hash {hash:#018x} -> backend {b}", table.len(), svc.session_affinity);

@@ -1,11 +1,13 @@
 //! `spillwayctl`: control tool for the Spillway daemon, plus offline tools
 //! (`scenario run`, `explain`) that need no daemon.
 //!
-//! Exit codes: 0 success, 1 a check failed (e.g. a scenario mismatch), 2 usage, file or
-//! configuration errors.
+//! Exit codes: 0 success, 1 a check failed (a scenario mismatch) or the daemon refused the
+//! request (validation error, stale `--if-generation`, unknown name), 2 usage, file or
+//! configuration errors, or no daemon listening. See docs/ctl.md.
 
 mod client;
 mod explain;
+mod live;
 mod scenario;
 mod status;
 
@@ -23,14 +25,14 @@ struct Cli {
     command: Command,
 }
 
-/// Top-level commands (extend here: `status`, `backend`, ...).
+/// Top-level commands.
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Offline routing conformance scenarios (no daemon needed).
     #[command(subcommand)]
     Scenario(ScenarioCmd),
-    /// Explain, stage by stage, where a new connection from a client would go (offline,
-    /// from a config file and optional health/latency/load JSON).
+    /// Explain, stage by stage, where a new connection from a client would go: against the
+    /// running daemon's live state, or offline with --config FILE (and optional --health).
     Explain(explain::ExplainArgs),
     /// Daemon status: ports, workers, counters, drops by reason, new connections per backend.
     Status {
@@ -38,6 +40,30 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Counters per port, worker, backend and drop reason.
+    Stats {
+        /// Machine-readable JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// The running configuration: show, apply a file (as a diff).
+    #[command(subcommand)]
+    Config(live::ConfigCmd),
+    /// Services: list, show, add, remove, set FIELD=VALUE.
+    #[command(subcommand)]
+    Service(live::ServiceCmd),
+    /// Backends of a service: list, show, add, remove, set FIELD=VALUE.
+    #[command(subcommand)]
+    Backend(live::BackendCmd),
+    /// Health of every backend.
+    #[command(subcommand)]
+    Health(live::HealthCmd),
+    /// Connection tables of the workers: count, show, flush (by service or backend).
+    #[command(subcommand)]
+    Flows(live::FlowsCmd),
+    /// The published routing snapshot.
+    #[command(subcommand)]
+    Snapshot(live::SnapshotCmd),
 }
 
 #[derive(Subcommand, Debug)]
@@ -55,8 +81,15 @@ fn main() {
     let cli = Cli::parse();
     let code = match &cli.command {
         Command::Scenario(ScenarioCmd::Run { files }) => scenario::run(files),
-        Command::Explain(args) => explain::run(args),
+        Command::Explain(args) => explain::run(args, &cli.socket),
         Command::Status { json } => status::run(&cli.socket, *json),
+        Command::Stats { json } => live::stats(&cli.socket, *json),
+        Command::Config(c) => live::config(&cli.socket, c),
+        Command::Service(c) => live::service(&cli.socket, c),
+        Command::Backend(c) => live::backend(&cli.socket, c),
+        Command::Health(c) => live::health(&cli.socket, c),
+        Command::Flows(c) => live::flows(&cli.socket, c),
+        Command::Snapshot(c) => live::snapshot(&cli.socket, c),
     };
     std::process::exit(code);
 }

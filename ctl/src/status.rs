@@ -54,7 +54,7 @@ fn trunc(s: &str, n: usize) -> String {
     }
 }
 
-/// Runs `status`; exit code 0, or 2 when the daemon cannot be reached.
+/// Runs `status`; exit code 0, 1 when the daemon refused, 2 when it cannot be reached.
 pub fn run(socket: &Path, json: bool) -> i32 {
     match client::request(socket, &Request::Status) {
         Ok(Response::Status(r)) => {
@@ -71,7 +71,7 @@ pub fn run(socket: &Path, json: bool) -> i32 {
         }
         Err(e) => {
             eprintln!("spillwayctl: {e}");
-            2
+            e.exit_code()
         }
     }
 }

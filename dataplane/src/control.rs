@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// Stable slots for backends, keyed by (service name, backend name).
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct SlotMap {
     index: std::collections::HashMap<(String, String), u16>,
     owners: Vec<Option<(String, String)>>,
@@ -68,6 +68,11 @@ impl SlotMap {
     /// Slot of a backend.
     pub fn slot(&self, service: &str, backend: &str) -> Option<u16> {
         self.index.get(&(service.to_string(), backend.to_string())).copied()
+    }
+
+    /// (service, backend) holding a slot, if any.
+    pub fn owner(&self, slot: u16) -> Option<&(String, String)> {
+        self.owners.get(usize::from(slot)).and_then(Option::as_ref)
     }
 
     /// Number of slots (used or free).
@@ -285,6 +290,70 @@ pub struct Shared {
     pub stats: Vec<Arc<WorkerStats>>,
     /// Generation of the current snapshot.
     pub generation: AtomicU64,
+    /// Per-worker control mailboxes (connection-table requests).
+    pub mailboxes: Vec<Arc<Mailbox>>,
+    /// Serialises control-side use of the mailboxes.
+    pub mailbox_lock: std::sync::Mutex<u64>,
+}
+
+/// Most entries one worker lists for a `Show` request (the answer must fit a 1 MiB frame).
+pub const MAX_SHOW_PER_WORKER: usize = 5000;
+
+/// A connection-table request to one worker.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FlowRequest {
+    /// Sequence number, echoed in the reply.
+    pub seq: u64,
+    /// What to do.
+    pub op: spillway_shared::proto::FlowOp,
+    /// Entries whose (backend slot, incarnation) is listed match; `None` = every entry.
+    pub slots: Option<Vec<(u16, u16)>>,
+}
+
+/// A worker's answer to a [`FlowRequest`].
+#[derive(Clone, Debug, Default)]
+pub struct FlowReply {
+    /// Sequence number of the request.
+    pub seq: u64,
+    /// Matching live entries (for `Flush`: entries removed).
+    pub count: u64,
+    /// Up to `limit` entries (for `Show`), with their idle time in ms.
+    pub entries: Vec<(crate::conntrack::Entry, u32)>,
+}
+
+/// A worker's control mailbox. The worker checks `pending` once per poll iteration (one
+/// relaxed-cost atomic load); only when it is set does it take the mutexes, run the
+/// request on its own connection table, store the reply and clear `pending`. With no
+/// request pending the packet path takes no lock.
+#[derive(Debug, Default)]
+pub struct Mailbox {
+    /// A request is waiting.
+    pub pending: AtomicBool,
+    /// The request.
+    pub request: std::sync::Mutex<Option<FlowRequest>>,
+    /// The reply.
+    pub reply: std::sync::Mutex<Option<FlowReply>>,
+}
+
+impl Mailbox {
+    /// Worker side: if a request is pending, runs `f` on it and posts the reply.
+    #[inline]
+    pub fn serve(&self, f: impl FnOnce(&FlowRequest) -> FlowReply) {
+        if !self.pending.load(Ordering::Acquire) {
+            return;
+        }
+        self.serve_slow(f);
+    }
+
+    #[cold]
+    fn serve_slow(&self, f: impl FnOnce(&FlowRequest) -> FlowReply) {
+        let req = self.request.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(req) = req {
+            let reply = f(&req);
+            *self.reply.lock().unwrap_or_else(|e| e.into_inner()) = Some(reply);
+        }
+        self.pending.store(false, Ordering::Release);
+    }
 }
 
 impl Shared {
@@ -296,6 +365,46 @@ impl Shared {
             stop: AtomicBool::new(false),
             stats: (0..workers).map(|_| Arc::new(WorkerStats::default())).collect(),
             generation,
+            mailboxes: (0..workers).map(|_| Arc::new(Mailbox::default())).collect(),
+            mailbox_lock: std::sync::Mutex::new(0),
+        }
+    }
+
+    /// Control side: posts `op` to every worker's mailbox and waits up to `timeout` for all
+    /// replies. Errors name the workers that did not answer in time (stopped or stuck).
+    pub fn ask_workers(
+        &self,
+        op: spillway_shared::proto::FlowOp,
+        slots: Option<Vec<(u16, u16)>>,
+        timeout: std::time::Duration,
+    ) -> Result<Vec<FlowReply>, String> {
+        let mut seq = self.mailbox_lock.lock().unwrap_or_else(|e| e.into_inner());
+        *seq += 1;
+        let seq = *seq;
+        for mb in &self.mailboxes {
+            *mb.reply.lock().unwrap_or_else(|e| e.into_inner()) = None;
+            *mb.request.lock().unwrap_or_else(|e| e.into_inner()) = Some(FlowRequest { seq, op, slots: slots.clone() });
+            mb.pending.store(true, Ordering::Release);
+        }
+        let deadline = std::time::Instant::now() + timeout;
+        let mut out: Vec<Option<FlowReply>> = vec![None; self.mailboxes.len()];
+        loop {
+            for (i, mb) in self.mailboxes.iter().enumerate() {
+                if out[i].is_none() && !mb.pending.load(Ordering::Acquire) {
+                    let r = mb.reply.lock().unwrap_or_else(|e| e.into_inner()).take();
+                    if let Some(r) = r.filter(|r| r.seq == seq) {
+                        out[i] = Some(r);
+                    }
+                }
+            }
+            if out.iter().all(Option::is_some) {
+                return Ok(out.into_iter().flatten().collect());
+            }
+            if std::time::Instant::now() >= deadline || self.stop.load(Ordering::Relaxed) {
+                let missing: Vec<String> = out.iter().enumerate().filter(|(_, r)| r.is_none()).map(|(i, _)| i.to_string()).collect();
+                return Err(format!("worker(s) {} did not answer within {} ms", missing.join(", "), timeout.as_millis()));
+            }
+            std::thread::sleep(std::time::Duration::from_micros(200));
         }
     }
 
@@ -333,5 +442,58 @@ impl Drop for Shared {
                 drop(s.into_owned());
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::conntrack::Timeouts;
+    use crate::worker::Worker;
+    use spillway_shared::flow::FlowKey;
+    use spillway_shared::proto::FlowOp;
+    use std::net::Ipv4Addr;
+    use std::time::Duration;
+
+    /// Two workers with their own tables serve mailbox requests from their poll loops.
+    #[test]
+    fn mailbox_requests_reach_every_worker() {
+        let shared = Arc::new(Shared::new(Snapshot::default(), 2));
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut threads = Vec::new();
+        for w in 0..2usize {
+            let (sh, stop) = (shared.clone(), stop.clone());
+            threads.push(std::thread::spawn(move || {
+                let mut worker = Worker::new(w, 1024, 7 + w as u64, Timeouts::default(), sh.stats[w].clone(), Vec::new());
+                for i in 0..10u16 {
+                    let k = FlowKey::new(Ipv4Addr::new(10, 1, w as u8, i as u8), Ipv4Addr::new(10, 0, 0, 100), 1000 + i, 80, 6);
+                    // slots 0 (incarnation 1) and 1 (incarnation 1); slot 1 with a stale incarnation 0 for i == 9
+                    let (slot, inc) = if i == 9 { (1, 0) } else { (i % 2, 1) };
+                    worker.ct.insert(&k, slot, inc, 0, crate::packet::tcp_flags::SYN, 5, &Timeouts::default());
+                }
+                while !stop.load(Ordering::Relaxed) {
+                    sh.mailboxes[w].serve(|req| worker.control(req, 10));
+                    std::thread::sleep(Duration::from_micros(100));
+                }
+            }));
+        }
+        let t = Duration::from_secs(5);
+        let all = shared.ask_workers(FlowOp::Count, None, t).unwrap();
+        assert_eq!(all.iter().map(|r| r.count).collect::<Vec<_>>(), vec![10, 10]);
+        let s1 = shared.ask_workers(FlowOp::Count, Some(vec![(1, 1)]), t).unwrap();
+        assert_eq!(s1.iter().map(|r| r.count).sum::<u64>(), 8, "the stale incarnation does not match");
+        let shown = shared.ask_workers(FlowOp::Show { limit: 3 }, Some(vec![(0, 1)]), t).unwrap();
+        assert!(shown.iter().all(|r| r.entries.len() == 3 && r.count == 5));
+        let fl = shared.ask_workers(FlowOp::Flush, Some(vec![(0, 1)]), t).unwrap();
+        assert_eq!(fl.iter().map(|r| r.count).sum::<u64>(), 10);
+        let left = shared.ask_workers(FlowOp::Count, None, t).unwrap();
+        assert_eq!(left.iter().map(|r| r.count).sum::<u64>(), 10);
+        stop.store(true, Ordering::Relaxed);
+        for th in threads {
+            th.join().unwrap();
+        }
+        // nobody serving: a timeout naming the workers, not a hang
+        let e = shared.ask_workers(FlowOp::Count, None, Duration::from_millis(50)).unwrap_err();
+        assert!(e.contains("worker(s) 0, 1 did not answer"), "{e}");
     }
 }

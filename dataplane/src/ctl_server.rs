@@ -76,10 +76,26 @@ pub fn group_gid(name: &str) -> Option<u32> {
     }
 }
 
-/// Whether a peer may use the socket: root, or the configured group (primary or
-/// supplementary group of the peer's uid is not resolved here: primary gid only).
+/// Whether a peer may use the socket: root, or the configured group as the peer's primary
+/// gid (SO_PEERCRED). See [`authorised_peer`] for supplementary groups.
 pub fn authorised(c: &PeerCred, group: Option<u32>) -> bool {
     c.uid == 0 || group.is_some_and(|g| c.gid == g)
+}
+
+/// Supplementary groups of a process (`Groups:` of `/proc/PID/status`); empty when unknown.
+pub fn process_groups(pid: i32) -> Vec<u32> {
+    let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/status")) else { return Vec::new() };
+    text.lines()
+        .find_map(|l| l.strip_prefix("Groups:"))
+        .map(|g| g.split_whitespace().filter_map(|x| x.parse().ok()).collect())
+        .unwrap_or_default()
+}
+
+/// [`authorised`], or the configured group among the peer process's supplementary groups
+/// (`groups`, from [`process_groups`]): what the socket's file mode (0660, group-owned)
+/// also allows.
+pub fn authorised_peer(c: &PeerCred, groups: &[u32], group: Option<u32>) -> bool {
+    authorised(c, group) || group.is_some_and(|g| groups.contains(&g))
 }
 
 /// A running server.
@@ -199,7 +215,7 @@ fn accept_loop(listener: UnixListener, group: Option<u32>, handler: Arc<dyn Hand
                 stats.accepted.fetch_add(1, Ordering::Relaxed);
                 let _ = stream.set_nonblocking(false);
                 match peer_cred(&stream) {
-                    Ok(c) if authorised(&c, group) => {}
+                    Ok(c) if authorised(&c, group) || (group.is_some() && authorised_peer(&c, &process_groups(c.pid), group)) => {}
                     Ok(c) => {
                         stats.refused.fetch_add(1, Ordering::Relaxed);
                         tracing::warn!(pid = c.pid, uid = c.uid, gid = c.gid, "control socket: refused peer (not root or the configured group)");
@@ -226,12 +242,23 @@ fn accept_loop(listener: UnixListener, group: Option<u32>, handler: Arc<dyn Hand
                     active.fetch_sub(1, Ordering::Relaxed);
                 }
             }
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => std::thread::sleep(Duration::from_millis(20)),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => wait_readable(&listener, 100),
             Err(e) => {
                 tracing::warn!(error = %e, "control socket accept failed");
                 std::thread::sleep(Duration::from_millis(100));
             }
         }
+    }
+}
+
+/// Waits until `listener` has a connection to accept, at most `ms` milliseconds (so the
+/// stop flag is still checked regularly, without adding latency to each accept).
+fn wait_readable(listener: &UnixListener, ms: i32) {
+    let mut p = libc::pollfd { fd: listener.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+    // SAFETY: one valid pollfd for the duration of the call.
+    let r = unsafe { libc::poll(&mut p, 1, ms) };
+    if r < 0 {
+        std::thread::sleep(Duration::from_millis(20));
     }
 }
 
@@ -278,9 +305,90 @@ pub fn serve_conn(mut stream: UnixStream, handler: &dyn Handler, stats: &ServerS
                 return;
             }
         };
-        if proto::write_frame(&mut stream, &proto::encode_response(&resp)).is_err() {
+        let mut body = proto::encode_response(&resp);
+        if body.len() > proto::MAX_FRAME {
+            body = proto::encode_response(&Response::Error {
+                message: format!("the answer ({} bytes) exceeds the frame limit of {} bytes; narrow the request (e.g. flows show --limit, --service)", body.len(), proto::MAX_FRAME),
+            });
+        }
+        if proto::write_frame(&mut stream, &body).is_err() {
             return;
         }
         let _ = stream.flush();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_root_and_the_group_are_authorised() {
+        let root = PeerCred { pid: 1, uid: 0, gid: 0 };
+        let nobody = PeerCred { pid: 1, uid: 65534, gid: 65534 };
+        let member = PeerCred { pid: 1, uid: 1000, gid: 4242 };
+        assert!(authorised(&root, None));
+        assert!(authorised(&root, Some(4242)));
+        assert!(!authorised(&nobody, None));
+        assert!(!authorised(&nobody, Some(4242)));
+        assert!(authorised(&member, Some(4242)));
+        assert!(!authorised(&member, None), "no group configured: root only");
+        assert!(authorised_peer(&nobody, &[10, 4242], Some(4242)), "supplementary group");
+        assert!(!authorised_peer(&nobody, &[10, 4242], None));
+        assert!(!authorised_peer(&nobody, &[10], Some(4242)));
+    }
+
+    #[test]
+    fn groups_of_this_process_are_read() {
+        // Whatever they are, reading them works and does not panic; a missing pid is empty.
+        let _ = process_groups(std::process::id() as i32);
+        assert!(process_groups(-5).is_empty());
+    }
+
+    struct Echo;
+    impl Handler for Echo {
+        fn handle(&self, req: Request) -> Response {
+            Response::Error { message: format!("{req:?}") }
+        }
+    }
+
+    #[test]
+    fn server_answers_and_survives_bad_frames() {
+        let dir = std::env::temp_dir().join(format!("spw-srv-{}", std::process::id()));
+        let path = dir.join("sub").join("ctl.sock");
+        // only the last directory level is created
+        assert!(Server::start(&path, None, Arc::new(Echo)).is_err());
+        std::fs::create_dir_all(&dir).unwrap();
+        // an existing regular file is never replaced
+        let file = dir.join("not-a-socket");
+        std::fs::write(&file, b"keep me").unwrap();
+        let e = Server::start(&file, None, Arc::new(Echo)).err().expect("refused");
+        assert!(e.to_string().contains("not a socket"), "{e}");
+        assert_eq!(std::fs::read(&file).unwrap(), b"keep me");
+        let srv = Server::start(&path, None, Arc::new(Echo)).unwrap();
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&path), 0o660);
+        assert_eq!(mode(path.parent().unwrap()), 0o750);
+        // a second server on a live socket is refused
+        assert!(Server::start(&path, None, Arc::new(Echo)).is_err());
+        for bad in [vec![0xffu8, 0xff, 0xff, 0xff], vec![0, 0, 0, 2, 99, 0], vec![0, 0, 0, 3, proto::PROTOCOL_VERSION as u8, 0xff, 0xff]] {
+            let mut s = UnixStream::connect(&path).unwrap();
+            s.write_all(&bad).unwrap();
+            let body = proto::read_frame(&mut s).unwrap().unwrap();
+            assert!(matches!(proto::decode_response(&body).unwrap(), Response::Error { .. }));
+        }
+        let mut s = UnixStream::connect(&path).unwrap();
+        proto::write_frame(&mut s, &proto::encode_request(&Request::Status)).unwrap();
+        let body = proto::read_frame(&mut s).unwrap().unwrap();
+        assert_eq!(proto::decode_response(&body).unwrap(), Response::Error { message: "Status".into() });
+        assert_eq!(srv.stats.bad_frames.load(Ordering::Relaxed), 3);
+        // an answer over the frame limit becomes a plain error, not a dropped connection
+        let big = Request::ConfigApply { toml: "\"".repeat(proto::MAX_FRAME - 64), if_generation: None };
+        proto::write_frame(&mut s, &proto::encode_request(&big)).unwrap();
+        let body = proto::read_frame(&mut s).unwrap().unwrap();
+        let Response::Error { message } = proto::decode_response(&body).unwrap() else { panic!() };
+        assert!(message.contains("exceeds the frame limit"), "{message}");
+        srv.shutdown();
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

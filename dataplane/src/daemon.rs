@@ -25,8 +25,12 @@ pub struct ControlState {
     pub health: HealthView,
     /// Pipeline state per service.
     pub states: HashMap<String, ServiceState>,
-    /// Last generation published.
+    /// Last snapshot generation published (moves on every republication: config edits,
+    /// health changes, load ticks).
     pub generation: u64,
+    /// Config generation: 1 at start, +1 per applied `spillwayctl` mutation; what
+    /// `--if-generation` compares against.
+    pub config_generation: u64,
     /// Failover pool state per service (for connection draining on failover/failback).
     pub pools: HashMap<String, PoolState>,
     /// New-connection counter per (service, backend) at the last load tick.
@@ -62,6 +66,10 @@ pub struct Daemon {
     pub port_addrs: Vec<u32>,
     /// The health checker, when running (absent in tests without probes).
     pub checker: Mutex<Option<crate::health::HealthChecker>>,
+    /// Where health events go (to start a checker when a live edit adds the first check).
+    pub health_events: Mutex<Option<std::sync::mpsc::Sender<crate::health::HealthEvent>>>,
+    /// Config file that live edits are written back to (`None`: not persisted, tests).
+    pub config_path: Option<std::path::PathBuf>,
 }
 
 impl Daemon {
@@ -82,6 +90,7 @@ impl Daemon {
                 health,
                 states,
                 generation: 1,
+                config_generation: 1,
                 pools: HashMap::new(),
                 last_new: HashMap::new(),
                 last_load_tick: 0.0,
@@ -93,7 +102,15 @@ impl Daemon {
             port_stats,
             port_addrs,
             checker: Mutex::new(None),
+            health_events: Mutex::new(None),
+            config_path: None,
         })
+    }
+
+    /// Sets the config file live edits are persisted to.
+    pub fn with_config_path(mut self, path: std::path::PathBuf) -> Daemon {
+        self.config_path = Some(path);
+        self
     }
 
     /// Milliseconds on the worker clock (`started` is the workers' epoch too).
@@ -143,9 +160,15 @@ impl Daemon {
         st.generation
     }
 
-    /// Applies a health result; republishes when the health state changed.
+    /// Applies a health result; republishes when the health state changed. Results for a
+    /// backend no longer configured are ignored.
     pub fn set_health(&self, service: &str, backend: &str, healthy: bool, latency_ms: Option<f64>) -> bool {
         let mut st = self.control.lock().unwrap_or_else(|e| e.into_inner());
+        // A late event for a backend removed by a live edit must not leave a stale entry
+        // (a re-added backend of the same name would inherit it).
+        if !st.cfg.service(service).is_some_and(|s| s.backends.iter().any(|b| b.name == backend)) {
+            return false;
+        }
         let key = (service.to_string(), backend.to_string());
         let e = st.health.entry(key).or_default();
         let changed = e.healthy != healthy;
@@ -286,6 +309,18 @@ impl Handler for Daemon {
     fn handle(&self, req: Request) -> Response {
         match req {
             Request::Status => Response::Status(self.status()),
+            Request::ConfigShow => self.config_show(),
+            Request::ConfigApply { toml, if_generation } => self.config_apply(&toml, if_generation),
+            r @ (Request::ServiceAdd { .. }
+            | Request::ServiceRemove { .. }
+            | Request::ServiceSet { .. }
+            | Request::BackendAdd { .. }
+            | Request::BackendRemove { .. }
+            | Request::BackendSet { .. }) => self.edit_request(r),
+            Request::HealthShow => self.health_show(),
+            Request::Flows { op, filter } => self.flows(op, &filter),
+            Request::Explain { client, client_port, vip } => self.explain(client, client_port, vip.as_deref()),
+            Request::SnapshotShow => self.snapshot_show(),
         }
     }
 }

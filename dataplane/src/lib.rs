@@ -13,3 +13,4 @@ pub mod control;
 pub mod ctl_server;
 pub mod daemon;
 pub mod health;
+pub mod ctl_ops;

@@ -2,7 +2,8 @@
 //!
 //! `spillway --config FILE [--socket PATH]`: starts EAL with the config's arguments and
 //! ports, one poll-mode worker per configured worker (pinned), the control socket, and runs
-//! until SIGINT/SIGTERM, then prints the final counters.
+//! until SIGINT/SIGTERM, then prints the final counters. Live edits made with `spillwayctl`
+//! are written back to FILE atomically (see docs/ctl.md).
 
 use clap::Parser;
 use spillway_dataplane::conntrack::Timeouts;
@@ -112,16 +113,7 @@ fn run(args: Args) -> Result<(), String> {
     if cfg.ports.is_empty() {
         return Err(format!("{path}: no [[ports]] configured"));
     }
-    for (si, s) in cfg.services.iter().enumerate() {
-        for (bi, b) in s.backends.iter().enumerate() {
-            if b.mac.is_none() {
-                return Err(format!("{path}: services[{si}].backends[{bi}].mac is required (L2 DSR / next-hop MAC)"));
-            }
-        }
-        if s.forwarding_mode != spillway_shared::config::ForwardingMode::L2_DSR && !cfg.ports.iter().any(|p| p.address.is_some()) {
-            return Err(format!("{path}: services[{si}].forwarding_mode = {:?} needs ports[].address as the outer source address", s.forwarding_mode));
-        }
-    }
+    spillway_dataplane::ctl_ops::daemon_checks(&cfg).map_err(|e| format!("{path}: {e}"))?;
     if args.check {
         println!("{path}: configuration OK ({} services, {} ports)", cfg.services.len(), cfg.ports.len());
         return Ok(());
@@ -205,7 +197,7 @@ fn run(args: Args) -> Result<(), String> {
         }
     });
     let port_addrs = port_infos.iter().map(|p| p.addr).collect();
-    let daemon = Arc::new(Daemon::new(cfg.clone(), workers, port_addrs, port_stats)?);
+    let daemon = Arc::new(Daemon::new(cfg.clone(), workers, port_addrs, port_stats)?.with_config_path(args.config.clone()));
     let server = Server::start(&socket, group, daemon.clone()).map_err(|e| format!("control socket {}: {e}", socket.display()))?;
     tracing::info!(socket = %socket.display(), "control socket listening");
 
@@ -226,6 +218,7 @@ fn run(args: Args) -> Result<(), String> {
         });
         let shared = daemon.shared.clone();
         let stats = shared.stats[w].clone();
+        let mailbox = shared.mailboxes[w].clone();
         let pinfo = port_infos.clone();
         let cap = cfg.conntrack.capacity_per_worker as usize;
         let seed = seed_for(w);
@@ -255,6 +248,8 @@ fn run(args: Args) -> Result<(), String> {
                         None => 0,
                     };
                     drop(guard);
+                    // One atomic load per iteration; the mutexes only when a request waits.
+                    mailbox.serve(|req| worker.control(req, now));
                     if n == 0 && !idle_sleep.is_zero() {
                         std::thread::sleep(idle_sleep);
                     }
@@ -268,14 +263,14 @@ fn run(args: Args) -> Result<(), String> {
     // Health checks from the host stack.
     let (health_tx, health_rx) = std::sync::mpsc::channel();
     let targets = health::targets_from_config(&cfg);
+    *daemon.health_events.lock().unwrap_or_else(|e| e.into_inner()) = Some(health_tx.clone());
     if !targets.is_empty() {
         let n = targets.len();
-        let checker = HealthChecker::start(targets, health_tx).map_err(|e| format!("cannot start the health checker: {e}"))?;
+        let checker = HealthChecker::start(targets, health_tx.clone()).map_err(|e| format!("cannot start the health checker: {e}"))?;
         *daemon.checker.lock().unwrap_or_else(|e| e.into_inner()) = Some(checker);
         tracing::info!(targets = n, "health checker started");
-    } else {
-        drop(health_tx);
     }
+    drop(health_tx);
 
     // The control loop: health events, load ticks, snapshot republication.
     let deadline = args.duration.map(|d| Instant::now() + Duration::from_secs_f64(d));

@@ -191,7 +191,11 @@ impl Worker {
         if !syn_is_new {
             if let Some(hit) = self.ct.lookup(&ct_key, flags, now, &self.timeouts) {
                 let keep = match snap.backends.get(usize::from(hit.backend)) {
-                    Some(b) if b.present && b.incarnation == hit.incarnation && hit.service == svc_idx => {
+                    // The slot (with its incarnation) names one (service, backend) pair; `b.service`
+                    // is that service's index in *this* snapshot, so removing another service
+                    // (which shifts indices) keeps the entry, while an entry of another service
+                    // (keys can collide under CLIENT_IP_NO_DESTINATION) never matches.
+                    Some(b) if b.present && b.incarnation == hit.incarnation && b.service == svc_idx => {
                         if b.evict_connections {
                             false
                         } else if let Some(deadline) = b.draining_until_ms {
@@ -317,6 +321,31 @@ impl Worker {
                 Verdict::Forward
             }
         }
+    }
+
+    /// Runs a control request on this worker's connection table (see
+    /// [`crate::control::Mailbox`]); called from the poll loop only when one is pending.
+    pub fn control(&mut self, req: &crate::control::FlowRequest, now_ms: u32) -> crate::control::FlowReply {
+        use spillway_shared::proto::FlowOp;
+        let matches = |e: &crate::conntrack::Entry| req.slots.as_ref().map_or(true, |s| s.contains(&(e.backend, e.incarnation)));
+        let mut reply = crate::control::FlowReply { seq: req.seq, ..Default::default() };
+        match req.op {
+            FlowOp::Count => self.ct.for_each_live(now_ms, |e| {
+                if matches(e) {
+                    reply.count += 1;
+                }
+            }),
+            FlowOp::Show { limit } => self.ct.for_each_live(now_ms, |e| {
+                if matches(e) {
+                    reply.count += 1;
+                    if reply.entries.len() < (limit as usize).min(crate::control::MAX_SHOW_PER_WORKER) {
+                        reply.entries.push((*e, now_ms.wrapping_sub(e.last_seen)));
+                    }
+                }
+            }),
+            FlowOp::Flush => reply.count = self.ct.retain(|e| !matches(e)) as u64,
+        }
+        reply
     }
 
     /// One poll iteration: receive a burst from every port, process, send. `rx`/`tx` are

@@ -324,3 +324,56 @@ fn draining_backend_keeps_connections_until_the_deadline() {
     assert!(after.iter().all(|f| rig.backend_of_mac(&f[0..6]) == "f1"));
     assert_eq!(read(&rig.worker.stats).rebalanced, 100);
 }
+
+/// Live edits under traffic: removing a service before `web` shifts `web`'s index, and
+/// removing a backend frees its slot. Established flows of unchanged backends stay put (no
+/// rebalance), flows of the removed backend move, nothing is dropped, and a re-added backend
+/// reusing the slot never inherits old entries (incarnation).
+#[test]
+fn removing_services_and_backends_under_traffic() {
+    let mut cfg = config("", &four());
+    let mut first = spillway_shared::config::Service::new("first", "10.0.0.100".parse().unwrap(), 81, spillway_shared::config::Protocol::Tcp);
+    let mut fb = spillway_shared::config::Backend::new("f1", "z1");
+    fb.mac = Some(spillway_shared::net::MacAddr([2, 0, 0, 0, 0x0f, 1]));
+    first.backends.push(fb);
+    cfg.services.insert(0, first);
+    let mut rig = Rig::new(cfg);
+    let syns: Vec<Vec<u8>> = (0..400u32).map(|i| tcp(client(i, 1 + (i % 2) as u8), 30000 + i as u16, true, &[])).collect();
+    let acks: Vec<Vec<u8>> = (0..400u32).map(|i| tcp(client(i, 1 + (i % 2) as u8), 30000 + i as u16, false, b"x")).collect();
+    let name_of = |out: &[u8]| format!("b{}", out[5]);
+    let before: Vec<String> = rig.run(syns, 10).iter().map(|o| name_of(o)).collect();
+    let recompile = |rig: &mut Rig| {
+        rig.slots.sync(&rig.cfg).unwrap();
+        rig.gen += 1;
+        rig.snap = compile(&rig.cfg, &rig.slots, CompileInput { health: &rig.health, states: &mut rig.states, now_sec: 0.0, generation: rig.gen, port_addrs: vec![0x0a00_0002] });
+    };
+    // 1. remove the service in front of web: web moves from index 1 to 0
+    rig.cfg.services.remove(0);
+    recompile(&mut rig);
+    let after: Vec<String> = rig.run(acks.clone(), 20).iter().map(|o| name_of(o)).collect();
+    assert_eq!(before, after, "index shift moved no flow");
+    assert_eq!(read(&rig.worker.stats).rebalanced, 0);
+    // 2. remove b2: its flows move, the others stay
+    rig.cfg.services[0].backends.retain(|b| b.name != "b2");
+    recompile(&mut rig);
+    let moved: Vec<String> = rig.run(acks.clone(), 30).iter().map(|o| name_of(o)).collect();
+    let n_b2 = before.iter().filter(|b| *b == "b2").count();
+    assert!(n_b2 > 0);
+    for (b, a) in before.iter().zip(&moved) {
+        if b == "b2" {
+            assert_ne!(a, "b2");
+        } else {
+            assert_eq!(a, b, "flows of unchanged backends stay");
+        }
+    }
+    assert_eq!(read(&rig.worker.stats).rebalanced, n_b2 as u64);
+    // 3. a new backend takes b2's slot: the entries now pointing at other backends are kept,
+    //    and nothing reaches the newcomer through an old entry
+    let mut nb = spillway_shared::config::Backend::new("b9", "z1");
+    nb.mac = Some(spillway_shared::net::MacAddr([2, 0, 0, 0, 0x0b, 9]));
+    rig.cfg.services[0].backends.push(nb);
+    recompile(&mut rig);
+    let again: Vec<String> = rig.run(acks, 40).iter().map(|o| name_of(o)).collect();
+    assert_eq!(again, moved);
+    assert_eq!(read(&rig.worker.stats).dropped(), 0);
+}

@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use std::io::{Read, Write};
 
 /// Version of this protocol; bumped on any incompatible change of the message types.
-pub const PROTOCOL_VERSION: u16 = 1;
+pub const PROTOCOL_VERSION: u16 = 2;
 /// Largest frame body accepted, bytes.
 pub const MAX_FRAME: usize = 1 << 20;
 
@@ -37,10 +37,259 @@ pub struct ResponseFrame {
 }
 
 /// Requests.
+///
+/// Mutations carry `if_generation`: when set, the daemon refuses the edit unless its
+/// *config generation* (see [`Applied::generation`]) still equals it. Config travels as
+/// TOML text and traces as JSON text, because those types use serde attributes
+/// (`skip_serializing_if`) that a non-self-describing format like postcard cannot carry.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum Request {
     /// Ports, workers, counters, drops by reason, per-backend new connections.
     Status,
+    /// The running configuration as TOML, with its config generation.
+    ConfigShow,
+    /// Replace the whole configuration (applied as a diff). `toml`: a complete config file.
+    ConfigApply {
+        /// The new configuration, TOML.
+        toml: String,
+        /// Refuse unless the config generation equals this.
+        if_generation: Option<u64>,
+    },
+    /// Add a service: `fields` are `(field, TOML value)` pairs of a `[[services]]` table
+    /// (at least `vip` and `port`).
+    ServiceAdd {
+        /// Service name.
+        name: String,
+        /// `(field, value)` pairs; values are TOML values (bare words are taken as strings).
+        fields: Vec<(String, String)>,
+        /// Refuse unless the config generation equals this.
+        if_generation: Option<u64>,
+    },
+    /// Remove a service and its backends.
+    ServiceRemove {
+        /// Service name.
+        name: String,
+        /// Refuse unless the config generation equals this.
+        if_generation: Option<u64>,
+    },
+    /// Set fields of a service (an empty value removes an optional field).
+    ServiceSet {
+        /// Service name.
+        name: String,
+        /// `(field, value)` pairs.
+        fields: Vec<(String, String)>,
+        /// Refuse unless the config generation equals this.
+        if_generation: Option<u64>,
+    },
+    /// Add a backend to a service.
+    BackendAdd {
+        /// Service name.
+        service: String,
+        /// Backend name.
+        name: String,
+        /// `(field, value)` pairs of a `[[services.backends]]` table.
+        fields: Vec<(String, String)>,
+        /// Refuse unless the config generation equals this.
+        if_generation: Option<u64>,
+    },
+    /// Remove a backend.
+    BackendRemove {
+        /// Service name.
+        service: String,
+        /// Backend name.
+        name: String,
+        /// Refuse unless the config generation equals this.
+        if_generation: Option<u64>,
+    },
+    /// Set fields of a backend.
+    BackendSet {
+        /// Service name.
+        service: String,
+        /// Backend name.
+        name: String,
+        /// `(field, value)` pairs.
+        fields: Vec<(String, String)>,
+        /// Refuse unless the config generation equals this.
+        if_generation: Option<u64>,
+    },
+    /// Health state of every backend.
+    HealthShow,
+    /// Connection-table operation on every worker.
+    Flows {
+        /// What to do.
+        op: FlowOp,
+        /// Which entries: all, one service's, or one backend's.
+        filter: FlowFilter,
+    },
+    /// The routing decision for a new connection, against the live state.
+    Explain {
+        /// Client address.
+        client: std::net::Ipv4Addr,
+        /// Client port.
+        client_port: u16,
+        /// Service as `IP:PORT[/tcp|udp]`; `None` when there is one service.
+        vip: Option<String>,
+    },
+    /// The published snapshot: generation, tables per service and class, age.
+    SnapshotShow,
+}
+
+/// A connection-table operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum FlowOp {
+    /// Count live entries.
+    Count,
+    /// List up to `limit` live entries per worker.
+    Show {
+        /// Most entries per worker.
+        limit: u32,
+    },
+    /// Remove matching entries (their next packet is balanced anew).
+    Flush,
+}
+
+/// Which connection-table entries an operation applies to.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum FlowFilter {
+    /// Every entry.
+    All,
+    /// Entries of one service (by name).
+    Service(String),
+    /// Entries of one backend: (service, backend).
+    Backend(String, String),
+}
+
+/// Answer to a successful mutation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Applied {
+    /// The config generation after the edit: starts at 1 when the daemon starts and
+    /// increases by one with every applied mutation (health changes do not move it).
+    pub generation: u64,
+    /// The snapshot generation published for it.
+    pub snapshot_generation: u64,
+    /// What changed, one line each (`service web: backend b1 weight 50 -> 80`).
+    pub changes: Vec<String>,
+}
+
+/// One backend's health.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HealthRow {
+    /// Service name.
+    pub service: String,
+    /// Backend name.
+    pub backend: String,
+    /// Backend address.
+    pub address: String,
+    /// Health used by the dataplane.
+    pub healthy: bool,
+    /// Whether a health check probes it (otherwise static: healthy).
+    pub checked: bool,
+    /// Latency used by routing, ms (configured or probe RTT moving average).
+    pub latency_ms: Option<f64>,
+    /// Measured new connections per second.
+    pub load_cps: f64,
+    /// Consecutive successful probes.
+    pub consecutive_successes: u32,
+    /// Consecutive failed probes.
+    pub consecutive_failures: u32,
+    /// Probes completed.
+    pub probes: u64,
+    /// Probes failed.
+    pub probes_failed: u64,
+    /// Reason of the last failed probe.
+    pub last_error: Option<String>,
+    /// Seconds since the last state change (checked backends).
+    pub since_change_sec: Option<f64>,
+}
+
+/// One connection-table entry.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FlowRow {
+    /// Worker holding it.
+    pub worker: u32,
+    /// Client `IP:port`.
+    pub client: String,
+    /// VIP `IP:port`.
+    pub vip: String,
+    /// IP protocol number.
+    pub proto: u8,
+    /// Service name (`?` when no longer configured).
+    pub service: String,
+    /// Backend name (`?` when removed).
+    pub backend: String,
+    /// `syn_only`, `established` or `closing`.
+    pub state: String,
+    /// Milliseconds since its last packet.
+    pub idle_ms: u32,
+}
+
+/// Answer to [`Request::Flows`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FlowsReport {
+    /// Matching live entries per worker (for `Flush`: entries removed).
+    pub per_worker: Vec<u64>,
+    /// Sum over workers.
+    pub total: u64,
+    /// Entries (for `Show`).
+    pub entries: Vec<FlowRow>,
+}
+
+/// Answer to [`Request::Explain`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ExplainReport {
+    /// Service name.
+    pub service: String,
+    /// `VIP:port/proto`.
+    pub vip: String,
+    /// Client `IP:port`.
+    pub client: String,
+    /// The client's class (zone, or "not zonal").
+    pub class: String,
+    /// `pipeline::Decision` as JSON (backend indices refer to `backends`).
+    pub decision_json: String,
+    /// The service's backend names, config order.
+    pub backends: Vec<String>,
+    /// Backend the live snapshot's Maglev table picks for this flow (`None`: dropped).
+    pub backend: Option<String>,
+    /// Flow hash used for the pick.
+    pub hash: u64,
+    /// Maglev table size.
+    pub table_size: u32,
+    /// Snapshot generation the pick came from.
+    pub snapshot_generation: u64,
+}
+
+/// One service's tables in the snapshot.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SnapService {
+    /// Service name.
+    pub name: String,
+    /// Per client class: (class name, table number among the service's distinct tables
+    /// or `None` = drop, backends of the table).
+    pub classes: Vec<(String, Option<u32>, Vec<String>)>,
+    /// Distinct tables of this service (classes with identical sets share one).
+    pub distinct_tables: u32,
+    /// The failover pool is active.
+    pub failed_over: bool,
+}
+
+/// Answer to [`Request::SnapshotShow`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SnapshotReport {
+    /// Snapshot generation.
+    pub generation: u64,
+    /// Config generation.
+    pub config_generation: u64,
+    /// Age of the snapshot, ms.
+    pub age_ms: u64,
+    /// Last measured time from publication until every worker used it, µs.
+    pub last_propagation_us: Option<u64>,
+    /// Lowest snapshot generation any worker is using.
+    pub workers_min_generation: u64,
+    /// Per service.
+    pub services: Vec<SnapService>,
+    /// Distinct tables over all services.
+    pub distinct_tables: u32,
 }
 
 /// Responses.
@@ -48,6 +297,25 @@ pub enum Request {
 pub enum Response {
     /// Answer to [`Request::Status`].
     Status(StatusReport),
+    /// Answer to [`Request::ConfigShow`].
+    Config {
+        /// Config generation.
+        generation: u64,
+        /// The running config, TOML.
+        toml: String,
+        /// Path of the config file the daemon persists to.
+        path: String,
+    },
+    /// Answer to a mutation.
+    Applied(Applied),
+    /// Answer to [`Request::HealthShow`].
+    Health(Vec<HealthRow>),
+    /// Answer to [`Request::Flows`].
+    Flows(FlowsReport),
+    /// Answer to [`Request::Explain`].
+    Explain(ExplainReport),
+    /// Answer to [`Request::SnapshotShow`].
+    Snapshot(SnapshotReport),
     /// The request failed; `message` says why.
     Error {
         /// Human-readable reason.
@@ -318,10 +586,42 @@ mod tests {
         let wire = [0u8, 0, 0, 10, 1, 2];
         assert!(matches!(read_frame(&mut &wire[..]), Err(FrameError::Io(_))));
         assert!(read_frame(&mut &[][..]).unwrap().is_none());
-        assert!(matches!(decode_request(&[1, 0xff, 0xff]), Err(FrameError::Decode(_))));
+        assert!(matches!(decode_request(&[PROTOCOL_VERSION as u8, 0xff, 0xff]), Err(FrameError::Decode(_))));
+        assert!(matches!(decode_request(&[1, 0]), Err(FrameError::Version { peer: 1 })));
+    }
+
+    #[test]
+    fn every_request_roundtrips() {
+        let reqs = vec![
+            Request::ConfigShow,
+            Request::ConfigApply { toml: "x".into(), if_generation: Some(3) },
+            Request::ServiceSet { name: "web".into(), fields: vec![("spillover_ratio".into(), "0.5".into())], if_generation: None },
+            Request::BackendRemove { service: "a".into(), name: "b".into(), if_generation: Some(1) },
+            Request::Flows { op: FlowOp::Show { limit: 5 }, filter: FlowFilter::Backend("a".into(), "b".into()) },
+            Request::Explain { client: std::net::Ipv4Addr::new(1, 2, 3, 4), client_port: 9, vip: None },
+            Request::SnapshotShow,
+        ];
+        for r in reqs {
+            assert_eq!(decode_request(&encode_request(&r)).unwrap(), r);
+        }
+        let resp = Response::Health(vec![HealthRow {
+            service: "s".into(), backend: "b".into(), address: "1.2.3.4".into(), healthy: true, checked: false,
+            latency_ms: None, load_cps: 1.5, consecutive_successes: 0, consecutive_failures: 2, probes: 3,
+            probes_failed: 1, last_error: Some("x".into()), since_change_sec: Some(1.0),
+        }]);
+        assert_eq!(decode_response(&encode_response(&resp)).unwrap(), resp);
     }
 
     proptest::proptest! {
+        #[test]
+        fn random_bytes_after_a_valid_version(bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..512)) {
+            let mut body = postcard::to_stdvec(&PROTOCOL_VERSION).unwrap();
+            body.extend_from_slice(&bytes);
+            let _ = decode_request(&body);
+            let _ = decode_response(&body);
+        }
+
+
         #[test]
         fn garbage_never_panics(bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..64)) {
             let _ = decode_request(&bytes);

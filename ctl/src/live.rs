@@ -1,0 +1,541 @@
+//! Live commands against the running daemon: `config`, `service`, `backend`, `health`,
+//! `flows`, `stats`, `snapshot`. Reads take `--json`; mutations take `--if-generation N`
+//! and print the new config generation and what changed.
+
+use crate::client::{self, ClientError};
+use clap::{Args, Subcommand};
+use spillway_shared::config::Config;
+use spillway_shared::proto::{Applied, FlowFilter, FlowOp, Request, Response};
+use std::fmt::Write;
+use std::path::{Path, PathBuf};
+
+/// Options of every mutation.
+#[derive(Args, Debug, Clone, Copy)]
+pub struct MutOpts {
+    /// Refuse the edit unless the daemon's config generation is still N (optimistic
+    /// concurrency: read with `config show`, edit, retry on refusal).
+    #[arg(long, value_name = "N")]
+    pub if_generation: Option<u64>,
+    /// Print the answer as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `--json` of reads.
+#[derive(Args, Debug, Clone, Copy)]
+pub struct JsonOpt {
+    /// Machine-readable JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `config ...`
+#[derive(Subcommand, Debug)]
+pub enum ConfigCmd {
+    /// The running configuration (TOML, or JSON with --json) and its config generation.
+    Show(JsonOpt),
+    /// Replace the configuration with FILE, applied as a diff (unchanged backends keep
+    /// their health state and connections).
+    Apply {
+        /// A complete config file.
+        file: PathBuf,
+        #[command(flatten)]
+        opts: MutOpts,
+    },
+}
+
+/// `service ...`
+#[derive(Subcommand, Debug)]
+pub enum ServiceCmd {
+    /// Services: VIP, policy summary, backend count.
+    List(JsonOpt),
+    /// One service's configuration (TOML, or JSON with --json).
+    Show {
+        /// Service name.
+        name: String,
+        #[command(flatten)]
+        json: JsonOpt,
+    },
+    /// Add a service: `service add web vip=10.0.0.1 port=80 protocol=tcp ...`.
+    Add {
+        /// Service name.
+        name: String,
+        /// `field=value` pairs with the config's field names; values are TOML values.
+        #[arg(value_name = "FIELD=VALUE")]
+        fields: Vec<String>,
+        #[command(flatten)]
+        opts: MutOpts,
+    },
+    /// Remove a service (its connections are no longer forwarded).
+    Remove {
+        /// Service name.
+        name: String,
+        #[command(flatten)]
+        opts: MutOpts,
+    },
+    /// Set fields: `service set web spillover_ratio=0.2 zonal_affinity=SPILL_CROSS_ZONE`;
+    /// `field=` (empty) removes an optional field.
+    Set {
+        /// Service name.
+        name: String,
+        /// `field=value` pairs.
+        #[arg(required = true, value_name = "FIELD=VALUE")]
+        fields: Vec<String>,
+        #[command(flatten)]
+        opts: MutOpts,
+    },
+}
+
+/// `backend ...`
+#[derive(Subcommand, Debug)]
+pub enum BackendCmd {
+    /// Backends of a service with health and counters.
+    List {
+        /// Service name.
+        service: String,
+        #[command(flatten)]
+        json: JsonOpt,
+    },
+    /// One backend's configuration and state.
+    Show {
+        /// Service name.
+        service: String,
+        /// Backend name.
+        name: String,
+        #[command(flatten)]
+        json: JsonOpt,
+    },
+    /// Add a backend: `backend add web b3 address=10.0.1.3 mac=02:00:00:00:01:03 zone=z1`.
+    Add {
+        /// Service name.
+        service: String,
+        /// Backend name.
+        name: String,
+        /// `field=value` pairs.
+        #[arg(value_name = "FIELD=VALUE")]
+        fields: Vec<String>,
+        #[command(flatten)]
+        opts: MutOpts,
+    },
+    /// Remove a backend.
+    Remove {
+        /// Service name.
+        service: String,
+        /// Backend name.
+        name: String,
+        #[command(flatten)]
+        opts: MutOpts,
+    },
+    /// Set fields: `backend set web b1 weight=80 enabled=false`.
+    Set {
+        /// Service name.
+        service: String,
+        /// Backend name.
+        name: String,
+        /// `field=value` pairs.
+        #[arg(required = true, value_name = "FIELD=VALUE")]
+        fields: Vec<String>,
+        #[command(flatten)]
+        opts: MutOpts,
+    },
+}
+
+/// `health ...`
+#[derive(Subcommand, Debug)]
+pub enum HealthCmd {
+    /// Health of every backend: state, probes, latency, load.
+    Show(JsonOpt),
+}
+
+/// Which flows.
+#[derive(Args, Debug, Clone)]
+pub struct FlowSel {
+    /// Only this service's flows.
+    #[arg(long)]
+    pub service: Option<String>,
+    /// Only this backend's flows (needs --service).
+    #[arg(long, requires = "service")]
+    pub backend: Option<String>,
+    /// Machine-readable JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+impl FlowSel {
+    fn filter(&self) -> FlowFilter {
+        match (&self.service, &self.backend) {
+            (Some(s), Some(b)) => FlowFilter::Backend(s.clone(), b.clone()),
+            (Some(s), None) => FlowFilter::Service(s.clone()),
+            _ => FlowFilter::All,
+        }
+    }
+}
+
+/// `flows ...`
+#[derive(Subcommand, Debug)]
+pub enum FlowsCmd {
+    /// Count live connection-table entries (per worker and total).
+    Count(FlowSel),
+    /// List live entries.
+    Show {
+        #[command(flatten)]
+        sel: FlowSel,
+        /// Most entries per worker.
+        #[arg(long, default_value_t = 50)]
+        limit: u32,
+    },
+    /// Remove entries: their next packet is balanced anew.
+    Flush(FlowSel),
+}
+
+/// `snapshot ...`
+#[derive(Subcommand, Debug)]
+pub enum SnapshotCmd {
+    /// The published snapshot: generation, tables per service and class, age, propagation.
+    Show(JsonOpt),
+}
+
+fn fail(e: ClientError) -> i32 {
+    eprintln!("spillwayctl: {e}");
+    e.exit_code()
+}
+
+fn unexpected(r: &Response) -> i32 {
+    eprintln!("spillwayctl: unexpected response from the daemon: {r:?}");
+    2
+}
+
+fn json<T: serde::Serialize>(v: &T) -> i32 {
+    println!("{}", serde_json::to_string_pretty(v).unwrap_or_default());
+    0
+}
+
+/// Splits `field=value` arguments.
+pub fn parse_fields(args: &[String]) -> Result<Vec<(String, String)>, String> {
+    args.iter()
+        .map(|a| match a.split_once('=') {
+            Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_string(), v.to_string())),
+            _ => Err(format!("{a:?}: expected FIELD=VALUE, e.g. weight=80")),
+        })
+        .collect()
+}
+
+fn mutate(socket: &Path, req: Request, json_out: bool) -> i32 {
+    match client::request(socket, &req) {
+        Ok(Response::Applied(a)) => {
+            if json_out {
+                return json(&a);
+            }
+            print!("{}", render_applied(&a));
+            0
+        }
+        Ok(r) => unexpected(&r),
+        Err(e) => fail(e),
+    }
+}
+
+/// Text of a mutation's answer.
+pub fn render_applied(a: &Applied) -> String {
+    let mut o = format!("applied: config generation {} (snapshot generation {})\n", a.generation, a.snapshot_generation);
+    for c in &a.changes {
+        let _ = writeln!(o, "  {c}");
+    }
+    o
+}
+
+fn fetch_config(socket: &Path) -> Result<(u64, Config), i32> {
+    match client::request(socket, &Request::ConfigShow) {
+        Ok(Response::Config { generation, toml, .. }) => match Config::from_toml(&toml) {
+            Ok(c) => Ok((generation, c)),
+            Err(e) => {
+                eprintln!("spillwayctl: the daemon's config does not parse: {e}");
+                Err(2)
+            }
+        },
+        Ok(r) => Err(unexpected(&r)),
+        Err(e) => Err(fail(e)),
+    }
+}
+
+/// `config ...`
+pub fn config(socket: &Path, cmd: &ConfigCmd) -> i32 {
+    match cmd {
+        ConfigCmd::Show(j) => match client::request(socket, &Request::ConfigShow) {
+            Ok(Response::Config { generation, toml, path }) => {
+                if j.json {
+                    let cfg = Config::from_toml(&toml).ok();
+                    return json(&serde_json::json!({ "generation": generation, "path": path, "config": cfg }));
+                }
+                println!("# config generation {generation}, persisted to {path}");
+                print!("{toml}");
+                0
+            }
+            Ok(r) => unexpected(&r),
+            Err(e) => fail(e),
+        },
+        ConfigCmd::Apply { file, opts } => {
+            let toml = match std::fs::read_to_string(file) {
+                Ok(t) => t,
+                Err(e) => {
+                    eprintln!("spillwayctl: cannot read {}: {e}", file.display());
+                    return 2;
+                }
+            };
+            mutate(socket, Request::ConfigApply { toml, if_generation: opts.if_generation }, opts.json)
+        }
+    }
+}
+
+fn with_fields(fields: &[String], f: impl FnOnce(Vec<(String, String)>) -> Request) -> Result<Request, i32> {
+    parse_fields(fields).map(f).map_err(|e| {
+        eprintln!("spillwayctl: {e}");
+        2
+    })
+}
+
+/// `service ...`
+pub fn service(socket: &Path, cmd: &ServiceCmd) -> i32 {
+    let req = match cmd {
+        ServiceCmd::List(j) => {
+            let (gen, cfg) = match fetch_config(socket) {
+                Ok(x) => x,
+                Err(c) => return c,
+            };
+            if j.json {
+                return json(&serde_json::json!({ "generation": gen, "services": cfg.services }));
+            }
+            let mut o = format!("{:<14} {:<24} {:<33} {:<8} {:>8} {:>8}\n", "name", "vip", "zonal_affinity", "mode", "backends", "enabled");
+            for s in &cfg.services {
+                let vip = format!("{}:{}/{}", s.vip, s.port, format!("{:?}", s.protocol).to_lowercase());
+                let _ = writeln!(o, "{:<14} {:<24} {:<33} {:<8} {:>8} {:>8}", s.name, vip, format!("{:?}", s.zonal_affinity), format!("{:?}", s.forwarding_mode), s.backends.len(), s.backends.iter().filter(|b| b.enabled).count());
+            }
+            let _ = writeln!(o, "(config generation {gen})");
+            print!("{o}");
+            return 0;
+        }
+        ServiceCmd::Show { name, json: j } => {
+            let (gen, cfg) = match fetch_config(socket) {
+                Ok(x) => x,
+                Err(c) => return c,
+            };
+            let Some(s) = cfg.service(name) else {
+                eprintln!("spillwayctl: no service named {name}");
+                return 1;
+            };
+            if j.json {
+                return json(&serde_json::json!({ "generation": gen, "service": s }));
+            }
+            let wrap = serde_json::json!({ "services": [s] });
+            let text = toml::to_string_pretty(&wrap).unwrap_or_default();
+            println!("# config generation {gen}");
+            print!("{text}");
+            return 0;
+        }
+        ServiceCmd::Add { name, fields, opts } => {
+            match with_fields(fields, |f| Request::ServiceAdd { name: name.clone(), fields: f, if_generation: opts.if_generation }) {
+                Ok(r) => return mutate(socket, r, opts.json),
+                Err(c) => return c,
+            }
+        }
+        ServiceCmd::Remove { name, opts } => (Request::ServiceRemove { name: name.clone(), if_generation: opts.if_generation }, opts.json),
+        ServiceCmd::Set { name, fields, opts } => {
+            match with_fields(fields, |f| Request::ServiceSet { name: name.clone(), fields: f, if_generation: opts.if_generation }) {
+                Ok(r) => (r, opts.json),
+                Err(c) => return c,
+            }
+        }
+    };
+    mutate(socket, req.0, req.1)
+}
+
+/// `backend ...`
+pub fn backend(socket: &Path, cmd: &BackendCmd) -> i32 {
+    let (req, j) = match cmd {
+        BackendCmd::List { service, json: j } => return backend_read(socket, service, None, j.json),
+        BackendCmd::Show { service, name, json: j } => return backend_read(socket, service, Some(name), j.json),
+        BackendCmd::Add { service, name, fields, opts } => {
+            match with_fields(fields, |f| Request::BackendAdd { service: service.clone(), name: name.clone(), fields: f, if_generation: opts.if_generation }) {
+                Ok(r) => (r, opts.json),
+                Err(c) => return c,
+            }
+        }
+        BackendCmd::Remove { service, name, opts } => {
+            (Request::BackendRemove { service: service.clone(), name: name.clone(), if_generation: opts.if_generation }, opts.json)
+        }
+        BackendCmd::Set { service, name, fields, opts } => {
+            match with_fields(fields, |f| Request::BackendSet { service: service.clone(), name: name.clone(), fields: f, if_generation: opts.if_generation }) {
+                Ok(r) => (r, opts.json),
+                Err(c) => return c,
+            }
+        }
+    };
+    mutate(socket, req, j)
+}
+
+fn backend_read(socket: &Path, service: &str, name: Option<&String>, as_json: bool) -> i32 {
+    let (gen, cfg) = match fetch_config(socket) {
+        Ok(x) => x,
+        Err(c) => return c,
+    };
+    let Some(svc) = cfg.service(service) else {
+        eprintln!("spillwayctl: no service named {service}");
+        return 1;
+    };
+    let status = match client::request(socket, &Request::Status) {
+        Ok(Response::Status(s)) => s,
+        Ok(r) => return unexpected(&r),
+        Err(e) => return fail(e),
+    };
+    let st = |b: &str| status.backends.iter().find(|x| x.service == service && x.backend == b).cloned();
+    let list: Vec<_> = svc.backends.iter().filter(|b| name.map_or(true, |n| &b.name == n)).collect();
+    if list.is_empty() {
+        eprintln!("spillwayctl: service {service} has no backend {}", name.map_or("", |s| s.as_str()));
+        return 1;
+    }
+    if as_json {
+        let rows: Vec<_> = list.iter().map(|b| serde_json::json!({ "config": b, "state": st(&b.name) })).collect();
+        return json(&serde_json::json!({ "generation": gen, "service": service, "backends": rows }));
+    }
+    let mut o = format!("{:<12} {:<16} {:<19} {:<6} {:>6} {:>4} {:<9} {:<9} {:>10} {:>12}\n", "backend", "address", "mac", "zone", "weight", "prio", "failover", "state", "new_conns", "packets");
+    for b in &list {
+        let s = st(&b.name);
+        let state = match (b.enabled, s.as_ref().map_or(true, |s| s.healthy)) {
+            (false, _) => "disabled",
+            (true, true) => "healthy",
+            (true, false) => "UNHEALTHY",
+        };
+        let mac = b.mac.map(|m| m.to_string()).unwrap_or_default();
+        let _ = writeln!(o, "{:<12} {:<16} {:<19} {:<6} {:>6} {:>4} {:<9} {:<9} {:>10} {:>12}", b.name, b.address, mac, b.zone, b.weight, b.priority, b.failover, state, s.as_ref().map_or(0, |s| s.new_connections), s.as_ref().map_or(0, |s| s.packets));
+    }
+    if name.is_some() {
+        let wrap = serde_json::json!({ "backends": list });
+        let _ = write!(o, "\n{}", toml::to_string_pretty(&wrap).unwrap_or_default());
+    }
+    print!("{o}");
+    0
+}
+
+/// `health show`
+pub fn health(socket: &Path, cmd: &HealthCmd) -> i32 {
+    let HealthCmd::Show(j) = cmd;
+    match client::request(socket, &Request::HealthShow) {
+        Ok(Response::Health(rows)) => {
+            if j.json {
+                return json(&rows);
+            }
+            let mut o = format!("{:<12} {:<12} {:<16} {:<9} {:<7} {:>10} {:>9} {:>8} {:>8}  last_error\n", "service", "backend", "address", "state", "checked", "latency_ms", "load_cps", "probes", "failed");
+            for r in &rows {
+                let lat = r.latency_ms.map_or("-".into(), |l| format!("{l:.2}"));
+                let _ = writeln!(o, "{:<12} {:<12} {:<16} {:<9} {:<7} {:>10} {:>9.1} {:>8} {:>8}  {}", r.service, r.backend, r.address, if r.healthy { "healthy" } else { "UNHEALTHY" }, if r.checked { "yes" } else { "static" }, lat, r.load_cps, r.probes, r.probes_failed, r.last_error.as_deref().unwrap_or("-"));
+            }
+            print!("{o}");
+            0
+        }
+        Ok(r) => unexpected(&r),
+        Err(e) => fail(e),
+    }
+}
+
+/// `flows ...`
+pub fn flows(socket: &Path, cmd: &FlowsCmd) -> i32 {
+    let (op, sel) = match cmd {
+        FlowsCmd::Count(s) => (FlowOp::Count, s),
+        FlowsCmd::Show { sel, limit } => (FlowOp::Show { limit: *limit }, sel),
+        FlowsCmd::Flush(s) => (FlowOp::Flush, s),
+    };
+    match client::request(socket, &Request::Flows { op, filter: sel.filter() }) {
+        Ok(Response::Flows(r)) => {
+            if sel.json {
+                return json(&r);
+            }
+            let what = match op {
+                FlowOp::Flush => "flushed",
+                _ => "live flows",
+            };
+            let per: Vec<String> = r.per_worker.iter().enumerate().map(|(i, n)| format!("worker {i}: {n}")).collect();
+            let mut o = format!("{what}: {} ({})\n", r.total, per.join(", "));
+            if matches!(op, FlowOp::Show { .. }) {
+                let _ = writeln!(o, "{:<6} {:<22} {:<22} {:>5} {:<12} {:<12} {:<12} {:>9}", "worker", "client", "vip", "proto", "service", "backend", "state", "idle_ms");
+                for e in &r.entries {
+                    let _ = writeln!(o, "{:<6} {:<22} {:<22} {:>5} {:<12} {:<12} {:<12} {:>9}", e.worker, e.client, e.vip, e.proto, e.service, e.backend, e.state, e.idle_ms);
+                }
+            }
+            print!("{o}");
+            0
+        }
+        Ok(r) => unexpected(&r),
+        Err(e) => fail(e),
+    }
+}
+
+/// `stats`: counters per port, worker, backend and drop reason.
+pub fn stats(socket: &Path, as_json: bool) -> i32 {
+    let r = match client::request(socket, &Request::Status) {
+        Ok(Response::Status(r)) => r,
+        Ok(r) => return unexpected(&r),
+        Err(e) => return fail(e),
+    };
+    if as_json {
+        return json(&serde_json::json!({
+            "generation": r.generation,
+            "ports": r.ports,
+            "workers": r.workers,
+            "total": r.total,
+            "backends": r.backends,
+            "drops": r.total.drops.iter().map(|(k, v)| (k.clone(), *v)).collect::<std::collections::BTreeMap<_, _>>(),
+        }));
+    }
+    let mut o = String::new();
+    let _ = writeln!(o, "PORTS\n  {:<10} {:>12} {:>12} {:>8} {:>8} {:>8} {:>9}", "port", "ipackets", "opackets", "imissed", "ierrors", "oerrors", "rx_nombuf");
+    for p in &r.ports {
+        let _ = writeln!(o, "  {:<10} {:>12} {:>12} {:>8} {:>8} {:>8} {:>9}", p.name, p.ipackets, p.opackets, p.imissed, p.ierrors, p.oerrors, p.rx_nombuf);
+    }
+    let _ = writeln!(o, "WORKERS\n  {:<6} {:>12} {:>12} {:>12} {:>10} {:>10} {:>10} {:>10} {:>12}", "worker", "rx", "tx", "forwarded", "new_conns", "ct_hits", "ct_misses", "dropped", "idle_polls");
+    for (i, w) in r.workers.iter().enumerate() {
+        let _ = writeln!(o, "  {:<6} {:>12} {:>12} {:>12} {:>10} {:>10} {:>10} {:>10} {:>12}", i, w.rx, w.tx, w.forwarded, w.new_connections, w.ct_hits, w.ct_misses, w.dropped(), w.idle_polls);
+    }
+    let _ = writeln!(o, "BACKENDS\n  {:<12} {:<12} {:>10} {:>12}", "service", "backend", "new_conns", "packets");
+    for b in &r.backends {
+        let _ = writeln!(o, "  {:<12} {:<12} {:>10} {:>12}", b.service, b.backend, b.new_connections, b.packets);
+    }
+    let _ = writeln!(o, "DROPS");
+    for (k, v) in &r.total.drops {
+        let _ = writeln!(o, "  {k:<24} {v:>12}");
+    }
+    print!("{o}");
+    0
+}
+
+/// `snapshot show`
+pub fn snapshot(socket: &Path, cmd: &SnapshotCmd) -> i32 {
+    let SnapshotCmd::Show(j) = cmd;
+    match client::request(socket, &Request::SnapshotShow) {
+        Ok(Response::Snapshot(s)) => {
+            if j.json {
+                return json(&s);
+            }
+            let prop = s.last_propagation_us.map_or("-".into(), |u| format!("{u} µs"));
+            let mut o = format!(
+                "snapshot generation {} (config generation {}), age {} ms, workers at >= {}, last propagation {prop}, {} distinct tables\n",
+                s.generation, s.config_generation, s.age_ms, s.workers_min_generation, s.distinct_tables
+            );
+            for svc in &s.services {
+                let _ = writeln!(o, "service {}: {} distinct tables{}", svc.name, svc.distinct_tables, if svc.failed_over { " (failover pool active)" } else { "" });
+                for (class, t, b) in &svc.classes {
+                    match t {
+                        Some(t) => {
+                            let _ = writeln!(o, "  {class:<16} table {t}: [{}]", b.join(", "));
+                        }
+                        None => {
+                            let _ = writeln!(o, "  {class:<16} DROP");
+                        }
+                    }
+                }
+            }
+            print!("{o}");
+            0
+        }
+        Ok(r) => unexpected(&r),
+        Err(e) => fail(e),
+    }
+}
