@@ -186,10 +186,20 @@ impl Worker {
         // spec/backend-selection.md: under PER_CONNECTION a SYN always starts a new
         // connection; under PER_SESSION only with 5-tuple affinity.
         let syn_is_new = syn && (svc.tracking == TrackingMode::PER_CONNECTION || five_tuple);
-        let class = snap.class_of(key.src);
-        let table = svc.tables.get(usize::from(class)).and_then(|t| t.as_ref());
+        // The client's zone class selects the table; looked up only when needed (a hit on a
+        // healthy backend, the common case, never needs it).
+        let table_all_unhealthy = |snap: &Snapshot| {
+            let class = snap.class_of(key.src);
+            svc.tables.get(usize::from(class)).and_then(|t| t.as_ref()).map_or(true, |t| t.all_unhealthy)
+        };
+        // This service's idle timeout applies to its established entries.
+        let mut t = self.timeouts;
+        t.tcp_ms = svc.idle_timeout_ms;
+        if key.proto != packet::PROTO_TCP {
+            t.udp_ms = svc.idle_timeout_ms;
+        }
         if !syn_is_new {
-            if let Some(hit) = self.ct.lookup(&ct_key, flags, now, &self.timeouts) {
+            if let Some(hit) = self.ct.lookup(&ct_key, flags, now, &t) {
                 let keep = match snap.backends.get(usize::from(hit.backend)) {
                     // The slot (with its incarnation) names one (service, backend) pair; `b.service`
                     // is that service's index in *this* snapshot, so removing another service
@@ -203,7 +213,7 @@ impl Worker {
                         } else if b.healthy {
                             true
                         } else {
-                            svc.persist_on_unhealthy || table.map_or(true, |t| t.all_unhealthy)
+                            svc.persist_on_unhealthy || table_all_unhealthy(snap)
                         }
                     }
                     _ => false,
@@ -219,14 +229,10 @@ impl Worker {
         if snap.arp_addrs.contains_key(&key.src) {
             return Err(DropReason::MartianSource);
         }
-        let table = table.ok_or(DropReason::NoBackend)?;
+        let class = snap.class_of(key.src);
+        let table = svc.tables.get(usize::from(class)).and_then(|t| t.as_ref()).ok_or(DropReason::NoBackend)?;
         let b = table.pick(selection_hash(key, svc.affinity, false)).ok_or(DropReason::NoBackend)?;
         let inc = snap.backends.get(usize::from(b)).map_or(0, |s| s.incarnation);
-        let mut t = self.timeouts;
-        t.tcp_ms = svc.idle_timeout_ms;
-        if key.proto != packet::PROTO_TCP {
-            t.udp_ms = svc.idle_timeout_ms;
-        }
         self.ct.insert(&ct_key, b, inc, svc_idx, flags, now, &t);
         bump(&self.stats.new_connections, 1);
         if let Some(c) = self.stats.backend_new.get(usize::from(b)) {

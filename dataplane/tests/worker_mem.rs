@@ -377,3 +377,17 @@ fn removing_services_and_backends_under_traffic() {
     assert_eq!(again, moved);
     assert_eq!(read(&rig.worker.stats).dropped(), 0);
 }
+
+#[test]
+fn service_idle_timeout_applies_to_established_connections() {
+    // conntrack default 600 s; this service keeps idle connections 1200 s
+    let mut rig = Rig::new(config("idle_timeout_sec = 1200", &four()));
+    let flows = |syn| (0..50u32).map(|i| tcp(client(i, 1), 3000 + i as u16, syn, b"")).collect::<Vec<_>>();
+    rig.run(flows(true), 1_000);
+    rig.run(flows(false), 1_100); // established
+    let before = read(&rig.worker.stats).new_connections;
+    rig.run(flows(false), 1_100 + 900_000); // 900 s idle: past 600, within 1200
+    assert_eq!(read(&rig.worker.stats).new_connections, before, "entries expired at the global timeout");
+    rig.run(flows(false), 1_100 + 900_000 + 1_201_000); // 1201 s idle: expired
+    assert_eq!(read(&rig.worker.stats).new_connections, before + 50);
+}
