@@ -274,8 +274,27 @@ pub fn config(socket: &Path, cmd: &ConfigCmd) -> i32 {
             Err(e) => fail(e),
         },
         ConfigCmd::Apply { file, opts } => {
-            let toml = match std::fs::read_to_string(file) {
-                Ok(t) => t,
+            // Read at most one frame's worth: larger files cannot be sent anyway, and
+            // /dev/zero must not exhaust memory.
+            let limit = spillway_shared::proto::MAX_FRAME as u64;
+            let read = std::fs::File::open(file).and_then(|f| {
+                use std::io::Read;
+                let mut buf = Vec::new();
+                f.take(limit + 1).read_to_end(&mut buf)?;
+                Ok(buf)
+            });
+            let toml = match read {
+                Ok(b) if b.len() as u64 > limit => {
+                    eprintln!("spillwayctl: {} is larger than {limit} bytes (the control protocol's frame limit)", file.display());
+                    return 2;
+                }
+                Ok(b) => match String::from_utf8(b) {
+                    Ok(t) => t,
+                    Err(_) => {
+                        eprintln!("spillwayctl: {} is not UTF-8 text", file.display());
+                        return 2;
+                    }
+                },
                 Err(e) => {
                     eprintln!("spillwayctl: cannot read {}: {e}", file.display());
                     return 2;
@@ -389,8 +408,10 @@ fn backend_read(socket: &Path, service: &str, name: Option<&String>, as_json: bo
     let st = |b: &str| status.backends.iter().find(|x| x.service == service && x.backend == b).cloned();
     let list: Vec<_> = svc.backends.iter().filter(|b| name.map_or(true, |n| &b.name == n)).collect();
     if list.is_empty() {
-        eprintln!("spillwayctl: service {service} has no backend {}", name.map_or("", |s| s.as_str()));
-        return 1;
+        if let Some(n) = name {
+            eprintln!("spillwayctl: service {service} has no backend {n}");
+            return 1;
+        }
     }
     if as_json {
         let rows: Vec<_> = list.iter().map(|b| serde_json::json!({ "config": b, "state": st(&b.name) })).collect();

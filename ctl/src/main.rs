@@ -78,6 +78,12 @@ enum ScenarioCmd {
 }
 
 fn main() {
+    // Like other Unix tools, end quietly when the reader of our output goes away
+    // (`spillwayctl ... | head`) instead of panicking on a broken pipe.
+    // SAFETY: setting a signal disposition to the default at start, before any thread.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     let cli = Cli::parse();
     let code = match &cli.command {
         Command::Scenario(ScenarioCmd::Run { files }) => scenario::run(files),

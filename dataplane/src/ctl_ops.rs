@@ -31,6 +31,13 @@ pub fn daemon_checks(cfg: &Config) -> Result<(), String> {
             if b.mac.is_none() {
                 return Err(format!("services[{si}].backends[{bi}].mac is required (L2 DSR / next-hop MAC)"));
             }
+            let needs_address = s.health_check.is_some() || s.forwarding_mode != spillway_shared::config::ForwardingMode::L2_DSR;
+            let a = b.address;
+            if needs_address && (a.is_unspecified() || a.is_broadcast() || a.is_multicast() || a.is_loopback()) {
+                return Err(format!(
+                    "services[{si}].backends[{bi}].address = {a}: a unicast backend address is required (health checks and IPIP/GUE send to it)"
+                ));
+            }
         }
         if s.forwarding_mode != spillway_shared::config::ForwardingMode::L2_DSR && !cfg.ports.iter().any(|p| p.address.is_some()) {
             return Err(format!("services[{si}].forwarding_mode = {:?} needs ports[].address as the outer source address", s.forwarding_mode));
@@ -85,6 +92,7 @@ fn edit<T: Serialize + DeserializeOwned>(obj: &T, fields: &[(String, String)], w
         if fixed.contains(&k.as_str()) {
             return Err(format!("{what}: field `{k}` cannot be set here (use the add/remove commands or config apply)"));
         }
+        let before = t.clone();
         match parse_value(v) {
             Some(val) => {
                 t.insert(k.clone(), val);
@@ -92,6 +100,11 @@ fn edit<T: Serialize + DeserializeOwned>(obj: &T, fields: &[(String, String)], w
             None => {
                 t.remove(k);
             }
+        }
+        // Decode after each field so a type error names the field and the value given.
+        if let Err(e) = toml::Value::Table(t.clone()).try_into::<T>() {
+            let _ = before;
+            return Err(format!("{what}: {k} = {v}: {}", e.message()));
         }
     }
     toml::Value::Table(t).try_into().map_err(|e: toml::de::Error| format!("{what}: {}", e.message()))
@@ -211,21 +224,37 @@ impl Daemon {
             );
             write_atomic(path, &text).map_err(|e| format!("cannot write {}: {e}; the edit was not applied", path.display()))?;
         }
-        // Health entries: keep those of unchanged (service, backend) pairs; drop removed ones
-        // and those whose address or health check changed (they start over, healthy).
+        // Health entries of backends that stay keep their state, also when only the health
+        // check or port changed (a backend known to be down stays down until a probe says
+        // otherwise). A backend that is new or whose address changed is a new endpoint: with
+        // a health check it starts unhealthy until `healthy_threshold` probes pass; without
+        // one it is healthy (static). Removed backends are forgotten.
         let old = std::mem::replace(&mut st.cfg, cand);
         let cfg = &st.cfg;
-        st.health.retain(|(s, b), _| {
-            let (Some(ns), Some(os)) = (cfg.service(s), old.service(s)) else { return false };
-            let (Some(nb), Some(ob)) = (ns.backends.iter().find(|x| &x.name == b), os.backends.iter().find(|x| &x.name == b)) else { return false };
-            nb.address == ob.address && ns.health_check == os.health_check && ns.port == os.port
-        });
+        st.health.retain(|(s, b), _| cfg.service(s).is_some_and(|ns| ns.backends.iter().any(|x| &x.name == b)));
+        let mut initial = std::collections::HashMap::new();
+        for ns in &cfg.services {
+            let os = old.service(&ns.name);
+            for nb in &ns.backends {
+                let key = (ns.name.clone(), nb.name.clone());
+                let same_endpoint = os.and_then(|os| os.backends.iter().find(|x| x.name == nb.name)).is_some_and(|ob| ob.address == nb.address);
+                if !same_endpoint {
+                    let e = st.health.entry(key.clone()).or_default();
+                    e.healthy = ns.health_check.is_none();
+                    e.latency_ms = None;
+                }
+                if ns.health_check.is_some() {
+                    let healthy = st.health.get(&key).map_or(true, |v| v.healthy);
+                    initial.insert(key, healthy);
+                }
+            }
+        }
         st.last_new.retain(|(s, b), _| cfg.service(s).is_some_and(|x| x.backends.iter().any(|y| &y.name == b)));
         st.states.retain(|s, _| cfg.service(s).is_some());
         st.pools.retain(|s, _| cfg.service(s).is_some());
         st.slots = slots;
         st.config_generation = next_gen;
-        self.update_health_checker(&st.cfg);
+        self.update_health_checker(&st.cfg, initial);
         let snapshot_generation = self.republish(st);
         for c in &changes {
             tracing::info!(config_generation = next_gen, "config change: {c}");
@@ -235,16 +264,19 @@ impl Daemon {
 
     /// Hands the new targets to the health checker (state of unchanged targets is kept),
     /// starting one when the first health check appears.
-    fn update_health_checker(&self, cfg: &Config) {
+    fn update_health_checker(&self, cfg: &Config, initial: std::collections::HashMap<(String, String), bool>) {
         let targets = crate::health::targets_from_config(cfg);
         let mut ch = self.checker.lock().unwrap_or_else(|e| e.into_inner());
         match ch.as_ref() {
-            Some(c) => c.update(targets),
+            Some(c) => c.update_with_initial(targets, initial),
             None if !targets.is_empty() => {
                 let tx = self.health_events.lock().unwrap_or_else(|e| e.into_inner()).clone();
                 if let Some(tx) = tx {
-                    match crate::health::HealthChecker::start(targets, tx) {
-                        Ok(c) => *ch = Some(c),
+                    match crate::health::HealthChecker::start(Vec::new(), tx) {
+                        Ok(c) => {
+                            c.update_with_initial(targets, initial);
+                            *ch = Some(c)
+                        }
                         Err(e) => tracing::warn!(error = %e, "cannot start the health checker"),
                     }
                 }
@@ -624,6 +656,31 @@ mac = "02:00:00:00:0b:02"
     }
 
     #[test]
+    fn health_check_edits_keep_a_down_backend_down_and_new_endpoints_start_down() {
+        let d = daemon();
+        let r = d.edit_request(spillway_shared::proto::Request::ServiceSet {
+            name: "web".into(),
+            fields: vec![("health_check".into(), "{ type = \"tcp\", check_interval_sec = 1.0, timeout_sec = 0.5 }".into())],
+            if_generation: None,
+        });
+        assert!(matches!(r, Response::Applied(_)), "{r:?}");
+        d.set_health("web", "b2", false, None);
+        // change the check: b2 stays down in the view the dataplane uses
+        let r = d.edit_request(spillway_shared::proto::Request::ServiceSet {
+            name: "web".into(),
+            fields: vec![("health_check".into(), "{ type = \"tcp\", check_interval_sec = 1.0, timeout_sec = 0.4 }".into())],
+            if_generation: None,
+        });
+        assert!(matches!(r, Response::Applied(_)), "{r:?}");
+        let healthy = |b: &str| d.control.lock().unwrap().health[&("web".to_string(), b.to_string())].healthy;
+        assert!(!healthy("b2"), "a health-check edit revived a down backend");
+        // a new address is a new endpoint: unhealthy until probes pass
+        assert!(matches!(d.edit_request(set("web", "b1", &[("address", "10.0.1.99")], None)), Response::Applied(_)));
+        assert!(!healthy("b1"));
+        assert!(d.shared.with_snapshot(|s| s.backends.iter().filter(|b| b.present && (b.name == "b1" || b.name == "b2")).all(|b| !b.healthy)).unwrap());
+    }
+
+    #[test]
     fn edits_keep_state_of_unchanged_backends() {
         let d = daemon();
         d.set_health("web", "b2", false, Some(3.0));
@@ -641,10 +698,11 @@ mac = "02:00:00:00:0b:02"
         // stale generation
         let r = d.edit_request(set("web", "b1", &[("weight", "81")], Some(1)));
         assert_eq!(r, Response::Error { message: "config generation is 2, not 1: someone else changed it; re-read and retry".into() });
-        // changing b2's address resets its health; removing and re-adding b1 gets a new incarnation
+        // changing b2's address makes it a new endpoint: without a health check it is
+        // static (healthy); removing and re-adding b1 gets a new incarnation
         let inc_b1 = { let st = d.control.lock().unwrap(); st.slots.incarnation(st.slots.slot("web", "b1").unwrap()) };
         assert!(matches!(d.edit_request(set("web", "b2", &[("address", "10.0.1.22")], None)), Response::Applied(_)));
-        assert!(!d.control.lock().unwrap().health.contains_key(&("web".to_string(), "b2".to_string())));
+        assert!(d.control.lock().unwrap().health[&("web".to_string(), "b2".to_string())].healthy);
         let rm = spillway_shared::proto::Request::BackendRemove { service: "web".into(), name: "b1".into(), if_generation: None };
         assert!(matches!(d.edit_request(rm), Response::Applied(_)));
         let add = spillway_shared::proto::Request::BackendAdd {

@@ -207,8 +207,55 @@ impl std::io::Read for DeadlineReader<'_> {
     }
 }
 
+/// Open connections, for making room when all [`MAX_CONNECTIONS`] slots are taken: the
+/// connection idle longest (waiting for its next frame) is closed to admit a new one, so
+/// idle or slow clients can never lock `spillwayctl` out.
+#[derive(Default)]
+struct Registry {
+    next: u64,
+    conns: std::collections::HashMap<u64, (UnixStream, Option<std::time::Instant>)>,
+}
+
+/// A connection's entry in the [`Registry`].
+struct Tracked {
+    id: u64,
+    registry: Arc<std::sync::Mutex<Registry>>,
+}
+
+impl Tracked {
+    fn set_idle(&self, idle: bool) {
+        if let Ok(mut r) = self.registry.lock() {
+            if let Some(e) = r.conns.get_mut(&self.id) {
+                e.1 = idle.then(std::time::Instant::now);
+            }
+        }
+    }
+}
+
+impl Drop for Tracked {
+    fn drop(&mut self) {
+        if let Ok(mut r) = self.registry.lock() {
+            r.conns.remove(&self.id);
+        }
+    }
+}
+
+/// Closes the connection idle longest; false when every connection is busy.
+fn evict_idlest(registry: &std::sync::Mutex<Registry>) -> bool {
+    let Ok(mut r) = registry.lock() else { return false };
+    let victim = r.conns.iter().filter_map(|(id, (_, since))| since.map(|s| (*id, s))).min_by_key(|(_, s)| *s).map(|(id, _)| id);
+    match victim.and_then(|id| r.conns.remove(&id)) {
+        Some((stream, _)) => {
+            let _ = stream.shutdown(std::net::Shutdown::Both);
+            true
+        }
+        None => false,
+    }
+}
+
 fn accept_loop(listener: UnixListener, group: Option<u32>, handler: Arc<dyn Handler>, stats: Arc<ServerStats>, stop: Arc<AtomicBool>) {
     let active = Arc::new(AtomicU64::new(0));
+    let registry = Arc::new(std::sync::Mutex::new(Registry::default()));
     while !stop.load(Ordering::Relaxed) {
         match listener.accept() {
             Ok((stream, _)) => {
@@ -228,14 +275,25 @@ fn accept_loop(listener: UnixListener, group: Option<u32>, handler: Arc<dyn Hand
                         continue;
                     }
                 }
-                if active.load(Ordering::Relaxed) as usize >= MAX_CONNECTIONS {
-                    reply_error(stream, "too many control connections; try again");
+                if active.load(Ordering::Relaxed) as usize >= MAX_CONNECTIONS && !evict_idlest(&registry) {
+                    reply_error(stream, "too many control connections busy with requests; try again");
                     continue;
                 }
+                let tracked = match stream.try_clone() {
+                    Ok(clone) => {
+                        let mut r = registry.lock().unwrap_or_else(|e| e.into_inner());
+                        r.next += 1;
+                        let id = r.next;
+                        r.conns.insert(id, (clone, None));
+                        Some(Tracked { id, registry: registry.clone() })
+                    }
+                    Err(_) => None,
+                };
                 active.fetch_add(1, Ordering::Relaxed);
                 let (h, st, act) = (handler.clone(), stats.clone(), active.clone());
                 let spawned = std::thread::Builder::new().name("ctl-conn".into()).spawn(move || {
-                    serve_conn(stream, h.as_ref(), &st);
+                    serve_conn_tracked(stream, h.as_ref(), &st, tracked.as_ref());
+                    drop(tracked);
                     act.fetch_sub(1, Ordering::Relaxed);
                 });
                 if spawned.is_err() {
@@ -273,12 +331,23 @@ fn reply_error(mut stream: UnixStream, message: &str) {
 /// Timeouts: a connection idle for [`IDLE_TIMEOUT`] between frames is closed, and a frame
 /// must arrive whole within [`FRAME_DEADLINE`] of its first byte (a slow trickle cannot
 /// hold a connection slot).
-pub fn serve_conn(mut stream: UnixStream, handler: &dyn Handler, stats: &ServerStats) {
+pub fn serve_conn(stream: UnixStream, handler: &dyn Handler, stats: &ServerStats) {
+    serve_conn_tracked(stream, handler, stats, None)
+}
+
+fn serve_conn_tracked(mut stream: UnixStream, handler: &dyn Handler, stats: &ServerStats, tracked: Option<&Tracked>) {
     let _ = stream.set_write_timeout(Some(Duration::from_secs(10)));
     loop {
         let _ = stream.set_read_timeout(Some(IDLE_TIMEOUT));
         let mut first = [0u8; 1];
-        match std::io::Read::read(&mut stream, &mut first) {
+        if let Some(t) = tracked {
+            t.set_idle(true);
+        }
+        let got = std::io::Read::read(&mut stream, &mut first);
+        if let Some(t) = tracked {
+            t.set_idle(false);
+        }
+        match got {
             Ok(1) => {}
             _ => return,
         }
@@ -350,6 +419,29 @@ mod tests {
         fn handle(&self, req: Request) -> Response {
             Response::Error { message: format!("{req:?}") }
         }
+    }
+
+    #[test]
+    fn idle_connections_cannot_lock_clients_out() {
+        let dir = std::env::temp_dir().join(format!("spw-idle-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("ctl.sock");
+        let srv = Server::start(&path, None, Arc::new(Echo)).unwrap();
+        // fill every slot with connections that never send anything
+        let idle: Vec<UnixStream> = (0..MAX_CONNECTIONS + 5).map(|_| UnixStream::connect(&path).unwrap()).collect();
+        std::thread::sleep(Duration::from_millis(300));
+        // a real client still gets an answer (the idlest connection made room)
+        for _ in 0..3 {
+            let mut c = UnixStream::connect(&path).unwrap();
+            c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            proto::write_frame(&mut c, &proto::encode_request(&Request::Status)).unwrap();
+            let body = proto::read_frame(&mut c).unwrap().unwrap();
+            let r = proto::decode_response(&body).unwrap();
+            assert_eq!(r, Response::Error { message: "Status".into() }, "the echo handler answered");
+        }
+        drop(idle);
+        srv.shutdown();
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

@@ -351,7 +351,7 @@ impl Default for CheckerOptions {
 }
 
 enum Command {
-    Update(Vec<Target>),
+    Update(Vec<Target>, HashMap<(String, String), bool>),
     Snapshot(Sender<Vec<TargetStatus>>),
     Stop,
 }
@@ -401,7 +401,7 @@ impl HealthChecker {
             next_probe_id: 1,
             next_gen: 1,
         };
-        lp.update(targets, Instant::now());
+        lp.update(targets, &HashMap::new(), Instant::now());
         let tid2 = tid.clone();
         let thread = std::thread::Builder::new().name("spillway-health".into()).spawn(move || {
             // SAFETY: gettid has no preconditions.
@@ -424,7 +424,15 @@ impl HealthChecker {
     /// the initial state (an in-flight probe is abandoned); missing ones are dropped. When
     /// two targets share (service, backend), the first wins.
     pub fn update(&self, targets: Vec<Target>) {
-        self.send(Command::Update(targets));
+        self.send(Command::Update(targets, HashMap::new()));
+    }
+
+    /// Like [`update`](Self::update), but targets that are added or changed start in the
+    /// state given in `initial` (keyed by (service, backend)) instead of the checker's
+    /// default: a live edit must not put a backend known to be down back into rotation
+    /// before a probe says so, nor leave the daemon's view and the tracker disagreeing.
+    pub fn update_with_initial(&self, targets: Vec<Target>, initial: HashMap<(String, String), bool>) {
+        self.send(Command::Update(targets, initial));
     }
 
     /// The state of every target, in no particular order (empty if the thread is gone).
@@ -697,7 +705,7 @@ impl Loop {
     fn commands(&mut self, now: Instant) -> bool {
         while let Ok(c) = self.cmds.try_recv() {
             match c {
-                Command::Update(t) => self.update(t, now),
+                Command::Update(t, initial) => self.update(t, &initial, now),
                 Command::Snapshot(reply) => {
                     let _ = reply.send(self.snapshot());
                 }
@@ -732,7 +740,7 @@ impl Loop {
             .collect()
     }
 
-    fn update(&mut self, targets: Vec<Target>, now: Instant) {
+    fn update(&mut self, targets: Vec<Target>, initial: &HashMap<(String, String), bool>, now: Instant) {
         let mut keep: HashMap<(String, String), usize> = HashMap::with_capacity(targets.len());
         let mut added = Vec::new();
         for t in targets {
@@ -756,11 +764,12 @@ impl Loop {
         }
         self.index = keep;
         for t in added {
-            self.add(t, now);
+            let healthy = initial.get(&(t.service.clone(), t.backend.clone())).copied().unwrap_or(self.opts.initially_healthy);
+            self.add(t, healthy, now);
         }
     }
 
-    fn add(&mut self, t: Target, now: Instant) {
+    fn add(&mut self, t: Target, initially_healthy: bool, now: Instant) {
         let interval = Duration::from_secs_f64(t.check.check_interval_sec.max(MIN_INTERVAL_SEC));
         let timeout = Duration::from_secs_f64(t.check.timeout_sec.max(0.001)).min(interval);
         let gen = self.next_gen;
@@ -780,7 +789,7 @@ impl Loop {
             HealthCheckKind::Udp => t.check.udp_request.clone().into_bytes(),
         };
         let slot = Slot {
-            tracker: HealthTracker::new(&t.check, self.opts.initially_healthy, now),
+            tracker: HealthTracker::new(&t.check, initially_healthy, now),
             target: t,
             gen,
             interval,

@@ -197,7 +197,15 @@ fn run(args: Args) -> Result<(), String> {
         }
     });
     let port_addrs = port_infos.iter().map(|p| p.addr).collect();
-    let daemon = Arc::new(Daemon::new(cfg.clone(), workers, port_addrs, port_stats)?.with_config_path(args.config.clone()));
+    // Live edits are written to the real file (a symlinked config stays a symlink), and the
+    // config generation continues from the one the file was last written with, so an
+    // `--if-generation` read before a restart cannot match an edit made after it.
+    let real_path = std::fs::canonicalize(&args.config).unwrap_or_else(|_| args.config.clone());
+    let daemon = Arc::new(Daemon::new(cfg.clone(), workers, port_addrs, port_stats)?.with_config_path(real_path));
+    if let Some(g) = persisted_generation(&path) {
+        daemon.control.lock().unwrap_or_else(|e| e.into_inner()).config_generation = g;
+        tracing::info!(config_generation = g, "continuing the config generation of the file");
+    }
     let server = Server::start(&socket, group, daemon.clone()).map_err(|e| format!("control socket {}: {e}", socket.display()))?;
     tracing::info!(socket = %socket.display(), "control socket listening");
 
@@ -310,6 +318,15 @@ fn run(args: Args) -> Result<(), String> {
     drop(daemon);
     drop(eal);
     Ok(())
+}
+
+/// The config generation recorded in the header a live edit writes
+/// (`# Written by spillway (config generation N) ...`), if the file has one.
+fn persisted_generation(path: &str) -> Option<u64> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let first = text.lines().next()?;
+    let rest = first.strip_prefix("# Written by spillway (config generation ")?;
+    rest.split(')').next()?.trim().parse().ok()
 }
 
 fn seed_for(worker: usize) -> u64 {

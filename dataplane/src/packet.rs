@@ -368,7 +368,7 @@ pub fn parse_ipv4(frame: &[u8], l3: usize) -> Result<Ipv4Info, DropReason> {
         }
         // RFC 9293 §3.1: data offset ≥ 5 words, within the segment (first fragments of a
         // TCP segment are unusual; they must still carry the whole header).
-        if info.proto == PROTO_TCP && !frag.more {
+        if info.proto == PROTO_TCP {
             let doff = usize::from(l4[12] >> 4) * 4;
             if doff < 20 || doff > l4.len() {
                 return Err(DropReason::TruncatedL4);
