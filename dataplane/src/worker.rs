@@ -372,10 +372,11 @@ impl Worker {
             for b in rx.iter() {
                 self.prefetch(b);
             }
+            let mut forwarded = 0u64;
             for mut b in rx.drain(..) {
                 match self.process(&mut b, i, snap, now_ms) {
                     Verdict::Forward => {
-                        bump(&self.stats.forwarded, 1);
+                        forwarded += 1;
                         push_or_flush(ports, tx, fwd, b, &self.stats);
                     }
                     Verdict::Reply => push_or_flush(ports, tx, i, b, &self.stats),
@@ -385,6 +386,7 @@ impl Worker {
                     }
                 }
             }
+            bump(&self.stats.forwarded, forwarded);
         }
         for (i, burst) in tx.iter_mut().enumerate() {
             if !burst.is_empty() {
