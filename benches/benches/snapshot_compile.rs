@@ -2,7 +2,9 @@
 //! one weighted Maglev table per distinct result (identical sets share a table).
 //!
 //! - `1svc_1000be_10zones`: 1 service × 1,000 backends in 10 zones, SPILL_CROSS_ZONE 0.8;
-//! - `100svc_100be_10zones`: 100 services × 100 backends, same topology.
+//! - `100svc_100be_10zones`: 100 services × 100 backends, same topology;
+//! - `*_daemon_recompile_one_health_change`: the daemon's `control::compile` after one
+//!   backend's health flipped (Maglev tables of unchanged sets are reused).
 //!
 //! Run: `cargo bench -p spillway-benches --bench snapshot_compile -- --warm-up-time 1 --measurement-time 3`
 
@@ -86,6 +88,33 @@ fn bench(c: &mut Criterion) {
                     }
                 }
                 n
+            })
+        });
+        // The daemon's recompilation after ONE backend's health changed (control::compile,
+        // which reuses the Maglev tables of unchanged sets): the cost of a health flap.
+        let ports = cfg.ports.len().max(1);
+        let mut slots = spillway_dataplane::control::SlotMap::default();
+        slots.sync(&cfg).unwrap();
+        let mut health = spillway_dataplane::control::HealthView::new();
+        for svc in &cfg.services {
+            for (i, b) in svc.backends.iter().enumerate() {
+                health.entry((svc.name.clone(), b.name.clone())).or_default().healthy = i % 7 != 3;
+            }
+        }
+        let mut states = HashMap::new();
+        let mut gen = 1u64;
+        let victim = (cfg.services[0].name.clone(), cfg.services[0].backends[0].name.clone());
+        g.bench_function(format!("{name}_daemon_recompile_one_health_change"), |b| {
+            b.iter(|| {
+                gen += 1;
+                let h = health.entry(victim.clone()).or_default();
+                h.healthy = !h.healthy;
+                let snap = spillway_dataplane::control::compile(
+                    &cfg,
+                    &slots,
+                    spillway_dataplane::control::CompileInput { health: &health, states: &mut states, now_sec: 0.0, generation: gen, port_addrs: vec![0; ports] },
+                );
+                black_box(snap.services.len())
             })
         });
     }

@@ -42,7 +42,7 @@ pub struct BackendSlot {
 #[derive(Debug, PartialEq)]
 pub struct ClassTable {
     /// The table: slot → entry index.
-    pub maglev: MaglevTable,
+    pub maglev: Arc<MaglevTable>,
     /// Entry index → backend slot.
     pub backends: Vec<u16>,
     /// Whether every backend of this table is unhealthy (last resort): then even

@@ -6,8 +6,9 @@ use crate::packet::DropReason;
 use spillway_shared::proto::Counters;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
-/// Most backend slots (over all services) a daemon tracks counters for.
-pub const MAX_BACKEND_SLOTS: usize = 4096;
+/// Most backend slots over all services (slot ids are `u16`; 65,535 is reserved as empty).
+/// Per-worker counters for them take 2 × 8 bytes × this = 1 MiB per worker.
+pub const MAX_BACKEND_SLOTS: usize = 65_535;
 
 /// Adds `n` to a single-writer counter.
 #[inline(always)]
