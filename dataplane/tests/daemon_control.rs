@@ -100,3 +100,29 @@ fn unchanged_health_does_not_republish() {
     assert!(!d.set_health("web", "p1", true, Some(3.0)));
     assert_eq!(d.shared.generation.load(std::sync::atomic::Ordering::Relaxed), g);
 }
+
+/// The Maglev table cache must never hand a table built for one backend order to another
+/// order of the same set: picks are compared by backend name.
+#[test]
+fn reordered_backends_pick_the_same_backends() {
+    use spillway_dataplane::control::{compile, CompileInput, HealthView, SlotMap};
+    let mk = |order: &[&str]| {
+        let mut t = String::from("[[ports]]\nname = \"p0\"\ndevice = \"net_null0\"\n[[services]]\nname = \"web\"\nvip = \"10.0.0.100\"\nport = 80\n");
+        for (i, n) in order.iter().enumerate() {
+            t.push_str(&format!("[[services.backends]]\nname = \"{n}\"\nmac = \"02:00:00:00:0b:{:02x}\"\n", i + 1));
+        }
+        Config::from_toml(&t).unwrap()
+    };
+    let pick_names = |cfg: &Config, gen: u64| {
+        let mut slots = SlotMap::default();
+        slots.sync(cfg).unwrap();
+        let snap = compile(cfg, &slots, CompileInput { health: &HealthView::new(), states: &mut Default::default(), now_sec: 0.0, generation: gen, port_addrs: vec![0] });
+        let t = snap.services[0].tables[0].clone().unwrap();
+        (0..2000u64).map(|h| snap.backends[usize::from(t.pick(h.wrapping_mul(0x9E37_79B9_7F4A_7C15)).unwrap())].name.clone()).collect::<Vec<_>>()
+    };
+    let a = pick_names(&mk(&["b1", "b2", "b3"]), 1);
+    let b = pick_names(&mk(&["b3", "b1", "b2"]), 2);
+    let again = pick_names(&mk(&["b1", "b2", "b3"]), 3); // served from the cache
+    assert_eq!(a, b);
+    assert_eq!(a, again);
+}
