@@ -231,18 +231,29 @@ impl ConnTable {
 
     /// Index (bucket, way) of a live or expired entry for `k`.
     #[inline]
+    ///
+    /// A key is placed in its second bucket only when the first had no free or expired slot
+    /// (see `insert`), so the second bucket is read only when the first holds no empty slot:
+    /// a lookup or a new flow touches one bucket (two cache lines) in the common case,
+    /// which keeps new-connection cost at one DRAM miss in a large table. (If a slot of the
+    /// first bucket is freed later — a flush, or an expired entry found by its own
+    /// lookup — a key living in the second bucket can be missed; it is then re-selected
+    /// by the same Maglev choice and re-inserted, and its old entry expires.)
     fn find(&self, k: &FlowKey) -> Option<(usize, usize)> {
         let (b1, b2) = self.buckets_of(k);
-        for b in [b1, b2] {
-            if let Some(bucket) = self.buckets.get(b) {
-                for (i, e) in bucket.0.iter().enumerate() {
-                    if e.matches(k) {
-                        return Some((b, i));
-                    }
-                }
+        let first = self.buckets.get(b1)?;
+        let mut any_empty = false;
+        for (i, e) in first.0.iter().enumerate() {
+            if e.matches(k) {
+                return Some((b1, i));
             }
+            any_empty |= e.state == State::Empty as u8;
         }
-        None
+        if any_empty {
+            return None;
+        }
+        let second = self.buckets.get(b2)?;
+        second.0.iter().position(|e| e.matches(k)).map(|i| (b2, i))
     }
 
     /// Starts loading `k`'s first-choice bucket into the cache (both of its cache lines)
@@ -254,6 +265,19 @@ impl ConnTable {
         let (b, _) = self.buckets_of(k);
         if let Some(bucket) = self.buckets.get(b) {
             prefetch_lines(bucket as *const Bucket as *const u8);
+        }
+    }
+
+    /// Like [`prefetch`](Self::prefetch), for both candidate buckets: for packets that
+    /// will insert (a SYN), whose insertion reads the second bucket when the first is full
+    /// — always the case in a SYN flood against a full table.
+    #[inline]
+    pub fn prefetch_both(&self, k: &FlowKey) {
+        let (b1, b2) = self.buckets_of(k);
+        for b in [b1, b2] {
+            if let Some(bucket) = self.buckets.get(b) {
+                prefetch_lines(bucket as *const Bucket as *const u8);
+            }
         }
     }
 

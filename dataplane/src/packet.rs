@@ -324,6 +324,20 @@ pub fn flow_tuple_hint(frame: &[u8]) -> Option<(u32, u32, u16, u16, u8)> {
     ))
 }
 
+/// Whether `frame` looks like a TCP SYN without ACK (a new connection) — a hint for the
+/// prefetch pass, read at fixed offsets like [`flow_tuple_hint`]; never an error.
+#[inline]
+pub fn syn_hint(frame: &[u8]) -> bool {
+    let l3 = match be16(frame, 12) {
+        Some(ETHERTYPE_VLAN | ETHERTYPE_QINQ | ETHERTYPE_QINQ_OLD) => ETH_LEN + 4,
+        _ => ETH_LEN,
+    };
+    match (frame.get(l3), frame.get(l3 + ip::PROTO), frame.get(l3 + 20 + 13)) {
+        (Some(0x45), Some(&PROTO_TCP), Some(f)) => f & (tcp_flags::SYN | tcp_flags::ACK) == tcp_flags::SYN,
+        _ => false,
+    }
+}
+
 /// Parses an IPv4 header (and TCP/UDP ports) at `l3`.
 #[inline]
 pub fn parse_ipv4(frame: &[u8], l3: usize) -> Result<Ipv4Info, DropReason> {

@@ -168,7 +168,12 @@ impl Worker {
     #[inline]
     pub fn prefetch<B: PacketBuf>(&self, buf: &B) {
         if let Some((src, dst, sport, dport, proto)) = packet::flow_tuple_hint(buf.data()) {
-            self.ct.prefetch(&FlowKey { src, dst, sport, dport, proto });
+            let k = FlowKey { src, dst, sport, dport, proto };
+            if packet::syn_hint(buf.data()) {
+                self.ct.prefetch_both(&k);
+            } else {
+                self.ct.prefetch(&k);
+            }
         }
     }
 
