@@ -633,6 +633,21 @@ pub fn is_local_error(e: &io::Error) -> bool {
     )
 }
 
+/// One non-blocking `recv(2)` into `buf`: `Ok(Some(n))` bytes read (0 = EOF), `Ok(None)`
+/// when nothing is ready yet, `Err` with the reason text otherwise.
+fn recv_nonblocking(fd: libc::c_int, buf: &mut [u8]) -> Result<Option<usize>, String> {
+    // SAFETY: reads at most buf.len() bytes into a valid, exclusively borrowed buffer.
+    let r = unsafe { libc::recv(fd, buf.as_mut_ptr().cast(), buf.len(), 0) };
+    if r < 0 {
+        let e = io::Error::last_os_error();
+        if would_block(&e) {
+            return Ok(None);
+        }
+        return Err(format!("recv: {e}"));
+    }
+    Ok(Some(r as usize))
+}
+
 fn would_block(e: &io::Error) -> bool {
     matches!(e.raw_os_error(), Some(libc::EAGAIN) | Some(libc::EINTR))
 }
@@ -928,17 +943,13 @@ impl Loop {
                 }
                 Phase::Reading => {
                     let mut b = [0u8; 512];
-                    // SAFETY: reads into a valid buffer.
-                    let r = unsafe { libc::recv(fd, b.as_mut_ptr().cast(), b.len(), 0) };
-                    if r < 0 {
-                        let e = io::Error::last_os_error();
-                        if would_block(&e) {
-                            break None;
-                        }
-                        break Some(ProbeResult::Failure { reason: format!("recv: {e}") });
-                    }
+                    let r = match recv_nonblocking(fd, &mut b) {
+                        Ok(Some(n)) => n,
+                        Ok(None) => break None,
+                        Err(reason) => break Some(ProbeResult::Failure { reason }),
+                    };
                     let eof = r == 0;
-                    p.buf.extend_from_slice(&b[..r as usize]);
+                    p.buf.extend_from_slice(&b[..r]);
                     let line = match p.buf.iter().position(|&c| c == b'\n') {
                         Some(n) => &p.buf[..=n],
                         None if eof && p.buf.is_empty() => {
@@ -959,20 +970,16 @@ impl Loop {
                 }
                 Phase::UdpWaiting => {
                     let mut b = [0u8; 2048];
-                    // SAFETY: reads into a valid buffer.
-                    let r = unsafe { libc::recv(fd, b.as_mut_ptr().cast(), b.len(), 0) };
-                    if r < 0 {
-                        let e = io::Error::last_os_error();
-                        if would_block(&e) {
-                            break None;
-                        }
-                        break Some(ProbeResult::Failure { reason: format!("recv: {e}") });
-                    }
+                    let r = match recv_nonblocking(fd, &mut b) {
+                        Ok(Some(n)) => n,
+                        Ok(None) => break None,
+                        Err(reason) => break Some(ProbeResult::Failure { reason }),
+                    };
                     let expect = s.target.check.udp_expect.as_bytes();
-                    if b[..r as usize].starts_with(expect) {
+                    if b[..r].starts_with(expect) {
                         break Some(ProbeResult::Success { rtt });
                     }
-                    let got = String::from_utf8_lossy(&b[..(r as usize).min(64)]).into_owned();
+                    let got = String::from_utf8_lossy(&b[..r.min(64)]).into_owned();
                     break Some(ProbeResult::Failure {
                         reason: format!("UDP answer {got:?} does not start with {:?}", s.target.check.udp_expect),
                     });
