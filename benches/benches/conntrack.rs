@@ -10,7 +10,7 @@
 
 use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use spillway_benches::{key_of, xorshift};
-use spillway_dataplane::conntrack::{ConnTable, Timeouts};
+use spillway_dataplane::fastpath::conntrack::{ConnTable, Timeouts};
 use spillway_shared::flow::FlowKey;
 
 const ACK: u8 = 0x10;

@@ -4,7 +4,7 @@
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
 use spillway_benches::tcp_frame;
-use spillway_dataplane::packet::parse;
+use spillway_dataplane::wire::parse;
 
 fn bench(c: &mut Criterion) {
     let f = tcp_frame(0x0a01_0005, 40000, 0x10);

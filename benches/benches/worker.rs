@@ -16,10 +16,10 @@
 
 use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use spillway_benches::{bench_config, set_flow, snapshot, tcp_frame, xorshift};
-use spillway_dataplane::conntrack::Timeouts;
-use spillway_dataplane::port::{MemBuf, PacketBuf};
-use spillway_dataplane::stats::WorkerStats;
-use spillway_dataplane::worker::{PortInfo, Verdict, Worker};
+use spillway_dataplane::fastpath::conntrack::Timeouts;
+use spillway_dataplane::fastpath::port::{MemBuf, PacketBuf};
+use spillway_dataplane::fastpath::stats::WorkerStats;
+use spillway_dataplane::fastpath::worker::{PortInfo, Verdict, Worker};
 use std::sync::Arc;
 
 const SYN: u8 = 0x02;
@@ -34,7 +34,7 @@ fn worker(capacity: usize) -> Worker {
 }
 
 /// Establishes flows 0..n (SYN then ACK) in `w`.
-fn establish(w: &mut Worker, snap: &spillway_dataplane::snapshot::Snapshot, n: u32) {
+fn establish(w: &mut Worker, snap: &spillway_dataplane::control::snapshot::Snapshot, n: u32) {
     let mut syn = MemBuf::new(&tcp_frame(0, 0, SYN));
     let mut ack = MemBuf::new(&tcp_frame(0, 0, ACK));
     for i in 0..n {

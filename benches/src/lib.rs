@@ -1,7 +1,7 @@
 //! Shared fixtures of the criterion benchmarks in `benches/benches/`.
 
 use spillway_dataplane::control::{compile, CompileInput, HealthView, SlotMap};
-use spillway_dataplane::snapshot::Snapshot;
+use spillway_dataplane::control::snapshot::Snapshot;
 use spillway_shared::config::Config;
 use spillway_shared::flow::FlowKey;
 

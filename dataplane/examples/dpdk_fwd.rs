@@ -12,7 +12,7 @@
 //! pcap (64), not 0; they return to the pool when the port closes.
 
 use spillway_dataplane::dpdk::{Eal, EthPort, Mempool};
-use spillway_dataplane::port::{Burst, Port};
+use spillway_dataplane::fastpath::port::{Burst, Port};
 use std::time::{Duration, Instant};
 
 /// One 64-byte Ethernet/IPv4/TCP SYN frame from 10.0.0.1:`sport` to 10.0.0.100:80.

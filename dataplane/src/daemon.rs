@@ -2,8 +2,8 @@
 //! counters; answers control-socket requests.
 
 use crate::control::{compile, CompileInput, HealthView, Shared, SlotMap};
-use crate::ctl_server::Handler;
-use crate::stats;
+use crate::ctl::server::Handler;
+use crate::fastpath::stats;
 use spillway_shared::config::Config;
 use spillway_shared::pipeline::ServiceState;
 use spillway_shared::proto::{BackendStatus, Counters, PortStatus, Request, Response, StatusReport};
@@ -271,7 +271,7 @@ impl Daemon {
         for svc in &st.cfg.services {
             for b in &svc.backends {
                 let slot = st.slots.slot(&svc.name, &b.name).map(usize::from);
-                let sum = |f: &dyn Fn(&crate::stats::WorkerStats) -> u64| self.shared.stats.iter().map(|w| f(w)).sum::<u64>();
+                let sum = |f: &dyn Fn(&crate::fastpath::stats::WorkerStats) -> u64| self.shared.stats.iter().map(|w| f(w)).sum::<u64>();
                 let (new_connections, packets) = match slot {
                     Some(s) => (
                         sum(&|w| w.backend_new.get(s).map_or(0, |c| c.load(Relaxed))),

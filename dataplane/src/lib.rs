@@ -1,16 +1,17 @@
-//! spillway-dataplane: packet path, connection tracking, poll-mode workers, ports (DPDK and
-//! in-memory), control thread, health checks and the control-socket server.
+//! spillway-dataplane: the `spillway` daemon, one module per part of the data flow.
+//!
+//! Packet flow (per worker lcore, docs/architecture.md):
+//! `dpdk` port → [`fastpath::worker`] → [`wire`] parse → [`fastpath::conntrack`] →
+//! [`control::snapshot`] (Maglev pick) → [`wire`] rewrite → `dpdk` port.
+//!
+//! Control flow (control thread): config file / `spillwayctl` ([`ctl`]) / health results
+//! ([`health`]) → [`control`] compiles a snapshot → workers read it.
 #![warn(missing_docs)]
 
+pub mod wire;
+pub mod fastpath;
 pub mod dpdk;
-pub mod port;
-pub mod conntrack;
-pub mod packet;
-pub mod snapshot;
-pub mod stats;
-pub mod worker;
 pub mod control;
-pub mod ctl_server;
-pub mod daemon;
 pub mod health;
-pub mod ctl_ops;
+pub mod ctl;
+pub mod daemon;

@@ -6,13 +6,13 @@
 //! are written back to FILE atomically (see docs/ctl.md).
 
 use clap::Parser;
-use spillway_dataplane::conntrack::Timeouts;
-use spillway_dataplane::ctl_server::{group_gid, Server};
+use spillway_dataplane::fastpath::conntrack::Timeouts;
+use spillway_dataplane::ctl::server::{group_gid, Server};
 use spillway_dataplane::daemon::Daemon;
 use spillway_dataplane::health::{self, HealthChecker};
 use spillway_dataplane::dpdk::{self, Eal, EthPort, Mempool};
-use spillway_dataplane::port::Burst;
-use spillway_dataplane::worker::{PortInfo, Worker};
+use spillway_dataplane::fastpath::port::Burst;
+use spillway_dataplane::fastpath::worker::{PortInfo, Worker};
 use spillway_shared::config::Config;
 use spillway_shared::proto::PortStatus;
 use std::path::PathBuf;
@@ -113,7 +113,7 @@ fn run(args: Args) -> Result<(), String> {
     if cfg.ports.is_empty() {
         return Err(format!("{path}: no [[ports]] configured"));
     }
-    spillway_dataplane::ctl_ops::daemon_checks(&cfg).map_err(|e| format!("{path}: {e}"))?;
+    spillway_dataplane::ctl::ops::daemon_checks(&cfg).map_err(|e| format!("{path}: {e}"))?;
     if args.check {
         println!("{path}: configuration OK ({} services, {} ports)", cfg.services.len(), cfg.ports.len());
         return Ok(());

@@ -2,7 +2,7 @@
 //! EAL starts once per process, so this file has exactly one test.
 
 use spillway_dataplane::dpdk::{register_thread, Eal, EthPort, Mempool};
-use spillway_dataplane::port::{Burst, PacketBuf, Port, BURST};
+use spillway_dataplane::fastpath::port::{Burst, PacketBuf, Port, BURST};
 
 fn eal_args() -> Vec<String> {
     [

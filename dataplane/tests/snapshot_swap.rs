@@ -3,10 +3,10 @@
 //! freed once every worker has moved on, and the time from `publish` to "every worker uses
 //! it" is measured (printed; run with `--nocapture` to see it).
 
-use spillway_dataplane::conntrack::Timeouts;
+use spillway_dataplane::fastpath::conntrack::Timeouts;
 use spillway_dataplane::control::{compile, CompileInput, HealthView, Shared, SlotMap};
-use spillway_dataplane::port::{Burst, MemBuf, MemPort};
-use spillway_dataplane::worker::{PortInfo, Worker};
+use spillway_dataplane::fastpath::port::{Burst, MemBuf, MemPort};
+use spillway_dataplane::fastpath::worker::{PortInfo, Worker};
 use spillway_shared::config::Config;
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;

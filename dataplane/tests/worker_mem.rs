@@ -3,12 +3,12 @@
 //! parsed back with etherparse.
 
 use etherparse::{PacketBuilder, SlicedPacket, TransportSlice};
-use spillway_dataplane::conntrack::Timeouts;
+use spillway_dataplane::fastpath::conntrack::Timeouts;
 use spillway_dataplane::control::{compile, CompileInput, HealthView, SlotMap};
-use spillway_dataplane::port::{Burst, MemBuf, MemPort, PacketBuf};
-use spillway_dataplane::snapshot::Snapshot;
-use spillway_dataplane::stats::{read, WorkerStats};
-use spillway_dataplane::worker::{PortInfo, Worker};
+use spillway_dataplane::fastpath::port::{Burst, MemBuf, MemPort, PacketBuf};
+use spillway_dataplane::control::snapshot::Snapshot;
+use spillway_dataplane::fastpath::stats::{read, WorkerStats};
+use spillway_dataplane::fastpath::worker::{PortInfo, Worker};
 use spillway_shared::config::Config;
 use std::collections::HashMap;
 use std::sync::Arc;

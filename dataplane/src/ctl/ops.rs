@@ -438,10 +438,10 @@ impl Daemon {
                     service: owner.map_or("?".into(), |o| o.2.clone()),
                     backend: owner.map_or("?".into(), |o| o.3.clone()),
                     state: match e.state() {
-                        crate::conntrack::State::SynOnly => "syn_only",
-                        crate::conntrack::State::Established => "established",
-                        crate::conntrack::State::Closing => "closing",
-                        crate::conntrack::State::Empty => "empty",
+                        crate::fastpath::conntrack::State::SynOnly => "syn_only",
+                        crate::fastpath::conntrack::State::Established => "established",
+                        crate::fastpath::conntrack::State::Closing => "closing",
+                        crate::fastpath::conntrack::State::Empty => "empty",
                     }
                     .into(),
                     idle_ms: *idle,
@@ -513,10 +513,10 @@ impl Daemon {
         };
         let workers_min_generation = self.shared.stats.iter().map(|w| w.generation.load(std::sync::atomic::Ordering::Relaxed)).min().unwrap_or(0);
         let rep = self.shared.with_snapshot(|s| {
-            let mut all: Vec<*const crate::snapshot::ClassTable> = Vec::new();
+            let mut all: Vec<*const crate::control::snapshot::ClassTable> = Vec::new();
             let mut services = Vec::new();
             for ss in &s.services {
-                let mut mine: Vec<*const crate::snapshot::ClassTable> = Vec::new();
+                let mut mine: Vec<*const crate::control::snapshot::ClassTable> = Vec::new();
                 let mut classes = Vec::new();
                 for (ci, t) in ss.tables.iter().enumerate() {
                     let cname = s.class_names.get(ci).cloned().unwrap_or_else(|| format!("class {ci}"));

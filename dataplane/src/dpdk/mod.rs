@@ -8,8 +8,8 @@
 //!   [`Mbuf`] taken from it and every [`EthPort`] whose RX queues use it.
 //! - [`EthPort`] — an ethdev port found by device name; configure, start, read stats.
 //! - [`DpdkQueue`] — one RX + one TX queue of a started port, implementing
-//!   [`crate::port::Port`] for a worker.
-//! - [`Mbuf`] — an owned packet buffer implementing [`crate::port::PacketBuf`].
+//!   [`crate::fastpath::port::Port`] for a worker.
+//! - [`Mbuf`] — an owned packet buffer implementing [`crate::fastpath::port::PacketBuf`].
 //!
 //! Drop order matters because DPDK objects live in EAL memory: mbufs → ports → mempools →
 //! `Eal` (whose `Drop` calls `rte_eal_cleanup`).
@@ -17,7 +17,7 @@
 //! Mbufs are treated as single-segment (Spillway never enables RX scatter): `data()` is the
 //! first segment.
 
-use crate::port::{Burst, PacketBuf, Port, BURST};
+use crate::fastpath::port::{Burst, PacketBuf, Port, BURST};
 use dpdk_sys as sys;
 use std::ffi::{c_char, CStr, CString};
 use std::fmt;

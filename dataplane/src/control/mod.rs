@@ -6,8 +6,11 @@
 //! inside an epoch guard; the old snapshot is destroyed only after every worker has left
 //! the epoch in which it could have seen it.
 
-use crate::snapshot::{BackendSlot, ClassTable, ServiceSnap, Snapshot};
-use crate::stats::{WorkerStats, MAX_BACKEND_SLOTS};
+
+pub mod snapshot;
+
+use crate::control::snapshot::{BackendSlot, ClassTable, ServiceSnap, Snapshot};
+use crate::fastpath::stats::{WorkerStats, MAX_BACKEND_SLOTS};
 use crossbeam_epoch::{self as epoch, Atomic, Owned};
 use spillway_shared::config::{Config, Persistence, Protocol, SessionAffinity, Service, TrackingMode};
 use spillway_shared::maglev::{MaglevEntry, MaglevTable};
@@ -342,7 +345,7 @@ pub struct FlowReply {
     /// Matching live entries (for `Flush`: entries removed).
     pub count: u64,
     /// Up to `limit` entries (for `Show`), with their idle time in ms.
-    pub entries: Vec<(crate::conntrack::Entry, u32)>,
+    pub entries: Vec<(crate::fastpath::conntrack::Entry, u32)>,
 }
 
 /// A worker's control mailbox. The worker checks `pending` once per poll iteration (one
@@ -472,8 +475,8 @@ impl Drop for Shared {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::conntrack::Timeouts;
-    use crate::worker::Worker;
+    use crate::fastpath::conntrack::Timeouts;
+    use crate::fastpath::worker::Worker;
     use spillway_shared::flow::FlowKey;
     use spillway_shared::proto::FlowOp;
     use std::net::Ipv4Addr;
@@ -493,7 +496,7 @@ mod tests {
                     let k = FlowKey::new(Ipv4Addr::new(10, 1, w as u8, i as u8), Ipv4Addr::new(10, 0, 0, 100), 1000 + i, 80, 6);
                     // slots 0 (incarnation 1) and 1 (incarnation 1); slot 1 with a stale incarnation 0 for i == 9
                     let (slot, inc) = if i == 9 { (1, 0) } else { (i % 2, 1) };
-                    worker.ct.insert(&k, slot, inc, 0, crate::packet::tcp_flags::SYN, 5, &Timeouts::default());
+                    worker.ct.insert(&k, slot, inc, 0, crate::wire::tcp_flags::SYN, 5, &Timeouts::default());
                 }
                 while !stop.load(Ordering::Relaxed) {
                     sh.mailboxes[w].serve(|req| worker.control(req, 10));

@@ -2,15 +2,15 @@
 //!
 //! Sans-IO in the quinn-proto sense: [`Worker::process`] is a pure function of the frame,
 //! the snapshot, the worker's own connection table and an explicit time, so tests drive it
-//! with in-memory ports ([`crate::port::MemPort`]) and chosen clocks. [`Worker::poll`] runs
+//! with in-memory ports ([`crate::fastpath::port::MemPort`]) and chosen clocks. [`Worker::poll`] runs
 //! one iteration over generic [`Port`]s. Nothing here locks, allocates or makes a syscall
 //! per packet, and nothing panics on any input.
 
-use crate::conntrack::{ConnTable, Timeouts};
-use crate::packet::{self, tcp_flags, DropReason, Ipv4Info, Parsed};
-use crate::port::{Burst, PacketBuf, Port};
-use crate::snapshot::{ServiceSnap, Snapshot};
-use crate::stats::{bump, WorkerStats};
+use crate::fastpath::conntrack::{ConnTable, Timeouts};
+use crate::wire::{self, tcp_flags, DropReason, Ipv4Info, Parsed};
+use crate::fastpath::port::{Burst, PacketBuf, Port};
+use crate::control::snapshot::{ServiceSnap, Snapshot};
+use crate::fastpath::stats::{bump, WorkerStats};
 use spillway_shared::config::{ForwardingMode, SessionAffinity, TrackingMode};
 use spillway_shared::flow::FlowKey;
 use std::sync::Arc;
@@ -97,7 +97,7 @@ impl Worker {
         if buf.segments() > 1 {
             return Verdict::Drop(DropReason::MultiSegment);
         }
-        let parsed = match packet::parse(buf.data()) {
+        let parsed = match wire::parse(buf.data()) {
             Ok(p) => p,
             Err(r) => return Verdict::Drop(r),
         };
@@ -105,7 +105,7 @@ impl Worker {
             Parsed::Arp(a) => {
                 let t = u32::from(a.tpa);
                 if a.oper == 1 && (snap.arp_addrs.contains_key(&t) || (pinfo.addr != 0 && t == pinfo.addr)) {
-                    packet::arp_reply_in_place(buf.data_mut(), &a, pinfo.mac);
+                    wire::arp_reply_in_place(buf.data_mut(), &a, pinfo.mac);
                     bump(&self.stats.arp_replies, 1);
                     return Verdict::Reply;
                 }
@@ -113,7 +113,7 @@ impl Worker {
             }
             Parsed::Ipv4(p) => p,
         };
-        if p.proto == packet::PROTO_ICMP {
+        if p.proto == wire::PROTO_ICMP {
             return self.process_icmp(buf, &p, snap, pinfo, now_ms);
         }
         let portless = p.frag.is_fragment() || !p.has_ports;
@@ -167,9 +167,9 @@ impl Worker {
     /// key: for PER_SESSION services the prefetch is wasted, not wrong.
     #[inline]
     pub fn prefetch<B: PacketBuf>(&self, buf: &B) {
-        if let Some((src, dst, sport, dport, proto)) = packet::flow_tuple_hint(buf.data()) {
+        if let Some((src, dst, sport, dport, proto)) = wire::flow_tuple_hint(buf.data()) {
             let k = FlowKey { src, dst, sport, dport, proto };
-            if packet::syn_hint(buf.data()) {
+            if wire::syn_hint(buf.data()) {
                 self.ct.prefetch_both(&k);
             } else {
                 self.ct.prefetch(&k);
@@ -186,7 +186,7 @@ impl Worker {
             TrackingMode::PER_CONNECTION => *key,
             TrackingMode::PER_SESSION => key.for_affinity(svc.affinity),
         };
-        let syn = flags & (tcp_flags::SYN | tcp_flags::ACK) == tcp_flags::SYN && key.proto == packet::PROTO_TCP;
+        let syn = flags & (tcp_flags::SYN | tcp_flags::ACK) == tcp_flags::SYN && key.proto == wire::PROTO_TCP;
         let five_tuple = matches!(svc.affinity, SessionAffinity::NONE | SessionAffinity::CLIENT_IP_PORT_PROTO);
         // spec/backend-selection.md: under PER_CONNECTION a SYN always starts a new
         // connection; under PER_SESSION only with 5-tuple affinity.
@@ -200,7 +200,7 @@ impl Worker {
         // This service's idle timeout applies to its established entries.
         let mut t = self.timeouts;
         t.tcp_ms = svc.idle_timeout_ms;
-        if key.proto != packet::PROTO_TCP {
+        if key.proto != wire::PROTO_TCP {
             t.udp_ms = svc.idle_timeout_ms;
         }
         if !syn_is_new {
@@ -252,7 +252,7 @@ impl Worker {
         if !snap.arp_addrs.contains_key(&p.dst) {
             return Verdict::Drop(DropReason::NotForVip);
         }
-        let q = match packet::icmp_quote(buf.data(), p) {
+        let q = match wire::icmp_quote(buf.data(), p) {
             Ok(Some(q)) => q,
             Ok(None) => return Verdict::Drop(DropReason::IcmpIgnored),
             Err(r) => return Verdict::Drop(r),
@@ -299,17 +299,17 @@ impl Worker {
         let out_mac = self.ports.get(pinfo.forward_to).map_or(pinfo.mac, |o| o.mac);
         match svc.mode {
             ForwardingMode::L2_DSR => {
-                packet::rewrite_l2(buf.data_mut(), b.mac, out_mac);
+                wire::rewrite_l2(buf.data_mut(), b.mac, out_mac);
                 Verdict::Forward
             }
             ForwardingMode::IPIP | ForwardingMode::GUE => {
                 let gue = svc.mode == ForwardingMode::GUE;
-                let oh = packet::encap_overhead(gue);
+                let oh = wire::encap_overhead(gue);
                 if p.total_len + oh > usize::from(svc.encap_mtu) {
                     if p.frag.dont_fragment {
                         // RFC 1191: tell the client the MTU that fits after encapsulation.
                         let mtu = svc.encap_mtu - oh as u16;
-                        let n = packet::icmp_frag_needed_in_place(buf.data_mut(), p, mtu, pinfo.mac);
+                        let n = wire::icmp_frag_needed_in_place(buf.data_mut(), p, mtu, pinfo.mac);
                         if n == 0 {
                             return Verdict::Drop(DropReason::TruncatedIpv4);
                         }
@@ -327,7 +327,7 @@ impl Worker {
                 }
                 let src = snap.port_addrs.get(pinfo.forward_to).copied().filter(|a| *a != 0).unwrap_or(pinfo.addr);
                 let sport = 0xC000 | (key.three_tuple().hash() as u16 & 0x3fff);
-                let n = packet::encapsulate(buf.data_mut(), oh, p.l3, p.total_len, gue, src, b.addr, sport, p.frag.dont_fragment, b.mac, out_mac);
+                let n = wire::encapsulate(buf.data_mut(), oh, p.l3, p.total_len, gue, src, b.addr, sport, p.frag.dont_fragment, b.mac, out_mac);
                 buf.truncate(n);
                 Verdict::Forward
             }
@@ -338,7 +338,7 @@ impl Worker {
     /// [`crate::control::Mailbox`]); called from the poll loop only when one is pending.
     pub fn control(&mut self, req: &crate::control::FlowRequest, now_ms: u32) -> crate::control::FlowReply {
         use spillway_shared::proto::FlowOp;
-        let matches = |e: &crate::conntrack::Entry| req.slots.as_ref().map_or(true, |s| s.contains(&(e.backend, e.incarnation)));
+        let matches = |e: &crate::fastpath::conntrack::Entry| req.slots.as_ref().map_or(true, |s| s.contains(&(e.backend, e.incarnation)));
         let mut reply = crate::control::FlowReply { seq: req.seq, ..Default::default() };
         match req.op {
             FlowOp::Count => self.ct.for_each_live(now_ms, |e| {
@@ -445,7 +445,7 @@ fn flush<P: Port>(ports: &mut [P], burst: &mut Burst<P::Buf>, i: usize, stats: &
 mod tests {
     use super::*;
     use crate::control::{compile, CompileInput, HealthView, SlotMap};
-    use crate::port::MemBuf;
+    use crate::fastpath::port::MemBuf;
     use spillway_shared::config::Config;
 
     fn snap(services: &[(&str, u16, &str)], generation: u64) -> Snapshot {

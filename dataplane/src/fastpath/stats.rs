@@ -2,7 +2,7 @@
 //! plane. Each counter is an `AtomicU64` updated with a relaxed load + store (single writer:
 //! no locked instruction on the packet path).
 
-use crate::packet::DropReason;
+use crate::wire::DropReason;
 use spillway_shared::proto::Counters;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 

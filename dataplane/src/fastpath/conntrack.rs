@@ -395,7 +395,7 @@ impl ConnTable {
         // picked up mid-stream, e.g. after a restart — and the first datagram of a UDP flow.
         // The flow's next packet confirms it (see `advance`).
         let _ = flags;
-        e.timeout_ms = if k.proto == crate::packet::PROTO_TCP { t.syn_ms } else { t.udp_ms };
+        e.timeout_ms = if k.proto == crate::wire::PROTO_TCP { t.syn_ms } else { t.udp_ms };
         self.counters.inserts += 1;
     }
 
@@ -531,8 +531,8 @@ fn prefetch_lines(p: *const u8) {
 /// TCP state machine of an entry for one packet's `flags`.
 #[inline]
 fn advance(e: &mut Entry, flags: u8, t: &Timeouts) {
-    use crate::packet::tcp_flags::*;
-    if e.proto != crate::packet::PROTO_TCP {
+    use crate::wire::tcp_flags::*;
+    if e.proto != crate::wire::PROTO_TCP {
         // UDP and others: the second packet confirms the flow (idle timeout unchanged).
         if e.state == State::SynOnly as u8 {
             e.state = State::Established as u8;
@@ -551,7 +551,7 @@ fn advance(e: &mut Entry, flags: u8, t: &Timeouts) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::packet::tcp_flags::*;
+    use crate::wire::tcp_flags::*;
 
     fn key(i: u32) -> FlowKey {
         FlowKey { src: 0x0a01_0000 + i, dst: 0x0a00_0064, sport: 40000, dport: 80, proto: 6 }
