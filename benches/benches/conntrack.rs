@@ -23,7 +23,7 @@ fn bench(c: &mut Criterion) {
         let started = std::time::Instant::now();
         let mut ct = ConnTable::new(n, 0xfeed);
         for i in 0..n as u32 {
-            ct.insert(&key_of(i), (i % 64) as u16, 1, 0, ACK, 0, &t);
+            ct.insert(&key_of(i), (i % 64) as u16, 1, 0, 0, &t);
         }
         let live = ct.live(1);
         // indices of keys that are present (bounded list so setup stays short)

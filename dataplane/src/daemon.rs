@@ -41,6 +41,9 @@ pub struct ControlState {
     pub last_publish: Option<(u64, Instant)>,
     /// Last measured time from publication to every worker using the snapshot, µs.
     pub last_propagation_us: Option<u64>,
+    /// Per-slot counter totals (new connections, packets) when the slot was given to its
+    /// current backend: that backend's zero (a reused slot's counters keep counting).
+    pub slot_base: HashMap<u16, (u64, u64)>,
 }
 
 /// Which pool of a service is active, and since when (worker clock, ms).
@@ -78,6 +81,8 @@ impl Daemon {
     pub fn new(cfg: Config, workers: usize, port_addrs: Vec<u32>, port_stats: PortStatsFn) -> Result<Daemon, String> {
         let mut slots = SlotMap::default();
         slots.sync(&cfg)?;
+        // every counter is zero at start: the initial slots need no baseline
+        slots.take_fresh();
         let health = HealthView::new();
         let mut states = HashMap::new();
         let started = Instant::now();
@@ -96,6 +101,7 @@ impl Daemon {
                 last_load_tick: 0.0,
                 last_publish: None,
                 last_propagation_us: None,
+                slot_base: HashMap::new(),
             }),
             shared,
             started,
@@ -125,6 +131,12 @@ impl Daemon {
     /// is no longer active keep their existing connections until `connection_drain_timeout_sec`
     /// after the switch, or lose them at once with `disable_connection_drain_on_failover`.
     pub fn republish(&self, st: &mut ControlState) -> u64 {
+        // Slots given to new backends since the last publication start from the counters'
+        // current totals (workers cannot count for a slot before a snapshot names it).
+        for slot in st.slots.take_fresh() {
+            let totals = self.slot_raw_totals(slot);
+            st.slot_base.insert(slot, totals);
+        }
         st.generation += 1;
         let now_sec = self.started.elapsed().as_secs_f64();
         let now_ms = self.now_ms();
@@ -158,6 +170,22 @@ impl Daemon {
         self.shared.publish(snap);
         st.last_publish = Some((st.generation, Instant::now()));
         st.generation
+    }
+
+    /// Raw per-slot counter sums over workers: (new connections, packets).
+    fn slot_raw_totals(&self, slot: u16) -> (u64, u64) {
+        let s = usize::from(slot);
+        self.shared.stats.iter().fold((0, 0), |(n, p), w| {
+            (n + w.backend_new.get(s).map_or(0, |c| c.load(Relaxed)), p + w.backend_packets.get(s).map_or(0, |c| c.load(Relaxed)))
+        })
+    }
+
+    /// New connections and packets of the backend that holds `slot` now, since it got the
+    /// slot (summed over workers).
+    pub fn slot_totals(&self, st: &ControlState, slot: u16) -> (u64, u64) {
+        let (n, p) = self.slot_raw_totals(slot);
+        let (bn, bp) = st.slot_base.get(&slot).copied().unwrap_or((0, 0));
+        (n.saturating_sub(bn), p.saturating_sub(bp))
     }
 
     /// Applies a health result; republishes when the health state changed. Results for a
@@ -211,6 +239,8 @@ impl Daemon {
     /// capacity stage), re-evaluates time-based rules (capacity drain hysteresis) for the
     /// services that use them, and records snapshot propagation times.
     pub fn tick(&self) {
+        // Old snapshots every worker has moved past are freed here, on the control thread.
+        self.shared.reclaim();
         let mut st = self.control.lock().unwrap_or_else(|e| e.into_inner());
         if let Some((gen, at)) = st.last_publish {
             if self.shared.stats.iter().all(|w| w.generation.load(Relaxed) >= gen) {
@@ -238,7 +268,7 @@ impl Daemon {
         for (svc, backends, dynamic) in services {
             for b in backends {
                 let Some(slot) = st.slots.slot(&svc, &b) else { continue };
-                let total: u64 = self.shared.stats.iter().map(|w| w.backend_new.get(usize::from(slot)).map_or(0, |c| c.load(Relaxed))).sum();
+                let total = self.slot_totals(&st, slot).0;
                 let key = (svc.clone(), b.clone());
                 let prev = st.last_new.insert(key.clone(), total).unwrap_or(total);
                 let rate = total.saturating_sub(prev) as f64 / dt;
@@ -270,15 +300,7 @@ impl Daemon {
         let mut backends = Vec::new();
         for svc in &st.cfg.services {
             for b in &svc.backends {
-                let slot = st.slots.slot(&svc.name, &b.name).map(usize::from);
-                let sum = |f: &dyn Fn(&crate::fastpath::stats::WorkerStats) -> u64| self.shared.stats.iter().map(|w| f(w)).sum::<u64>();
-                let (new_connections, packets) = match slot {
-                    Some(s) => (
-                        sum(&|w| w.backend_new.get(s).map_or(0, |c| c.load(Relaxed))),
-                        sum(&|w| w.backend_packets.get(s).map_or(0, |c| c.load(Relaxed))),
-                    ),
-                    None => (0, 0),
-                };
+                let (new_connections, packets) = st.slots.slot(&svc.name, &b.name).map_or((0, 0), |s| self.slot_totals(&st, s));
                 let healthy = st.health.get(&(svc.name.clone(), b.name.clone())).map_or(true, |h| h.healthy);
                 backends.push(BackendStatus {
                     service: svc.name.clone(),

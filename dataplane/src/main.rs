@@ -11,8 +11,8 @@ use spillway_dataplane::ctl::server::{group_gid, Server};
 use spillway_dataplane::daemon::Daemon;
 use spillway_dataplane::health::{self, HealthChecker};
 use spillway_dataplane::dpdk::{self, Eal, EthPort, Mempool};
-use spillway_dataplane::fastpath::port::Burst;
-use spillway_dataplane::fastpath::worker::{PortInfo, Worker};
+
+use spillway_dataplane::fastpath::worker::{run_loop, LoopParams, PortInfo, Worker};
 use spillway_shared::config::Config;
 use spillway_shared::proto::PortStatus;
 use std::path::PathBuf;
@@ -216,100 +216,87 @@ fn run(args: Args) -> Result<(), String> {
         closing_ms: cfg.conntrack.tcp_closing_timeout_sec * 1000,
         udp_ms: cfg.conntrack.udp_idle_timeout_sec * 1000,
     };
-    let epoch = daemon.started;
-    let idle_sleep = Duration::from_micros(u64::from(cfg.dataplane.idle_sleep_us));
-    let mut handles = Vec::new();
-    for w in 0..workers {
-        let queues: Vec<_> = ports.iter().map(|p| p.queue(w as u16)).collect();
-        let core = cfg.dataplane.worker_cores.get(w).copied().or_else(|| {
-            if ncores.is_empty() { None } else { Some(ncores[(w + 1) % ncores.len()].id) }
-        });
-        let shared = daemon.shared.clone();
-        let stats = shared.stats[w].clone();
-        let mailbox = shared.mailboxes[w].clone();
-        let pinfo = port_infos.clone();
-        let cap = cfg.conntrack.capacity_per_worker as usize;
-        let seed = seed_for(w);
-        let h = std::thread::Builder::new()
-            .name(format!("worker-{w}"))
-            .spawn(move || {
-                if let Some(c) = core {
-                    if !core_affinity::set_for_current(core_affinity::CoreId { id: c }) {
-                        tracing::warn!(worker = w, core = c, "could not pin worker");
+    let params = |w: usize| LoopParams { index: w, epoch: daemon.started, idle_sleep: Duration::from_micros(u64::from(cfg.dataplane.idle_sleep_us)) };
+    // Every thread that touches ports, mempools or the EAL runs inside this scope, so none
+    // can outlive them: whatever way the closure returns (an error included), `StopOnExit`
+    // stops the workers and the scope joins them before the ports, pools and EAL below are
+    // dropped.
+    let run_result = std::thread::scope(|scope| -> Result<(), String> {
+        let _stop = StopOnExit(&daemon.shared.stop);
+        for w in 0..workers {
+            let mut queues: Vec<_> = ports.iter().map(|p| p.queue(w as u16)).collect();
+            let core = cfg.dataplane.worker_cores.get(w).copied().or_else(|| {
+                if ncores.is_empty() { None } else { Some(ncores[(w + 1) % ncores.len()].id) }
+            });
+            let shared = &*daemon.shared;
+            let stats = shared.stats[w].clone();
+            let pinfo = port_infos.clone();
+            let cap = cfg.conntrack.capacity_per_worker as usize;
+            let seed = seed_for(w);
+            let params = params(w);
+            std::thread::Builder::new()
+                .name(format!("worker-{w}"))
+                .spawn_scoped(scope, move || {
+                    if let Some(c) = core {
+                        if !core_affinity::set_for_current(core_affinity::CoreId { id: c }) {
+                            tracing::warn!(worker = w, core = c, "could not pin worker");
+                        }
+                    }
+                    if let Err(e) = dpdk::register_thread() {
+                        tracing::warn!(worker = w, error = %e, "rte_thread_register failed; mempool cache disabled");
+                    }
+                    let mut worker = Worker::new(w, cap, seed, timeouts, stats, pinfo);
+                    tracing::info!(worker = w, core = ?core, "worker polling");
+                    run_loop(&mut worker, &mut queues, shared, params);
+                    dpdk::unregister_thread();
+                })
+                .map_err(|e| format!("cannot start worker {w}: {e}"))?;
+        }
+
+        // Health checks from the host stack.
+        let (health_tx, health_rx) = std::sync::mpsc::channel();
+        let targets = health::targets_from_config(&cfg);
+        *daemon.health_events.lock().unwrap_or_else(|e| e.into_inner()) = Some(health_tx.clone());
+        if !targets.is_empty() {
+            let n = targets.len();
+            let checker = HealthChecker::start(targets, health_tx.clone()).map_err(|e| format!("cannot start the health checker: {e}"))?;
+            *daemon.checker.lock().unwrap_or_else(|e| e.into_inner()) = Some(checker);
+            tracing::info!(targets = n, "health checker started");
+        }
+        drop(health_tx);
+
+        // The control loop: health events, load ticks, snapshot republication and
+        // reclamation.
+        let deadline = args.duration.map(|d| Instant::now() + Duration::from_secs_f64(d));
+        let mut last_latency = Instant::now();
+        while !STOP.load(Ordering::SeqCst) && deadline.map_or(true, |d| Instant::now() < d) {
+            match health_rx.recv_timeout(Duration::from_millis(50)) {
+                Ok(ev) => {
+                    daemon.set_health(&ev.service, &ev.backend, ev.healthy, ev.rtt_ms);
+                    if !ev.healthy {
+                        tracing::warn!(service = %ev.service, backend = %ev.backend, reason = %ev.reason, "backend unhealthy");
                     }
                 }
-                if let Err(e) = dpdk::register_thread() {
-                    tracing::warn!(worker = w, error = %e, "rte_thread_register failed; mempool cache disabled");
-                }
-                let mut worker = Worker::new(w, cap, seed, timeouts, stats, pinfo);
-                let mut queues = queues;
-                let mut tx: Vec<Burst<dpdk::Mbuf>> = (0..queues.len()).map(|_| Burst::new()).collect();
-                tracing::info!(worker = w, core = ?core, "worker polling");
-                while !shared.stop.load(Ordering::Relaxed) {
-                    let guard = crossbeam_epoch::pin();
-                    let now = epoch.elapsed().as_millis() as u32;
-                    let snap = shared.snapshot.load(Ordering::Acquire, &guard);
-                    // SAFETY: the snapshot is never null while workers run, and is kept
-                    // alive by `guard` until the end of this iteration.
-                    let n = match unsafe { snap.as_ref() } {
-                        Some(s) => worker.poll(&mut queues, &mut tx, s, now),
-                        None => 0,
-                    };
-                    drop(guard);
-                    // One atomic load per iteration; the mutexes only when a request waits.
-                    mailbox.serve(|req| worker.control(req, now));
-                    if n == 0 && !idle_sleep.is_zero() {
-                        std::thread::sleep(idle_sleep);
-                    }
-                }
-                dpdk::unregister_thread();
-            })
-            .map_err(|e| format!("cannot start worker {w}: {e}"))?;
-        handles.push(h);
-    }
-
-    // Health checks from the host stack.
-    let (health_tx, health_rx) = std::sync::mpsc::channel();
-    let targets = health::targets_from_config(&cfg);
-    *daemon.health_events.lock().unwrap_or_else(|e| e.into_inner()) = Some(health_tx.clone());
-    if !targets.is_empty() {
-        let n = targets.len();
-        let checker = HealthChecker::start(targets, health_tx.clone()).map_err(|e| format!("cannot start the health checker: {e}"))?;
-        *daemon.checker.lock().unwrap_or_else(|e| e.into_inner()) = Some(checker);
-        tracing::info!(targets = n, "health checker started");
-    }
-    drop(health_tx);
-
-    // The control loop: health events, load ticks, snapshot republication.
-    let deadline = args.duration.map(|d| Instant::now() + Duration::from_secs_f64(d));
-    let mut last_latency = Instant::now();
-    while !STOP.load(Ordering::SeqCst) && deadline.map_or(true, |d| Instant::now() < d) {
-        match health_rx.recv_timeout(Duration::from_millis(50)) {
-            Ok(ev) => {
-                daemon.set_health(&ev.service, &ev.backend, ev.healthy, ev.rtt_ms);
-                if !ev.healthy {
-                    tracing::warn!(service = %ev.service, backend = %ev.backend, reason = %ev.reason, "backend unhealthy");
-                }
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => std::thread::sleep(Duration::from_millis(50)),
             }
-            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
-            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => std::thread::sleep(Duration::from_millis(50)),
+            daemon.tick();
+            if last_latency.elapsed() >= Duration::from_secs(2) {
+                last_latency = Instant::now();
+                daemon.refresh_latencies();
+            }
         }
-        daemon.tick();
-        if last_latency.elapsed() >= Duration::from_secs(2) {
-            last_latency = Instant::now();
-            daemon.refresh_latencies();
+        if let Some(c) = daemon.checker.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            c.stop();
         }
-    }
-    if let Some(c) = daemon.checker.lock().unwrap_or_else(|e| e.into_inner()).take() {
-        c.stop();
-    }
-    tracing::info!("stopping");
-    daemon.shared.stop.store(true, Ordering::SeqCst);
-    for h in handles {
-        let _ = h.join();
-    }
+        tracing::info!("stopping");
+        Ok(())
+    });
+    // Workers have stopped and been joined here, on success and on error alike.
+    daemon.shared.reclaim();
     let report = daemon.status();
     server.shutdown();
+    run_result?;
     print_final(&report);
     for mut p in ports {
         let _ = p.stop();
@@ -318,6 +305,16 @@ fn run(args: Args) -> Result<(), String> {
     drop(daemon);
     drop(eal);
     Ok(())
+}
+
+/// Sets the workers' stop flag when dropped: the scope that runs the workers cannot end
+/// (and so cannot return an error) with workers still polling.
+struct StopOnExit<'a>(&'a AtomicBool);
+
+impl Drop for StopOnExit<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
 }
 
 /// The config generation recorded in the header a live edit writes

@@ -354,8 +354,6 @@ pub struct Counters {
     pub ct_evicted_syn_only: u64,
     /// Evictions of closing entries.
     pub ct_evicted_closing: u64,
-    /// Evictions of established entries.
-    pub ct_evicted_established: u64,
     /// First packets of new flows forwarded without a table entry (both buckets full of
     /// established connections; the Maglev choice still applies).
     pub ct_syn_not_tracked: u64,
@@ -393,7 +391,6 @@ impl Counters {
             out.ct_misses += c.ct_misses;
             out.ct_evicted_syn_only += c.ct_evicted_syn_only;
             out.ct_evicted_closing += c.ct_evicted_closing;
-            out.ct_evicted_established += c.ct_evicted_established;
             out.ct_syn_not_tracked += c.ct_syn_not_tracked;
             gen = Some(gen.map_or(c.generation, |g| g.min(c.generation)));
             out.polls += c.polls;

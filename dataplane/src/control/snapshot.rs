@@ -1,5 +1,5 @@
 //! Snapshots: the read-only routing state the workers use, compiled by the control thread
-//! from config + health + load and published with crossbeam-epoch (see `control.rs`).
+//! from config + health + load and published by [`crate::control::publish`].
 //!
 //! For every service and every client zone class (each known zone, plus "not compatible"),
 //! a Maglev table over the routing pipeline's final set; classes with identical final sets
@@ -98,8 +98,10 @@ pub struct Snapshot {
     pub services: Vec<ServiceSnap>,
     /// (VIP, port, proto) → service index.
     pub by_vip_port: HashMap<(u32, u16, u8), u16>,
-    /// (VIP, proto) → first service index (port-less packets: fragments, ICMP).
-    pub by_vip_proto: HashMap<(u32, u8), u16>,
+    /// (VIP, proto) → (first service index, number of services): port-less packets
+    /// (protocols without ports; fragments whose first fragment was not seen, which go to
+    /// the only service of their VIP and protocol, or are dropped when there are several).
+    pub by_vip_proto: HashMap<(u32, u8), (u16, u16)>,
     /// Addresses answered in ARP: VIPs and port addresses.
     pub arp_addrs: HashMap<u32, ()>,
     /// Client prefix → class id. Unmatched sources use `incompatible_class`.
@@ -114,6 +116,29 @@ pub struct Snapshot {
     pub port_addrs: Vec<u32>,
     /// Creation time (control plane, for `snapshot show`).
     pub created: Option<std::time::Instant>,
+    /// Counts the snapshot's drop if it happens on a worker thread.
+    pub drop_probe: DropProbe,
+}
+
+/// Snapshots dropped on a worker thread since start. Reclamation runs on the control side
+/// ([`crate::control::publish`]), so this stays 0; tests and `snapshot show` check it.
+pub static DROPPED_ON_WORKER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Snapshots dropped since start (any thread).
+pub static DROPPED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// A field of [`Snapshot`] whose drop records where the snapshot was dropped.
+#[derive(Debug, Default)]
+pub struct DropProbe;
+
+impl Drop for DropProbe {
+    fn drop(&mut self) {
+        use std::sync::atomic::Ordering::Relaxed;
+        DROPPED.fetch_add(1, Relaxed);
+        if crate::fastpath::worker::on_worker_thread() {
+            DROPPED_ON_WORKER.fetch_add(1, Relaxed);
+        }
+    }
 }
 
 impl Snapshot {

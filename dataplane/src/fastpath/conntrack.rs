@@ -12,20 +12,38 @@
 //! 1. an expired entry;
 //! 2. the oldest SYN-only entry;
 //! 3. the oldest closing (FIN/RST) entry;
-//! 4. the oldest established entry — but never for a new SYN-only entry: a SYN whose
-//!    buckets hold only established entries is forwarded untracked (`syn_not_tracked`).
+//! 4. never an established entry: a new entry (always unconfirmed) whose two buckets hold
+//!    only established entries is not recorded, and the flow is forwarded untracked by its
+//!    Maglev choice (`syn_not_tracked`).
 //!
 //! Each eviction is counted. So a SYN flood evicts SYN-only entries and never an
 //! established flow; the handshake's next packet competes as an established entry.
 //!
+//! **Every live key is found.** A key lives in its first bucket, or in its second when the
+//! first was full at insertion. A slot of the first bucket may be freed later (an expired
+//! entry, a flush, a sweep), so a lookup that misses in the first bucket always reads the
+//! second: a hit in the first bucket (the common case) reads one bucket, a miss two. A key
+//! is never stored twice, because [`ConnTable::insert`] looks in both buckets first.
+//!
 //! The bucket hash is seeded per table (random at start), so an attacker cannot aim a flood
-//! at one bucket. Times are `u32` milliseconds since an arbitrary epoch, compared with
-//! wrapping arithmetic.
+//! at one bucket.
+//!
+//! **Clock.** Times are `u32` milliseconds of the worker's monotonic clock, compared with
+//! wrapping arithmetic: an entry is expired when `now - last_seen` (mod 2^32) exceeds its
+//! timeout. That is exact while no entry stays in the table for 2^32 ms (49.7 days) without
+//! being looked at; [`ConnTable::sweep`], called by the worker a few buckets per poll,
+//! clears expired entries long before (the longest timeout is 57,600 s), so an idle entry
+//! can never wrap around and look live again.
 
 use spillway_shared::flow::{fmix64, FlowKey};
 
 /// Entries per bucket.
 pub const WAYS: usize = 4;
+
+/// How far (ms) `last_seen` may be ahead of `now` and still count as fresh (about 17
+/// minutes; see `Entry::expired`). Ages from 2^31 ms (24.8 days) up to 2^32 − `SKEW_MS`
+/// are expired: an entry idle that long is never live again.
+pub const SKEW_MS: u32 = 1 << 20;
 
 /// Lifecycle state of an entry.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -96,12 +114,14 @@ impl Entry {
             && self.dport == k.dport
             && self.proto == k.proto
     }
+    /// Empty, or idle for longer than its timeout. `now - last_seen` (mod 2^32) is the
+    /// true age while it is below 2^32 ms, which [`ConnTable::sweep`] guarantees. An age in
+    /// the last [`SKEW_MS`] below 2^32 means `last_seen` is slightly ahead of `now` (a
+    /// caller whose clock is not monotonic; the worker's is): that entry is fresh.
     #[inline]
     fn expired(&self, now: u32) -> bool {
-        // Ages over 2^31 ms mean `last_seen` is ahead of `now` (clock skew between bursts):
-        // not expired.
         let age = now.wrapping_sub(self.last_seen);
-        self.state == State::Empty as u8 || (age < 0x8000_0000 && age > self.timeout_ms)
+        self.state == State::Empty as u8 || (age > self.timeout_ms && age < SKEW_MS.wrapping_neg())
     }
     /// The entry's state.
     pub fn state(&self) -> State {
@@ -135,14 +155,14 @@ pub struct CtCounters {
     pub evicted_syn_only: u64,
     /// Full-bucket evictions of closing entries.
     pub evicted_closing: u64,
-    /// Full-bucket evictions of established entries.
-    pub evicted_established: u64,
     /// Expired entries reused.
     pub expired_reused: u64,
-    /// New SYN-only entries not recorded because their bucket held only established
-    /// entries (a SYN never evicts an established connection; the SYN is still forwarded
-    /// by the Maglev pick).
+    /// New entries not recorded because both their buckets held only established entries
+    /// (a new entry never evicts an established connection; the packet is still forwarded
+    /// by the Maglev pick). The counter that says the table is too small.
     pub syn_not_tracked: u64,
+    /// Expired entries cleared by [`ConnTable::sweep`].
+    pub swept: u64,
 }
 
 /// What a lookup found.
@@ -184,6 +204,8 @@ pub struct ConnTable {
     buckets: BucketMem,
     mask: u64,
     seed: u64,
+    /// Next bucket [`ConnTable::sweep`] visits.
+    cursor: usize,
     /// Counters.
     pub counters: CtCounters,
 }
@@ -197,6 +219,7 @@ impl ConnTable {
             buckets: BucketMem::new(n_buckets),
             mask: n_buckets as u64 - 1,
             seed,
+            cursor: 0,
             counters: CtCounters::default(),
         }
     }
@@ -229,28 +252,17 @@ impl ConnTable {
         (b1, b2)
     }
 
-    /// Index (bucket, way) of a live or expired entry for `k`.
-    #[inline]
+    /// Index (bucket, way) of the entry for `k` (live or expired), if any.
     ///
-    /// A key is placed in its second bucket only when the first had no free or expired slot
-    /// (see `insert`), so the second bucket is read only when the first holds no empty slot:
-    /// a lookup or a new flow touches one bucket (two cache lines) in the common case,
-    /// which keeps new-connection cost at one DRAM miss in a large table. (If a slot of the
-    /// first bucket is freed later — a flush, or an expired entry found by its own
-    /// lookup — a key living in the second bucket can be missed; it is then re-selected
-    /// by the same Maglev choice and re-inserted, and its old entry expires.)
+    /// Reads the first bucket, and the second only when the key is not in the first: a key
+    /// may live in its second bucket whatever was freed in the first after it was inserted
+    /// (module docs, "Every live key is found"). A hit in the first bucket, the common
+    /// case, touches one bucket (two cache lines).
+    #[inline]
     fn find(&self, k: &FlowKey) -> Option<(usize, usize)> {
         let (b1, b2) = self.buckets_of(k);
-        let first = self.buckets.get(b1)?;
-        let mut any_empty = false;
-        for (i, e) in first.0.iter().enumerate() {
-            if e.matches(k) {
-                return Some((b1, i));
-            }
-            any_empty |= e.state == State::Empty as u8;
-        }
-        if any_empty {
-            return None;
+        if let Some(i) = self.buckets.get(b1).and_then(|b| b.0.iter().position(|e| e.matches(k))) {
+            return Some((b1, i));
         }
         let second = self.buckets.get(b2)?;
         second.0.iter().position(|e| e.matches(k)).map(|i| (b2, i))
@@ -318,12 +330,13 @@ impl ConnTable {
         })
     }
 
-    /// Inserts or overwrites the entry for `k`. Evicts per the documented order when the
-    /// bucket is full — except that a new SYN-only entry never evicts an established one:
-    /// when the bucket holds only established entries the SYN is not recorded (counted in
-    /// `syn_not_tracked`), so a SYN flood cannot push out established connections.
+    /// Inserts or overwrites the entry for `k` and returns whether it is now recorded.
+    /// Evicts per the documented order when both buckets are full, except that a new entry
+    /// never evicts an established one: when both buckets hold only established entries
+    /// nothing is recorded (`false`, counted in `syn_not_tracked`), so a SYN flood cannot
+    /// push out established connections.
     #[inline]
-    pub fn insert(&mut self, k: &FlowKey, backend: u16, incarnation: u16, service: u16, flags: u8, now: u32, t: &Timeouts) {
+    pub fn insert(&mut self, k: &FlowKey, backend: u16, incarnation: u16, service: u16, now: u32, t: &Timeouts) -> bool {
         let (b, i) = match self.find(k) {
             Some(found) => found,
             None => {
@@ -358,24 +371,23 @@ impl ConnTable {
                 // A new entry is unconfirmed (SYN-only class): it never evicts an
                 // established connection, so neither a SYN flood nor a flood of stray
                 // ACKs/UDP datagrams can push real connections out of the table.
-                if rank.0 >= 3 {
-                    self.counters.syn_not_tracked += 1;
-                    return;
-                }
                 match rank.0 {
                     0 => {
-                        if self.buckets[victim.0].0[victim.1].state != State::Empty as u8 {
+                        if self.buckets.get(victim.0).is_some_and(|b| b.0[victim.1].state != State::Empty as u8) {
                             self.counters.expired_reused += 1;
                         }
                     }
                     1 => self.counters.evicted_syn_only += 1,
                     2 => self.counters.evicted_closing += 1,
-                    _ => self.counters.evicted_established += 1,
+                    _ => {
+                        self.counters.syn_not_tracked += 1;
+                        return false;
+                    }
                 }
                 victim
             }
         };
-        let Some(bucket) = self.buckets.get_mut(b) else { return };
+        let Some(bucket) = self.buckets.get_mut(b) else { return false };
         let e = &mut bucket.0[i];
         *e = Entry {
             src: k.src,
@@ -394,9 +406,33 @@ impl ConnTable {
         // Every new entry starts unconfirmed (`SynOnly`): a TCP SYN — or the first packet
         // picked up mid-stream, e.g. after a restart — and the first datagram of a UDP flow.
         // The flow's next packet confirms it (see `advance`).
-        let _ = flags;
         e.timeout_ms = if k.proto == crate::wire::PROTO_TCP { t.syn_ms } else { t.udp_ms };
         self.counters.inserts += 1;
+        true
+    }
+
+    /// Clears expired entries in the next `buckets` buckets (a cursor walks the table
+    /// round-robin) and returns how many. The worker calls it every poll iteration, so the
+    /// whole table is visited every `capacity / WAYS / buckets` iterations: no idle entry
+    /// lives long enough for its `u32` millisecond age to wrap (module docs, "Clock").
+    /// Costs one bucket read per bucket; never allocates.
+    #[inline]
+    pub fn sweep(&mut self, now: u32, buckets: usize) -> usize {
+        let mut n = 0;
+        let len = self.buckets.len();
+        for _ in 0..buckets.min(len) {
+            self.cursor = (self.cursor + 1) & (len - 1);
+            if let Some(b) = self.buckets.get_mut(self.cursor) {
+                for e in b.0.iter_mut() {
+                    if e.state != State::Empty as u8 && e.expired(now) {
+                        e.state = State::Empty as u8;
+                        n += 1;
+                    }
+                }
+            }
+        }
+        self.counters.swept += n as u64;
+        n
     }
 
     /// Removes the entry for `k`, if any.
@@ -568,7 +604,7 @@ mod tests {
         let t = Timeouts::default();
         let mut ct = ConnTable::new(1024, 7);
         assert!(ct.lookup(&key(1), SYN, 0, &t).is_none());
-        ct.insert(&key(1), 3, 1, 0, SYN, 0, &t);
+        ct.insert(&key(1), 3, 1, 0, 0, &t);
         let h = ct.lookup(&key(1), ACK, 10, &t).unwrap();
         assert_eq!((h.backend, h.state), (3, State::SynOnly));
         let h = ct.lookup(&key(1), ACK, 20, &t).unwrap();
@@ -584,7 +620,7 @@ mod tests {
     fn syn_only_expires_quickly() {
         let t = Timeouts::default();
         let mut ct = ConnTable::new(1024, 7);
-        ct.insert(&key(1), 3, 1, 0, SYN, 0, &t);
+        ct.insert(&key(1), 3, 1, 0, 0, &t);
         assert!(ct.lookup(&key(1), SYN, 5_001, &t).is_none());
     }
 
@@ -594,15 +630,14 @@ mod tests {
         let mut ct = ConnTable::new(1024, 99);
         // 64 established flows
         for i in 0..64 {
-            ct.insert(&key(i), (i % 4) as u16, 1, 0, SYN, 0, &t);
+            ct.insert(&key(i), (i % 4) as u16, 1, 0, 0, &t);
             ct.lookup(&key(i), ACK, 1, &t).unwrap();
         }
         // 20,000 SYN-only entries from other sources
         for i in 0..20_000u32 {
             let k = FlowKey { src: 0xc000_0000 + i, ..key(0) };
-            ct.insert(&k, 0, 1, 0, SYN, 2, &t);
+            ct.insert(&k, 0, 1, 0, 2, &t);
         }
-        assert_eq!(ct.counters.evicted_established, 0);
         assert!(ct.counters.evicted_syn_only > 18_000);
         for i in 0..64 {
             assert_eq!(ct.lookup(&key(i), ACK, 3, &t).unwrap().backend, (i % 4) as u16);
@@ -614,19 +649,17 @@ mod tests {
         let t = Timeouts::default();
         let mut ct = ConnTable::new(4, 1); // one bucket
         for i in 0..4 {
-            ct.insert(&key(i), i as u16, 1, 0, SYN, i, &t);
+            ct.insert(&key(i), i as u16, 1, 0, i, &t);
             ct.lookup(&key(i), ACK, i, &t).unwrap();
         }
-        ct.insert(&key(9), 9, 1, 0, SYN, 10, &t);
-        assert_eq!(ct.counters.evicted_established, 0);
+        ct.insert(&key(9), 9, 1, 0, 10, &t);
         assert_eq!(ct.counters.syn_not_tracked, 1);
         assert!(ct.lookup(&key(9), ACK, 11, &t).is_none());
         for i in 0..4 {
             assert_eq!(ct.lookup(&key(i), ACK, 12, &t).unwrap().backend, i as u16);
         }
         // The handshake's next packet (an untracked flow's ACK) does not evict either.
-        ct.insert(&key(9), 9, 1, 0, ACK, 13, &t);
-        assert_eq!(ct.counters.evicted_established, 0);
+        ct.insert(&key(9), 9, 1, 0, 13, &t);
         assert_eq!(ct.counters.syn_not_tracked, 2);
     }
 
@@ -634,7 +667,7 @@ mod tests {
     fn peek_changes_nothing() {
         let t = Timeouts::default();
         let mut ct = ConnTable::new(1024, 7);
-        ct.insert(&key(1), 3, 1, 0, SYN, 0, &t);
+        ct.insert(&key(1), 3, 1, 0, 0, &t);
         let before = ct.counters;
         assert_eq!(ct.peek(&key(1), 100).unwrap().state, State::SynOnly);
         assert_eq!(ct.peek(&key(1), 100).unwrap().state, State::SynOnly);
@@ -649,17 +682,16 @@ mod tests {
         let t = Timeouts::default();
         let mut ct = ConnTable::new(4, 1); // one bucket
         for i in 0..4 {
-            ct.insert(&key(i), i as u16, 1, 0, ACK, i, &t);
+            ct.insert(&key(i), i as u16, 1, 0, i, &t);
             ct.lookup(&key(i), ACK, i, &t).unwrap(); // confirmed: established
         }
         ct.lookup(&key(2), FIN | ACK, 5, &t).unwrap(); // key 2 closing
-        ct.insert(&key(9), 9, 1, 0, ACK, 10, &t);
-        assert_eq!((ct.counters.evicted_closing, ct.counters.evicted_established), (1, 0));
+        ct.insert(&key(9), 9, 1, 0, 10, &t);
+        assert_eq!(ct.counters.evicted_closing, 1);
         assert!(ct.lookup(&key(2), ACK, 11, &t).is_none());
         assert!(ct.lookup(&key(9), ACK, 11, &t).is_some());
         // now all four are established: a new flow (ACK picked up mid-stream) is not tracked
-        ct.insert(&key(10), 10, 1, 0, ACK, 12, &t);
-        assert_eq!(ct.counters.evicted_established, 0);
+        ct.insert(&key(10), 10, 1, 0, 12, &t);
         assert_eq!(ct.counters.syn_not_tracked, 1);
     }
 
@@ -668,11 +700,124 @@ mod tests {
         let t = Timeouts::default();
         let mut ct = ConnTable::new(1024, 3);
         let u = FlowKey { proto: 17, ..key(1) };
-        ct.insert(&u, 1, 1, 0, 0, 0, &t);
+        ct.insert(&u, 1, 1, 0, 0, &t);
         assert_eq!(ct.lookup(&u, 0, 1, &t).unwrap().state, State::SynOnly);
         assert_eq!(ct.lookup(&u, 0, 2, &t).unwrap().state, State::Established);
-        ct.insert(&key(2), 1, 1, 0, ACK, 0, &t);
+        ct.insert(&key(2), 1, 1, 0, 0, &t);
         assert_eq!(ct.lookup(&key(2), ACK, 1, &t).unwrap().state, State::SynOnly);
         assert_eq!(ct.lookup(&key(2), ACK, 2, &t).unwrap().state, State::Established);
+    }
+
+    /// Issue 10 item 1: a key stored in its second bucket is found after a slot of its
+    /// first bucket is freed (flush, expiry). The old lookup stopped at the first bucket
+    /// whenever it held an empty slot.
+    #[test]
+    fn key_in_second_bucket_found_after_first_bucket_frees_a_slot() {
+        let t = Timeouts::default();
+        let mut ct = ConnTable::new(64, 5);
+        // fill until some key lands in its second bucket
+        let mut second = None;
+        for i in 0..10_000u32 {
+            let k = key(i);
+            if !ct.insert(&k, 1, 1, 0, 0, &t) {
+                continue;
+            }
+            ct.lookup(&k, ACK, 0, &t).unwrap();
+            let (b1, b2) = ct.buckets_of(&k);
+            if ct.find(&k).map(|f| f.0) == Some(b2) && b1 != b2 {
+                second = Some((k, b1));
+                break;
+            }
+        }
+        let (k, b1) = second.expect("some key overflowed into its second bucket");
+        // free one slot of the first bucket (as a flush of another backend would)
+        let victim = ct.buckets[b1].0[0].key();
+        assert!(ct.remove(&victim));
+        assert!(ct.lookup(&k, ACK, 1, &t).is_some(), "live key missed after its first bucket freed a slot");
+    }
+
+    /// Issue 10 item 7: an entry idle for more than 2^31 ms (24.8 days) is expired, and a
+    /// swept table cannot bring it back when the u32 clock wraps.
+    #[test]
+    fn idle_entries_never_come_back_when_the_clock_wraps() {
+        let t = Timeouts::default();
+        let mut ct = ConnTable::new(16, 5);
+        ct.insert(&key(1), 1, 1, 0, 0, &t);
+        ct.lookup(&key(1), ACK, 1, &t).unwrap();
+        assert!(ct.peek(&key(1), 1 + 600_000).is_some());
+        assert!(ct.peek(&key(1), 0x8000_0000 + 10).is_none(), "idle 24.8 days looked live");
+        // the sweep runs long before the clock wraps
+        let swept: usize = (0..ct.buckets.len()).map(|_| ct.sweep(700_000, 1)).sum();
+        assert_eq!(swept, 1);
+        assert!(ct.peek(&key(1), 5).is_none());
+        assert!(ct.lookup(&key(1), ACK, 0u32.wrapping_sub(1).wrapping_add(3), &t).is_none());
+        assert_eq!(ct.live(700_000), 0);
+    }
+
+    mod model {
+        use super::*;
+        use proptest::prelude::*;
+        use std::collections::HashMap;
+
+        #[derive(Clone, Debug)]
+        enum Op {
+            /// Insert and confirm key i (tracked keys are established: never evicted).
+            Add(u16),
+            /// Remove key i, as a flush does.
+            Remove(u16),
+            /// Look key i up.
+            Look(u16),
+            /// Sweep n buckets.
+            Sweep(u8),
+        }
+
+        fn op() -> impl Strategy<Value = Op> {
+            prop_oneof![
+                4 => (0u16..600).prop_map(Op::Add),
+                2 => (0u16..600).prop_map(Op::Remove),
+                3 => (0u16..600).prop_map(Op::Look),
+                1 => any::<u8>().prop_map(Op::Sweep),
+            ]
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+            /// Against a plain map: every key the table accepted and that was not removed
+            /// is found with its backend, whatever was removed or swept in between, at any
+            /// load up to 100 % (256-entry table, up to 600 keys).
+            #[test]
+            fn every_tracked_key_is_found(ops in proptest::collection::vec(op(), 1..400), seed in any::<u64>()) {
+                let t = Timeouts::default();
+                let mut ct = ConnTable::new(256, seed);
+                let mut model: HashMap<u16, u16> = HashMap::new();
+                for (step, o) in ops.into_iter().enumerate() {
+                    let now = step as u32;
+                    match o {
+                        Op::Add(i) => {
+                            if model.contains_key(&i) { continue; }
+                            let backend = i.wrapping_mul(7);
+                            if ct.insert(&key(i.into()), backend, 1, 0, now, &t) {
+                                prop_assert!(ct.lookup(&key(i.into()), ACK, now, &t).is_some());
+                                model.insert(i, backend);
+                            }
+                        }
+                        Op::Remove(i) => {
+                            prop_assert_eq!(ct.remove(&key(i.into())), model.remove(&i).is_some());
+                        }
+                        Op::Look(i) => {
+                            let got = ct.lookup(&key(i.into()), ACK, now, &t).map(|h| h.backend);
+                            prop_assert_eq!(got, model.get(&i).copied(), "key {}", i);
+                        }
+                        Op::Sweep(n) => {
+                            prop_assert_eq!(ct.sweep(now, n.into()), 0);
+                        }
+                    }
+                    prop_assert_eq!(ct.live(now), model.len());
+                }
+                for (i, b) in &model {
+                    prop_assert_eq!(ct.peek(&key((*i).into()), 500).map(|h| h.backend), Some(*b));
+                }
+            }
+        }
     }
 }

@@ -10,3 +10,4 @@ pub mod conntrack;
 pub mod port;
 pub mod stats;
 pub mod worker;
+pub mod frag;

@@ -51,8 +51,6 @@ pub struct WorkerStats {
     pub ct_evicted_syn_only: AtomicU64,
     /// Closing evictions.
     pub ct_evicted_closing: AtomicU64,
-    /// Established evictions.
-    pub ct_evicted_established: AtomicU64,
     /// New flows not tracked (both buckets full of established entries).
     pub ct_syn_not_tracked: AtomicU64,
     /// Snapshot generation this worker last used.
@@ -83,7 +81,6 @@ impl Default for WorkerStats {
             ct_misses: AtomicU64::new(0),
             ct_evicted_syn_only: AtomicU64::new(0),
             ct_evicted_closing: AtomicU64::new(0),
-            ct_evicted_established: AtomicU64::new(0),
             ct_syn_not_tracked: AtomicU64::new(0),
             generation: AtomicU64::new(0),
             polls: AtomicU64::new(0),
@@ -109,7 +106,6 @@ pub fn read(w: &WorkerStats) -> Counters {
         ct_misses: w.ct_misses.load(Relaxed),
         ct_evicted_syn_only: w.ct_evicted_syn_only.load(Relaxed),
         ct_evicted_closing: w.ct_evicted_closing.load(Relaxed),
-        ct_evicted_established: w.ct_evicted_established.load(Relaxed),
         ct_syn_not_tracked: w.ct_syn_not_tracked.load(Relaxed),
         generation: w.generation.load(Relaxed),
         polls: w.polls.load(Relaxed),

@@ -9,7 +9,8 @@
 use crate::fastpath::conntrack::{ConnTable, Timeouts};
 use crate::wire::{self, tcp_flags, DropReason, Ipv4Info, Parsed};
 use crate::fastpath::port::{Burst, PacketBuf, Port};
-use crate::control::snapshot::{ServiceSnap, Snapshot};
+use crate::control::snapshot::{ClassTable, ServiceSnap, Snapshot};
+use crate::fastpath::frag::FragTable;
 use crate::fastpath::stats::{bump, WorkerStats};
 use spillway_shared::config::{ForwardingMode, SessionAffinity, TrackingMode};
 use spillway_shared::flow::FlowKey;
@@ -44,6 +45,8 @@ pub struct Worker {
     pub id: usize,
     /// Connection table (owned).
     pub ct: ConnTable,
+    /// Datagrams seen fragmented: the service their first fragment named.
+    pub frags: FragTable,
     /// Timeouts, ms.
     pub timeouts: Timeouts,
     /// Counters (shared read-only with the control plane).
@@ -57,6 +60,11 @@ pub struct Worker {
     /// validation refuses duplicates), so a new snapshot never needs a flush.
     svc_cache: [u16; SVC_CACHE],
 }
+
+/// Connection-table buckets [`Worker::poll`] sweeps per iteration: at 10^4 to 10^7
+/// iterations per second a 1 M-entry table (262,144 buckets) is swept every 13 s to
+/// 3 min; the clock wraps only after 49.7 days.
+pub const SWEEP_BUCKETS_PER_POLL: usize = 2;
 
 /// Entries of [`Worker`]'s service cache (power of two).
 const SVC_CACHE: usize = 64;
@@ -81,10 +89,62 @@ fn selection_hash(key: &FlowKey, affinity: SessionAffinity, portless: bool) -> u
     }
 }
 
+/// The Maglev table of `svc` for the zone class of client `src`; `None` when the routing
+/// pipeline drops this class's new connections.
+#[inline]
+fn class_table<'s>(snap: &'s Snapshot, svc: &'s ServiceSnap, src: u32) -> Option<&'s ClassTable> {
+    svc.tables.get(usize::from(snap.class_of(src))).and_then(|t| t.as_deref())
+}
+
+/// The connection-table key of a flow of `svc`, and whether it is a *session* entry
+/// (spec/backend-selection.md "Connection tracking"):
+/// - `PER_CONNECTION`, or `PER_SESSION` with 5-tuple affinity: the 5-tuple;
+/// - `PER_SESSION` with a reduced affinity: the affinity tuple (client address, and the VIP
+///   unless `CLIENT_IP_NO_DESTINATION`) completed with the *service's* VIP, port and
+///   protocol, so two services on one VIP never share a session entry, and a TCP session
+///   keeps TCP's timeouts.
+#[inline]
+pub fn tracking_key(svc: &ServiceSnap, key: &FlowKey) -> (FlowKey, bool) {
+    let five_tuple = matches!(svc.affinity, SessionAffinity::NONE | SessionAffinity::CLIENT_IP_PORT_PROTO);
+    if svc.tracking == TrackingMode::PER_CONNECTION || five_tuple {
+        return (*key, false);
+    }
+    let reduced = key.for_affinity(svc.affinity);
+    (FlowKey { src: reduced.src, dst: svc.vip, sport: 0, dport: svc.port, proto: svc.proto }, true)
+}
+
+/// Whether a tracked connection on backend slot `backend` (with `incarnation`) stays there
+/// (spec/backend-selection.md; docs/semantics.md "Existing connections"):
+/// - the slot must still hold the same backend of this service;
+/// - it moves at once when its connections are evicted (failover with draining disabled);
+/// - on an unhealthy backend it stays only when the service persists on unhealthy
+///   backends (`connection_persistence_on_unhealthy_backends`) or every backend of the
+///   client's table is unhealthy (last resort);
+/// - in the pool that is no longer active (failover/failback) it stays until the drain
+///   deadline. Draining protects flows on live backends; it never overrides the
+///   persistence rule for a dead one.
+#[inline]
+fn keeps_backend(snap: &Snapshot, svc: &ServiceSnap, svc_idx: u16, backend: u16, incarnation: u16, src: u32, now: u32) -> bool {
+    let Some(b) = snap.backends.get(usize::from(backend)) else { return false };
+    // The slot (with its incarnation) names one (service, backend) pair; `b.service` is that
+    // service's index in *this* snapshot, so removing another service (which shifts
+    // indices) keeps the entry, while an entry of another service never matches.
+    if !(b.present && b.incarnation == incarnation && b.service == svc_idx) || b.evict_connections {
+        return false;
+    }
+    if !b.healthy && !(svc.persist_on_unhealthy || class_table(snap, svc, src).map_or(true, |t| t.all_unhealthy)) {
+        return false;
+    }
+    match b.draining_until_ms {
+        Some(deadline) => (deadline.wrapping_sub(now) as i32) > 0,
+        None => true,
+    }
+}
+
 impl Worker {
     /// A worker with a connection table of `ct_capacity` entries.
     pub fn new(id: usize, ct_capacity: usize, seed: u64, timeouts: Timeouts, stats: Arc<WorkerStats>, ports: Vec<PortInfo>) -> Worker {
-        Worker { id, ct: ConnTable::new(ct_capacity, seed), timeouts, stats, ports, svc_cache: [u16::MAX; SVC_CACHE] }
+        Worker { id, ct: ConnTable::new(ct_capacity, seed), frags: FragTable::default(), timeouts, stats, ports, svc_cache: [u16::MAX; SVC_CACHE] }
     }
 
     /// Decides one frame received on port `port` at time `now_ms`, rewriting it in place
@@ -116,22 +176,17 @@ impl Worker {
         if p.proto == wire::PROTO_ICMP {
             return self.process_icmp(buf, &p, snap, pinfo, now_ms);
         }
-        let portless = p.frag.is_fragment() || !p.has_ports;
-        let svc_idx = if portless {
-            snap.by_vip_proto.get(&(p.dst, p.proto)).copied()
-        } else {
-            let slot = svc_slot(p.dst, p.dport, p.proto);
-            let cached = self.svc_cache.get(slot).copied().unwrap_or(u16::MAX);
-            match snap.services.get(usize::from(cached)) {
-                Some(s) if s.vip == p.dst && s.port == p.dport && s.proto == p.proto => Some(cached),
-                _ => {
-                    let found = snap.by_vip_port.get(&(p.dst, p.dport, p.proto)).copied();
-                    if let (Some(i), Some(c)) = (found, self.svc_cache.get_mut(slot)) {
-                        *c = i;
-                    }
-                    found
-                }
+        let fragment = p.frag.is_fragment();
+        let svc_idx = if fragment {
+            match self.fragment_service(buf.data(), &p, snap, now_ms) {
+                Ok(s) => s,
+                Err(r) => return Verdict::Drop(r),
             }
+        } else if p.has_ports {
+            self.service_of(p.dst, p.dport, p.proto, snap)
+        } else {
+            // protocols without ports: the (VIP, protocol)'s first service
+            snap.by_vip_proto.get(&(p.dst, p.proto)).map(|v| v.0)
         };
         let Some(svc_idx) = svc_idx else {
             let is_vip = snap.arp_addrs.contains_key(&p.dst);
@@ -141,16 +196,12 @@ impl Worker {
             return Verdict::Drop(DropReason::NoService);
         };
         let key = FlowKey { src: p.src, dst: p.dst, sport: p.sport, dport: p.dport, proto: p.proto };
-        let backend = if portless {
+        let backend = if fragment || !p.has_ports {
             // Fragments: no connection table (non-first fragments carry no ports); the
             // 3-tuple hash keeps a datagram's fragments together.
-            bump(&self.stats.fragments, 1);
-            let class = snap.class_of(p.src);
-            match svc.tables.get(usize::from(class)).and_then(|t| t.as_ref()) {
-                Some(t) => match t.pick(selection_hash(&key, svc.affinity, true)) {
-                    Some(b) => b,
-                    None => return Verdict::Drop(DropReason::NoBackend),
-                },
+            bump(&self.stats.fragments, u64::from(fragment));
+            match class_table(snap, svc, p.src).and_then(|t| t.pick(selection_hash(&key, svc.affinity, true))) {
+                Some(b) => b,
                 None => return Verdict::Drop(DropReason::NoBackend),
             }
         } else {
@@ -160,6 +211,46 @@ impl Worker {
             }
         };
         self.deliver(buf, &p, svc, backend, snap, pinfo, &key)
+    }
+
+    /// Service index of (VIP, port, protocol), through the worker's direct-mapped cache.
+    #[inline]
+    fn service_of(&mut self, dst: u32, dport: u16, proto: u8, snap: &Snapshot) -> Option<u16> {
+        let slot = svc_slot(dst, dport, proto);
+        let cached = self.svc_cache.get(slot).copied().unwrap_or(u16::MAX);
+        match snap.services.get(usize::from(cached)) {
+            Some(s) if s.vip == dst && s.port == dport && s.proto == proto => Some(cached),
+            _ => {
+                let found = snap.by_vip_port.get(&(dst, dport, proto)).copied();
+                if let (Some(i), Some(c)) = (found, self.svc_cache.get_mut(slot)) {
+                    *c = i;
+                }
+                found
+            }
+        }
+    }
+
+    /// The service of an IPv4 fragment: the one its first fragment named (learned in the
+    /// worker's [`FragTable`]); for a later fragment whose first fragment was not seen, the
+    /// only service of its (VIP, protocol), else `fragment_unknown` (module docs of
+    /// [`crate::fastpath::frag`]).
+    #[inline]
+    fn fragment_service(&mut self, frame: &[u8], p: &Ipv4Info, snap: &Snapshot, now: u32) -> Result<Option<u16>, DropReason> {
+        // RFC 791: identification is bytes 4..6 of the IPv4 header (parse checked the
+        // header is present).
+        let id = frame.get(p.l3 + 4..p.l3 + 6).map_or(0, |b| u16::from_be_bytes([b[0], b[1]]));
+        if p.frag.offset == 0 && p.has_ports {
+            self.frags.learn(p.src, p.dst, p.proto, id, p.dport, now);
+            return Ok(self.service_of(p.dst, p.dport, p.proto, snap));
+        }
+        if let Some(dport) = self.frags.lookup(p.src, p.dst, p.proto, id, now) {
+            return Ok(self.service_of(p.dst, dport, p.proto, snap));
+        }
+        match snap.by_vip_proto.get(&(p.dst, p.proto)) {
+            Some(&(only, 1)) => Ok(Some(only)),
+            Some(_) => Err(DropReason::FragmentUnknown),
+            None => Ok(None),
+        }
     }
 
     /// Prefetches the connection-table bucket of `buf`'s 5-tuple (TCP/UDP, unfragmented).
@@ -181,49 +272,22 @@ impl Worker {
     /// selection recorded in the table. Returns the backend slot.
     #[inline]
     fn select(&mut self, key: &FlowKey, flags: u8, svc: &ServiceSnap, svc_idx: u16, snap: &Snapshot, now: u32) -> Result<u16, DropReason> {
-        // Tracking key: PER_CONNECTION → 5-tuple; PER_SESSION → the affinity tuple.
-        let ct_key = match svc.tracking {
-            TrackingMode::PER_CONNECTION => *key,
-            TrackingMode::PER_SESSION => key.for_affinity(svc.affinity),
-        };
+        let (ct_key, session) = tracking_key(svc, key);
         let syn = flags & (tcp_flags::SYN | tcp_flags::ACK) == tcp_flags::SYN && key.proto == wire::PROTO_TCP;
-        let five_tuple = matches!(svc.affinity, SessionAffinity::NONE | SessionAffinity::CLIENT_IP_PORT_PROTO);
-        // spec/backend-selection.md: under PER_CONNECTION a SYN always starts a new
-        // connection; under PER_SESSION only with 5-tuple affinity.
-        let syn_is_new = syn && (svc.tracking == TrackingMode::PER_CONNECTION || five_tuple);
-        // The client's zone class selects the table; looked up only when needed (a hit on a
-        // healthy backend, the common case, never needs it).
-        let table_all_unhealthy = |snap: &Snapshot| {
-            let class = snap.class_of(key.src);
-            svc.tables.get(usize::from(class)).and_then(|t| t.as_ref()).map_or(true, |t| t.all_unhealthy)
-        };
         // This service's idle timeout applies to its established entries.
         let mut t = self.timeouts;
         t.tcp_ms = svc.idle_timeout_ms;
         if key.proto != wire::PROTO_TCP {
             t.udp_ms = svc.idle_timeout_ms;
         }
-        if !syn_is_new {
-            if let Some(hit) = self.ct.lookup(&ct_key, flags, now, &t) {
-                let keep = match snap.backends.get(usize::from(hit.backend)) {
-                    // The slot (with its incarnation) names one (service, backend) pair; `b.service`
-                    // is that service's index in *this* snapshot, so removing another service
-                    // (which shifts indices) keeps the entry, while an entry of another service
-                    // (keys can collide under CLIENT_IP_NO_DESTINATION) never matches.
-                    Some(b) if b.present && b.incarnation == hit.incarnation && b.service == svc_idx => {
-                        if b.evict_connections {
-                            false
-                        } else if let Some(deadline) = b.draining_until_ms {
-                            (deadline.wrapping_sub(now) as i32) > 0
-                        } else if b.healthy {
-                            true
-                        } else {
-                            svc.persist_on_unhealthy || table_all_unhealthy(snap)
-                        }
-                    }
-                    _ => false,
-                };
-                if keep {
+        // spec/backend-selection.md: under PER_CONNECTION a SYN always starts a new
+        // connection; under PER_SESSION only with 5-tuple affinity (not a session entry).
+        if !(syn && !session) {
+            // A session entry outlives the connections in it: their SYN, FIN and RST flags
+            // neither restart nor close it; any packet confirms and refreshes it.
+            let ct_flags = if session { tcp_flags::ACK } else { flags };
+            if let Some(hit) = self.ct.lookup(&ct_key, ct_flags, now, &t) {
+                if keeps_backend(snap, svc, svc_idx, hit.backend, hit.incarnation, key.src, now) {
                     return Ok(hit.backend);
                 }
                 bump(&self.stats.rebalanced, 1);
@@ -234,14 +298,19 @@ impl Worker {
         if snap.arp_addrs.contains_key(&key.src) {
             return Err(DropReason::MartianSource);
         }
-        let class = snap.class_of(key.src);
-        let table = svc.tables.get(usize::from(class)).and_then(|t| t.as_ref()).ok_or(DropReason::NoBackend)?;
-        let b = table.pick(selection_hash(key, svc.affinity, false)).ok_or(DropReason::NoBackend)?;
+        let b = class_table(snap, svc, key.src)
+            .and_then(|t| t.pick(selection_hash(key, svc.affinity, false)))
+            .ok_or(DropReason::NoBackend)?;
         let inc = snap.backends.get(usize::from(b)).map_or(0, |s| s.incarnation);
-        self.ct.insert(&ct_key, b, inc, svc_idx, flags, now, &t);
-        bump(&self.stats.new_connections, 1);
-        if let Some(c) = self.stats.backend_new.get(usize::from(b)) {
-            bump(c, 1);
+        let tracked = self.ct.insert(&ct_key, b, inc, svc_idx, now, &t);
+        // A new connection is one the table recorded, or a SYN. A flow the full table could
+        // not record is forwarded by the same Maglev choice; its later packets are not new
+        // connections (they would inflate the load the capacity stage reads).
+        if tracked || syn {
+            bump(&self.stats.new_connections, 1);
+            if let Some(c) = self.stats.backend_new.get(usize::from(b)) {
+                bump(c, 1);
+            }
         }
         Ok(b)
     }
@@ -264,20 +333,14 @@ impl Worker {
             return Verdict::Drop(DropReason::NoService);
         };
         let key = FlowKey { src: q.client, dst: q.vip, sport: q.client_port, dport: q.vip_port, proto: q.proto };
-        let ct_key = match svc.tracking {
-            TrackingMode::PER_CONNECTION => key,
-            TrackingMode::PER_SESSION => key.for_affinity(svc.affinity),
-        };
+        let (ct_key, _) = tracking_key(svc, &key);
         // Peek without changing the entry's state (an ICMP error is not flow traffic).
         let backend = match self.ct.peek(&ct_key, now) {
-            Some(h) if snap.backends.get(usize::from(h.backend)).is_some_and(|b| b.present && b.incarnation == h.incarnation) => h.backend,
-            _ => {
-                let class = snap.class_of(q.client);
-                match svc.tables.get(usize::from(class)).and_then(|t| t.as_ref()).and_then(|t| t.pick(selection_hash(&key, svc.affinity, false))) {
-                    Some(b) => b,
-                    None => return Verdict::Drop(DropReason::NoBackend),
-                }
-            }
+            Some(h) if snap.backends.get(usize::from(h.backend)).is_some_and(|b| b.present && b.incarnation == h.incarnation && b.service == svc_idx) => h.backend,
+            _ => match class_table(snap, svc, q.client).and_then(|t| t.pick(selection_hash(&key, svc.affinity, false))) {
+                Some(b) => b,
+                None => return Verdict::Drop(DropReason::NoBackend),
+            },
         };
         let v = self.deliver(buf, p, svc, backend, snap, pinfo, &key);
         if v == Verdict::Forward {
@@ -401,7 +464,11 @@ impl Worker {
         if total == 0 {
             bump(&self.stats.idle_polls, 1);
         }
-        self.stats.generation.store(snap.generation, std::sync::atomic::Ordering::Relaxed);
+        // Quiescent state (control::publish): this worker holds nothing of snapshots older
+        // than this one any more. Release: our reads of them happen before their reclamation.
+        self.stats.generation.store(snap.generation, std::sync::atomic::Ordering::Release);
+        // Clear a few expired entries so no idle entry's u32 age can wrap (conntrack docs).
+        self.ct.sweep(now_ms, SWEEP_BUCKETS_PER_POLL);
         let c = &self.ct.counters;
         let s = &self.stats;
         use std::sync::atomic::Ordering::Relaxed;
@@ -409,10 +476,51 @@ impl Worker {
         s.ct_misses.store(c.misses, Relaxed);
         s.ct_evicted_syn_only.store(c.evicted_syn_only, Relaxed);
         s.ct_evicted_closing.store(c.evicted_closing, Relaxed);
-        s.ct_evicted_established.store(c.evicted_established, Relaxed);
         s.ct_syn_not_tracked.store(c.syn_not_tracked, Relaxed);
         total
     }
+}
+
+thread_local! {
+    static ON_WORKER: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether the calling thread runs a worker loop ([`run_loop`]).
+pub fn on_worker_thread() -> bool {
+    ON_WORKER.with(|f| f.get())
+}
+
+/// Parameters of [`run_loop`].
+#[derive(Clone, Copy, Debug)]
+pub struct LoopParams {
+    /// Worker index (its counters, mailbox and quiescent-state slot in `Shared`).
+    pub index: usize,
+    /// Start of the worker clock (ms since then are the connection table's time).
+    pub epoch: std::time::Instant,
+    /// Sleep after an iteration that received nothing (0: busy polling).
+    pub idle_sleep: std::time::Duration,
+}
+
+/// The worker thread's loop, until `shared.stop`: each iteration reads the clock once, loads
+/// the current snapshot (no guard, no atomic read-modify-write), polls every port, reports
+/// its quiescent state (the generation it used, in [`Worker::poll`]), then serves a pending
+/// control request. Snapshots are never dropped here: reclamation runs on the control side.
+pub fn run_loop<P: Port>(worker: &mut Worker, queues: &mut [P], shared: &crate::control::Shared, params: LoopParams) {
+    ON_WORKER.with(|f| f.set(true));
+    let mut tx: Vec<Burst<P::Buf>> = (0..queues.len()).map(|_| Burst::new()).collect();
+    let Some(mailbox) = shared.mailboxes.get(params.index).cloned() else { return };
+    while !shared.stop.load(std::sync::atomic::Ordering::Relaxed) {
+        let now = params.epoch.elapsed().as_millis() as u32;
+        // SAFETY: this worker (index `params.index`) reports its quiescent state at the end
+        // of `poll` and does not keep `snap` past this iteration.
+        let snap = unsafe { shared.worker_snapshot() };
+        let n = worker.poll(queues, &mut tx, snap, now);
+        mailbox.serve(|req| worker.control(req, now));
+        if n == 0 && !params.idle_sleep.is_zero() {
+            std::thread::sleep(params.idle_sleep);
+        }
+    }
+    ON_WORKER.with(|f| f.set(false));
 }
 
 #[inline]

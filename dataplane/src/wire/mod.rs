@@ -114,11 +114,15 @@ pub enum DropReason {
     MultiSegment,
     /// A new connection whose source address is a VIP or one of our addresses (spoofed).
     MartianSource,
+    /// A later IPv4 fragment whose first fragment was not seen (reordered, or its entry
+    /// expired), on a (VIP, protocol) with several services: which service it belongs to
+    /// is unknown, and a guess could split the datagram (docs/semantics.md "Fragments").
+    FragmentUnknown,
 }
 
 impl DropReason {
     /// Number of reasons (size of counter arrays).
-    pub const COUNT: usize = 17;
+    pub const COUNT: usize = 18;
     /// All reasons, in counter order.
     pub const ALL: [DropReason; Self::COUNT] = [
         DropReason::TruncatedEthernet,
@@ -138,6 +142,7 @@ impl DropReason {
         DropReason::TtlExceeded,
         DropReason::MultiSegment,
         DropReason::MartianSource,
+        DropReason::FragmentUnknown,
     ];
     /// Stable snake_case name used by counters and `spillwayctl stats`.
     pub fn name(self) -> &'static str {
@@ -159,6 +164,7 @@ impl DropReason {
             DropReason::TtlExceeded => "ttl_exceeded",
             DropReason::MultiSegment => "multi_segment",
             DropReason::MartianSource => "martian_source",
+            DropReason::FragmentUnknown => "fragment_unknown",
         }
     }
 }

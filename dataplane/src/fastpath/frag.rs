@@ -1,0 +1,93 @@
+//! Per-worker table of IPv4 datagrams seen fragmented: which service their first fragment
+//! named, so that every later fragment (which carries no ports) reaches a backend of that
+//! service, not merely of some service on the same VIP (issue 10 item 5; public case
+//! `cases/packets/udp-fragments-two-services.pcap`).
+//!
+//! Key: (source, destination, protocol, IP identification), the datagram identity of
+//! RFC 791 §3.2. Value: the destination port the first fragment carried, from which the
+//! worker finds the service in the current snapshot (so a new snapshot needs no flush).
+//!
+//! Direct-mapped, [`FRAG_SLOTS`] entries of 16 bytes, allocated once; an entry lives
+//! [`FRAG_LIFETIME_MS`] after the first fragment. A newer datagram that maps to an occupied
+//! slot replaces it. NICs hash fragments on the 2-tuple, so all fragments of a datagram
+//! reach the same worker; the table needs no sharing.
+//!
+//! Later fragments that arrive before their first fragment (reordering), or after their
+//! entry was replaced or expired: when their (VIP, protocol) has exactly one service they go
+//! to it (nothing to choose); otherwise the worker drops them as `fragment_unknown`, since
+//! a guess could split the datagram across services (docs/semantics.md, "Fragments").
+
+use spillway_shared::flow::fmix64;
+
+/// Entries per worker (power of two).
+pub const FRAG_SLOTS: usize = 1024;
+/// How long a first fragment's entry serves its later fragments, ms. Fragments of one
+/// datagram normally arrive within microseconds; RFC 791 suggests 15 s as the upper bound of
+/// reassembly, but a long lifetime only helps an IP ID that wrapped (65,536 datagrams per
+/// source/destination/protocol) to find a stale entry.
+pub const FRAG_LIFETIME_MS: u32 = 2_000;
+
+#[derive(Clone, Copy, Default)]
+#[repr(C)]
+struct FragEntry {
+    src: u32,
+    dst: u32,
+    id: u16,
+    dport: u16,
+    proto: u8,
+    used: bool,
+    expires: u32,
+}
+
+/// The table (one per worker).
+pub struct FragTable {
+    slots: Box<[FragEntry]>,
+}
+
+impl Default for FragTable {
+    fn default() -> Self {
+        FragTable { slots: vec![FragEntry::default(); FRAG_SLOTS].into_boxed_slice() }
+    }
+}
+
+#[inline]
+fn slot_of(src: u32, dst: u32, id: u16, proto: u8) -> usize {
+    let x = (u64::from(src) << 32 | u64::from(dst)) ^ (u64::from(id) << 8 | u64::from(proto)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    (fmix64(x) as usize) & (FRAG_SLOTS - 1)
+}
+
+impl FragTable {
+    /// Records the first fragment (offset 0) of datagram (src, dst, proto, id), which named
+    /// destination port `dport`, at time `now` (ms).
+    #[inline]
+    pub fn learn(&mut self, src: u32, dst: u32, proto: u8, id: u16, dport: u16, now: u32) {
+        if let Some(e) = self.slots.get_mut(slot_of(src, dst, id, proto)) {
+            *e = FragEntry { src, dst, id, dport, proto, used: true, expires: now.wrapping_add(FRAG_LIFETIME_MS) };
+        }
+    }
+
+    /// The destination port of the datagram's first fragment, if it was seen less than
+    /// [`FRAG_LIFETIME_MS`] ago.
+    #[inline]
+    pub fn lookup(&self, src: u32, dst: u32, proto: u8, id: u16, now: u32) -> Option<u16> {
+        let e = self.slots.get(slot_of(src, dst, id, proto))?;
+        let live = e.used && (e.expires.wrapping_sub(now) as i32) >= 0;
+        (live && e.src == src && e.dst == dst && e.id == id && e.proto == proto).then_some(e.dport)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn learns_and_expires() {
+        let mut t = FragTable::default();
+        assert_eq!(t.lookup(1, 2, 17, 7, 0), None);
+        t.learn(1, 2, 17, 7, 5353, 100);
+        assert_eq!(t.lookup(1, 2, 17, 7, 100 + FRAG_LIFETIME_MS), Some(5353));
+        assert_eq!(t.lookup(1, 2, 17, 8, 101), None);
+        assert_eq!(t.lookup(1, 2, 6, 7, 101), None);
+        assert_eq!(t.lookup(1, 2, 17, 7, 101 + FRAG_LIFETIME_MS), None);
+    }
+}
