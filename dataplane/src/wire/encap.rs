@@ -107,3 +107,44 @@ impl Tunnel {
         Ok(total)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::ipv4::Ipv4Packet;
+    use crate::wire::l4::UdpPacket;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Any inner packet at any tag depth: the result is Ethernet | outer IPv4 (DF, ID 0,
+        /// TTL 64, valid checksum, length = overhead + inner) | [UDP to 6080] | the inner
+        /// bytes unchanged; buffers too short are refused, never written past.
+        #[test]
+        fn encapsulate_layout(inner in prop::collection::vec(any::<u8>(), 0..120), tags in 0usize..3, gue in any::<bool>(), hash in any::<u64>(), short in 0usize..4) {
+            let encap = if gue { Encap::gue(hash) } else { Encap::Ipip };
+            let t = Tunnel { encap, src: 1, dst: 2, dst_mac: [3; 6], src_mac: [4; 6] };
+            let l3 = ETH_LEN + 4 * tags;
+            let mut frame = vec![0xee; encap.overhead() + l3];
+            frame.extend_from_slice(&inner);
+            let n = frame.len() - short;
+            match t.encapsulate(&mut frame[..n], l3, inner.len()) {
+                Ok(total) => {
+                    prop_assert_eq!(short, 0);
+                    prop_assert_eq!(total, ETH_LEN + encap.overhead() + inner.len());
+                    let outer = Ipv4Packet::new_checked(&frame[ETH_LEN..total]).unwrap();
+                    prop_assert!(outer.verify_checksum() && outer.frag().dont_fragment);
+                    prop_assert_eq!((outer.ident(), outer.ttl(), outer.total_len()), (0, OUTER_TTL, encap.overhead() + inner.len()));
+                    if let Encap::Gue { src_port } = encap {
+                        let u = UdpPacket::new_checked(outer.payload()).unwrap();
+                        prop_assert_eq!((u.src_port(), u.dst_port(), usize::from(u.len())), (src_port, GUE_PORT, UDP_LEN + inner.len()));
+                    }
+                    prop_assert_eq!(&frame[ETH_LEN + encap.overhead()..total], &inner[..]);
+                }
+                Err(r) => {
+                    prop_assert!(short > 0);
+                    prop_assert_eq!(r, DropReason::NoHeadroom);
+                }
+            }
+        }
+    }
+}

@@ -192,3 +192,65 @@ pub fn icmp_frag_needed_in_place(frame: &mut [u8], p: &Ipv4Info, mtu: u16, our_m
     icmp.get_mut(field::CHECKSUM).ok_or(DropReason::TruncatedIpv4)?.copy_from_slice(&c.to_be_bytes());
     Ok(total)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::{parse, Parsed};
+    use proptest::prelude::*;
+
+    /// An ICMP error of `icmp_type` from `router` to the VIP quoting the backend's reply
+    /// VIP:vip_port → client:client_port (`quoted` bytes of it after the IPv4 header).
+    fn icmp_error(icmp_type: u8, proto: u8, vip_port: u16, client_port: u16, quoted: usize) -> Vec<u8> {
+        let mut inner = vec![0u8; IPV4_MIN_LEN + 8];
+        Ipv4Repr { src: 0x0a00_0064, dst: 0x0a01_0005, protocol: proto, payload_len: 8, ident: 1, dont_fragment: true, ttl: 60 }.emit(&mut inner).unwrap();
+        inner[20..22].copy_from_slice(&vip_port.to_be_bytes());
+        inner[22..24].copy_from_slice(&client_port.to_be_bytes());
+        inner.truncate(IPV4_MIN_LEN + quoted);
+        let mut f = vec![0u8; 14 + 20 + 8];
+        crate::wire::ethernet::emit_header(&mut f, [2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 9], crate::wire::ETHERTYPE_IPV4).unwrap();
+        Ipv4Repr { src: 0x0a09_0001, dst: 0x0a00_0064, protocol: PROTO_ICMP, payload_len: 8 + inner.len(), ident: 2, dont_fragment: false, ttl: 64 }.emit(&mut f[14..]).unwrap();
+        f[34] = icmp_type;
+        f.extend_from_slice(&inner);
+        f
+    }
+
+    fn quote_of(f: &[u8]) -> Result<Option<IcmpQuote>, DropReason> {
+        let Ok(Parsed::Ipv4(p)) = parse(f) else { panic!("not IPv4") };
+        icmp_quote(f, &p)
+    }
+
+    #[test]
+    fn errors_only_and_eight_bytes_needed() {
+        let echo = icmp_error(8, PROTO_TCP, 80, 40000, 8);
+        assert_eq!(quote_of(&echo), Ok(None));
+        let short = icmp_error(3, PROTO_TCP, 80, 40000, 7);
+        assert_eq!(quote_of(&short), Err(DropReason::IcmpQuoteTooShort));
+        assert_eq!(IcmpPacket::new_checked(&[3u8; 7][..]).err(), Some(DropReason::IcmpQuoteTooShort));
+    }
+
+    proptest! {
+        /// A quoted reply VIP → client reads back as the client → VIP flow.
+        #[test]
+        fn quote_reverses_the_flow(ty in prop::sample::select(vec![3u8, 11, 12]), udp in any::<bool>(), vip_port in any::<u16>(), client_port in any::<u16>(), extra in 0usize..20) {
+            let proto = if udp { PROTO_UDP } else { PROTO_TCP };
+            let mut f = icmp_error(ty, proto, vip_port, client_port, 8);
+            f.extend(std::iter::repeat(0).take(extra)); // Ethernet padding
+            let q = quote_of(&f).unwrap().unwrap();
+            prop_assert_eq!(q, IcmpQuote { icmp_type: ty, code: 0, client: 0x0a01_0005, vip: 0x0a00_0064, client_port, vip_port, proto });
+        }
+
+        /// Random bytes after the ICMP header never panic.
+        #[test]
+        fn random_quotes_never_panic(ty in prop::sample::select(vec![0u8, 3, 8, 11, 12]), tail in prop::collection::vec(any::<u8>(), 0..80)) {
+            let mut f = icmp_error(ty, PROTO_TCP, 80, 40000, 0);
+            f.truncate(14 + 20 + 8);
+            f.extend_from_slice(&tail);
+            let len = (f.len() - 14) as u16;
+            f[16..18].copy_from_slice(&len.to_be_bytes());
+            if let Ok(Parsed::Ipv4(p)) = parse(&f) {
+                let _ = icmp_quote(&f, &p);
+            }
+        }
+    }
+}
