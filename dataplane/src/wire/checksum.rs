@@ -1,6 +1,6 @@
 //! The Internet checksum of IPv4, ICMP and UDP headers (RFC 1071).
 //!
-//! Hand-written on purpose (docs/decisions.md: the hot path keeps its own checksum): it runs
+//! Hand-written on purpose (docs/decisions.md, "Packet formats hand-written"): it runs
 //! on a 20-byte header per encapsulated packet and must not allocate or branch on data.
 //!
 //! RFC 1071 §1, the algorithm, beside the code that does it:
