@@ -235,7 +235,7 @@ mod tests {
         fn quote_reverses_the_flow(ty in prop::sample::select(vec![3u8, 11, 12]), udp in any::<bool>(), vip_port in any::<u16>(), client_port in any::<u16>(), extra in 0usize..20) {
             let proto = if udp { PROTO_UDP } else { PROTO_TCP };
             let mut f = icmp_error(ty, proto, vip_port, client_port, 8);
-            f.extend(std::iter::repeat(0).take(extra)); // Ethernet padding
+            f.resize(f.len() + extra, 0); // Ethernet padding
             let q = quote_of(&f).unwrap().unwrap();
             prop_assert_eq!(q, IcmpQuote { icmp_type: ty, code: 0, client: 0x0a01_0005, vip: 0x0a00_0064, client_port, vip_port, proto });
         }
