@@ -1,4 +1,4 @@
-//! `packet::parse` on a 64-byte TCP frame with one 802.1Q tag.
+//! `wire::parse` on a 64-byte TCP frame with one 802.1Q tag.
 //!
 //! Run: `cargo bench -p spillway-benches --bench parse -- --warm-up-time 1 --measurement-time 3`
 

@@ -5,6 +5,7 @@
 use crate::wire::DropReason;
 use spillway_shared::proto::Counters;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use strum::{EnumCount, IntoEnumIterator};
 
 /// Most backend slots over all services (slot ids are `u16`; 65,535 is reserved as empty).
 /// Per-worker counters for them take 2 × 8 bytes × this = 1 MiB per worker.
@@ -101,7 +102,7 @@ pub fn read(w: &WorkerStats) -> Counters {
         fragments: w.fragments.load(Relaxed),
         new_connections: w.new_connections.load(Relaxed),
         rebalanced: w.rebalanced.load(Relaxed),
-        drops: DropReason::ALL.iter().map(|r| (r.name().to_string(), w.drops[*r as usize].load(Relaxed))).collect(),
+        drops: DropReason::iter().map(|r| (r.name().to_string(), w.drops[r as usize].load(Relaxed))).collect(),
         ct_hits: w.ct_hits.load(Relaxed),
         ct_misses: w.ct_misses.load(Relaxed),
         ct_evicted_syn_only: w.ct_evicted_syn_only.load(Relaxed),

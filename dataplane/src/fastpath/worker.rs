@@ -165,7 +165,9 @@ impl Worker {
             Parsed::Arp(a) => {
                 let t = u32::from(a.tpa);
                 if a.oper == 1 && (snap.arp_addrs.contains_key(&t) || (pinfo.addr != 0 && t == pinfo.addr)) {
-                    wire::arp_reply_in_place(buf.data_mut(), &a, pinfo.mac);
+                    if let Err(r) = wire::arp_reply_in_place(buf.data_mut(), &a, pinfo.mac) {
+                        return Verdict::Drop(r);
+                    }
                     bump(&self.stats.arp_replies, 1);
                     return Verdict::Reply;
                 }
@@ -178,7 +180,7 @@ impl Worker {
         }
         let fragment = p.frag.is_fragment();
         let svc_idx = if fragment {
-            match self.fragment_service(buf.data(), &p, snap, now_ms) {
+            match self.fragment_service(&p, snap, now_ms) {
                 Ok(s) => s,
                 Err(r) => return Verdict::Drop(r),
             }
@@ -235,10 +237,8 @@ impl Worker {
     /// only service of its (VIP, protocol), else `fragment_unknown` (module docs of
     /// [`crate::fastpath::frag`]).
     #[inline]
-    fn fragment_service(&mut self, frame: &[u8], p: &Ipv4Info, snap: &Snapshot, now: u32) -> Result<Option<u16>, DropReason> {
-        // RFC 791: identification is bytes 4..6 of the IPv4 header (parse checked the
-        // header is present).
-        let id = frame.get(p.l3 + 4..p.l3 + 6).map_or(0, |b| u16::from_be_bytes([b[0], b[1]]));
+    fn fragment_service(&mut self, p: &Ipv4Info, snap: &Snapshot, now: u32) -> Result<Option<u16>, DropReason> {
+        let id = p.ident;
         if p.frag.offset == 0 && p.has_ports {
             self.frags.learn(p.src, p.dst, p.proto, id, p.dport, now);
             return Ok(self.service_of(p.dst, p.dport, p.proto, snap));
@@ -362,20 +362,31 @@ impl Worker {
         let out_mac = self.ports.get(pinfo.forward_to).map_or(pinfo.mac, |o| o.mac);
         match svc.mode {
             ForwardingMode::L2_DSR => {
-                wire::rewrite_l2(buf.data_mut(), b.mac, out_mac);
-                Verdict::Forward
+                match wire::EthernetFrame::new_checked(buf.data_mut()) {
+                    Ok(mut eth) => {
+                        eth.rewrite_l2(b.mac, out_mac);
+                        Verdict::Forward
+                    }
+                    Err(r) => Verdict::Drop(r),
+                }
             }
             ForwardingMode::IPIP | ForwardingMode::GUE => {
-                let gue = svc.mode == ForwardingMode::GUE;
-                let oh = wire::encap_overhead(gue);
+                // GUE source port from the flow hash (5-tuple; 3-tuple for fragments, like
+                // their backend selection) so the backend's RSS spreads a client's flows.
+                let encap = if svc.mode == ForwardingMode::GUE {
+                    wire::Encap::gue(if p.frag.is_fragment() { key.three_tuple().hash() } else { key.hash() })
+                } else {
+                    wire::Encap::Ipip
+                };
+                let oh = encap.overhead();
                 if p.total_len + oh > usize::from(svc.encap_mtu) {
                     if p.frag.dont_fragment {
                         // RFC 1191: tell the client the MTU that fits after encapsulation.
                         let mtu = svc.encap_mtu - oh as u16;
-                        let n = wire::icmp_frag_needed_in_place(buf.data_mut(), p, mtu, pinfo.mac);
-                        if n == 0 {
-                            return Verdict::Drop(DropReason::TruncatedIpv4);
-                        }
+                        let n = match wire::icmp_frag_needed_in_place(buf.data_mut(), p, mtu, pinfo.mac) {
+                            Ok(n) => n,
+                            Err(r) => return Verdict::Drop(r),
+                        };
                         buf.truncate(n);
                         bump(&self.stats.icmp_frag_needed_sent, 1);
                         return Verdict::Reply;
@@ -389,10 +400,14 @@ impl Worker {
                     return Verdict::Drop(DropReason::NoHeadroom);
                 }
                 let src = snap.port_addrs.get(pinfo.forward_to).copied().filter(|a| *a != 0).unwrap_or(pinfo.addr);
-                let sport = 0xC000 | (key.three_tuple().hash() as u16 & 0x3fff);
-                let n = wire::encapsulate(buf.data_mut(), oh, p.l3, p.total_len, gue, src, b.addr, sport, p.frag.dont_fragment, b.mac, out_mac);
-                buf.truncate(n);
-                Verdict::Forward
+                let tunnel = wire::Tunnel { encap, src, dst: b.addr, dst_mac: b.mac, src_mac: out_mac };
+                match tunnel.encapsulate(buf.data_mut(), p.l3, p.total_len) {
+                    Ok(n) => {
+                        buf.truncate(n);
+                        Verdict::Forward
+                    }
+                    Err(r) => Verdict::Drop(r),
+                }
             }
         }
     }

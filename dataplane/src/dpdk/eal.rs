@@ -1,0 +1,263 @@
+//! [`Eal`], the environment abstraction layer (once per process), and the per-thread
+//! helpers: lcore registration, socket choice, device names.
+
+use super::error::*;
+use dpdk_sys as sys;
+use std::ffi::{c_char, CStr, CString};
+use std::ptr;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Set while an [`Eal`] exists or after it was cleaned up (EAL cannot restart).
+static EAL_STARTED: AtomicBool = AtomicBool::new(false);
+
+/// Program name put in front of the EAL arguments (`argv[0]`).
+pub const PROGRAM_NAME: &str = "spillway";
+
+/// The initialised DPDK environment. Dropping it calls `rte_eal_cleanup`.
+#[derive(Debug)]
+pub struct Eal {
+    cleaned: bool,
+}
+
+impl Eal {
+    /// Initialises EAL with `args` (without program name, e.g.
+    /// `["--no-huge", "--no-shconf", "-m", "512", "--no-pci", "--vdev=net_null0"]`).
+    ///
+    /// Fails with a hint for common causes (no hugepages, bad arguments, second init).
+    /// EAL can be initialised only once per process; a failed argument parse may be retried.
+    pub fn init(args: &[String]) -> Result<Eal> {
+        if EAL_STARTED.swap(true, Ordering::SeqCst) {
+            return Err(DpdkError {
+                call: "rte_eal_init",
+                errno: libc::EALREADY,
+                message: "EAL is already initialised in this process".into(),
+                hint: Some(
+                    "EAL can start only once per process: share one Eal, or run DPDK tests \
+                     in separate processes"
+                        .into(),
+                ),
+            });
+        }
+        let argv = match build_argv(args) {
+            Ok(a) => a,
+            Err(e) => {
+                EAL_STARTED.store(false, Ordering::SeqCst);
+                return Err(e);
+            }
+        };
+        // EAL may keep pointers into argv (and permutes the array), so the strings live for
+        // the rest of the process.
+        let strings: &'static mut [CString] = Box::leak(argv.into_boxed_slice());
+        let mut ptrs: Vec<*mut c_char> = strings
+            .iter_mut()
+            .map(|s| s.as_ptr() as *mut c_char)
+            .collect();
+        ptrs.push(ptr::null_mut());
+        let ptrs: &'static mut [*mut c_char] = Box::leak(ptrs.into_boxed_slice());
+        let argc = (ptrs.len() - 1) as i32;
+        // SAFETY: argv is a NULL-terminated array of `argc` valid, NUL-terminated, leaked
+        // (hence 'static) strings; EAL may reorder the array, which we never read again.
+        let ret = unsafe { sys::rte_eal_init(argc, ptrs.as_mut_ptr()) };
+        if ret < 0 {
+            let errno = rte_errno();
+            // DPDK clears its own run-once flag on argument errors, so allow a retry; any
+            // other failure makes DPDK itself answer EALREADY next time.
+            EAL_STARTED.store(false, Ordering::SeqCst);
+            let mut e = DpdkError::new("rte_eal_init", errno, format!("EAL args {args:?}"));
+            e.hint = eal_hint(errno, args);
+            return Err(e);
+        }
+        Ok(Eal { cleaned: false })
+    }
+
+    /// Number of ethdev ports EAL probed (`rte_eth_dev_count_avail`).
+    pub fn port_count(&self) -> u16 {
+        // SAFETY: EAL is initialised (self exists); pure query.
+        unsafe { sys::rte_eth_dev_count_avail() }
+    }
+
+    /// Names of all probed ports, by port id.
+    pub fn port_names(&self) -> Vec<(u16, String)> {
+        port_names()
+    }
+
+    /// Number of EAL lcores (`rte_lcore_count`).
+    pub fn lcore_count(&self) -> u32 {
+        // SAFETY: EAL is initialised; pure query.
+        unsafe { sys::rte_lcore_count() }
+    }
+
+    /// Releases EAL resources (`rte_eal_cleanup`) now, reporting failure. Drop every mbuf,
+    /// port and mempool first. EAL cannot be initialised again in this process.
+    pub fn cleanup(mut self) -> Result<()> {
+        self.cleaned = true;
+        // SAFETY: EAL was initialised by this object, which is consumed; the caller dropped
+        // the DPDK objects that live in EAL memory.
+        let ret = unsafe { sys::rte_eal_cleanup() };
+        check("rte_eal_cleanup", ret, String::new).map(|_| ())
+    }
+}
+
+impl Drop for Eal {
+    fn drop(&mut self) {
+        if !self.cleaned {
+            self.cleaned = true;
+            // SAFETY: as in `cleanup`; errors are ignored in drop.
+            unsafe {
+                sys::rte_eal_cleanup();
+            }
+        }
+    }
+}
+
+/// `argv` for `rte_eal_init`: the program name, then `args`.
+fn build_argv(args: &[String]) -> Result<Vec<CString>> {
+    std::iter::once(PROGRAM_NAME)
+        .chain(args.iter().map(String::as_str))
+        .map(|a| {
+            CString::new(a).map_err(|_| DpdkError {
+                call: "rte_eal_init",
+                errno: libc::EINVAL,
+                message: format!("EAL argument {a:?} contains a NUL byte"),
+                hint: None,
+            })
+        })
+        .collect()
+}
+
+/// A hint for an `rte_eal_init` failure with `errno` and `args`.
+fn eal_hint(errno: i32, args: &[String]) -> Option<String> {
+    let no_huge = args.iter().any(|a| a == "--no-huge");
+    match errno {
+        libc::EACCES | libc::ENOMEM if !no_huge => Some(
+            "no hugepages (or no permission to them)? try --no-huge -m 512 for tests, or \
+             reserve hugepages with dpdk-hugepages.py and run as root"
+                .into(),
+        ),
+        libc::ENOMEM => Some("not enough memory: raise -m (e.g. -m 512)".into()),
+        libc::EINVAL => Some(
+            "invalid EAL arguments: check the option spelling and --vdev strings \
+             (e.g. --vdev=net_pcap0,rx_pcap=in.pcap); see `dpdk-testpmd --help`"
+                .into(),
+        ),
+        libc::EALREADY => Some("EAL can start only once per process".into()),
+        libc::ENODEV => Some(
+            "no devices: add --vdev=net_null0 for a virtual port, or bind a NIC with \
+             dpdk-devbind.py --bind=vfio-pci"
+                .into(),
+        ),
+        libc::ENOTSUP | libc::EPROTO => Some(
+            "a driver or bus failed to probe: check --vdev arguments and the driver \
+             directory (RTE_EAL_PMD_PATH)"
+                .into(),
+        ),
+        _ => None,
+    }
+}
+
+/// The device name of a `--vdev` string: the part before the first comma
+/// (`net_pcap0,rx_pcap=x.pcap` → `net_pcap0`).
+pub fn vdev_device_name(vdev: &str) -> &str {
+    vdev.split(',').next().unwrap_or(vdev).trim()
+}
+
+/// Names of all probed ports, by port id.
+pub fn port_names() -> Vec<(u16, String)> {
+    let mut out = Vec::new();
+    for id in 0..sys::RTE_MAX_ETHPORTS as u16 {
+        let mut buf = [0 as c_char; 64];
+        // SAFETY: buf is 64 bytes ≥ RTE_ETH_NAME_MAX_LEN; DPDK writes a NUL-terminated
+        // name on success and returns <0 for unused ids.
+        let ret = unsafe { sys::rte_eth_dev_get_name_by_port(id, buf.as_mut_ptr()) };
+        if ret == 0 {
+            // SAFETY: NUL-terminated by DPDK on success.
+            let name = unsafe { CStr::from_ptr(buf.as_ptr()) };
+            out.push((id, name.to_string_lossy().into_owned()));
+        }
+    }
+    out
+}
+
+/// Registers the calling non-EAL thread with EAL (`rte_thread_register`) so it gets an lcore
+/// id (per-lcore mempool caches, `rte_errno` and `rte_lcore_id()` work). Returns the lcore
+/// id; on an EAL thread (or one already registered) returns its id unchanged.
+pub fn register_thread() -> Result<u32> {
+    let id = lcore_id();
+    if id != sys::LCORE_ID_ANY {
+        return Ok(id);
+    }
+    // SAFETY: EAL must be initialised; rte_thread_register returns -1 with rte_errno set
+    // (e.g. ENOMEM when all RTE_MAX_LCORE ids are taken) otherwise.
+    let ret = unsafe { sys::rte_thread_register() };
+    if ret < 0 {
+        return Err(
+            DpdkError::from_rte_errno("rte_thread_register", "").with_hint(
+                "EAL must be initialised and a free lcore id must remain (RTE_MAX_LCORE); \
+             EAL's own lcores count against it",
+            ),
+        );
+    }
+    Ok(lcore_id())
+}
+
+/// Releases the lcore id taken by [`register_thread`] (`rte_thread_unregister`).
+pub fn unregister_thread() {
+    // SAFETY: a no-op for threads that did not register.
+    unsafe { sys::rte_thread_unregister() }
+}
+
+/// The calling thread's lcore id (`rte_lcore_id()`), `LCORE_ID_ANY` (u32::MAX) for
+/// unregistered threads.
+pub fn lcore_id() -> u32 {
+    // SAFETY: reads a thread-local; valid on any thread.
+    unsafe { sys::spw_lcore_id() }
+}
+
+/// The calling thread's NUMA socket (`rte_socket_id`), `None` when unknown.
+pub fn current_socket() -> Option<u32> {
+    // SAFETY: reads a thread-local; valid on any thread.
+    let s = unsafe { sys::rte_socket_id() };
+    (s as i32 != sys::SOCKET_ID_ANY).then_some(s)
+}
+
+/// Chooses a concrete socket: `requested` if ≥ 0, else the caller's socket, else 0.
+pub fn pick_socket(requested: i32, current: Option<u32>) -> i32 {
+    if requested >= 0 {
+        requested
+    } else {
+        current.map(|s| s as i32).filter(|s| *s >= 0).unwrap_or(0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn vdev_names() {
+        assert_eq!(
+            vdev_device_name("net_pcap0,rx_pcap=a.pcap,infinite_rx=1"),
+            "net_pcap0"
+        );
+        assert_eq!(vdev_device_name("net_null0"), "net_null0");
+        assert_eq!(vdev_device_name("0000:03:00.0"), "0000:03:00.0");
+    }
+
+    #[test]
+    fn socket_fallback() {
+        assert_eq!(pick_socket(1, Some(0)), 1);
+        assert_eq!(pick_socket(-1, Some(2)), 2);
+        assert_eq!(pick_socket(-1, None), 0);
+    }
+
+    #[test]
+    fn argv_and_hints() {
+        let a = build_argv(&["--no-huge".into()]).unwrap();
+        assert_eq!(a[0].to_str().unwrap(), PROGRAM_NAME);
+        assert!(build_argv(&["a\0b".into()]).is_err());
+        assert!(eal_hint(libc::EACCES, &[])
+            .unwrap()
+            .contains("--no-huge -m 512"));
+        assert!(eal_hint(libc::EINVAL, &[]).is_some());
+    }
+}

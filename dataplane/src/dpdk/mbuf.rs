@@ -1,0 +1,148 @@
+//! [`Mbuf`]: an owned packet buffer, the [`crate::fastpath::port::PacketBuf`] of DPDK ports.
+
+use crate::fastpath::port::PacketBuf;
+use dpdk_sys as sys;
+use std::ptr::NonNull;
+
+/// An owned mbuf; dropping it returns it to its pool (`rte_pktmbuf_free`).
+#[derive(Debug)]
+pub struct Mbuf(pub(super) NonNull<sys::rte_mbuf>);
+
+// SAFETY: an mbuf is owned by exactly one Mbuf; freeing from another thread is supported by
+// the MP/MC mempool (the cache of the freeing lcore is used, or none for unregistered
+// threads).
+unsafe impl Send for Mbuf {}
+
+impl Mbuf {
+    /// Takes ownership of a raw mbuf; `None` for null.
+    ///
+    /// # Safety
+    /// `p` must be a valid mbuf that nobody else frees or uses afterwards.
+    pub unsafe fn from_raw(p: *mut sys::rte_mbuf) -> Option<Mbuf> {
+        NonNull::new(p).map(Mbuf)
+    }
+
+    /// Gives up ownership, returning the raw pointer (the caller must free or send it).
+    pub fn into_raw(self) -> *mut sys::rte_mbuf {
+        let p = self.0.as_ptr();
+        std::mem::forget(self);
+        p
+    }
+
+    /// The raw pointer (still owned by self).
+    pub fn as_ptr(&self) -> *mut sys::rte_mbuf {
+        self.0.as_ptr()
+    }
+
+    /// Bytes in the first segment (`data_len`). Read from the struct directly (the field
+    /// layout is checked by bindgen's layout tests), avoiding a non-inlinable shim call on
+    /// the packet path.
+    #[inline]
+    pub fn len(&self) -> usize {
+        // SAFETY: self owns a valid mbuf; plain field read.
+        unsafe { usize::from((*self.0.as_ptr()).data_len) }
+    }
+
+    /// Start of the first segment's data: `buf_addr + data_off` (`rte_pktmbuf_mtod`).
+    #[inline]
+    fn data_ptr(&self) -> *mut u8 {
+        // SAFETY: self owns a valid mbuf; buf_addr + data_off stays inside its buffer.
+        unsafe {
+            let m = &*self.0.as_ptr();
+            (m.buf_addr as *mut u8).add(usize::from(m.data_off))
+        }
+    }
+
+    /// True when the packet is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Total packet length over all segments (`pkt_len`).
+    pub fn pkt_len(&self) -> usize {
+        // SAFETY: self owns a valid mbuf.
+        unsafe { sys::spw_pktmbuf_pkt_len(self.0.as_ptr()) as usize }
+    }
+
+    /// Free bytes in front of the data.
+    pub fn headroom(&self) -> usize {
+        // SAFETY: self owns a valid mbuf.
+        unsafe { sys::spw_pktmbuf_headroom(self.0.as_ptr()) as usize }
+    }
+
+    /// Free bytes after the data (last segment).
+    pub fn tailroom(&self) -> usize {
+        // SAFETY: self owns a valid mbuf.
+        unsafe { sys::spw_pktmbuf_tailroom(self.0.as_ptr()) as usize }
+    }
+
+    /// Removes `n` bytes from the front (`rte_pktmbuf_adj`); false if the packet is shorter.
+    pub fn adj(&mut self, n: usize) -> bool {
+        let Ok(n) = u16::try_from(n) else {
+            return false;
+        };
+        // SAFETY: self owns a valid mbuf; adj returns null (unchanged) if n > data_len.
+        !unsafe { sys::spw_pktmbuf_adj(self.0.as_ptr(), n) }.is_null()
+    }
+}
+
+impl Drop for Mbuf {
+    fn drop(&mut self) {
+        // SAFETY: self owns the mbuf and it is freed exactly once here.
+        unsafe { sys::spw_pktmbuf_free(self.0.as_ptr()) }
+    }
+}
+
+impl PacketBuf for Mbuf {
+    #[inline]
+    fn segments(&self) -> u16 {
+        // SAFETY: valid mbuf owned by self; plain field read.
+        unsafe { (*self.0.as_ptr()).nb_segs }
+    }
+
+    #[inline]
+    fn data(&self) -> &[u8] {
+        // SAFETY: buf_addr + data_off points at data_len initialised bytes of the first
+        // segment, owned by self and borrowed immutably for the slice's lifetime.
+        unsafe { std::slice::from_raw_parts(self.data_ptr(), self.len()) }
+    }
+
+    #[inline]
+    fn data_mut(&mut self) -> &mut [u8] {
+        let len = self.len();
+        // SAFETY: as in `data`, with exclusive access through &mut self.
+        unsafe { std::slice::from_raw_parts_mut(self.data_ptr(), len) }
+    }
+
+    fn prepend(&mut self, n: usize) -> bool {
+        let Ok(n16) = u16::try_from(n) else {
+            return false;
+        };
+        // SAFETY: self owns a valid mbuf; prepend returns null and leaves it unchanged when
+        // headroom < n.
+        !unsafe { sys::spw_pktmbuf_prepend(self.0.as_ptr(), n16) }.is_null()
+    }
+
+    fn truncate(&mut self, len: usize) {
+        let cur = self.pkt_len();
+        if len >= cur {
+            return;
+        }
+        let Ok(cut) = u16::try_from(cur - len) else {
+            return;
+        };
+        // SAFETY: self owns a valid mbuf; trim fails (unchanged) only when the last segment
+        // is shorter than `cut`, impossible for the single-segment mbufs we use.
+        unsafe {
+            sys::spw_pktmbuf_trim(self.0.as_ptr(), cut);
+        }
+    }
+
+    fn append(&mut self, n: usize) -> bool {
+        let Ok(n16) = u16::try_from(n) else {
+            return false;
+        };
+        // SAFETY: self owns a valid mbuf; append returns null (unchanged) without tailroom.
+        !unsafe { sys::spw_pktmbuf_append(self.0.as_ptr(), n16) }.is_null()
+    }
+}

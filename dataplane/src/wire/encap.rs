@@ -1,0 +1,150 @@
+//! Encapsulation towards backends: IPv4-in-IPv4 (RFC 2003) and GUE variant 1, i.e. IPv4
+//! directly in UDP to port 6080 (draft-ietf-intarea-gue §4, RFC 8086 style UDP tunnels).
+//!
+//! Outer header choices (docs/semantics.md, "TTL" and "Encapsulation headers"):
+//! - outer TTL is set to [`OUTER_TTL`], not copied from the inner header (RFC 2003 §3.1: "a
+//!   value appropriate for delivery of the encapsulated datagram to the tunnel exit
+//!   point"); the inner header is left as it came.
+//! - outer DF is always set and the ID is 0: we never fragment (oversize packets get an
+//!   ICMP "fragmentation needed" or are dropped), so the outer datagram is atomic and
+//!   RFC 6864 §4.1 lets its ID be any value, 0 included.
+//! - the GUE source port comes from the flow hash ([`Encap::gue`]), so the backend's RSS
+//!   spreads one client's flows.
+
+use super::ethernet::{emit_header, MacAddr, ETHERTYPE_IPV4, ETH_LEN};
+use super::ipv4::{Ipv4Repr, IPV4_MIN_LEN, PROTO_IPIP, PROTO_UDP};
+use super::l4::{UdpRepr, UDP_LEN};
+use super::DropReason;
+
+/// UDP destination port of GUE (draft-ietf-intarea-gue: 6080).
+pub const GUE_PORT: u16 = 6080;
+/// TTL of the outer header: a fresh hop budget for the path to the backend.
+pub const OUTER_TTL: u8 = 64;
+/// First port of the dynamic range the GUE source port is taken from (RFC 6335 §6:
+/// 49152–65535).
+pub const GUE_SRC_PORT_MIN: u16 = 0xC000;
+
+/// Which encapsulation, with its per-packet parameter.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Encap {
+    /// IPv4-in-IPv4 (RFC 2003): outer IPv4 header, protocol 4.
+    Ipip,
+    /// GUE variant 1: outer IPv4 + UDP (checksum 0) to [`GUE_PORT`] from `src_port`.
+    Gue {
+        /// Outer UDP source port (entropy for the backend's RSS).
+        src_port: u16,
+    },
+}
+
+impl Encap {
+    /// GUE with the source port derived from `flow_hash` (the 5-tuple hash of the flow; the
+    /// 3-tuple hash for fragments, so all fragments of a datagram share it): bits 48..62
+    /// of the hash over [`GUE_SRC_PORT_MIN`], i.e. 49152–65535. High bits, because the
+    /// Maglev pick reduces the same hash modulo the table size.
+    #[inline]
+    pub fn gue(flow_hash: u64) -> Encap {
+        Encap::Gue { src_port: GUE_SRC_PORT_MIN | ((flow_hash >> 48) as u16 & 0x3fff) }
+    }
+
+    /// Bytes added in front of the inner IPv4 packet: 20 (IPIP) or 28 (GUE).
+    #[inline]
+    pub fn overhead(self) -> usize {
+        match self {
+            Encap::Ipip => IPV4_MIN_LEN,
+            Encap::Gue { .. } => IPV4_MIN_LEN + UDP_LEN,
+        }
+    }
+}
+
+/// The tunnel one packet is sent into: encapsulation, outer addresses, next-hop MACs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Tunnel {
+    /// Encapsulation.
+    pub encap: Encap,
+    /// Outer source address (our port address, host order).
+    pub src: u32,
+    /// Outer destination address (the backend, host order).
+    pub dst: u32,
+    /// Ethernet destination (the backend or next hop).
+    pub dst_mac: MacAddr,
+    /// Ethernet source (our forwarding port).
+    pub src_mac: MacAddr,
+}
+
+impl Tunnel {
+    /// Encapsulates the IPv4 packet of `frame` in place. `frame` must already have
+    /// `self.encap.overhead()` bytes of new room at the front (the caller prepended them),
+    /// so the old Ethernet header (+ tags) starts at `overhead` and the inner packet at
+    /// `overhead + inner_l3`; `inner_len` is its total length.
+    ///
+    /// Frame layout after: Ethernet (14 bytes, tags dropped) | outer IPv4 | [UDP] | inner
+    /// IPv4. Returns the new frame length (the caller truncates). `Err(NoHeadroom)` when
+    /// `frame` does not hold the prepended room plus the inner packet; `Err(MalformedIpv4)`
+    /// when the outer length would exceed 65,535.
+    #[inline]
+    pub fn encapsulate(&self, frame: &mut [u8], inner_l3: usize, inner_len: usize) -> Result<usize, DropReason> {
+        let overhead = self.encap.overhead();
+        let inner_at = overhead + inner_l3;
+        let new_inner_at = ETH_LEN + overhead;
+        let total = new_inner_at + inner_len;
+        if frame.len() < inner_at + inner_len || frame.len() < total {
+            return Err(DropReason::NoHeadroom);
+        }
+        // Move the inner packet next to the new headers (over the old Ethernet header and
+        // tags); in range by the check above.
+        frame.copy_within(inner_at..inner_at + inner_len, new_inner_at);
+        emit_header(frame, self.dst_mac, self.src_mac, ETHERTYPE_IPV4)?;
+        let outer = frame.get_mut(ETH_LEN..total).ok_or(DropReason::NoHeadroom)?;
+        let protocol = match self.encap {
+            Encap::Ipip => PROTO_IPIP,
+            Encap::Gue { .. } => PROTO_UDP,
+        };
+        Ipv4Repr { src: self.src, dst: self.dst, protocol, payload_len: overhead - IPV4_MIN_LEN + inner_len, ident: 0, dont_fragment: true, ttl: OUTER_TTL }.emit(outer)?;
+        if let Encap::Gue { src_port } = self.encap {
+            let udp = outer.get_mut(IPV4_MIN_LEN..).ok_or(DropReason::NoHeadroom)?;
+            UdpRepr { src_port, dst_port: GUE_PORT, payload_len: inner_len }.emit(udp)?;
+        }
+        Ok(total)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::ipv4::Ipv4Packet;
+    use crate::wire::l4::UdpPacket;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Any inner packet at any tag depth: the result is Ethernet | outer IPv4 (DF, ID 0,
+        /// TTL 64, valid checksum, length = overhead + inner) | [UDP to 6080] | the inner
+        /// bytes unchanged; buffers too short are refused, never written past.
+        #[test]
+        fn encapsulate_layout(inner in prop::collection::vec(any::<u8>(), 0..120), tags in 0usize..3, gue in any::<bool>(), hash in any::<u64>(), short in 0usize..4) {
+            let encap = if gue { Encap::gue(hash) } else { Encap::Ipip };
+            let t = Tunnel { encap, src: 1, dst: 2, dst_mac: [3; 6], src_mac: [4; 6] };
+            let l3 = ETH_LEN + 4 * tags;
+            let mut frame = vec![0xee; encap.overhead() + l3];
+            frame.extend_from_slice(&inner);
+            let n = frame.len() - short;
+            match t.encapsulate(&mut frame[..n], l3, inner.len()) {
+                Ok(total) => {
+                    prop_assert_eq!(short, 0);
+                    prop_assert_eq!(total, ETH_LEN + encap.overhead() + inner.len());
+                    let outer = Ipv4Packet::new_checked(&frame[ETH_LEN..total]).unwrap();
+                    prop_assert!(outer.verify_checksum() && outer.frag().dont_fragment);
+                    prop_assert_eq!((outer.ident(), outer.ttl(), outer.total_len()), (0, OUTER_TTL, encap.overhead() + inner.len()));
+                    if let Encap::Gue { src_port } = encap {
+                        let u = UdpPacket::new_checked(outer.payload()).unwrap();
+                        prop_assert_eq!((u.src_port(), u.dst_port(), usize::from(u.len())), (src_port, GUE_PORT, UDP_LEN + inner.len()));
+                    }
+                    prop_assert_eq!(&frame[ETH_LEN + encap.overhead()..total], &inner[..]);
+                }
+                Err(r) => {
+                    prop_assert!(short > 0);
+                    prop_assert_eq!(r, DropReason::NoHeadroom);
+                }
+            }
+        }
+    }
+}
