@@ -92,6 +92,7 @@ fn drop_reason_names_are_stable() {
             "ttl_exceeded",
             "multi_segment",
             "martian_source",
+            "fragment_unknown",
         ]
     );
     assert_eq!(DropReason::COUNT, names.len());
