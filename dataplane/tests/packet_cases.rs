@@ -103,6 +103,46 @@ fn udp_fragments_stay_together() {
 
 // ---------------------------------------------------------------------------------------
 
+/// Issue 10 item 5 (public case `udp-fragments-two-services.pcap`): two services on one VIP
+/// (UDP/53 on backends 0–3, UDP/5353 on backends 4–7). Every fragment of a datagram reaches
+/// one backend of the service its first fragment names; none is lost.
+#[test]
+fn udp_fragments_reach_the_service_of_their_first_fragment() {
+    let input = read_pcap(&case_path("udp-fragments-two-services.pcap"));
+    assert_eq!(input.len(), 12);
+    // datagram (source, IP id) → destination port of its first fragment, read here
+    let mut port_of: HashMap<([u8; 4], u16), u16> = HashMap::new();
+    for f in &input {
+        let s = SlicedPacket::from_ethernet(f).expect("parse input");
+        let h = ipv4_of(&s).header();
+        if h.fragments_offset().value() == 0 {
+            // etherparse leaves fragments unparsed past IPv4: the UDP header starts the payload
+            let udp = ipv4_of(&s).payload().payload;
+            port_of.insert((h.source(), h.identification()), u16::from_be_bytes([udp[2], udp[3]]));
+        }
+    }
+    assert_eq!(port_of.values().copied().collect::<BTreeSet<_>>(), BTreeSet::from([53, 5353]));
+    let setup = Setup { udp53: true, udp5353: true, ..Setup::default() };
+    let run = run_capture("udp-fragments-two-services", &setup, &case_path("udp-fragments-two-services.pcap"), 1.0);
+    assert!(run.success);
+    assert_eq!(run.out.len(), 12, "drops: {:?}", run.nonzero_drops());
+    let mut backends: BTreeMap<([u8; 4], u16), BTreeSet<usize>> = BTreeMap::new();
+    for f in &run.out {
+        let s = SlicedPacket::from_ethernet(f).expect("parse output");
+        let h = ipv4_of(&s).header();
+        backends.entry((h.source(), h.identification())).or_default().insert(backend_of(f));
+    }
+    assert_eq!(backends.len(), 4);
+    for (k, b) in &backends {
+        assert_eq!(b.len(), 1, "datagram {k:?} split over backends {b:?}");
+        let backend = *b.iter().next().unwrap();
+        let want = if port_of[k] == 53 { 0..4 } else { 4..8 };
+        assert!(want.contains(&backend), "datagram {k:?} to port {} went to backend {backend}, not a backend of its service", port_of[k]);
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+
 #[test]
 fn vlan_and_qinq_syns_are_balanced_with_tags_kept() {
     let input = read_pcap(&case_path("vlan-qinq-syn.pcap"));

@@ -141,6 +141,9 @@ pub struct Setup {
     pub ct_capacity: Option<u32>,
     /// Also serve UDP/53 on the VIP.
     pub udp53: bool,
+    /// Also serve UDP/5353 on the VIP, with backends of its own (indices `backends..2 ×
+    /// backends`).
+    pub udp5353: bool,
     /// Backends per service.
     pub backends: usize,
     /// The port's own address.
@@ -149,7 +152,7 @@ pub struct Setup {
 
 impl Default for Setup {
     fn default() -> Self {
-        Setup { mode: "L2_DSR", encap_mtu: 1500, ct_capacity: None, udp53: false, backends: 4, port_address: true }
+        Setup { mode: "L2_DSR", encap_mtu: 1500, ct_capacity: None, udp53: false, udp5353: false, backends: 4, port_address: true }
     }
 }
 
@@ -177,14 +180,17 @@ impl Setup {
             s += &format!("address = \"{}\"\n", ip(PORT_ADDR));
         }
         s += "\n";
-        let mut svcs = vec![("web", 80u16, "tcp")];
+        let mut svcs = vec![("web", 80u16, "tcp", 0usize)];
         if self.udp53 {
-            svcs.push(("dns", 53, "udp"));
+            svcs.push(("dns", 53, "udp", 0));
         }
-        for (name, port, proto) in svcs {
+        if self.udp5353 {
+            svcs.push(("mdns", 5353, "udp", self.backends));
+        }
+        for (name, port, proto, first) in svcs {
             s += &format!("[[services]]\nname = \"{name}\"\nvip = \"{}\"\nport = {port}\nprotocol = \"{proto}\"\n", ip(VIP));
             s += &format!("forwarding_mode = \"{}\"\nencap_mtu = {}\n\n", self.mode, self.encap_mtu);
-            for i in 0..self.backends {
+            for i in first..first + self.backends {
                 s += &format!(
                     "[[services.backends]]\nname = \"b{}\"\naddress = \"{}\"\nmac = \"{}\"\n\n",
                     i + 1,
