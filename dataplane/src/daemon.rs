@@ -6,7 +6,7 @@ use crate::ctl::server::Handler;
 use crate::fastpath::stats;
 use spillway_shared::config::Config;
 use spillway_shared::pipeline::ServiceState;
-use spillway_shared::proto::{BackendStatus, Counters, PortStatus, Request, Response, StatusReport};
+use spillway_shared::proto::{Counters, PortStatus, Request, Response};
 use std::collections::HashMap;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Mutex};
@@ -260,48 +260,6 @@ impl Daemon {
     /// Per-worker counters.
     pub fn worker_counters(&self) -> Vec<Counters> {
         self.shared.stats.iter().map(|w| stats::read(w)).collect()
-    }
-
-    /// The status report.
-    pub fn status(&self) -> StatusReport {
-        let workers = self.worker_counters();
-        let total = Counters::sum(&workers);
-        let st = self.control.lock().unwrap_or_else(|e| e.into_inner());
-        let mut backends = Vec::new();
-        for svc in &st.cfg.services {
-            for b in &svc.backends {
-                let slot = st.slots.slot(&svc.name, &b.name).map(usize::from);
-                let sum = |f: &dyn Fn(&crate::fastpath::stats::WorkerStats) -> u64| self.shared.stats.iter().map(|w| f(w)).sum::<u64>();
-                let (new_connections, packets) = match slot {
-                    Some(s) => (
-                        sum(&|w| w.backend_new.get(s).map_or(0, |c| c.load(Relaxed))),
-                        sum(&|w| w.backend_packets.get(s).map_or(0, |c| c.load(Relaxed))),
-                    ),
-                    None => (0, 0),
-                };
-                let healthy = st.health.get(&(svc.name.clone(), b.name.clone())).map_or(true, |h| h.healthy);
-                backends.push(BackendStatus {
-                    service: svc.name.clone(),
-                    backend: b.name.clone(),
-                    address: b.address.to_string(),
-                    zone: b.zone.clone(),
-                    healthy,
-                    enabled: b.enabled,
-                    new_connections,
-                    packets,
-                });
-            }
-        }
-        let ports = (0..st.cfg.ports.len()).map(|i| (self.port_stats)(i)).collect();
-        StatusReport {
-            version: env!("CARGO_PKG_VERSION").to_string(),
-            uptime_sec: self.started.elapsed().as_secs_f64(),
-            generation: st.generation,
-            ports,
-            workers,
-            total,
-            backends,
-        }
     }
 }
 

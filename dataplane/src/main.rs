@@ -113,7 +113,7 @@ fn run(args: Args) -> Result<(), String> {
     if cfg.ports.is_empty() {
         return Err(format!("{path}: no [[ports]] configured"));
     }
-    spillway_dataplane::ctl::ops::daemon_checks(&cfg).map_err(|e| format!("{path}: {e}"))?;
+    spillway_dataplane::ctl::edits::daemon_checks(&cfg).map_err(|e| format!("{path}: {e}"))?;
     if args.check {
         println!("{path}: configuration OK ({} services, {} ports)", cfg.services.len(), cfg.ports.len());
         return Ok(());
