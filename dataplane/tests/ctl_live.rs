@@ -463,6 +463,97 @@ fn credentials_are_checked() {
     assert!(d.ok(&["status"]).contains("snapshot generation"));
 }
 
+/// A user and a group made for one test and deleted afterwards (also on panic).
+struct TestAccounts {
+    users: Vec<String>,
+    group: String,
+}
+
+impl Drop for TestAccounts {
+    fn drop(&mut self) {
+        for u in &self.users {
+            let _ = Command::new("userdel").arg(u).output();
+        }
+        let _ = Command::new("groupdel").arg(&self.group).output();
+    }
+}
+
+fn run_ok(cmd: &mut Command) -> bool {
+    cmd.output().is_ok_and(|o| o.status.success())
+}
+
+/// Issue 10 item 12: with `socket_group`, a member of that group reaches the socket through
+/// the directory the daemon creates (as a supplementary group, and as the primary group),
+/// and a user outside it is still refused.
+#[test]
+fn socket_group_members_reach_the_socket() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let tools = ["setpriv", "groupadd", "useradd", "userdel", "groupdel"].iter().all(|t| Command::new("sh").args(["-c", &format!("command -v {t}")]).output().is_ok_and(|o| o.status.success()));
+    if !nix::unistd::Uid::effective().is_root() || !tools {
+        eprintln!("not root or no setpriv/useradd/groupadd: skipping");
+        return;
+    }
+    let tag = std::process::id() % 100_000;
+    let accounts = TestAccounts { users: vec![format!("spwmember{tag}"), format!("spwother{tag}")], group: format!("spwctl{tag}") };
+    assert!(run_ok(Command::new("groupadd").arg(&accounts.group)), "groupadd {}", accounts.group);
+    let add_user = |name: &str, groups: &[&str]| {
+        let mut c = Command::new("useradd");
+        c.args(["--no-create-home", "--no-user-group", "--gid", "nogroup", "--shell", "/usr/sbin/nologin"]);
+        if !groups.is_empty() {
+            c.arg("--groups").arg(groups.join(","));
+        }
+        assert!(run_ok(c.arg(name)), "useradd {name}");
+    };
+    add_user(&accounts.users[0], &[&accounts.group]);
+    add_user(&accounts.users[1], &[]);
+    let gid = String::from_utf8(Command::new("getent").args(["group", &accounts.group]).output().unwrap().stdout).unwrap();
+    let gid: u32 = gid.trim().split(':').nth(2).and_then(|g| g.parse().ok()).expect("gid of the test group");
+
+    let cfg = example().replace("workers = 2", "workers = 1").replace("[dataplane]\n", &format!("[dataplane]\nsocket_group = \"{}\"\n", accounts.group));
+    let d = Daemon::start("group", &cfg);
+    {
+        use std::os::unix::fs::{MetadataExt, PermissionsExt};
+        let m = std::fs::metadata(d.socket.parent().unwrap()).unwrap();
+        eprintln!("socket directory: mode {:o} gid {}", m.permissions().mode() & 0o7777, m.gid());
+    }
+    let as_user = |user: &str, regid: &str| {
+        Command::new("setpriv")
+            .args(["--reuid", user, "--regid", regid, "--init-groups", "--"])
+            .arg(ctl_bin())
+            .arg("--socket")
+            .arg(&d.socket)
+            .arg("status")
+            .output()
+            .unwrap()
+    };
+    let show = |o: &Output| format!("exit {:?}\nstdout: {}\nstderr: {}", o.status.code(), String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    // a member through a supplementary group (primary group nogroup)
+    let o = as_user(&accounts.users[0], "nogroup");
+    if String::from_utf8_lossy(&o.stderr).contains("exec") {
+        panic!("the test user cannot execute {}: {}", ctl_bin().display(), show(&o));
+    }
+    assert_eq!(o.status.code(), Some(0), "a socket_group member (supplementary) must get a status: {}\ndaemon log:\n{}", show(&o), d.log());
+    assert!(String::from_utf8_lossy(&o.stdout).contains("snapshot generation"), "{}", show(&o));
+    // a member through the primary group
+    let o = as_user(&accounts.users[0], &gid.to_string());
+    assert_eq!(o.status.code(), Some(0), "a socket_group member (primary) must get a status: {}", show(&o));
+    // a user outside the group is refused (by the directory's mode, before the daemon)
+    let o = as_user(&accounts.users[1], "nogroup");
+    assert_eq!(o.status.code(), Some(2), "a non-member must be refused: {}", show(&o));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("permission denied on"), "{}", show(&o));
+    // and by the daemon's credential check when the file modes are opened
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(d.socket.parent().unwrap(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(&d.socket, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let o = as_user(&accounts.users[1], "nogroup");
+    assert_eq!(o.status.code(), Some(1), "{}", show(&o));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("permission denied: the control socket is for root and the configured socket_group"), "{}", show(&o));
+    let o = as_user(&accounts.users[0], "nogroup");
+    assert_eq!(o.status.code(), Some(0), "the member still passes the daemon's check: {}", show(&o));
+    drop(d);
+    drop(accounts);
+}
+
 #[test]
 fn concurrent_editors_lose_no_update() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
