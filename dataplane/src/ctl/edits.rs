@@ -211,7 +211,7 @@ impl Daemon {
                     e.latency_ms = None;
                 }
                 if ns.health_check.is_some() {
-                    let healthy = st.health.get(&key).map_or(true, |v| v.healthy);
+                    let healthy = st.health.get(&key).map(|v| v.healthy).unwrap_or(true);
                     initial.insert(key, healthy);
                 }
             }

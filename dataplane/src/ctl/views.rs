@@ -31,7 +31,7 @@ impl Daemon {
                     ),
                     None => (0, 0),
                 };
-                let healthy = st.health.get(&(svc.name.clone(), b.name.clone())).map_or(true, |h| h.healthy);
+                let healthy = st.health.get(&(svc.name.clone(), b.name.clone())).map(|h| h.healthy).unwrap_or(true);
                 backends.push(BackendStatus {
                     service: svc.name.clone(),
                     backend: b.name.clone(),
@@ -273,6 +273,6 @@ pub fn pick_service<'a>(cfg: &'a Config, vip: Option<&str>) -> Result<&'a Servic
     let port: u16 = port.parse().map_err(|_| format!("--vip {v:?}: {port:?} is not a port"))?;
     cfg.services
         .iter()
-        .find(|s| s.vip == ip && s.port == port && proto.as_deref().map_or(true, |p| format!("{:?}", s.protocol).to_lowercase() == p))
+        .find(|s| s.vip == ip && s.port == port && proto.as_deref().map(|p| format!("{:?}", s.protocol).to_lowercase() == p).unwrap_or(true))
         .ok_or_else(|| format!("no service {v} (have: {})", list()))
 }
