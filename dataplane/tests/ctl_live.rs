@@ -270,6 +270,15 @@ fn every_command_against_a_running_daemon() {
     assert!(out.contains("backend b5: weight: 50 -> 200"), "{out}");
     let b5 = d.file_config().service("web").unwrap().backends.iter().find(|b| b.name == "b5").cloned().unwrap();
     assert_eq!((b5.weight, b5.priority, b5.enabled, b5.failover, b5.zone.as_str()), (200, 2, false, true, "z1"));
+    // The operator's comments survive `service set` and `backend add/set` (toml_edit
+    // write-back), and the file is exactly the running config.
+    let text = std::fs::read_to_string(&d.config).unwrap();
+    let base = example();
+    let comments: Vec<&str> = base[..base.find("[[ports]]").unwrap()].lines().filter(|l| l.starts_with('#')).collect();
+    assert!(comments.len() >= 5 && comments.iter().all(|c| text.lines().any(|l| l == *c)), "comments lost:\n{text}");
+    assert!(text.starts_with("# Written by spillway (config generation ") && text.lines().next().unwrap().contains("comments and layout are kept"), "{text}");
+    let shown: Config = serde_json::from_value(d.json(&["config", "show", "--json"])["config"].clone()).unwrap();
+    assert_eq!(shown, d.file_config(), "file == running config");
     assert_eq!(b5.address.to_string(), "10.0.1.55");
     let bj = d.json(&["backend", "show", "web", "b5", "--json"]);
     assert_eq!(bj["backends"][0]["config"]["weight"], 200);
