@@ -6,7 +6,7 @@ use crate::ctl::server::Handler;
 use crate::fastpath::stats;
 use spillway_shared::config::Config;
 use spillway_shared::pipeline::ServiceState;
-use spillway_shared::proto::{BackendStatus, Counters, PortStatus, Request, Response, StatusReport};
+use spillway_shared::proto::{Counters, PortStatus, Request, Response};
 use std::collections::HashMap;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Mutex};
@@ -290,40 +290,6 @@ impl Daemon {
     /// Per-worker counters.
     pub fn worker_counters(&self) -> Vec<Counters> {
         self.shared.stats.iter().map(|w| stats::read(w)).collect()
-    }
-
-    /// The status report.
-    pub fn status(&self) -> StatusReport {
-        let workers = self.worker_counters();
-        let total = Counters::sum(&workers);
-        let st = self.control.lock().unwrap_or_else(|e| e.into_inner());
-        let mut backends = Vec::new();
-        for svc in &st.cfg.services {
-            for b in &svc.backends {
-                let (new_connections, packets) = st.slots.slot(&svc.name, &b.name).map_or((0, 0), |s| self.slot_totals(&st, s));
-                let healthy = st.health.get(&(svc.name.clone(), b.name.clone())).map_or(true, |h| h.healthy);
-                backends.push(BackendStatus {
-                    service: svc.name.clone(),
-                    backend: b.name.clone(),
-                    address: b.address.to_string(),
-                    zone: b.zone.clone(),
-                    healthy,
-                    enabled: b.enabled,
-                    new_connections,
-                    packets,
-                });
-            }
-        }
-        let ports = (0..st.cfg.ports.len()).map(|i| (self.port_stats)(i)).collect();
-        StatusReport {
-            version: env!("CARGO_PKG_VERSION").to_string(),
-            uptime_sec: self.started.elapsed().as_secs_f64(),
-            generation: st.generation,
-            ports,
-            workers,
-            total,
-            backends,
-        }
     }
 }
 

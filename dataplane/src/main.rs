@@ -48,22 +48,14 @@ fn parse_duration(s: &str) -> Result<f64, String> {
     }
 }
 
-static STOP: AtomicBool = AtomicBool::new(false);
+/// Set by SIGINT/SIGTERM (signal-hook stores to it from the handler; async-signal-safe).
+static STOP: std::sync::LazyLock<Arc<AtomicBool>> = std::sync::LazyLock::new(|| Arc::new(AtomicBool::new(false)));
 
-extern "C" fn on_signal(_: libc::c_int) {
-    STOP.store(true, Ordering::SeqCst);
-}
-
-fn install_signals() {
-    for sig in [libc::SIGINT, libc::SIGTERM] {
-        // SAFETY: the handler only stores to an atomic (async-signal-safe).
-        unsafe {
-            let mut sa: libc::sigaction = std::mem::zeroed();
-            sa.sa_sigaction = on_signal as *const () as usize;
-            libc::sigemptyset(&mut sa.sa_mask);
-            libc::sigaction(sig, &sa, std::ptr::null_mut());
-        }
+fn install_signals() -> Result<(), String> {
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, Arc::clone(&STOP)).map_err(|e| format!("cannot install the handler of signal {sig}: {e}"))?;
     }
+    Ok(())
 }
 
 /// Whether a device string is a PCI address (`0000:3b:00.0` or `3b:00.0`).
@@ -113,17 +105,17 @@ fn run(args: Args) -> Result<(), String> {
     if cfg.ports.is_empty() {
         return Err(format!("{path}: no [[ports]] configured"));
     }
-    spillway_dataplane::ctl::ops::daemon_checks(&cfg).map_err(|e| format!("{path}: {e}"))?;
+    spillway_dataplane::ctl::edits::daemon_checks(&cfg).map_err(|e| format!("{path}: {e}"))?;
     if args.check {
         println!("{path}: configuration OK ({} services, {} ports)", cfg.services.len(), cfg.ports.len());
         return Ok(());
     }
     let socket = args.socket.clone().unwrap_or_else(|| PathBuf::from(&cfg.dataplane.socket));
     let group = match &cfg.dataplane.socket_group {
-        Some(g) => Some(group_gid(g).ok_or_else(|| format!("dataplane.socket_group: no group named '{g}'"))?),
+        Some(g) => Some(group_gid(g).map_err(|e| format!("dataplane.socket_group = '{g}': cannot look the group up: {e}"))?.ok_or_else(|| format!("dataplane.socket_group: no group named '{g}'"))?),
         None => None,
     };
-    install_signals();
+    install_signals()?;
 
     let workers = usize::from(cfg.dataplane.workers);
     // Read the usable cores before EAL pins this thread to its main lcore.
@@ -320,19 +312,16 @@ impl Drop for StopOnExit<'_> {
 /// The config generation recorded in the header a live edit writes
 /// (`# Written by spillway (config generation N) ...`), if the file has one.
 fn persisted_generation(path: &str) -> Option<u64> {
-    let text = std::fs::read_to_string(path).ok()?;
-    let first = text.lines().next()?;
-    let rest = first.strip_prefix("# Written by spillway (config generation ")?;
-    rest.split(')').next()?.trim().parse().ok()
+    spillway_dataplane::ctl::persist::header_generation(&std::fs::read_to_string(path).ok()?)
 }
 
+/// A worker's hash seed: 64 bits from the OS (getrandom(2)), distinct per worker.
 fn seed_for(worker: usize) -> u64 {
-    let mut b = [0u8; 8];
-    if let Ok(mut f) = std::fs::File::open("/dev/urandom") {
-        use std::io::Read;
-        let _ = f.read_exact(&mut b);
-    }
-    u64::from_ne_bytes(b) ^ (worker as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+    let r = getrandom::u64().unwrap_or_else(|e| {
+        tracing::warn!(worker, error = %e, "no randomness from the OS: the worker's hash seed is predictable");
+        0
+    });
+    r ^ (worker as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)
 }
 
 fn print_final(r: &spillway_shared::proto::StatusReport) {

@@ -31,6 +31,20 @@ impl Default for BackendView {
 /// Health/load view keyed by (service, backend).
 pub type HealthView = std::collections::HashMap<(String, String), BackendView>;
 
+/// The pipeline's view of each backend of `svc`, in config order: one endpoint, healthy
+/// per `health` (a backend missing from it counts as healthy), the configured
+/// `latency_ms` before the measured one, load in new connections per second. The one
+/// construction used by snapshot compilation and by live `explain`.
+pub fn backend_states(svc: &Service, health: &HealthView) -> Vec<BackendState> {
+    svc.backends
+        .iter()
+        .map(|b| {
+            let v = health.get(&(svc.name.clone(), b.name.clone())).cloned().unwrap_or_default();
+            BackendState { endpoints: 1, healthy_endpoints: u32::from(v.healthy), latency_ms: b.latency_ms.or(v.latency_ms), load_cps: v.load_cps }
+        })
+        .collect()
+}
+
 /// Whether a tracked connection persists on an unhealthy backend
 /// (spec/backend-selection.md `connection_persistence_on_unhealthy_backends`).
 pub fn persists_on_unhealthy(svc: &Service) -> bool {
@@ -141,19 +155,7 @@ pub fn compile(cfg: &Config, slots: &SlotMap, input: CompileInput<'_>) -> Snapsh
         snap.arp_addrs.insert(*a, ());
     }
     for (si, svc) in cfg.services.iter().enumerate() {
-        let states: Vec<BackendState> = svc
-            .backends
-            .iter()
-            .map(|b| {
-                let v = input.health.get(&(svc.name.clone(), b.name.clone())).cloned().unwrap_or_default();
-                BackendState {
-                    endpoints: 1,
-                    healthy_endpoints: u32::from(v.healthy),
-                    latency_ms: b.latency_ms.or(v.latency_ms),
-                    load_cps: v.load_cps,
-                }
-            })
-            .collect();
+        let states = backend_states(svc, input.health);
         let mut slot_of = Vec::with_capacity(svc.backends.len());
         for (bi, b) in svc.backends.iter().enumerate() {
             let slot = slots.slot(&svc.name, &b.name).unwrap_or(0);

@@ -17,7 +17,7 @@ pub mod publish;
 pub mod slots;
 pub mod snapshot;
 
-pub use compile::{compile, persists_on_unhealthy, BackendView, CompileInput, HealthView};
+pub use compile::{backend_states, compile, persists_on_unhealthy, BackendView, CompileInput, HealthView};
 pub use mailbox::{FlowReply, FlowRequest, Mailbox, MAX_SHOW_PER_WORKER};
 pub use publish::Shared;
 pub use slots::SlotMap;

@@ -1,8 +1,17 @@
-//! The control socket: the Unix-socket server ([`server`]) and the operations behind it
-//! ([`ops`]: live edits, persistence of the config file, read-only views).
+//! The control socket: `spillwayctl`'s way into the running daemon.
 //!
-//! May use: [`crate::control`] (to republish after an edit) and the daemon's state; runs on
-//! its own threads, never on a worker lcore.
+//! One job: turn control-socket requests into answers. [`server`] accepts connections on
+//! the Unix socket, checks peer credentials and speaks the framed protocol of
+//! [`spillway_shared::proto`]; [`edits`] applies live configuration edits as a diff;
+//! [`persist`] writes the edited config back to the operator's file; [`views`] answers the
+//! read-only requests (status, health, flows, explain, snapshot).
+//!
+//! May use: [`crate::control`] (slots, snapshot compilation and republication after an
+//! edit), [`crate::daemon`] state, the health checker's public API, and the workers only
+//! through their mailboxes. Runs on its own threads, never on a worker lcore; nothing here
+//! is on the packet path.
 
-pub mod ops;
+pub mod edits;
+pub mod persist;
 pub mod server;
+pub mod views;

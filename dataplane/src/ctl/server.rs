@@ -1,16 +1,16 @@
 //! The control-socket server: a Unix stream socket speaking the framed, versioned postcard
 //! protocol of [`spillway_shared::proto`].
 //!
-//! Security: the socket's directory is created 0750 and the socket 0660; every connection's
-//! peer credentials (SO_PEERCRED) are checked against root or the configured group, and
-//! refused connections are logged and counted. Robustness: a frame over the size limit, a
+//! Security: the socket's directory is created 0750 and the socket 0660, both given to the
+//! configured `socket_group` (so its members can reach the socket and nobody else can);
+//! every connection's peer credentials (SO_PEERCRED, read with `nix`) are checked against
+//! root or that group, and refused connections are logged and counted. Robustness: a frame over the size limit, a
 //! wrong version or garbage gets an error reply and closes that connection only; each
 //! connection has a read timeout; the daemon never panics on client input.
 
 use spillway_shared::proto::{self, FrameError, Request, Response};
 use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
-use std::os::unix::io::AsRawFd;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -47,33 +47,18 @@ pub struct PeerCred {
     pub gid: u32,
 }
 
-/// Reads SO_PEERCRED of a connected socket.
+/// Reads SO_PEERCRED of a connected socket (the peer's credentials when it connected;
+/// unix(7)), through `nix`.
 pub fn peer_cred(s: &UnixStream) -> std::io::Result<PeerCred> {
-    let mut c = libc::ucred { pid: 0, uid: 0, gid: 0 };
-    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
-    // SAFETY: valid fd, `c` is a properly sized ucred and `len` its size.
-    let r = unsafe {
-        libc::getsockopt(s.as_raw_fd(), libc::SOL_SOCKET, libc::SO_PEERCRED, (&mut c as *mut libc::ucred).cast(), &mut len)
-    };
-    if r != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(PeerCred { pid: c.pid, uid: c.uid, gid: c.gid })
+    let c = nix::sys::socket::getsockopt(s, nix::sys::socket::sockopt::PeerCredentials)?;
+    Ok(PeerCred { pid: c.pid(), uid: c.uid(), gid: c.gid() })
 }
 
-/// Resolves a group name to its gid (getgrnam_r).
-pub fn group_gid(name: &str) -> Option<u32> {
-    let cname = std::ffi::CString::new(name).ok()?;
-    let mut grp: libc::group = unsafe { std::mem::zeroed() };
-    let mut buf = vec![0 as libc::c_char; 4096];
-    let mut out: *mut libc::group = std::ptr::null_mut();
-    // SAFETY: all pointers are valid for the call; buf outlives it.
-    let r = unsafe { libc::getgrnam_r(cname.as_ptr(), &mut grp, buf.as_mut_ptr(), buf.len(), &mut out) };
-    if r != 0 || out.is_null() {
-        None
-    } else {
-        Some(grp.gr_gid)
-    }
+/// Resolves a group name to its gid through the system's group database (NSS:
+/// `/etc/group`, LDAP, ...), via `nix` (`getgrnam_r` with a buffer that grows on ERANGE,
+/// so groups with many members resolve too). `Ok(None)`: no such group.
+pub fn group_gid(name: &str) -> std::io::Result<Option<u32>> {
+    Ok(nix::unistd::Group::from_name(name)?.map(|g| g.gid.as_raw()))
 }
 
 /// Whether a peer may use the socket: root, or the configured group as the peer's primary
@@ -82,7 +67,11 @@ pub fn authorised(c: &PeerCred, group: Option<u32>) -> bool {
     c.uid == 0 || group.is_some_and(|g| c.gid == g)
 }
 
-/// Supplementary groups of a process (`Groups:` of `/proc/PID/status`); empty when unknown.
+/// Supplementary groups of a process (`Groups:` of `/proc/PID/status`, proc(5)); empty
+/// when unknown. These are the groups the kernel checked against the socket's and its
+/// directory's modes on connect. Linux has SO_PEERGROUPS for this, but neither `nix` nor
+/// `rustix` wraps it, and the group database (`getgrouplist`) would answer a different
+/// question: which groups the user could have, not which ones the process has.
 pub fn process_groups(pid: i32) -> Vec<u32> {
     let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/status")) else { return Vec::new() };
     text.lines()
@@ -119,10 +108,13 @@ impl Server {
         use std::os::unix::fs::FileTypeExt;
         if let Some(dir) = path.parent() {
             if !dir.as_os_str().is_empty() && !dir.exists() {
-                std::fs::create_dir(dir).map_err(|e| {
-                    std::io::Error::new(e.kind(), format!("cannot create the socket directory {}: {e}", dir.display()))
-                })?;
-                std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o750))?;
+                create_socket_dir(dir, group)?;
+            } else if let (Some(g), Ok(m)) = (group, std::fs::metadata(dir)) {
+                use std::os::unix::fs::MetadataExt;
+                if !dir.as_os_str().is_empty() && m.mode() & 0o001 == 0 && !(m.gid() == g && m.mode() & 0o010 != 0) {
+                    tracing::warn!(dir = %dir.display(), mode = format!("{:o}", m.mode() & 0o7777), gid = m.gid(), socket_group = g,
+                        "the existing socket directory is not searchable by the socket group: its members cannot connect");
+                }
             }
         }
         match std::fs::symlink_metadata(path) {
@@ -147,9 +139,8 @@ impl Server {
         let listener = UnixListener::bind(path)?;
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o660))?;
         if let Some(g) = group {
-            let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).map_err(std::io::Error::other)?;
-            // SAFETY: valid C string path; -1 keeps the owner.
-            unsafe { libc::chown(c.as_ptr(), u32::MAX, g) };
+            std::os::unix::fs::chown(path, None, Some(g))
+                .map_err(|e| std::io::Error::new(e.kind(), format!("cannot give the socket to dataplane.socket_group (gid {g}): {e}")))?;
         }
         listener.set_nonblocking(true)?;
         let stop = Arc::new(AtomicBool::new(false));
@@ -172,6 +163,20 @@ impl Server {
             let _ = std::fs::remove_file(&self.path);
         }
     }
+}
+
+/// Creates the socket's directory (the last level only): mode 0750, and with a socket
+/// group, group-owned by it, so that members can reach the socket (0750 gives them search,
+/// which `connect` needs, but not the right to create or remove files; path_resolution(7)).
+/// Without a group it stays root-only in effect (owner plus the daemon's own group).
+fn create_socket_dir(dir: &Path, group: Option<u32>) -> std::io::Result<()> {
+    std::fs::create_dir(dir).map_err(|e| std::io::Error::new(e.kind(), format!("cannot create the socket directory {}: {e}", dir.display())))?;
+    if let Some(g) = group {
+        std::os::unix::fs::chown(dir, None, Some(g)).map_err(|e| {
+            std::io::Error::new(e.kind(), format!("cannot give the socket directory {} to dataplane.socket_group (gid {g}): {e}", dir.display()))
+        })?;
+    }
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o750))
 }
 
 /// Most connections served at once; more are answered with an error and closed.
@@ -311,11 +316,11 @@ fn accept_loop(listener: UnixListener, group: Option<u32>, handler: Arc<dyn Hand
 
 /// Waits until `listener` has a connection to accept, at most `ms` milliseconds (so the
 /// stop flag is still checked regularly, without adding latency to each accept).
-fn wait_readable(listener: &UnixListener, ms: i32) {
-    let mut p = libc::pollfd { fd: listener.as_raw_fd(), events: libc::POLLIN, revents: 0 };
-    // SAFETY: one valid pollfd for the duration of the call.
-    let r = unsafe { libc::poll(&mut p, 1, ms) };
-    if r < 0 {
+fn wait_readable(listener: &UnixListener, ms: u16) {
+    use nix::poll::{poll, PollFd, PollFlags};
+    use std::os::fd::AsFd;
+    let mut fds = [PollFd::new(listener.as_fd(), PollFlags::POLLIN)];
+    if poll(&mut fds, ms).is_err() {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
@@ -412,6 +417,29 @@ mod tests {
         // Whatever they are, reading them works and does not panic; a missing pid is empty.
         let _ = process_groups(std::process::id() as i32);
         assert!(process_groups(-5).is_empty());
+    }
+
+    #[test]
+    fn groups_resolve_by_name() {
+        assert_eq!(group_gid("root").unwrap(), Some(0));
+        assert_eq!(group_gid("no-such-group-spillway").unwrap(), None);
+    }
+
+    #[test]
+    fn the_socket_directory_and_socket_go_to_the_group() {
+        use std::os::unix::fs::MetadataExt;
+        // root may give files to any group; anyone else to their own
+        let g = if nix::unistd::Uid::effective().is_root() { 65534 } else { nix::unistd::getegid().as_raw() };
+        let dir = std::env::temp_dir().join(format!("spw-grp-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("run").join("ctl.sock");
+        let srv = Server::start(&path, Some(g), Arc::new(Echo)).unwrap();
+        let run = std::fs::metadata(path.parent().unwrap()).unwrap();
+        assert_eq!((run.gid(), run.mode() & 0o7777), (g, 0o750), "the created directory lets the group search it");
+        let sock = std::fs::metadata(&path).unwrap();
+        assert_eq!((sock.gid(), sock.mode() & 0o777), (g, 0o660));
+        srv.shutdown();
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     struct Echo;

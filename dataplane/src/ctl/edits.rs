@@ -1,0 +1,333 @@
+//! The edit engine: live configuration edits from `spillwayctl` (`service|backend
+//! add|remove|set`, `config apply`), validated like the file, refused when they need a
+//! restart, written back to the config file ([`super::persist`]) and applied as a diff:
+//! slots, health state and connections of unchanged backends are kept.
+//!
+//! Generations: the *config generation* ([`ControlState::config_generation`]) starts at 1
+//! and increases by one with every applied mutation; `--if-generation` compares against it.
+//! The *snapshot generation* ([`ControlState::generation`]) increases with every published
+//! snapshot (config edits, health changes, load ticks).
+
+use super::views::no_service;
+use crate::control::SlotMap;
+use crate::daemon::{ControlState, Daemon};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use spillway_shared::config::{Backend, Config, Service};
+use spillway_shared::proto::{Applied, Response};
+
+/// Checks the daemon needs beyond [`Config::validate`]: every backend has a MAC, and
+/// IPIP/GUE services have a port address as outer source. Errors name the field path.
+pub fn daemon_checks(cfg: &Config) -> Result<(), String> {
+    for (si, s) in cfg.services.iter().enumerate() {
+        for (bi, b) in s.backends.iter().enumerate() {
+            if b.mac.is_none() {
+                return Err(format!("services[{si}].backends[{bi}].mac is required (L2 DSR / next-hop MAC)"));
+            }
+            let needs_address = s.health_check.is_some() || s.forwarding_mode != spillway_shared::config::ForwardingMode::L2_DSR;
+            let a = b.address;
+            if needs_address && (a.is_unspecified() || a.is_broadcast() || a.is_multicast() || a.is_loopback()) {
+                return Err(format!(
+                    "services[{si}].backends[{bi}].address = {a}: a unicast backend address is required (health checks and IPIP/GUE send to it)"
+                ));
+            }
+        }
+        if s.forwarding_mode != spillway_shared::config::ForwardingMode::L2_DSR && !cfg.ports.iter().any(|p| p.address.is_some()) {
+            return Err(format!("services[{si}].forwarding_mode = {:?} needs ports[].address as the outer source address", s.forwarding_mode));
+        }
+    }
+    Ok(())
+}
+
+/// Parses one `field=value` value: a TOML value (`0.5`, `true`, `"x"`, `[1, 2]`); a bare
+/// word that is not TOML is taken as a string (`SPILL_CROSS_ZONE`). Empty = remove.
+pub fn parse_value(v: &str) -> Option<toml::Value> {
+    let v = v.trim();
+    if v.is_empty() {
+        return None;
+    }
+    match toml::from_str::<toml::Table>(&format!("x = {v}")) {
+        Ok(mut t) => t.remove("x"),
+        Err(_) => Some(toml::Value::String(v.to_string())),
+    }
+}
+
+/// Applies `fields` to a serialisable object through its TOML form; errors name `what`.
+fn edit<T: Serialize + DeserializeOwned>(obj: &T, fields: &[(String, String)], what: &str, fixed: &[&str]) -> Result<T, String> {
+    let mut t = toml::Table::try_from(obj).map_err(|e| format!("{what}: {e}"))?;
+    for (k, v) in fields {
+        if fixed.contains(&k.as_str()) {
+            return Err(format!("{what}: field `{k}` cannot be set here (use the add/remove commands or config apply)"));
+        }
+        let before = t.clone();
+        match parse_value(v) {
+            Some(val) => {
+                t.insert(k.clone(), val);
+            }
+            None => {
+                t.remove(k);
+            }
+        }
+        // Decode after each field so a type error names the field and the value given.
+        if let Err(e) = toml::Value::Table(t.clone()).try_into::<T>() {
+            let _ = before;
+            return Err(format!("{what}: {k} = {v}: {}", e.message()));
+        }
+    }
+    toml::Value::Table(t).try_into().map_err(|e: toml::de::Error| format!("{what}: {}", e.message()))
+}
+
+fn table_diff(prefix: &str, a: &toml::Table, b: &toml::Table, skip: &str, out: &mut Vec<String>) {
+    let mut keys: Vec<&String> = a.keys().chain(b.keys()).filter(|k| k.as_str() != skip).collect();
+    keys.sort();
+    keys.dedup();
+    for k in keys {
+        let (x, y) = (a.get(k), b.get(k));
+        if x != y {
+            let s = |v: Option<&toml::Value>| v.map_or("(unset)".to_string(), |v| v.to_string());
+            out.push(format!("{prefix}{k}: {} -> {}", s(x), s(y)));
+        }
+    }
+}
+
+/// What differs between two configs, one line per change.
+pub fn describe_changes(old: &Config, new: &Config) -> Vec<String> {
+    let mut out = Vec::new();
+    let tab = |v: &dyn erased::Ser| v.table();
+    for s in &old.services {
+        if new.service(&s.name).is_none() {
+            out.push(format!("service {} removed", s.name));
+        }
+    }
+    for s in &new.services {
+        let Some(o) = old.service(&s.name) else {
+            out.push(format!("service {} added ({} backends)", s.name, s.backends.len()));
+            continue;
+        };
+        table_diff(&format!("service {}: ", s.name), &tab(o), &tab(s), "backends", &mut out);
+        for b in &o.backends {
+            if !s.backends.iter().any(|x| x.name == b.name) {
+                out.push(format!("service {}: backend {} removed", s.name, b.name));
+            }
+        }
+        for b in &s.backends {
+            match o.backends.iter().find(|x| x.name == b.name) {
+                None => out.push(format!("service {}: backend {} added", s.name, b.name)),
+                Some(ob) => table_diff(&format!("service {}: backend {}: ", s.name, b.name), &tab(ob), &tab(b), "", &mut out),
+            }
+        }
+    }
+    let rest = |c: &Config| {
+        let mut c = c.clone();
+        c.services.clear();
+        c
+    };
+    if rest(old) != rest(new) {
+        table_diff("", &tab(&rest(old)), &tab(&rest(new)), "services", &mut out);
+    }
+    out
+}
+
+mod erased {
+    /// Object-safe "serialise to a TOML table".
+    pub trait Ser {
+        fn table(&self) -> toml::Table;
+    }
+    impl<T: serde::Serialize> Ser for T {
+        fn table(&self) -> toml::Table {
+            toml::Table::try_from(self).unwrap_or_default()
+        }
+    }
+}
+
+fn stale(cur: u64, want: u64) -> String {
+    format!("config generation is {cur}, not {want}: someone else changed it; re-read and retry")
+}
+
+impl Daemon {
+    /// Runs one mutation: checks `if_generation`, edits a copy of the config with `f`,
+    /// validates it (the same rules as the file, plus [`daemon_checks`]), refuses changes
+    /// that need a restart, writes the config file atomically, applies the diff (slots,
+    /// health and connections of unchanged backends kept), republishes and answers with the
+    /// new config generation.
+    pub fn mutate(&self, if_generation: Option<u64>, f: impl FnOnce(&mut Config) -> Result<(), String>) -> Response {
+        let mut st = self.control.lock().unwrap_or_else(|e| e.into_inner());
+        match self.mutate_locked(&mut st, if_generation, f) {
+            Ok(a) => Response::Applied(a),
+            Err(message) => Response::Error { message },
+        }
+    }
+
+    fn mutate_locked(&self, st: &mut ControlState, if_generation: Option<u64>, f: impl FnOnce(&mut Config) -> Result<(), String>) -> Result<Applied, String> {
+        if let Some(want) = if_generation {
+            if want != st.config_generation {
+                return Err(stale(st.config_generation, want));
+            }
+        }
+        let mut cand = st.cfg.clone();
+        f(&mut cand)?;
+        cand.validate().map_err(|e| e.to_string())?;
+        daemon_checks(&cand)?;
+        if cand.dataplane != st.cfg.dataplane {
+            return Err("[dataplane] cannot change while the daemon runs (EAL, workers, socket); edit the file and restart".into());
+        }
+        if cand.ports != st.cfg.ports {
+            return Err("[[ports]] cannot change while the daemon runs; edit the file and restart".into());
+        }
+        if cand.conntrack != st.cfg.conntrack {
+            return Err("[conntrack] cannot change while the daemon runs (tables are sized at start); edit the file and restart".into());
+        }
+        let changes = describe_changes(&st.cfg, &cand);
+        if changes.is_empty() {
+            return Ok(Applied { generation: st.config_generation, snapshot_generation: st.generation, changes: vec!["no change".into()] });
+        }
+        let mut slots: SlotMap = st.slots.clone();
+        slots.sync(&cand)?;
+        let next_gen = st.config_generation + 1;
+        if let Some(path) = &self.config_path {
+            let w = super::persist::write_back(path, &st.cfg, &cand, next_gen)
+                .map_err(|e| format!("cannot write {}: {e}; the edit was not applied", path.display()))?;
+            if !w.layout_kept {
+                tracing::warn!(path = %path.display(), "live edit written in canonical form: the file's comments and layout were not kept");
+            }
+        }
+        // Health entries of backends that stay keep their state, also when only the health
+        // check or port changed (a backend known to be down stays down until a probe says
+        // otherwise). A backend that is new or whose address changed is a new endpoint: with
+        // a health check it starts unhealthy until `healthy_threshold` probes pass; without
+        // one it is healthy (static). Removed backends are forgotten.
+        let old = std::mem::replace(&mut st.cfg, cand);
+        let cfg = &st.cfg;
+        st.health.retain(|(s, b), _| cfg.service(s).is_some_and(|ns| ns.backends.iter().any(|x| &x.name == b)));
+        let mut initial = std::collections::HashMap::new();
+        for ns in &cfg.services {
+            let os = old.service(&ns.name);
+            for nb in &ns.backends {
+                let key = (ns.name.clone(), nb.name.clone());
+                let same_endpoint = os.and_then(|os| os.backends.iter().find(|x| x.name == nb.name)).is_some_and(|ob| ob.address == nb.address);
+                if !same_endpoint {
+                    let e = st.health.entry(key.clone()).or_default();
+                    e.healthy = ns.health_check.is_none();
+                    e.latency_ms = None;
+                }
+                if ns.health_check.is_some() {
+                    let healthy = st.health.get(&key).map(|v| v.healthy).unwrap_or(true);
+                    initial.insert(key, healthy);
+                }
+            }
+        }
+        st.last_new.retain(|(s, b), _| cfg.service(s).is_some_and(|x| x.backends.iter().any(|y| &y.name == b)));
+        st.states.retain(|s, _| cfg.service(s).is_some());
+        st.pools.retain(|s, _| cfg.service(s).is_some());
+        st.slots = slots;
+        st.config_generation = next_gen;
+        self.update_health_checker(&st.cfg, initial);
+        let snapshot_generation = self.republish(st);
+        for c in &changes {
+            tracing::info!(config_generation = next_gen, "config change: {c}");
+        }
+        Ok(Applied { generation: next_gen, snapshot_generation, changes })
+    }
+
+    /// Hands the new targets to the health checker (state of unchanged targets is kept),
+    /// starting one when the first health check appears.
+    fn update_health_checker(&self, cfg: &Config, initial: std::collections::HashMap<(String, String), bool>) {
+        let targets = crate::health::targets_from_config(cfg);
+        let mut ch = self.checker.lock().unwrap_or_else(|e| e.into_inner());
+        match ch.as_ref() {
+            Some(c) => c.update_with_initial(targets, initial),
+            None if !targets.is_empty() => {
+                let tx = self.health_events.lock().unwrap_or_else(|e| e.into_inner()).clone();
+                if let Some(tx) = tx {
+                    match crate::health::HealthChecker::start(Vec::new(), tx) {
+                        Ok(c) => {
+                            c.update_with_initial(targets, initial);
+                            *ch = Some(c)
+                        }
+                        Err(e) => tracing::warn!(error = %e, "cannot start the health checker"),
+                    }
+                }
+            }
+            None => {}
+        }
+    }
+
+
+
+    /// `config apply`: replaces the config by `text` (a complete config file).
+    pub fn config_apply(&self, text: &str, if_generation: Option<u64>) -> Response {
+        let new = match Config::from_toml(text) {
+            Ok(c) => c,
+            Err(e) => return Response::Error { message: format!("config: {e}") },
+        };
+        self.mutate(if_generation, move |c| {
+            *c = new;
+            Ok(())
+        })
+    }
+
+    /// `service add|remove|set`, `backend add|remove|set`.
+    pub fn edit_request(&self, req: spillway_shared::proto::Request) -> Response {
+        use spillway_shared::proto::Request as R;
+        match req {
+            R::ServiceAdd { name, fields, if_generation } => self.mutate(if_generation, |c| {
+                if c.service(&name).is_some() {
+                    return Err(format!("service {name} already exists"));
+                }
+                let mut t = toml::Table::new();
+                t.insert("name".into(), toml::Value::String(name.clone()));
+                for (k, v) in &fields {
+                    if let Some(v) = parse_value(v) {
+                        t.insert(k.clone(), v);
+                    }
+                }
+                let s: Service = toml::Value::Table(t).try_into().map_err(|e: toml::de::Error| format!("service {name}: {}", e.message()))?;
+                c.services.push(s);
+                Ok(())
+            }),
+            R::ServiceRemove { name, if_generation } => self.mutate(if_generation, |c| {
+                let n = c.services.len();
+                c.services.retain(|s| s.name != name);
+                if c.services.len() == n {
+                    return Err(no_service(c, &name));
+                }
+                Ok(())
+            }),
+            R::ServiceSet { name, fields, if_generation } => self.mutate(if_generation, |c| {
+                let i = c.services.iter().position(|s| s.name == name).ok_or_else(|| no_service(c, &name))?;
+                c.services[i] = edit(&c.services[i], &fields, &format!("service {name}"), &["name", "backends"])?;
+                Ok(())
+            }),
+            R::BackendAdd { service, name, fields, if_generation } => self.mutate(if_generation, |c| {
+                let si = c.services.iter().position(|s| s.name == service).ok_or_else(|| no_service(c, &service))?;
+                if c.services[si].backends.iter().any(|b| b.name == name) {
+                    return Err(format!("service {service}: backend {name} already exists"));
+                }
+                let b = edit(&Backend::new(&name, ""), &fields, &format!("service {service}: backend {name}"), &["name"])?;
+                c.services[si].backends.push(b);
+                Ok(())
+            }),
+            R::BackendRemove { service, name, if_generation } => self.mutate(if_generation, |c| {
+                let si = c.services.iter().position(|s| s.name == service).ok_or_else(|| no_service(c, &service))?;
+                let n = c.services[si].backends.len();
+                c.services[si].backends.retain(|b| b.name != name);
+                if c.services[si].backends.len() == n {
+                    return Err(format!("service {service} has no backend {name}"));
+                }
+                Ok(())
+            }),
+            R::BackendSet { service, name, fields, if_generation } => self.mutate(if_generation, |c| {
+                let si = c.services.iter().position(|s| s.name == service).ok_or_else(|| no_service(c, &service))?;
+                let bi = c.services[si].backends.iter().position(|b| b.name == name).ok_or_else(|| format!("service {service} has no backend {name}"))?;
+                let b = &c.services[si].backends[bi];
+                c.services[si].backends[bi] = edit(b, &fields, &format!("service {service}: backend {name}"), &["name"])?;
+                Ok(())
+            }),
+            _ => Response::Error { message: "not an edit request".into() },
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "edits_tests.rs"]
+mod tests;

@@ -1,0 +1,136 @@
+//! Unit tests of the edit engine ([`super`]).
+
+use super::*;
+
+#[test]
+fn values_parse_as_toml_or_bare_strings() {
+    assert_eq!(parse_value("0.5"), Some(toml::Value::Float(0.5)));
+    assert_eq!(parse_value("true"), Some(toml::Value::Boolean(true)));
+    assert_eq!(parse_value("SPILL_CROSS_ZONE"), Some(toml::Value::String("SPILL_CROSS_ZONE".into())));
+    assert_eq!(parse_value("\"a b\""), Some(toml::Value::String("a b".into())));
+    assert_eq!(parse_value(""), None);
+}
+
+#[test]
+fn edit_reports_unknown_fields_and_types() {
+    let b = Backend::new("b1", "z1");
+    let e = edit(&b, &[("wieght".into(), "3".into())], "backend b1", &["name"]).unwrap_err();
+    assert!(e.contains("wieght"), "{e}");
+    let e = edit(&b, &[("weight".into(), "\"x\"".into())], "backend b1", &["name"]).unwrap_err();
+    assert!(e.contains("backend b1"), "{e}");
+    let b2 = edit(&b, &[("weight".into(), "80".into()), ("enabled".into(), "false".into())], "b", &[]).unwrap();
+    assert_eq!((b2.weight, b2.enabled), (80, false));
+    let d = describe_changes(&Config::default(), &Config::default());
+    assert!(d.is_empty());
+}
+
+fn daemon() -> Daemon {
+    let text = r#"
+[[ports]]
+name = "p0"
+device = "net_null0"
+address = "10.0.0.2"
+[[services]]
+name = "web"
+vip = "10.0.0.100"
+port = 80
+[[services.backends]]
+name = "b1"
+address = "10.0.1.1"
+mac = "02:00:00:00:0b:01"
+[[services.backends]]
+name = "b2"
+address = "10.0.1.2"
+mac = "02:00:00:00:0b:02"
+"#;
+    let cfg = Config::from_toml(text).unwrap();
+    Daemon::new(cfg, 1, vec![0], Box::new(|_| Default::default())).unwrap()
+}
+
+fn set(service: &str, name: &str, f: &[(&str, &str)], g: Option<u64>) -> spillway_shared::proto::Request {
+    spillway_shared::proto::Request::BackendSet {
+        service: service.into(),
+        name: name.into(),
+        fields: f.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect(),
+        if_generation: g,
+    }
+}
+
+#[test]
+fn health_check_edits_keep_a_down_backend_down_and_new_endpoints_start_down() {
+    let d = daemon();
+    let r = d.edit_request(spillway_shared::proto::Request::ServiceSet {
+        name: "web".into(),
+        fields: vec![("health_check".into(), "{ type = \"tcp\", check_interval_sec = 1.0, timeout_sec = 0.5 }".into())],
+        if_generation: None,
+    });
+    assert!(matches!(r, Response::Applied(_)), "{r:?}");
+    d.set_health("web", "b2", false, None);
+    // change the check: b2 stays down in the view the dataplane uses
+    let r = d.edit_request(spillway_shared::proto::Request::ServiceSet {
+        name: "web".into(),
+        fields: vec![("health_check".into(), "{ type = \"tcp\", check_interval_sec = 1.0, timeout_sec = 0.4 }".into())],
+        if_generation: None,
+    });
+    assert!(matches!(r, Response::Applied(_)), "{r:?}");
+    let healthy = |b: &str| d.control.lock().unwrap().health[&("web".to_string(), b.to_string())].healthy;
+    assert!(!healthy("b2"), "a health-check edit revived a down backend");
+    // a new address is a new endpoint: unhealthy until probes pass
+    assert!(matches!(d.edit_request(set("web", "b1", &[("address", "10.0.1.99")], None)), Response::Applied(_)));
+    assert!(!healthy("b1"));
+    assert!(d.shared.with_snapshot(|s| s.backends.iter().filter(|b| b.present && (b.name == "b1" || b.name == "b2")).all(|b| !b.healthy)).unwrap());
+}
+
+#[test]
+fn edits_keep_state_of_unchanged_backends() {
+    let d = daemon();
+    d.set_health("web", "b2", false, Some(3.0));
+    let slot_b2 = d.control.lock().unwrap().slots.slot("web", "b2");
+    let r = d.edit_request(set("web", "b1", &[("weight", "80")], Some(1)));
+    let Response::Applied(a) = r else { panic!("{r:?}") };
+    assert_eq!(a.generation, 2);
+    assert_eq!(a.changes, vec!["service web: backend b1: weight: 50 -> 80".to_string()]);
+    {
+        let st = d.control.lock().unwrap();
+        assert!(!st.health[&("web".to_string(), "b2".to_string())].healthy, "b2's health survives an edit of b1");
+        assert_eq!(st.slots.slot("web", "b2"), slot_b2);
+        assert_eq!(st.cfg.services[0].backends[0].weight, 80);
+    }
+    // stale generation
+    let r = d.edit_request(set("web", "b1", &[("weight", "81")], Some(1)));
+    assert_eq!(r, Response::Error { message: "config generation is 2, not 1: someone else changed it; re-read and retry".into() });
+    // changing b2's address makes it a new endpoint: without a health check it is
+    // static (healthy); removing and re-adding b1 gets a new incarnation
+    let inc_b1 = { let st = d.control.lock().unwrap(); st.slots.incarnation(st.slots.slot("web", "b1").unwrap()) };
+    assert!(matches!(d.edit_request(set("web", "b2", &[("address", "10.0.1.22")], None)), Response::Applied(_)));
+    assert!(d.control.lock().unwrap().health[&("web".to_string(), "b2".to_string())].healthy);
+    let rm = spillway_shared::proto::Request::BackendRemove { service: "web".into(), name: "b1".into(), if_generation: None };
+    assert!(matches!(d.edit_request(rm), Response::Applied(_)));
+    let add = spillway_shared::proto::Request::BackendAdd {
+        service: "web".into(),
+        name: "b1".into(),
+        fields: vec![("address".into(), "10.0.1.1".into()), ("mac".into(), "02:00:00:00:0b:01".into())],
+        if_generation: None,
+    };
+    assert!(matches!(d.edit_request(add), Response::Applied(_)));
+    let st = d.control.lock().unwrap();
+    let slot = st.slots.slot("web", "b1").unwrap();
+    assert_ne!(st.slots.incarnation(slot), inc_b1, "a re-added backend never matches old connection entries");
+    assert_eq!(st.config_generation, 5);
+    assert!(d.shared.with_snapshot(|s| s.generation).unwrap() >= 5);
+}
+
+#[test]
+fn invalid_edits_change_nothing() {
+    let d = daemon();
+    let r = d.edit_request(set("web", "b1", &[("weight", "0")], None));
+    let Response::Error { message } = r else { panic!("{r:?}") };
+    assert!(message.starts_with("services[0].backends[0].weight = 0: must be in 1..=1000"), "{message}");
+    let r = d.edit_request(set("web", "b1", &[("mac", "")], None));
+    let Response::Error { message } = r else { panic!("{r:?}") };
+    assert!(message.contains("services[0].backends[0].mac is required"), "{message}");
+    let r = d.edit_request(spillway_shared::proto::Request::ServiceSet { name: "web".into(), fields: vec![("backends".into(), "[]".into())], if_generation: None });
+    assert!(matches!(r, Response::Error { .. }));
+    assert_eq!(d.control.lock().unwrap().config_generation, 1);
+    assert_eq!(d.control.lock().unwrap().generation, 1);
+}

@@ -1,0 +1,272 @@
+//! Unit tests of the config write-back ([`super`]).
+
+use super::*;
+
+#[test]
+fn atomic_write_replaces_the_file() {
+    let dir = std::env::temp_dir().join(format!("spw-atomic-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join("c.toml");
+    std::fs::write(&p, "old").unwrap();
+    write_atomic(&p, "new").unwrap();
+    assert_eq!(std::fs::read_to_string(&p).unwrap(), "new");
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1, "no temporary file left");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+use crate::daemon::Daemon;
+use proptest::prelude::*;
+use spillway_shared::proto::{Request, Response};
+
+/// An operator's file: comments above and beside keys and tables, defaults left out, and
+/// `[conntrack]` after the services.
+const COMMENTED: &str = r#"# Spillway test config: the operator's header comment
+[dataplane]
+workers = 1 # one worker is plenty here
+
+# The port, with its own address for health checks.
+[[ports]]
+name = "p0"
+device = "net_null0"
+address = "10.0.0.2"
+
+# The web service.
+[[services]]
+name = "web"
+vip = "10.0.0.100"
+port = 80
+connection_drain_timeout_sec = 30   # short drains in tests
+
+# First backend: keep its comment.
+[[services.backends]]
+name = "b1" # name stays
+address = "10.0.1.1"
+mac = "02:00:00:00:0b:01"
+
+# Second backend.
+[[services.backends]]
+name = "b2"
+address = "10.0.1.2"
+mac = "02:00:00:00:0b:02"
+weight = 70
+
+# Connection tracking stays the last table.
+[conntrack]
+capacity_per_worker = 4096 # small table
+"#;
+
+struct Fixture {
+    dir: std::path::PathBuf,
+    path: std::path::PathBuf,
+    daemon: Daemon,
+}
+
+impl Drop for Fixture {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn fixture(tag: &str) -> Fixture {
+    static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("spw-persist-{}-{tag}-{n}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("spillway.toml");
+    std::fs::write(&path, COMMENTED).unwrap();
+    let cfg = Config::from_toml(COMMENTED).unwrap();
+    cfg.validate().unwrap();
+    let daemon = Daemon::new(cfg, 1, vec![0], Box::new(|_| Default::default())).unwrap().with_config_path(path.clone());
+    Fixture { dir, path, daemon }
+}
+
+fn fields(f: &[(&str, &str)]) -> Vec<(String, String)> {
+    f.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect()
+}
+
+/// The comments of `COMMENTED`, from `#` to the end of their line (the value before a
+/// trailing comment may be edited).
+fn comment_lines() -> Vec<&'static str> {
+    COMMENTED.lines().filter_map(|l| l.find('#').map(|i| &l[i..])).collect()
+}
+
+/// Table headers in file order.
+fn headers(text: &str) -> Vec<&str> {
+    text.lines().filter(|l| l.starts_with('[')).collect()
+}
+
+/// The file parses to the running config, keeps every original comment line and keeps
+/// `[dataplane]` first and `[conntrack]` last.
+fn check_file(f: &Fixture) -> Result<(), String> {
+    let text = std::fs::read_to_string(&f.path).unwrap();
+    let running = f.daemon.control.lock().unwrap().cfg.clone();
+    let back = Config::from_toml(&text).map_err(|e| format!("{e}\n{text}"))?;
+    if back != running {
+        return Err(format!("the file does not parse to the running config:\n{text}"));
+    }
+    for l in comment_lines() {
+        if !text.lines().any(|x| x.ends_with(l) && (x == l || x.contains(" = "))) {
+            return Err(format!("comment line {l:?} lost:\n{text}"));
+        }
+    }
+    let h = headers(&text);
+    if h.first() != Some(&"[dataplane]") || h.last() != Some(&"[conntrack]") {
+        return Err(format!("table order changed: {h:?}\n{text}"));
+    }
+    if !text.starts_with(HEADER_PREFIX) {
+        return Err(format!("no generation header:\n{text}"));
+    }
+    Ok(())
+}
+
+fn applied(r: Response) {
+    assert!(matches!(r, Response::Applied(_)), "{r:?}");
+}
+
+#[test]
+fn atomic_write_keeps_the_mode() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = std::env::temp_dir().join(format!("spw-atomic-mode-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join("c.toml");
+    std::fs::write(&p, "old").unwrap();
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o640)).unwrap();
+    write_atomic(&p, "new").unwrap();
+    assert_eq!(std::fs::metadata(&p).unwrap().permissions().mode() & 0o777, 0o640);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn header_generation_reads_only_our_header() {
+    assert_eq!(header_generation("# Written by spillway (config generation 17) after a live edit; x\n[a]\n"), Some(17));
+    assert_eq!(header_generation("# my own comment (config generation 17)\n"), None);
+    assert_eq!(header_generation("[dataplane]\n# Written by spillway (config generation 3)\n"), None);
+    assert_eq!(header_generation(""), None);
+}
+
+#[test]
+fn comments_and_layout_survive_service_and_backend_edits() {
+    let f = fixture("edits");
+    let d = &f.daemon;
+    applied(d.edit_request(Request::ServiceSet { name: "web".into(), fields: fields(&[("connection_drain_timeout_sec", "45")]), if_generation: None }));
+    check_file(&f).unwrap();
+    let text = std::fs::read_to_string(&f.path).unwrap();
+    assert!(text.contains("connection_drain_timeout_sec = 45   # short drains in tests"), "edited in place, comment kept:\n{text}");
+    assert_eq!(header_generation(&text), Some(2));
+    applied(d.edit_request(Request::BackendSet { service: "web".into(), name: "b1".into(), fields: fields(&[("weight", "80")]), if_generation: None }));
+    applied(d.edit_request(Request::BackendAdd {
+        service: "web".into(),
+        name: "b3".into(),
+        fields: fields(&[("address", "10.0.1.3"), ("mac", "02:00:00:00:0b:03")]),
+        if_generation: None,
+    }));
+    check_file(&f).unwrap();
+    applied(d.edit_request(Request::BackendRemove { service: "web".into(), name: "b2".into(), if_generation: None }));
+    let text = std::fs::read_to_string(&f.path).unwrap();
+    assert!(!text.contains("# Second backend."), "a removed backend's comment goes with it:\n{text}");
+    assert!(!text.contains("10.0.1.2"));
+    assert!(text.contains("# First backend: keep its comment.\n[[services.backends]]\nname = \"b1\" # name stays\n"), "{text}");
+    // only the changed keys changed: defaults the operator left out stay out
+    assert!(!text.contains("enabled"), "{text}");
+    assert_eq!(header_generation(&text), Some(5));
+    let back = Config::from_toml(&text).unwrap();
+    assert_eq!(back, d.control.lock().unwrap().cfg);
+    assert_eq!(back.services[0].backends.iter().map(|b| b.name.as_str()).collect::<Vec<_>>(), ["b1", "b3"]);
+    assert_eq!(back.services[0].backends[0].weight, 80);
+    assert!(text.find("name = \"b3\"").unwrap() < text.find("[conntrack]").unwrap(), "the new backend sits with its service:\n{text}");
+    // a header already there is replaced, not stacked
+    assert_eq!(text.matches(HEADER_PREFIX).count(), 1);
+}
+
+#[test]
+fn a_file_changed_by_hand_is_written_in_canonical_form() {
+    let f = fixture("hand");
+    // someone changed the port in the file behind the daemon's back: the running config
+    // (port 80) wins, and the merge alone cannot say so (the edit does not touch `port`)
+    std::fs::write(&f.path, COMMENTED.replace("port = 80", "port = 81")).unwrap();
+    applied(f.daemon.edit_request(Request::BackendSet { service: "web".into(), name: "b2".into(), fields: fields(&[("weight", "90")]), if_generation: None }));
+    let text = std::fs::read_to_string(&f.path).unwrap();
+    assert_eq!(Config::from_toml(&text).unwrap(), f.daemon.control.lock().unwrap().cfg, "the running config is what the file says");
+    assert!(text.starts_with(HEADER_PREFIX) && text.lines().next().unwrap().contains("could not be kept"), "{text}");
+}
+
+#[test]
+fn config_apply_keeps_comments_of_unchanged_parts() {
+    let f = fixture("apply");
+    let new = COMMENTED.replace("weight = 70", "weight = 75").replace("# Second backend.\n", "");
+    applied(f.daemon.config_apply(&new, None));
+    // "# Second backend." is not in the applied text, but the file keeps it
+    check_file(&f).unwrap();
+    let text = std::fs::read_to_string(&f.path).unwrap();
+    assert!(text.contains("# Second backend.\n[[services.backends]]\nname = \"b2\"") && text.contains("weight = 75"), "{text}");
+    assert_eq!(Config::from_toml(&text).unwrap(), f.daemon.control.lock().unwrap().cfg);
+}
+
+/// One random live edit. Backends `b1` and `b2` (which carry comments) are edited but never
+/// removed; added backends `n0`..`n5` come and go.
+#[derive(Clone, Debug)]
+enum Op {
+    Weight(bool, u32),
+    Enabled(bool, bool),
+    Capacity(bool, Option<u32>),
+    Add(u8),
+    Remove(u8),
+    Drain(u32),
+    HealthCheck(Option<u8>),
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        (any::<bool>(), 1u32..=1000).prop_map(|(b, w)| Op::Weight(b, w)),
+        (any::<bool>(), any::<bool>()).prop_map(|(b, e)| Op::Enabled(b, e)),
+        (any::<bool>(), proptest::option::of(1u32..100_000)).prop_map(|(b, c)| Op::Capacity(b, c)),
+        (0u8..6).prop_map(Op::Add),
+        (0u8..6).prop_map(Op::Remove),
+        (0u32..3600).prop_map(Op::Drain),
+        proptest::option::of(1u8..10).prop_map(Op::HealthCheck),
+    ]
+}
+
+fn request(op: &Op) -> Request {
+    let b = |first: bool| if first { "b1" } else { "b2" }.to_string();
+    let set = |name: String, f: Vec<(String, String)>| Request::BackendSet { service: "web".into(), name, fields: f, if_generation: None };
+    match op {
+        Op::Weight(x, w) => set(b(*x), fields(&[("weight", &w.to_string())])),
+        Op::Enabled(x, e) => set(b(*x), fields(&[("enabled", &e.to_string())])),
+        Op::Capacity(x, c) => set(b(*x), fields(&[("capacity_cps", &c.map_or(String::new(), |c| format!("{c}.5")))])),
+        Op::Add(i) => Request::BackendAdd {
+            service: "web".into(),
+            name: format!("n{i}"),
+            fields: fields(&[("address", &format!("10.0.2.{}", i + 1)), ("mac", &format!("02:00:00:00:0c:0{i}")), ("weight", &format!("{}", 10 + i))]),
+            if_generation: None,
+        },
+        Op::Remove(i) => Request::BackendRemove { service: "web".into(), name: format!("n{i}"), if_generation: None },
+        Op::Drain(s) => Request::ServiceSet { name: "web".into(), fields: fields(&[("connection_drain_timeout_sec", &s.to_string())]), if_generation: None },
+        Op::HealthCheck(h) => Request::ServiceSet {
+            name: "web".into(),
+            fields: fields(&[("health_check", &h.map_or(String::new(), |i| format!("{{ type = \"tcp\", check_interval_sec = {i}.0, timeout_sec = 0.5 }}")))]),
+            if_generation: None,
+        },
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    /// After any sequence of live edits (applied or refused), the file re-parses to exactly
+    /// the running config, every original comment line is still there, the table layout is
+    /// kept and the header names the config generation.
+    #[test]
+    fn random_edit_sequences_keep_comments_and_config(ops in proptest::collection::vec(op(), 1..12)) {
+        let f = fixture("prop");
+        for op in &ops {
+            let _ = f.daemon.edit_request(request(op));
+            let gen = f.daemon.control.lock().unwrap().config_generation;
+            if gen > 1 {
+                check_file(&f).map_err(|e| TestCaseError::fail(format!("after {op:?}: {e}")))?;
+                let text = std::fs::read_to_string(&f.path).unwrap();
+                prop_assert_eq!(header_generation(&text), Some(gen));
+            }
+        }
+    }
+}

@@ -1,0 +1,269 @@
+//! Read-only views for `spillwayctl`: `status`, `config show`, `health show`, `flows`,
+//! live `explain` and `snapshot show`. None of them changes the running config; `flows`
+//! asks the workers through their mailboxes ([`crate::control`]).
+
+use crate::daemon::Daemon;
+use spillway_shared::config::{Config, Service};
+use spillway_shared::flow::FlowKey;
+use spillway_shared::pipeline::{evaluate, Topology};
+use spillway_shared::proto::{BackendStatus, Counters, ExplainReport, StatusReport, FlowFilter, FlowOp, FlowRow, FlowsReport, HealthRow, Response, SnapService, SnapshotReport};
+use std::time::Duration;
+
+/// How long a flows request waits for every worker.
+pub const FLOWS_TIMEOUT: Duration = Duration::from_secs(3);
+
+impl Daemon {
+    /// The status report.
+    pub fn status(&self) -> StatusReport {
+        let workers = self.worker_counters();
+        let total = Counters::sum(&workers);
+        let st = self.control.lock().unwrap_or_else(|e| e.into_inner());
+        let mut backends = Vec::new();
+        for svc in &st.cfg.services {
+            for b in &svc.backends {
+                let (new_connections, packets) = st.slots.slot(&svc.name, &b.name).map_or((0, 0), |s| self.slot_totals(&st, s));
+                let healthy = st.health.get(&(svc.name.clone(), b.name.clone())).map(|h| h.healthy).unwrap_or(true);
+                backends.push(BackendStatus {
+                    service: svc.name.clone(),
+                    backend: b.name.clone(),
+                    address: b.address.to_string(),
+                    zone: b.zone.clone(),
+                    healthy,
+                    enabled: b.enabled,
+                    new_connections,
+                    packets,
+                });
+            }
+        }
+        let ports = (0..st.cfg.ports.len()).map(|i| (self.port_stats)(i)).collect();
+        StatusReport {
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            uptime_sec: self.started.elapsed().as_secs_f64(),
+            generation: st.generation,
+            ports,
+            workers,
+            total,
+            backends,
+        }
+    }
+
+    /// `config show`.
+    pub fn config_show(&self) -> Response {
+        let st = self.control.lock().unwrap_or_else(|e| e.into_inner());
+        Response::Config {
+            generation: st.config_generation,
+            toml: st.cfg.to_toml(),
+            path: self.config_path.as_ref().map(|p| p.display().to_string()).unwrap_or_default(),
+        }
+    }
+
+    /// `health show`.
+    pub fn health_show(&self) -> Response {
+        let statuses = self.checker.lock().unwrap_or_else(|e| e.into_inner()).as_ref().map(|c| c.snapshot()).unwrap_or_default();
+        let st = self.control.lock().unwrap_or_else(|e| e.into_inner());
+        let mut rows = Vec::new();
+        for s in &st.cfg.services {
+            for b in &s.backends {
+                let v = st.health.get(&(s.name.clone(), b.name.clone())).cloned().unwrap_or_default();
+                let t = statuses.iter().find(|t| t.service == s.name && t.backend == b.name);
+                rows.push(HealthRow {
+                    service: s.name.clone(),
+                    backend: b.name.clone(),
+                    address: b.address.to_string(),
+                    healthy: v.healthy,
+                    checked: s.health_check.is_some(),
+                    latency_ms: b.latency_ms.or(v.latency_ms),
+                    load_cps: v.load_cps,
+                    consecutive_successes: t.map_or(0, |t| t.consecutive_successes),
+                    consecutive_failures: t.map_or(0, |t| t.consecutive_failures),
+                    probes: t.map_or(0, |t| t.probes_sent),
+                    probes_failed: t.map_or(0, |t| t.probes_failed),
+                    last_error: t.and_then(|t| t.last_error.clone()),
+                    since_change_sec: t.map(|t| t.last_change.elapsed().as_secs_f64()),
+                });
+            }
+        }
+        Response::Health(rows)
+    }
+
+    /// `flows count|show|flush`: posts the request to every worker's mailbox.
+    pub fn flows(&self, op: FlowOp, filter: &FlowFilter) -> Response {
+        let (slots, names) = {
+            let st = self.control.lock().unwrap_or_else(|e| e.into_inner());
+            let pairs: Option<Vec<(String, String)>> = match filter {
+                FlowFilter::All => None,
+                FlowFilter::Service(s) => match st.cfg.service(s) {
+                    Some(svc) => Some(svc.backends.iter().map(|b| (s.clone(), b.name.clone())).collect()),
+                    None => return Response::Error { message: no_service(&st.cfg, s) },
+                },
+                FlowFilter::Backend(s, b) => match st.cfg.service(s) {
+                    Some(svc) if svc.backends.iter().any(|x| &x.name == b) => Some(vec![(s.clone(), b.clone())]),
+                    Some(_) => return Response::Error { message: format!("service {s} has no backend {b}") },
+                    None => return Response::Error { message: no_service(&st.cfg, s) },
+                },
+            };
+            let slots = pairs.map(|p| {
+                p.iter().filter_map(|(s, b)| st.slots.slot(s, b)).map(|sl| (sl, st.slots.incarnation(sl))).collect::<Vec<_>>()
+            });
+            let names: Vec<(u16, u16, String, String)> = (0..st.slots.len() as u16)
+                .filter_map(|sl| st.slots.owner(sl).map(|(s, b)| (sl, st.slots.incarnation(sl), s.clone(), b.clone())))
+                .collect();
+            (slots, names)
+        };
+        let replies = match self.shared.ask_workers(op, slots, FLOWS_TIMEOUT) {
+            Ok(r) => r,
+            Err(e) => return Response::Error { message: format!("flows: {e}") },
+        };
+        let mut rep = FlowsReport { per_worker: replies.iter().map(|r| r.count).collect(), total: replies.iter().map(|r| r.count).sum(), entries: Vec::new() };
+        for (w, r) in replies.iter().enumerate() {
+            for (e, idle) in &r.entries {
+                let owner = names.iter().find(|n| n.0 == e.backend && n.1 == e.incarnation);
+                let k = e.key();
+                rep.entries.push(FlowRow {
+                    worker: w as u32,
+                    client: format!("{}:{}", std::net::Ipv4Addr::from(k.src), k.sport),
+                    vip: format!("{}:{}", std::net::Ipv4Addr::from(k.dst), k.dport),
+                    proto: k.proto,
+                    service: owner.map_or("?".into(), |o| o.2.clone()),
+                    backend: owner.map_or("?".into(), |o| o.3.clone()),
+                    state: match e.state() {
+                        crate::fastpath::conntrack::State::SynOnly => "syn_only",
+                        crate::fastpath::conntrack::State::Established => "established",
+                        crate::fastpath::conntrack::State::Closing => "closing",
+                        crate::fastpath::conntrack::State::Empty => "empty",
+                    }
+                    .into(),
+                    idle_ms: *idle,
+                });
+            }
+        }
+        Response::Flows(rep)
+    }
+
+    /// `explain` against the live state: the pipeline with the current health and load, and
+    /// the backend the published snapshot's Maglev table picks.
+    pub fn explain(&self, client: std::net::Ipv4Addr, client_port: u16, vip: Option<&str>) -> Response {
+        match self.explain_inner(client, client_port, vip) {
+            Ok(r) => Response::Explain(r),
+            Err(message) => Response::Error { message },
+        }
+    }
+
+    fn explain_inner(&self, client: std::net::Ipv4Addr, client_port: u16, vip: Option<&str>) -> Result<ExplainReport, String> {
+        let st = self.control.lock().unwrap_or_else(|e| e.into_inner());
+        let svc = pick_service(&st.cfg, vip)?;
+        let states = crate::control::backend_states(svc, &st.health);
+        let topo = Topology::from_config(&st.cfg);
+        let class = topo.classify(client);
+        let mut sst = st.states.get(&svc.name).cloned().unwrap_or_default();
+        let offered: f64 = states.iter().map(|s| s.load_cps).sum();
+        let d = evaluate(svc, &states, &topo, &class, if offered > 0.0 { Some(offered) } else { None }, &mut sst, self.started.elapsed().as_secs_f64());
+        let key = FlowKey::new(client, svc.vip, client_port, svc.port, svc.protocol.number());
+        let hash = key.affinity_hash(svc.session_affinity);
+        let proto = svc.protocol.number();
+        let (backend, table_size, snapshot_generation) = self
+            .shared
+            .with_snapshot(|s| {
+                let pick = s.by_vip_port.get(&(u32::from(svc.vip), svc.port, proto)).and_then(|&si| {
+                    let ss = s.services.get(usize::from(si))?;
+                    let t = ss.tables.get(usize::from(s.class_of(u32::from(client))))?.as_ref()?;
+                    let slot = t.pick(hash)?;
+                    Some((s.backends.get(usize::from(slot))?.name.clone(), t.maglev.len() as u32))
+                });
+                (pick.as_ref().map(|p| p.0.clone()), pick.map_or(0, |p| p.1), s.generation)
+            })
+            .unwrap_or((None, 0, 0));
+        Ok(ExplainReport {
+            service: svc.name.clone(),
+            vip: format!("{}:{}/{}", svc.vip, svc.port, format!("{:?}", svc.protocol).to_lowercase()),
+            client: format!("{client}:{client_port}"),
+            class: class.to_string(),
+            decision_json: serde_json::to_string(&d).map_err(|e| e.to_string())?,
+            backends: svc.backends.iter().map(|b| b.name.clone()).collect(),
+            backend,
+            hash,
+            table_size,
+            snapshot_generation,
+        })
+    }
+
+    /// `snapshot show`.
+    pub fn snapshot_show(&self) -> Response {
+        let (config_generation, last_propagation_us) = {
+            let st = self.control.lock().unwrap_or_else(|e| e.into_inner());
+            (st.config_generation, st.last_propagation_us)
+        };
+        let workers_min_generation = self.shared.stats.iter().map(|w| w.generation.load(std::sync::atomic::Ordering::Relaxed)).min().unwrap_or(0);
+        let rep = self.shared.with_snapshot(|s| {
+            let mut all: Vec<*const crate::control::snapshot::ClassTable> = Vec::new();
+            let mut services = Vec::new();
+            for ss in &s.services {
+                let mut mine: Vec<*const crate::control::snapshot::ClassTable> = Vec::new();
+                let mut classes = Vec::new();
+                for (ci, t) in ss.tables.iter().enumerate() {
+                    let cname = s.class_names.get(ci).cloned().unwrap_or_else(|| format!("class {ci}"));
+                    match t {
+                        None => classes.push((cname, None, Vec::new())),
+                        Some(t) => {
+                            let p = std::sync::Arc::as_ptr(t);
+                            let idx = match mine.iter().position(|x| *x == p) {
+                                Some(i) => i,
+                                None => {
+                                    mine.push(p);
+                                    mine.len() - 1
+                                }
+                            };
+                            if !all.contains(&p) {
+                                all.push(p);
+                            }
+                            let names = t.backends.iter().map(|b| s.backends.get(usize::from(*b)).map_or("?".into(), |x| x.name.clone())).collect();
+                            classes.push((cname, Some(idx as u32), names));
+                        }
+                    }
+                }
+                services.push(SnapService { name: ss.name.clone(), classes, distinct_tables: mine.len() as u32, failed_over: ss.failed_over });
+            }
+            SnapshotReport {
+                generation: s.generation,
+                config_generation,
+                age_ms: s.created.map_or(0, |c| c.elapsed().as_millis() as u64),
+                last_propagation_us,
+                workers_min_generation,
+                services,
+                distinct_tables: all.len() as u32,
+            }
+        });
+        match rep {
+            Some(r) => Response::Snapshot(r),
+            None => Response::Error { message: "no snapshot published".into() },
+        }
+    }
+}
+
+/// "no service named X (have: ...)".
+pub(crate) fn no_service(c: &Config, name: &str) -> String {
+    let names: Vec<&str> = c.services.iter().map(|s| s.name.as_str()).collect();
+    format!("no service named {name} (have: {})", names.join(", "))
+}
+
+/// Finds a service by `IP:PORT[/proto]` (or the only one when `vip` is `None`).
+pub fn pick_service<'a>(cfg: &'a Config, vip: Option<&str>) -> Result<&'a Service, String> {
+    let list = || cfg.services.iter().map(|s| format!("{}:{}/{:?}", s.vip, s.port, s.protocol).to_lowercase()).collect::<Vec<_>>().join(", ");
+    let Some(v) = vip else {
+        return match cfg.services.len() {
+            1 => Ok(&cfg.services[0]),
+            n => Err(format!("the config has {n} services; choose one with --vip ({})", list())),
+        };
+    };
+    let (addr, proto) = match v.split_once('/') {
+        Some((a, p)) => (a, Some(p.to_ascii_lowercase())),
+        None => (v, None),
+    };
+    let (ip, port) = addr.split_once(':').ok_or_else(|| format!("--vip {v:?}: expected IP:PORT/PROTO, e.g. 10.0.0.100:80/tcp"))?;
+    let ip: std::net::Ipv4Addr = ip.parse().map_err(|_| format!("--vip {v:?}: {ip:?} is not an IPv4 address"))?;
+    let port: u16 = port.parse().map_err(|_| format!("--vip {v:?}: {port:?} is not a port"))?;
+    cfg.services
+        .iter()
+        .find(|s| s.vip == ip && s.port == port && proto.as_deref().map(|p| format!("{:?}", s.protocol).to_lowercase() == p).unwrap_or(true))
+        .ok_or_else(|| format!("no service {v} (have: {})", list()))
+}
