@@ -11,3 +11,6 @@ pub mod port;
 pub mod stats;
 pub mod worker;
 pub mod frag;
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,249 @@
+//! Tests of the worker: the rules that decide whether a connection keeps its backend
+//! (issue 10), the service cache, fragments.
+
+    use crate::fastpath::worker::*;
+    use crate::fastpath::conntrack::Timeouts;
+    use crate::fastpath::stats::WorkerStats;
+    use crate::wire::{tcp_flags, DropReason};
+    use crate::control::snapshot::Snapshot;
+    use crate::fastpath::port::PacketBuf;
+    use std::sync::Arc;
+    use crate::control::{compile, CompileInput, HealthView, SlotMap};
+    use crate::fastpath::port::MemBuf;
+    use spillway_shared::config::Config;
+
+    fn snap(services: &[(&str, u16, &str)], generation: u64) -> Snapshot {
+        let mut t = String::from("[[zones]]\nzone = \"z1\"\nregion = \"r1\"\n");
+        for (name, port, be_mac) in services {
+            t.push_str(&format!(
+                "[[services]]\nname = \"{name}\"\nvip = \"10.0.0.100\"\nport = {port}\nprotocol = \"tcp\"\n[[services.backends]]\nname = \"{name}-b\"\naddress = \"10.10.0.1\"\nmac = \"{be_mac}\"\nzone = \"z1\"\n"
+            ));
+        }
+        let cfg = Config::from_toml(&t).unwrap();
+        let mut slots = SlotMap::default();
+        slots.sync(&cfg).unwrap();
+        let mut states = std::collections::HashMap::new();
+        compile(&cfg, &slots, CompileInput { health: &HealthView::new(), states: &mut states, now_sec: 0.0, generation, port_addrs: vec![0] })
+    }
+
+    fn syn(dport: u16) -> MemBuf {
+        let mut f = vec![0u8; 54];
+        f[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
+        f[14] = 0x45;
+        f[16..18].copy_from_slice(&40u16.to_be_bytes());
+        f[22] = 64;
+        f[23] = 6;
+        f[26..30].copy_from_slice(&[10, 1, 0, 5]);
+        f[30..34].copy_from_slice(&[10, 0, 0, 100]);
+        f[34..36].copy_from_slice(&40000u16.to_be_bytes());
+        f[36..38].copy_from_slice(&dport.to_be_bytes());
+        f[46] = 0x50;
+        f[47] = tcp_flags::SYN;
+        MemBuf::new(&f)
+    }
+
+    /// The service cache never answers with a service of an older snapshot: services
+    /// reordered or removed in a new snapshot (even with the same generation) are seen.
+    #[test]
+    fn service_cache_follows_snapshots() {
+        let ports = vec![PortInfo { mac: [2, 0, 0, 0, 0, 1], forward_to: 0, addr: 0 }];
+        let mut w = Worker::new(0, 1024, 1, Timeouts::default(), Arc::new(WorkerStats::default()), ports);
+        let a = snap(&[("web", 80, "02:00:00:00:00:0a"), ("alt", 8080, "02:00:00:00:00:0b")], 1);
+        let mut b = syn(80);
+        assert_eq!(w.process(&mut b, 0, &a, 0), Verdict::Forward);
+        assert_eq!(&b.data()[0..6], &[2, 0, 0, 0, 0, 0x0a]);
+        // same generation, services swapped: port 80 is now index 1 with another backend
+        let c = snap(&[("alt", 8080, "02:00:00:00:00:0b"), ("web2", 80, "02:00:00:00:00:0c")], 1);
+        let mut b = syn(80);
+        assert_eq!(w.process(&mut b, 0, &c, 1), Verdict::Forward);
+        assert_eq!(&b.data()[0..6], &[2, 0, 0, 0, 0, 0x0c]);
+        // port 80 removed
+        let d = snap(&[("alt", 8080, "02:00:00:00:00:0b")], 1);
+        let mut b = syn(80);
+        assert_eq!(w.process(&mut b, 0, &d, 2), Verdict::Drop(DropReason::NoService));
+    }
+
+    // ---- issue 10: a connection never changes backend unless the rules say so ----
+
+    const ACK: u8 = tcp_flags::ACK;
+    const SYN: u8 = tcp_flags::SYN;
+    const FIN: u8 = tcp_flags::FIN;
+
+    /// A snapshot of `toml` with the given backends unhealthy.
+    fn compile_toml(toml: &str, unhealthy: &[(&str, &str)]) -> Snapshot {
+        let cfg = Config::from_toml(toml).unwrap();
+        let mut slots = SlotMap::default();
+        slots.sync(&cfg).unwrap();
+        let mut health = HealthView::new();
+        for (s, b) in unhealthy {
+            health.entry((s.to_string(), b.to_string())).or_default().healthy = false;
+        }
+        let mut states = std::collections::HashMap::new();
+        compile(&cfg, &slots, CompileInput { health: &health, states: &mut states, now_sec: 0.0, generation: 1, port_addrs: vec![0] })
+    }
+
+    /// A service on 10.0.0.100 with backends `names` (MAC last byte = index + 1 + `mac_base`).
+    fn service(name: &str, port: u16, proto: &str, extra: &str, names: &[&str], mac_base: u8) -> String {
+        let mut t = format!("[[services]]\nname = \"{name}\"\nvip = \"10.0.0.100\"\nport = {port}\nprotocol = \"{proto}\"\n{extra}\n");
+        for (i, b) in names.iter().enumerate() {
+            t += &format!("[[services.backends]]\nname = \"{b}\"\naddress = \"10.10.0.{}\"\nmac = \"02:00:00:00:0b:{:02x}\"\n", i + 1 + usize::from(mac_base), i as u8 + 1 + mac_base);
+        }
+        t
+    }
+
+    fn worker(capacity: usize) -> Worker {
+        Worker::new(0, capacity, 9, Timeouts::default(), Arc::new(WorkerStats::default()), vec![PortInfo { mac: [2, 0, 0, 0, 0, 1], forward_to: 0, addr: 0 }])
+    }
+
+    /// An IPv4 frame from 10.1.0.`client`:`sport` to 10.0.0.100:`dport`.
+    fn frame(proto: u8, client: u8, sport: u16, dport: u16, flags: u8) -> MemBuf {
+        let l4 = if proto == 6 { 20 } else { 8 };
+        let mut f = vec![0u8; 14 + 20 + l4];
+        f[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
+        f[14] = 0x45;
+        f[16..18].copy_from_slice(&((20 + l4) as u16).to_be_bytes());
+        f[22] = 64;
+        f[23] = proto;
+        f[26..30].copy_from_slice(&[10, 1, 0, client]);
+        f[30..34].copy_from_slice(&[10, 0, 0, 100]);
+        f[34..36].copy_from_slice(&sport.to_be_bytes());
+        f[36..38].copy_from_slice(&dport.to_be_bytes());
+        if proto == 6 {
+            f[46] = 0x50;
+            f[47] = flags;
+        } else {
+            f[38..40].copy_from_slice(&8u16.to_be_bytes());
+        }
+        MemBuf::new(&f)
+    }
+
+    /// The backend (last MAC byte) a frame was sent to, or the verdict.
+    fn send(w: &mut Worker, snap: &Snapshot, mut b: MemBuf, now: u32) -> Result<u8, Verdict> {
+        match w.process(&mut b, 0, snap, now) {
+            Verdict::Forward => Ok(b.data()[5]),
+            v => Err(v),
+        }
+    }
+
+    fn counter(c: &std::sync::atomic::AtomicU64) -> u64 {
+        c.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Item 2: with PER_SESSION and CLIENT_IP (or CLIENT_IP_PROTO), two services on one VIP
+    /// have their own session entries: alternating traffic never rebalances and counts
+    /// one new connection per service.
+    #[test]
+    fn session_entries_are_per_service() {
+        for affinity in ["CLIENT_IP", "CLIENT_IP_PROTO", "CLIENT_IP_NO_DESTINATION"] {
+            let extra = format!("tracking_mode = \"PER_SESSION\"\nsession_affinity = \"{affinity}\"");
+            let t = service("web", 80, "tcp", &extra, &["w1", "w2", "w3"], 0) + &service("tls", 443, "tcp", &extra, &["t1", "t2", "t3"], 0x10);
+            let snap = compile_toml(&t, &[]);
+            let mut w = worker(1024);
+            let web = send(&mut w, &snap, frame(6, 5, 40000, 80, SYN), 0).unwrap();
+            let tls = send(&mut w, &snap, frame(6, 5, 40001, 443, SYN), 0).unwrap();
+            assert!(web <= 3 && tls > 0x10, "{affinity}: each service on its own backends: {web:#x} {tls:#x}");
+            for i in 0..20u16 {
+                assert_eq!(send(&mut w, &snap, frame(6, 5, 40000 + 2 * i, 80, ACK), 1 + u32::from(i)), Ok(web));
+                assert_eq!(send(&mut w, &snap, frame(6, 5, 40001 + 2 * i, 443, ACK), 1 + u32::from(i)), Ok(tls));
+            }
+            assert_eq!(counter(&w.stats.rebalanced), 0, "{affinity}: the services fought over one entry");
+            assert_eq!(counter(&w.stats.new_connections), 2, "{affinity}");
+        }
+    }
+
+    /// Item 3: a TCP session entry keeps TCP's idle timeout (not UDP's 30 s), and a FIN of one
+    /// connection of the session neither closes nor shortens it.
+    #[test]
+    fn tcp_session_entries_keep_tcp_timeouts_and_survive_a_fin() {
+        let t = service("web", 80, "tcp", "tracking_mode = \"PER_SESSION\"\nsession_affinity = \"CLIENT_IP\"", &["w1", "w2", "w3", "w4"], 0);
+        let snap = compile_toml(&t, &[]);
+        let mut w = worker(1024);
+        let b = send(&mut w, &snap, frame(6, 7, 40000, 80, SYN), 0).unwrap();
+        assert_eq!(send(&mut w, &snap, frame(6, 7, 40000, 80, ACK), 1), Ok(b));
+        // idle 60 s: past the UDP timeout, well within TCP's 600 s
+        assert_eq!(send(&mut w, &snap, frame(6, 7, 40000, 80, ACK), 60_001), Ok(b));
+        // one connection of the session closes; another continues 20 s later (> 10 s closing)
+        assert_eq!(send(&mut w, &snap, frame(6, 7, 40000, 80, FIN | ACK), 60_002), Ok(b));
+        assert_eq!(send(&mut w, &snap, frame(6, 7, 40002, 80, ACK), 80_003), Ok(b));
+        assert_eq!(counter(&w.stats.new_connections), 1, "the session entry was lost");
+        assert_eq!(w.ct.counters.misses, 1, "only the first packet missed");
+    }
+
+    /// Item 4: draining protects flows on live backends only. After a failover, UDP (and
+    /// NEVER_PERSIST) flows on a dead backend move at once; TCP flows that persist stay until
+    /// the drain deadline.
+    #[test]
+    fn draining_does_not_override_persistence_on_a_dead_backend() {
+        for (proto, extra, persists) in [(17u8, "", false), (6, "connection_persistence_on_unhealthy_backends = \"NEVER_PERSIST\"", false), (6, "", true)] {
+            let pname = if proto == 6 { "tcp" } else { "udp" };
+            let t = service("svc", 80, pname, extra, &["b1", "b2", "b3", "b4"], 0);
+            let snap = compile_toml(&t, &[]);
+            let mut w = worker(1024);
+            let flags = if proto == 6 { SYN } else { 0 };
+            let first = send(&mut w, &snap, frame(proto, 9, 41000, 80, flags), 0).unwrap();
+            let name = format!("b{first}");
+            // the flow's backend dies and is in the pool that is no longer active, draining
+            let mut dead = compile_toml(&t, &[("svc", &name)]);
+            for s in dead.backends.iter_mut().filter(|s| s.name == name) {
+                s.draining_until_ms = Some(600_000);
+            }
+            let next = send(&mut w, &dead, frame(proto, 9, 41000, 80, ACK), 10).unwrap();
+            if persists {
+                assert_eq!(next, first, "TCP persists on its dead backend until the drain deadline");
+                assert_ne!(send(&mut w, &dead, frame(proto, 9, 41000, 80, ACK), 600_001).unwrap(), first, "after the deadline it moves");
+            } else {
+                assert_ne!(next, first, "{pname} {extra}: the flow stayed on its dead backend while draining");
+                assert_eq!(counter(&w.stats.rebalanced), 1);
+            }
+        }
+    }
+
+    /// Item 7: a flow the full table cannot record is not a new connection on every packet.
+    #[test]
+    fn untracked_flows_count_one_new_connection_at_most() {
+        let t = service("svc", 80, "tcp", "", &["b1", "b2"], 0) + &service("dns", 53, "udp", "", &["d1", "d2"], 0x10);
+        let snap = compile_toml(&t, &[]);
+        let mut w = worker(4); // one bucket of four
+        for c in 1..=4u8 {
+            send(&mut w, &snap, frame(6, c, 40000, 80, SYN), 0).unwrap();
+            send(&mut w, &snap, frame(6, c, 40000, 80, ACK), 1).unwrap();
+        }
+        assert_eq!(counter(&w.stats.new_connections), 4);
+        let b = send(&mut w, &snap, frame(6, 50, 40000, 80, SYN), 2).unwrap();
+        for i in 0..5 {
+            assert_eq!(send(&mut w, &snap, frame(6, 50, 40000, 80, ACK), 3 + i), Ok(b), "untracked flows still follow their Maglev choice");
+        }
+        for i in 0..5 {
+            send(&mut w, &snap, frame(17, 51, 5353, 53, 0), 10 + i).unwrap();
+        }
+        assert_eq!(counter(&w.stats.new_connections), 5, "only the untracked SYN counts");
+        assert_eq!(w.ct.counters.syn_not_tracked, 11);
+    }
+
+    /// Item 5, in the worker: fragments follow the service of their first fragment; a later
+    /// fragment never seen with its first goes to the only service of its (VIP, protocol),
+    /// or is dropped as `fragment_unknown` when there are several.
+    #[test]
+    fn fragments_follow_their_first_fragment() {
+        let frag = |id: u16, offset: u16, more: bool, dport: Option<u16>| {
+            let mut f = frame(17, 60, 7000, dport.unwrap_or(0), 0).data().to_vec();
+            f[18..20].copy_from_slice(&id.to_be_bytes());
+            f[20..22].copy_from_slice(&((u16::from(more) << 13) | offset).to_be_bytes());
+            if dport.is_none() {
+                f.truncate(14 + 20 + 8); // payload bytes, no UDP header meaning
+            }
+            MemBuf::new(&f)
+        };
+        let one = compile_toml(&service("dns", 53, "udp", "", &["d1", "d2", "d3"], 0), &[]);
+        let two = compile_toml(&(service("dns", 53, "udp", "", &["d1", "d2", "d3"], 0) + &service("mdns", 5353, "udp", "", &["m1", "m2", "m3"], 0x10)), &[]);
+        let mut w = worker(1024);
+        // first fragment to 5353, then its later fragments: all on one mdns backend
+        let b = send(&mut w, &two, frag(7, 0, true, Some(5353)), 0).unwrap();
+        assert!(b > 0x10);
+        assert_eq!(send(&mut w, &two, frag(7, 3, true, None), 1), Ok(b));
+        assert_eq!(send(&mut w, &two, frag(7, 6, false, None), 2), Ok(b));
+        // a later fragment whose first was never seen: ambiguous with two services
+        assert_eq!(send(&mut w, &two, frag(8, 3, false, None), 3), Err(Verdict::Drop(DropReason::FragmentUnknown)));
+        // unambiguous with one
+        assert!(send(&mut w, &one, frag(9, 3, false, None), 4).unwrap() <= 3);
+    }
