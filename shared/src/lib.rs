@@ -6,7 +6,8 @@
 //! - [`maglev`]: weighted Maglev lookup tables (NSDI 2016);
 //! - [`pipeline`]: the routing pipeline of the specs, stage by stage, with a trace;
 //! - [`scenario`]: the offline conformance scenario format and runner;
-//! - [`proto`]: the control-socket protocol (framing, versioned postcard messages).
+//! - [`proto`]: the control-socket protocol (framing, versioned postcard messages);
+//! - [`real`]: `f64` fields that survive JSON and postcard (inf and NaN included).
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -16,4 +17,5 @@ pub mod maglev;
 pub mod net;
 pub mod pipeline;
 pub mod proto;
+pub mod real;
 pub mod scenario;
