@@ -1,6 +1,7 @@
 //! spillway-shared: the pure core of Spillway — no I/O, no clocks, no unsafe.
 //!
 //! - [`config`]: the TOML configuration model and its validation (spec ranges);
+//! - [`limits`]: the table of configuration ranges (validation and docs/config.md);
 //! - [`net`]: MAC addresses, IPv4 prefixes, longest-prefix match;
 //! - [`flow`]: flow keys and the deterministic flow hash;
 //! - [`maglev`]: weighted Maglev lookup tables (NSDI 2016);
@@ -13,6 +14,7 @@
 
 pub mod config;
 pub mod flow;
+pub mod limits;
 pub mod maglev;
 pub mod net;
 pub mod pipeline;
