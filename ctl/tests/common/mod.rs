@@ -52,9 +52,9 @@ impl Daemon {
         let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
         let dir = std::env::temp_dir().join(format!("spw-ctltest-{}-{name}-{nanos}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
-        let config = dir.join("spillway.toml");
+        let config = dir.join("spw.toml");
         std::fs::write(&config, cfg_text).unwrap();
-        let socket = dir.join("ctl.sock");
+        let socket = dir.join("spw.sock");
         let log = std::fs::File::create(dir.join("daemon.log")).unwrap();
         let child = Command::new(daemon_bin())
             .arg("--config")
