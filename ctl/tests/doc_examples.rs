@@ -279,3 +279,25 @@ fn masks_stats_idle_polls() {
         mask("  0                 0            0            0          0          0          0          0          123", &m)
     );
 }
+
+/// The examples in `--help` texts are accepted by the product (issue 15, item 2: help once
+/// showed a `zonal_affinity` value the daemon refused).
+#[test]
+fn help_examples_are_accepted() {
+    let d = Daemon::start("help", &null_example());
+    let re = regex::Regex::new(r"`((?:service|backend) (?:add|set) [^`]+)`").unwrap();
+    let mut ran = 0;
+    for sub in [["service", "add"], ["service", "set"], ["backend", "add"], ["backend", "set"]] {
+        let o = Command::new(common::ctl_bin()).args(sub).arg("--help").output().unwrap();
+        let help = String::from_utf8_lossy(&o.stdout).to_string();
+        let examples: Vec<String> = re.captures_iter(&help).map(|c| c[1].to_string()).collect();
+        assert!(!examples.is_empty(), "`spillwayctl {} --help` shows no example:\n{help}", sub.join(" "));
+        for ex in examples {
+            let args: Vec<&str> = ex.split_whitespace().collect();
+            let out = d.ok(&args);
+            assert!(out.starts_with("applied:"), "{ex}: {out}");
+            ran += 1;
+        }
+    }
+    assert_eq!(ran, 4);
+}
