@@ -56,7 +56,7 @@ pub enum ServiceCmd {
         #[command(flatten)]
         json: JsonOpt,
     },
-    /// Add a service: `service add web vip=10.0.0.1 port=80 protocol=tcp ...`.
+    /// Add a service: `service add api vip=10.0.0.101 port=8080 protocol=tcp`.
     Add {
         /// Service name.
         name: String,
@@ -105,7 +105,7 @@ pub enum BackendCmd {
         #[command(flatten)]
         json: JsonOpt,
     },
-    /// Add a backend: `backend add web b3 address=10.0.1.3 mac=02:00:00:00:01:03 zone=z1`.
+    /// Add a backend: `backend add web b5 address=10.0.1.5 mac=02:00:00:00:0b:05 zone=z2`.
     Add {
         /// Service name.
         service: String,

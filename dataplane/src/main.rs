@@ -106,34 +106,44 @@ fn run(args: Args) -> Result<(), String> {
         return Err(format!("{path}: no [[ports]] configured"));
     }
     spillway_dataplane::ctl::edits::daemon_checks(&cfg).map_err(|e| format!("{path}: {e}"))?;
-    if args.check {
-        println!("{path}: configuration OK ({} services, {} ports)", cfg.services.len(), cfg.ports.len());
-        return Ok(());
-    }
-    let socket = args.socket.clone().unwrap_or_else(|| PathBuf::from(&cfg.dataplane.socket));
     let group = match &cfg.dataplane.socket_group {
-        Some(g) => Some(group_gid(g).map_err(|e| format!("dataplane.socket_group = '{g}': cannot look the group up: {e}"))?.ok_or_else(|| format!("dataplane.socket_group: no group named '{g}'"))?),
+        Some(g) => Some(
+            group_gid(g)
+                .map_err(|e| format!("{path}: dataplane.socket_group = {g}: cannot look the group up: {e}"))?
+                .ok_or_else(|| format!("{path}: dataplane.socket_group = {g}: must name an existing group of this host"))?,
+        ),
         None => None,
     };
-    install_signals()?;
-
     let workers = usize::from(cfg.dataplane.workers);
     // Read the usable cores before EAL pins this thread to its main lcore.
     let ncores = core_affinity::get_core_ids().unwrap_or_default();
     let avail: Vec<usize> = ncores.iter().map(|c| c.id).collect();
     for (i, c) in cfg.dataplane.worker_cores.iter().take(workers).enumerate() {
         if !avail.is_empty() && !avail.contains(c) {
-            return Err(format!("{path}: dataplane.worker_cores[{i}] = {c}: not a usable core of this host (usable: {avail:?})"));
+            return Err(format!("{path}: dataplane.worker_cores[{i}] = {c}: must be a usable core of this host (usable: {avail:?})"));
         }
     }
+    let warnings = cfg.warnings();
+    if args.check {
+        for w in &warnings {
+            println!("{path}: warning: {w}");
+        }
+        if cfg.dataplane.worker_cores.is_empty() && workers >= avail.len().max(1) {
+            println!("{path}: warning: {workers} workers on {} usable cores: workers share cores with each other or the control thread", avail.len());
+        }
+        println!("{path}: configuration OK ({} services, {} ports)", cfg.services.len(), cfg.ports.len());
+        println!("  checked: syntax, every range and cross-reference, backend MACs/addresses, socket_group, worker_cores on this host");
+        println!("  not checked without starting DPDK: that the devices exist and start, hugepage memory for the mbuf pools, queue and descriptor counts the NIC supports, the control socket path");
+        return Ok(());
+    }
+    let socket = args.socket.clone().unwrap_or_else(|| PathBuf::from(&cfg.dataplane.socket));
+    install_signals()?;
+
     if cfg.dataplane.worker_cores.is_empty() && workers >= avail.len().max(1) {
         tracing::warn!(workers, cores = avail.len(), "more workers than spare cores: workers share cores with each other or the control thread");
     }
-    for s in &cfg.services {
-        if (s.maglev_table_size as usize) < 100 * s.backends.len() {
-            tracing::warn!(service = %s.name, size = s.maglev_table_size, backends = s.backends.len(),
-                "maglev_table_size < 100 x backends: shares may be uneven by more than 1 % (NSDI 2016)");
-        }
+    for w in &warnings {
+        tracing::warn!("{w}");
     }
     let eal = Eal::init(&eal_args(&cfg)).map_err(|e| format!("cannot start DPDK: {e}"))?;
     let mut ports: Vec<EthPort> = Vec::new();

@@ -11,6 +11,9 @@ so a client can tell which backend served it. Logs one line per request to
 traffic, the backend's own address for direct/health-check traffic);
 `conn-seq` is the request's number on its TCP connection (1, 2, ...).
 
+`GET /slow/<S>` is a long download: a body of S x 10 chunks of 1,000 bytes (first line
+`backend=<NAME>`), one chunk every 0.1 s, so it lasts about S seconds (e2e `restart`).
+
 Concurrency: one thread per connection (ThreadingHTTPServer).
 Keep-alive: on by default (HTTP/1.1, persistent connections, Content-Length);
 `--no-keepalive` answers with `Connection: close` and closes after every
@@ -77,7 +80,40 @@ def main():
             with lock:
                 log.write(line + "\n")
 
+        def _slow(self):
+            self.conn_seq += 1
+            try:
+                secs = max(1, min(600, int(self.path.split("/")[2])))
+            except (IndexError, ValueError):
+                secs = 10
+            chunks = secs * 10
+            head = f"backend={args.name}\n".encode()
+            first = head + b"x" * (1000 - len(head))
+            self.send_response(200)
+            self.send_header("Content-Type", "application/octet-stream")
+            self.send_header("Content-Length", str(chunks * 1000))
+            self.send_header("X-Backend", args.name)
+            self.end_headers()
+            status = 200
+            try:
+                for i in range(chunks):
+                    self.wfile.write(first if i == 0 else b"x" * 1000)
+                    self.wfile.flush()
+                    time.sleep(0.1)
+            except OSError:
+                status = 499  # the client went away mid-body
+                self.close_connection = True
+            local_ip = self.connection.getsockname()[0]
+            line = "\t".join([f"{time.time():.6f}", args.name, self.client_address[0],
+                              str(self.client_address[1]), local_ip, self.command,
+                              self.path, str(status), str(self.conn_seq)])
+            with lock:
+                log.write(line + "\n")
+
         def do_GET(self):
+            if self.path.startswith("/slow/"):
+                self._slow()
+                return
             self._answer(True)
 
         def do_HEAD(self):

@@ -3,7 +3,13 @@
 //! One model serves the daemon's config file, live edits from `spillwayctl`, and the offline
 //! policy scenarios. Field names follow the specs in snake_case (see `docs/config.md`).
 //! [`Config::validate`] checks every range of the specs and reports the first problem as a
-//! [`ConfigError`] naming the field path, the value and the allowed range.
+//! [`ConfigError`] naming the field path, the value and the allowed range. The ranges live in
+//! one table, [`crate::limits::LIMITS`], which also generates docs/config.md's range table.
+//! Integer fields deserialise through `i64` (module `ranged`), so `weight = -1` or
+//! `port = 65536` get the same kind of message as `weight = 0`.
+//!
+//! Over 600 lines: the model, its serde attributes and its validation are one unit that
+//! must change together (a field, its default, its range); the tests are at the end.
 
 use crate::net::{Ipv4Prefix, MacAddr};
 use serde::{Deserialize, Serialize};
@@ -102,16 +108,16 @@ pub struct DataplaneConfig {
     #[serde(default)]
     pub eal_args: Vec<String>,
     /// Number of poll-mode workers (1–64); worker i polls RX queue i of every port.
-    #[serde(default = "default_workers")]
+    #[serde(default = "default_workers", deserialize_with = "ranged::workers")]
     pub workers: u16,
     /// CPU cores to pin workers to, in order; empty = cores 1.. (core 0 left to control).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "ranged::worker_cores")]
     pub worker_cores: Vec<usize>,
     /// mbufs in the pool per port (power of two minus one is best), 1023–1048575.
-    #[serde(default = "default_mbufs")]
+    #[serde(default = "default_mbufs", deserialize_with = "ranged::mbufs_per_port")]
     pub mbufs_per_port: u32,
     /// RX/TX descriptors per queue, 64–4096.
-    #[serde(default = "default_descriptors")]
+    #[serde(default = "default_descriptors", deserialize_with = "ranged::descriptors")]
     pub descriptors: u16,
     /// Control socket path.
     #[serde(default = "default_socket")]
@@ -121,7 +127,7 @@ pub struct DataplaneConfig {
     pub socket_group: Option<String>,
     /// Microseconds a worker sleeps after a poll that received nothing (0 = pure busy
     /// polling, the production setting; >0 shares a core on small test hosts). 0–10,000.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "ranged::idle_sleep_us")]
     pub idle_sleep_us: u32,
 }
 
@@ -209,19 +215,19 @@ fn yes() -> bool {
 #[serde(deny_unknown_fields)]
 pub struct ConntrackConfig {
     /// Entries per worker (rounded up to a power of two, 1,024–67,108,864).
-    #[serde(default = "d_ct_cap")]
+    #[serde(default = "d_ct_cap", deserialize_with = "ranged::capacity_per_worker")]
     pub capacity_per_worker: u32,
     /// Idle timeout of established TCP entries (default 600 s, range 600–57,600).
-    #[serde(default = "d_tcp")]
+    #[serde(default = "d_tcp", deserialize_with = "ranged::tcp_idle_timeout_sec")]
     pub tcp_idle_timeout_sec: u32,
     /// Idle timeout of TCP entries that saw only a SYN (default 5 s, 1–600).
-    #[serde(default = "d_syn")]
+    #[serde(default = "d_syn", deserialize_with = "ranged::tcp_syn_timeout_sec")]
     pub tcp_syn_timeout_sec: u32,
     /// Life of TCP entries after FIN or RST (default 10 s, 1–600).
-    #[serde(default = "d_fin")]
+    #[serde(default = "d_fin", deserialize_with = "ranged::tcp_closing_timeout_sec")]
     pub tcp_closing_timeout_sec: u32,
     /// Idle timeout of UDP entries (default 30 s, 1–57,600).
-    #[serde(default = "d_udp")]
+    #[serde(default = "d_udp", deserialize_with = "ranged::udp_idle_timeout_sec")]
     pub udp_idle_timeout_sec: u32,
 }
 fn d_ct_cap() -> u32 {
@@ -271,13 +277,18 @@ impl Protocol {
     }
 }
 
-/// spec/zonal-affinity.md "Options".
+/// spec/zonal-affinity.md "Options". The short names without the `ZONAL_AFFINITY_` prefix
+/// (`SPILL_CROSS_ZONE`) are accepted as aliases in files and live edits; the full names are
+/// written back.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[allow(non_camel_case_types, missing_docs)]
 pub enum ZonalAffinity {
     #[default]
+    #[serde(alias = "DISABLED")]
     ZONAL_AFFINITY_DISABLED,
+    #[serde(alias = "STAY_WITHIN_ZONE")]
     ZONAL_AFFINITY_STAY_WITHIN_ZONE,
+    #[serde(alias = "SPILL_CROSS_ZONE")]
     ZONAL_AFFINITY_SPILL_CROSS_ZONE,
 }
 
@@ -381,13 +392,13 @@ pub struct HealthCheck {
     #[serde(default, rename = "type")]
     pub kind: HealthCheckKind,
     /// Port probed; default the service port.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "ranged::hc_port")]
     pub port: Option<u16>,
     /// HTTP path (default `/`).
     #[serde(default = "d_path")]
     pub path: String,
     /// Expected HTTP status (default 200).
-    #[serde(default = "d_status")]
+    #[serde(default = "d_status", deserialize_with = "ranged::expected_status")]
     pub expected_status: u16,
     /// UDP request payload.
     #[serde(default)]
@@ -398,14 +409,15 @@ pub struct HealthCheck {
     /// Probe interval (default 5 s; 0.1–300).
     #[serde(default = "d_five")]
     pub check_interval_sec: f64,
-    /// Probe timeout (default 5 s; must not exceed the interval).
+    /// Probe timeout (default 5 s, or `check_interval_sec` when smaller; must not exceed
+    /// the interval).
     #[serde(default = "d_five")]
     pub timeout_sec: f64,
     /// Consecutive successes to become healthy (default 2; 1–10).
-    #[serde(default = "d_two")]
+    #[serde(default = "d_two", deserialize_with = "ranged::healthy_threshold")]
     pub healthy_threshold: u32,
     /// Consecutive failures to become unhealthy (default 2; 1–10).
-    #[serde(default = "d_two")]
+    #[serde(default = "d_two", deserialize_with = "ranged::unhealthy_threshold")]
     pub unhealthy_threshold: u32,
 }
 fn d_path() -> String {
@@ -446,6 +458,7 @@ pub struct Service {
     /// Virtual IP address.
     pub vip: Ipv4Addr,
     /// Service port.
+    #[serde(deserialize_with = "ranged::port")]
     pub port: u16,
     /// L4 protocol.
     #[serde(default)]
@@ -460,7 +473,7 @@ pub struct Service {
     #[serde(default)]
     pub connection_persistence_on_unhealthy_backends: Persistence,
     /// Idle timeout override for this service's connections (TCP: 600–57,600 s).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "ranged::idle_timeout_sec")]
     pub idle_timeout_sec: Option<u32>,
     /// Zonal affinity option.
     #[serde(default)]
@@ -478,7 +491,7 @@ pub struct Service {
     #[serde(default)]
     pub disable_connection_drain_on_failover: bool,
     /// How long connections of the inactive pool persist (default 600 s; 0–3600).
-    #[serde(default = "d_drain")]
+    #[serde(default = "d_drain", deserialize_with = "ranged::connection_drain_timeout_sec")]
     pub connection_drain_timeout_sec: u32,
     /// Capacity algorithm; absent = WATERFALL_BY_REGION.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -487,7 +500,7 @@ pub struct Service {
     #[serde(default)]
     pub auto_capacity_drain: bool,
     /// Percent 1–99; absent = 70.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "ranged::failover_health_threshold")]
     pub failover_health_threshold: Option<u32>,
     /// `REGION` turns isolation on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -502,13 +515,14 @@ pub struct Service {
     #[serde(default)]
     pub forwarding_mode: ForwardingMode,
     /// Path MTU towards backends for IPIP/GUE (576–9216, default 1500).
-    #[serde(default = "d_mtu")]
+    #[serde(default = "d_mtu", deserialize_with = "ranged::encap_mtu")]
     pub encap_mtu: u16,
     /// Maglev table size: a prime, 251–1,048,573, ≥ 100 × backends recommended.
-    #[serde(default = "d_maglev")]
+    #[serde(default = "d_maglev", deserialize_with = "ranged::maglev_table_size")]
     pub maglev_table_size: u32,
-    /// Health check; absent = backends are taken as healthy (static).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Health check; absent = backends are taken as healthy (static). Without
+    /// `timeout_sec`, the timeout is 5 s or `check_interval_sec` when that is smaller.
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "health_check_following_interval")]
     pub health_check: Option<HealthCheck>,
     /// Backends of this service.
     #[serde(default)]
@@ -579,10 +593,10 @@ pub struct Backend {
     #[serde(default)]
     pub zone: String,
     /// Weight 1–1000 (default 50). spec/origin-routing.md.
-    #[serde(default = "d_weight")]
+    #[serde(default = "d_weight", deserialize_with = "ranged::weight")]
     pub weight: u32,
     /// Priority 1–5 (1 is best, default 1). spec/origin-routing.md.
-    #[serde(default = "d_priority")]
+    #[serde(default = "d_priority", deserialize_with = "ranged::priority")]
     pub priority: u32,
     /// Member of the failover pool. spec/backend-selection.md.
     #[serde(default)]
@@ -636,19 +650,129 @@ impl Backend {
     }
 }
 
-fn in_range_f(path: &str, v: f64, lo: f64, hi: f64, rule: &str) -> Result<(), ConfigError> {
-    if v.is_finite() && v >= lo && v <= hi {
-        Ok(())
-    } else {
-        Err(ConfigError::new(path, v, format!("must be in [{lo:?}, {hi:?}] ({rule})")))
+/// Deserialisers of integer fields: read any TOML integer (or an integral float) as `i64`
+/// and refuse one that does not fit the field's type with the range of its
+/// [`crate::limits`] row, instead of serde's bare "expected u32". The range itself is
+/// checked by [`Config::validate`].
+mod ranged {
+    use serde::de::{Deserializer, Error, Visitor};
+    use std::fmt;
+
+    struct Wide(&'static str);
+    impl Visitor<'_> for Wide {
+        type Value = i64;
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str(&crate::limits::get(self.0).allowed())
+        }
+        fn visit_i64<E: Error>(self, v: i64) -> Result<i64, E> {
+            Ok(v)
+        }
+        fn visit_u64<E: Error>(self, v: u64) -> Result<i64, E> {
+            i64::try_from(v).map_err(|_| E::custom(crate::limits::get(self.0).allowed()))
+        }
+        fn visit_f64<E: Error>(self, v: f64) -> Result<i64, E> {
+            if v.fract() == 0.0 && v.abs() < 9.0e15 {
+                Ok(v as i64)
+            } else {
+                Err(E::custom(format!("{} (an integer)", crate::limits::get(self.0).allowed())))
+            }
+        }
+        fn visit_str<E: Error>(self, _: &str) -> Result<i64, E> {
+            Err(E::custom(format!("{} (a number, not a string)", crate::limits::get(self.0).allowed())))
+        }
+        fn visit_bool<E: Error>(self, _: bool) -> Result<i64, E> {
+            Err(E::custom(format!("{} (a number, not a boolean)", crate::limits::get(self.0).allowed())))
+        }
+    }
+
+    fn int<'de, D: Deserializer<'de>, T: TryFrom<i64>>(d: D, path: &'static str) -> Result<T, D::Error> {
+        let v = d.deserialize_any(Wide(path))?;
+        T::try_from(v).map_err(|_| D::Error::custom(crate::limits::get(path).allowed()))
+    }
+
+    macro_rules! fields {
+        ($($name:ident: $t:ty = $path:literal;)*) => {$(
+            pub fn $name<'de, D: Deserializer<'de>>(d: D) -> Result<$t, D::Error> {
+                int(d, $path)
+            }
+        )*};
+    }
+    macro_rules! optional {
+        ($($name:ident: $t:ty = $path:literal;)*) => {$(
+            pub fn $name<'de, D: Deserializer<'de>>(d: D) -> Result<Option<$t>, D::Error> {
+                int(d, $path).map(Some)
+            }
+        )*};
+    }
+    fields! {
+        workers: u16 = "dataplane.workers";
+        mbufs_per_port: u32 = "dataplane.mbufs_per_port";
+        descriptors: u16 = "dataplane.descriptors";
+        idle_sleep_us: u32 = "dataplane.idle_sleep_us";
+        capacity_per_worker: u32 = "conntrack.capacity_per_worker";
+        tcp_idle_timeout_sec: u32 = "conntrack.tcp_idle_timeout_sec";
+        tcp_syn_timeout_sec: u32 = "conntrack.tcp_syn_timeout_sec";
+        tcp_closing_timeout_sec: u32 = "conntrack.tcp_closing_timeout_sec";
+        udp_idle_timeout_sec: u32 = "conntrack.udp_idle_timeout_sec";
+        port: u16 = "services[].port";
+        connection_drain_timeout_sec: u32 = "services[].connection_drain_timeout_sec";
+        encap_mtu: u16 = "services[].encap_mtu";
+        maglev_table_size: u32 = "services[].maglev_table_size";
+        expected_status: u16 = "services[].health_check.expected_status";
+        healthy_threshold: u32 = "services[].health_check.healthy_threshold";
+        unhealthy_threshold: u32 = "services[].health_check.unhealthy_threshold";
+        weight: u32 = "services[].backends[].weight";
+        priority: u32 = "services[].backends[].priority";
+    }
+    optional! {
+        idle_timeout_sec: u32 = "services[].idle_timeout_sec";
+        failover_health_threshold: u32 = "services[].failover_health_threshold";
+        hc_port: u16 = "services[].health_check.port";
+    }
+
+    /// `worker_cores`: core ids (non-negative integers).
+    pub fn worker_cores<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<usize>, D::Error> {
+        let v: Vec<i64> = serde::Deserialize::deserialize(d)?;
+        v.iter()
+            .map(|&c| usize::try_from(c).map_err(|_| D::Error::custom(format!("core {c}: core ids are integers >= 0 that {}", crate::limits::get("dataplane.worker_cores[]").allowed().trim_start_matches("must ")))))
+            .collect()
     }
 }
-fn in_range_u(path: &str, v: u64, lo: u64, hi: u64, rule: &str) -> Result<(), ConfigError> {
-    if v >= lo && v <= hi {
-        Ok(())
-    } else {
-        Err(ConfigError::new(path, v, format!("must be in {lo}..={hi} ({rule})")))
+
+/// `health_check`: a table whose `timeout_sec`, when absent, follows the interval (5 s, or
+/// `check_interval_sec` when smaller), so a short interval alone is valid and no error ever
+/// names a timeout the file does not contain. An error inside the table is returned as
+/// `.FIELD = VALUE: RULE`, which [`Config::from_toml`] appends to the table's path.
+fn health_check_following_interval<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<HealthCheck>, D::Error> {
+    use serde::de::Error;
+    let t = toml::Table::deserialize(d)?;
+    let given = t.contains_key("timeout_sec");
+    let value = toml::Value::Table(t.clone());
+    let mut h: HealthCheck = serde_path_to_error::deserialize(value).map_err(|e| {
+        let field = e.path().to_string();
+        let msg = e.into_inner().message().to_string();
+        match t.get(&field) {
+            Some(v) => D::Error::custom(format!(".{field} = {v}: {msg}")),
+            None if field.is_empty() || field == "." => D::Error::custom(format!(": {msg}")),
+            None => D::Error::custom(format!(".{field}: {msg}")),
+        }
+    })?;
+    if !given {
+        h.timeout_sec = h.timeout_sec.min(h.check_interval_sec);
     }
+    Ok(Some(h))
+}
+
+fn lim(path: &str) -> &'static crate::limits::Limit {
+    crate::limits::get(path)
+}
+
+/// Line and column (1-based) of a byte offset.
+fn line_col(text: &str, at: usize) -> (usize, usize) {
+    let before = &text[..at.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let col = before.len() - before.rfind('\n').map_or(0, |i| i + 1) + 1;
+    (line, col)
 }
 
 /// Whether `n` is prime (trial division; `n` ≤ 2^20 here).
@@ -673,26 +797,21 @@ impl Service {
         if self.name.is_empty() {
             return Err(ConfigError::new(p("name"), "\"\"", "must not be empty"));
         }
-        if self.port == 0 {
-            return Err(ConfigError::new(p("port"), 0, "must be in 1..=65535"));
-        }
+        lim("services[].port").check_int(&p("port"), self.port.into())?;
         if let Some(r) = self.spillover_ratio {
-            in_range_f(&p("spillover_ratio"), r, 0.0, 1.0, "spec/zonal-affinity.md")?;
+            lim("services[].spillover_ratio").check_f(&p("spillover_ratio"), r, 0.0)?;
         }
         if let Some(r) = self.failover_ratio {
-            in_range_f(&p("failover_ratio"), r, 0.0, 1.0, "spec/backend-selection.md")?;
+            lim("services[].failover_ratio").check_f(&p("failover_ratio"), r, 0.0)?;
         }
         if let Some(t) = self.failover_health_threshold {
-            in_range_u(&p("failover_health_threshold"), t.into(), 1, 99, "percent, spec/service-lb-policy.md")?;
+            lim("services[].failover_health_threshold").check_int(&p("failover_health_threshold"), t.into())?;
         }
         if let Some(l) = self.latency_sensitivity_ms {
-            in_range_f(&p("latency_sensitivity_ms"), l, 0.0, 1e6, "milliseconds, spec/origin-routing.md")?;
+            lim("services[].latency_sensitivity_ms").check_f(&p("latency_sensitivity_ms"), l, 0.0)?;
         }
         if let Some(t) = self.idle_timeout_sec {
-            match self.protocol {
-                Protocol::Tcp => in_range_u(&p("idle_timeout_sec"), t.into(), 600, 57_600, "TCP, spec/backend-selection.md")?,
-                Protocol::Udp => in_range_u(&p("idle_timeout_sec"), t.into(), 1, 57_600, "UDP")?,
-            }
+            lim("services[].idle_timeout_sec").check_by_protocol(&p("idle_timeout_sec"), t.into(), self.protocol == Protocol::Udp)?;
         }
         if self.isolation_mode.is_some() && self.isolation_granularity.is_none() {
             return Err(ConfigError::new(
@@ -701,22 +820,22 @@ impl Service {
                 "needs isolation_granularity = \"REGION\" (spec/service-lb-policy.md)",
             ));
         }
-        in_range_u(&p("connection_drain_timeout_sec"), self.connection_drain_timeout_sec.into(), 0, 3600, "seconds")?;
-        in_range_u(&p("encap_mtu"), self.encap_mtu.into(), 576, 9216, "bytes")?;
-        if !(251..=1_048_573).contains(&self.maglev_table_size) || !is_prime(self.maglev_table_size) {
-            return Err(ConfigError::new(p("maglev_table_size"), self.maglev_table_size,
-                "must be a prime in 251..=1048573 (Maglev, NSDI 2016)"));
-        }
+        lim("services[].connection_drain_timeout_sec").check_int(&p("connection_drain_timeout_sec"), self.connection_drain_timeout_sec.into())?;
+        lim("services[].encap_mtu").check_int(&p("encap_mtu"), self.encap_mtu.into())?;
+        lim("services[].maglev_table_size").check_int(&p("maglev_table_size"), self.maglev_table_size.into())?;
         if let Some(h) = &self.health_check {
             let hp = |f: &str| format!("{path}.health_check.{f}");
-            in_range_f(&hp("check_interval_sec"), h.check_interval_sec, 0.1, 300.0, "seconds")?;
-            in_range_f(&hp("timeout_sec"), h.timeout_sec, 0.01, h.check_interval_sec,
-                "seconds; must not exceed check_interval_sec (spec/backend-selection.md)")?;
-            in_range_u(&hp("healthy_threshold"), h.healthy_threshold.into(), 1, 10, "consecutive successes")?;
-            in_range_u(&hp("unhealthy_threshold"), h.unhealthy_threshold.into(), 1, 10, "consecutive failures")?;
-            in_range_u(&hp("expected_status"), h.expected_status.into(), 100, 599, "HTTP status")?;
+            let l = |f: &str| lim(&format!("services[].health_check.{f}"));
+            if let Some(port) = h.port {
+                l("port").check_int(&hp("port"), port.into())?;
+            }
+            l("check_interval_sec").check_f(&hp("check_interval_sec"), h.check_interval_sec, 0.0)?;
+            l("timeout_sec").check_f(&hp("timeout_sec"), h.timeout_sec, h.check_interval_sec)?;
+            l("healthy_threshold").check_int(&hp("healthy_threshold"), h.healthy_threshold.into())?;
+            l("unhealthy_threshold").check_int(&hp("unhealthy_threshold"), h.unhealthy_threshold.into())?;
+            l("expected_status").check_int(&hp("expected_status"), h.expected_status.into())?;
             if h.kind == HealthCheckKind::Http && !h.path.starts_with('/') {
-                return Err(ConfigError::new(hp("path"), &h.path, "must start with '/'"));
+                return Err(ConfigError::new(hp("path"), format!("{:?}", h.path), l("path").allowed()));
             }
         }
         let mut names = HashSet::new();
@@ -727,9 +846,8 @@ impl Service {
                 return Err(ConfigError::new(format!("{bp}.name"), &b.name, "must be unique within the service"));
             }
         }
-        if self.backends.len() > 4096 {
-            return Err(ConfigError::new(p("backends"), self.backends.len(), "at most 4096 backends per service"));
-        }
+        lim("services[].backends").check_int(&p("backends"), self.backends.len() as i64)
+            .map_err(|e| ConfigError { value: format!("{} backends", e.value), ..e })?;
         Ok(())
     }
 }
@@ -741,36 +859,57 @@ impl Backend {
         if self.name.is_empty() {
             return Err(ConfigError::new(p("name"), "\"\"", "must not be empty"));
         }
-        let weight_rule = if self.weight == 0 {
-            "spec/origin-routing.md; to stop new connections set enabled = false instead of weight 0"
-        } else {
-            "spec/origin-routing.md"
-        };
-        in_range_u(&p("weight"), self.weight.into(), 1, 1000, weight_rule)?;
+        lim("services[].backends[].weight").check_int(&p("weight"), self.weight.into()).map_err(|e| {
+            if self.weight == 0 {
+                ConfigError { allowed: format!("{}; to stop new connections set enabled = false instead of weight 0", e.allowed), ..e }
+            } else {
+                e
+            }
+        })?;
         if let Some(m) = self.mac {
             if m.0[0] & 1 != 0 || m.0 == [0; 6] {
                 return Err(ConfigError::new(p("mac"), m, "must be a unicast, non-zero MAC address"));
             }
         }
-        in_range_u(&p("priority"), self.priority.into(), 1, 5, "1 is the highest, spec/origin-routing.md")?;
-        let s = self.capacity_scaler;
-        if !(s == 0.0 || (s.is_finite() && (0.1..=1.0).contains(&s))) {
-            return Err(ConfigError::new(p("capacity_scaler"), s, "must be 0.0 or in [0.1, 1.0] (spec/service-lb-policy.md)"));
-        }
+        lim("services[].backends[].priority").check_int(&p("priority"), self.priority.into())?;
+        lim("services[].backends[].capacity_scaler").check_f(&p("capacity_scaler"), self.capacity_scaler, 0.0)?;
         if let Some(c) = self.capacity_cps {
-            in_range_f(&p("capacity_cps"), c, 0.0, 1e12, "new connections per second")?;
+            lim("services[].backends[].capacity_cps").check_f(&p("capacity_cps"), c, 0.0)?;
         }
         if let Some(l) = self.latency_ms {
-            in_range_f(&p("latency_ms"), l, 0.0, 1e6, "milliseconds")?;
+            lim("services[].backends[].latency_ms").check_f(&p("latency_ms"), l, 0.0)?;
         }
         Ok(())
     }
 }
 
 impl Config {
-    /// Parses TOML text (no validation).
+    /// Parses TOML text (no range validation; see [`validate`](Self::validate)). A syntax
+    /// or type error names the field path, the value as written and the allowed values,
+    /// then the line: `services[0].backends[1].weight = -1: must be in 1..=1000 (...)
+    /// (line 40, column 10)`.
     pub fn from_toml(text: &str) -> Result<Config, String> {
-        toml::from_str(text).map_err(|e| e.to_string())
+        let de = toml::Deserializer::new(text);
+        serde_path_to_error::deserialize::<_, Config>(de).map_err(|e| {
+            let path = e.path().to_string();
+            let inner = e.into_inner();
+            let msg = inner.message().trim_end();
+            let span = inner.span();
+            let at = span.as_ref().map(|s| line_col(text, s.start)).map(|(l, c)| format!(" (line {l}, column {c})")).unwrap_or_default();
+            let raw = span.and_then(|s| text.get(s)).map(str::trim).filter(|r| !r.is_empty() && r.len() <= 80 && !r.contains('\n'));
+            if path.is_empty() || path == "." {
+                format!("{msg}{at}")
+            } else if msg.starts_with('.') || msg.starts_with(':') {
+                format!("{path}{msg}{at}")
+            } else if msg.starts_with("missing field") || msg.starts_with("unknown field") {
+                format!("{path}: {msg}{at}")
+            } else {
+                match raw {
+                    Some(r) => format!("{path} = {r}: {msg}{at}"),
+                    None => format!("{path}: {msg}{at}"),
+                }
+            }
+        })
     }
 
     /// Reads, parses and validates a file.
@@ -789,20 +928,25 @@ impl Config {
     /// Checks every range and cross-reference; the first problem is returned.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let d = &self.dataplane;
-        in_range_u("dataplane.workers", d.workers.into(), 1, 64, "poll-mode workers")?;
-        in_range_u("dataplane.mbufs_per_port", d.mbufs_per_port.into(), 1023, 1_048_575, "mbufs")?;
-        in_range_u("dataplane.idle_sleep_us", d.idle_sleep_us.into(), 0, 10_000, "microseconds")?;
-        in_range_u("dataplane.descriptors", d.descriptors.into(), 64, 4096, "descriptors per queue")?;
+        for (f, v) in [("workers", i64::from(d.workers)), ("mbufs_per_port", d.mbufs_per_port.into()), ("idle_sleep_us", d.idle_sleep_us.into()), ("descriptors", d.descriptors.into())] {
+            let path = format!("dataplane.{f}");
+            lim(&path).check_int(&path, v)?;
+        }
         if !d.worker_cores.is_empty() && d.worker_cores.len() < usize::from(d.workers) {
             return Err(ConfigError::new("dataplane.worker_cores", format!("{:?}", d.worker_cores),
                 format!("must list at least `workers` = {} cores", d.workers)));
         }
         let c = &self.conntrack;
-        in_range_u("conntrack.capacity_per_worker", c.capacity_per_worker.into(), 1024, 1 << 26, "entries")?;
-        in_range_u("conntrack.tcp_idle_timeout_sec", c.tcp_idle_timeout_sec.into(), 600, 57_600, "spec/backend-selection.md")?;
-        in_range_u("conntrack.tcp_syn_timeout_sec", c.tcp_syn_timeout_sec.into(), 1, 600, "seconds")?;
-        in_range_u("conntrack.tcp_closing_timeout_sec", c.tcp_closing_timeout_sec.into(), 1, 600, "seconds")?;
-        in_range_u("conntrack.udp_idle_timeout_sec", c.udp_idle_timeout_sec.into(), 1, 57_600, "seconds")?;
+        for (f, v) in [
+            ("capacity_per_worker", c.capacity_per_worker),
+            ("tcp_idle_timeout_sec", c.tcp_idle_timeout_sec),
+            ("tcp_syn_timeout_sec", c.tcp_syn_timeout_sec),
+            ("tcp_closing_timeout_sec", c.tcp_closing_timeout_sec),
+            ("udp_idle_timeout_sec", c.udp_idle_timeout_sec),
+        ] {
+            let path = format!("conntrack.{f}");
+            lim(&path).check_int(&path, v.into())?;
+        }
 
         let mut port_names = HashSet::new();
         for (i, pcfg) in self.ports.iter().enumerate() {
@@ -845,6 +989,28 @@ impl Config {
             if !known(&f.zone) {
                 return Err(ConfigError::new("forwarder.zone", &f.zone, format!("must be one of [[zones]]: {}", listed())));
             }
+            if let Some(z) = self.zones.iter().find(|z| z.zone == f.zone) {
+                if z.region != f.region {
+                    return Err(ConfigError::new("forwarder.region", &f.region,
+                        format!("must be {:?}, the region [[zones]] gives zone {:?}", z.region, z.zone)));
+                }
+            }
+        }
+        // RTT hints: zones of [[zones]], a distance in [0, 1e6] ms.
+        let rtt = lim("rtt_ms.<zone>.<zone>");
+        for (from, row) in &self.rtt_ms {
+            if !zones.contains(from.as_str()) {
+                return Err(ConfigError::new(format!("rtt_ms.{from}"), from,
+                    format!("must name a zone of [[zones]] ({})", if zones.is_empty() { "none listed".to_string() } else { listed() })));
+            }
+            for (to, &ms) in row {
+                let path = format!("rtt_ms.{from}.{to}");
+                if !zones.contains(to.as_str()) {
+                    return Err(ConfigError::new(path, to,
+                        format!("must name a zone of [[zones]] ({})", if zones.is_empty() { "none listed".to_string() } else { listed() })));
+                }
+                rtt.check_f(&path, ms, 0.0)?;
+            }
         }
         for (si, s) in self.services.iter().enumerate() {
             for (bi, b) in s.backends.iter().enumerate() {
@@ -868,6 +1034,22 @@ impl Config {
             }
         }
         Ok(())
+    }
+
+    /// Advice that does not refuse the config (printed by `spillway --check` and logged at
+    /// start): `maglev_table_size` under 100 × backends (shares may be uneven by more than
+    /// 1 %, Maglev NSDI 2016 §3.4).
+    pub fn warnings(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for (i, s) in self.services.iter().enumerate() {
+            if (s.maglev_table_size as usize) < 100 * s.backends.len() {
+                out.push(format!(
+                    "services[{i}].maglev_table_size = {}: under 100 x {} backends; shares may be uneven by more than 1 % (Maglev, NSDI 2016)",
+                    s.maglev_table_size, s.backends.len()
+                ));
+            }
+        }
+        out
     }
 
     /// Finds a service by name.

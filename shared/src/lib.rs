@@ -1,19 +1,23 @@
 //! spillway-shared: the pure core of Spillway — no I/O, no clocks, no unsafe.
 //!
 //! - [`config`]: the TOML configuration model and its validation (spec ranges);
+//! - [`limits`]: the table of configuration ranges (validation and docs/config.md);
 //! - [`net`]: MAC addresses, IPv4 prefixes, longest-prefix match;
 //! - [`flow`]: flow keys and the deterministic flow hash;
 //! - [`maglev`]: weighted Maglev lookup tables (NSDI 2016);
 //! - [`pipeline`]: the routing pipeline of the specs, stage by stage, with a trace;
 //! - [`scenario`]: the offline conformance scenario format and runner;
-//! - [`proto`]: the control-socket protocol (framing, versioned postcard messages).
+//! - [`proto`]: the control-socket protocol (framing, versioned postcard messages);
+//! - [`real`]: `f64` fields that survive JSON and postcard (inf and NaN included).
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod config;
 pub mod flow;
+pub mod limits;
 pub mod maglev;
 pub mod net;
 pub mod pipeline;
 pub mod proto;
+pub mod real;
 pub mod scenario;

@@ -7,6 +7,10 @@
 //! is decoded and told so plainly. A bad frame gets an error reply and closes that
 //! connection only.
 //!
+//! Every `f64` in these messages (and in `pipeline::Decision`) round-trips through both
+//! postcard and JSON, infinities and NaN included: see [`crate::real`] and the property
+//! test `shared/tests/proto_roundtrip.rs`.
+//!
 //! (postcard, not bincode: bincode is unmaintained, RUSTSEC-2025-0141; see
 //! docs/decisions.md.)
 
@@ -185,8 +189,10 @@ pub struct HealthRow {
     /// Whether a health check probes it (otherwise static: healthy).
     pub checked: bool,
     /// Latency used by routing, ms (configured or probe RTT moving average).
+    #[serde(default, with = "crate::real::opt")]
     pub latency_ms: Option<f64>,
     /// Measured new connections per second.
+    #[serde(with = "crate::real::f64")]
     pub load_cps: f64,
     /// Consecutive successful probes.
     pub consecutive_successes: u32,
@@ -199,6 +205,7 @@ pub struct HealthRow {
     /// Reason of the last failed probe.
     pub last_error: Option<String>,
     /// Seconds since the last state change (checked backends).
+    #[serde(default, with = "crate::real::opt")]
     pub since_change_sec: Option<f64>,
 }
 
@@ -245,7 +252,8 @@ pub struct ExplainReport {
     pub client: String,
     /// The client's class (zone, or "not zonal").
     pub class: String,
-    /// `pipeline::Decision` as JSON (backend indices refer to `backends`).
+    /// `pipeline::Decision` as JSON (backend indices refer to `backends`); non-finite numbers
+    /// (an unlimited capacity) are the strings `"inf"`/`"-inf"`/`"nan"` ([`crate::real`]).
     pub decision_json: String,
     /// The service's backend names, config order.
     pub backends: Vec<String>,
@@ -458,6 +466,7 @@ pub struct StatusReport {
     /// Daemon version.
     pub version: String,
     /// Seconds since start.
+    #[serde(with = "crate::real::f64")]
     pub uptime_sec: f64,
     /// Current snapshot generation.
     pub generation: u64,

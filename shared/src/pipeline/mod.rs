@@ -182,8 +182,10 @@ pub struct BackendState {
     pub healthy_endpoints: u32,
     /// Measured latency from this forwarder in ms (health-probe RTT), if any. A configured
     /// `Backend::latency_ms` takes precedence.
+    #[serde(default, with = "crate::real::opt")]
     pub latency_ms: Option<f64>,
     /// Measured new connections per second currently sent to this backend.
+    #[serde(with = "crate::real::f64")]
     pub load_cps: f64,
 }
 
@@ -214,8 +216,10 @@ impl BackendState {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct DrainState {
     /// When it was drained (s).
+    #[serde(with = "crate::real::f64")]
     pub drained_at: f64,
     /// Since when ≥ 35 % of its endpoints have been healthy without interruption (s).
+    #[serde(default, with = "crate::real::opt")]
     pub recovering_since: Option<f64>,
 }
 
@@ -261,7 +265,8 @@ pub struct TraceEntry {
     /// Output candidate set (backend names, config order).
     pub output: Vec<String>,
     /// Numbers behind the decision (e.g. `ratio`, `spillover_ratio`, `h`, `r`).
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    /// Non-finite values (an unlimited capacity is `inf`) travel as in [`crate::real`].
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty", with = "crate::real::map")]
     pub numbers: BTreeMap<String, f64>,
     /// Free-text details (why each excluded backend left, named sets, ...).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -278,6 +283,7 @@ pub struct Decision {
     pub eligible: Vec<usize>,
     /// Final long-run shares of new connections, `(backend index, share)`, ascending index,
     /// shares > 0 summing to 1.0 (empty when dropping). Maglev weights.
+    #[serde(with = "crate::real::pairs")]
     pub weights: Vec<(usize, f64)>,
     /// One entry per stage, in order.
     pub trace: Vec<TraceEntry>,

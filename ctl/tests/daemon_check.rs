@@ -1,0 +1,47 @@
+//! `spillway --check` (issue 15, item 5): refuses what the daemon would refuse at start
+//! without starting DPDK (ranges, a missing `socket_group`, `worker_cores` this host
+//! lacks), prints warnings, and says what it cannot check.
+
+mod common;
+
+use std::process::Command;
+
+fn check(name: &str, text: &str) -> (i32, String) {
+    let dir = std::env::temp_dir().join(format!("spw-check-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("spillway.toml");
+    std::fs::write(&path, text).unwrap();
+    let o = Command::new(common::daemon_bin()).arg("--config").arg(&path).arg("--check").output().unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    (o.status.code().unwrap_or(-1), format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr)))
+}
+
+#[test]
+fn check_passes_the_null_example_and_says_what_it_cannot_check() {
+    let (code, out) = check("ok", &common::null_example());
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("configuration OK (2 services, 1 ports)"), "{out}");
+    assert!(out.contains("not checked without starting DPDK: that the devices exist"), "{out}");
+}
+
+#[test]
+fn check_refuses_a_missing_socket_group_and_absent_cores() {
+    let base = common::null_example();
+    let (code, out) = check("group", &base.replace("workers = 2", "workers = 2\nsocket_group = \"spillway-no-such-group\""));
+    assert_eq!(code, 2, "{out}");
+    assert!(out.contains("dataplane.socket_group = spillway-no-such-group: must name an existing group"), "{out}");
+    let (code, out) = check("cores", &base.replace("workers = 2", "workers = 2\nworker_cores = [0, 4095]"));
+    assert_eq!(code, 2, "{out}");
+    assert!(out.contains("dataplane.worker_cores[1] = 4095: must be a usable core of this host"), "{out}");
+}
+
+#[test]
+fn check_refuses_out_of_type_values_with_the_range_and_warns_on_small_maglev_tables() {
+    let base = common::null_example();
+    let (code, out) = check("weight", &base.replace("zone = \"z2\"\n\n[[services]]", "zone = \"z2\"\nweight = -1\n\n[[services]]"));
+    assert_eq!(code, 2, "{out}");
+    assert!(out.contains("services[0].backends[3].weight = -1: must be in 1..=1000"), "{out}");
+    let (code, out) = check("maglev", &base.replace("port = 80\n", "port = 80\nmaglev_table_size = 251\n"));
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("warning: services[0].maglev_table_size = 251: under 100 x 4 backends"), "{out}");
+}

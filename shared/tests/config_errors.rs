@@ -1,0 +1,213 @@
+//! Uniform configuration errors (issue 15, items 5 and 6): every refused value names the
+//! field path, the value and the allowed range — out-of-type integers included — and the
+//! rows of `spillway_shared::limits::LIMITS` are the ranges the code enforces, boundary by
+//! boundary.
+
+use spillway_shared::config::Config;
+use spillway_shared::limits::{Range, LIMITS};
+
+const BASE: &str = r#"
+[dataplane]
+workers = 1
+
+[[ports]]
+name = "p0"
+device = "net_null0"
+
+[forwarder]
+zone = "z1"
+region = "r1"
+
+[[zones]]
+zone = "z1"
+region = "r1"
+
+[[zones]]
+zone = "z2"
+region = "r1"
+
+[rtt_ms.z1]
+z2 = 1.0
+
+[conntrack]
+capacity_per_worker = 4096
+
+[[services]]
+name = "web"
+vip = "10.0.0.100"
+port = 80
+
+[services.health_check]
+type = "http"
+check_interval_sec = 5.0
+
+[[services.backends]]
+name = "b1"
+address = "10.0.1.1"
+zone = "z1"
+"#;
+
+/// Loads and validates; the error text as the daemon prints it.
+fn load(text: &str) -> Result<Config, String> {
+    let c = Config::from_toml(text)?;
+    c.validate().map_err(|e| e.to_string())?;
+    Ok(c)
+}
+
+/// BASE with `path` (a LIMITS pattern; `[]` = the first element) set to `value`.
+fn with(path: &str, value: toml::Value) -> String {
+    let mut root: toml::Table = toml::from_str(BASE).unwrap();
+    let parts: Vec<&str> = path.split('.').collect();
+    let mut t = &mut root;
+    for part in &parts[..parts.len() - 1] {
+        let (name, indexed) = match part.strip_suffix("[]") {
+            Some(n) => (n, true),
+            None => (*part, false),
+        };
+        let v = t.entry(name.to_string()).or_insert_with(|| toml::Value::Table(Default::default()));
+        t = if indexed {
+            v.as_array_mut().unwrap().get_mut(0).unwrap().as_table_mut().unwrap()
+        } else {
+            v.as_table_mut().unwrap()
+        };
+    }
+    t.insert(parts[parts.len() - 1].to_string(), value);
+    toml::to_string(&root).unwrap()
+}
+
+fn concrete(pattern: &str) -> String {
+    pattern.replace("[]", "[0]")
+}
+
+#[test]
+fn base_config_is_valid() {
+    load(BASE).unwrap();
+}
+
+/// For every numeric row: the bounds load, the values just outside (and values outside the
+/// field's integer type) are refused with the path, the value and the row's rule.
+#[test]
+fn every_numeric_row_is_the_enforced_range() {
+    let mut checked = 0;
+    for l in LIMITS {
+        if l.path.contains('<') || l.path == "services[].backends" {
+            continue; // rtt_ms rows and the backend count have their own tests
+        }
+        let path = concrete(l.path);
+        let (inside, outside): (Vec<toml::Value>, Vec<toml::Value>) = match l.range {
+            Range::Int(lo, hi) | Range::Prime(lo, hi) => {
+                let (lo, hi) = if let Range::Prime(..) = l.range { (251, 1_048_573) } else { (lo, hi) };
+                (
+                    vec![toml::Value::Integer(lo), toml::Value::Integer(hi)],
+                    vec![toml::Value::Integer(lo - 1), toml::Value::Integer(hi + 1), toml::Value::Integer(-1), toml::Value::Integer(i64::from(u32::MAX) + 1)],
+                )
+            }
+            Range::ByProtocol { tcp, .. } => (
+                vec![toml::Value::Integer(tcp.0), toml::Value::Integer(tcp.1)],
+                vec![toml::Value::Integer(tcp.0 - 1), toml::Value::Integer(tcp.1 + 1), toml::Value::Integer(-1)],
+            ),
+            Range::Float(lo, hi) => (
+                vec![toml::Value::Float(lo), toml::Value::Float(hi)],
+                vec![toml::Value::Float(lo - 0.001 * (1.0 + lo.abs())), toml::Value::Float(hi * 1.001 + 0.001), toml::Value::Float(f64::NAN)],
+            ),
+            Range::ZeroOrFloat(lo, hi) => (
+                vec![toml::Value::Float(0.0), toml::Value::Float(lo), toml::Value::Float(hi)],
+                vec![toml::Value::Float(lo / 2.0), toml::Value::Float(hi + 0.01), toml::Value::Float(-0.5)],
+            ),
+            Range::FloatUpTo(lo, _) => (
+                vec![toml::Value::Float(lo), toml::Value::Float(5.0)],
+                vec![toml::Value::Float(lo / 2.0), toml::Value::Float(5.5)],
+            ),
+            Range::OneOf(_) | Range::Rule(_) => continue,
+        };
+        for v in inside {
+            let text = with(l.path, v.clone());
+            if let Err(e) = load(&text) {
+                panic!("{path} = {v} is inside {} but refused: {e}", l.range.doc());
+            }
+        }
+        for v in outside {
+            let text = with(l.path, v.clone());
+            let e = match load(&text) {
+                Ok(_) => panic!("{path} = {v} is outside {} but accepted", l.range.doc()),
+                Err(e) => e,
+            };
+            let shown = match &v {
+                toml::Value::Float(f) if f.is_nan() => "nan".to_string(),
+                other => other.to_string(),
+            };
+            assert!(e.contains(&format!("{path} = ")), "{path} = {v}: error does not name the path: {e}");
+            assert!(e.to_lowercase().contains(&shown.to_lowercase()), "{path} = {v}: error does not name the value: {e}");
+            assert!(e.contains("must "), "{path} = {v}: error does not state the rule: {e}");
+            if !matches!(l.range, Range::FloatUpTo(..)) {
+                assert!(e.contains(&l.allowed()), "{path} = {v}: error does not give the range {:?}: {e}", l.allowed());
+            }
+            checked += 1;
+        }
+    }
+    assert!(checked > 60, "only {checked} cases");
+}
+
+#[test]
+fn issue_examples_name_path_value_and_range() {
+    let e = load(&BASE.replace("zone = \"z1\"\n\"#", "zone = \"z1\"\nweight = -1\n\"#").replace("address = \"10.0.1.1\"", "address = \"10.0.1.1\"\nweight = -1")).unwrap_err();
+    assert!(e.starts_with("services[0].backends[0].weight = -1: must be in 1..=1000"), "{e}");
+    assert!(e.contains("line "), "{e}");
+    let e = load(&BASE.replace("port = 80", "port = 65536")).unwrap_err();
+    assert!(e.starts_with("services[0].port = 65536: must be in 1..=65535"), "{e}");
+    let e = load(&BASE.replace("workers = 1", "workers = 1\nidle_sleep_us = -1")).unwrap_err();
+    assert!(e.starts_with("dataplane.idle_sleep_us = -1: must be in 0..=10000"), "{e}");
+    let e = load(&BASE.replace("port = 80", "port = \"eighty\"")).unwrap_err();
+    assert!(e.starts_with("services[0].port = \"eighty\": must be in 1..=65535"), "{e}");
+    let e = load(&BASE.replace("expected_status", "x").replace("type = \"http\"", "type = \"http\"\nexpected_status = 70000")).unwrap_err();
+    assert!(e.starts_with("services[0].health_check.expected_status = 70000: must be in 100..=599"), "{e}");
+    let e = load(&BASE.replace("type = \"http\"", "type = \"http\"\nbogus = 1")).unwrap_err();
+    assert!(e.starts_with("services[0].health_check") && e.contains("bogus"), "{e}");
+}
+
+#[test]
+fn a_short_interval_alone_is_valid_and_the_timeout_follows_it() {
+    let c = load(&BASE.replace("check_interval_sec = 5.0", "check_interval_sec = 1")).unwrap();
+    let h = c.services[0].health_check.as_ref().unwrap();
+    assert_eq!((h.check_interval_sec, h.timeout_sec), (1.0, 1.0));
+    let c = load(&BASE.replace("check_interval_sec = 5.0", "check_interval_sec = 30")).unwrap();
+    assert_eq!(c.services[0].health_check.as_ref().unwrap().timeout_sec, 5.0);
+    // A timeout the file does give is still checked against the interval.
+    let e = load(&BASE.replace("check_interval_sec = 5.0", "check_interval_sec = 1\ntimeout_sec = 2")).unwrap_err();
+    assert!(e.starts_with("services[0].health_check.timeout_sec = 2: must be in [0.01, 1.0]"), "{e}");
+}
+
+#[test]
+fn rtt_zones_and_forwarder_region_are_checked() {
+    let e = load(&BASE.replace("z2 = 1.0", "z9 = 1.0")).unwrap_err();
+    assert!(e.starts_with("rtt_ms.z1.z9 = z9: must name a zone of [[zones]] (z1, z2)"), "{e}");
+    let e = load(&BASE.replace("[rtt_ms.z1]", "[rtt_ms.y1]")).unwrap_err();
+    assert!(e.starts_with("rtt_ms.y1 = y1: must name a zone"), "{e}");
+    let e = load(&BASE.replace("z2 = 1.0", "z2 = -1.0")).unwrap_err();
+    assert!(e.starts_with("rtt_ms.z1.z2 = -1: must be in [0.0, 1000000.0]"), "{e}");
+    let e = load(&BASE.replacen("region = \"r1\"", "region = \"r2\"", 1)).unwrap_err();
+    assert!(e.starts_with("forwarder.region = r2: must be \"r1\""), "{e}");
+}
+
+#[test]
+fn short_zonal_affinity_names_are_aliases() {
+    for (short, full) in [("SPILL_CROSS_ZONE", "ZONAL_AFFINITY_SPILL_CROSS_ZONE"), ("STAY_WITHIN_ZONE", "ZONAL_AFFINITY_STAY_WITHIN_ZONE"), ("DISABLED", "ZONAL_AFFINITY_DISABLED")] {
+        let c = load(&BASE.replace("port = 80", &format!("port = 80\nzonal_affinity = \"{short}\""))).unwrap();
+        assert!(c.to_toml().contains(full), "{short} is written back as {full}");
+    }
+    let e = load(&BASE.replace("port = 80", "port = 80\nzonal_affinity = \"SPILL\"")).unwrap_err();
+    assert!(e.contains("services[0].zonal_affinity") && e.contains("ZONAL_AFFINITY_SPILL_CROSS_ZONE"), "{e}");
+}
+
+#[test]
+fn small_maglev_tables_are_a_warning_not_an_error() {
+    let mut text = BASE.replace("port = 80", "port = 80\nmaglev_table_size = 251");
+    for i in 2..=3 {
+        text.push_str(&format!("\n[[services.backends]]\nname = \"b{i}\"\naddress = \"10.0.1.{i}\"\nzone = \"z1\"\n"));
+    }
+    let c = load(&text).unwrap();
+    let w = c.warnings();
+    assert_eq!(w.len(), 1, "{w:?}");
+    assert!(w[0].starts_with("services[0].maglev_table_size = 251: under 100 x 3 backends"), "{w:?}");
+    assert!(load(BASE).unwrap().warnings().is_empty());
+}
