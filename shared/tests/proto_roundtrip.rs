@@ -97,7 +97,6 @@ fn counters() -> impl Strategy<Value = Counters> {
         ct_misses: n[10],
         ct_evicted_syn_only: n[11],
         ct_evicted_closing: n[12],
-        ct_evicted_established: n[13],
         ct_syn_not_tracked: n[14],
         generation: n[15],
         polls: n[16],
