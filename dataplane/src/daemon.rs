@@ -6,7 +6,7 @@ use crate::ctl::server::Handler;
 use crate::fastpath::stats;
 use spillway_shared::config::Config;
 use spillway_shared::pipeline::ServiceState;
-use spillway_shared::proto::{BackendStatus, Counters, PortStatus, Request, Response, StatusReport};
+use spillway_shared::proto::{BackendStatus, Counters, HealthCheckerStatus, PortStatus, Request, Response, StatusReport};
 use std::collections::HashMap;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Mutex};
@@ -41,6 +41,13 @@ pub struct ControlState {
     pub last_publish: Option<(u64, Instant)>,
     /// Last measured time from publication to every worker using the snapshot, µs.
     pub last_propagation_us: Option<u64>,
+    /// Target-set generation last handed to the health checker (+1 per live edit); health
+    /// events of older generations are dropped (see [`crate::health::view`]).
+    pub health_generation: u64,
+    /// Why the health checker thread died, once it has (see [`Daemon::watch_health_checker`]).
+    pub health_checker_dead: Option<String>,
+    /// `RLIMIT_NOFILE` soft limit in force (set by `main` after raising it; 0 = unknown).
+    pub nofile_limit: u64,
 }
 
 /// Which pool of a service is active, and since when (worker clock, ms).
@@ -96,6 +103,9 @@ impl Daemon {
                 last_load_tick: 0.0,
                 last_publish: None,
                 last_propagation_us: None,
+                health_generation: 0,
+                health_checker_dead: None,
+                nofile_limit: 0,
             }),
             shared,
             started,
@@ -160,10 +170,41 @@ impl Daemon {
         st.generation
     }
 
+    /// Applies a health event from the checker, unless it was produced for an older target
+    /// set than the last one handed over (a live edit since: the view already took the
+    /// checker's state then). Returns whether the health state changed.
+    pub fn apply_health_event(&self, ev: &crate::health::HealthEvent) -> bool {
+        let mut st = self.control.lock().unwrap_or_else(|e| e.into_inner());
+        if !crate::health::is_current(ev, st.health_generation) {
+            tracing::debug!(service = %ev.service, backend = %ev.backend, generation = ev.generation,
+                current = st.health_generation, "stale health event dropped");
+            return false;
+        }
+        self.set_health_locked(&mut st, &ev.service, &ev.backend, ev.healthy, ev.rtt_ms)
+    }
+
+    /// Checks that the health checker thread, if one was started, still runs. When it has
+    /// died: records why (shown by `status`), logs an error and returns the reason; the
+    /// caller then exits non-zero (docs/operations.md "Health checker"), since frozen
+    /// health is worse than a restart.
+    pub fn watch_health_checker(&self) -> Option<String> {
+        let reason = self.checker.lock().unwrap_or_else(|e| e.into_inner()).as_ref()?.dead()?;
+        let mut st = self.control.lock().unwrap_or_else(|e| e.into_inner());
+        if st.health_checker_dead.is_none() {
+            tracing::error!(reason = %reason, "the health checker thread died: backend health is frozen");
+            st.health_checker_dead = Some(reason.clone());
+        }
+        Some(reason)
+    }
+
     /// Applies a health result; republishes when the health state changed. Results for a
     /// backend no longer configured are ignored.
     pub fn set_health(&self, service: &str, backend: &str, healthy: bool, latency_ms: Option<f64>) -> bool {
         let mut st = self.control.lock().unwrap_or_else(|e| e.into_inner());
+        self.set_health_locked(&mut st, service, backend, healthy, latency_ms)
+    }
+
+    fn set_health_locked(&self, st: &mut ControlState, service: &str, backend: &str, healthy: bool, latency_ms: Option<f64>) -> bool {
         // A late event for a backend removed by a live edit must not leave a stale entry
         // (a re-added backend of the same name would inherit it).
         if !st.cfg.service(service).is_some_and(|s| s.backends.iter().any(|b| b.name == backend)) {
@@ -178,7 +219,7 @@ impl Daemon {
         }
         if changed {
             tracing::info!(service, backend, healthy, "health changed");
-            self.republish(&mut st);
+            self.republish(st);
         }
         changed
     }
@@ -266,7 +307,23 @@ impl Daemon {
     pub fn status(&self) -> StatusReport {
         let workers = self.worker_counters();
         let total = Counters::sum(&workers);
+        let health_checker = {
+            let ch = self.checker.lock().unwrap_or_else(|e| e.into_inner());
+            ch.as_ref().map(|c| HealthCheckerStatus {
+                started: true,
+                dead: c.dead(),
+                targets: 0,
+                probes_skipped: c.skipped_total(),
+                nofile_limit: 0,
+            })
+        };
         let st = self.control.lock().unwrap_or_else(|e| e.into_inner());
+        let mut health_checker = health_checker.unwrap_or_default();
+        health_checker.targets = crate::health::targets_from_config(&st.cfg).len() as u64;
+        health_checker.nofile_limit = st.nofile_limit;
+        if health_checker.dead.is_none() {
+            health_checker.dead = st.health_checker_dead.clone();
+        }
         let mut backends = Vec::new();
         for svc in &st.cfg.services {
             for b in &svc.backends {
@@ -301,6 +358,7 @@ impl Daemon {
             workers,
             total,
             backends,
+            health_checker,
         }
     }
 }

@@ -268,7 +268,14 @@ fn run(args: Args) -> Result<(), String> {
         handles.push(h);
     }
 
-    // Health checks from the host stack.
+    // Health checks from the host stack: one descriptor per target in flight.
+    match health::raise_nofile_limit() {
+        Ok(n) => {
+            tracing::info!(nofile = n, "RLIMIT_NOFILE raised to the hard limit");
+            daemon.control.lock().unwrap_or_else(|e| e.into_inner()).nofile_limit = n;
+        }
+        Err(e) => tracing::warn!(error = %e, "cannot raise RLIMIT_NOFILE"),
+    }
     let (health_tx, health_rx) = std::sync::mpsc::channel();
     let targets = health::targets_from_config(&cfg);
     *daemon.health_events.lock().unwrap_or_else(|e| e.into_inner()) = Some(health_tx.clone());
@@ -283,10 +290,11 @@ fn run(args: Args) -> Result<(), String> {
     // The control loop: health events, load ticks, snapshot republication.
     let deadline = args.duration.map(|d| Instant::now() + Duration::from_secs_f64(d));
     let mut last_latency = Instant::now();
+    let mut exit = Ok(());
     while !STOP.load(Ordering::SeqCst) && deadline.map_or(true, |d| Instant::now() < d) {
         match health_rx.recv_timeout(Duration::from_millis(50)) {
             Ok(ev) => {
-                daemon.set_health(&ev.service, &ev.backend, ev.healthy, ev.rtt_ms);
+                daemon.apply_health_event(&ev);
                 if !ev.healthy {
                     tracing::warn!(service = %ev.service, backend = %ev.backend, reason = %ev.reason, "backend unhealthy");
                 }
@@ -295,6 +303,12 @@ fn run(args: Args) -> Result<(), String> {
             Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => std::thread::sleep(Duration::from_millis(50)),
         }
         daemon.tick();
+        if let Some(reason) = daemon.watch_health_checker() {
+            // Frozen health is worse than a restart: stop cleanly, exit non-zero, and let
+            // the service manager restart us (docs/operations.md "Health checker").
+            exit = Err(format!("the health checker thread died ({reason}); exiting so that the service manager restarts spillway"));
+            break;
+        }
         if last_latency.elapsed() >= Duration::from_secs(2) {
             last_latency = Instant::now();
             daemon.refresh_latencies();
@@ -317,7 +331,7 @@ fn run(args: Args) -> Result<(), String> {
     drop(pools);
     drop(daemon);
     drop(eal);
-    Ok(())
+    exit
 }
 
 /// The config generation recorded in the header a live edit writes
