@@ -37,6 +37,8 @@
 //! and in total, shown by `spillwayctl health show` and `status`, never counted against the
 //! backend. Scale: `examples/health_scale.rs` runs 10,000 targets at a 1 s interval.
 
+#![forbid(unsafe_code)]
+
 pub mod driver;
 pub mod probe;
 pub mod targets;
