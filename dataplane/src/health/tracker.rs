@@ -293,4 +293,39 @@ mod tests {
         assert!((t.rtt_ewma_ms().unwrap() - 5.0).abs() < 1e-6);
         assert_eq!(t.last_error(), Some("x"), "last error kept after recovery");
     }
+
+    proptest::proptest! {
+        /// Against a model: the state flips exactly when a run of the opposite result
+        /// reaches its threshold, each flip is one transition, and the counters are the
+        /// current run's length.
+        #[test]
+        fn tracker_matches_the_run_length_model(
+            healthy_threshold in 1u32..5,
+            unhealthy_threshold in 1u32..5,
+            initially_healthy: bool,
+            results in proptest::collection::vec(proptest::bool::ANY, 0..200),
+        ) {
+            let t0 = Instant::now();
+            let mut t = HealthTracker::new(&hc(healthy_threshold, unhealthy_threshold), initially_healthy, t0);
+            let (mut healthy, mut run, mut last) = (initially_healthy, 0u32, None::<bool>);
+            for (i, &r) in results.iter().enumerate() {
+                run = if last == Some(r) { run + 1 } else { 1 };
+                last = Some(r);
+                let flips = r != healthy && run >= if r { healthy_threshold } else { unhealthy_threshold };
+                if flips {
+                    healthy = r;
+                }
+                let now = t0 + Duration::from_secs(i as u64);
+                let tr = t.record(now, if r { ok(1) } else { fail("x") });
+                proptest::prop_assert_eq!(tr.map(|x| x.healthy), flips.then_some(r));
+                proptest::prop_assert_eq!(t.healthy(), healthy);
+                proptest::prop_assert_eq!((t.consecutive_successes(), t.consecutive_failures()), if r { (run, 0) } else { (0, run) });
+                if flips {
+                    proptest::prop_assert_eq!(t.last_change(), now);
+                }
+            }
+            proptest::prop_assert_eq!(t.probes(), results.len() as u64);
+            proptest::prop_assert_eq!(t.probes_failed(), results.iter().filter(|r| !**r).count() as u64);
+        }
+    }
 }
