@@ -336,7 +336,7 @@ impl Daemon {
                     ),
                     None => (0, 0),
                 };
-                let healthy = st.health.get(&(svc.name.clone(), b.name.clone())).map_or(true, |h| h.healthy);
+                let healthy = st.health.get(&(svc.name.clone(), b.name.clone())).is_none_or(|h| h.healthy);
                 backends.push(BackendStatus {
                     service: svc.name.clone(),
                     backend: b.name.clone(),
