@@ -320,8 +320,8 @@ impl Loop {
         let s = &mut e.extra;
         match t.kind {
             TimerKind::Deadline => {
-                if s.probe.as_ref().is_some_and(|p| p.id == t.id) {
-                    let reason = format!("timeout after {} s", s.timeout.as_secs_f64());
+                if let Some(p) = s.probe.as_ref().filter(|p| p.id == t.id) {
+                    let reason = format!("timeout after {} s ({})", s.timeout.as_secs_f64(), p.probe.stage());
                     self.finish(now, t.slot, ProbeResult::Failure { reason });
                 }
             }

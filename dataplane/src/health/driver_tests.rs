@@ -223,12 +223,12 @@ fn health_http_timeout_respected() {
     let ev = event_for(&rx, "slow", GENEROUS);
     let el = t0.elapsed();
     assert!(!ev.healthy);
-    assert_eq!(ev.reason, "1 consecutive failures: timeout after 0.15 s");
+    assert_eq!(ev.reason, "1 consecutive failures: timeout after 0.15 s (waiting for the response)");
     assert!(el >= Duration::from_millis(150), "failed before the timeout: {el:?}");
     // First probe within one interval, then the timeout; generous slack for load.
     assert!(el < Duration::from_millis(450 + 1000), "{el:?}");
     let s = status(&c, "slow");
-    assert_eq!(s.last_error.as_deref(), Some("timeout after 0.15 s"));
+    assert_eq!(s.last_error.as_deref(), Some("timeout after 0.15 s (waiting for the response)"));
 }
 
 #[test]
@@ -266,7 +266,7 @@ fn health_udp_echo_silent_and_mismatch() {
     }
     let s = wait_until(&c, "silent", GENEROUS, |s| s.probes_failed >= 2);
     assert!(!s.healthy);
-    assert_eq!(s.last_error.as_deref(), Some("timeout after 0.05 s"));
+    assert_eq!(s.last_error.as_deref(), Some("timeout after 0.05 s (waiting for the answer)"));
     let s = wait_until(&c, "echo-wrong", GENEROUS, |s| s.probes_failed >= 2);
     assert!(s.last_error.unwrap().contains("does not start with \"PONG\""));
     let s = wait_until(&c, "closed", GENEROUS, |s| s.probes_failed >= 2);
@@ -375,7 +375,7 @@ fn health_tcp_request_response_payloads() {
     let s = wait_until(&c, "err", GENEROUS, |s| s.probes_failed >= 1);
     assert_eq!(s.last_error.as_deref(), Some("TCP answer \"-ERR\\r\" does not start with \"+PONG\""));
     let s = wait_until(&c, "silent", GENEROUS, |s| s.probes_failed >= 1);
-    assert!(s.last_error.as_deref().is_some_and(|e| e.starts_with("timeout after") || e.starts_with("connection closed after 0 bytes")), "{s:?}");
+    assert!(s.last_error.as_deref().is_some_and(|e| e == "timeout after 0.05 s (waiting for the response)" || e.starts_with("connection closed after 0 bytes")), "{s:?}");
 }
 
 #[test]

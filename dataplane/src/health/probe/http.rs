@@ -111,6 +111,15 @@ impl Probe {
         Ok(Probe { stream: connect_tcp(addr, registry, token)?, phase: Phase::Connecting })
     }
 
+    /// What the probe waits for (see [`super::Probe::stage`]).
+    pub fn stage(&self) -> String {
+        match &self.phase {
+            Phase::Connecting => "connecting".into(),
+            Phase::Sending { .. } => "sending the request".into(),
+            Phase::Reading { got } => super::reading_stage(got.len()),
+        }
+    }
+
     /// Advances on readiness.
     pub fn ready(&mut self, plan: &Plan) -> Step {
         loop {

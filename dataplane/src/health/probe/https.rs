@@ -136,6 +136,17 @@ impl Probe {
         Ok(Probe { stream: connect_tcp(addr, registry, token)?, conn, connected: false, got: Vec::new() })
     }
 
+    /// What the probe waits for (see [`super::Probe::stage`]).
+    pub fn stage(&self) -> String {
+        if !self.connected {
+            "connecting".into()
+        } else if self.conn.is_handshaking() {
+            "TLS handshake".into()
+        } else {
+            super::reading_stage(self.got.len())
+        }
+    }
+
     /// Advances on readiness.
     pub fn ready(&mut self, plan: &Plan) -> Step {
         match self.advance(plan) {

@@ -81,6 +81,17 @@ impl Probe {
         })
     }
 
+    /// What the probe is waiting for, for timeout reasons (`"connecting"`, `"TLS
+    /// handshake"`, `"waiting for the response"`, ...).
+    pub fn stage(&self) -> String {
+        match self {
+            Probe::Tcp(p) => p.stage(),
+            Probe::Http(p) => p.stage(),
+            Probe::Https(p) => p.stage(),
+            Probe::Udp(_) => "waiting for the answer".into(),
+        }
+    }
+
     /// Advances on a readiness event.
     pub fn ready(&mut self, plan: &Plan) -> Step {
         match (self, plan) {
@@ -157,6 +168,15 @@ pub(crate) fn read_some(r: &mut impl Read, out: &mut Vec<u8>, limit: usize) -> R
 /// `WouldBlock`: nothing more until the next readiness event.
 pub(crate) fn would_block(e: &io::Error) -> bool {
     e.kind() == io::ErrorKind::WouldBlock
+}
+
+/// "waiting for the response", or how much of it came, for timeout reasons.
+pub(crate) fn reading_stage(got: usize) -> String {
+    if got == 0 {
+        "waiting for the response".into()
+    } else {
+        format!("reading the response, {got} bytes so far")
+    }
 }
 
 /// Up to 64 bytes of `b`, for failure reasons.
