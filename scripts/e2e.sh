@@ -276,6 +276,72 @@ e2e_restart() {
     e2e_done
 }
 
+## https_health: HTTPS health checks (self-signed certificate, not verified): b1 b2 serve HTTPS and are healthy, b3 b4 have no HTTPS server and are not; b1 stopped -> unhealthy, traffic avoids it; verify = true (live edit) -> b2 fails on its certificate; back -> healthy
+E2E_HTTPS_PORT=8443
+_https_pidfile() { printf '%s/https-%s.pid' "$SPW_PID_DIR" "$1"; }
+_https_listening() { [[ -n "$(nsx "$1" ss -Hltn "sport = :$E2E_HTTPS_PORT" 2>/dev/null)" ]]; }
+https_start() {
+    topo_spawn "$1" "$SPW_LOG_DIR/$1.https.log" "$(_https_pidfile "$1")" "$SPW_PYTHON" "$HERE/lib/backend_https.py" \
+        --name "$1" --port "$E2E_HTTPS_PORT" --cert "$SPW_LOG_DIR/cert.pem" --key "$SPW_LOG_DIR/key.pem"
+    topo_wait_for 5 _https_listening "$1" || { cat "$SPW_LOG_DIR/$1.https.log" >&2; e2e_fail "HTTPS server of $1 did not start"; }
+}
+https_stop() {
+    topo_kill_pid "$(cat "$(_https_pidfile "$1")")" 3
+    topo_wait_for 3 bash -c "! ip netns exec '$(ns "$1")' ss -Hltn 'sport = :$E2E_HTTPS_PORT' | grep -q ." || e2e_fail "HTTPS server of $1 still listening"
+}
+# health_row NAME FIELD: a field of backend NAME in `spillwayctl health show --json`
+health_row() {
+    spillwayctl_cmd health show --json | "$SPW_PYTHON" -c "
+import json, sys
+print(next((r['$2'] for r in json.load(sys.stdin) if r['backend'] == '$1'), 'missing'))"
+}
+_contains() { [[ "$1" == *"$2"* ]]; }
+e2e_https_health() {
+    local check
+    check=$'check_interval_sec = 1.0\ntimeout_sec = 0.5\nhealthy_threshold = 1\nunhealthy_threshold = 2'
+    SPW_HEALTH_CHECK=0
+    SPW_SERVICE_EXTRA=$'\n[services.health_check]\ntype = "https"\nport = '"$E2E_HTTPS_PORT"$'\npath = "/healthz"\nresponse = "ok"\n'"$check"
+    mkdir -p "$SPW_LOG_DIR"
+    openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=spillway-e2e.invalid" \
+        -keyout "$SPW_LOG_DIR/key.pem" -out "$SPW_LOG_DIR/cert.pem" >/dev/null 2>&1 || e2e_fail "openssl req failed"
+    topo_up
+    https_start b1; https_start b2
+    write_config "$SPW_CONFIG"
+    spillway_start
+    spillway_wait_ready "${SPW_READY_TIMEOUT:-30}"
+    wait_health b3 false; wait_health b4 false
+    wait_health b1 true; wait_health b2 true
+    echo "  spillwayctl health show:"; spillwayctl_cmd health show | sed 's/^/    /' || true
+    e2e_check "b1 (self-signed HTTPS) healthy" _eq "$(backend_health b1)" true
+    e2e_check "b2 (self-signed HTTPS) healthy" _eq "$(backend_health b2)" true
+    e2e_check "b3 (no HTTPS server) unhealthy, reason shown: $(health_row b3 last_error)" _contains "$(health_row b3 last_error)" "connect:"
+    e2e_check "b1 probed without failures" _eq "$(health_row b1 probes_failed)" 0
+
+    https_stop b1
+    local ms; ms="$(spillway_wait_health b1 false 10)" || e2e_fail "b1 not marked unhealthy within 10 s of stopping its HTTPS server"
+    echo "  b1 marked unhealthy ${ms} ms after its HTTPS server stopped (limit 1 s x 2 + 1 s)"
+    e2e_check "b1 marked unhealthy within 3500 ms: ${ms} ms" _ge 3500 "$ms"
+    e2e_check "b1's reason shown: $(health_row b1 last_error)" _contains "$(health_row b1 last_error)" "refused"
+    run_clients 40 >/dev/null || true
+    e2e_check "traffic only on the one healthy backend b2: $(all_backends)" _eq "$(all_backends)" "b2"
+    e2e_check "no request failed ($(req_failed new) failed)" _eq "$(req_failed new)" 0
+
+    https_start b1
+    wait_health b1 true
+    e2e_check "b1 healthy again after its HTTPS server restarted" _eq "$(backend_health b1)" true
+
+    # verify = true by a live edit: the self-signed certificate no longer passes.
+    local hc='{ type = "https", port = '"$E2E_HTTPS_PORT"', path = "/healthz", response = "ok", check_interval_sec = 1.0, timeout_sec = 0.5, healthy_threshold = 1, unhealthy_threshold = 2'
+    spillwayctl_cmd service set web "health_check=$hc, verify = true, sni = \"spillway-e2e.invalid\" }" >/dev/null ||
+        e2e_fail "service set health_check with verify = true refused"
+    wait_health b2 false
+    e2e_check "verify = true: b2 fails on its certificate: $(health_row b2 last_error)" _contains "$(health_row b2 last_error)" "certificate"
+    spillwayctl_cmd service set web "health_check=$hc }" >/dev/null || e2e_fail "service set health_check back refused"
+    wait_health b2 true; wait_health b1 true
+    e2e_check "verify off again: b1 b2 healthy" _eq "$(backend_health b1) $(backend_health b2)" "true true"
+    e2e_done
+}
+
 ## config: examples/demo.toml is what write_config produces for the demo topology (no daemon needed)
 e2e_config() {
     local out; out="$(mktemp)"

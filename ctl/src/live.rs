@@ -171,6 +171,21 @@ impl FlowSel {
     }
 }
 
+/// Renders `health show` rows as a table, with a total of skipped probes when there are
+/// any (probes the daemon could not start for lack of descriptors or memory).
+pub fn render_health(rows: &[spillway_shared::proto::HealthRow]) -> String {
+    let mut o = format!("{:<12} {:<12} {:<16} {:<9} {:<7} {:>10} {:>9} {:>8} {:>8} {:>8}  last_error\n", "service", "backend", "address", "state", "checked", "latency_ms", "load_cps", "probes", "failed", "skipped");
+    for r in rows {
+        let lat = r.latency_ms.map_or("-".into(), |l| format!("{l:.2}"));
+        let _ = writeln!(o, "{:<12} {:<12} {:<16} {:<9} {:<7} {:>10} {:>9.1} {:>8} {:>8} {:>8}  {}", r.service, r.backend, r.address, if r.healthy { "healthy" } else { "UNHEALTHY" }, if r.checked { "yes" } else { "static" }, lat, r.load_cps, r.probes, r.probes_failed, r.probes_skipped, r.last_error.as_deref().unwrap_or("-"));
+    }
+    let skipped: u64 = rows.iter().map(|r| r.probes_skipped).sum();
+    if skipped > 0 {
+        let _ = writeln!(o, "\nSKIPPED PROBES: {skipped} in total (the daemon ran out of file descriptors, memory or ports; raise LimitNOFILE, see docs/operations.md \"Health checker\")");
+    }
+    o
+}
+
 /// `flows ...`
 #[derive(Subcommand, Debug)]
 pub enum FlowsCmd {
@@ -444,12 +459,7 @@ pub fn health(socket: &Path, cmd: &HealthCmd) -> i32 {
             if j.json {
                 return json(&rows);
             }
-            let mut o = format!("{:<12} {:<12} {:<16} {:<9} {:<7} {:>10} {:>9} {:>8} {:>8}  last_error\n", "service", "backend", "address", "state", "checked", "latency_ms", "load_cps", "probes", "failed");
-            for r in &rows {
-                let lat = r.latency_ms.map_or("-".into(), |l| format!("{l:.2}"));
-                let _ = writeln!(o, "{:<12} {:<12} {:<16} {:<9} {:<7} {:>10} {:>9.1} {:>8} {:>8}  {}", r.service, r.backend, r.address, if r.healthy { "healthy" } else { "UNHEALTHY" }, if r.checked { "yes" } else { "static" }, lat, r.load_cps, r.probes, r.probes_failed, r.last_error.as_deref().unwrap_or("-"));
-            }
-            print!("{o}");
+            print!("{}", render_health(&rows));
             0
         }
         Ok(r) => unexpected(&r),

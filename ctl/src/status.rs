@@ -11,6 +11,18 @@ pub fn render(r: &StatusReport) -> String {
     let mut o = String::new();
     let t = &r.total;
     let _ = writeln!(o, "spillway {}  up {:.1} s  snapshot generation {}", r.version, r.uptime_sec, r.generation);
+    let h = &r.health_checker;
+    match (&h.dead, h.started) {
+        (Some(reason), _) => {
+            let _ = writeln!(o, "HEALTH CHECKER DEAD: {reason} (backend health is frozen; the daemon exits so that it is restarted)");
+        }
+        (None, true) => {
+            let _ = writeln!(o, "health checker: running, {} targets, {} probes skipped, RLIMIT_NOFILE {}", h.targets, h.probes_skipped, h.nofile_limit);
+        }
+        (None, false) => {
+            let _ = writeln!(o, "health checker: not running (no health checks configured)");
+        }
+    }
     let _ = writeln!(o, "\nPORTS");
     let _ = writeln!(o, "  {:<10} {:<36} {:<17} {:>12} {:>12} {:>8} {:>8} {:>6}", "name", "device", "mac", "rx_pkts", "tx_pkts", "imissed", "errors", "mbufs");
     for p in &r.ports {
@@ -73,5 +85,36 @@ pub fn run(socket: &Path, json: bool) -> i32 {
             eprintln!("spillwayctl: {e}");
             e.exit_code()
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use spillway_shared::proto::{HealthCheckerStatus, HealthRow};
+
+    #[test]
+    fn health_checker_state_is_shown() {
+        let mut r = StatusReport::default();
+        assert!(render(&r).contains("health checker: not running (no health checks configured)"));
+        r.health_checker = HealthCheckerStatus { started: true, dead: None, targets: 3, probes_skipped: 2, nofile_limit: 1024 };
+        assert!(render(&r).contains("health checker: running, 3 targets, 2 probes skipped, RLIMIT_NOFILE 1024"));
+        r.health_checker.dead = Some("panicked: boom".into());
+        assert!(render(&r).contains("HEALTH CHECKER DEAD: panicked: boom"), "{}", render(&r));
+    }
+
+    #[test]
+    fn health_show_prints_skipped_probes_and_their_total() {
+        let row = |b: &str, skipped| HealthRow {
+            service: "web".into(), backend: b.into(), address: "10.0.0.1".into(), healthy: true, checked: true,
+            latency_ms: Some(1.0), load_cps: 0.0, consecutive_successes: 2, consecutive_failures: 0, probes: 9,
+            probes_failed: 0, last_error: None, since_change_sec: None, probes_skipped: skipped,
+        };
+        let t = crate::live::render_health(&[row("b1", 0)]);
+        assert!(t.lines().next().unwrap().contains(" skipped "), "{t}");
+        assert!(!t.contains("SKIPPED PROBES"), "{t}");
+        let t = crate::live::render_health(&[row("b1", 3), row("b2", 4)]);
+        assert!(t.contains("SKIPPED PROBES: 7 in total"), "{t}");
+        assert!(t.lines().nth(2).unwrap().split_whitespace().nth(9) == Some("4"), "{t}");
     }
 }

@@ -10,17 +10,6 @@ use std::net::{SocketAddr, SocketAddrV4, TcpListener, UdpSocket};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-fn raise_nofile(want: libc::rlim_t) -> libc::rlim_t {
-    let mut r = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
-    // SAFETY: valid out-pointer.
-    unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) };
-    let target = want.min(r.rlim_max).max(r.rlim_cur);
-    r.rlim_cur = target;
-    // SAFETY: valid rlimit.
-    unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &r) };
-    target
-}
-
 fn v4(a: SocketAddr) -> SocketAddrV4 {
     match a {
         SocketAddr::V4(a) => a,
@@ -85,7 +74,7 @@ fn main() {
     let n: usize = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(10_000);
     let secs: f64 = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(20.0);
     let nl: usize = args.get(3).and_then(|s| s.parse().ok()).unwrap_or(20);
-    let nofile = raise_nofile(65_536);
+    let nofile = spillway_dataplane::health::raise_nofile_limit().expect("RLIMIT_NOFILE");
 
     let (k, addrs) = match kind.as_str() {
         "tcp" => (HealthCheckKind::Tcp, tcp_listeners(nl, false)),

@@ -44,6 +44,13 @@ pub struct ControlState {
     /// Per-slot counter totals (new connections, packets) when the slot was given to its
     /// current backend: that backend's zero (a reused slot's counters keep counting).
     pub slot_base: HashMap<u16, (u64, u64)>,
+    /// Target-set generation last handed to the health checker (+1 per live edit); health
+    /// events of older generations are dropped (see [`crate::health::view`]).
+    pub health_generation: u64,
+    /// Why the health checker thread died, once it has (see [`Daemon::watch_health_checker`]).
+    pub health_checker_dead: Option<String>,
+    /// `RLIMIT_NOFILE` soft limit in force (set by `main` after raising it; 0 = unknown).
+    pub nofile_limit: u64,
 }
 
 /// Which pool of a service is active, and since when (worker clock, ms).
@@ -102,6 +109,9 @@ impl Daemon {
                 last_publish: None,
                 last_propagation_us: None,
                 slot_base: HashMap::new(),
+                health_generation: 0,
+                health_checker_dead: None,
+                nofile_limit: 0,
             }),
             shared,
             started,
@@ -188,10 +198,41 @@ impl Daemon {
         (n.saturating_sub(bn), p.saturating_sub(bp))
     }
 
+    /// Applies a health event from the checker, unless it was produced for an older target
+    /// set than the last one handed over (a live edit since: the view already took the
+    /// checker's state then). Returns whether the health state changed.
+    pub fn apply_health_event(&self, ev: &crate::health::HealthEvent) -> bool {
+        let mut st = self.control.lock().unwrap_or_else(|e| e.into_inner());
+        if !crate::health::is_current(ev, st.health_generation) {
+            tracing::debug!(service = %ev.service, backend = %ev.backend, generation = ev.generation,
+                current = st.health_generation, "stale health event dropped");
+            return false;
+        }
+        self.set_health_locked(&mut st, &ev.service, &ev.backend, ev.healthy, ev.rtt_ms)
+    }
+
+    /// Checks that the health checker thread, if one was started, still runs. When it has
+    /// died: records why (shown by `status`), logs an error and returns the reason; the
+    /// caller then exits non-zero (docs/operations.md "Health checker"), since frozen
+    /// health is worse than a restart.
+    pub fn watch_health_checker(&self) -> Option<String> {
+        let reason = self.checker.lock().unwrap_or_else(|e| e.into_inner()).as_ref()?.dead()?;
+        let mut st = self.control.lock().unwrap_or_else(|e| e.into_inner());
+        if st.health_checker_dead.is_none() {
+            tracing::error!(reason = %reason, "the health checker thread died: backend health is frozen");
+            st.health_checker_dead = Some(reason.clone());
+        }
+        Some(reason)
+    }
+
     /// Applies a health result; republishes when the health state changed. Results for a
     /// backend no longer configured are ignored.
     pub fn set_health(&self, service: &str, backend: &str, healthy: bool, latency_ms: Option<f64>) -> bool {
         let mut st = self.control.lock().unwrap_or_else(|e| e.into_inner());
+        self.set_health_locked(&mut st, service, backend, healthy, latency_ms)
+    }
+
+    fn set_health_locked(&self, st: &mut ControlState, service: &str, backend: &str, healthy: bool, latency_ms: Option<f64>) -> bool {
         // A late event for a backend removed by a live edit must not leave a stale entry
         // (a re-added backend of the same name would inherit it).
         if !st.cfg.service(service).is_some_and(|s| s.backends.iter().any(|b| b.name == backend)) {
@@ -206,7 +247,7 @@ impl Daemon {
         }
         if changed {
             tracing::info!(service, backend, healthy, "health changed");
-            self.republish(&mut st);
+            self.republish(st);
         }
         changed
     }
@@ -310,5 +351,113 @@ impl Handler for Daemon {
             Request::Explain { client, client_port, vip } => self.explain(client, client_port, vip.as_deref()),
             Request::SnapshotShow => self.snapshot_show(),
         }
+    }
+}
+
+#[cfg(test)]
+mod health_tests {
+    use super::*;
+    use crate::health::HealthEvent;
+    use spillway_shared::proto::Request as R;
+    use std::time::Duration;
+
+    /// A daemon with one service whose two backends are health-checked at addresses of
+    /// TEST-NET-1 (RFC 5737: unreachable, so probes fail within the 0.1 s timeout), the
+    /// checker running (as `main` starts it).
+    fn daemon_with_checker() -> (Daemon, std::sync::mpsc::Receiver<HealthEvent>) {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let text = format!(
+            r#"
+[dataplane]
+eal_args = ["--no-huge"]
+workers = 1
+[[ports]]
+name = "p0"
+device = "net_null0"
+[[services]]
+name = "web"
+vip = "10.0.0.100"
+port = {port}
+[services.health_check]
+type = "tcp"
+check_interval_sec = 0.1
+timeout_sec = 0.1
+healthy_threshold = 1
+unhealthy_threshold = 1
+[[services.backends]]
+name = "b1"
+address = "192.0.2.1"
+mac = "02:00:00:00:0b:01"
+[[services.backends]]
+name = "b2"
+address = "192.0.2.2"
+mac = "02:00:00:00:0b:02"
+"#
+        );
+        let cfg = Config::from_toml(&text).unwrap();
+        cfg.validate().unwrap();
+        let d = Daemon::new(cfg, 1, vec![0], Box::new(|_| Default::default())).unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let targets = crate::health::targets_from_config(&d.control.lock().unwrap().cfg);
+        *d.checker.lock().unwrap() = Some(crate::health::HealthChecker::start(targets, tx.clone()).unwrap());
+        *d.health_events.lock().unwrap() = Some(tx);
+        (d, rx)
+    }
+
+    fn healthy(d: &Daemon, b: &str) -> bool {
+        d.control.lock().unwrap().health[&("web".to_string(), b.to_string())].healthy
+    }
+
+    #[test]
+    fn events_from_before_an_edit_are_dropped_and_the_view_follows_the_checker() {
+        let (d, rx) = daemon_with_checker();
+        // b1's "down" event (closed port) is produced, and waits in the channel.
+        let stale = loop {
+            let ev = rx.recv_timeout(Duration::from_secs(5)).expect("b1 goes down");
+            if ev.backend == "b1" {
+                break ev;
+            }
+        };
+        assert!(!stale.healthy && stale.generation == 0);
+        // An edit that does not touch b1: the daemon reads the trackers back.
+        let r = d.edit_request(R::BackendSet { service: "web".into(), name: "b2".into(), fields: vec![("weight".into(), "60".into())], if_generation: None });
+        assert!(matches!(r, Response::Applied(_)), "{r:?}");
+        assert_eq!(d.control.lock().unwrap().health_generation, 1);
+        assert!(!healthy(&d, "b1"), "the view took b1's state from the checker at the edit");
+        // The stale event (and any of generation 0) is dropped, a current one applies.
+        let up_stale = HealthEvent { healthy: true, ..stale.clone() };
+        assert!(!d.apply_health_event(&up_stale), "an event of generation 0 after the edit of generation 1");
+        assert!(!healthy(&d, "b1"));
+        let up_now = HealthEvent { healthy: true, generation: 1, ..stale };
+        assert!(d.apply_health_event(&up_now));
+        assert!(healthy(&d, "b1"));
+    }
+
+    #[test]
+    fn a_dead_checker_is_shown_in_status_and_reported_once() {
+        let (d, _rx) = daemon_with_checker();
+        assert_eq!(d.watch_health_checker(), None);
+        let st = d.status().health_checker;
+        assert!(st.started && st.dead.is_none() && st.targets == 2, "{st:?}");
+        d.checker.lock().unwrap().as_ref().unwrap().crash_for_test();
+        let end = Instant::now() + Duration::from_secs(5);
+        let reason = loop {
+            if let Some(r) = d.watch_health_checker() {
+                break r;
+            }
+            assert!(Instant::now() < end, "a dead checker went unnoticed");
+            std::thread::sleep(Duration::from_millis(5));
+        };
+        assert_eq!(reason, "panicked: crash requested by a test");
+        assert_eq!(d.status().health_checker.dead.as_deref(), Some("panicked: crash requested by a test"));
+        assert_eq!(d.control.lock().unwrap().health_checker_dead.as_deref(), Some("panicked: crash requested by a test"));
+    }
+
+    #[test]
+    fn no_checker_is_not_a_dead_checker() {
+        let (d, _rx) = daemon_with_checker();
+        *d.checker.lock().unwrap() = None;
+        assert_eq!(d.watch_health_checker(), None);
+        assert!(!d.status().health_checker.started);
     }
 }

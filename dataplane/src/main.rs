@@ -255,7 +255,14 @@ fn run(args: Args) -> Result<(), String> {
                 .map_err(|e| format!("cannot start worker {w}: {e}"))?;
         }
 
-        // Health checks from the host stack.
+        // Health checks from the host stack: one descriptor per target in flight.
+        match health::raise_nofile_limit() {
+            Ok(n) => {
+                tracing::info!(nofile = n, "RLIMIT_NOFILE raised to the hard limit");
+                daemon.control.lock().unwrap_or_else(|e| e.into_inner()).nofile_limit = n;
+            }
+            Err(e) => tracing::warn!(error = %e, "cannot raise RLIMIT_NOFILE"),
+        }
         let (health_tx, health_rx) = std::sync::mpsc::channel();
         let targets = health::targets_from_config(&cfg);
         *daemon.health_events.lock().unwrap_or_else(|e| e.into_inner()) = Some(health_tx.clone());
@@ -274,7 +281,7 @@ fn run(args: Args) -> Result<(), String> {
         while !STOP.load(Ordering::SeqCst) && deadline.map_or(true, |d| Instant::now() < d) {
             match health_rx.recv_timeout(Duration::from_millis(50)) {
                 Ok(ev) => {
-                    daemon.set_health(&ev.service, &ev.backend, ev.healthy, ev.rtt_ms);
+                    daemon.apply_health_event(&ev);
                     if !ev.healthy {
                         tracing::warn!(service = %ev.service, backend = %ev.backend, reason = %ev.reason, "backend unhealthy");
                     }
@@ -283,17 +290,22 @@ fn run(args: Args) -> Result<(), String> {
                 Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => std::thread::sleep(Duration::from_millis(50)),
             }
             daemon.tick();
+            if let Some(reason) = daemon.watch_health_checker() {
+                // Frozen health is worse than a restart: stop cleanly, exit non-zero, and
+                // let the service manager restart us (docs/operations.md "Health checker").
+                return Err(format!("the health checker thread died ({reason}); exiting so that the service manager restarts spillway"));
+            }
             if last_latency.elapsed() >= Duration::from_secs(2) {
                 last_latency = Instant::now();
                 daemon.refresh_latencies();
             }
         }
-        if let Some(c) = daemon.checker.lock().unwrap_or_else(|e| e.into_inner()).take() {
-            c.stop();
-        }
         tracing::info!("stopping");
         Ok(())
     });
+    if let Some(c) = daemon.checker.lock().unwrap_or_else(|e| e.into_inner()).take() {
+        c.stop();
+    }
     // Workers have stopped and been joined here, on success and on error alike.
     daemon.shared.reclaim();
     let report = daemon.status();

@@ -382,6 +382,9 @@ pub enum HealthCheckKind {
     Http,
     /// UDP request `udp_request` answered (with `udp_expect` as a prefix, when given).
     Udp,
+    /// HTTPS (TLS via rustls) GET `path` answered with `expected_status`; the certificate
+    /// is verified only with `verify = true` (spec/backend-selection.md "Health checks").
+    Https,
 }
 
 /// `[services.health_check]`; times in seconds.
@@ -419,6 +422,95 @@ pub struct HealthCheck {
     /// Consecutive failures to become unhealthy (default 2; 1–10).
     #[serde(default = "d_two", deserialize_with = "ranged::unhealthy_threshold")]
     pub unhealthy_threshold: u32,
+    /// HTTPS only: server name sent as TLS SNI and, with `verify`, matched against the
+    /// certificate (default none: no SNI, and the probe IP is what `verify` matches).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sni: Option<String>,
+    /// HTTPS only: verify the certificate chain and name against the system's root
+    /// certificates (default false: not verified, as cloud load balancers' checks do).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub verify: bool,
+    /// HTTP/HTTPS: `Host` header (default the probe address, `ip:port`, or `ip` on the
+    /// kind's default port 80/443).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
+    /// HTTP/HTTPS: a substring the first [`HEALTH_MAX_BODY`] bytes of the body must
+    /// contain. TCP: the bytes the backend sends first must start with it (after
+    /// `request`, when set). At most [`HEALTH_MAX_PAYLOAD`] bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response: Option<String>,
+    /// TCP only: payload sent once the connection is up (at most [`HEALTH_MAX_PAYLOAD`]
+    /// bytes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request: Option<String>,
+}
+
+/// Largest `request`/`response` of a health check, bytes (the cloud checks' limit).
+pub const HEALTH_MAX_PAYLOAD: usize = 1024;
+/// Bytes of an HTTP(S) health-check response read at most (headers and body); a
+/// `response` substring must appear within them.
+pub const HEALTH_MAX_BODY: usize = 64 * 1024;
+
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+impl HealthCheck {
+    /// Validates the probe-specific fields (`path`, `host`, `sni`, `verify`, `request`,
+    /// `response`) against the kind; `hp("field")` gives a field's full path.
+    fn validate_probe(&self, hp: &dyn Fn(&str) -> String) -> Result<(), ConfigError> {
+        use HealthCheckKind::{Http, Https, Tcp};
+        let kind = match self.kind {
+            Tcp => "tcp",
+            Http => "http",
+            Https => "https",
+            HealthCheckKind::Udp => "udp",
+        };
+        let only = |field: &str, value: &str, kinds: &str| {
+            Err(ConfigError::new(hp(field), value, format!("only allowed with type = {kinds} (type is \"{kind}\")")))
+        };
+        let web = matches!(self.kind, Http | Https);
+        if web && (!self.path.starts_with('/') || self.path.bytes().any(|c| c <= b' ' || c == 0x7f)) {
+            return Err(ConfigError::new(hp("path"), &self.path, "must start with '/' and contain no spaces or control characters"));
+        }
+        if let Some(h) = &self.host {
+            if !web {
+                return only("host", h, "\"http\" or \"https\"");
+            }
+            if h.is_empty() || h.len() > 255 || h.bytes().any(|c| c <= b' ' || c == 0x7f) {
+                return Err(ConfigError::new(hp("host"), h, "must be 1 to 255 characters without spaces or control characters"));
+            }
+        }
+        if let Some(n) = &self.sni {
+            if self.kind != Https {
+                return only("sni", n, "\"https\"");
+            }
+            let label_ok = |l: &str| !l.is_empty() && l.len() <= 63 && l.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'-');
+            if n.len() > 253 || !n.split('.').all(label_ok) {
+                return Err(ConfigError::new(hp("sni"), n, "must be a DNS name (letters, digits, '-' and '.', at most 253 characters)"));
+            }
+        }
+        if self.verify && self.kind != Https {
+            return only("verify", "true", "\"https\"");
+        }
+        if let Some(r) = &self.request {
+            if self.kind != Tcp {
+                return only("request", r, "\"tcp\" (udp uses udp_request)");
+            }
+            if r.is_empty() || r.len() > HEALTH_MAX_PAYLOAD {
+                return Err(ConfigError::new(hp("request"), format!("{r:?} ({} bytes)", r.len()), format!("must be 1..={HEALTH_MAX_PAYLOAD} bytes long")));
+            }
+        }
+        if let Some(r) = &self.response {
+            if self.kind == HealthCheckKind::Udp {
+                return only("response", r, "\"tcp\", \"http\" or \"https\" (udp uses udp_expect)");
+            }
+            if r.is_empty() || r.len() > HEALTH_MAX_PAYLOAD {
+                return Err(ConfigError::new(hp("response"), format!("{r:?} ({} bytes)", r.len()), format!("must be 1..={HEALTH_MAX_PAYLOAD} bytes long")));
+            }
+        }
+        Ok(())
+    }
 }
 fn d_path() -> String {
     "/".into()
@@ -445,6 +537,11 @@ impl Default for HealthCheck {
             timeout_sec: 5.0,
             healthy_threshold: 2,
             unhealthy_threshold: 2,
+            sni: None,
+            verify: false,
+            host: None,
+            response: None,
+            request: None,
         }
     }
 }
@@ -834,9 +931,7 @@ impl Service {
             l("healthy_threshold").check_int(&hp("healthy_threshold"), h.healthy_threshold.into())?;
             l("unhealthy_threshold").check_int(&hp("unhealthy_threshold"), h.unhealthy_threshold.into())?;
             l("expected_status").check_int(&hp("expected_status"), h.expected_status.into())?;
-            if h.kind == HealthCheckKind::Http && !h.path.starts_with('/') {
-                return Err(ConfigError::new(hp("path"), format!("{:?}", h.path), l("path").allowed()));
-            }
+            h.validate_probe(&hp)?;
         }
         let mut names = HashSet::new();
         for (i, b) in self.backends.iter().enumerate() {

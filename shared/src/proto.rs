@@ -18,7 +18,8 @@ use serde::{Deserialize, Serialize};
 use std::io::{Read, Write};
 
 /// Version of this protocol; bumped on any incompatible change of the message types.
-pub const PROTOCOL_VERSION: u16 = 2;
+/// Version 3: `HealthRow::probes_skipped`, `StatusReport::health_checker`.
+pub const PROTOCOL_VERSION: u16 = 3;
 /// Largest frame body accepted, bytes.
 pub const MAX_FRAME: usize = 1 << 20;
 
@@ -207,6 +208,11 @@ pub struct HealthRow {
     /// Seconds since the last state change (checked backends).
     #[serde(default, with = "crate::real::opt")]
     pub since_change_sec: Option<f64>,
+    /// Probes not run because the prober itself ran short of file descriptors, memory or
+    /// ephemeral ports (EMFILE, ENFILE, ENOMEM, ENOBUFS, EADDRNOTAVAIL); they count neither
+    /// as successes nor as failures. Default 0 for reports without the field.
+    #[serde(default)]
+    pub probes_skipped: u64,
 }
 
 /// One connection-table entry.
@@ -478,6 +484,28 @@ pub struct StatusReport {
     pub total: Counters,
     /// Per backend.
     pub backends: Vec<BackendStatus>,
+    /// The health checker thread. Default (no checker) for reports without the field.
+    #[serde(default)]
+    pub health_checker: HealthCheckerStatus,
+}
+
+/// State of the health checker thread, in [`StatusReport::health_checker`]
+/// (docs/operations.md "Health checker").
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HealthCheckerStatus {
+    /// A checker thread was started (some service has a `health_check`).
+    pub started: bool,
+    /// Why the checker thread died (it panicked or its event loop failed); `None` while it
+    /// runs. A dead checker freezes every backend's health, so the daemon exits non-zero.
+    pub dead: Option<String>,
+    /// Targets probed.
+    pub targets: u64,
+    /// Probes skipped for a local resource shortage since start, over all targets (see
+    /// [`HealthRow::probes_skipped`]).
+    pub probes_skipped: u64,
+    /// `RLIMIT_NOFILE` soft limit in force (the daemon raises it to the hard limit at
+    /// start); 0 if unknown.
+    pub nofile_limit: u64,
 }
 
 /// Framing and decoding errors.
@@ -613,9 +641,34 @@ mod tests {
         let resp = Response::Health(vec![HealthRow {
             service: "s".into(), backend: "b".into(), address: "1.2.3.4".into(), healthy: true, checked: false,
             latency_ms: None, load_cps: 1.5, consecutive_successes: 0, consecutive_failures: 2, probes: 3,
-            probes_failed: 1, last_error: Some("x".into()), since_change_sec: Some(1.0),
+            probes_failed: 1, last_error: Some("x".into()), since_change_sec: Some(1.0), probes_skipped: 4,
         }]);
         assert_eq!(decode_response(&encode_response(&resp)).unwrap(), resp);
+        let resp = Response::Status(StatusReport {
+            health_checker: HealthCheckerStatus { started: true, dead: Some("panicked: x".into()), targets: 2, probes_skipped: 5, nofile_limit: 1024 },
+            ..Default::default()
+        });
+        assert_eq!(decode_response(&encode_response(&resp)).unwrap(), resp);
+    }
+
+    #[test]
+    fn health_fields_default_when_absent_from_json() {
+        // JSON written before these fields existed (e.g. saved `--json` output) still decodes.
+        let mut row = serde_json::to_value(HealthRow {
+            service: "s".into(), backend: "b".into(), address: "a".into(), healthy: true, checked: true, latency_ms: None,
+            load_cps: 0.0, consecutive_successes: 0, consecutive_failures: 0, probes: 1, probes_failed: 0, last_error: None,
+            since_change_sec: None, probes_skipped: 9,
+        })
+        .unwrap();
+        assert!(row.as_object_mut().unwrap().remove("probes_skipped").is_some());
+        assert_eq!(serde_json::from_value::<HealthRow>(row).unwrap().probes_skipped, 0);
+        let mut st = serde_json::to_value(StatusReport {
+            health_checker: HealthCheckerStatus { started: true, ..Default::default() },
+            ..Default::default()
+        })
+        .unwrap();
+        assert!(st.as_object_mut().unwrap().remove("health_checker").is_some());
+        assert_eq!(serde_json::from_value::<StatusReport>(st).unwrap().health_checker, HealthCheckerStatus::default());
     }
 
     proptest::proptest! {

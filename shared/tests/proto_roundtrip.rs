@@ -7,7 +7,7 @@
 
 use proptest::prelude::*;
 use spillway_shared::pipeline::{BackendState, ClientClass, Decision, TierKind, TraceEntry};
-use spillway_shared::proto::{
+use spillway_shared::proto::{HealthCheckerStatus, 
     decode_response, encode_response, BackendStatus, Counters, ExplainReport, FlowRow, FlowsReport, HealthRow,
     PortStatus, Response, SnapService, SnapshotReport, StatusReport,
 };
@@ -76,6 +76,7 @@ fn health_row() -> impl Strategy<Value = HealthRow> {
             consecutive_failures: cf,
             probes,
             probes_failed: failed,
+            probes_skipped: probes,
             last_error,
             since_change_sec: since,
         })
@@ -113,7 +114,8 @@ fn status() -> impl Strategy<Value = StatusReport> {
             ports: vec![PortStatus { name: name.clone(), ipackets: n, rx_nombuf: n, ..Default::default() }],
             workers,
             total,
-            backends: vec![BackendStatus { backend: name, packets: n, new_connections: n, ..Default::default() }],
+            backends: vec![BackendStatus { backend: name.clone(), packets: n, new_connections: n, ..Default::default() }],
+            health_checker: HealthCheckerStatus { started: true, dead: Some(name), targets: n, probes_skipped: n, nofile_limit: n },
         },
     )
 }

@@ -221,7 +221,7 @@ impl Daemon {
         st.pools.retain(|s, _| cfg.service(s).is_some());
         st.slots = slots;
         st.config_generation = next_gen;
-        self.update_health_checker(&st.cfg, initial);
+        self.update_health_checker(st, initial);
         let snapshot_generation = self.republish(st);
         for c in &changes {
             tracing::info!(config_generation = next_gen, "config change: {c}");
@@ -229,27 +229,15 @@ impl Daemon {
         Ok(Applied { generation: next_gen, snapshot_generation, changes })
     }
 
-    /// Hands the new targets to the health checker (state of unchanged targets is kept),
-    /// starting one when the first health check appears.
-    fn update_health_checker(&self, cfg: &Config, initial: std::collections::HashMap<(String, String), bool>) {
-        let targets = crate::health::targets_from_config(cfg);
+    /// Hands the new targets to the health checker at a new target-set generation
+    /// (starting one when the first health check appears) and reconciles the health view
+    /// with it; health events of older generations are dropped from then on
+    /// ([`crate::health::sync_after_edit`]).
+    fn update_health_checker(&self, st: &mut ControlState, initial: std::collections::HashMap<(String, String), bool>) {
+        let tx = self.health_events.lock().unwrap_or_else(|e| e.into_inner()).clone();
         let mut ch = self.checker.lock().unwrap_or_else(|e| e.into_inner());
-        match ch.as_ref() {
-            Some(c) => c.update_with_initial(targets, initial),
-            None if !targets.is_empty() => {
-                let tx = self.health_events.lock().unwrap_or_else(|e| e.into_inner()).clone();
-                if let Some(tx) = tx {
-                    match crate::health::HealthChecker::start(Vec::new(), tx) {
-                        Ok(c) => {
-                            c.update_with_initial(targets, initial);
-                            *ch = Some(c)
-                        }
-                        Err(e) => tracing::warn!(error = %e, "cannot start the health checker"),
-                    }
-                }
-            }
-            None => {}
-        }
+        st.health_generation += 1;
+        crate::health::sync_after_edit(&mut ch, tx, &st.cfg, initial, st.health_generation, &mut st.health);
     }
 
 

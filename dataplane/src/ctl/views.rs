@@ -6,7 +6,7 @@ use crate::daemon::Daemon;
 use spillway_shared::config::{Config, Service};
 use spillway_shared::flow::FlowKey;
 use spillway_shared::pipeline::{evaluate, Topology};
-use spillway_shared::proto::{BackendStatus, Counters, ExplainReport, StatusReport, FlowFilter, FlowOp, FlowRow, FlowsReport, HealthRow, Response, SnapService, SnapshotReport};
+use spillway_shared::proto::{BackendStatus, Counters, ExplainReport, HealthCheckerStatus, StatusReport, FlowFilter, FlowOp, FlowRow, FlowsReport, HealthRow, Response, SnapService, SnapshotReport};
 use std::time::Duration;
 
 /// How long a flows request waits for every worker.
@@ -17,7 +17,23 @@ impl Daemon {
     pub fn status(&self) -> StatusReport {
         let workers = self.worker_counters();
         let total = Counters::sum(&workers);
+        let health_checker = {
+            let ch = self.checker.lock().unwrap_or_else(|e| e.into_inner());
+            ch.as_ref().map(|c| HealthCheckerStatus {
+                started: true,
+                dead: c.dead(),
+                targets: 0,
+                probes_skipped: c.skipped_total(),
+                nofile_limit: 0,
+            })
+        };
         let st = self.control.lock().unwrap_or_else(|e| e.into_inner());
+        let mut health_checker = health_checker.unwrap_or_default();
+        health_checker.targets = crate::health::targets_from_config(&st.cfg).len() as u64;
+        health_checker.nofile_limit = st.nofile_limit;
+        if health_checker.dead.is_none() {
+            health_checker.dead = st.health_checker_dead.clone();
+        }
         let mut backends = Vec::new();
         for svc in &st.cfg.services {
             for b in &svc.backends {
@@ -44,6 +60,7 @@ impl Daemon {
             workers,
             total,
             backends,
+            health_checker,
         }
     }
 
@@ -78,6 +95,7 @@ impl Daemon {
                     consecutive_failures: t.map_or(0, |t| t.consecutive_failures),
                     probes: t.map_or(0, |t| t.probes_sent),
                     probes_failed: t.map_or(0, |t| t.probes_failed),
+                    probes_skipped: t.map_or(0, |t| t.probes_skipped),
                     last_error: t.and_then(|t| t.last_error.clone()),
                     since_change_sec: t.map(|t| t.last_change.elapsed().as_secs_f64()),
                 });

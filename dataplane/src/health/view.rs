@@ -1,0 +1,199 @@
+//! The daemon side of health results: what the control plane does with [`HealthEvent`]s
+//! and [`TargetStatus`] snapshots, so that its health view (what snapshots are compiled
+//! from) and the checker's trackers never disagree for good.
+//!
+//! The rule (issue 10 item 6): every live edit hands the checker a new target-set
+//! generation and reads back the trackers' state *after* the change
+//! ([`sync_after_edit`]); the view takes that state ([`reconcile`]). An event produced
+//! before the edit carries an older generation and is dropped ([`is_current`]): what it
+//! said is already in the state read back, or it was about a target that no longer
+//! exists. May use: [`crate::control::HealthView`], the rest of this module.
+
+use super::driver::HealthChecker;
+use super::targets::{targets_from_config, TargetKey};
+use super::{CheckerOptions, HealthEvent, TargetStatus};
+use crate::control::HealthView;
+use spillway_shared::config::Config;
+use std::collections::HashMap;
+use std::sync::mpsc::Sender;
+
+/// Copies health state and RTT moving average (as `latency_ms`) from checker statuses
+/// into the health view, keeping each entry's other fields (load). Backends without a
+/// status are left alone.
+pub fn apply_snapshot(statuses: &[TargetStatus], view: &mut HealthView) {
+    for st in statuses {
+        let v = view.entry((st.service.clone(), st.backend.clone())).or_default();
+        v.healthy = st.healthy;
+        if st.rtt_ewma_ms.is_some() {
+            v.latency_ms = st.rtt_ewma_ms;
+        }
+    }
+}
+
+/// Whether `ev` belongs to the target set of `generation` or a later one; an older event
+/// must be dropped (it was produced before the last edit, whose state the view already
+/// took from the checker).
+pub fn is_current(ev: &HealthEvent, generation: u64) -> bool {
+    ev.generation >= generation
+}
+
+/// Takes the trackers' state after an edit into the view: the health view then equals
+/// the checker for every checked target, whatever was still waiting in the events
+/// channel. Returns the number of entries whose health changed.
+pub fn reconcile(statuses: &[TargetStatus], view: &mut HealthView) -> usize {
+    let changed = statuses
+        .iter()
+        .filter(|s| view.get(&(s.service.clone(), s.backend.clone())).is_none_or(|v| v.healthy != s.healthy))
+        .count();
+    apply_snapshot(statuses, view);
+    changed
+}
+
+/// After a live edit of `cfg`: hands the checker its new targets at target-set
+/// `generation` (starting a checker on `events` when the first health check appears;
+/// `initial` gives the starting state of added or changed targets), then reconciles
+/// `view` with the trackers. Call it with the control state locked, after the edit and
+/// before republishing; events of older generations must be dropped from then on.
+pub fn sync_after_edit(
+    checker: &mut Option<HealthChecker>,
+    events: Option<Sender<HealthEvent>>,
+    cfg: &Config,
+    initial: HashMap<TargetKey, bool>,
+    generation: u64,
+    view: &mut HealthView,
+) {
+    let targets = targets_from_config(cfg);
+    if checker.is_none() && !targets.is_empty() {
+        let Some(tx) = events else { return };
+        let opts = CheckerOptions { generation, ..CheckerOptions::default() };
+        match HealthChecker::start_with(Vec::new(), tx, opts) {
+            Ok(c) => *checker = Some(c),
+            Err(e) => {
+                tracing::error!(error = %e, "cannot start the health checker");
+                return;
+            }
+        }
+    }
+    let Some(c) = checker.as_ref() else { return };
+    let statuses = c.update_at(generation, targets, initial);
+    let n = reconcile(&statuses, view);
+    if n > 0 {
+        tracing::info!(generation, changed = n, "health view reconciled with the checker after an edit");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::targets::{Target, TargetSet};
+    use super::super::tracker::ProbeResult;
+    use super::*;
+    use crate::control::BackendView;
+    use spillway_shared::config::{HealthCheck, HealthCheckKind};
+    use std::net::{Ipv4Addr, SocketAddrV4};
+    use std::time::{Duration, Instant};
+
+    fn key(b: &str) -> TargetKey {
+        ("svc".to_string(), b.to_string())
+    }
+
+    fn http_target(path: &str) -> Target {
+        Target {
+            service: "svc".into(),
+            backend: "a".into(),
+            addr: SocketAddrV4::new(Ipv4Addr::LOCALHOST, 80),
+            check: HealthCheck { kind: HealthCheckKind::Http, path: path.into(), healthy_threshold: 2, unhealthy_threshold: 2, ..HealthCheck::default() },
+        }
+    }
+
+    /// The daemon's side of the protocol, as `Daemon::apply_health_event` does it.
+    fn apply(view: &mut HealthView, generation: u64, ev: &HealthEvent) {
+        if is_current(ev, generation) {
+            view.entry((ev.service.clone(), ev.backend.clone())).or_default().healthy = ev.healthy;
+        }
+    }
+
+    #[test]
+    fn stale_event_after_an_edit_never_sticks() {
+        // A backend checked on a wrong path goes down; its event waits in the channel.
+        // The operator fixes the path. The edit reads the view (still up), so the new
+        // tracker starts up, and the fixed path keeps it up: it never emits an event again.
+        // Applied late, the old "down" event would leave the backend down for good.
+        let t0 = Instant::now();
+        let fail = || ProbeResult::Failure { reason: "HTTP status 404 (expected 200)".into() };
+        let ok = || ProbeResult::Success { rtt: Duration::from_millis(1) };
+        let mut set: TargetSet<()> = TargetSet::new(true, 1);
+        let mut view = HealthView::new();
+        view.insert(key("a"), BackendView { healthy: true, latency_ms: None, load_cps: 0.0 });
+        let mut daemon_gen = 1;
+        set.update(1, vec![http_target("/wrong")], &HashMap::new(), t0, |_, _| ());
+        let a = set.slot(&key("a")).unwrap();
+        assert!(set.record(a, t0, fail()).is_none());
+        let in_channel = set.record(a, t0, fail()).expect("down after 2 failures");
+        assert!(!in_channel.healthy);
+        // The edit: initial state from the view, new generation, reconcile.
+        let initial = HashMap::from([(key("a"), view[&key("a")].healthy)]);
+        daemon_gen += 1;
+        set.update(daemon_gen, vec![http_target("/healthz")], &initial, t0, |_, _| ());
+        reconcile(&set.statuses(), &mut view);
+        // The stale event arrives now.
+        apply(&mut view, daemon_gen, &in_channel);
+        // The fixed path answers; any transition would be applied.
+        for i in 1..=5 {
+            if let Some(ev) = set.record(a, t0 + Duration::from_secs(i), ok()) {
+                apply(&mut view, daemon_gen, &ev);
+            }
+        }
+        let tracker_healthy = set.statuses()[0].healthy;
+        assert!(tracker_healthy);
+        assert_eq!(view[&key("a")].healthy, tracker_healthy, "view and tracker disagree for good");
+    }
+
+    #[test]
+    fn reconcile_takes_the_trackers_state_and_counts_changes() {
+        let t0 = Instant::now();
+        let mut set: TargetSet<()> = TargetSet::new(true, 3);
+        let mut t = http_target("/");
+        t.check.unhealthy_threshold = 1;
+        set.update(3, vec![t], &HashMap::new(), t0, |_, _| ());
+        let a = set.slot(&key("a")).unwrap();
+        set.record(a, t0, ProbeResult::Failure { reason: "x".into() });
+        let mut view = HealthView::new();
+        view.insert(key("a"), BackendView { healthy: true, latency_ms: Some(2.0), load_cps: 7.0 });
+        assert_eq!(reconcile(&set.statuses(), &mut view), 1);
+        assert_eq!(view[&key("a")], BackendView { healthy: false, latency_ms: Some(2.0), load_cps: 7.0 });
+        assert_eq!(reconcile(&set.statuses(), &mut view), 0);
+        // Generations: older dropped, same and newer applied.
+        let ev = |g| HealthEvent { service: "svc".into(), backend: "a".into(), healthy: true, rtt_ms: None, reason: String::new(), generation: g };
+        assert!(!is_current(&ev(2), 3) && is_current(&ev(3), 3) && is_current(&ev(4), 3));
+    }
+
+    #[test]
+    fn snapshot_applies_to_health_view() {
+        let mut view = HealthView::new();
+        view.insert(key("a"), BackendView { healthy: true, latency_ms: Some(9.0), load_cps: 42.0 });
+        let st = TargetStatus {
+            service: "svc".into(),
+            backend: "a".into(),
+            probe_addr: SocketAddrV4::new(Ipv4Addr::LOCALHOST, 80),
+            healthy: false,
+            consecutive_successes: 0,
+            consecutive_failures: 2,
+            rtt_ewma_ms: None,
+            rtt_last_ms: None,
+            last_error: Some("x".into()),
+            last_change: Instant::now(),
+            probes_sent: 2,
+            probes_failed: 2,
+            probes_skipped: 0,
+            generation: 0,
+        };
+        let mut st2 = st.clone();
+        st2.backend = "b".into();
+        st2.healthy = true;
+        st2.rtt_ewma_ms = Some(1.5);
+        apply_snapshot(&[st, st2], &mut view);
+        assert_eq!(view[&key("a")], BackendView { healthy: false, latency_ms: Some(9.0), load_cps: 42.0 });
+        let b = &view[&key("b")];
+        assert!(b.healthy && b.latency_ms == Some(1.5) && b.load_cps == 0.0);
+    }
+}
