@@ -498,7 +498,7 @@ impl HealthCheck {
                 return only("request", r, "\"tcp\" (udp uses udp_request)");
             }
             if r.is_empty() || r.len() > HEALTH_MAX_PAYLOAD {
-                return Err(ConfigError::new(hp("request"), format!("{r:?} ({} bytes)", r.len()), format!("must be 1..={HEALTH_MAX_PAYLOAD} bytes long")));
+                return Err(ConfigError::new(hp("request"), format!("{r:?} ({} bytes)", r.len()), format!("must be in 1..={HEALTH_MAX_PAYLOAD} (length in bytes)")));
             }
         }
         if let Some(r) = &self.response {
@@ -506,7 +506,7 @@ impl HealthCheck {
                 return only("response", r, "\"tcp\", \"http\" or \"https\" (udp uses udp_expect)");
             }
             if r.is_empty() || r.len() > HEALTH_MAX_PAYLOAD {
-                return Err(ConfigError::new(hp("response"), format!("{r:?} ({} bytes)", r.len()), format!("must be 1..={HEALTH_MAX_PAYLOAD} bytes long")));
+                return Err(ConfigError::new(hp("response"), format!("{r:?} ({} bytes)", r.len()), format!("must be in 1..={HEALTH_MAX_PAYLOAD} (length in bytes)")));
             }
         }
         Ok(())
