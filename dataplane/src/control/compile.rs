@@ -88,7 +88,11 @@ pub struct CompileInput<'a> {
 /// of every table of every service (building is ~2 ms per 65,537-slot table; evaluating
 /// the pipeline is ~100 times cheaper). Entries unused for two generations are dropped.
 type MaglevKey = (Vec<(String, u64)>, u32);
-static MAGLEV_CACHE: std::sync::Mutex<Option<std::collections::HashMap<MaglevKey, (Arc<MaglevTable>, u64)>>> = std::sync::Mutex::new(None);
+/// A final weighted set as (backend index, weight bits), to share identical tables.
+type WeightSig = Vec<(usize, u64)>;
+/// Cached table and the last generation that used it.
+type MaglevCache = std::collections::HashMap<MaglevKey, (Arc<MaglevTable>, u64)>;
+static MAGLEV_CACHE: std::sync::Mutex<Option<MaglevCache>> = std::sync::Mutex::new(None);
 
 fn cached_maglev(entries: &[MaglevEntry<'_>], size: u32, generation: u64) -> Arc<MaglevTable> {
     // The table's slots index `entries` in the caller's order, so the key keeps that order
@@ -176,7 +180,8 @@ pub fn compile(cfg: &Config, slots: &SlotMap, input: CompileInput<'_>) -> Snapsh
         }
         let st = input.states.entry(svc.name.clone()).or_default();
         let mut tables: Vec<Option<Arc<ClassTable>>> = Vec::with_capacity(classes.len());
-        let mut built: Vec<(Vec<(usize, u64)>, Arc<ClassTable>)> = Vec::new();
+        // (backend indices and weight bits of a final set, its table)
+        let mut built: Vec<(WeightSig, Arc<ClassTable>)> = Vec::new();
         let mut failed_over = false;
         // Offered load for the capacity stage: the service's measured new-connection rate.
         let offered: f64 = states.iter().map(|s| s.load_cps).sum();

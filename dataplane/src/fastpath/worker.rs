@@ -132,7 +132,8 @@ fn keeps_backend(snap: &Snapshot, svc: &ServiceSnap, svc_idx: u16, backend: u16,
     if !(b.present && b.incarnation == incarnation && b.service == svc_idx) || b.evict_connections {
         return false;
     }
-    if !b.healthy && !(svc.persist_on_unhealthy || class_table(snap, svc, src).map_or(true, |t| t.all_unhealthy)) {
+    let last_resort = || class_table(snap, svc, src).map_or(true, |t| t.all_unhealthy);
+    if !b.healthy && !svc.persist_on_unhealthy && !last_resort() {
         return false;
     }
     match b.draining_until_ms {
@@ -282,7 +283,7 @@ impl Worker {
         }
         // spec/backend-selection.md: under PER_CONNECTION a SYN always starts a new
         // connection; under PER_SESSION only with 5-tuple affinity (not a session entry).
-        if !(syn && !session) {
+        if !syn || session {
             // A session entry outlives the connections in it: their SYN, FIN and RST flags
             // neither restart nor close it; any packet confirms and refreshes it.
             let ct_flags = if session { tcp_flags::ACK } else { flags };
