@@ -4,6 +4,7 @@
 #   sudo scripts/test.sh [--no-install] [--no-e2e]
 #
 # As root on Debian 12: installs the packages the tests need (apt-get), builds, then runs
+#   0. clippy (-D warnings) and the 600-line rule (scripts/check-file-sizes.sh),
 #   1. unit and property tests of every crate (shared: config, pipeline, scenarios, Maglev;
 #      dataplane: packet, connection table, worker over in-memory ports; ctl),
 #   2. DPDK integration tests: the `spillway` binary as a child process on net_ring /
@@ -45,6 +46,10 @@ if ! command -v cargo >/dev/null; then
     [[ -x "${HOME:-/root}/.cargo/bin/cargo" ]] && export PATH="${HOME:-/root}/.cargo/bin:$PATH"
 fi
 command -v cargo >/dev/null || { echo "test.sh: cargo not found; install Rust with rustup" >&2; exit 2; }
+if ! cargo clippy --version >/dev/null 2>&1 && command -v rustup >/dev/null; then
+    log "installing the clippy component (rustup component add clippy)"
+    rustup component add clippy || true
+fi
 
 passed=0
 failed=0
@@ -60,6 +65,8 @@ step() {
 }
 
 step build-release cargo build --release -p spillway-dataplane -p spillway-ctl
+step clippy cargo clippy --workspace --all-targets -- -D warnings
+step file-sizes scripts/check-file-sizes.sh
 step cargo-test cargo test --workspace --no-fail-fast
 step scenarios "${CARGO_TARGET_DIR:-target}/release/spillwayctl" scenario run shared/tests/cases/policy/*.json
 if [[ $NO_E2E == 0 ]]; then

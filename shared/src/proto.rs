@@ -13,6 +13,9 @@
 //!
 //! (postcard, not bincode: bincode is unmaintained, RUSTSEC-2025-0141; see
 //! docs/decisions.md.)
+//!
+//! Over 600 lines: every message type of the protocol in one place, so a change to the
+//! wire format is one reviewable diff (tests of the encodings are in `shared/tests/`).
 
 use serde::{Deserialize, Serialize};
 use std::io::{Read, Write};

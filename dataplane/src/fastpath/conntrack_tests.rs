@@ -1,0 +1,235 @@
+//! Tests of the connection table, with a model-based proptest against a plain map.
+use super::*;
+use crate::wire::tcp_flags::*;
+
+fn key(i: u32) -> FlowKey {
+    FlowKey { src: 0x0a01_0000 + i, dst: 0x0a00_0064, sport: 40000, dport: 80, proto: 6 }
+}
+
+#[test]
+fn entry_is_32_bytes() {
+    assert_eq!(std::mem::size_of::<Entry>(), 32);
+    assert_eq!(std::mem::size_of::<Bucket>(), 128);
+}
+
+#[test]
+fn insert_lookup_and_states() {
+    let t = Timeouts::default();
+    let mut ct = ConnTable::new(1024, 7);
+    assert!(ct.lookup(&key(1), SYN, 0, &t).is_none());
+    ct.insert(&key(1), 3, 1, 0, 0, &t);
+    let h = ct.lookup(&key(1), ACK, 10, &t).unwrap();
+    assert_eq!((h.backend, h.state), (3, State::SynOnly));
+    let h = ct.lookup(&key(1), ACK, 20, &t).unwrap();
+    assert_eq!(h.state, State::Established);
+    // established: lives 600 s
+    assert!(ct.lookup(&key(1), ACK, 20 + 599_000, &t).is_some());
+    ct.lookup(&key(1), FIN | ACK, 20 + 599_001, &t).unwrap();
+    // closing: gone after 10 s idle
+    assert!(ct.lookup(&key(1), ACK, 20 + 599_001 + 10_001, &t).is_none());
+}
+
+#[test]
+fn syn_only_expires_quickly() {
+    let t = Timeouts::default();
+    let mut ct = ConnTable::new(1024, 7);
+    ct.insert(&key(1), 3, 1, 0, 0, &t);
+    assert!(ct.lookup(&key(1), SYN, 5_001, &t).is_none());
+}
+
+#[test]
+fn flood_evicts_syn_only_first() {
+    let t = Timeouts::default();
+    let mut ct = ConnTable::new(1024, 99);
+    // 64 established flows
+    for i in 0..64 {
+        ct.insert(&key(i), (i % 4) as u16, 1, 0, 0, &t);
+        ct.lookup(&key(i), ACK, 1, &t).unwrap();
+    }
+    // 20,000 SYN-only entries from other sources
+    for i in 0..20_000u32 {
+        let k = FlowKey { src: 0xc000_0000 + i, ..key(0) };
+        ct.insert(&k, 0, 1, 0, 2, &t);
+    }
+    assert!(ct.counters.evicted_syn_only > 18_000);
+    for i in 0..64 {
+        assert_eq!(ct.lookup(&key(i), ACK, 3, &t).unwrap().backend, (i % 4) as u16);
+    }
+}
+
+#[test]
+fn syn_never_evicts_established() {
+    let t = Timeouts::default();
+    let mut ct = ConnTable::new(4, 1); // one bucket
+    for i in 0..4 {
+        ct.insert(&key(i), i as u16, 1, 0, i, &t);
+        ct.lookup(&key(i), ACK, i, &t).unwrap();
+    }
+    ct.insert(&key(9), 9, 1, 0, 10, &t);
+    assert_eq!(ct.counters.syn_not_tracked, 1);
+    assert!(ct.lookup(&key(9), ACK, 11, &t).is_none());
+    for i in 0..4 {
+        assert_eq!(ct.lookup(&key(i), ACK, 12, &t).unwrap().backend, i as u16);
+    }
+    // The handshake's next packet (an untracked flow's ACK) does not evict either.
+    ct.insert(&key(9), 9, 1, 0, 13, &t);
+    assert_eq!(ct.counters.syn_not_tracked, 2);
+}
+
+#[test]
+fn peek_changes_nothing() {
+    let t = Timeouts::default();
+    let mut ct = ConnTable::new(1024, 7);
+    ct.insert(&key(1), 3, 1, 0, 0, &t);
+    let before = ct.counters;
+    assert_eq!(ct.peek(&key(1), 100).unwrap().state, State::SynOnly);
+    assert_eq!(ct.peek(&key(1), 100).unwrap().state, State::SynOnly);
+    assert_eq!(ct.counters, before);
+    // not refreshed: still expires 5 s after the SYN
+    assert!(ct.peek(&key(1), 5_001).is_none());
+    assert!(ct.peek(&key(2), 1).is_none());
+}
+
+#[test]
+fn new_flows_evict_closing_before_established_and_never_established() {
+    let t = Timeouts::default();
+    let mut ct = ConnTable::new(4, 1); // one bucket
+    for i in 0..4 {
+        ct.insert(&key(i), i as u16, 1, 0, i, &t);
+        ct.lookup(&key(i), ACK, i, &t).unwrap(); // confirmed: established
+    }
+    ct.lookup(&key(2), FIN | ACK, 5, &t).unwrap(); // key 2 closing
+    ct.insert(&key(9), 9, 1, 0, 10, &t);
+    assert_eq!(ct.counters.evicted_closing, 1);
+    assert!(ct.lookup(&key(2), ACK, 11, &t).is_none());
+    assert!(ct.lookup(&key(9), ACK, 11, &t).is_some());
+    // now all four are established: a new flow (ACK picked up mid-stream) is not tracked
+    ct.insert(&key(10), 10, 1, 0, 12, &t);
+    assert_eq!(ct.counters.syn_not_tracked, 1);
+}
+
+#[test]
+fn udp_and_midstream_entries_start_unconfirmed() {
+    let t = Timeouts::default();
+    let mut ct = ConnTable::new(1024, 3);
+    let u = FlowKey { proto: 17, ..key(1) };
+    ct.insert(&u, 1, 1, 0, 0, &t);
+    assert_eq!(ct.lookup(&u, 0, 1, &t).unwrap().state, State::SynOnly);
+    assert_eq!(ct.lookup(&u, 0, 2, &t).unwrap().state, State::Established);
+    ct.insert(&key(2), 1, 1, 0, 0, &t);
+    assert_eq!(ct.lookup(&key(2), ACK, 1, &t).unwrap().state, State::SynOnly);
+    assert_eq!(ct.lookup(&key(2), ACK, 2, &t).unwrap().state, State::Established);
+}
+
+/// Issue 10 item 1: a key stored in its second bucket is found after a slot of its
+/// first bucket is freed (flush, expiry). The old lookup stopped at the first bucket
+/// whenever it held an empty slot.
+#[test]
+fn key_in_second_bucket_found_after_first_bucket_frees_a_slot() {
+    let t = Timeouts::default();
+    let mut ct = ConnTable::new(64, 5);
+    // fill until some key lands in its second bucket
+    let mut second = None;
+    for i in 0..10_000u32 {
+        let k = key(i);
+        if !ct.insert(&k, 1, 1, 0, 0, &t) {
+            continue;
+        }
+        ct.lookup(&k, ACK, 0, &t).unwrap();
+        let (b1, b2) = ct.buckets_of(&k);
+        if ct.find(&k).map(|f| f.0) == Some(b2) && b1 != b2 {
+            second = Some((k, b1));
+            break;
+        }
+    }
+    let (k, b1) = second.expect("some key overflowed into its second bucket");
+    // free one slot of the first bucket (as a flush of another backend would)
+    let victim = ct.buckets[b1].0[0].key();
+    assert!(ct.remove(&victim));
+    assert!(ct.lookup(&k, ACK, 1, &t).is_some(), "live key missed after its first bucket freed a slot");
+}
+
+/// Issue 10 item 7: an entry idle for more than 2^31 ms (24.8 days) is expired, and a
+/// swept table cannot bring it back when the u32 clock wraps.
+#[test]
+fn idle_entries_never_come_back_when_the_clock_wraps() {
+    let t = Timeouts::default();
+    let mut ct = ConnTable::new(16, 5);
+    ct.insert(&key(1), 1, 1, 0, 0, &t);
+    ct.lookup(&key(1), ACK, 1, &t).unwrap();
+    assert!(ct.peek(&key(1), 1 + 600_000).is_some());
+    assert!(ct.peek(&key(1), 0x8000_0000 + 10).is_none(), "idle 24.8 days looked live");
+    // the sweep runs long before the clock wraps
+    let swept: usize = (0..ct.buckets.len()).map(|_| ct.sweep(700_000, 1)).sum();
+    assert_eq!(swept, 1);
+    assert!(ct.peek(&key(1), 5).is_none());
+    assert!(ct.lookup(&key(1), ACK, 0u32.wrapping_sub(1).wrapping_add(3), &t).is_none());
+    assert_eq!(ct.live(700_000), 0);
+}
+
+mod model {
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::HashMap;
+
+    #[derive(Clone, Debug)]
+    enum Op {
+        /// Insert and confirm key i (tracked keys are established: never evicted).
+        Add(u16),
+        /// Remove key i, as a flush does.
+        Remove(u16),
+        /// Look key i up.
+        Look(u16),
+        /// Sweep n buckets.
+        Sweep(u8),
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            4 => (0u16..600).prop_map(Op::Add),
+            2 => (0u16..600).prop_map(Op::Remove),
+            3 => (0u16..600).prop_map(Op::Look),
+            1 => any::<u8>().prop_map(Op::Sweep),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+        /// Against a plain map: every key the table accepted and that was not removed
+        /// is found with its backend, whatever was removed or swept in between, at any
+        /// load up to 100 % (256-entry table, up to 600 keys).
+        #[test]
+        fn every_tracked_key_is_found(ops in proptest::collection::vec(op(), 1..400), seed in any::<u64>()) {
+            let t = Timeouts::default();
+            let mut ct = ConnTable::new(256, seed);
+            let mut model: HashMap<u16, u16> = HashMap::new();
+            for (step, o) in ops.into_iter().enumerate() {
+                let now = step as u32;
+                match o {
+                    Op::Add(i) => {
+                        if model.contains_key(&i) { continue; }
+                        let backend = i.wrapping_mul(7);
+                        if ct.insert(&key(i.into()), backend, 1, 0, now, &t) {
+                            prop_assert!(ct.lookup(&key(i.into()), ACK, now, &t).is_some());
+                            model.insert(i, backend);
+                        }
+                    }
+                    Op::Remove(i) => {
+                        prop_assert_eq!(ct.remove(&key(i.into())), model.remove(&i).is_some());
+                    }
+                    Op::Look(i) => {
+                        let got = ct.lookup(&key(i.into()), ACK, now, &t).map(|h| h.backend);
+                        prop_assert_eq!(got, model.get(&i).copied(), "key {}", i);
+                    }
+                    Op::Sweep(n) => {
+                        prop_assert_eq!(ct.sweep(now, n.into()), 0);
+                    }
+                }
+                prop_assert_eq!(ct.live(now), model.len());
+            }
+            for (i, b) in &model {
+                prop_assert_eq!(ct.peek(&key((*i).into()), 500).map(|h| h.backend), Some(*b));
+            }
+        }
+    }
+}
