@@ -261,57 +261,67 @@ fn evict_idlest(registry: &std::sync::Mutex<Registry>) -> bool {
 fn accept_loop(listener: UnixListener, group: Option<u32>, handler: Arc<dyn Handler>, stats: Arc<ServerStats>, stop: Arc<AtomicBool>) {
     let active = Arc::new(AtomicU64::new(0));
     let registry = Arc::new(std::sync::Mutex::new(Registry::default()));
-    while !stop.load(Ordering::Relaxed) {
-        match listener.accept() {
-            Ok((stream, _)) => {
-                stats.accepted.fetch_add(1, Ordering::Relaxed);
-                let _ = stream.set_nonblocking(false);
-                match peer_cred(&stream) {
-                    Ok(c) if authorised(&c, group) || (group.is_some() && authorised_peer(&c, &process_groups(c.pid), group)) => {}
-                    Ok(c) => {
-                        stats.refused.fetch_add(1, Ordering::Relaxed);
-                        tracing::warn!(pid = c.pid, uid = c.uid, gid = c.gid, "control socket: refused peer (not root or the configured group)");
-                        reply_error(stream, "permission denied: the control socket is for root and the configured socket_group");
+    // Connection threads are scoped: this function (and so `Server::shutdown`) returns only
+    // after every one has ended, so no request can run after the daemon tears down ports,
+    // pools and the EAL.
+    std::thread::scope(|scope| {
+        while !stop.load(Ordering::Relaxed) {
+            match listener.accept() {
+                Ok((stream, _)) => {
+                    stats.accepted.fetch_add(1, Ordering::Relaxed);
+                    let _ = stream.set_nonblocking(false);
+                    match peer_cred(&stream) {
+                        Ok(c) if authorised(&c, group) || (group.is_some() && authorised_peer(&c, &process_groups(c.pid), group)) => {}
+                        Ok(c) => {
+                            stats.refused.fetch_add(1, Ordering::Relaxed);
+                            tracing::warn!(pid = c.pid, uid = c.uid, gid = c.gid, "control socket: refused peer (not root or the configured group)");
+                            reply_error(stream, "permission denied: the control socket is for root and the configured socket_group");
+                            continue;
+                        }
+                        Err(e) => {
+                            stats.refused.fetch_add(1, Ordering::Relaxed);
+                            tracing::warn!(error = %e, "control socket: cannot read peer credentials");
+                            continue;
+                        }
+                    }
+                    if active.load(Ordering::Relaxed) as usize >= MAX_CONNECTIONS && !evict_idlest(&registry) {
+                        reply_error(stream, "too many control connections busy with requests; try again");
                         continue;
                     }
-                    Err(e) => {
-                        stats.refused.fetch_add(1, Ordering::Relaxed);
-                        tracing::warn!(error = %e, "control socket: cannot read peer credentials");
-                        continue;
+                    let tracked = match stream.try_clone() {
+                        Ok(clone) => {
+                            let mut r = registry.lock().unwrap_or_else(|e| e.into_inner());
+                            r.next += 1;
+                            let id = r.next;
+                            r.conns.insert(id, (clone, None));
+                            Some(Tracked { id, registry: registry.clone() })
+                        }
+                        Err(_) => None,
+                    };
+                    active.fetch_add(1, Ordering::Relaxed);
+                    let (h, st, act) = (handler.clone(), stats.clone(), active.clone());
+                    let spawned = std::thread::Builder::new().name("ctl-conn".into()).spawn_scoped(scope, move || {
+                        serve_conn_tracked(stream, h.as_ref(), &st, tracked.as_ref());
+                        drop(tracked);
+                        act.fetch_sub(1, Ordering::Relaxed);
+                    });
+                    if spawned.is_err() {
+                        active.fetch_sub(1, Ordering::Relaxed);
                     }
                 }
-                if active.load(Ordering::Relaxed) as usize >= MAX_CONNECTIONS && !evict_idlest(&registry) {
-                    reply_error(stream, "too many control connections busy with requests; try again");
-                    continue;
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => wait_readable(&listener, 100),
+                Err(e) => {
+                    tracing::warn!(error = %e, "control socket accept failed");
+                    std::thread::sleep(Duration::from_millis(100));
                 }
-                let tracked = match stream.try_clone() {
-                    Ok(clone) => {
-                        let mut r = registry.lock().unwrap_or_else(|e| e.into_inner());
-                        r.next += 1;
-                        let id = r.next;
-                        r.conns.insert(id, (clone, None));
-                        Some(Tracked { id, registry: registry.clone() })
-                    }
-                    Err(_) => None,
-                };
-                active.fetch_add(1, Ordering::Relaxed);
-                let (h, st, act) = (handler.clone(), stats.clone(), active.clone());
-                let spawned = std::thread::Builder::new().name("ctl-conn".into()).spawn(move || {
-                    serve_conn_tracked(stream, h.as_ref(), &st, tracked.as_ref());
-                    drop(tracked);
-                    act.fetch_sub(1, Ordering::Relaxed);
-                });
-                if spawned.is_err() {
-                    active.fetch_sub(1, Ordering::Relaxed);
-                }
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => wait_readable(&listener, 100),
-            Err(e) => {
-                tracing::warn!(error = %e, "control socket accept failed");
-                std::thread::sleep(Duration::from_millis(100));
             }
         }
-    }
+        // Stopping: wake every open connection (a blocked read returns at once) so the scope
+        // can join them; one in the middle of a request finishes it first.
+        for (conn, _) in registry.lock().unwrap_or_else(|e| e.into_inner()).conns.values() {
+            let _ = conn.shutdown(std::net::Shutdown::Both);
+        }
+    });
 }
 
 /// Waits until `listener` has a connection to accept, at most `ms` milliseconds (so the
