@@ -126,3 +126,29 @@ fn reordered_backends_pick_the_same_backends() {
     assert_eq!(a, b);
     assert_eq!(a, again);
 }
+
+/// Issue 10 item 7: a backend that gets the slot of a removed one starts from zero in
+/// `status` (per-slot counters keep counting; the daemon records a baseline).
+#[test]
+fn a_backend_reusing_a_slot_does_not_inherit_its_counters() {
+    use std::sync::atomic::Ordering::Relaxed;
+    let d = daemon("");
+    let slot = d.control.lock().unwrap().slots.slot("web", "p2").unwrap();
+    d.shared.stats[0].backend_new[usize::from(slot)].store(100, Relaxed);
+    d.shared.stats[0].backend_packets[usize::from(slot)].store(700, Relaxed);
+    let row = |d: &Daemon, b: &str| d.status().backends.into_iter().find(|r| r.backend == b).map(|r| (r.new_connections, r.packets));
+    assert_eq!(row(&d, "p2"), Some((100, 700)));
+    // replace p2 by p3 in one edit: p3 takes the freed slot
+    let cfg = d.control.lock().unwrap().cfg.clone();
+    let mut text = toml::to_string(&cfg).unwrap();
+    text = text.replace("name = \"p2\"", "name = \"p3\"");
+    match d.config_apply(&text, None) {
+        spillway_shared::proto::Response::Applied { .. } => {}
+        other => panic!("config apply refused: {other:?}"),
+    }
+    assert_eq!(d.control.lock().unwrap().slots.slot("web", "p3"), Some(slot), "p3 reuses p2's slot");
+    assert_eq!(row(&d, "p3"), Some((0, 0)), "p3 inherited p2's totals");
+    // and counts from there
+    d.shared.stats[0].backend_new[usize::from(slot)].store(103, Relaxed);
+    assert_eq!(row(&d, "p3"), Some((3, 0)));
+}
