@@ -2,6 +2,7 @@
 //!
 //! - [`config`]: the TOML configuration model and its validation (spec ranges);
 //! - [`net`]: MAC addresses, IPv4 prefixes, longest-prefix match;
+//! - [`fleet`]: the `[metrics]` and `[announce]` config sections;
 //! - [`flow`]: flow keys and the deterministic flow hash;
 //! - [`maglev`]: weighted Maglev lookup tables (NSDI 2016);
 //! - [`pipeline`]: the routing pipeline of the specs, stage by stage, with a trace;
@@ -11,6 +12,7 @@
 #![warn(missing_docs)]
 
 pub mod config;
+pub mod fleet;
 pub mod flow;
 pub mod maglev;
 pub mod net;
