@@ -190,6 +190,7 @@ fleet_start() {
     rm -f "$(fleet_sock "$h")"
     topo_spawn "$h" "$SPW_LOG_DIR/spillway-$h.log" "$SPW_PID_DIR/spillway-$h.pid" \
         "$SPILLWAY_BIN" --config "$cfg" --socket "$(fleet_sock "$h")"
+    disown "$!" 2>/dev/null || true   # a SIGKILL of it (ecmp) is the test's, not news for bash
     for ((i = 0; i < 150; i++)); do
         if fleet_ctl "$h" status >/dev/null 2>&1; then return 0; fi
         kill -0 "$(cat "$SPW_PID_DIR/spillway-$h.pid")" 2>/dev/null || break
