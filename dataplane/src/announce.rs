@@ -162,7 +162,7 @@ pub fn refresh(daemon: &Daemon, obs: &Observation, announced: &BTreeSet<Ipv4Addr
     let drained = daemon.fleet.drained();
     let rows = {
         let st = daemon.control.lock().unwrap_or_else(|e| e.into_inner());
-        evaluate(&st.cfg, obs, |s, b| st.health.get(&(s.to_string(), b.to_string())).map_or(true, |h| h.healthy), &drained, announced)
+        evaluate(&st.cfg, obs, |s, b| st.health.get(&(s.to_string(), b.to_string())).is_none_or(|h| h.healthy), &drained, announced)
     };
     daemon.fleet.store(rows.clone(), announcing);
     rows
