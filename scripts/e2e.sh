@@ -313,6 +313,7 @@ e2e_ecmp() {
     read -r s2 b < <(fleet_ka_report "$SPW_LOG_DIR/ka.tsv" "$t_kill" "$SPW_LOG_DIR/ports-lb2")
     echo "  FIGURE: host 1's keep-alive connections that kept working through host 2: $s1 of $a ($((a ? s1 * 100 / a : 0)) %)"
     echo "  host 2's keep-alive connections unbroken: $s2 of $b"
+    e2e_check "host 1 carried some of the keep-alive connections ($a)" _gt0 "$a"
     e2e_check ">= 95 % of host 1's keep-alive connections survive ($s1 of $a)" _pct_ge "$s1" "$a" 95
     e2e_check "no connection through host 2 breaks ($s2 of $b)" _eq "$s2" "$b"
 
@@ -323,6 +324,7 @@ e2e_ecmp() {
     fleet_new_requests 100
     m1="$(fleet_new_connections lb1)"; m2="$(fleet_new_connections lb2)"
     echo "  new connections after host 1 is back: lb1 +$((m1 - n1)), lb2 +$((m2 - n2))"
+    e2e_check "every new-connection request answered" _eq "$(req_failed new)" 0
     e2e_check "host 1 carries new connections again" _gt0 $((m1 - n1))
     e2e_check "host 2 still carries new connections" _gt0 $((m2 - n2))
     e2e_done
@@ -356,6 +358,7 @@ e2e_vip_drain() {
     wait "$FLEET_KA_PID" || true
     read -r s a < <(fleet_ka_report "$SPW_LOG_DIR/ka.tsv" 0 "$SPW_LOG_DIR/ports-all")
     echo "  keep-alive connections unbroken across the drain: $s of $a (host 1 had $(wc -l <"$SPW_LOG_DIR/ports-lb1"))"
+    e2e_check "keep-alive connections were tracked ($a)" _gt0 "$a"
     e2e_check "every keep-alive connection keeps working ($s of $a)" _eq "$s" "$a"
     fleet_ctl lb1 vip undrain "$SPW_VIP" >/dev/null
     ms="$(fleet_wait_nexthops 2 5)" || ms=99999
@@ -384,7 +387,12 @@ e2e_prometheus() {
     _prom_up() { [[ "$(_prom_q 'sum(up{job="spillway"})')" == 2.0 ]]; }
     topo_wait_for 30 _prom_up || e2e_fail "prometheus does not see both targets up"
     v0="$(_prom_q 'sum(spillway_service_new_connections_total)')"
+    # load: 20 keep-alive connections (5 requests/s each) while 100 new connections arrive
+    fleet_ka_start 20 8 "$SPW_LOG_DIR/ka.tsv"
     fleet_new_requests 100
+    wait "$FLEET_KA_PID" || true
+    e2e_check "keep-alive load made requests" _gt0 "$(wc -l <"$SPW_LOG_DIR/ka.tsv")"
+    e2e_check "keep-alive load answered" _eq "$(awk -F'\t' '$5 != "200"' "$SPW_LOG_DIR/ka.tsv" | wc -l)" 0
     sleep 3
     v1="$(_prom_q 'sum(spillway_service_new_connections_total)')"
     echo "  prometheus: sum(spillway_service_new_connections_total) $v0 -> $v1"

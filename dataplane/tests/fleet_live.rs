@@ -130,7 +130,8 @@ fn peer_addresses(ifname: &str) -> Option<Vec<String>> {
         return None;
     }
     let text = String::from_utf8_lossy(&o.stdout);
-    let mut v: Vec<String> = text.split_whitespace().skip_while(|w| *w != "peer").step_by(1).collect::<Vec<_>>().windows(2).filter(|w| w[0] == "peer").map(|w| w[1].to_string()).collect();
+    let words: Vec<&str> = text.split_whitespace().collect();
+    let mut v: Vec<String> = words.windows(2).filter(|w| w[0] == "peer").map(|w| w[1].to_string()).collect();
     v.sort();
     Some(v)
 }
@@ -240,6 +241,13 @@ fn metrics_systemd_and_announcement() {
     let rows: serde_json::Value = serde_json::from_str(&json).unwrap();
     assert_eq!(rows[0]["vip"], "10.0.0.53");
     assert_eq!(rows[0]["not_ready_because"][0], "no healthy enabled backend");
+
+    // [metrics]/[announce] are set up at start: a live edit of them is refused.
+    let edited = d.dir.join("edited.toml");
+    std::fs::write(&edited, CONFIG.replace("interface = \"spwft0\"", "interface = \"spwft1\"")).unwrap();
+    let (code, _, err) = d.ctl(&["config", "apply", edited.to_str().unwrap()]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("[metrics] and [announce] cannot change while the daemon runs"), "{err}");
 
     // SIGKILL: the kernel removes the interface, and with it every announced VIP.
     d.child.kill().unwrap();
