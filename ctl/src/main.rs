@@ -10,6 +10,7 @@ mod explain;
 mod live;
 mod scenario;
 mod status;
+mod vip;
 
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
@@ -64,6 +65,9 @@ enum Command {
     /// The published routing snapshot.
     #[command(subcommand)]
     Snapshot(live::SnapshotCmd),
+    /// VIP readiness and announcement: show, drain VIP, undrain VIP (docs/bgp.md).
+    #[command(subcommand)]
+    Vip(vip::VipCmd),
 }
 
 #[derive(Subcommand, Debug)]
@@ -96,6 +100,7 @@ fn main() {
         Command::Health(c) => live::health(&cli.socket, c),
         Command::Flows(c) => live::flows(&cli.socket, c),
         Command::Snapshot(c) => live::snapshot(&cli.socket, c),
+        Command::Vip(c) => vip::run(&cli.socket, c),
     };
     std::process::exit(code);
 }

@@ -80,6 +80,8 @@ pub struct Daemon {
     pub health_events: Mutex<Option<std::sync::mpsc::Sender<crate::health::HealthEvent>>>,
     /// Config file that live edits are written back to (`None`: not persisted, tests).
     pub config_path: Option<std::path::PathBuf>,
+    /// VIP readiness, operator drains and worker progress (issue 13; [`crate::announce`]).
+    pub fleet: crate::announce::FleetState,
 }
 
 impl Daemon {
@@ -120,6 +122,7 @@ impl Daemon {
             checker: Mutex::new(None),
             health_events: Mutex::new(None),
             config_path: None,
+            fleet: Default::default(),
         })
     }
 
@@ -350,6 +353,9 @@ impl Handler for Daemon {
             Request::Flows { op, filter } => self.flows(op, &filter),
             Request::Explain { client, client_port, vip } => self.explain(client, client_port, vip.as_deref()),
             Request::SnapshotShow => self.snapshot_show(),
+            Request::VipShow => Response::Vips(self.fleet.vips()),
+            Request::VipDrain { vip } => crate::announce::drain_request(self, vip, true).map_or_else(|message| Response::Error { message }, Response::Vips),
+            Request::VipUndrain { vip } => crate::announce::drain_request(self, vip, false).map_or_else(|message| Response::Error { message }, Response::Vips),
         }
     }
 }

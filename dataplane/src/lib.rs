@@ -15,3 +15,6 @@ pub mod control;
 pub mod health;
 pub mod ctl;
 pub mod daemon;
+pub mod announce;
+pub mod metrics;
+pub mod systemd;

@@ -36,6 +36,10 @@ struct Args {
     /// Validate the configuration and exit.
     #[arg(long)]
     check: bool,
+    /// Log format on stderr: `text` (default) or `json` (one JSON object per line, for
+    /// journald/log shippers); also `SPILLWAY_LOG_FORMAT`. See docs/operations.md.
+    #[arg(long, value_name = "FORMAT", env = "SPILLWAY_LOG_FORMAT", value_parser = ["text", "json"], default_value = "text")]
+    log_format: String,
 }
 
 /// `--duration`: a finite number of seconds in [0.1, 31,536,000] (one year).
@@ -86,10 +90,7 @@ fn eal_args(cfg: &Config) -> Vec<String> {
 
 fn main() {
     let args = Args::parse();
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
-        .with_writer(std::io::stderr)
-        .init();
+    init_logging(&args.log_format);
     match run(args) {
         Ok(()) => {}
         Err(e) => {
@@ -208,6 +209,19 @@ fn run(args: Args) -> Result<(), String> {
         daemon.control.lock().unwrap_or_else(|e| e.into_inner()).config_generation = g;
         tracing::info!(config_generation = g, "continuing the config generation of the file");
     }
+    // Fleet (issue 13): metrics listener and announcement interface, opened before the
+    // workers so that a bad [metrics]/[announce] fails the start with the field named.
+    let metrics_listener = match &cfg.metrics {
+        Some(m) => Some(spillway_dataplane::metrics::bind(m.addr().map_err(|e| e.to_string())?)?),
+        None => None,
+    };
+    if let Some(l) = &metrics_listener {
+        tracing::info!(listen = %l.local_addr().map_or_else(|e| e.to_string(), |a| a.to_string()), "metrics listening (GET /metrics)");
+    }
+    let announcer = match &cfg.announce {
+        Some(a) => Some(spillway_dataplane::announce::Announcer::start(a)?),
+        None => None,
+    };
     let server = Server::start(&socket, group, daemon.clone()).map_err(|e| format!("control socket {}: {e}", socket.display()))?;
     tracing::info!(socket = %socket.display(), "control socket listening");
 
@@ -253,6 +267,24 @@ fn run(args: Args) -> Result<(), String> {
                     dpdk::unregister_thread();
                 })
                 .map_err(|e| format!("cannot start worker {w}: {e}"))?;
+        }
+
+        // Fleet (issue 13): the metrics endpoint and the `fleet` thread (readiness, VIP
+        // announcement, systemd READY/WATCHDOG), control side, stopped with the workers.
+        if let Some(l) = metrics_listener {
+            let d = &*daemon;
+            std::thread::Builder::new()
+                .name("metrics".into())
+                .spawn_scoped(scope, move || spillway_dataplane::metrics::serve(l, &d.shared.stop, || spillway_dataplane::metrics::render(d)))
+                .map_err(|e| format!("cannot start the metrics thread: {e}"))?;
+        }
+        {
+            let d = &*daemon;
+            let acfg = cfg.announce.as_ref();
+            std::thread::Builder::new()
+                .name("fleet".into())
+                .spawn_scoped(scope, move || spillway_dataplane::systemd::run_fleet(d, acfg, announcer, &d.shared.stop))
+                .map_err(|e| format!("cannot start the fleet thread: {e}"))?;
         }
 
         // Health checks from the host stack: one descriptor per target in flight.
@@ -319,6 +351,23 @@ fn run(args: Args) -> Result<(), String> {
     drop(daemon);
     drop(eal);
     Ok(())
+}
+
+/// Logging on stderr (issue 13, docs/operations.md "Logs"): `RUST_LOG` filter (default
+/// `info`); `json` = one JSON object per line; text without colours unless stderr is a
+/// terminal, and without timestamps under journald (`JOURNAL_STREAM` set), which stamps
+/// every line itself.
+fn init_logging(format: &str) {
+    use std::io::IsTerminal;
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
+    let b = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    if format == "json" {
+        b.json().with_current_span(false).init();
+    } else if std::env::var_os("JOURNAL_STREAM").is_some() {
+        b.with_ansi(false).without_time().init();
+    } else {
+        b.with_ansi(std::io::stderr().is_terminal()).init();
+    }
 }
 
 /// Sets the workers' stop flag when dropped: the scope that runs the workers cannot end

@@ -98,6 +98,13 @@ pub struct Config {
     /// Load-balanced services (VIPs).
     #[serde(default)]
     pub services: Vec<Service>,
+    /// `[metrics]`: Prometheus endpoint (absent = off). See [`crate::fleet::MetricsConfig`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metrics: Option<crate::fleet::MetricsConfig>,
+    /// `[announce]`: VIP announcement through BIRD (absent = off). See
+    /// [`crate::fleet::AnnounceConfig`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub announce: Option<crate::fleet::AnnounceConfig>,
 }
 
 /// `[dataplane]`: process-level settings.
@@ -1127,6 +1134,13 @@ impl Config {
                 return Err(ConfigError::new(format!("{sp}.vip"), format!("{}:{}/{:?}", s.vip, s.port, s.protocol),
                     "another service already has this VIP, port and protocol"));
             }
+        }
+        // [metrics] / [announce] (crate::fleet).
+        if let Some(m) = &self.metrics {
+            m.addr()?;
+        }
+        if let Some(a) = &self.announce {
+            a.validate(&self.services.iter().map(|s| s.vip).collect::<Vec<_>>())?;
         }
         Ok(())
     }

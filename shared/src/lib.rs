@@ -3,6 +3,7 @@
 //! - [`config`]: the TOML configuration model and its validation (spec ranges);
 //! - [`limits`]: the table of configuration ranges (validation and docs/config.md);
 //! - [`net`]: MAC addresses, IPv4 prefixes, longest-prefix match;
+//! - [`fleet`]: the `[metrics]` and `[announce]` config sections;
 //! - [`flow`]: flow keys and the deterministic flow hash;
 //! - [`maglev`]: weighted Maglev lookup tables (NSDI 2016);
 //! - [`pipeline`]: the routing pipeline of the specs, stage by stage, with a trace;
@@ -13,6 +14,7 @@
 #![warn(missing_docs)]
 
 pub mod config;
+pub mod fleet;
 pub mod flow;
 pub mod limits;
 pub mod maglev;

@@ -140,6 +140,19 @@ pub enum Request {
     },
     /// The published snapshot: generation, tables per service and class, age.
     SnapshotShow,
+    /// Readiness and announcement state of every VIP (issue 13; docs/bgp.md).
+    VipShow,
+    /// Withdraw a VIP's announcement and keep serving its existing flows
+    /// (`spillwayctl vip drain VIP`); in memory only, a restart announces again.
+    VipDrain {
+        /// A configured VIP.
+        vip: std::net::Ipv4Addr,
+    },
+    /// Undo [`Request::VipDrain`] (`spillwayctl vip undrain VIP`).
+    VipUndrain {
+        /// A configured VIP.
+        vip: std::net::Ipv4Addr,
+    },
 }
 
 /// A connection-table operation.
@@ -338,6 +351,28 @@ pub enum Response {
         /// Human-readable reason.
         message: String,
     },
+    /// Answer to [`Request::VipShow`], [`Request::VipDrain`] and [`Request::VipUndrain`]:
+    /// one row per configured VIP, sorted by address.
+    Vips(Vec<VipRow>),
+}
+
+/// Readiness and announcement of one VIP (docs/bgp.md "Readiness").
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct VipRow {
+    /// The VIP (dotted quad).
+    pub vip: String,
+    /// Services on this VIP, config order.
+    pub services: Vec<String>,
+    /// Workers polling, a snapshot in use by every worker, at least one healthy enabled
+    /// backend, and not drained.
+    pub ready: bool,
+    /// Drained by the operator (`spillwayctl vip drain`).
+    pub drained: bool,
+    /// Announced now (its address is on the announcement interface; false without
+    /// `[announce]`).
+    pub announced: bool,
+    /// Why it is not ready (empty when ready).
+    pub not_ready_because: Vec<String>,
 }
 
 /// Counters of one worker, or summed over workers.

@@ -1,0 +1,114 @@
+//! `spillwayctl vip show|drain|undrain`: VIP readiness and operator drain (issue 13,
+//! docs/bgp.md). `drain` withdraws the VIP's announcement (BIRD stops exporting it) while
+//! the host keeps serving the flows that still arrive; `undrain` announces it again once
+//! it is ready. The drain is held in the daemon's memory: a restart announces again.
+
+use crate::client;
+use clap::Subcommand;
+use spillway_shared::proto::{Request, Response, VipRow};
+use std::net::Ipv4Addr;
+use std::path::Path;
+
+/// `vip ...`
+#[derive(Subcommand, Debug)]
+pub enum VipCmd {
+    /// Readiness and announcement of every VIP.
+    Show {
+        /// Machine-readable JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Withdraw the VIP's announcement; existing flows keep being served.
+    Drain {
+        /// A configured VIP (dotted quad).
+        #[arg(value_name = "VIP", value_parser = parse_vip)]
+        vip: Ipv4Addr,
+        /// Machine-readable JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Announce the VIP again (when ready).
+    Undrain {
+        /// A configured VIP (dotted quad).
+        #[arg(value_name = "VIP", value_parser = parse_vip)]
+        vip: Ipv4Addr,
+        /// Machine-readable JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// `VIP`: an IPv4 address in dotted-quad form.
+fn parse_vip(s: &str) -> Result<Ipv4Addr, String> {
+    s.parse().map_err(|_| format!("VIP = '{s}': must be an IPv4 address like 192.0.2.10"))
+}
+
+/// Runs a `vip` command; returns the exit code (0 ok, 1 refused, 2 no daemon).
+pub fn run(socket: &Path, cmd: &VipCmd) -> i32 {
+    let (req, json) = match cmd {
+        VipCmd::Show { json } => (Request::VipShow, *json),
+        VipCmd::Drain { vip, json } => (Request::VipDrain { vip: *vip }, *json),
+        VipCmd::Undrain { vip, json } => (Request::VipUndrain { vip: *vip }, *json),
+    };
+    match client::request(socket, &req) {
+        Ok(Response::Vips(rows)) => {
+            if json {
+                println!("{}", serde_json::to_string_pretty(&rows).unwrap_or_default());
+            } else {
+                print!("{}", table(&rows));
+            }
+            0
+        }
+        Ok(r) => {
+            eprintln!("spillwayctl: unexpected response from the daemon: {r:?}");
+            2
+        }
+        Err(e) => {
+            eprintln!("spillwayctl: {e}");
+            e.exit_code()
+        }
+    }
+}
+
+/// The text table of `vip show`.
+pub fn table(rows: &[VipRow]) -> String {
+    let mut o = format!("{:<16} {:<6} {:<8} {:<10} {}\n", "VIP", "READY", "DRAINED", "ANNOUNCED", "SERVICES / WHY NOT READY");
+    for r in rows {
+        let yn = |b: bool| if b { "yes" } else { "no" };
+        let mut tail = r.services.join(",");
+        if !r.not_ready_because.is_empty() {
+            tail = format!("{tail}: {}", r.not_ready_because.join("; "));
+        }
+        o.push_str(&format!("{:<16} {:<6} {:<8} {:<10} {tail}\n", r.vip, yn(r.ready), yn(r.drained), yn(r.announced)));
+    }
+    if rows.is_empty() {
+        o.push_str("(no VIP evaluated yet)\n");
+    }
+    o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn vip_argument_errors_name_the_value() {
+        assert_eq!(parse_vip("10.0.0.1").unwrap(), Ipv4Addr::new(10, 0, 0, 1));
+        let e = parse_vip("10.0.0.256").unwrap_err();
+        assert!(e.contains("'10.0.0.256'") && e.contains("IPv4"), "{e}");
+    }
+
+    #[test]
+    fn table_shows_why() {
+        let rows = vec![VipRow {
+            vip: "10.0.0.100".into(),
+            services: vec!["web".into()],
+            ready: false,
+            drained: true,
+            announced: false,
+            not_ready_because: vec!["drained by the operator".into()],
+        }];
+        let t = table(&rows);
+        assert!(t.lines().nth(1).unwrap().starts_with("10.0.0.100       no     yes      no         web: drained by the operator"), "{t}");
+    }
+}

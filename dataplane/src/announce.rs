@@ -1,0 +1,391 @@
+//! VIP readiness and announcement (issue 13, docs/decisions.md "VIP announcement through
+//! BIRD", docs/bgp.md).
+//!
+//! A VIP is *ready* when (1) every worker's poll counter advanced within
+//! `announce.worker_stall_sec`, (2) every worker has used a published snapshot, (3) at
+//! least one service on the VIP has a healthy, enabled backend and (4) the operator has not
+//! drained it (`spillwayctl vip drain VIP`). Drain state lives in memory only: a restarted
+//! daemon announces again (docs/bgp.md).
+//!
+//! With `[announce]` configured, the daemon owns a non-persistent TUN interface (default
+//! `spw-vip0`) and keeps exactly one point-to-point address `LOCAL peer VIP/32` on it per
+//! ready VIP. BIRD's `direct` protocol exports those `/32`s over BGP. When the process ends,
+//! however it ends (SIGKILL included), the kernel closes the TUN file descriptor, deletes the
+//! interface and its addresses, and BIRD withdraws every VIP of this host at once.
+//!
+//! Everything here runs on the control side (the `fleet` thread and the control socket),
+//! never on a worker.
+
+use crate::daemon::Daemon;
+use spillway_shared::config::Config;
+use spillway_shared::fleet::AnnounceConfig;
+use spillway_shared::proto::VipRow;
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::Ipv4Addr;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::process::Command;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// Fleet state shared by the `fleet` thread, the control socket and the metrics endpoint.
+#[derive(Default)]
+pub struct FleetState {
+    inner: Mutex<FleetInner>,
+}
+
+#[derive(Default)]
+struct FleetInner {
+    /// VIPs drained by the operator.
+    drained: BTreeSet<Ipv4Addr>,
+    /// Last evaluation, VIP order.
+    vips: Vec<VipRow>,
+    /// Whether an announcer (the TUN interface) is running.
+    announcing: bool,
+    /// Per worker: last poll counter seen and when it last advanced.
+    progress: Vec<(u64, Instant)>,
+}
+
+impl FleetState {
+    /// The last readiness evaluation, one row per configured VIP.
+    pub fn vips(&self) -> Vec<VipRow> {
+        self.lock().vips.clone()
+    }
+
+    /// Whether an announcer runs (`[announce]` configured and its interface up).
+    pub fn announcing(&self) -> bool {
+        self.lock().announcing
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, FleetInner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Records the workers' poll counters at `now`; returns, per worker, how long its
+    /// counter has stood still (zero when it just advanced).
+    pub fn observe_polls(&self, polls: &[u64], now: Instant) -> Vec<Duration> {
+        let mut g = self.lock();
+        if g.progress.len() != polls.len() {
+            g.progress = polls.iter().map(|p| (*p, now)).collect();
+        }
+        g.progress
+            .iter_mut()
+            .zip(polls)
+            .map(|(e, p)| {
+                if *p != e.0 {
+                    *e = (*p, now);
+                }
+                now.saturating_duration_since(e.1)
+            })
+            .collect()
+    }
+
+    /// Sets or clears the operator drain of `vip`.
+    pub fn set_drained(&self, vip: Ipv4Addr, drained: bool) {
+        let mut g = self.lock();
+        if drained {
+            g.drained.insert(vip);
+        } else {
+            g.drained.remove(&vip);
+        }
+    }
+
+    fn drained(&self) -> BTreeSet<Ipv4Addr> {
+        self.lock().drained.clone()
+    }
+
+    fn store(&self, vips: Vec<VipRow>, announcing: bool) {
+        let mut g = self.lock();
+        g.vips = vips;
+        g.announcing = announcing;
+    }
+}
+
+/// What readiness depends on besides the config (one control-thread observation).
+#[derive(Clone, Debug, Default)]
+pub struct Observation {
+    /// Workers whose poll counter stood still longer than the stall limit (indices).
+    pub stalled_workers: Vec<usize>,
+    /// Every worker has used a published snapshot (generation ≥ 1).
+    pub snapshot_in_use: bool,
+}
+
+/// Readiness of every configured VIP (sorted by address). `healthy(service, backend)` gives
+/// the health the dataplane uses; `announced` the VIPs currently announced.
+pub fn evaluate(
+    cfg: &Config,
+    obs: &Observation,
+    healthy: impl Fn(&str, &str) -> bool,
+    drained: &BTreeSet<Ipv4Addr>,
+    announced: &BTreeSet<Ipv4Addr>,
+) -> Vec<VipRow> {
+    let mut by_vip: BTreeMap<Ipv4Addr, (Vec<String>, bool)> = BTreeMap::new();
+    for s in &cfg.services {
+        let e = by_vip.entry(s.vip).or_default();
+        e.0.push(s.name.clone());
+        e.1 |= s.backends.iter().any(|b| b.enabled && healthy(&s.name, &b.name));
+    }
+    by_vip
+        .into_iter()
+        .map(|(vip, (services, has_backend))| {
+            let mut why = Vec::new();
+            if !obs.stalled_workers.is_empty() {
+                why.push(format!("workers not polling: {:?}", obs.stalled_workers));
+            }
+            if !obs.snapshot_in_use {
+                why.push("no snapshot used by every worker yet".to_string());
+            }
+            if !has_backend {
+                why.push("no healthy enabled backend".to_string());
+            }
+            let is_drained = drained.contains(&vip);
+            if is_drained {
+                why.push("drained by the operator".to_string());
+            }
+            VipRow { vip: vip.to_string(), services, ready: why.is_empty(), drained: is_drained, announced: announced.contains(&vip), not_ready_because: why }
+        })
+        .collect()
+}
+
+/// Observes the workers (poll progress, snapshot use) through the daemon's counters.
+pub fn observe(daemon: &Daemon, stall: Duration, now: Instant) -> Observation {
+    let polls: Vec<u64> = daemon.shared.stats.iter().map(|w| w.polls.load(Relaxed)).collect();
+    let still = daemon.fleet.observe_polls(&polls, now);
+    Observation {
+        stalled_workers: still.iter().enumerate().filter(|(_, d)| **d > stall).map(|(i, _)| i).collect(),
+        snapshot_in_use: daemon.shared.stats.iter().all(|w| w.generation.load(Relaxed) >= 1),
+    }
+}
+
+/// Evaluates readiness against the daemon's live state and stores it in `daemon.fleet`.
+pub fn refresh(daemon: &Daemon, obs: &Observation, announced: &BTreeSet<Ipv4Addr>, announcing: bool) -> Vec<VipRow> {
+    let drained = daemon.fleet.drained();
+    let rows = {
+        let st = daemon.control.lock().unwrap_or_else(|e| e.into_inner());
+        evaluate(&st.cfg, obs, |s, b| st.health.get(&(s.to_string(), b.to_string())).is_none_or(|h| h.healthy), &drained, announced)
+    };
+    daemon.fleet.store(rows.clone(), announcing);
+    rows
+}
+
+/// Control-socket side of `spillwayctl vip drain|undrain VIP`: `vip` must be a configured
+/// VIP. Returns the VIP rows after the change has been applied by the `fleet` thread (or
+/// after 2 s, whichever comes first).
+pub fn drain_request(daemon: &Daemon, vip: Ipv4Addr, drained: bool) -> Result<Vec<VipRow>, String> {
+    {
+        let st = daemon.control.lock().unwrap_or_else(|e| e.into_inner());
+        if !st.cfg.services.iter().any(|s| s.vip == vip) {
+            let mut known: Vec<String> = st.cfg.services.iter().map(|s| s.vip.to_string()).collect();
+            known.dedup();
+            return Err(format!("vip {vip}: not a configured VIP (configured: {})", if known.is_empty() { "none".into() } else { known.join(", ") }));
+        }
+    }
+    daemon.fleet.set_drained(vip, drained);
+    if daemon.fleet.vips().is_empty() {
+        // No `fleet` thread evaluates readiness (tests driving a bare `Daemon`).
+        return Ok(Vec::new());
+    }
+    let deadline = Instant::now() + Duration::from_secs(2);
+    loop {
+        let rows = daemon.fleet.vips();
+        let announcing = daemon.fleet.announcing();
+        let applied = rows.iter().any(|r| r.vip == vip.to_string() && r.drained == drained && (!announcing || r.announced == r.ready));
+        if applied || Instant::now() >= deadline {
+            return Ok(rows);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// The announcer: a TUN interface whose point-to-point addresses are the announced VIPs.
+// ---------------------------------------------------------------------------------------
+
+/// Owns the TUN interface; dropping it (or the process ending) deletes the interface and
+/// so withdraws every VIP.
+pub struct Announcer {
+    cfg: AnnounceConfig,
+    _tun: OwnedFd,
+    announced: BTreeSet<Ipv4Addr>,
+}
+
+const TUNSETIFF: libc::c_ulong = 0x4004_54ca;
+const IFF_TUN: libc::c_short = 0x0001;
+const IFF_NO_PI: libc::c_short = 0x1000;
+
+#[repr(C)]
+struct IfReq {
+    name: [u8; libc::IFNAMSIZ],
+    flags: libc::c_short,
+    _pad: [u8; 22],
+}
+
+impl Announcer {
+    /// Creates the TUN interface `cfg.interface` (not persistent: it lives as long as this
+    /// process holds it), brings it up, and announces nothing yet.
+    pub fn start(cfg: &AnnounceConfig) -> Result<Announcer, String> {
+        let name = &cfg.interface;
+        // SAFETY: plain open(2) of a NUL-terminated path.
+        let fd = unsafe { libc::open(c"/dev/net/tun".as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) };
+        if fd < 0 {
+            return Err(format!("announce.interface = {name:?}: cannot open /dev/net/tun: {}", std::io::Error::last_os_error()));
+        }
+        // SAFETY: fd is a fresh descriptor we own.
+        let tun = unsafe { OwnedFd::from_raw_fd(fd) };
+        let mut req = IfReq { name: [0; libc::IFNAMSIZ], flags: IFF_TUN | IFF_NO_PI, _pad: [0; 22] };
+        req.name[..name.len()].copy_from_slice(name.as_bytes());
+        // SAFETY: TUNSETIFF reads and writes an ifreq-sized struct that lives across the call.
+        if unsafe { libc::ioctl(tun.as_raw_fd(), TUNSETIFF as _, &mut req as *mut IfReq) } < 0 {
+            let e = std::io::Error::last_os_error();
+            return Err(format!("announce.interface = {name:?}: cannot create the TUN interface: {e} (another spillway running, or a persistent interface of that name?)"));
+        }
+        ip(&["link", "set", "dev", name, "up"])?;
+        tracing::info!(interface = %name, "announcement interface up (BIRD `direct` protocol exports its peer /32s)");
+        Ok(Announcer { cfg: cfg.clone(), _tun: tun, announced: BTreeSet::new() })
+    }
+
+    /// VIPs announced now.
+    pub fn announced(&self) -> &BTreeSet<Ipv4Addr> {
+        &self.announced
+    }
+
+    /// Makes the announced set equal to the ready VIPs of `rows`; logs each change.
+    pub fn reconcile(&mut self, rows: &[VipRow]) {
+        let want: BTreeSet<Ipv4Addr> = rows.iter().filter(|r| r.ready).filter_map(|r| r.vip.parse().ok()).collect();
+        for vip in self.announced.difference(&want).copied().collect::<Vec<_>>() {
+            match self.addr("del", vip) {
+                Ok(()) => {
+                    self.announced.remove(&vip);
+                    let why = rows.iter().find(|r| r.vip == vip.to_string()).map(|r| r.not_ready_because.join("; ")).unwrap_or_else(|| "no longer configured".into());
+                    tracing::warn!(%vip, reason = %why, "VIP withdrawn");
+                }
+                Err(e) => tracing::error!(%vip, error = %e, "cannot withdraw VIP"),
+            }
+        }
+        for vip in want.difference(&self.announced).copied().collect::<Vec<_>>() {
+            match self.addr("add", vip) {
+                Ok(()) => {
+                    self.announced.insert(vip);
+                    tracing::info!(%vip, "VIP announced");
+                }
+                Err(e) => tracing::error!(%vip, error = %e, "cannot announce VIP"),
+            }
+        }
+    }
+
+    fn addr(&self, op: &str, vip: Ipv4Addr) -> Result<(), String> {
+        let local = self.cfg.local_address.to_string();
+        let peer = format!("{vip}/32");
+        match ip(&["addr", op, &local, "peer", &peer, "dev", &self.cfg.interface]) {
+            // Adding what is there, or deleting what is not, is not an error here.
+            Err(e) if (op == "add" && e.contains("File exists")) || (op == "del" && e.contains("Cannot assign")) => Ok(()),
+            r => r,
+        }
+    }
+}
+
+/// Runs `ip ARGS` (iproute2) and returns its error output on failure.
+fn ip(args: &[&str]) -> Result<(), String> {
+    let out = Command::new("ip").args(args).output().map_err(|e| format!("cannot run `ip`: {e} (iproute2 is required for [announce])"))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!("`ip {}` failed: {}", args.join(" "), String::from_utf8_lossy(&out.stderr).trim()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use spillway_shared::config::{Backend, Protocol, Service};
+
+    fn cfg() -> Config {
+        let mut c = Config::default();
+        for (name, vip, port) in [("web", [10, 0, 0, 100], 80), ("tls", [10, 0, 0, 100], 443), ("dns", [10, 0, 0, 53], 53)] {
+            let mut s = Service::new(name, Ipv4Addr::from(vip), port, Protocol::Tcp);
+            for b in ["b1", "b2"] {
+                s.backends.push(Backend::new(b, ""));
+            }
+            c.services.push(s);
+        }
+        c
+    }
+
+    fn ok() -> Observation {
+        Observation { stalled_workers: vec![], snapshot_in_use: true }
+    }
+
+    #[test]
+    fn ready_when_everything_holds() {
+        let rows = evaluate(&cfg(), &ok(), |_, _| true, &BTreeSet::new(), &BTreeSet::new());
+        assert_eq!(rows.iter().map(|r| r.vip.as_str()).collect::<Vec<_>>(), ["10.0.0.53", "10.0.0.100"]);
+        assert!(rows.iter().all(|r| r.ready && r.not_ready_because.is_empty()));
+        assert_eq!(rows[1].services, ["web", "tls"]);
+    }
+
+    #[test]
+    fn one_service_with_a_healthy_backend_is_enough() {
+        let rows = evaluate(&cfg(), &ok(), |s, _| s == "tls", &BTreeSet::new(), &BTreeSet::new());
+        assert!(rows[1].ready, "10.0.0.100 has tls healthy");
+        assert!(!rows[0].ready);
+        assert_eq!(rows[0].not_ready_because, ["no healthy enabled backend"]);
+    }
+
+    #[test]
+    fn disabled_backends_do_not_count() {
+        let mut c = cfg();
+        for s in &mut c.services {
+            for b in &mut s.backends {
+                b.enabled = false;
+            }
+        }
+        assert!(evaluate(&c, &ok(), |_, _| true, &BTreeSet::new(), &BTreeSet::new()).iter().all(|r| !r.ready));
+    }
+
+    #[test]
+    fn stall_and_snapshot_and_drain_each_block() {
+        let stalled = Observation { stalled_workers: vec![1], snapshot_in_use: true };
+        let rows = evaluate(&cfg(), &stalled, |_, _| true, &BTreeSet::new(), &BTreeSet::new());
+        assert!(rows.iter().all(|r| !r.ready && r.not_ready_because[0].contains("[1]")));
+        let unpublished = Observation { stalled_workers: vec![], snapshot_in_use: false };
+        assert!(evaluate(&cfg(), &unpublished, |_, _| true, &BTreeSet::new(), &BTreeSet::new()).iter().all(|r| !r.ready));
+        let drained: BTreeSet<Ipv4Addr> = [Ipv4Addr::new(10, 0, 0, 53)].into();
+        let announced: BTreeSet<Ipv4Addr> = [Ipv4Addr::new(10, 0, 0, 53)].into();
+        let rows = evaluate(&cfg(), &ok(), |_, _| true, &drained, &announced);
+        assert!(!rows[0].ready && rows[0].drained && rows[0].announced);
+        assert_eq!(rows[0].not_ready_because, ["drained by the operator"]);
+        assert!(rows[1].ready && !rows[1].drained && !rows[1].announced);
+    }
+
+    #[test]
+    fn poll_progress_tracking() {
+        let f = FleetState::default();
+        let t0 = Instant::now();
+        assert_eq!(f.observe_polls(&[1, 1], t0), [Duration::ZERO, Duration::ZERO]);
+        let t1 = t0 + Duration::from_millis(500);
+        assert_eq!(f.observe_polls(&[2, 1], t1), [Duration::ZERO, Duration::from_millis(500)]);
+        let t2 = t0 + Duration::from_millis(900);
+        assert_eq!(f.observe_polls(&[2, 5], t2), [Duration::from_millis(400), Duration::ZERO]);
+    }
+
+    proptest! {
+        /// Ready exactly when no worker stalls, the snapshot is in use, some backend of the
+        /// VIP is healthy and enabled, and the VIP is not drained.
+        #[test]
+        fn readiness_is_the_conjunction(stalled in any::<bool>(), in_use in any::<bool>(), health in proptest::collection::vec(any::<bool>(), 6), drain in proptest::collection::vec(any::<bool>(), 2)) {
+            let obs = Observation { stalled_workers: if stalled { vec![0] } else { vec![] }, snapshot_in_use: in_use };
+            let idx = |s: &str, b: &str| ["web", "tls", "dns"].iter().position(|x| *x == s).unwrap() * 2 + usize::from(b == "b2");
+            let vips = [Ipv4Addr::new(10, 0, 0, 53), Ipv4Addr::new(10, 0, 0, 100)];
+            let drained: BTreeSet<Ipv4Addr> = vips.iter().zip(&drain).filter(|(_, d)| **d).map(|(v, _)| *v).collect();
+            let rows = evaluate(&cfg(), &obs, |s, b| health[idx(s, b)], &drained, &BTreeSet::new());
+            let healthy53 = health[4] || health[5];
+            let healthy100 = health[..4].iter().any(|h| *h);
+            prop_assert_eq!(rows[0].ready, !stalled && in_use && healthy53 && !drain[0]);
+            prop_assert_eq!(rows[1].ready, !stalled && in_use && healthy100 && !drain[1]);
+            for r in &rows {
+                prop_assert_eq!(r.ready, r.not_ready_because.is_empty());
+            }
+        }
+    }
+}

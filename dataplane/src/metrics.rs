@@ -1,0 +1,329 @@
+//! Prometheus metrics (issue 13): `GET /metrics` on `[metrics] listen`, served by one
+//! control-side thread (never a worker core), encoded with the `prometheus-client` crate
+//! in the OpenMetrics text format (which Prometheus and `promtool check metrics` read).
+//!
+//! Every scrape reads the counters the way [`Daemon::status`] does (per-worker atomics
+//! summed on read, per-backend counters from their slot baselines) into a fresh registry,
+//! so the workers never do anything for metrics except the connection-table count (the
+//! same mailbox request as `spillwayctl flows count`, answered between bursts).
+//! Names, labels and meanings: docs/metrics.md; dashboard: docs/grafana-dashboard.json.
+
+use crate::daemon::Daemon;
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+use spillway_shared::proto::{FlowFilter, FlowOp, Response};
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+/// Label set of one series: `(name, value)` pairs.
+type Labels = Vec<(String, String)>;
+
+fn labels(pairs: &[(&str, &str)]) -> Labels {
+    pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+}
+
+/// Builds one scrape's registry from rows of `(labels, value)`.
+struct Builder {
+    reg: Registry,
+}
+
+impl Builder {
+    /// A counter family `spillway_<name>_total`.
+    fn counter(&mut self, name: &str, help: &str, rows: impl IntoIterator<Item = (Labels, u64)>) {
+        let f = Family::<Labels, Counter>::default();
+        for (l, v) in rows {
+            f.get_or_create(&l).inc_by(v);
+        }
+        self.reg.register(name, help, f);
+    }
+
+    /// A gauge family `spillway_<name>`.
+    fn gauge(&mut self, name: &str, help: &str, rows: impl IntoIterator<Item = (Labels, f64)>) {
+        let f = Family::<Labels, Gauge<f64, AtomicU64>>::default();
+        for (l, v) in rows {
+            f.get_or_create(&l).set(v);
+        }
+        self.reg.register(name, help, f);
+    }
+}
+
+/// The whole exposition (OpenMetrics text, ending in `# EOF`).
+pub fn render(daemon: &Daemon) -> String {
+    let status = daemon.status();
+    let mut b = Builder { reg: Registry::with_prefix("spillway") };
+    let one = |v: bool| if v { 1.0 } else { 0.0 };
+
+    b.gauge("uptime_seconds", "Seconds since the daemon started", [(vec![], status.uptime_sec)]);
+    b.gauge("build_info", "Always 1; the version label names the build", [(labels(&[("version", &status.version)]), 1.0)]);
+
+    // Per service and backend.
+    let bl = |s: &spillway_shared::proto::BackendStatus| labels(&[("service", &s.service), ("backend", &s.backend), ("address", &s.address)]);
+    b.counter("backend_packets", "Packets forwarded to the backend (client to backend direction)", status.backends.iter().map(|s| (bl(s), s.packets)));
+    b.counter("backend_new_connections", "New connections (connection-table misses) that selected the backend", status.backends.iter().map(|s| (bl(s), s.new_connections)));
+    b.gauge("backend_healthy", "1 when the dataplane considers the backend healthy", status.backends.iter().map(|s| (bl(s), one(s.healthy))));
+    b.gauge("backend_enabled", "1 when the backend is enabled in the config", status.backends.iter().map(|s| (bl(s), one(s.enabled))));
+    let mut per_service: std::collections::BTreeMap<&str, (u64, u64, u64)> = Default::default();
+    for s in &status.backends {
+        let e = per_service.entry(&s.service).or_default();
+        e.0 += s.packets;
+        e.1 += s.new_connections;
+        e.2 += u64::from(s.healthy && s.enabled);
+    }
+    b.counter("service_packets", "Packets forwarded for the service, all backends", per_service.iter().map(|(s, v)| (labels(&[("service", s)]), v.0)));
+    b.counter("service_new_connections", "New connections of the service, all backends", per_service.iter().map(|(s, v)| (labels(&[("service", s)]), v.1)));
+    b.gauge("service_healthy_backends", "Backends of the service that are healthy and enabled", per_service.iter().map(|(s, v)| (labels(&[("service", s)]), v.2 as f64)));
+
+    // Drops by reason (summed over workers; every reason present, zero or not).
+    b.counter("drops", "Frames dropped, by reason (docs/semantics.md)", status.total.drops.iter().map(|(r, n)| (labels(&[("reason", r)]), *n)));
+
+    // Per worker.
+    let w = |i: usize| labels(&[("worker", &i.to_string())]);
+    let workers = &status.workers;
+    b.counter("worker_rx_packets", "Frames received by the worker, all ports", workers.iter().enumerate().map(|(i, c)| (w(i), c.rx)));
+    b.counter("worker_tx_packets", "Frames sent by the worker, all ports", workers.iter().enumerate().map(|(i, c)| (w(i), c.tx)));
+    b.counter("worker_forwarded_packets", "Frames forwarded to a backend", workers.iter().enumerate().map(|(i, c)| (w(i), c.forwarded)));
+    b.counter(
+        "worker_polls",
+        "Poll-loop iterations: kind=busy received frames, kind=idle received nothing",
+        workers.iter().enumerate().flat_map(|(i, c)| {
+            let i = i.to_string();
+            [(labels(&[("worker", &i), ("kind", "busy")]), c.polls.saturating_sub(c.idle_polls)), (labels(&[("worker", &i), ("kind", "idle")]), c.idle_polls)]
+        }),
+    );
+    b.gauge("worker_snapshot_generation", "Snapshot generation the worker last used", workers.iter().enumerate().map(|(i, c)| (w(i), c.generation as f64)));
+    b.counter("worker_arp_replies", "ARP replies sent", workers.iter().enumerate().map(|(i, c)| (w(i), c.arp_replies)));
+    b.counter("worker_icmp_forwarded", "ICMP errors forwarded to the backend of the quoted flow", workers.iter().enumerate().map(|(i, c)| (w(i), c.icmp_forwarded)));
+    b.counter("worker_fragments", "IPv4 fragments forwarded", workers.iter().enumerate().map(|(i, c)| (w(i), c.fragments)));
+    b.counter("worker_rebalanced_connections", "Connections moved to another backend", workers.iter().enumerate().map(|(i, c)| (w(i), c.rebalanced)));
+
+    // Connection table.
+    b.counter("conntrack_hits", "Connection-table lookups that found the flow", workers.iter().enumerate().map(|(i, c)| (w(i), c.ct_hits)));
+    b.counter("conntrack_misses", "Connection-table lookups that did not", workers.iter().enumerate().map(|(i, c)| (w(i), c.ct_misses)));
+    b.counter(
+        "conntrack_evictions",
+        "Entries evicted to make room, by the evicted entry's state",
+        workers.iter().enumerate().flat_map(|(i, c)| {
+            let i = i.to_string();
+            [(labels(&[("worker", &i), ("state", "syn_only")]), c.ct_evicted_syn_only), (labels(&[("worker", &i), ("state", "closing")]), c.ct_evicted_closing)]
+        }),
+    );
+    b.counter("conntrack_syn_not_tracked", "New flows not tracked because both buckets were full of established entries", workers.iter().enumerate().map(|(i, c)| (w(i), c.ct_syn_not_tracked)));
+    let (capacity, generation, config_generation, propagation) = {
+        let st = daemon.control.lock().unwrap_or_else(|e| e.into_inner());
+        (st.cfg.conntrack.capacity_per_worker, st.generation, st.config_generation, st.last_propagation_us)
+    };
+    b.gauge("conntrack_capacity", "Connection-table entries per worker", [(vec![], f64::from(capacity))]);
+    if let Response::Flows(r) = daemon.flows(FlowOp::Count, &FlowFilter::All) {
+        b.gauge("conntrack_entries", "Live connection-table entries (occupancy)", r.per_worker.iter().enumerate().map(|(i, n)| (w(i), *n as f64)));
+    }
+
+    // Snapshots.
+    b.gauge("snapshot_generation", "Last snapshot generation published", [(vec![], generation as f64)]);
+    b.gauge("config_generation", "Config generation (moves with every applied spillwayctl edit)", [(vec![], config_generation as f64)]);
+    b.gauge(
+        "snapshot_publish_latency_seconds",
+        "Last measured time from publishing a snapshot until every worker used it",
+        propagation.map(|us| (vec![], us as f64 / 1e6)),
+    );
+
+    // Health probes (what the checker exposes: counts, RTT moving average and last RTT).
+    let probes = daemon.checker.lock().unwrap_or_else(|e| e.into_inner()).as_ref().map(|c| c.snapshot()).unwrap_or_default();
+    let tl = |t: &crate::health::TargetStatus| labels(&[("service", &t.service), ("backend", &t.backend)]);
+    b.counter("health_probes_sent", "Health probes sent", probes.iter().map(|t| (tl(t), t.probes_sent)));
+    b.counter("health_probes_failed", "Health probes that failed", probes.iter().map(|t| (tl(t), t.probes_failed)));
+    b.counter("health_probes_skipped", "Health probes skipped (previous probe still running)", probes.iter().map(|t| (tl(t), t.probes_skipped)));
+    b.gauge("health_probe_rtt_seconds", "Probe round-trip time, moving average", probes.iter().filter_map(|t| t.rtt_ewma_ms.map(|r| (tl(t), r / 1e3))));
+    b.gauge("health_probe_last_rtt_seconds", "Round-trip time of the last successful probe", probes.iter().filter_map(|t| t.rtt_last_ms.map(|r| (tl(t), r / 1e3))));
+
+    // VIP readiness and announcement (crate::announce).
+    let vips = daemon.fleet.vips();
+    let vl = |v: &spillway_shared::proto::VipRow| labels(&[("vip", &v.vip)]);
+    b.gauge("vip_ready", "1 when the VIP is ready: workers polling, snapshot in use, a healthy backend, not drained", vips.iter().map(|v| (vl(v), one(v.ready))));
+    b.gauge("vip_drained", "1 when the operator drained the VIP", vips.iter().map(|v| (vl(v), one(v.drained))));
+    b.gauge("vip_announced", "1 when the VIP is announced (on the announcement interface)", vips.iter().map(|v| (vl(v), one(v.announced))));
+    b.gauge("announce_enabled", "1 when [announce] runs (announcement interface up)", [(vec![], one(daemon.fleet.announcing()))]);
+
+    // Ports (DPDK device counters).
+    let pl = |p: &spillway_shared::proto::PortStatus| labels(&[("port", &p.name)]);
+    b.counter("port_rx_packets", "Frames received by the device", status.ports.iter().map(|p| (pl(p), p.ipackets)));
+    b.counter("port_tx_packets", "Frames sent by the device", status.ports.iter().map(|p| (pl(p), p.opackets)));
+    b.counter("port_rx_missed", "Frames the device dropped for lack of RX descriptors", status.ports.iter().map(|p| (pl(p), p.imissed)));
+    b.counter("port_rx_errors", "Erroneous frames received", status.ports.iter().map(|p| (pl(p), p.ierrors)));
+    b.counter("port_tx_errors", "Frames the device failed to send", status.ports.iter().map(|p| (pl(p), p.oerrors)));
+    b.counter("port_rx_nombuf", "RX mbuf allocation failures", status.ports.iter().map(|p| (pl(p), p.rx_nombuf)));
+    b.gauge("port_mbufs_in_use", "mbufs of the port's pool in use", status.ports.iter().map(|p| (pl(p), p.mbufs_in_use as f64)));
+
+    let mut out = String::new();
+    if let Err(e) = encode(&mut out, &b.reg) {
+        tracing::error!(error = %e, "cannot encode metrics");
+    }
+    out
+}
+
+/// Content type of [`render`]'s output.
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+/// Content type of [`to_prometheus_text`]'s output.
+pub const CONTENT_TYPE_TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// Converts [`render`]'s OpenMetrics text to the Prometheus text format 0.0.4, for clients
+/// that do not ask for OpenMetrics (`curl`, `promtool check metrics`): in 0.0.4 a counter's
+/// `# HELP`/`# TYPE` name carries the `_total` of its samples, and there is no `# UNIT` or
+/// `# EOF`. Everything else is the same in both formats.
+pub fn to_prometheus_text(openmetrics: &str) -> String {
+    let counters: std::collections::HashSet<&str> = openmetrics
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE ")?.strip_suffix(" counter"))
+        .collect();
+    let mut out = String::with_capacity(openmetrics.len() + 64 * counters.len());
+    for line in openmetrics.lines() {
+        if line == "# EOF" || line.starts_with("# UNIT ") {
+            continue;
+        }
+        let meta = ["# HELP ", "# TYPE "].iter().find_map(|p| line.strip_prefix(p).map(|rest| (*p, rest)));
+        match meta {
+            Some((p, rest)) => {
+                let (name, tail) = rest.split_once(' ').unwrap_or((rest, ""));
+                let total = if counters.contains(name) { "_total" } else { "" };
+                out.push_str(&format!("{p}{name}{total} {tail}\n"));
+            }
+            None => {
+                out.push_str(line);
+                out.push('\n');
+            }
+        }
+    }
+    out
+}
+
+/// Binds the metrics listener (before the daemon reports ready, so a bad address fails the
+/// start with the field named).
+pub fn bind(addr: SocketAddr) -> Result<TcpListener, String> {
+    let l = TcpListener::bind(addr).map_err(|e| format!("metrics.listen = \"{addr}\": cannot listen: {e}"))?;
+    l.set_nonblocking(true).map_err(|e| format!("metrics.listen: {e}"))?;
+    Ok(l)
+}
+
+/// Serves `GET /metrics` (and `GET /` with a pointer to it) until `stop` is set. One
+/// request per connection, answered in turn on this thread; a slow or broken client is cut
+/// after 2 s and does not stop the server. `body` gives the OpenMetrics exposition; a
+/// client whose `Accept` does not name `application/openmetrics-text` gets it converted to
+/// the Prometheus text format 0.0.4 ([`to_prometheus_text`]).
+pub fn serve(listener: TcpListener, stop: &AtomicBool, body: impl Fn() -> String) {
+    while !stop.load(Ordering::SeqCst) {
+        match listener.accept() {
+            Ok((conn, peer)) => {
+                if let Err(e) = answer(conn, &body) {
+                    tracing::debug!(%peer, error = %e, "metrics request failed");
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => std::thread::sleep(Duration::from_millis(50)),
+            Err(e) => {
+                tracing::warn!(error = %e, "metrics accept failed");
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+    }
+}
+
+/// Largest request head read, bytes.
+const MAX_HEAD: usize = 8192;
+
+fn answer(mut conn: TcpStream, body: &impl Fn() -> String) -> std::io::Result<()> {
+    conn.set_nonblocking(false)?;
+    conn.set_read_timeout(Some(Duration::from_secs(2)))?;
+    conn.set_write_timeout(Some(Duration::from_secs(2)))?;
+    let mut buf = vec![0u8; MAX_HEAD];
+    let mut len = 0;
+    let (status, ctype, text) = loop {
+        let n = conn.read(&mut buf[len..])?;
+        if n == 0 {
+            return Ok(());
+        }
+        len += n;
+        let mut headers = [httparse::EMPTY_HEADER; 32];
+        let mut req = httparse::Request::new(&mut headers);
+        match req.parse(&buf[..len]) {
+            Ok(httparse::Status::Complete(_)) => {
+                let om = req.headers.iter().any(|h| h.name.eq_ignore_ascii_case("accept") && String::from_utf8_lossy(h.value).contains("application/openmetrics-text"));
+                break route(req.method.unwrap_or(""), req.path.unwrap_or(""), om, body);
+            }
+            Ok(httparse::Status::Partial) if len < MAX_HEAD => continue,
+            Ok(httparse::Status::Partial) => break ("431 Request Header Fields Too Large", "text/plain", "request head over 8 KiB\n".to_string()),
+            Err(e) => break ("400 Bad Request", "text/plain", format!("bad request: {e}\n")),
+        }
+    };
+    let head = format!("HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n", text.len());
+    conn.write_all(head.as_bytes())?;
+    conn.write_all(text.as_bytes())?;
+    conn.flush()
+}
+
+fn route(method: &str, path: &str, openmetrics: bool, body: &impl Fn() -> String) -> (&'static str, &'static str, String) {
+    let path = path.split('?').next().unwrap_or("");
+    match (method, path) {
+        ("GET", "/metrics") if openmetrics => ("200 OK", CONTENT_TYPE, body()),
+        ("GET", "/metrics") => ("200 OK", CONTENT_TYPE_TEXT, to_prometheus_text(&body())),
+        ("GET", "/") => ("200 OK", "text/plain", "spillway: metrics at /metrics\n".to_string()),
+        ("GET", _) => ("404 Not Found", "text/plain", format!("no page {path}; metrics are at /metrics\n")),
+        _ => ("405 Method Not Allowed", "text/plain", format!("method {method} not allowed; use GET /metrics\n")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    fn get(addr: SocketAddr, request: &str) -> String {
+        let mut c = TcpStream::connect(addr).unwrap();
+        c.write_all(request.as_bytes()).unwrap();
+        let mut s = String::new();
+        c.read_to_string(&mut s).unwrap();
+        s
+    }
+
+    #[test]
+    fn serves_metrics_and_refuses_the_rest() {
+        let l = bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        let addr = l.local_addr().unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let s2 = stop.clone();
+        let t = std::thread::spawn(move || serve(l, &s2, || "spillway_x 1\n# EOF\n".to_string()));
+        let r = get(addr, "GET /metrics HTTP/1.1\r\nHost: x\r\nAccept: application/openmetrics-text;version=1.0.0,text/plain;q=0.5\r\n\r\n");
+        assert!(r.starts_with("HTTP/1.1 200 OK\r\n"), "{r}");
+        assert!(r.contains("Content-Type: application/openmetrics-text"), "{r}");
+        assert!(r.ends_with("\r\n\r\nspillway_x 1\n# EOF\n"), "{r}");
+        let r = get(addr, "GET /metrics HTTP/1.1\r\nHost: x\r\nAccept: */*\r\n\r\n");
+        assert!(r.contains("Content-Type: text/plain; version=0.0.4"), "{r}");
+        assert!(r.ends_with("\r\n\r\nspillway_x 1\n"), "{r}");
+        assert!(get(addr, "GET /nope HTTP/1.1\r\n\r\n").starts_with("HTTP/1.1 404"));
+        assert!(get(addr, "POST /metrics HTTP/1.1\r\n\r\n").starts_with("HTTP/1.1 405"));
+        assert!(get(addr, "\x01\x02 garbage\r\n\r\n").starts_with("HTTP/1.1 400"));
+        // A client that sends half a request and goes away does not stop the server.
+        drop(TcpStream::connect(addr).unwrap());
+        assert!(get(addr, "GET /metrics?x=1 HTTP/1.0\r\n\r\n").starts_with("HTTP/1.1 200"));
+        stop.store(true, Ordering::SeqCst);
+        t.join().unwrap();
+    }
+
+    #[test]
+    fn prometheus_text_names_counters_by_their_samples() {
+        let om = "# HELP spillway_drops Frames dropped.\n# TYPE spillway_drops counter\nspillway_drops_total{reason=\"x\"} 3\n# HELP spillway_up Up.\n# TYPE spillway_up gauge\n# UNIT spillway_up seconds\nspillway_up 1.0\n# EOF\n";
+        assert_eq!(
+            to_prometheus_text(om),
+            "# HELP spillway_drops_total Frames dropped.\n# TYPE spillway_drops_total counter\nspillway_drops_total{reason=\"x\"} 3\n# HELP spillway_up Up.\n# TYPE spillway_up gauge\nspillway_up 1.0\n"
+        );
+    }
+
+    #[test]
+    fn bind_error_names_the_field() {
+        let l = bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        let e = bind(l.local_addr().unwrap()).unwrap_err();
+        assert!(e.starts_with("metrics.listen = \"127.0.0.1:"), "{e}");
+    }
+}

@@ -1,0 +1,234 @@
+# shellcheck shell=bash
+# Fleet topology of the e2e tests `ecmp` and `vip-drain` (issue 13, docs/bgp.md): a router
+# running BIRD 2 with ECMP, two Spillway hosts each peering with it through their own BIRD,
+# clients behind the router, backends on the L2 segment (L2 DSR). Source after
+# scripts/lib/topology.sh (it reuses ns/nsx/_topo_ns_add/_topo_attach/backend_start and
+# topo_down, which removes these namespaces too: same prefix).
+#
+#   c1:eth0 10.201.0.10/24 --- rt:cl0 10.201.0.1/24     (client side, gw = router)
+#                              rt:lan0 10.200.0.1/16 ---+ sw:br0 (the L2 segment)
+#   lb1:lb0 (Spillway af_packet, port address 10.200.0.21, no kernel address, arp off) --+
+#   lb1:mgmt0 10.200.0.31/16 (kernel: BIRD, health checks) -----------------------------+
+#   lb2:lb0 10.200.0.22 / lb2:mgmt0 10.200.0.32 (same) ---------------------------------+
+#   b1..b4 10.200.11.1, .11.2, .12.3, .12.4 (VIP on lo, default route via 10.200.0.1) --+
+#
+# BGP: rt (AS 65000) peers with lb1 and lb2 (AS 65001) from lan0, with BFD. Each host's
+# BIRD exports the VIP /32s on spw-vip0 (Spillway's announcement interface) with next hop
+# = its Spillway port address; rt installs them as one multipath route
+# (fib_multipath_hash_policy=1: L4 hash).
+
+FLEET_HOSTS=(lb1 lb2)
+FLEET_RT_LAN=10.200.0.1
+FLEET_RT_CL=10.201.0.1
+FLEET_CLIENT=c1
+FLEET_CLIENT_ADDR=10.201.0.10
+declare -gA FLEET_PORT_ADDR=([lb1]=10.200.0.21 [lb2]=10.200.0.22)
+declare -gA FLEET_PORT_MAC=([lb1]=02:00:00:00:00:21 [lb2]=02:00:00:00:00:22)
+declare -gA FLEET_MGMT_ADDR=([lb1]=10.200.0.31 [lb2]=10.200.0.32)
+declare -gA FLEET_MGMT_MAC=([lb1]=02:00:00:00:00:31 [lb2]=02:00:00:00:00:32)
+FLEET_BFD_MS="${FLEET_BFD_MS:-100}"   # BFD interval; detection = 3 x this
+
+fleet_sock() { printf '%s/%s.sock' "$SPW_RUN_DIR" "$1"; }
+fleet_ctl() { local h="$1"; shift; timeout 10 "$SPILLWAYCTL_BIN" --socket "$(fleet_sock "$h")" "$@"; }
+fleet_birdc() { local h="$1"; shift; nsx "$h" birdc -s "$SPW_RUN_DIR/bird-$h.ctl" "$@"; }
+
+# fleet_route: the router's kernel route to the VIP, one line ("" when none).
+fleet_route() { nsx rt ip -o route show "$SPW_VIP/32" 2>/dev/null | tr -s ' ' | tr '\\' ' '; }
+# fleet_nexthops: number of next hops of that route (0, 1, 2).
+fleet_nexthops() {
+    local r; r="$(fleet_route)"
+    if [[ -z "$r" ]]; then echo 0; elif [[ "$r" == *nexthop* ]]; then grep -o 'nexthop' <<<"$r" | wc -l; else echo 1; fi
+}
+_fleet_nexthops_is() { [[ "$(fleet_nexthops)" == "$1" ]]; }
+# fleet_wait_nexthops N TIMEOUT_S: until the router's VIP route has N next hops; prints ms.
+fleet_wait_nexthops() {
+    local start; start=$(date +%s%N)
+    while (( ($(date +%s%N) - start) / 1000000 < ${2%.*} * 1000 )); do
+        if _fleet_nexthops_is "$1"; then echo $(( ($(date +%s%N) - start) / 1000000 )); return 0; fi
+        sleep 0.02
+    done
+    return 1
+}
+
+fleet_up() {
+    topo_require_root
+    topo_require_tools
+    command -v bird >/dev/null && command -v birdc >/dev/null || topo_die "bird2 not installed (apt-get install bird2)"
+    topo_down || topo_die "cannot remove the stale topology"
+    mkdir -p "$SPW_RUN_DIR" "$SPW_LOG_DIR" "$SPW_PID_DIR"
+    local r h
+    for r in sw rt "$FLEET_CLIENT" "${FLEET_HOSTS[@]}" "${SPW_BACKENDS[@]}"; do _topo_ns_add "$r"; done
+    nsx sw ip link add br0 type bridge stp_state 0 forward_delay 0
+    nsx sw ip link set br0 up
+
+    # router
+    _topo_attach rt lan0 02:00:00:00:00:0f
+    nsx rt ip addr add "$FLEET_RT_LAN/16" dev lan0
+    nsx rt ip link set lan0 up
+    ip link add cl0 netns "$(ns rt)" address 02:00:00:00:01:0f type veth peer name eth0 netns "$(ns "$FLEET_CLIENT")" address 02:00:00:00:01:10
+    nsx rt ip addr add "$FLEET_RT_CL/24" dev cl0
+    nsx rt ip link set cl0 up
+    nssysctl rt net.ipv4.ip_forward=1 net.ipv4.fib_multipath_hash_policy=1 \
+        net.ipv4.conf.all.rp_filter=0 net.ipv4.conf.default.rp_filter=0 net.ipv4.conf.lan0.rp_filter=0 net.ipv4.conf.cl0.rp_filter=0
+    nsx "$FLEET_CLIENT" ip addr add "$FLEET_CLIENT_ADDR/24" dev eth0
+    nsx "$FLEET_CLIENT" ip link set eth0 up
+    nsx "$FLEET_CLIENT" ip route add default via "$FLEET_RT_CL"
+
+    # Spillway hosts: lb0 for DPDK (no kernel address, ARP off), mgmt0 for the kernel.
+    for h in "${FLEET_HOSTS[@]}"; do
+        _topo_attach "$h" lb0 "${FLEET_PORT_MAC[$h]}"
+        _topo_attach "$h" mgmt0 "${FLEET_MGMT_MAC[$h]}"
+        nsx "$h" ip link set lb0 arp off
+        nssysctl "$h" net.ipv4.conf.all.arp_ignore=1 net.ipv4.conf.lb0.arp_ignore=8 \
+            net.ipv4.conf.all.arp_announce=2 net.ipv4.conf.all.rp_filter=0 net.ipv4.ip_forward=0
+        nsx "$h" ip addr add "${FLEET_MGMT_ADDR[$h]}/16" dev mgmt0
+        nsx "$h" ip link set lb0 up
+        nsx "$h" ip link set mgmt0 up
+    done
+
+    # backends: L2 DSR (VIP on lo), replies to clients through the router
+    for r in "${SPW_BACKENDS[@]}"; do
+        _topo_attach "$r" eth0 "${SPW_MAC[$r]}"
+        nsx "$r" ip addr add "${SPW_ADDR[$r]}/$SPW_SUBNET_LEN" dev eth0
+        nsx "$r" ip addr add "$SPW_VIP/32" dev lo
+        nssysctl "$r" net.ipv4.conf.all.arp_ignore=1 net.ipv4.conf.eth0.arp_ignore=1 \
+            net.ipv4.conf.all.arp_announce=2 net.ipv4.conf.eth0.arp_announce=2 \
+            net.ipv4.conf.all.rp_filter=0 net.ipv4.conf.default.rp_filter=0 \
+            net.ipv4.conf.eth0.rp_filter=0 net.ipv4.conf.lo.rp_filter=0
+        nsx "$r" ip link set eth0 up
+        nsx "$r" ip route add default via "$FLEET_RT_LAN"
+    done
+    for r in "${SPW_BACKENDS[@]}"; do backend_start "$r"; done
+    fleet_bird_start
+    topo_log "fleet topology up: router rt, hosts ${FLEET_HOSTS[*]}, client $FLEET_CLIENT, backends ${SPW_BACKENDS[*]}"
+}
+
+# BIRD: the router (ECMP into the kernel) and one per Spillway host (docs/bird-spillway.conf).
+fleet_bird_start() {
+    local h f bfd
+    bfd="protocol bfd { interface \"*\" { min rx interval $FLEET_BFD_MS ms; min tx interval $FLEET_BFD_MS ms; multiplier 3; }; }"
+    f="$SPW_RUN_DIR/bird-rt.conf"
+    {
+        echo "router id $FLEET_RT_LAN;"
+        echo "protocol device { scan time 10; }"
+        echo "protocol kernel { ipv4 { import none; export all; }; merge paths on limit 8; }"
+        echo "$bfd"
+        for h in "${FLEET_HOSTS[@]}"; do
+            echo "protocol bgp $h { local $FLEET_RT_LAN as 65000; neighbor ${FLEET_MGMT_ADDR[$h]} as 65001; hold time 9; connect retry time 1; bfd on; ipv4 { import all; export none; }; }"
+        done
+    } >"$f"
+    topo_spawn rt "$SPW_LOG_DIR/bird-rt.log" "$SPW_PID_DIR/bird-rt.pid" bird -f -c "$f" -s "$SPW_RUN_DIR/bird-rt.ctl"
+    for h in "${FLEET_HOSTS[@]}"; do
+        f="$SPW_RUN_DIR/bird-$h.conf"
+        cat >"$f" <<EOF
+router id ${FLEET_MGMT_ADDR[$h]};
+protocol device { scan time 10; }
+protocol direct spillway_vips { ipv4 { import all; }; interface "spw-vip*"; }
+$bfd
+filter spillway_export { if proto = "spillway_vips" && net.len = 32 then accept; reject; }
+protocol bgp upstream {
+    local ${FLEET_MGMT_ADDR[$h]} as 65001;
+    neighbor $FLEET_RT_LAN as 65000;
+    hold time 9; connect retry time 1;
+    bfd on;
+    ipv4 { import none; export filter spillway_export; next hop address ${FLEET_PORT_ADDR[$h]}; };
+}
+EOF
+        topo_spawn "$h" "$SPW_LOG_DIR/bird-$h.log" "$SPW_PID_DIR/bird-$h.pid" bird -f -c "$f" -s "$SPW_RUN_DIR/bird-$h.ctl"
+    done
+}
+
+# fleet_config HOST FILE: the Spillway config of HOST. Services and backends are the same
+# on every host (same Maglev tables); only the port, EAL file prefix and socket differ.
+fleet_config() {
+    local h="$1" f="$2" b
+    {
+        cat <<EOF
+# Fleet e2e host $h (scripts/lib/fleet.sh).
+[dataplane]
+eal_args = ["--no-huge", "--no-shconf", "-m", "256", "--no-pci", "--file-prefix=spw-e2e-$h"]
+workers = 1
+idle_sleep_us = $SPW_IDLE_SLEEP_US
+socket = "$(fleet_sock "$h")"
+
+[[ports]]
+name = "lb0"
+device = "net_af_packet0,iface=lb0"
+address = "${FLEET_PORT_ADDR[$h]}"
+mac = "${FLEET_PORT_MAC[$h]}"
+
+[metrics]
+listen = "${FLEET_MGMT_ADDR[$h]}:9101"
+
+[announce]
+interface = "spw-vip0"
+
+[[services]]
+name = "web"
+vip = "$SPW_VIP"
+port = $SPW_VIP_PORT
+protocol = "tcp"
+
+[services.health_check]
+type = "http"
+path = "/healthz"
+check_interval_sec = 1.0
+timeout_sec = 0.5
+healthy_threshold = 1
+unhealthy_threshold = 2
+EOF
+        for b in "${SPW_BACKENDS[@]}"; do
+            printf '\n[[services.backends]]\nname = "%s"\naddress = "%s"\nmac = "%s"\n' "$b" "${SPW_ADDR[$b]}" "${SPW_MAC[$b]}"
+        done
+    } >"$f"
+}
+
+# fleet_start HOST: starts Spillway on HOST (config written once) and waits for its socket.
+fleet_start() {
+    local h="$1" cfg="$SPW_RUN_DIR/$1.toml" i
+    [[ -f "$cfg" ]] || fleet_config "$h" "$cfg"
+    rm -f "$(fleet_sock "$h")"
+    topo_spawn "$h" "$SPW_LOG_DIR/spillway-$h.log" "$SPW_PID_DIR/spillway-$h.pid" \
+        "$SPILLWAY_BIN" --config "$cfg" --socket "$(fleet_sock "$h")"
+    disown "$!" 2>/dev/null || true   # a SIGKILL of it (ecmp) is the test's, not news for bash
+    for ((i = 0; i < 150; i++)); do
+        if fleet_ctl "$h" status >/dev/null 2>&1; then return 0; fi
+        kill -0 "$(cat "$SPW_PID_DIR/spillway-$h.pid")" 2>/dev/null || break
+        sleep 0.2
+    done
+    tail -n 30 "$SPW_LOG_DIR/spillway-$h.log" >&2 || true
+    topo_die "spillway on $h did not start"
+}
+fleet_pid() { cat "$SPW_PID_DIR/spillway-$1.pid" 2>/dev/null; }
+
+# fleet_new_connections HOST: the daemon's total new connections.
+fleet_new_connections() {
+    fleet_ctl "$1" status --json | "$SPW_PYTHON" -c "import json,sys; print(json.load(sys.stdin)['total']['new_connections'])"
+}
+# fleet_flow_ports HOST: client ports of the connections HOST tracks (one per line).
+fleet_flow_ports() {
+    fleet_ctl "$1" flows show --limit 100000 --json | "$SPW_PYTHON" -c "
+import json, sys
+for e in json.load(sys.stdin)['entries']:
+    print(e['client'].rsplit(':', 1)[1])" | sort -u
+}
+# fleet_explain HOST PORT: the backend HOST's live Maglev table picks for client PORT.
+fleet_explain() {
+    fleet_ctl "$1" explain --client "$FLEET_CLIENT_ADDR" --client-port "$2" --json | "$SPW_PYTHON" -c "import json,sys; print(json.load(sys.stdin).get('backend'))"
+}
+# fleet_ka_start CONNS DURATION OUT: parallel keep-alive connections from the client in
+# the background (pid in FLEET_KA_PID); returns once every connection is open.
+fleet_ka_start() {
+    local err="$3.err"
+    ip netns exec "$(ns "$FLEET_CLIENT")" "$SPW_PYTHON" "$SPW_LIB_DIR/ka_parallel.py" --client "$FLEET_CLIENT" \
+        --host "$SPW_VIP" --port "$SPW_VIP_PORT" --conns "$1" --duration "$2" --interval 0.2 --timeout 5 >"$3" 2>"$err" 9>&- &
+    FLEET_KA_PID=$!
+    topo_wait_for 15 grep -q ready "$err" || { cat "$err" >&2; topo_die "keep-alive clients did not open"; }
+}
+# fleet_new_requests N: N new-connection requests from the client (records to $SPW_REQUESTS).
+fleet_new_requests() {
+    local saved=("${SPW_CLIENTS[@]}")
+    SPW_CLIENTS=("$FLEET_CLIENT")
+    run_clients "$1" "$FLEET_CLIENT" >/dev/null || true
+    SPW_CLIENTS=("${saved[@]}")
+}

@@ -1,0 +1,172 @@
+//! Fleet settings of the config file: `[metrics]` (Prometheus endpoint) and `[announce]`
+//! (VIP announcement through BIRD). Both sections are optional; absent = feature off.
+//!
+//! Kept apart from [`crate::config`] so that file only gains two fields; the rules are
+//! documented in docs/config.md ("[metrics]", "[announce]") and docs/decisions.md
+//! ("VIP announcement").
+
+use crate::config::ConfigError;
+use serde::{Deserialize, Serialize};
+use std::net::{Ipv4Addr, SocketAddr};
+
+/// `[metrics]`: the Prometheus text endpoint, served by a control-side thread.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MetricsConfig {
+    /// `IP:PORT` to listen on for `GET /metrics`, e.g. `"127.0.0.1:9101"` (IPv6 as
+    /// `"[::1]:9101"`). Port 0 picks a free port (tests; the daemon logs the one chosen).
+    pub listen: String,
+}
+
+impl MetricsConfig {
+    /// The listen address, parsed.
+    pub fn addr(&self) -> Result<SocketAddr, ConfigError> {
+        self.listen
+            .parse()
+            .map_err(|_| ConfigError::new("metrics.listen", format!("{:?}", self.listen), "must be IP:PORT, e.g. \"127.0.0.1:9101\" or \"[::1]:9101\""))
+    }
+}
+
+/// Default name of the announcement interface.
+pub const DEFAULT_ANNOUNCE_INTERFACE: &str = "spw-vip0";
+/// Default local address of the announcement interface's point-to-point addresses.
+pub const DEFAULT_ANNOUNCE_LOCAL: Ipv4Addr = Ipv4Addr::new(169, 254, 77, 1);
+
+/// `[announce]`: VIP announcement (docs/decisions.md "VIP announcement through BIRD").
+///
+/// The daemon creates a non-persistent TUN interface named `interface` and, for every
+/// *ready* VIP, gives it the point-to-point address `local peer VIP/32`. BIRD's `direct`
+/// protocol turns each such address into a `VIP/32` route that BGP exports. The kernel
+/// deletes the interface, and with it every address, when the daemon's process ends in
+/// any way (SIGKILL included), so BIRD withdraws without the daemon's help.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AnnounceConfig {
+    /// Name of the TUN interface: 1–15 characters of `[A-Za-z0-9_.-]` (Linux IFNAMSIZ).
+    #[serde(default = "default_interface")]
+    pub interface: String,
+    /// Local side of the point-to-point addresses (never announced); a link-local
+    /// address by default. Must not be a VIP, unspecified, broadcast or multicast.
+    #[serde(default = "default_local")]
+    pub local_address: Ipv4Addr,
+    /// Seconds a worker's poll counter may stand still before the VIPs are withdrawn
+    /// (and the systemd watchdog stops being fed): 0.1–60.
+    #[serde(default = "default_stall")]
+    pub worker_stall_sec: f64,
+}
+
+fn default_interface() -> String {
+    DEFAULT_ANNOUNCE_INTERFACE.to_string()
+}
+fn default_local() -> Ipv4Addr {
+    DEFAULT_ANNOUNCE_LOCAL
+}
+fn default_stall() -> f64 {
+    1.0
+}
+
+impl Default for AnnounceConfig {
+    fn default() -> Self {
+        AnnounceConfig { interface: default_interface(), local_address: default_local(), worker_stall_sec: default_stall() }
+    }
+}
+
+/// Whether `name` is a valid Linux interface name (1–15 bytes of `[A-Za-z0-9_.-]`, not
+/// `.` or `..`).
+pub fn valid_ifname(name: &str) -> bool {
+    (1..=15).contains(&name.len())
+        && name != "."
+        && name != ".."
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'.' || b == b'-')
+}
+
+impl AnnounceConfig {
+    /// Checks the section; `vips` are the configured services' VIPs.
+    pub fn validate(&self, vips: &[Ipv4Addr]) -> Result<(), ConfigError> {
+        if !valid_ifname(&self.interface) {
+            return Err(ConfigError::new("announce.interface", format!("{:?}", self.interface),
+                "must be 1-15 characters of A-Z a-z 0-9 _ . - (a Linux interface name)"));
+        }
+        let l = self.local_address;
+        if l.is_unspecified() || l.is_broadcast() || l.is_multicast() || vips.contains(&l) {
+            return Err(ConfigError::new("announce.local_address", l,
+                "must be a unicast address that is not a VIP (default 169.254.77.1)"));
+        }
+        if !(self.worker_stall_sec.is_finite() && (0.1..=60.0).contains(&self.worker_stall_sec)) {
+            return Err(ConfigError::new("announce.worker_stall_sec", self.worker_stall_sec, "must be in 0.1..=60 seconds"));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+
+    fn load(text: &str) -> Result<Config, String> {
+        let c = Config::from_toml(text)?;
+        c.validate().map_err(|e| e.to_string())?;
+        Ok(c)
+    }
+
+    #[test]
+    fn sections_are_optional() {
+        let c = load("").unwrap();
+        assert_eq!(c.metrics, None);
+        assert_eq!(c.announce, None);
+    }
+
+    #[test]
+    fn metrics_listen_parsed() {
+        let c = load("[metrics]\nlisten = \"127.0.0.1:9101\"\n").unwrap();
+        assert_eq!(c.metrics.unwrap().addr().unwrap(), "127.0.0.1:9101".parse().unwrap());
+        let c = load("[metrics]\nlisten = \"[::1]:0\"\n").unwrap();
+        assert_eq!(c.metrics.unwrap().addr().unwrap().port(), 0);
+    }
+
+    #[test]
+    fn metrics_listen_errors_name_field_value_and_form() {
+        for bad in ["9101", "localhost:9101", "127.0.0.1", "127.0.0.1:70000", ""] {
+            let e = load(&format!("[metrics]\nlisten = \"{bad}\"\n")).unwrap_err();
+            assert!(e.starts_with("metrics.listen = "), "{e}");
+            assert!(e.contains(&format!("{bad:?}")), "{e}");
+            assert!(e.contains("IP:PORT"), "{e}");
+        }
+        assert!(Config::from_toml("[metrics]\nlisten = \"127.0.0.1:1\"\nport = 3\n").is_err(), "unknown field refused");
+    }
+
+    #[test]
+    fn announce_defaults_and_round_trip() {
+        let c = load("[announce]\n").unwrap();
+        let a = c.announce.clone().unwrap();
+        assert_eq!(a, AnnounceConfig::default());
+        assert_eq!(a.interface, "spw-vip0");
+        let again = load(&c.to_toml()).unwrap();
+        assert_eq!(again, c);
+    }
+
+    #[test]
+    fn announce_errors() {
+        let e = load("[announce]\ninterface = \"a-very-long-interface\"\n").unwrap_err();
+        assert!(e.starts_with("announce.interface = \"a-very-long-interface\""), "{e}");
+        let e = load("[announce]\ninterface = \"bad name\"\n").unwrap_err();
+        assert!(e.starts_with("announce.interface"), "{e}");
+        let e = load("[announce]\nlocal_address = \"0.0.0.0\"\n").unwrap_err();
+        assert!(e.starts_with("announce.local_address = 0.0.0.0"), "{e}");
+        let e = load("[announce]\nworker_stall_sec = 0.0\n").unwrap_err();
+        assert!(e.starts_with("announce.worker_stall_sec = 0"), "{e}");
+        let e = load("[announce]\nlocal_address = \"10.0.0.100\"\n[[services]]\nname = \"web\"\nvip = \"10.0.0.100\"\nport = 80\n").unwrap_err();
+        assert!(e.starts_with("announce.local_address = 10.0.0.100"), "{e}");
+    }
+
+    #[test]
+    fn ifname_rule() {
+        assert!(valid_ifname("spw-vip0"));
+        assert!(valid_ifname("a234567890abcde"));
+        assert!(!valid_ifname("a234567890abcdef"));
+        assert!(!valid_ifname(""));
+        assert!(!valid_ifname(".."));
+        assert!(!valid_ifname("a/b"));
+    }
+}
