@@ -421,7 +421,7 @@ fn backend_read(socket: &Path, service: &str, name: Option<&String>, as_json: bo
         Err(e) => return fail(e),
     };
     let st = |b: &str| status.backends.iter().find(|x| x.service == service && x.backend == b).cloned();
-    let list: Vec<_> = svc.backends.iter().filter(|b| name.map_or(true, |n| &b.name == n)).collect();
+    let list: Vec<_> = svc.backends.iter().filter(|b| name.is_none_or(|n| &b.name == n)).collect();
     if list.is_empty() {
         if let Some(n) = name {
             eprintln!("spillwayctl: service {service} has no backend {n}");
@@ -435,7 +435,7 @@ fn backend_read(socket: &Path, service: &str, name: Option<&String>, as_json: bo
     let mut o = format!("{:<12} {:<16} {:<19} {:<6} {:>6} {:>4} {:<9} {:<9} {:>10} {:>12}\n", "backend", "address", "mac", "zone", "weight", "prio", "failover", "state", "new_conns", "packets");
     for b in &list {
         let s = st(&b.name);
-        let state = match (b.enabled, s.as_ref().map_or(true, |s| s.healthy)) {
+        let state = match (b.enabled, s.as_ref().is_none_or(|s| s.healthy)) {
             (false, _) => "disabled",
             (true, true) => "healthy",
             (true, false) => "UNHEALTHY",

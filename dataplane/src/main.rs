@@ -310,7 +310,7 @@ fn run(args: Args) -> Result<(), String> {
         // reclamation.
         let deadline = args.duration.map(|d| Instant::now() + Duration::from_secs_f64(d));
         let mut last_latency = Instant::now();
-        while !STOP.load(Ordering::SeqCst) && deadline.map_or(true, |d| Instant::now() < d) {
+        while !STOP.load(Ordering::SeqCst) && deadline.is_none_or(|d| Instant::now() < d) {
             match health_rx.recv_timeout(Duration::from_millis(50)) {
                 Ok(ev) => {
                     daemon.apply_health_event(&ev);

@@ -232,7 +232,7 @@ mod tests {
             // reference: longest containing prefix, last duplicate wins
             let mut best: Option<(u8, u16)> = None;
             for (p, v) in &prefixes {
-                if p.contains(ip) && best.map_or(true, |(l, _)| p.len >= l) { best = Some((p.len, *v)); }
+                if p.contains(ip) && best.is_none_or(|(l, _)| p.len >= l) { best = Some((p.len, *v)); }
             }
             proptest::prop_assert_eq!(t.lookup(ip).copied(), best.map(|b| b.1));
         }

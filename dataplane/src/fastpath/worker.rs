@@ -132,7 +132,7 @@ fn keeps_backend(snap: &Snapshot, svc: &ServiceSnap, svc_idx: u16, backend: u16,
     if !(b.present && b.incarnation == incarnation && b.service == svc_idx) || b.evict_connections {
         return false;
     }
-    let last_resort = || class_table(snap, svc, src).map_or(true, |t| t.all_unhealthy);
+    let last_resort = || class_table(snap, svc, src).is_none_or(|t| t.all_unhealthy);
     if !b.healthy && !svc.persist_on_unhealthy && !last_resort() {
         return false;
     }
@@ -417,7 +417,7 @@ impl Worker {
     /// [`crate::control::Mailbox`]); called from the poll loop only when one is pending.
     pub fn control(&mut self, req: &crate::control::FlowRequest, now_ms: u32) -> crate::control::FlowReply {
         use spillway_shared::proto::FlowOp;
-        let matches = |e: &crate::fastpath::conntrack::Entry| req.slots.as_ref().map_or(true, |s| s.contains(&(e.backend, e.incarnation)));
+        let matches = |e: &crate::fastpath::conntrack::Entry| req.slots.as_ref().is_none_or(|s| s.contains(&(e.backend, e.incarnation)));
         let mut reply = crate::control::FlowReply { seq: req.seq, ..Default::default() };
         match req.op {
             FlowOp::Count => self.ct.for_each_live(now_ms, |e| {

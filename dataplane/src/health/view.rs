@@ -43,7 +43,7 @@ pub fn is_current(ev: &HealthEvent, generation: u64) -> bool {
 pub fn reconcile(statuses: &[TargetStatus], view: &mut HealthView) -> usize {
     let changed = statuses
         .iter()
-        .filter(|s| view.get(&(s.service.clone(), s.backend.clone())).map_or(true, |v| v.healthy != s.healthy))
+        .filter(|s| view.get(&(s.service.clone(), s.backend.clone())).is_none_or(|v| v.healthy != s.healthy))
         .count();
     apply_snapshot(statuses, view);
     changed
