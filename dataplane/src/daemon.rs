@@ -96,6 +96,14 @@ impl Daemon {
         let mut states = HashMap::new();
         let started = Instant::now();
         let snap = compile(&cfg, &slots, CompileInput { health: &health, states: &mut states, now_sec: 0.0, generation: 1, port_addrs: port_addrs.clone() });
+        // The active pool of every service at start: the first republication that fails
+        // over (or back) is a switch like any later one and drains the pool it leaves.
+        let pools: HashMap<String, PoolState> = cfg
+            .services
+            .iter()
+            .zip(&snap.services)
+            .map(|(svc, ss)| (svc.name.clone(), PoolState { failed_over: ss.failed_over, switched_at_ms: None }))
+            .collect();
         let shared = Arc::new(Shared::new(snap, workers));
         Ok(Daemon {
             control: Mutex::new(ControlState {
@@ -105,7 +113,7 @@ impl Daemon {
                 states,
                 generation: 1,
                 config_generation: 1,
-                pools: HashMap::new(),
+                pools,
                 last_new: HashMap::new(),
                 last_load_tick: 0.0,
                 last_publish: None,

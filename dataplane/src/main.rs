@@ -147,8 +147,10 @@ fn run(args: Args) -> Result<(), String> {
         tracing::warn!("{w}");
     }
     let eal = Eal::init(&eal_args(&cfg)).map_err(|e| format!("cannot start DPDK: {e}"))?;
-    let mut ports: Vec<EthPort> = Vec::new();
+    // Declared before the ports: locals drop in reverse order, so on an early error the
+    // ports are stopped and closed before the pools their RX rings use are freed.
     let mut pools: Vec<Arc<Mempool>> = Vec::new();
+    let mut ports: Vec<EthPort> = Vec::new();
     for (i, p) in cfg.ports.iter().enumerate() {
         let mut port = EthPort::by_name(&p.device).map_err(|e| format!("ports[{i}] ({}): {e}", p.name))?;
         let pool = Mempool::new(&format!("mbuf_{i}"), cfg.dataplane.mbufs_per_port, 256, port.socket_id())
@@ -222,6 +224,27 @@ fn run(args: Args) -> Result<(), String> {
         Some(a) => Some(spillway_dataplane::announce::Announcer::start(a)?),
         None => None,
     };
+    // Health checks from the host stack: one descriptor per target in flight. Started before
+    // the control socket opens, so no live edit can come between the checker's first target
+    // set (generation 0) and the daemon's health generation (a race that froze health).
+    match health::raise_nofile_limit() {
+        Ok(n) => {
+            tracing::info!(nofile = n, "RLIMIT_NOFILE raised to the hard limit");
+            daemon.control.lock().unwrap_or_else(|e| e.into_inner()).nofile_limit = n;
+        }
+        Err(e) => tracing::warn!(error = %e, "cannot raise RLIMIT_NOFILE"),
+    }
+    let (health_tx, health_rx) = std::sync::mpsc::channel();
+    let targets = health::targets_from_config(&cfg);
+    *daemon.health_events.lock().unwrap_or_else(|e| e.into_inner()) = Some(health_tx.clone());
+    if !targets.is_empty() {
+        let n = targets.len();
+        let checker = HealthChecker::start(targets, health_tx.clone()).map_err(|e| format!("cannot start the health checker: {e}"))?;
+        *daemon.checker.lock().unwrap_or_else(|e| e.into_inner()) = Some(checker);
+        tracing::info!(targets = n, "health checker started");
+    }
+    drop(health_tx);
+
     let server = Server::start(&socket, group, daemon.clone()).map_err(|e| format!("control socket {}: {e}", socket.display()))?;
     tracing::info!(socket = %socket.display(), "control socket listening");
 
@@ -287,24 +310,6 @@ fn run(args: Args) -> Result<(), String> {
                 .map_err(|e| format!("cannot start the fleet thread: {e}"))?;
         }
 
-        // Health checks from the host stack: one descriptor per target in flight.
-        match health::raise_nofile_limit() {
-            Ok(n) => {
-                tracing::info!(nofile = n, "RLIMIT_NOFILE raised to the hard limit");
-                daemon.control.lock().unwrap_or_else(|e| e.into_inner()).nofile_limit = n;
-            }
-            Err(e) => tracing::warn!(error = %e, "cannot raise RLIMIT_NOFILE"),
-        }
-        let (health_tx, health_rx) = std::sync::mpsc::channel();
-        let targets = health::targets_from_config(&cfg);
-        *daemon.health_events.lock().unwrap_or_else(|e| e.into_inner()) = Some(health_tx.clone());
-        if !targets.is_empty() {
-            let n = targets.len();
-            let checker = HealthChecker::start(targets, health_tx.clone()).map_err(|e| format!("cannot start the health checker: {e}"))?;
-            *daemon.checker.lock().unwrap_or_else(|e| e.into_inner()) = Some(checker);
-            tracing::info!(targets = n, "health checker started");
-        }
-        drop(health_tx);
 
         // The control loop: health events, load ticks, snapshot republication and
         // reclamation.
@@ -342,7 +347,6 @@ fn run(args: Args) -> Result<(), String> {
     daemon.shared.reclaim();
     let report = daemon.status();
     server.shutdown();
-    run_result?;
     print_final(&report);
     for mut p in ports {
         let _ = p.stop();
@@ -350,7 +354,7 @@ fn run(args: Args) -> Result<(), String> {
     drop(pools);
     drop(daemon);
     drop(eal);
-    Ok(())
+    run_result
 }
 
 /// Logging on stderr (issue 13, docs/operations.md "Logs"): `RUST_LOG` filter (default

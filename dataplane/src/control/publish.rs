@@ -14,7 +14,7 @@
 //!   snapshot after the swap, so it can no longer hold the retired one. Dropping happens in
 //!   [`Shared::reclaim`], called by `publish` and by the control loop's tick, so the
 //!   thousands of strings and 128 KiB+ Maglev tables of an old snapshot are freed on the
-//!   control thread, never on a worker core (tested: `no_snapshot_is_dropped_on_a_worker`).
+//!   control thread, never on a worker core (tested: `dataplane/tests/snapshot_swap.rs`, no snapshot dropped on a worker thread).
 //!
 //! A worker that stops polling (stuck, or stopped at shutdown) holds reclamation back; the
 //! retired list is bounded only by that, and [`Shared::retired`] shows its length.

@@ -11,6 +11,9 @@ pub struct SlotMap {
     index: std::collections::HashMap<(String, String), u16>,
     owners: Vec<Option<(String, String)>>,
     incarnations: Vec<u16>,
+    /// Address of the backend holding each slot: a backend whose address changes is a new
+    /// endpoint (new incarnation: its connections move, docs/semantics.md).
+    addresses: Vec<Option<std::net::Ipv4Addr>>,
     /// Slots given to a backend since the last [`SlotMap::take_fresh`].
     fresh: Vec<u16>,
 }
@@ -34,7 +37,14 @@ impl SlotMap {
         for s in &cfg.services {
             for b in &s.backends {
                 let k = (s.name.clone(), b.name.clone());
-                if self.index.contains_key(&k) {
+                if let Some(&slot) = self.index.get(&k) {
+                    let i = usize::from(slot);
+                    if self.addresses.get(i).copied().flatten() != Some(b.address) {
+                        // same name, another address: a new endpoint in the same slot
+                        self.incarnations[i] = self.incarnations[i].wrapping_add(1);
+                        self.addresses[i] = Some(b.address);
+                        self.fresh.push(slot);
+                    }
                     continue;
                 }
                 let slot = match self.owners.iter().position(Option::is_none) {
@@ -45,10 +55,12 @@ impl SlotMap {
                         }
                         self.owners.push(None);
                         self.incarnations.push(0);
+                        self.addresses.push(None);
                         self.owners.len() - 1
                     }
                 };
                 self.owners[slot] = Some(k.clone());
+                self.addresses[slot] = Some(b.address);
                 self.incarnations[slot] = self.incarnations[slot].wrapping_add(1);
                 self.index.insert(k, slot as u16);
                 self.fresh.push(slot as u16);
@@ -87,5 +99,37 @@ impl SlotMap {
     /// Incarnation of a slot.
     pub fn incarnation(&self, slot: u16) -> u16 {
         self.incarnations.get(usize::from(slot)).copied().unwrap_or(0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(b1_addr: &str) -> Config {
+        Config::from_toml(&format!(
+            "[[services]]\nname = \"web\"\nvip = \"10.0.0.100\"\nport = 80\n[[services.backends]]\nname = \"b1\"\naddress = \"{b1_addr}\"\nmac = \"02:00:00:00:0b:01\"\n[[services.backends]]\nname = \"b2\"\naddress = \"10.0.1.2\"\nmac = \"02:00:00:00:0b:02\"\n"
+        ))
+        .unwrap()
+    }
+
+    /// A backend whose address changes keeps its slot under a new incarnation (a new
+    /// endpoint: entries of the old one no longer match, counters start from zero); the
+    /// others keep theirs (review finding S1).
+    #[test]
+    fn an_address_change_is_a_new_incarnation() {
+        let mut m = SlotMap::default();
+        m.sync(&cfg("10.0.1.1")).unwrap();
+        m.take_fresh();
+        let (s1, s2) = (m.slot("web", "b1").unwrap(), m.slot("web", "b2").unwrap());
+        let (i1, i2) = (m.incarnation(s1), m.incarnation(s2));
+        m.sync(&cfg("10.0.1.1")).unwrap();
+        assert_eq!((m.incarnation(s1), m.incarnation(s2)), (i1, i2));
+        assert!(m.take_fresh().is_empty());
+        m.sync(&cfg("10.0.1.9")).unwrap();
+        assert_eq!(m.slot("web", "b1"), Some(s1));
+        assert_ne!(m.incarnation(s1), i1);
+        assert_eq!(m.incarnation(s2), i2);
+        assert_eq!(m.take_fresh(), vec![s1]);
     }
 }

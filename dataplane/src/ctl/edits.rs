@@ -212,6 +212,12 @@ impl Daemon {
                     let e = st.health.entry(key.clone()).or_default();
                     e.healthy = ns.health_check.is_none();
                     e.latency_ms = None;
+                } else if ns.health_check.is_none() && os.is_some_and(|os| os.health_check.is_some()) {
+                    // the check was removed: static, healthy; the state it left behind must
+                    // not keep the backend down for good
+                    let e = st.health.entry(key.clone()).or_default();
+                    e.healthy = true;
+                    e.latency_ms = None;
                 }
                 if ns.health_check.is_some() {
                     let healthy = st.health.get(&key).map(|v| v.healthy).unwrap_or(true);

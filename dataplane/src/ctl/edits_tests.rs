@@ -134,3 +134,22 @@ fn invalid_edits_change_nothing() {
     assert_eq!(d.control.lock().unwrap().config_generation, 1);
     assert_eq!(d.control.lock().unwrap().generation, 1);
 }
+
+/// Issue 10 item 6 (review finding): a backend whose service loses its health check is
+/// static and healthy again, whatever the last probe said.
+#[test]
+fn removing_the_health_check_revives_a_down_backend() {
+    let d = daemon();
+    let r = d.edit_request(spillway_shared::proto::Request::ServiceSet {
+        name: "web".into(),
+        fields: vec![("health_check".into(), "{ type = \"tcp\", check_interval_sec = 1.0, timeout_sec = 0.5 }".into())],
+        if_generation: None,
+    });
+    assert!(matches!(r, Response::Applied(_)), "{r:?}");
+    d.set_health("web", "b2", false, None);
+    let r = d.edit_request(spillway_shared::proto::Request::ServiceSet { name: "web".into(), fields: vec![("health_check".into(), "".into())], if_generation: None });
+    assert!(matches!(r, Response::Applied(_)), "{r:?}");
+    assert!(d.control.lock().unwrap().cfg.services[0].health_check.is_none());
+    let b2_healthy = d.shared.with_snapshot(|s| s.backends.iter().find(|b| b.present && b.name == "b2").map(|b| b.healthy)).unwrap();
+    assert_eq!(b2_healthy, Some(true), "b2 has no health check any more, yet stays unhealthy for good");
+}

@@ -36,17 +36,19 @@ struct FragEntry {
     dport: u16,
     proto: u8,
     used: bool,
-    expires: u32,
+    /// When the first fragment was seen (worker clock, ms).
+    learned: u32,
 }
 
 /// The table (one per worker).
 pub struct FragTable {
     slots: Box<[FragEntry]>,
+    cursor: usize,
 }
 
 impl Default for FragTable {
     fn default() -> Self {
-        FragTable { slots: vec![FragEntry::default(); FRAG_SLOTS].into_boxed_slice() }
+        FragTable { slots: vec![FragEntry::default(); FRAG_SLOTS].into_boxed_slice(), cursor: 0 }
     }
 }
 
@@ -62,7 +64,7 @@ impl FragTable {
     #[inline]
     pub fn learn(&mut self, src: u32, dst: u32, proto: u8, id: u16, dport: u16, now: u32) {
         if let Some(e) = self.slots.get_mut(slot_of(src, dst, id, proto)) {
-            *e = FragEntry { src, dst, id, dport, proto, used: true, expires: now.wrapping_add(FRAG_LIFETIME_MS) };
+            *e = FragEntry { src, dst, id, dport, proto, used: true, learned: now };
         }
     }
 
@@ -71,8 +73,31 @@ impl FragTable {
     #[inline]
     pub fn lookup(&self, src: u32, dst: u32, proto: u8, id: u16, now: u32) -> Option<u16> {
         let e = self.slots.get(slot_of(src, dst, id, proto))?;
-        let live = e.used && (e.expires.wrapping_sub(now) as i32) >= 0;
-        (live && e.src == src && e.dst == dst && e.id == id && e.proto == proto).then_some(e.dport)
+        (e.live(now) && e.src == src && e.dst == dst && e.id == id && e.proto == proto).then_some(e.dport)
+    }
+
+    /// Clears expired entries in the next `n` slots (a cursor walks the table), so that no
+    /// entry lives long enough for its `u32` age to wrap and look fresh again (as
+    /// [`crate::fastpath::conntrack::ConnTable::sweep`]). Called every poll iteration.
+    #[inline]
+    pub fn sweep(&mut self, now: u32, n: usize) {
+        for _ in 0..n.min(FRAG_SLOTS) {
+            self.cursor = (self.cursor + 1) & (FRAG_SLOTS - 1);
+            if let Some(e) = self.slots.get_mut(self.cursor) {
+                if e.used && !e.live(now) {
+                    e.used = false;
+                }
+            }
+        }
+    }
+}
+
+impl FragEntry {
+    /// Seen at most [`FRAG_LIFETIME_MS`] ago: the age (mod 2^32) is exact while the sweep
+    /// clears entries long before 2^32 ms.
+    #[inline]
+    fn live(&self, now: u32) -> bool {
+        self.used && now.wrapping_sub(self.learned) <= FRAG_LIFETIME_MS
     }
 }
 
@@ -89,5 +114,17 @@ mod tests {
         assert_eq!(t.lookup(1, 2, 17, 8, 101), None);
         assert_eq!(t.lookup(1, 2, 6, 7, 101), None);
         assert_eq!(t.lookup(1, 2, 17, 7, 101 + FRAG_LIFETIME_MS), None);
+    }
+
+    /// An entry never comes back when the clock wraps (review finding C3): expired at
+    /// 24.8 days, and cleared by the sweep long before 49.7 days.
+    #[test]
+    fn entries_never_come_back_when_the_clock_wraps() {
+        let mut t = FragTable::default();
+        t.learn(1, 2, 17, 7, 5353, 0);
+        assert_eq!(t.lookup(1, 2, 17, 7, FRAG_LIFETIME_MS + 1), None);
+        assert_eq!(t.lookup(1, 2, 17, 7, (1u32 << 31) + FRAG_LIFETIME_MS + 10), None);
+        t.sweep(FRAG_LIFETIME_MS + 1, FRAG_SLOTS);
+        assert_eq!(t.lookup(1, 2, 17, 7, 0u32.wrapping_sub(1).wrapping_add(5)), None, "swept entry live after the wrap");
     }
 }

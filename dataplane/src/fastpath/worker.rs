@@ -381,7 +381,9 @@ impl Worker {
                 };
                 let oh = encap.overhead();
                 if p.total_len + oh > usize::from(svc.encap_mtu) {
-                    if p.frag.dont_fragment {
+                    // RFC 1122 §3.2.2: never an ICMP error about an ICMP error (the only
+                    // ICMP this path forwards): those are dropped as too big.
+                    if p.frag.dont_fragment && p.proto != wire::PROTO_ICMP {
                         // RFC 1191: tell the client the MTU that fits after encapsulation.
                         let mtu = svc.encap_mtu - oh as u16;
                         let n = match wire::icmp_frag_needed_in_place(buf.data_mut(), p, mtu, pinfo.mac) {
@@ -485,6 +487,7 @@ impl Worker {
         self.stats.generation.store(snap.generation, std::sync::atomic::Ordering::Release);
         // Clear a few expired entries so no idle entry's u32 age can wrap (conntrack docs).
         self.ct.sweep(now_ms, SWEEP_BUCKETS_PER_POLL);
+        self.frags.sweep(now_ms, SWEEP_BUCKETS_PER_POLL);
         let c = &self.ct.counters;
         let s = &self.stats;
         use std::sync::atomic::Ordering::Relaxed;
