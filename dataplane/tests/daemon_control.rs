@@ -7,6 +7,10 @@ use spillway_shared::config::Config;
 use spillway_shared::proto::PortStatus;
 
 fn daemon(extra: &str) -> Daemon {
+    daemon_with_ratio(0.5, extra)
+}
+
+fn daemon_with_ratio(ratio: f64, extra: &str) -> Daemon {
     let toml = format!(
         r#"
 [[ports]]
@@ -16,7 +20,7 @@ device = "net_null0"
 name = "web"
 vip = "10.0.0.100"
 port = 80
-failover_ratio = 0.5
+failover_ratio = {ratio}
 {extra}
 [[services.backends]]
 name = "p1"
@@ -151,4 +155,33 @@ fn a_backend_reusing_a_slot_does_not_inherit_its_counters() {
     // and counts from there
     d.shared.stats[0].backend_new[usize::from(slot)].store(103, Relaxed);
     assert_eq!(row(&d, "p3"), Some((3, 0)));
+}
+
+// The first failover after start drains (or, with draining disabled, evicts) the primaries
+// like any later one (review finding; spec/backend-selection.md "Connection draining on
+// failover/failback"). Two primaries, one failover backend, failover_ratio 0.75.
+
+fn p2(d: &Daemon) -> (Option<u32>, bool, bool) {
+    d.shared.with_snapshot(|s| {
+        let b = s.backends.iter().find(|b| b.present && b.name == "p2").unwrap();
+        (b.draining_until_ms, b.evict_connections, s.services[0].failed_over)
+    }).unwrap()
+}
+
+#[test]
+fn first_failover_after_start_drains_the_primaries() {
+    let d = daemon_with_ratio(0.75, "");
+    assert!(d.set_health("web", "p1", false, None));
+    let (until, _, fo) = p2(&d);
+    assert!(fo, "h = 0.5 < 0.75: failed over");
+    assert!(until.is_some(), "healthy primary p2 must drain after the failover (deadline), got none: its flows never move");
+}
+
+#[test]
+fn first_failover_after_start_evicts_when_drain_disabled() {
+    let d = daemon_with_ratio(0.75, "disable_connection_drain_on_failover = true");
+    assert!(d.set_health("web", "p1", false, None));
+    let (_, evict, fo) = p2(&d);
+    assert!(fo);
+    assert!(evict, "drain disabled: p2's connections must be cut at once");
 }
