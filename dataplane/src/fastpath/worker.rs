@@ -66,6 +66,10 @@ pub struct Worker {
 /// 3 min; the clock wraps only after 49.7 days.
 pub const SWEEP_BUCKETS_PER_POLL: usize = 2;
 
+/// Fragment-table slots [`Worker::poll`] sweeps per iteration (16 B each: 512 contiguous
+/// bytes): the 1,024-slot table is swept every 32 iterations.
+pub const FRAG_SWEEP_PER_POLL: usize = 32;
+
 /// Entries of [`Worker`]'s service cache (power of two).
 const SVC_CACHE: usize = 64;
 
@@ -487,7 +491,7 @@ impl Worker {
         self.stats.generation.store(snap.generation, std::sync::atomic::Ordering::Release);
         // Clear a few expired entries so no idle entry's u32 age can wrap (conntrack docs).
         self.ct.sweep(now_ms, SWEEP_BUCKETS_PER_POLL);
-        self.frags.sweep(now_ms, SWEEP_BUCKETS_PER_POLL);
+        self.frags.sweep(now_ms, FRAG_SWEEP_PER_POLL);
         let c = &self.ct.counters;
         let s = &self.stats;
         use std::sync::atomic::Ordering::Relaxed;
