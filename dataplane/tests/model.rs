@@ -95,10 +95,11 @@ struct CaseCfg {
 
 #[derive(Clone, Debug)]
 enum Op {
-    /// TCP packet of (client, client port) to service 0 or 1; `kind`: 0–1 SYN, 2–4 ACK,
-    /// 5 FIN+ACK, 6 RST, 7 RST+ACK.
+    /// TCP packet of (client, client port) to service 0 or 1; `kind`: 0 SYN, 1 SYN then
+    /// ACK (two packets at the same time), 2–4 ACK, 5 FIN+ACK, 6 RST, 7 RST+ACK.
     Tcp { client: u8, port: u8, svc: u8, kind: u8 },
-    Udp { client: u8, port: u8 },
+    /// One or two datagrams.
+    Udp { client: u8, port: u8, two: bool },
     /// IPv4 fragment of datagram `id` to service `svc`: the first (with ports) or a later one.
     Frag { client: u8, svc: u8, id: u8, first: bool },
     /// ICMP destination unreachable quoting the reply of flow (client, port, service).
@@ -132,23 +133,32 @@ fn case_cfg() -> impl Strategy<Value = CaseCfg> {
         .prop_map(|(a, b, c, ct_capacity, seed, start_ms)| CaseCfg { svcs: vec![a, b, c], ct_capacity, seed, start_ms })
 }
 
-fn op() -> impl Strategy<Value = Op> {
-    let (c, p, s, b) = (0u8..16, 0u8..8, 0u8..3, 0u8..8);
-    let ms = prop_oneof![6 => 1u64..=1_000, 3 => 1_000u64..=15_000, 2 => 15_000u64..=REPUBLISH_MS, 1 => REPUBLISH_MS..=72_000_000];
+/// Ops of one case. A `busy` case has no clock jump beyond 15 s, so established entries
+/// pile up until the table is full of them (100 % pressure); the others also jump past
+/// every timeout (up to 20 h).
+fn op(busy: bool) -> impl Strategy<Value = Op> {
+    // Clients: 16 addresses × 8 ports; outside busy cases a few of them are hot, so that
+    // flows repeat across backend changes.
+    let hot = if busy { 0 } else { 3 };
+    let c = prop_oneof![hot => 0u8..4, 1 => 0u8..16];
+    let p = prop_oneof![hot => 0u8..2, 1 => 0u8..if busy { 4 } else { 8 }];
+    let (s, b) = (0u8..3, 0u8..8);
+    let long = if busy { 0 } else { 1 };
+    let ms = prop_oneof![10 => 1u64..=1_000, 2 => 1_000u64..=15_000, long => 15_000u64..=REPUBLISH_MS, long => REPUBLISH_MS..=72_000_000];
     prop_oneof![
         30 => (c.clone(), p.clone(), 0u8..2, 0u8..8).prop_map(|(client, port, svc, kind)| Op::Tcp { client, port, svc, kind }),
-        10 => (c.clone(), p.clone()).prop_map(|(client, port)| Op::Udp { client, port }),
+        10 => (c.clone(), p.clone(), any::<bool>()).prop_map(|(client, port, two)| Op::Udp { client, port, two }),
         6 => (c.clone(), s.clone(), 0u8..4, any::<bool>()).prop_map(|(client, svc, id, first)| Op::Frag { client, svc, id, first }),
         3 => (c, p, s.clone()).prop_map(|(client, port, svc)| Op::Icmp { client, port, svc }),
         3 => (s.clone(), b.clone()).prop_map(|(svc, b)| Op::Health { svc, b }),
-        2 => (s.clone(), b.clone()).prop_map(|(svc, b)| Op::Enable { svc, b }),
+        1 => (s.clone(), b.clone()).prop_map(|(svc, b)| Op::Enable { svc, b }),
         1 => (s.clone(), any::<bool>()).prop_map(|(svc, reuse)| Op::Add { svc, reuse }),
         1 => (s.clone(), b.clone()).prop_map(|(svc, b)| Op::Remove { svc, b }),
         2 => (s.clone(), b.clone(), 1u32..=1000).prop_map(|(svc, b, weight)| Op::Weight { svc, b, weight }),
         2 => (s.clone(), b.clone(), 0u32..=60_000).prop_map(|(svc, b, in_ms)| Op::Drain { svc, b, in_ms }),
         1 => (s.clone(), b.clone()).prop_map(|(svc, b)| Op::Evict { svc, b }),
         1 => (s, b).prop_map(|(svc, b)| Op::Flush { svc, b }),
-        8 => ms.prop_map(|ms| Op::Clock { ms }),
+        12 => ms.prop_map(|ms| Op::Clock { ms }),
     ]
 }
 
@@ -303,6 +313,8 @@ struct Model {
     frags: HashMap<(u32, u8, u16), (u16, u64)>,
     evicted_seen: (u64, u64),
     timeouts: Timeouts,
+    /// How often each situation arose (coverage, summed over cases by [`run`]).
+    cov: HashMap<&'static str, u64>,
 }
 
 impl Model {
@@ -337,6 +349,7 @@ impl Model {
             frags: HashMap::new(),
             evicted_seen: (0, 0),
             timeouts,
+            cov: HashMap::new(),
         };
         for (si, sc) in cc.svcs.iter().enumerate() {
             let s = &mut cfg.services[si];
@@ -362,6 +375,10 @@ impl Model {
         b.mac = Some(MacAddr([2, 0, 0, svc as u8 + 1, (n >> 8) as u8, n as u8]));
         b.address = [10, 0, 11 + svc as u8, n as u8].into();
         b
+    }
+
+    fn seen(&mut self, what: &'static str) {
+        *self.cov.entry(what).or_default() += 1;
     }
 
     fn now32(&self) -> u32 {
@@ -520,15 +537,21 @@ impl Model {
             let e = e.clone();
             stays = self.must_stay(&e).then_some(e.slot);
             if self.keeps(&e, src) {
+                self.seen(if !self.healthy(e.slot) { "kept on an unhealthy backend" } else if self.marks.get(&e.slot).is_some_and(|m| m.drain_until.is_some()) { "kept while draining" } else { "kept" });
                 expect = Expect::To(e.slot);
             } else {
+                self.seen(if !self.same_backend(&e) { "moved: backend gone" } else if !self.healthy(e.slot) { "moved: unhealthy" } else { "moved: evicted or drained" });
                 rebalance = true;
                 insert = self.pick(svc, &key);
                 expect = insert.map_or(Expect::Drop(DropReason::NoBackend), Expect::To);
             }
         } else {
+            self.seen(if had { "SYN restarted a connection" } else { "new flow" });
             insert = self.pick(svc, &key);
             expect = insert.map_or(Expect::Drop(DropReason::NoBackend), Expect::To);
+        }
+        if expect == Expect::Drop(DropReason::NoBackend) {
+            self.seen("no backend");
         }
         let (rb0, nc0, nt0) = (self.stats.rebalanced.load(Relaxed), self.stats.new_connections.load(Relaxed), self.worker.ct.counters.syn_not_tracked);
         let bn0 = insert.map_or(0, |b| self.stats.backend_new[usize::from(b)].load(Relaxed));
@@ -550,6 +573,7 @@ impl Model {
                 ensure!(self.worker.ct.counters.syn_not_tracked == nt0 + 1, "a new flow went unrecorded without counting syn_not_tracked");
                 let est = self.entries.values().filter(|e| e.state == State::Established).count();
                 ensure!(est >= 2 * WAYS, "a new flow went unrecorded while only {est} established entries exist");
+                self.seen("new flow not recorded (table full)");
             }
         }
         let new_conn = insert.is_some() && (tracked || syn);
@@ -575,6 +599,7 @@ impl Model {
                 (Some((d, _)), Some(r)) => ensure!(d == r, "fragment table says port {r}, first fragment named {d}"),
                 // replaced by a newer datagram in its direct-mapped slot
                 (Some(_), None) => {
+                    self.seen("fragment entry replaced");
                     self.frags.remove(&fk);
                 }
                 (None, Some(r)) => ensure!(false, "a stale fragment entry (port {r}) answers for {fk:?}"),
@@ -590,6 +615,7 @@ impl Model {
         } else {
             // Not seen: the only service of (VIP, protocol), else fragment_unknown.
             let on_proto: Vec<usize> = (0..SERVICES.len()).filter(|i| SERVICES[*i].2 == proto).collect();
+            self.seen("later fragment without its first");
             if on_proto.len() == 1 {
                 Ok(on_proto[0])
             } else {
@@ -620,7 +646,10 @@ impl Model {
         let tk = self.tracking_key(svc, &key);
         ensure!(self.worker.ct.peek(&tk, self.now32()).is_some() == self.entries.contains_key(&tk), "lookup of {tk:?} disagrees with the table's contents");
         let expect = match self.entries.get(&tk) {
-            Some(e) if self.same_backend(e) => Expect::To(e.slot),
+            Some(e) if self.same_backend(e) => {
+                *self.cov.entry("ICMP error to a recorded flow").or_default() += 1;
+                Expect::To(e.slot)
+            }
             _ => self.pick(svc, &key).map_or(Expect::Drop(DropReason::NoBackend), Expect::To),
         };
         let (i0, nc0, rb0) = (self.stats.icmp_forwarded.load(Relaxed), self.stats.new_connections.load(Relaxed), self.stats.rebalanced.load(Relaxed));
@@ -678,6 +707,11 @@ impl Model {
         for k in gone {
             self.entries.remove(&k);
         }
+        *self.cov.entry("evicted SYN-only").or_default() += lost_syn;
+        *self.cov.entry("evicted closing").or_default() += lost_closing;
+        if self.entries.len() * 10 >= self.worker.ct.capacity() * 9 {
+            self.seen("table at least 90 % full");
+        }
         if let Some((k, e)) = real.iter().find(|(k, _)| !self.entries.contains_key(*k)) {
             return Err(format!("table has an entry the model does not: {k:?} {e:?}"));
         }
@@ -700,8 +734,16 @@ impl Model {
                     _ => RST | ACK,
                 };
                 self.flow_packet(usize::from(svc), client(c), client_port(port), flags)?;
+                if kind == 1 {
+                    self.flow_packet(usize::from(svc), client(c), client_port(port), ACK)?;
+                }
             }
-            Op::Udp { client: c, port } => self.flow_packet(2, client(c), client_port(port), 0)?,
+            Op::Udp { client: c, port, two } => {
+                self.flow_packet(2, client(c), client_port(port), 0)?;
+                if two {
+                    self.flow_packet(2, client(c), client_port(port), 0)?;
+                }
+            }
             Op::Frag { client: c, svc, id, first } => self.fragment(client(c), usize::from(svc), u16::from(id), first)?,
             Op::Icmp { client: c, port, svc } => self.icmp(client(c), client_port(port), usize::from(svc))?,
             Op::Health { svc, b } => {
@@ -769,6 +811,9 @@ impl Model {
                 ensure!(reply.count >= n, "flush removed {} entries, the model had {n} live ones", reply.count);
             }
             Op::Clock { ms } => {
+                if (self.now + ms) >> 32 != self.now >> 32 {
+                    self.seen("u32 clock wrapped");
+                }
                 self.now += ms;
                 if ms >= REPUBLISH_MS {
                     self.recompile();
@@ -786,10 +831,21 @@ fn run(cases: u32, ops: usize) {
     let config = RunnerConfig { cases, failure_persistence: None, max_shrink_iters: 4096, ..RunnerConfig::default() };
     let mut runner = TestRunner::new(config);
     let t0 = std::time::Instant::now();
-    let result = runner.run(&(case_cfg(), prop::collection::vec(op(), ops)), |(cc, ops)| {
+    let total: std::cell::RefCell<std::collections::BTreeMap<&'static str, u64>> = Default::default();
+    // Busy cases: the smallest table, 192 flows that repeat, no long clock jump.
+    let strategy = (case_cfg(), any::<bool>()).prop_flat_map(move |(mut cc, busy)| {
+        if busy {
+            cc.ct_capacity = 64;
+        }
+        (Just(cc), prop::collection::vec(op(busy), ops))
+    });
+    let result = runner.run(&strategy, |(cc, ops)| {
         let mut m = Model::new(&cc);
         for (i, op) in ops.iter().enumerate() {
             m.step(op).map_err(|e| TestCaseError::fail(format!("step {i} {op:?} at t={} ms: {e}", m.now)))?;
+        }
+        for (k, v) in m.cov {
+            *total.borrow_mut().entry(k).or_default() += v;
         }
         Ok(())
     });
@@ -797,7 +853,34 @@ fn run(cases: u32, ops: usize) {
         panic!("{e}");
     }
     eprintln!("model: {cases} cases × {ops} ops = {} steps in {:.1?}", u64::from(cases) * ops as u64, t0.elapsed());
+    let total = total.into_inner();
+    for (k, v) in &total {
+        eprintln!("  {k}: {v}");
+    }
+    // The run must have reached every situation the model judges, or it proved nothing.
+    for k in COVERED {
+        assert!(total.get(k).copied().unwrap_or(0) > 0, "no step reached \"{k}\": {total:?}");
+    }
 }
+
+/// Situations every run of ≥ 10^5 steps reaches.
+const COVERED: [&str; 15] = [
+    "kept",
+    "kept on an unhealthy backend",
+    "kept while draining",
+    "moved: backend gone",
+    "moved: unhealthy",
+    "moved: evicted or drained",
+    "SYN restarted a connection",
+    "no backend",
+    "new flow not recorded (table full)",
+    "later fragment without its first",
+    "ICMP error to a recorded flow",
+    "evicted SYN-only",
+    "evicted closing",
+    "table at least 90 % full",
+    "u32 clock wrapped",
+];
 
 /// ≥ 10^5 steps in the normal test run.
 #[test]
