@@ -113,6 +113,9 @@ enum Op {
     Evict { svc: u8, b: u8 },
     Flush { svc: u8, b: u8 },
     Clock { ms: u64 },
+    /// A quiet period of 2^32 ms + `delta_ms` (49.7 days) in 20 h jumps, each with a poll
+    /// and a republication: the u32 clock wraps while entries sit idle.
+    Idle { delta_ms: i32 },
 }
 
 fn case_cfg() -> impl Strategy<Value = CaseCfg> {
@@ -159,6 +162,7 @@ fn op(busy: bool) -> impl Strategy<Value = Op> {
         1 => (s.clone(), b.clone()).prop_map(|(svc, b)| Op::Evict { svc, b }),
         1 => (s, b).prop_map(|(svc, b)| Op::Flush { svc, b }),
         12 => ms.prop_map(|ms| Op::Clock { ms }),
+        1 => (-2_000_000i32..2_000_000).prop_map(move |delta_ms| if busy { Op::Clock { ms: 1 } } else { Op::Idle { delta_ms } }),
     ]
 }
 
@@ -570,7 +574,7 @@ impl Model {
                 self.entries.insert(tk, MEntry { slot: b, inc, service: svc, state: State::SynOnly, last_seen: now, timeout });
             } else {
                 ensure!(!had, "an entry of {tk:?} was replaced but the table no longer holds it");
-                ensure!(self.worker.ct.counters.syn_not_tracked == nt0 + 1, "a new flow went unrecorded without counting syn_not_tracked");
+                ensure!(self.worker.ct.counters.syn_not_tracked == nt0 + 1, "the table holds no entry {tk:?} and counted no syn_not_tracked (recorded under another key?)");
                 let est = self.entries.values().filter(|e| e.state == State::Established).count();
                 ensure!(est >= 2 * WAYS, "a new flow went unrecorded while only {est} established entries exist");
                 self.seen("new flow not recorded (table full)");
@@ -723,6 +727,19 @@ impl Model {
         Ok(())
     }
 
+    /// The clock moves on by `ms`; a republication after long jumps; one poll (sweep).
+    fn advance(&mut self, ms: u64) {
+        if (self.now + ms) >> 32 != self.now >> 32 {
+            self.seen("u32 clock wrapped");
+        }
+        self.now += ms;
+        if ms >= REPUBLISH_MS {
+            self.recompile();
+        }
+        let now = self.now32();
+        self.worker.poll(&mut self.ports, &mut self.tx, &self.snap, now);
+    }
+
     fn step(&mut self, op: &Op) -> Res {
         match *op {
             Op::Tcp { client: c, port, svc, kind } => {
@@ -810,25 +827,58 @@ impl Model {
                 let n = (before - self.entries.len()) as u64;
                 ensure!(reply.count >= n, "flush removed {} entries, the model had {n} live ones", reply.count);
             }
-            Op::Clock { ms } => {
-                if (self.now + ms) >> 32 != self.now >> 32 {
-                    self.seen("u32 clock wrapped");
+            Op::Clock { ms } => self.advance(ms),
+            Op::Idle { delta_ms } => {
+                let mut left = ((1u64 << 32) as i64 + i64::from(delta_ms)) as u64;
+                while left > 0 {
+                    let ms = left.min(72_000_000);
+                    self.advance(ms);
+                    left -= ms;
                 }
-                self.now += ms;
-                if ms >= REPUBLISH_MS {
-                    self.recompile();
-                }
-                let now = self.now32();
-                self.worker.poll(&mut self.ports, &mut self.tx, &self.snap, now);
+                self.seen("idle for 2^32 ms");
             }
         }
         self.reconcile()
     }
 }
 
+/// Runs `ops` on a fresh model; the failing step and why.
+fn replay(cc: &CaseCfg, ops: &[Op]) -> Result<Model, (usize, String)> {
+    let mut m = Model::new(cc);
+    for (i, op) in ops.iter().enumerate() {
+        m.step(op).map_err(|e| (i, format!("{e} (t = {} ms)", m.now)))?;
+    }
+    Ok(m)
+}
+
+/// Delta debugging after proptest's shrinking (which removes one op at a time): drops the
+/// ops after the failing step, then chunks of halving size while the case still fails.
+fn minimise(cc: &CaseCfg, mut ops: Vec<Op>) -> Vec<Op> {
+    if let Err((i, _)) = replay(cc, &ops) {
+        ops.truncate(i + 1);
+    }
+    let mut chunk = ops.len() / 2;
+    while chunk >= 1 {
+        let mut at = 0;
+        while at < ops.len() {
+            let mut fewer = ops.clone();
+            fewer.drain(at..(at + chunk).min(ops.len()));
+            match replay(cc, &fewer) {
+                Err((i, _)) => {
+                    fewer.truncate(i + 1);
+                    ops = fewer;
+                }
+                Ok(_) => at += chunk,
+            }
+        }
+        chunk /= 2;
+    }
+    ops
+}
+
 /// Runs `cases` generated cases of `ops` steps each; panics with the shrunk failing case.
 fn run(cases: u32, ops: usize) {
-    let config = RunnerConfig { cases, failure_persistence: None, max_shrink_iters: 4096, ..RunnerConfig::default() };
+    let config = RunnerConfig { cases, failure_persistence: None, max_shrink_iters: 512, ..RunnerConfig::default() };
     let mut runner = TestRunner::new(config);
     let t0 = std::time::Instant::now();
     let total: std::cell::RefCell<std::collections::BTreeMap<&'static str, u64>> = Default::default();
@@ -840,17 +890,21 @@ fn run(cases: u32, ops: usize) {
         (Just(cc), prop::collection::vec(op(busy), ops))
     });
     let result = runner.run(&strategy, |(cc, ops)| {
-        let mut m = Model::new(&cc);
-        for (i, op) in ops.iter().enumerate() {
-            m.step(op).map_err(|e| TestCaseError::fail(format!("step {i} {op:?} at t={} ms: {e}", m.now)))?;
-        }
+        let m = replay(&cc, &ops).map_err(|(i, e)| TestCaseError::fail(format!("step {i} {:?}: {e}", ops[i])))?;
         for (k, v) in m.cov {
             *total.borrow_mut().entry(k).or_default() += v;
         }
         Ok(())
     });
-    if let Err(e) = result {
-        panic!("{e}");
+    match result {
+        Err(proptest::test_runner::TestError::Fail(_, (cc, ops))) => {
+            let ops = minimise(&cc, ops);
+            let (i, e) = replay(&cc, &ops).err().expect("the minimised case fails");
+            let listing: Vec<String> = ops.iter().enumerate().map(|(i, op)| format!("  {i:3} {op:?}")).collect();
+            panic!("model and worker disagree at step {i}: {e}\n{cc:?}\n{}", listing.join("\n"));
+        }
+        Err(e) => panic!("{e}"),
+        Ok(()) => {}
     }
     eprintln!("model: {cases} cases × {ops} ops = {} steps in {:.1?}", u64::from(cases) * ops as u64, t0.elapsed());
     let total = total.into_inner();
@@ -864,7 +918,8 @@ fn run(cases: u32, ops: usize) {
 }
 
 /// Situations every run of ≥ 10^5 steps reaches.
-const COVERED: [&str; 15] = [
+const COVERED: [&str; 16] = [
+    "idle for 2^32 ms",
     "kept",
     "kept on an unhealthy backend",
     "kept while draining",
