@@ -727,13 +727,14 @@ impl Model {
         Ok(())
     }
 
-    /// The clock moves on by `ms`; a republication after long jumps; one poll (sweep).
-    fn advance(&mut self, ms: u64) {
+    /// The clock moves on by `ms`; a republication after long jumps (when `republish`); one
+    /// poll (sweep).
+    fn advance(&mut self, ms: u64, republish: bool) {
         if (self.now + ms) >> 32 != self.now >> 32 {
             self.seen("u32 clock wrapped");
         }
         self.now += ms;
-        if ms >= REPUBLISH_MS {
+        if ms >= REPUBLISH_MS && republish {
             self.recompile();
         }
         let now = self.now32();
@@ -827,12 +828,16 @@ impl Model {
                 let n = (before - self.entries.len()) as u64;
                 ensure!(reply.count >= n, "flush removed {} entries, the model had {n} live ones", reply.count);
             }
-            Op::Clock { ms } => self.advance(ms),
+            Op::Clock { ms } => self.advance(ms, true),
             Op::Idle { delta_ms } => {
+                // One republication (at the first jump) clears every snapshot mark; nothing
+                // else changes the snapshot while idle.
                 let mut left = ((1u64 << 32) as i64 + i64::from(delta_ms)) as u64;
+                let mut republish = true;
                 while left > 0 {
                     let ms = left.min(72_000_000);
-                    self.advance(ms);
+                    self.advance(ms, republish);
+                    republish = false;
                     left -= ms;
                 }
                 self.seen("idle for 2^32 ms");
