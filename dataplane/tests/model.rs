@@ -411,7 +411,7 @@ impl Model {
     }
 
     fn healthy(&self, slot: u16) -> bool {
-        self.slot_info.get(&slot).map_or(false, |i| self.health.get(&(SERVICES[i.svc].0.to_string(), i.name.clone())).map_or(true, |v| v.healthy))
+        self.slot_info.get(&slot).is_some_and(|i| self.health.get(&(SERVICES[i.svc].0.to_string(), i.name.clone())).into_iter().all(|v| v.healthy))
     }
 
     fn session(&self, svc: usize) -> bool {
@@ -449,7 +449,7 @@ impl Model {
 
     /// Last resort: every backend of the client's table is unhealthy (or there is none).
     fn all_unhealthy(&self, svc: usize, src: u32) -> bool {
-        self.table(svc, src).map_or(true, |t| t.backends.iter().all(|b| !self.healthy(*b)))
+        self.table(svc, src).into_iter().all(|t| t.backends.iter().all(|b| !self.healthy(*b)))
     }
 
     fn same_backend(&self, e: &MEntry) -> bool {
@@ -463,14 +463,14 @@ impl Model {
         self.same_backend(e)
             && !mark.evict
             && (self.healthy(e.slot) || self.persists(e.service) || self.all_unhealthy(e.service, src))
-            && mark.drain_until.map_or(true, |d| self.now < d)
+            && mark.drain_until.into_iter().all(|d| self.now < d)
     }
 
     /// Where the rules allow no move at all: present, healthy, enabled, not evicted, not
     /// past a drain deadline.
     fn must_stay(&self, e: &MEntry) -> bool {
         let mark = self.marks.get(&e.slot).copied().unwrap_or_default();
-        self.same_backend(e) && self.slot_info[&e.slot].enabled && self.healthy(e.slot) && !mark.evict && mark.drain_until.map_or(true, |d| self.now < d)
+        self.same_backend(e) && self.slot_info[&e.slot].enabled && self.healthy(e.slot) && !mark.evict && mark.drain_until.into_iter().all(|d| self.now < d)
     }
 
     /// A fresh choice: the client's class table, hashed on the affinity tuple.
@@ -526,10 +526,11 @@ impl Model {
         ensure!(self.worker.ct.peek(&tk, self.now32()).is_some() == self.entries.contains_key(&tk), "lookup of {tk:?} disagrees with the table's contents");
         let (mut rebalance, mut stays, mut insert) = (false, None, None);
         let had = self.entries.contains_key(&tk);
-        let expect;
         // Under PER_CONNECTION (or 5-tuple affinity) a SYN starts a new connection; a
         // session entry ignores SYN, FIN and RST.
-        if had && !(syn && !session) {
+        let restart = syn && !session;
+        let expect;
+        if had && !restart {
             let eff = if session { ACK } else { flags };
             let closing_ms = u64::from(self.timeouts.closing_ms);
             let e = self.entries.get_mut(&tk).expect("entry");
