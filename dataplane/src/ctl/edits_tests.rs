@@ -73,7 +73,7 @@ fn health_check_edits_keep_a_down_backend_down_and_new_endpoints_start_down() {
         if_generation: None,
     });
     assert!(matches!(r, Response::Applied(_)), "{r:?}");
-    let healthy = |b: &str| d.control.lock().unwrap().health[&("web".to_string(), b.to_string())].healthy;
+    let healthy = |b: &str| d.control.lock().unwrap().health[&("web".to_string(), b.to_string(), b.to_string())].healthy;
     assert!(!healthy("b2"), "a health-check edit revived a down backend");
     // a new address is a new endpoint: unhealthy until probes pass
     assert!(matches!(d.edit_request(set("web", "b1", &[("address", "10.0.1.99")], None)), Response::Applied(_)));
@@ -85,15 +85,15 @@ fn health_check_edits_keep_a_down_backend_down_and_new_endpoints_start_down() {
 fn edits_keep_state_of_unchanged_backends() {
     let d = daemon();
     d.set_health("web", "b2", false, Some(3.0));
-    let slot_b2 = d.control.lock().unwrap().slots.slot("web", "b2");
+    let slot_b2 = d.control.lock().unwrap().slots.slot("web", "b2", "b2");
     let r = d.edit_request(set("web", "b1", &[("weight", "80")], Some(1)));
     let Response::Applied(a) = r else { panic!("{r:?}") };
     assert_eq!(a.generation, 2);
     assert_eq!(a.changes, vec!["service web: backend b1: weight: 50 -> 80".to_string()]);
     {
         let st = d.control.lock().unwrap();
-        assert!(!st.health[&("web".to_string(), "b2".to_string())].healthy, "b2's health survives an edit of b1");
-        assert_eq!(st.slots.slot("web", "b2"), slot_b2);
+        assert!(!st.health[&("web".to_string(), "b2".to_string(), "b2".to_string())].healthy, "b2's health survives an edit of b1");
+        assert_eq!(st.slots.slot("web", "b2", "b2"), slot_b2);
         assert_eq!(st.cfg.services[0].backends[0].weight, 80);
     }
     // stale generation
@@ -101,9 +101,9 @@ fn edits_keep_state_of_unchanged_backends() {
     assert_eq!(r, Response::Error { message: "config generation is 2, not 1: someone else changed it; re-read and retry".into() });
     // changing b2's address makes it a new endpoint: without a health check it is
     // static (healthy); removing and re-adding b1 gets a new incarnation
-    let inc_b1 = { let st = d.control.lock().unwrap(); st.slots.incarnation(st.slots.slot("web", "b1").unwrap()) };
+    let inc_b1 = { let st = d.control.lock().unwrap(); st.slots.incarnation(st.slots.slot("web", "b1", "b1").unwrap()) };
     assert!(matches!(d.edit_request(set("web", "b2", &[("address", "10.0.1.22")], None)), Response::Applied(_)));
-    assert!(d.control.lock().unwrap().health[&("web".to_string(), "b2".to_string())].healthy);
+    assert!(d.control.lock().unwrap().health[&("web".to_string(), "b2".to_string(), "b2".to_string())].healthy);
     let rm = spillway_shared::proto::Request::BackendRemove { service: "web".into(), name: "b1".into(), if_generation: None };
     assert!(matches!(d.edit_request(rm), Response::Applied(_)));
     let add = spillway_shared::proto::Request::BackendAdd {
@@ -114,7 +114,7 @@ fn edits_keep_state_of_unchanged_backends() {
     };
     assert!(matches!(d.edit_request(add), Response::Applied(_)));
     let st = d.control.lock().unwrap();
-    let slot = st.slots.slot("web", "b1").unwrap();
+    let slot = st.slots.slot("web", "b1", "b1").unwrap();
     assert_ne!(st.slots.incarnation(slot), inc_b1, "a re-added backend never matches old connection entries");
     assert_eq!(st.config_generation, 5);
     assert!(d.shared.with_snapshot(|s| s.generation).unwrap() >= 5);
