@@ -364,8 +364,11 @@ impl Daemon {
             }),
             R::EndpointRemove { service, backend, name, if_generation } => self.mutate(if_generation, |c| {
                 let b = find_backend(c, &service, &backend)?;
-                let i = b.endpoint_index(&name).ok_or_else(|| no_endpoint(&service, b, &name))?;
-                if b.endpoints.len() == 1 {
+                if !b.members().iter().any(|m| m.name == name) {
+                    return Err(no_endpoint(&service, b, &name));
+                }
+                let i = b.endpoint_index(&name).unwrap_or(0);
+                if b.members().len() == 1 {
                     return Err(format!("service {service}: backend {backend}: endpoint {name} is its last endpoint (a backend keeps at least one); remove the backend instead"));
                 }
                 b.endpoints.remove(i);

@@ -134,3 +134,53 @@ fn invalid_edits_change_nothing() {
     assert_eq!(d.control.lock().unwrap().config_generation, 1);
     assert_eq!(d.control.lock().unwrap().generation, 1);
 }
+
+fn ep_req(kind: &str, backend: &str, name: &str, f: &[(&str, &str)]) -> spillway_shared::proto::Request {
+    use spillway_shared::proto::Request as R;
+    let fields = f.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect();
+    let (service, backend, name) = ("web".to_string(), backend.to_string(), name.to_string());
+    match kind {
+        "add" => R::EndpointAdd { service, backend, name, fields, if_generation: None },
+        "remove" => R::EndpointRemove { service, backend, name, if_generation: None },
+        _ => R::EndpointSet { service, backend, name, fields, if_generation: None },
+    }
+}
+
+#[test]
+fn endpoint_edits_keep_slots_and_health_of_the_others_and_refuse_bad_input() {
+    let d = daemon();
+    d.set_health("web", "b2", false, None);
+    let slot_b1 = d.control.lock().unwrap().slots.slot("web", "b1", "b1");
+    // b1 becomes a group: its old endpoint keeps its slot (same key: named like the backend)
+    let r = d.edit_request(ep_req("add", "b1", "e2", &[("address", "10.0.1.11"), ("mac", "02:00:00:00:0b:11")]));
+    let Response::Applied(a) = r else { panic!("{r:?}") };
+    assert!(a.changes.iter().any(|c| c.contains("endpoints: 1 -> 2")), "{:?}", a.changes);
+    {
+        let st = d.control.lock().unwrap();
+        assert_eq!(st.slots.slot("web", "b1", "b1"), slot_b1);
+        assert!(st.slots.slot("web", "b1", "e2").is_some());
+        assert!(!st.health[&("web".to_string(), "b2".to_string(), "b2".to_string())].healthy, "b2's health survives");
+        assert_eq!(st.cfg.services[0].backends[0].members().len(), 2);
+    }
+    let r = d.edit_request(ep_req("set", "b1", "e2", &[("weight", "80")]));
+    let Response::Applied(a) = r else { panic!("{r:?}") };
+    assert_eq!(a.changes, ["service web: backend b1: endpoint e2: weight: 50 -> 80"]);
+    // errors name what is wrong
+    let err = |r: Response| match r {
+        Response::Error { message } => message,
+        other => panic!("{other:?}"),
+    };
+    assert!(err(d.edit_request(ep_req("add", "b1", "e3", &[("mac", "02:00:00:00:0b:13")]))).contains("address is required"));
+    let e = err(d.edit_request(ep_req("add", "b1", "e3", &[("address", "10.0.1.2"), ("mac", "02:00:00:00:0b:13")])));
+    assert!(e.contains("services[0].backends[1].address = 10.0.1.2") && e.contains("unique within the service (also at services[0].backends[0].endpoints[2].address)"), "{e}");
+    let e = err(d.edit_request(ep_req("set", "b1", "e2", &[("weight", "0")])));
+    assert!(e.contains("endpoints[1].weight = 0") && e.contains("enabled = false"), "{e}");
+    assert!(err(d.edit_request(ep_req("remove", "b1", "nope", &[]))).contains("has no endpoint nope (have: b1, e2)"));
+    assert!(err(d.edit_request(ep_req("remove", "b2", "b2", &[]))).contains("last endpoint"));
+    assert!(err(d.edit_request(ep_req("add", "zz", "e1", &[("address", "10.0.9.1")]))).contains("has no backend zz"));
+    // remove: the endpoint's slot and health go, the other's stay
+    assert!(matches!(d.edit_request(ep_req("remove", "b1", "e2", &[])), Response::Applied(_)));
+    let st = d.control.lock().unwrap();
+    assert!(st.slots.slot("web", "b1", "e2").is_none() && st.slots.slot("web", "b1", "b1") == slot_b1);
+    assert!(!st.health.contains_key(&("web".to_string(), "b1".to_string(), "e2".to_string())));
+}
