@@ -384,6 +384,8 @@ healthy_threshold = 1
 unhealthy_threshold = 2
 EOF
         fi
+        # topo_write_backends, when a script defines it, writes the backends (e.g. groups)
+        if declare -F topo_write_backends >/dev/null; then topo_write_backends; else
         for b in "${SPW_BACKENDS[@]}"; do
             cat <<EOF
 
@@ -394,7 +396,7 @@ mac = "${SPW_MAC[$b]}"
 zone = "${SPW_ZONE[$b]}"
 EOF
             [[ -z "${SPW_BACKEND_EXTRA[$b]:-}" ]] || printf '%s\n' "${SPW_BACKEND_EXTRA[$b]}"
-        done
+        done; fi
     } >"$f.tmp.$$"
     mv -f "$f.tmp.$$" "$f"
 }
