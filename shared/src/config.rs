@@ -680,8 +680,9 @@ impl Service {
 pub struct Backend {
     /// Unique name within the service.
     pub name: String,
-    /// Endpoint IPv4 address (health checks; IPIP/GUE outer destination).
-    #[serde(default = "unspecified")]
+    /// Endpoint IPv4 address (health checks; IPIP/GUE outer destination); absent
+    /// (`0.0.0.0`) for a group, whose endpoints carry the addresses.
+    #[serde(default = "unspecified", skip_serializing_if = "Ipv4Addr::is_unspecified")]
     pub address: Ipv4Addr,
     /// Endpoint MAC (L2 DSR destination); required for L2_DSR services in the daemon.
     #[serde(default, skip_serializing_if = "Option::is_none")]
