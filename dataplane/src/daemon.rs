@@ -166,16 +166,15 @@ impl Daemon {
                 ps.switched_at_ms = Some(now_ms);
             }
             let Some(t) = ps.switched_at_ms else { continue };
+            // every endpoint slot of the inactive pool's backends
             for b in svc.backends.iter().filter(|b| b.failover != fo) {
                 for slot in st.slots.backend_slots(&svc.name, &b.name) {
-                let Some(bs) = snap.backends.get_mut(usize::from(slot)) else { continue };
-                {
+                    let Some(bs) = snap.backends.get_mut(usize::from(slot)) else { continue };
                     if svc.disable_connection_drain_on_failover {
                         bs.evict_connections = true;
                     } else {
                         bs.draining_until_ms = Some(t.wrapping_add(svc.connection_drain_timeout_sec.saturating_mul(1000)));
                     }
-                }
                 }
             }
         }
@@ -318,7 +317,9 @@ impl Daemon {
         st.last_load_tick = now;
         let mut needs_republish = false;
         // Load is measured per endpoint slot; a backend's load is the sum of its endpoints'.
-        let services: Vec<(String, Vec<(String, String)>, bool)> = st
+        // (service, its (backend, endpoint) pairs, whether load moves its routing)
+        type Endpoints = Vec<(String, String)>;
+        let services: Vec<(String, Endpoints, bool)> = st
             .cfg
             .services
             .iter()

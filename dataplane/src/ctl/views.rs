@@ -94,25 +94,25 @@ impl Daemon {
         for s in &st.cfg.services {
             for b in &s.backends {
                 for m in b.members() {
-                let v = crate::control::endpoint_view(&st.health, &s.name, &b.name, &m.name);
-                let t = statuses.iter().find(|t| t.service == s.name && t.backend == b.name && t.endpoint == m.name);
-                rows.push(HealthRow {
-                    service: s.name.clone(),
-                    backend: b.name.clone(),
-                    endpoint: m.name.clone(),
-                    address: m.address.to_string(),
-                    healthy: v.healthy,
-                    checked: s.health_check.is_some(),
-                    latency_ms: v.latency_ms,
-                    load_cps: v.load_cps,
-                    consecutive_successes: t.map_or(0, |t| t.consecutive_successes),
-                    consecutive_failures: t.map_or(0, |t| t.consecutive_failures),
-                    probes: t.map_or(0, |t| t.probes_sent),
-                    probes_failed: t.map_or(0, |t| t.probes_failed),
-                    probes_skipped: t.map_or(0, |t| t.probes_skipped),
-                    last_error: t.and_then(|t| t.last_error.clone()),
-                    since_change_sec: t.map(|t| t.last_change.elapsed().as_secs_f64()),
-                });
+                    let v = crate::control::endpoint_view(&st.health, &s.name, &b.name, &m.name);
+                    let t = statuses.iter().find(|t| t.service == s.name && t.backend == b.name && t.endpoint == m.name);
+                    rows.push(HealthRow {
+                        service: s.name.clone(),
+                        backend: b.name.clone(),
+                        endpoint: m.name.clone(),
+                        address: m.address.to_string(),
+                        healthy: v.healthy,
+                        checked: s.health_check.is_some(),
+                        latency_ms: b.latency_ms.or(v.latency_ms),
+                        load_cps: v.load_cps,
+                        consecutive_successes: t.map_or(0, |t| t.consecutive_successes),
+                        consecutive_failures: t.map_or(0, |t| t.consecutive_failures),
+                        probes: t.map_or(0, |t| t.probes_sent),
+                        probes_failed: t.map_or(0, |t| t.probes_failed),
+                        probes_skipped: t.map_or(0, |t| t.probes_skipped),
+                        last_error: t.and_then(|t| t.last_error.clone()),
+                        since_change_sec: t.map(|t| t.last_change.elapsed().as_secs_f64()),
+                    });
                 }
             }
         }
