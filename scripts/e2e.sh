@@ -351,7 +351,7 @@ e2e_https_health() {
 declare -ga E2E_GROUPS=()
 groups_topology() {
     local spec g z n o extra k r
-    SPW_BACKENDS=(); E2E_GROUPS=("$@")
+    SPW_BACKENDS=(); E2E_GROUPS=("$@"); SPW_WRITE_BACKENDS=_e2e_groups_write_backends
     for spec in "$@"; do
         IFS=: read -r g z n o extra <<<"$spec"
         for ((k = 1; k <= n; k++)); do
@@ -360,7 +360,7 @@ groups_topology() {
         done
     done
 }
-topo_write_backends() {
+_e2e_groups_write_backends() {
     local spec g z n o extra k
     for spec in "${E2E_GROUPS[@]}"; do
         IFS=: read -r g z n o extra <<<"$spec"
@@ -456,7 +456,7 @@ e2e_config() {
     local out; out="$(mktemp)"
     # shellcheck disable=SC1091
     (unset SPW_RUN_DIR SPW_LOG_DIR SPW_SOCKET SPW_CONFIG SPW_HEALTH_CHECK
-     SPW_TOPO=demo; source "$HERE/lib/topology.sh"; SPW_SERVICE_EXTRA="$SPW_DEMO_SERVICE_EXTRA"; write_config "$out")
+     SPW_TOPO=demo; source "$HERE/lib/topology.sh"; SPW_ZONE_GROUPS=1 SPW_SERVICE_EXTRA="$SPW_DEMO_SERVICE_EXTRA"; write_config "$out")
     e2e_check "examples/demo.toml == write_config output" diff -u "$SPW_REPO_ROOT/examples/demo.toml" "$out"
     rm -f "$out"
     e2e_done
