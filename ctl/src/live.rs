@@ -435,13 +435,19 @@ fn backend_read(socket: &Path, service: &str, name: Option<&String>, as_json: bo
     let mut o = format!("{:<12} {:<16} {:<19} {:<6} {:>6} {:>4} {:<9} {:<9} {:>10} {:>12}\n", "backend", "address", "mac", "zone", "weight", "prio", "failover", "state", "new_conns", "packets");
     for b in &list {
         let s = st(&b.name);
-        let state = match (b.enabled, s.as_ref().map_or(true, |s| s.healthy)) {
-            (false, _) => "disabled",
-            (true, true) => "healthy",
-            (true, false) => "UNHEALTHY",
+        let state = match (b.enabled, s.as_ref().map_or(true, |s| s.healthy), s.as_ref().is_some_and(|s| s.drained)) {
+            (false, _, _) => "disabled",
+            (true, _, true) => "DRAINED",
+            (true, true, false) => "healthy",
+            (true, false, false) => "UNHEALTHY",
         };
         let mac = b.mac.map(|m| m.to_string()).unwrap_or_default();
-        let _ = writeln!(o, "{:<12} {:<16} {:<19} {:<6} {:>6} {:>4} {:<9} {:<9} {:>10} {:>12}", b.name, b.address, mac, b.zone, b.weight, b.priority, b.failover, state, s.as_ref().map_or(0, |s| s.new_connections), s.as_ref().map_or(0, |s| s.packets));
+        // a group: its endpoint count (healthy/enabled) instead of one address
+        let address = match &s {
+            Some(s) if b.is_group() => format!("{}/{} endpoints", s.healthy_endpoints, s.endpoints),
+            _ => b.address.to_string(),
+        };
+        let _ = writeln!(o, "{:<12} {:<16} {:<19} {:<6} {:>6} {:>4} {:<9} {:<9} {:>10} {:>12}", b.name, address, mac, b.zone, b.weight, b.priority, b.failover, state, s.as_ref().map_or(0, |s| s.new_connections), s.as_ref().map_or(0, |s| s.packets));
     }
     if name.is_some() {
         let wrap = serde_json::json!({ "backends": list });

@@ -6,6 +6,12 @@
 //! [`config::Service`](crate::config::Service) / [`config::Backend`](crate::config::Backend)
 //! model, validates them with the daemon's own validation ([`Config::validate`]) at every
 //! step, runs the routing pipeline ([`crate::pipeline::evaluate`]) and compares.
+//!
+//! Backend groups (issue 11): a backend may give `"group": [{"name", "weight", "enabled",
+//! "healthy"}]` instead of `endpoints`/`healthy_endpoints`/`healthy` (and a step's `set`
+//! may replace it); every outcome of such a scenario then carries `endpoint_shares`
+//! (`backend/endpoint` → share), the decision spread over healthy endpoints by
+//! [`crate::pipeline::endpoints::endpoint_shares`], as the daemon builds its Maglev tables.
 
 use crate::config::{
     Algorithm, Backend, ClientZone, Endpoint, Config, IsolationGranularity, IsolationMode, Location, Preference, Protocol, Service,
