@@ -183,7 +183,7 @@ fn scenario_side(c: &Case) -> Vec<Option<BTreeMap<String, f64>>> {
             }
             // single-endpoint backends without a group are named like their backend
             let mut m = o.endpoint_shares.clone();
-            if m.is_empty() {
+            if c.backends.iter().all(|b| b.group.is_none()) {
                 m = o.shares.iter().map(|(b, s)| (format!("{b}/{b}"), *s)).collect();
             }
             Some(m)
@@ -192,7 +192,7 @@ fn scenario_side(c: &Case) -> Vec<Option<BTreeMap<String, f64>>> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
 
     #[test]
     fn compiled_snapshot_and_scenario_runner_agree(c in case()) {

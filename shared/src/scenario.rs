@@ -482,6 +482,8 @@ pub fn run(sc: &Scenario) -> Result<Vec<StepOutcome>, ScenarioError> {
                         .iter()
                         .map(|x| (format!("{}/{}", svc.backends[x.backend].name, svc.backends[x.backend].members()[x.endpoint].name), round6(x.share)))
                         .collect();
+                    // no endpoint to send to: the daemon builds no table and drops
+                    o.drop |= o.endpoint_shares.is_empty();
                 }
                 o.pass = check_expect(exp, &o);
                 o.decision = Some(d);

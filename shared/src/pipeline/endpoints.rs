@@ -120,4 +120,21 @@ mod tests {
         assert_eq!(v.len(), 1);
         assert!((v[0].share - 1.0).abs() < 1e-12);
     }
+
+    #[test]
+    fn last_resort_skips_a_group_without_enabled_endpoints() {
+        use crate::pipeline::{evaluate, BackendState, ClientClass, ServiceState, Topology};
+        let mut s = svc();
+        for e in &mut s.backends[0].endpoints {
+            e.enabled = false;
+        }
+        // nothing healthy: g1 (no enabled endpoint) is no last-resort candidate; b2 is
+        let states = [BackendState { endpoints: 0, healthy_endpoints: 0, latency_ms: None, load_cps: 0.0 }, BackendState::unhealthy()];
+        let d = evaluate(&s, &states, &Topology::default(), &ClientClass::Incompatible, None, &mut ServiceState::default(), 0.0);
+        assert_eq!(d.weights, vec![(1, 1.0)]);
+        // only the empty group: dropped, as the daemon (no endpoint, no table) does
+        s.backends.remove(1);
+        let d = evaluate(&s, &states[..1], &Topology::default(), &ClientClass::Incompatible, None, &mut ServiceState::default(), 0.0);
+        assert!(d.drop && d.weights.is_empty(), "{d:?}");
+    }
 }

@@ -12,7 +12,8 @@
 //! - failed over → the available failover backends of their best priority; when none is
 //!   available but some primary is, the available primaries (best priority);
 //! - nothing available → `drop_traffic_if_unhealthy`: drop; otherwise last resort: the
-//!   enabled primaries with non-zero scaler of the best configured priority (unhealthy).
+//!   enabled primaries with non-zero scaler and at least one enabled endpoint of the best
+//!   configured priority (unhealthy).
 //!   When no such primary exists (e.g. all disabled) the connection is dropped.
 
 use super::{Ctx, TierKind, TraceEntry};
@@ -80,7 +81,8 @@ pub fn stage(ctx: &Ctx<'_>, available: &[usize], trace: &mut Vec<TraceEntry>) ->
         let usable: Vec<usize> = primaries
             .iter()
             .copied()
-            .filter(|&i| svc.backends[i].enabled && svc.backends[i].capacity_scaler != 0.0)
+            // an empty group (every endpoint disabled) has nowhere to send a connection
+            .filter(|&i| svc.backends[i].enabled && svc.backends[i].capacity_scaler != 0.0 && ctx.state(i).endpoints > 0)
             .collect();
         match best_priority(ctx, &usable) {
             Some(p) => (TierKind::LastResortPrimaries, of_priority(ctx, &usable, p),

@@ -4,7 +4,8 @@
 //! - B ("zonal affinity check backends") from A's kind: healthy primaries of priority p →
 //!   every configured primary of priority p; healthy failover of priority p → every
 //!   configured failover backend of priority p; last resort → A (all primaries, unhealthy).
-//!   Configured members that are disabled or have `capacity_scaler = 0` are left out of B:
+//!   Configured members that are disabled, have `capacity_scaler = 0` or no enabled
+//!   endpoint are left out of B:
 //!   an operator's "no traffic" always wins (docs/semantics.md).
 //! - C = members of B in the client's zone; I = A ∩ C.
 //! - zonal match: affinity enabled, client compatible, C not empty; otherwise result A.
@@ -24,7 +25,7 @@ pub const RATIO_EPSILON: f64 = 1e-9;
 /// The B set for a tier kind (see module docs).
 pub fn check_set(ctx: &Ctx<'_>, kind: TierKind, a: &[usize]) -> Vec<usize> {
     let bs = &ctx.svc.backends;
-    let usable = |i: &usize| bs[*i].enabled && bs[*i].capacity_scaler != 0.0;
+    let usable = |i: &usize| bs[*i].enabled && bs[*i].capacity_scaler != 0.0 && ctx.state(*i).endpoints > 0;
     match kind {
         TierKind::HealthyPrimaries { priority } => (0..bs.len())
             .filter(|&i| !bs[i].failover && bs[i].priority == priority)
