@@ -89,7 +89,7 @@ topo_before_down() {
 }
 topo_trap
 topo_up
-SPW_SERVICE_EXTRA="$SPW_DEMO_SERVICE_EXTRA" write_config "$SPW_CONFIG"
+SPW_ZONE_GROUPS=1 SPW_SERVICE_EXTRA="$SPW_DEMO_SERVICE_EXTRA" write_config "$SPW_CONFIG"
 spillway_start
 spillway_wait_ready "${SPW_READY_TIMEOUT:-30}"
 

@@ -344,12 +344,121 @@ e2e_https_health() {
     e2e_done
 }
 
+# ------------------------------------------------------- backend groups ----
+# groups_topology SPEC...: backends as groups of endpoints (issue 11). Each SPEC is
+# "GROUP:ZONE:N:OCTET[:EXTRA]": N endpoint namespaces GROUPe1..GROUPeN at 10.200.OCTET.k
+# (one HTTP server each, VIP on lo), written as [[services.backends]] GROUP with
+# [[services.backends.endpoints]] e1..eN; EXTRA (TOML lines, "\n"-separated) goes in the
+# group's table. Call before e2e_setup.
+declare -ga E2E_GROUPS=()
+groups_topology() {
+    local spec g z n o extra k r
+    SPW_BACKENDS=(); E2E_GROUPS=("$@"); SPW_WRITE_BACKENDS=_e2e_groups_write_backends
+    for spec in "$@"; do
+        IFS=: read -r g z n o extra <<<"$spec"
+        for ((k = 1; k <= n; k++)); do
+            r="${g}e$k"; SPW_BACKENDS+=("$r")
+            SPW_ADDR[$r]="10.200.$o.$k"; SPW_MAC[$r]="$(printf '02:00:00:00:%02x:%02x' "$o" "$k")"; SPW_ZONE[$r]="$z"
+        done
+    done
+}
+_e2e_groups_write_backends() {
+    local spec g z n o extra k
+    for spec in "${E2E_GROUPS[@]}"; do
+        IFS=: read -r g z n o extra <<<"$spec"
+        printf '\n[[services.backends]]\nname = "%s"\nzone = "%s"\n' "$g" "$z"
+        [[ -z "$extra" ]] || printf '%b\n' "$extra"
+        for ((k = 1; k <= n; k++)); do
+            printf '\n[[services.backends.endpoints]]\nname = "e%d"\naddress = "%s"\nmac = "%s"\n' "$k" "${SPW_ADDR[${g}e$k]}" "${SPW_MAC[${g}e$k]}"
+        done
+    done
+}
+# group_field GROUP FIELD: a field of GROUP's row in `spillwayctl status --json`
+group_field() {
+    spillwayctl_cmd status --json 2>/dev/null | "$SPW_PYTHON" -c "
+import json, sys
+print(next((str(b['$2']).lower() for b in json.load(sys.stdin)['backends'] if b['backend'] == '$1'), 'missing'))" 2>/dev/null || echo missing
+}
+# wait_group GROUP FIELD VALUE [TIMEOUT_S]: until the field has that value
+wait_group() {
+    local deadline=$((SECONDS + ${4:-15}))
+    while ((SECONDS < deadline)); do [[ "$(group_field "$1" "$2")" == "$3" ]] && return 0; sleep 0.2; done
+    e2e_fail "$1.$2 did not become $3 within ${4:-15} s (is $(group_field "$1" "$2"))"
+}
+# served_by_prefix P: answered requests whose backend starts with P (e.g. g1e)
+served_by_prefix() { awk -F'\t' -v p="$1" '$5 == "200" && index($6, p) == 1' "$SPW_REQUESTS" | wc -l; }
+_lt() { (($1 < $2)); }
+
+## capacity_drain: groups g1 (5 endpoints), g2 (4), g3 (1, priority 2) with auto capacity drain: 4 of g1's endpoints stopped (20 % < 25 %) drain g1, its last healthy endpoint gets no new connections and g2 takes them; 2 restarted (60 % >= 35 %), g1 is undrained 60 s after it reached 35 %, not before
+e2e_capacity_drain() {
+    groups_topology g1:z1:5:21 g2:z2:4:22 'g3:z2:1:23:priority = 2'
+    SPW_SERVICE_EXTRA='auto_capacity_drain = true'
+    e2e_setup
+    wait_group g1 healthy_endpoints 5; wait_group g2 healthy_endpoints 4
+    run_clients 60 >/dev/null || true
+    e2e_check "all healthy: g1 serves ($(served_by_prefix g1e) of 60)" _gt0 "$(served_by_prefix g1e)"
+    local e; for e in 1 2 3 4; do backend_stop "g1e$e"; done
+    wait_group g1 healthy_endpoints 1
+    wait_group g1 drained true 5
+    echo "  spillwayctl status (g1 drained):"; spillwayctl_cmd status | sed -n '/^BACKENDS/,$p' | sed 's/^/    /' || true
+    : >"$SPW_REQUESTS"
+    run_clients 80 >/dev/null || true
+    e2e_check "no request failed while g1 is drained ($(req_failed new) failed)" _eq "$(req_failed new)" 0
+    e2e_check "g1's last healthy endpoint g1e5 got no new connections ($(req_backend_count g1e5))" _eq "$(req_backend_count g1e5)" 0
+    e2e_check "g2 took them all ($(served_by_prefix g2e) of 80)" _eq "$(served_by_prefix g2e)" 80
+    backend_start g1e1; backend_start g1e2
+    wait_group g1 healthy_endpoints 3 10
+    local t0=$SECONDS
+    echo "  g1 at 3/5 = 60 % (>= 35 %) from t0; undrain expected at t0 + 60 s"
+    sleep 30
+    e2e_check "30 s after reaching 35 %: still drained" _eq "$(group_field g1 drained)" true
+    : >"$SPW_REQUESTS"
+    run_clients 40 >/dev/null || true
+    e2e_check "30 s after: g1 still gets no new connections ($(served_by_prefix g1e))" _eq "$(served_by_prefix g1e)" 0
+    while [[ "$(group_field g1 drained)" == true ]] && ((SECONDS - t0 < 80)); do sleep 0.5; done
+    local dt=$((SECONDS - t0))
+    echo "  g1 undrained ${dt} s after reaching 35 %"
+    e2e_check "undrained 60 s after reaching 35 % (measured ${dt} s, allowed 58..66)" bash -c "(( $dt >= 58 && $dt <= 66 ))"
+    : >"$SPW_REQUESTS"
+    run_clients 80 >/dev/null || true
+    e2e_check "after undrain g1 serves again ($(served_by_prefix g1e) of 80)" _gt0 "$(served_by_prefix g1e)"
+    e2e_check "stopped endpoints g1e3/g1e4 get nothing" _eq "$(( $(req_backend_count g1e3) + $(req_backend_count g1e4) ))" 0
+    e2e_done
+}
+
+## failover_threshold: a primary group p (4 endpoints, failover_health_threshold 70) and a failover group f: 1 endpoint stopped (75 %) keeps traffic on p's 3 healthy endpoints; a 2nd (50 %) sends new connections to f; both restarted, traffic goes back
+e2e_failover_threshold() {
+    groups_topology p:z1:4:31 'f:z2:2:32:failover = true'
+    SPW_SERVICE_EXTRA='failover_health_threshold = 70'
+    e2e_setup
+    wait_group p healthy_endpoints 4; wait_group f healthy_endpoints 2
+    backend_stop pe1
+    wait_group p healthy_endpoints 3
+    run_clients 60 >/dev/null || true
+    e2e_check "75 % >= 70 %: all on p ($(served_by_prefix pe) of 60), none on f ($(served_by_prefix fe))" _eq "$(served_by_prefix pe)" 60
+    e2e_check "the stopped endpoint pe1 gets nothing" _eq "$(req_backend_count pe1)" 0
+    e2e_check "p's 3 healthy endpoints share it: $(all_backends)" _eq "$(all_backends)" "pe2 pe3 pe4"
+    backend_stop pe2
+    wait_group p healthy_endpoints 2
+    : >"$SPW_REQUESTS"
+    run_clients 60 >/dev/null || true
+    echo "  spillwayctl status:"; spillwayctl_cmd status | sed -n '/^BACKENDS/,$p' | sed 's/^/    /' || true
+    e2e_check "50 % < 70 %: new connections go to f ($(served_by_prefix fe) of 60)" _eq "$(served_by_prefix fe)" 60
+    e2e_check "no request failed ($(req_failed new) failed)" _eq "$(req_failed new)" 0
+    backend_start pe1; backend_start pe2
+    wait_group p healthy_endpoints 4
+    : >"$SPW_REQUESTS"
+    run_clients 60 >/dev/null || true
+    e2e_check "restarted: traffic back on p ($(served_by_prefix pe) of 60)" _eq "$(served_by_prefix pe)" 60
+    e2e_done
+}
+
 ## config: examples/demo.toml is what write_config produces for the demo topology (no daemon needed)
 e2e_config() {
     local out; out="$(mktemp)"
     # shellcheck disable=SC1091
     (unset SPW_RUN_DIR SPW_LOG_DIR SPW_SOCKET SPW_CONFIG SPW_HEALTH_CHECK
-     SPW_TOPO=demo; source "$HERE/lib/topology.sh"; SPW_SERVICE_EXTRA="$SPW_DEMO_SERVICE_EXTRA"; write_config "$out")
+     SPW_TOPO=demo; source "$HERE/lib/topology.sh"; SPW_ZONE_GROUPS=1 SPW_SERVICE_EXTRA="$SPW_DEMO_SERVICE_EXTRA"; write_config "$out")
     e2e_check "examples/demo.toml == write_config output" diff -u "$SPW_REPO_ROOT/examples/demo.toml" "$out"
     rm -f "$out"
     e2e_done

@@ -98,12 +98,12 @@ fn bench(c: &mut Criterion) {
         let mut health = spillway_dataplane::control::HealthView::new();
         for svc in &cfg.services {
             for (i, b) in svc.backends.iter().enumerate() {
-                health.entry((svc.name.clone(), b.name.clone())).or_default().healthy = i % 7 != 3;
+                health.entry((svc.name.clone(), b.name.clone(), b.name.clone())).or_default().healthy = i % 7 != 3;
             }
         }
         let mut states = HashMap::new();
         let mut gen = 1u64;
-        let victim = (cfg.services[0].name.clone(), cfg.services[0].backends[0].name.clone());
+        let victim = (cfg.services[0].name.clone(), cfg.services[0].backends[0].name.clone(), cfg.services[0].backends[0].name.clone());
         g.bench_function(format!("{name}_daemon_recompile_one_health_change"), |b| {
             b.iter(|| {
                 gen += 1;

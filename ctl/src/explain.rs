@@ -23,8 +23,9 @@ pub struct ExplainArgs {
     /// Service as IP:PORT[/tcp|udp]; optional when the config has one service.
     #[arg(long, value_name = "IP:PORT/PROTO")]
     pub vip: Option<String>,
-    /// JSON object: backend name -> {"healthy": bool | "endpoints": n, "healthy_endpoints": n,
-    /// "latency_ms": ms, "load_cps": cps}. Backends not listed are healthy.
+    /// JSON object: backend name -> {"healthy": bool | "endpoints": n, "healthy_endpoints": n |
+    /// "unhealthy_endpoints": [names], "latency_ms": ms, "load_cps": cps}. Backends not
+    /// listed are healthy; a group counts its enabled endpoints.
     #[arg(long, value_name = "FILE")]
     pub health: Option<PathBuf>,
     /// Client source port (for 5-tuple affinity).
@@ -45,6 +46,8 @@ struct HealthEntry {
     healthy: Option<bool>,
     endpoints: Option<u32>,
     healthy_endpoints: Option<u32>,
+    /// Endpoints of a group that fail their health checks, by name.
+    unhealthy_endpoints: Option<Vec<String>>,
     latency_ms: Option<f64>,
     load_cps: Option<f64>,
 }
@@ -56,6 +59,8 @@ struct JsonOut<'a> {
     class: &'a ClientClass,
     decision: &'a Decision,
     backend: Option<&'a str>,
+    endpoint: Option<String>,
+    endpoint_shares: Vec<(String, String, f64)>,
 }
 
 fn parse_vip(s: &str) -> Result<(Ipv4Addr, u16, Option<Protocol>), String> {
@@ -90,9 +95,17 @@ fn pick_service<'a>(cfg: &'a Config, vip: Option<&str>) -> Result<&'a Service, S
     }
 }
 
-fn load_states(svc: &Service, path: Option<&PathBuf>) -> Result<Vec<BackendState>, String> {
-    let mut states = vec![BackendState::healthy(); svc.backends.len()];
-    let Some(path) = path else { return Ok(states) };
+/// Backend states and per-endpoint health (`[backend][endpoint]`) from the `--health` file.
+type Health = (Vec<BackendState>, Vec<Vec<bool>>);
+
+fn load_states(svc: &Service, path: Option<&PathBuf>) -> Result<Health, String> {
+    let mut up: Vec<Vec<bool>> = svc.backends.iter().map(|b| vec![true; b.members().len()]).collect();
+    let count = |i: usize, up: &[Vec<bool>]| {
+        let (n, h) = spillway_shared::pipeline::endpoints::group_counts(&svc.backends[i].members(), |k| up[i][k]);
+        BackendState { endpoints: n, healthy_endpoints: h, latency_ms: None, load_cps: 0.0 }
+    };
+    let mut states: Vec<BackendState> = (0..svc.backends.len()).map(|i| count(i, &up)).collect();
+    let Some(path) = path else { return Ok((states, up)) };
     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
     let de = &mut serde_json::Deserializer::from_str(&text);
     let map: BTreeMap<String, HealthEntry> = serde::Deserialize::deserialize(de)
@@ -103,6 +116,15 @@ fn load_states(svc: &Service, path: Option<&PathBuf>) -> Result<Vec<BackendState
             .iter()
             .position(|b| b.name == name)
             .ok_or_else(|| format!("{}: {name}: no backend of this name in service {}", path.display(), svc.name))?;
+        if let Some(down) = &h.unhealthy_endpoints {
+            let members = svc.backends[i].members();
+            for e in down {
+                let k = members.iter().position(|m| &m.name == e)
+                    .ok_or_else(|| format!("{}: {name}.unhealthy_endpoints: no endpoint {e:?} in backend {name}", path.display()))?;
+                up[i][k] = false;
+            }
+            states[i] = count(i, &up);
+        }
         let s = &mut states[i];
         if let Some(n) = h.endpoints {
             s.endpoints = n;
@@ -110,6 +132,7 @@ fn load_states(svc: &Service, path: Option<&PathBuf>) -> Result<Vec<BackendState
         }
         if let Some(ok) = h.healthy {
             s.healthy_endpoints = if ok { s.endpoints } else { 0 };
+            up[i].iter_mut().for_each(|u| *u = ok);
         }
         if let Some(n) = h.healthy_endpoints {
             if n > s.endpoints {
@@ -120,7 +143,17 @@ fn load_states(svc: &Service, path: Option<&PathBuf>) -> Result<Vec<BackendState
         s.latency_ms = h.latency_ms.or(s.latency_ms);
         s.load_cps = h.load_cps.unwrap_or(s.load_cps);
     }
-    Ok(states)
+    Ok((states, up))
+}
+
+/// `endpoint shares: g1/e1=0.25 ...` when some backend is a group (single-endpoint
+/// services print as before).
+fn endpoint_line(shares: &[(String, String, f64)]) -> String {
+    if shares.iter().all(|(b, e, _)| b == e) {
+        return String::new();
+    }
+    let v: Vec<String> = shares.iter().map(|(b, e, s)| format!("{b}/{e}={}", num(*s))).collect();
+    format!("endpoint shares: {}\n", v.join(" "))
 }
 
 fn num(x: f64) -> String {
@@ -180,15 +213,21 @@ fn live(args: &ExplainArgs, socket: &std::path::Path) -> i32 {
     if args.json {
         let j = serde_json::json!({
             "service": r.service, "vip": r.vip, "client": r.client, "class": d.client, "decision": d,
-            "backend": r.backend, "hash": r.hash, "table_size": r.table_size, "snapshot_generation": r.snapshot_generation, "live": true,
+            "backend": r.backend, "endpoint": r.endpoint, "endpoint_shares": r.endpoint_shares,
+            "hash": r.hash, "table_size": r.table_size, "snapshot_generation": r.snapshot_generation, "live": true,
         });
         println!("{}", serde_json::to_string_pretty(&j).unwrap_or_default());
         return 0;
     }
     let mut o = format!("service {} ({}), client {} -> {} [live, snapshot generation {}]\n", r.service, r.vip, r.client, r.class, r.snapshot_generation);
     o += &render_stages(&d, |i| r.backends.get(i).cloned().unwrap_or_else(|| format!("#{i}")));
+    o += &endpoint_line(&r.endpoint_shares);
+    let ep = match (&r.backend, &r.endpoint) {
+        (Some(b), Some(e)) if b != e => format!(" endpoint {e}"),
+        _ => String::new(),
+    };
     match &r.backend {
-        Some(b) => o += &format!("maglev: M={} hash {:#018x} -> backend {b}\n", r.table_size, r.hash),
+        Some(b) => o += &format!("maglev: M={} hash {:#018x} -> backend {b}{ep}\n", r.table_size, r.hash),
         None => o += "maglev: no eligible backend -> new connection dropped\n",
     }
     print!("{o}");
@@ -223,29 +262,48 @@ fn explain(args: &ExplainArgs) -> Result<String, String> {
     let path = args.config.as_ref().map(|p| p.to_string_lossy().to_string()).unwrap_or_default();
     let cfg = Config::load(&path).map_err(|e| e.to_string())?;
     let svc = pick_service(&cfg, args.vip.as_deref())?;
-    let states = load_states(svc, args.health.as_ref())?;
+    let (states, up) = load_states(svc, args.health.as_ref())?;
     let topo = Topology::from_config(&cfg);
     let class = topo.classify(args.client);
     let mut st = ServiceState::default();
     let d = evaluate(svc, &states, &topo, &class, args.offered_cps, &mut st, 0.0);
-    let entries: Vec<MaglevEntry<'_>> =
-        d.weights.iter().map(|&(i, w)| MaglevEntry { name: &svc.backends[i].name, weight: w }).collect();
+    // Maglev over endpoints, named as the daemon names them (docs/semantics.md "Backend groups").
+    let eps = spillway_shared::pipeline::endpoints::endpoint_shares(svc, &d.weights, |b, e| up[b].get(e).copied().unwrap_or(false));
+    let ep_name = |b: usize, e: usize| svc.backends[b].members()[e].name.clone();
+    let hash_names: Vec<String> = eps
+        .iter()
+        .map(|x| if svc.backends[x.backend].is_group() { format!("{}/{}", svc.backends[x.backend].name, ep_name(x.backend, x.endpoint)) } else { svc.backends[x.backend].name.clone() })
+        .collect();
+    let entries: Vec<MaglevEntry<'_>> = eps.iter().zip(&hash_names).map(|(x, n)| MaglevEntry { name: n, weight: x.share }).collect();
     let table = MaglevTable::build(&entries, svc.maglev_table_size);
     let key = FlowKey::new(args.client, svc.vip, args.client_port, svc.port, svc.protocol.number());
     let hash = key.affinity_hash(svc.session_affinity);
-    let chosen = table.lookup(hash).and_then(|e| d.weights.get(usize::from(e))).map(|&(i, _)| svc.backends[i].name.as_str());
+    let pick = if d.drop { None } else { table.lookup(hash).and_then(|e| eps.get(usize::from(e))) };
+    let chosen = pick.map(|x| svc.backends[x.backend].name.as_str());
+    let endpoint = pick.map(|x| ep_name(x.backend, x.endpoint));
+    let endpoint_shares: Vec<(String, String, f64)> = eps.iter().map(|x| (svc.backends[x.backend].name.clone(), ep_name(x.backend, x.endpoint), x.share)).collect();
     let proto = format!("{:?}", svc.protocol).to_lowercase();
     if args.json {
-        let j = JsonOut { service: &svc.name, client: format!("{}:{}", args.client, args.client_port), class: &class, decision: &d, backend: chosen };
+        let j = JsonOut {
+            service: &svc.name,
+            client: format!("{}:{}", args.client, args.client_port),
+            class: &class,
+            decision: &d,
+            backend: chosen,
+            endpoint: endpoint.clone(),
+            endpoint_shares,
+        };
         return serde_json::to_string_pretty(&j).map(|s| s + "\n").map_err(|e| e.to_string());
     }
     let mut o = String::new();
     use std::fmt::Write;
     let _ = writeln!(o, "service {} ({}:{}/{proto}), client {}:{} -> {class}", svc.name, svc.vip, svc.port, args.client, args.client_port);
     o += &render_stages(&d, |i| svc.backends[i].name.clone());
+    o += &endpoint_line(&endpoint_shares);
     match chosen {
         Some(b) => {
-            let _ = writeln!(o, "maglev: M={} key {:?} hash {hash:#018x} -> backend {b}", table.len(), svc.session_affinity);
+            let ep = endpoint.filter(|e| e != b).map(|e| format!(" endpoint {e}")).unwrap_or_default();
+            let _ = writeln!(o, "maglev: M={} key {:?} hash {hash:#018x} -> backend {b}{ep}", table.len(), svc.session_affinity);
         }
         None => {
             let _ = writeln!(o, "maglev: no eligible backend -> new connection dropped");

@@ -143,7 +143,7 @@ pub enum BackendCmd {
 /// `health ...`
 #[derive(Subcommand, Debug)]
 pub enum HealthCmd {
-    /// Health of every backend: state, probes, latency, load.
+    /// Health of every endpoint: state, probes, latency, load, last failure reason.
     Show(JsonOpt),
 }
 
@@ -171,13 +171,13 @@ impl FlowSel {
     }
 }
 
-/// Renders `health show` rows as a table, with a total of skipped probes when there are
+/// Renders `health show` rows (one per endpoint) as a table, with a total of skipped probes when there are
 /// any (probes the daemon could not start for lack of descriptors or memory).
 pub fn render_health(rows: &[spillway_shared::proto::HealthRow]) -> String {
-    let mut o = format!("{:<12} {:<12} {:<16} {:<9} {:<7} {:>10} {:>9} {:>8} {:>8} {:>8}  last_error\n", "service", "backend", "address", "state", "checked", "latency_ms", "load_cps", "probes", "failed", "skipped");
+    let mut o = format!("{:<12} {:<12} {:<12} {:<16} {:<9} {:<7} {:>10} {:>9} {:>8} {:>8} {:>8}  last_error\n", "service", "backend", "endpoint", "address", "state", "checked", "latency_ms", "load_cps", "probes", "failed", "skipped");
     for r in rows {
         let lat = r.latency_ms.map_or("-".into(), |l| format!("{l:.2}"));
-        let _ = writeln!(o, "{:<12} {:<12} {:<16} {:<9} {:<7} {:>10} {:>9.1} {:>8} {:>8} {:>8}  {}", r.service, r.backend, r.address, if r.healthy { "healthy" } else { "UNHEALTHY" }, if r.checked { "yes" } else { "static" }, lat, r.load_cps, r.probes, r.probes_failed, r.probes_skipped, r.last_error.as_deref().unwrap_or("-"));
+        let _ = writeln!(o, "{:<12} {:<12} {:<12} {:<16} {:<9} {:<7} {:>10} {:>9.1} {:>8} {:>8} {:>8}  {}", r.service, r.backend, r.endpoint, r.address, if r.healthy { "healthy" } else { "UNHEALTHY" }, if r.checked { "yes" } else { "static" }, lat, r.load_cps, r.probes, r.probes_failed, r.probes_skipped, r.last_error.as_deref().unwrap_or("-"));
     }
     let skipped: u64 = rows.iter().map(|r| r.probes_skipped).sum();
     if skipped > 0 {
@@ -235,7 +235,7 @@ pub fn parse_fields(args: &[String]) -> Result<Vec<(String, String)>, String> {
         .collect()
 }
 
-fn mutate(socket: &Path, req: Request, json_out: bool) -> i32 {
+pub(crate) fn mutate(socket: &Path, req: Request, json_out: bool) -> i32 {
     match client::request(socket, &req) {
         Ok(Response::Applied(a)) => {
             if json_out {
@@ -320,7 +320,7 @@ pub fn config(socket: &Path, cmd: &ConfigCmd) -> i32 {
     }
 }
 
-fn with_fields(fields: &[String], f: impl FnOnce(Vec<(String, String)>) -> Request) -> Result<Request, i32> {
+pub(crate) fn with_fields(fields: &[String], f: impl FnOnce(Vec<(String, String)>) -> Request) -> Result<Request, i32> {
     parse_fields(fields).map(f).map_err(|e| {
         eprintln!("spillwayctl: {e}");
         2
@@ -435,13 +435,19 @@ fn backend_read(socket: &Path, service: &str, name: Option<&String>, as_json: bo
     let mut o = format!("{:<12} {:<16} {:<19} {:<6} {:>6} {:>4} {:<9} {:<9} {:>10} {:>12}\n", "backend", "address", "mac", "zone", "weight", "prio", "failover", "state", "new_conns", "packets");
     for b in &list {
         let s = st(&b.name);
-        let state = match (b.enabled, s.as_ref().is_none_or(|s| s.healthy)) {
-            (false, _) => "disabled",
-            (true, true) => "healthy",
-            (true, false) => "UNHEALTHY",
+        let state = match (b.enabled, s.as_ref().is_none_or(|s| s.healthy), s.as_ref().is_some_and(|s| s.drained)) {
+            (false, _, _) => "disabled",
+            (true, _, true) => "DRAINED",
+            (true, true, false) => "healthy",
+            (true, false, false) => "UNHEALTHY",
         };
         let mac = b.mac.map(|m| m.to_string()).unwrap_or_default();
-        let _ = writeln!(o, "{:<12} {:<16} {:<19} {:<6} {:>6} {:>4} {:<9} {:<9} {:>10} {:>12}", b.name, b.address, mac, b.zone, b.weight, b.priority, b.failover, state, s.as_ref().map_or(0, |s| s.new_connections), s.as_ref().map_or(0, |s| s.packets));
+        // a group: its endpoint count (healthy/enabled) instead of one address
+        let address = match &s {
+            Some(s) if b.is_group() => format!("{}/{} endpoints", s.healthy_endpoints, s.endpoints),
+            _ => b.address.to_string(),
+        };
+        let _ = writeln!(o, "{:<12} {:<16} {:<19} {:<6} {:>6} {:>4} {:<9} {:<9} {:>10} {:>12}", b.name, address, mac, b.zone, b.weight, b.priority, b.failover, state, s.as_ref().map_or(0, |s| s.new_connections), s.as_ref().map_or(0, |s| s.packets));
     }
     if name.is_some() {
         let wrap = serde_json::json!({ "backends": list });

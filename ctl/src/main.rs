@@ -6,6 +6,7 @@
 //! configuration errors, or no daemon listening. See docs/ctl.md.
 
 mod client;
+mod endpoint;
 mod explain;
 mod live;
 mod scenario;
@@ -56,7 +57,10 @@ enum Command {
     /// Backends of a service: list, show, add, remove, set FIELD=VALUE.
     #[command(subcommand)]
     Backend(live::BackendCmd),
-    /// Health of every backend.
+    /// Endpoints of a backend group: add, remove, set FIELD=VALUE.
+    #[command(subcommand)]
+    Endpoint(endpoint::EndpointCmd),
+    /// Health of every endpoint of every backend.
     #[command(subcommand)]
     Health(live::HealthCmd),
     /// Connection tables of the workers: count, show, flush (by service or backend).
@@ -97,6 +101,7 @@ fn main() {
         Command::Config(c) => live::config(&cli.socket, c),
         Command::Service(c) => live::service(&cli.socket, c),
         Command::Backend(c) => live::backend(&cli.socket, c),
+        Command::Endpoint(c) => endpoint::run(&cli.socket, c),
         Command::Health(c) => live::health(&cli.socket, c),
         Command::Flows(c) => live::flows(&cli.socket, c),
         Command::Snapshot(c) => live::snapshot(&cli.socket, c),

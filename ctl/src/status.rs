@@ -43,15 +43,30 @@ pub fn render(r: &StatusReport) -> String {
     for (name, n) in t.drops.iter().filter(|d| d.1 > 0) {
         let _ = writeln!(o, "  {name:<24} {n:>12}");
     }
+    // Both levels: a backend's row (healthy/enabled endpoints, drain), then for a group
+    // one row per endpoint.
     let _ = writeln!(o, "\nBACKENDS");
-    let _ = writeln!(o, "  {:<12} {:<12} {:<16} {:<6} {:<9} {:>10} {:>12}", "service", "backend", "address", "zone", "state", "new_conns", "packets");
+    let _ = writeln!(o, "  {:<12} {:<16} {:<16} {:<6} {:<9} {:>9} {:>10} {:>12}", "service", "backend", "address", "zone", "state", "endpoints", "new_conns", "packets");
     for b in &r.backends {
-        let state = match (b.enabled, b.healthy) {
-            (false, _) => "disabled",
-            (true, true) => "healthy",
-            (true, false) => "UNHEALTHY",
+        let state = match (b.enabled, b.healthy, b.drained) {
+            (false, _, _) => "disabled",
+            (true, _, true) => "DRAINED",
+            (true, true, false) => "healthy",
+            (true, false, false) => "UNHEALTHY",
         };
-        let _ = writeln!(o, "  {:<12} {:<12} {:<16} {:<6} {:<9} {:>10} {:>12}", b.service, b.backend, b.address, b.zone, state, b.new_connections, b.packets);
+        let eps = format!("{}/{}", b.healthy_endpoints, b.endpoints);
+        let _ = writeln!(o, "  {:<12} {:<16} {:<16} {:<6} {:<9} {:>9} {:>10} {:>12}", b.service, b.backend, b.address, b.zone, state, eps, b.new_connections, b.packets);
+        if b.members.len() > 1 || b.members.first().is_some_and(|m| m.name != b.backend) {
+            for m in &b.members {
+                let state = match (m.enabled, m.healthy) {
+                    (false, _) => "disabled",
+                    (true, true) => "healthy",
+                    (true, false) => "UNHEALTHY",
+                };
+                let name = format!("  └ {}", m.name);
+                let _ = writeln!(o, "  {:<12} {:<16} {:<16} {:<6} {:<9} {:>9} {:>10} {:>12}", "", trunc(&name, 16), m.address, "", state, format!("w {}", m.weight), m.new_connections, m.packets);
+            }
+        }
     }
     o
 }
@@ -104,9 +119,29 @@ mod tests {
     }
 
     #[test]
+    fn backends_show_both_levels() {
+        use spillway_shared::proto::{BackendStatus, EndpointStatus};
+        let ep = |n: &str, healthy| EndpointStatus { name: n.into(), address: format!("10.0.1.{}", n.len()), weight: 50, healthy, enabled: true, new_connections: 7, packets: 9 };
+        let mut r = StatusReport::default();
+        r.backends.push(BackendStatus {
+            service: "web".into(), backend: "g1".into(), zone: "z1".into(), healthy: true, enabled: true, new_connections: 14, packets: 18,
+            endpoints: 2, healthy_endpoints: 1, drained: true, members: vec![ep("e1", true), ep("e22", false)], ..Default::default()
+        });
+        r.backends.push(BackendStatus {
+            service: "web".into(), backend: "b2".into(), address: "10.0.2.1".into(), healthy: true, enabled: true,
+            endpoints: 1, healthy_endpoints: 1, members: vec![ep("b2", true)], ..Default::default()
+        });
+        let t = render(&r);
+        let line = |s: &str| t.lines().find(|l| l.contains(s)).unwrap_or_else(|| panic!("no {s} in {t}")).to_string();
+        assert!(line(" g1 ").contains("DRAINED") && line(" g1 ").contains("1/2"), "{t}");
+        assert!(line("└ e22").contains("UNHEALTHY") && line("└ e1 ").contains("healthy"), "{t}");
+        assert!(line(" b2 ").contains("1/1") && !t.contains("└ b2"), "a single endpoint has no endpoint row: {t}");
+    }
+
+    #[test]
     fn health_show_prints_skipped_probes_and_their_total() {
         let row = |b: &str, skipped| HealthRow {
-            service: "web".into(), backend: b.into(), address: "10.0.0.1".into(), healthy: true, checked: true,
+            service: "web".into(), backend: b.into(), endpoint: b.into(), address: "10.0.0.1".into(), healthy: true, checked: true,
             latency_ms: Some(1.0), load_cps: 0.0, consecutive_successes: 2, consecutive_failures: 0, probes: 9,
             probes_failed: 0, last_error: None, since_change_sec: None, probes_skipped: skipped,
         };
@@ -115,6 +150,6 @@ mod tests {
         assert!(!t.contains("SKIPPED PROBES"), "{t}");
         let t = crate::live::render_health(&[row("b1", 3), row("b2", 4)]);
         assert!(t.contains("SKIPPED PROBES: 7 in total"), "{t}");
-        assert!(t.lines().nth(2).unwrap().split_whitespace().nth(9) == Some("4"), "{t}");
+        assert!(t.lines().nth(2).unwrap().split_whitespace().nth(10) == Some("4"), "{t}");
     }
 }

@@ -52,3 +52,28 @@ fn live_explain_works_for_every_algorithm_with_and_without_capacity() {
         }
     }
 }
+
+/// Backend groups (issue 11): live and offline explain show both levels and pick the same
+/// endpoint for the same flow (the offline Maglev table is built over endpoints with the
+/// daemon's names and weights).
+#[test]
+fn explain_shows_endpoints_and_live_and_offline_pick_the_same_endpoint() {
+    let d = Daemon::start("explain-groups", &null_example());
+    d.ok(&["endpoint", "add", "web", "b1", "e2", "address=10.0.1.11", "mac=02:00:00:00:0b:11", "weight=150"]);
+    d.ok(&["endpoint", "add", "web", "b1", "e3", "address=10.0.1.12", "mac=02:00:00:00:0b:12", "enabled=false"]);
+    let cfg_path = d.dir.join("live.toml");
+    let toml = d.ok(&["config", "show"]);
+    let body: String = toml.lines().skip_while(|l| !l.starts_with('[')).map(|l| format!("{l}\n")).collect();
+    std::fs::write(&cfg_path, &body).unwrap();
+    for port in [40000u16, 40001, 40002, 40003, 40004, 40005] {
+        let p = port.to_string();
+        let live = d.ok(&["explain", "--client", "10.9.0.10", "--vip", "10.0.0.100:80/tcp", "--client-port", &p, "--json"]);
+        let off = d.ok(&["explain", "--config", cfg_path.to_str().unwrap(), "--client", "10.9.0.10", "--vip", "10.0.0.100:80/tcp", "--client-port", &p, "--json"]);
+        let (l, o): (serde_json::Value, serde_json::Value) = (serde_json::from_str(&live).unwrap(), serde_json::from_str(&off).unwrap());
+        assert_eq!((&l["backend"], &l["endpoint"]), (&o["backend"], &o["endpoint"]), "port {p}:\nlive {live}\noffline {off}");
+        assert_eq!(l["endpoint_shares"], o["endpoint_shares"], "port {p}");
+    }
+    let text = d.ok(&["explain", "--client", "10.9.0.10", "--vip", "10.0.0.100:80/tcp"]);
+    let line = text.lines().find(|l| l.starts_with("endpoint shares:")).unwrap_or_else(|| panic!("{text}"));
+    assert!(line.contains("b1/b1=") && line.contains("b1/e2=") && !line.contains("b1/e3") && line.contains("b2/b2="), "{line}");
+}

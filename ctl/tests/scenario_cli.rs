@@ -98,14 +98,14 @@ fn explain(client: &str, json: bool) -> (i32, String) {
 fn explain_worked_example() {
     let (code, out) = explain("10.1.0.7", false);
     assert_eq!(code, 0, "{out}");
-    assert!(out.contains("|I|/|C| = 5/5 = 1.0000 >= 0.8: result I"), "{out}");
+    assert!(out.contains("|I|/|C| = 5/5 endpoints = 1.0000 >= 0.8: result I"), "{out}");
     assert!(out.contains("final: 5 eligible: [a1, a2, a3, a4, a5]"), "{out}");
     let chosen = out.lines().find(|l| l.starts_with("maglev:")).unwrap();
     assert!(["a1", "a2", "a3", "a4", "a5"].iter().any(|b| chosen.ends_with(&format!("backend {b}"))), "{chosen}");
 
     let (code, out) = explain("10.2.0.7", false);
     assert_eq!(code, 0, "{out}");
-    assert!(out.contains("|I|/|C| = 3/5 = 0.6000 < 0.8: result A"), "{out}");
+    assert!(out.contains("|I|/|C| = 3/5 endpoints = 0.6000 < 0.8: result A"), "{out}");
     assert!(out.contains("final: 8 eligible: [a1, a2, a3, a4, a5, b1, b2, b3]"), "{out}");
 
     let (code, out) = explain("10.2.0.7", true);

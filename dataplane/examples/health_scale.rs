@@ -94,6 +94,7 @@ fn main() {
         .map(|i| Target {
             service: format!("svc{}", i / 100),
             backend: format!("be{i}"),
+            endpoint: format!("be{i}"),
             addr: addrs[i % addrs.len()],
             check: check.clone(),
         })

@@ -162,7 +162,7 @@ pub fn refresh(daemon: &Daemon, obs: &Observation, announced: &BTreeSet<Ipv4Addr
     let drained = daemon.fleet.drained();
     let rows = {
         let st = daemon.control.lock().unwrap_or_else(|e| e.into_inner());
-        evaluate(&st.cfg, obs, |s, b| st.health.get(&(s.to_string(), b.to_string())).is_none_or(|h| h.healthy), &drained, announced)
+        evaluate(&st.cfg, obs, |s, b| backend_has_healthy_endpoint(&st.cfg, &st.health, s, b), &drained, announced)
     };
     daemon.fleet.store(rows.clone(), announcing);
     rows
@@ -388,4 +388,11 @@ mod tests {
             }
         }
     }
+}
+
+/// Whether backend `b` of service `s` has an enabled endpoint that is healthy (an endpoint
+/// missing from the health view counts as healthy, as in the snapshot).
+fn backend_has_healthy_endpoint(cfg: &spillway_shared::config::Config, health: &crate::control::HealthView, s: &str, b: &str) -> bool {
+    let Some(backend) = cfg.service(s).and_then(|svc| svc.backends.iter().find(|x| x.name == b)) else { return false };
+    backend.members().into_iter().filter(|m| m.enabled).any(|m| health.get(&(s.to_string(), b.to_string(), m.name)).is_none_or(|h| h.healthy))
 }

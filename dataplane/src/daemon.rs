@@ -19,7 +19,7 @@ pub type PortStatsFn = Box<dyn Fn(usize) -> PortStatus + Send + Sync>;
 pub struct ControlState {
     /// Running config.
     pub cfg: Config,
-    /// Backend slots.
+    /// Endpoint slots.
     pub slots: SlotMap,
     /// Health and load.
     pub health: HealthView,
@@ -33,8 +33,8 @@ pub struct ControlState {
     pub config_generation: u64,
     /// Failover pool state per service (for connection draining on failover/failback).
     pub pools: HashMap<String, PoolState>,
-    /// New-connection counter per (service, backend) at the last load tick.
-    pub last_new: HashMap<(String, String), u64>,
+    /// New-connection counter per (service, backend, endpoint) at the last load tick.
+    pub last_new: HashMap<crate::control::EndpointKey, u64>,
     /// Time of the last load tick, seconds since start.
     pub last_load_tick: f64,
     /// Time of the last publication, for propagation measurements.
@@ -177,9 +177,10 @@ impl Daemon {
                 ps.switched_at_ms = Some(now_ms);
             }
             let Some(t) = ps.switched_at_ms else { continue };
+            // every endpoint slot of the inactive pool's backends
             for b in svc.backends.iter().filter(|b| b.failover != fo) {
-                let Some(slot) = st.slots.slot(&svc.name, &b.name) else { continue };
-                if let Some(bs) = snap.backends.get_mut(usize::from(slot)) {
+                for slot in st.slots.backend_slots(&svc.name, &b.name) {
+                    let Some(bs) = snap.backends.get_mut(usize::from(slot)) else { continue };
                     if svc.disable_connection_drain_on_failover {
                         bs.evict_connections = true;
                     } else {
@@ -215,11 +216,11 @@ impl Daemon {
     pub fn apply_health_event(&self, ev: &crate::health::HealthEvent) -> bool {
         let mut st = self.control.lock().unwrap_or_else(|e| e.into_inner());
         if !crate::health::is_current(ev, st.health_generation) {
-            tracing::debug!(service = %ev.service, backend = %ev.backend, generation = ev.generation,
+            tracing::debug!(service = %ev.service, backend = %ev.backend, endpoint = %ev.endpoint, generation = ev.generation,
                 current = st.health_generation, "stale health event dropped");
             return false;
         }
-        self.set_health_locked(&mut st, &ev.service, &ev.backend, ev.healthy, ev.rtt_ms)
+        self.set_health_locked(&mut st, &ev.service, &ev.backend, &ev.endpoint, ev.healthy, ev.rtt_ms)
     }
 
     /// Checks that the health checker thread, if one was started, still runs. When it has
@@ -236,20 +237,39 @@ impl Daemon {
         Some(reason)
     }
 
-    /// Applies a health result; republishes when the health state changed. Results for a
+    /// Applies a health result to every endpoint of a backend (for a single-endpoint
+    /// backend: its endpoint); republishes when the health state changed. Results for a
     /// backend no longer configured are ignored.
     pub fn set_health(&self, service: &str, backend: &str, healthy: bool, latency_ms: Option<f64>) -> bool {
         let mut st = self.control.lock().unwrap_or_else(|e| e.into_inner());
-        self.set_health_locked(&mut st, service, backend, healthy, latency_ms)
+        let members: Vec<String> = st
+            .cfg
+            .service(service)
+            .and_then(|s| s.backends.iter().find(|b| b.name == backend))
+            .map(|b| b.members().into_iter().map(|m| m.name).collect())
+            .unwrap_or_default();
+        let mut changed = false;
+        for ep in members {
+            changed |= self.set_health_locked(&mut st, service, backend, &ep, healthy, latency_ms);
+        }
+        changed
     }
 
-    fn set_health_locked(&self, st: &mut ControlState, service: &str, backend: &str, healthy: bool, latency_ms: Option<f64>) -> bool {
-        // A late event for a backend removed by a live edit must not leave a stale entry
-        // (a re-added backend of the same name would inherit it).
-        if !st.cfg.service(service).is_some_and(|s| s.backends.iter().any(|b| b.name == backend)) {
+    /// Applies a health result of one endpoint; republishes when the health state changed.
+    /// Results for an endpoint no longer configured are ignored.
+    pub fn set_endpoint_health(&self, service: &str, backend: &str, endpoint: &str, healthy: bool, latency_ms: Option<f64>) -> bool {
+        let mut st = self.control.lock().unwrap_or_else(|e| e.into_inner());
+        self.set_health_locked(&mut st, service, backend, endpoint, healthy, latency_ms)
+    }
+
+    fn set_health_locked(&self, st: &mut ControlState, service: &str, backend: &str, endpoint: &str, healthy: bool, latency_ms: Option<f64>) -> bool {
+        // A late event for an endpoint removed by a live edit must not leave a stale entry
+        // (a re-added endpoint of the same name would inherit it).
+        let known = st.cfg.service(service).and_then(|s| s.backends.iter().find(|b| b.name == backend)).is_some_and(|b| b.members().iter().any(|m| m.name == endpoint));
+        if !known {
             return false;
         }
-        let key = (service.to_string(), backend.to_string());
+        let key = (service.to_string(), backend.to_string(), endpoint.to_string());
         let e = st.health.entry(key).or_default();
         let changed = e.healthy != healthy;
         e.healthy = healthy;
@@ -257,7 +277,7 @@ impl Daemon {
             e.latency_ms = latency_ms;
         }
         if changed {
-            tracing::info!(service, backend, healthy, "health changed");
+            tracing::info!(service, backend, endpoint, healthy, "health changed");
             self.republish(st);
         }
         changed
@@ -275,7 +295,7 @@ impl Daemon {
         let mut moved = false;
         for t in &statuses {
             let Some(rtt) = t.rtt_ewma_ms else { continue };
-            let e = st.health.entry((t.service.clone(), t.backend.clone())).or_default();
+            let e = st.health.entry((t.service.clone(), t.backend.clone(), t.endpoint.clone())).or_default();
             let old = e.latency_ms.unwrap_or(f64::INFINITY);
             if (old - rtt).abs() > (0.2 * old).max(1.0) {
                 moved = true;
@@ -307,21 +327,24 @@ impl Daemon {
         }
         st.last_load_tick = now;
         let mut needs_republish = false;
-        let services: Vec<(String, Vec<String>, bool)> = st
+        // Load is measured per endpoint slot; a backend's load is the sum of its endpoints'.
+        // (service, its (backend, endpoint) pairs, whether load moves its routing)
+        type Endpoints = Vec<(String, String)>;
+        let services: Vec<(String, Endpoints, bool)> = st
             .cfg
             .services
             .iter()
             .map(|s| {
                 let dynamic = s.auto_capacity_drain
                     || s.backends.iter().any(|b| b.capacity_cps.is_some() || b.preference == spillway_shared::config::Preference::PREFERRED);
-                (s.name.clone(), s.backends.iter().map(|b| b.name.clone()).collect(), dynamic)
+                (s.name.clone(), s.backends.iter().flat_map(|b| b.members().into_iter().map(|m| (b.name.clone(), m.name))).collect(), dynamic)
             })
             .collect();
-        for (svc, backends, dynamic) in services {
-            for b in backends {
-                let Some(slot) = st.slots.slot(&svc, &b) else { continue };
+        for (svc, endpoints, dynamic) in services {
+            for (b, ep) in endpoints {
+                let Some(slot) = st.slots.slot(&svc, &b, &ep) else { continue };
                 let total = self.slot_totals(&st, slot).0;
-                let key = (svc.clone(), b.clone());
+                let key = (svc.clone(), b.clone(), ep.clone());
                 let prev = st.last_new.insert(key.clone(), total).unwrap_or(total);
                 let rate = total.saturating_sub(prev) as f64 / dt;
                 let e = st.health.entry(key).or_default();
@@ -356,7 +379,10 @@ impl Handler for Daemon {
             | Request::ServiceSet { .. }
             | Request::BackendAdd { .. }
             | Request::BackendRemove { .. }
-            | Request::BackendSet { .. }) => self.edit_request(r),
+            | Request::BackendSet { .. }
+            | Request::EndpointAdd { .. }
+            | Request::EndpointRemove { .. }
+            | Request::EndpointSet { .. }) => self.edit_request(r),
             Request::HealthShow => self.health_show(),
             Request::Flows { op, filter } => self.flows(op, &filter),
             Request::Explain { client, client_port, vip } => self.explain(client, client_port, vip.as_deref()),
@@ -419,7 +445,7 @@ mac = "02:00:00:00:0b:02"
     }
 
     fn healthy(d: &Daemon, b: &str) -> bool {
-        d.control.lock().unwrap().health[&("web".to_string(), b.to_string())].healthy
+        d.control.lock().unwrap().health[&("web".to_string(), b.to_string(), b.to_string())].healthy
     }
 
     #[test]

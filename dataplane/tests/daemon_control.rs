@@ -137,7 +137,7 @@ fn reordered_backends_pick_the_same_backends() {
 fn a_backend_reusing_a_slot_does_not_inherit_its_counters() {
     use std::sync::atomic::Ordering::Relaxed;
     let d = daemon("");
-    let slot = d.control.lock().unwrap().slots.slot("web", "p2").unwrap();
+    let slot = d.control.lock().unwrap().slots.slot("web", "p2", "p2").unwrap();
     d.shared.stats[0].backend_new[usize::from(slot)].store(100, Relaxed);
     d.shared.stats[0].backend_packets[usize::from(slot)].store(700, Relaxed);
     let row = |d: &Daemon, b: &str| d.status().backends.into_iter().find(|r| r.backend == b).map(|r| (r.new_connections, r.packets));
@@ -150,7 +150,7 @@ fn a_backend_reusing_a_slot_does_not_inherit_its_counters() {
         spillway_shared::proto::Response::Applied { .. } => {}
         other => panic!("config apply refused: {other:?}"),
     }
-    assert_eq!(d.control.lock().unwrap().slots.slot("web", "p3"), Some(slot), "p3 reuses p2's slot");
+    assert_eq!(d.control.lock().unwrap().slots.slot("web", "p3", "p3"), Some(slot), "p3 reuses p2's slot");
     assert_eq!(row(&d, "p3"), Some((0, 0)), "p3 inherited p2's totals");
     // and counts from there
     d.shared.stats[0].backend_new[usize::from(slot)].store(103, Relaxed);

@@ -403,7 +403,7 @@ impl Model {
         self.slot_info.clear();
         for (si, s) in self.cfg.services.iter().enumerate() {
             for b in &s.backends {
-                let slot = self.slots.slot(&s.name, &b.name).expect("slot");
+                let slot = self.slots.slot(&s.name, &b.name, &b.name).expect("slot");
                 let mac = b.mac.expect("mac").0;
                 self.slot_info.insert(slot, SlotInfo { svc: si, name: b.name.clone(), mac, inc: self.slots.incarnation(slot), enabled: b.enabled });
             }
@@ -411,7 +411,7 @@ impl Model {
     }
 
     fn healthy(&self, slot: u16) -> bool {
-        self.slot_info.get(&slot).is_some_and(|i| self.health.get(&(SERVICES[i.svc].0.to_string(), i.name.clone())).into_iter().all(|v| v.healthy))
+        self.slot_info.get(&slot).is_some_and(|i| self.health.get(&(SERVICES[i.svc].0.to_string(), i.name.clone(), i.name.clone())).into_iter().all(|v| v.healthy))
     }
 
     fn session(&self, svc: usize) -> bool {
@@ -679,7 +679,7 @@ impl Model {
     fn backend(&self, svc: usize, b: u8) -> (usize, u16) {
         let s = &self.cfg.services[svc];
         let i = usize::from(b) % s.backends.len();
-        (i, self.slots.slot(&s.name, &s.backends[i].name).expect("slot"))
+        (i, self.slots.slot(&s.name, &s.backends[i].name, &s.backends[i].name).expect("slot"))
     }
 
     /// The whole live table equals the model, entry by entry; entries the model has but the
@@ -777,7 +777,9 @@ impl Model {
             Op::Icmp { client: c, port, svc } => self.icmp(client(c), client_port(port), usize::from(svc))?,
             Op::Health { svc, b } => {
                 let (i, _) = self.backend(usize::from(svc), b);
-                let k = (SERVICES[usize::from(svc)].0.to_string(), self.cfg.services[usize::from(svc)].backends[i].name.clone());
+                let name = self.cfg.services[usize::from(svc)].backends[i].name.clone();
+                // single-endpoint backends: the endpoint is named like the backend
+                let k = (SERVICES[usize::from(svc)].0.to_string(), name.clone(), name);
                 let v = self.health.entry(k).or_default();
                 v.healthy = !v.healthy;
                 self.recompile();
@@ -807,7 +809,7 @@ impl Model {
                 if self.cfg.services[s].backends.len() > 1 {
                     let (i, _) = self.backend(s, b);
                     let be = self.cfg.services[s].backends.remove(i);
-                    self.health.remove(&(SERVICES[s].0.to_string(), be.name.clone()));
+                    self.health.remove(&(SERVICES[s].0.to_string(), be.name.clone(), be.name.clone()));
                     self.removed[s].push(be);
                     self.recompile();
                 }

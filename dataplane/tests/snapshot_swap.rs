@@ -59,7 +59,7 @@ fn workers_follow_every_publication_and_old_snapshots_are_freed() {
     }
     let mut lat = Vec::new();
     for gen in 2..=500u64 {
-        health.entry(("web".into(), "b1".into())).or_default().healthy = gen % 2 == 0;
+        health.entry(("web".into(), "b1".into(), "b1".into())).or_default().healthy = gen % 2 == 0;
         let snap = build(gen, &health);
         let t0 = Instant::now();
         shared.publish(snap);

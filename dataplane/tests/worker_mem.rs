@@ -83,7 +83,7 @@ impl Rig {
         Rig { cfg, slots, health, states, gen: 1, worker, port: vec![MemPort::new(PORT_MAC)], tx: vec![Burst::new()], snap }
     }
     fn set_healthy(&mut self, b: &str, healthy: bool) {
-        self.health.entry(("web".into(), b.into())).or_default().healthy = healthy;
+        self.health.entry(("web".into(), b.into(), b.into())).or_default().healthy = healthy;
         self.gen += 1;
         self.snap = compile(&self.cfg, &self.slots, CompileInput { health: &self.health, states: &mut self.states, now_sec: 0.0, generation: self.gen, port_addrs: vec![0x0a00_0002] });
     }

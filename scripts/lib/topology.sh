@@ -84,6 +84,8 @@ declare -gA SPW_MAC=([c1]=02:00:00:00:01:10 [c2]=02:00:00:00:02:10
     [b1]=02:00:00:00:11:01 [b2]=02:00:00:00:11:02 [b3]=02:00:00:00:12:03 [b4]=02:00:00:00:12:04)
 declare -gA SPW_ZONE=([c1]=z1 [c2]=z2 [b1]=z1 [b2]=z1 [b3]=z2 [b4]=z2)
 
+# shellcheck source-path=SCRIPTDIR source=groups.sh
+source "$SPW_LIB_DIR/groups.sh"   # zone_groups_write_backends (SPW_ZONE_GROUPS=1)
 # ----------------------------------------------------------------- helpers ---
 topo_log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 topo_die() { printf '[%s] ERROR: %s\n' "$(date +%H:%M:%S)" "$*" >&2; exit 1; }
@@ -384,6 +386,9 @@ healthy_threshold = 1
 unhealthy_threshold = 2
 EOF
         fi
+        # SPW_WRITE_BACKENDS, when set, names a function that writes the backends (groups)
+        if [[ -n "${SPW_WRITE_BACKENDS:-}" ]]; then "$SPW_WRITE_BACKENDS"
+        elif [[ "${SPW_ZONE_GROUPS:-0}" == 1 ]]; then zone_groups_write_backends; else
         for b in "${SPW_BACKENDS[@]}"; do
             cat <<EOF
 
@@ -394,7 +399,7 @@ mac = "${SPW_MAC[$b]}"
 zone = "${SPW_ZONE[$b]}"
 EOF
             [[ -z "${SPW_BACKEND_EXTRA[$b]:-}" ]] || printf '%s\n' "${SPW_BACKEND_EXTRA[$b]}"
-        done
+        done; fi
     } >"$f.tmp.$$"
     mv -f "$f.tmp.$$" "$f"
 }
@@ -417,12 +422,13 @@ spillway_alive() { local p; p="$(spillway_pid)" && [[ -n "$p" ]] && kill -0 "$p"
 
 # spillwayctl_cmd ARGS...: $SPILLWAYCTL_BIN --socket $SPW_SOCKET ARGS... (10 s timeout).
 spillwayctl_cmd() { timeout 10 "$SPILLWAYCTL_BIN" --socket "$SPW_SOCKET" "$@"; }
-# backend_health NAME: true/false/unknown as the daemon sees it (spillwayctl status --json)
+# backend_health NAME: true/false/unknown as the daemon sees it (spillwayctl status --json);
+# NAME is a backend or an endpoint of a group
 backend_health() {
     spillwayctl_cmd status --json 2>/dev/null | "$SPW_PYTHON" -c "
 import json, sys
 r = json.load(sys.stdin)
-print(next((str(b['healthy']).lower() for b in r['backends'] if b['backend'] == '$1'), 'unknown'))" 2>/dev/null || echo unknown
+print(next((str(x['healthy']).lower() for b in r['backends'] for x in [b] + b.get('members', []) if x.get('backend', x.get('name')) == '$1'), 'unknown'))" 2>/dev/null || echo unknown
 }
 # spillway_wait_health NAME true|false [TIMEOUT_S]: waits until the daemon sees that
 # state; prints the milliseconds it took; non-zero on timeout.
@@ -438,7 +444,7 @@ spillway_wait_health() {
 }
 # The demo's service policy: zonal affinity that spills across zones when fewer than 80 %
 # of the client zone's backends are healthy (spec/zonal-affinity.md).
-SPW_DEMO_SERVICE_EXTRA=$'# Zonal affinity: keep clients in their zone while >= 80 % of its backends are healthy.\nzonal_affinity = "ZONAL_AFFINITY_SPILL_CROSS_ZONE"\nspillover_ratio = 0.8'
+SPW_DEMO_SERVICE_EXTRA=$'# Zonal affinity: keep clients in their zone while >= 80 % of its endpoints are healthy.\nzonal_affinity = "ZONAL_AFFINITY_SPILL_CROSS_ZONE"\nspillover_ratio = 0.8'
 
 # spillway_wait_ready [TIMEOUT=30]: until `spillwayctl status` answers; fails early
 # (with the daemon log's tail) if the daemon exits.

@@ -687,8 +687,9 @@ impl Service {
 pub struct Backend {
     /// Unique name within the service.
     pub name: String,
-    /// Endpoint IPv4 address (health checks; IPIP/GUE outer destination).
-    #[serde(default = "unspecified")]
+    /// Endpoint IPv4 address (health checks; IPIP/GUE outer destination); absent
+    /// (`0.0.0.0`) for a group, whose endpoints carry the addresses.
+    #[serde(default = "unspecified", skip_serializing_if = "Ipv4Addr::is_unspecified")]
     pub address: Ipv4Addr,
     /// Endpoint MAC (L2 DSR destination); required for L2_DSR services in the daemon.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -720,6 +721,65 @@ pub struct Backend {
     /// Configured latency in ms (otherwise measured by health probes).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub latency_ms: Option<f64>,
+    /// `[[services.backends.endpoints]]`: the group's endpoints. Empty = the one endpoint
+    /// given by `address`/`mac` (spec/service-lb-policy.md "Vocabulary": a backend is a
+    /// group of endpoints in one zone; health is per endpoint, capacity per backend).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub endpoints: Vec<Endpoint>,
+}
+
+/// `[[services.backends.endpoints]]`: one endpoint (a VM or an address) of a backend group.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Endpoint {
+    /// Name, unique within the backend; absent = the address as text (`10.0.1.1`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// IPv4 address: health checks go there; IPIP/GUE outer destination. Unique within the
+    /// service.
+    pub address: Ipv4Addr,
+    /// MAC (L2 DSR destination, or IPIP/GUE next hop); required for L2_DSR in the daemon.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mac: Option<MacAddr>,
+    /// Weight 1–1000 (default 50) among the backend's endpoints: a backend's share of new
+    /// connections is spread over its healthy endpoints in proportion to it.
+    #[serde(default = "d_weight", deserialize_with = "ranged::endpoint_weight")]
+    pub weight: u32,
+    /// Admin state; a disabled endpoint takes no new connections and does not count in
+    /// the backend's endpoint totals.
+    #[serde(default = "yes", skip_serializing_if = "is_true")]
+    pub enabled: bool,
+}
+
+fn is_true(b: &bool) -> bool {
+    *b
+}
+
+impl Endpoint {
+    /// An enabled endpoint of weight 50 without a MAC.
+    pub fn new(name: Option<&str>, address: Ipv4Addr) -> Self {
+        Endpoint { name: name.map(str::to_string), address, mac: None, weight: d_weight(), enabled: true }
+    }
+    /// The endpoint's name: `name`, or the address as text.
+    pub fn label(&self) -> String {
+        self.name.clone().unwrap_or_else(|| self.address.to_string())
+    }
+}
+
+/// An endpoint of a backend with its name resolved: what health checks, backend slots and
+/// `status` work with ([`Backend::members`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Member {
+    /// Endpoint name (for the single-endpoint form: the backend's name).
+    pub name: String,
+    /// Address.
+    pub address: Ipv4Addr,
+    /// MAC, if any.
+    pub mac: Option<MacAddr>,
+    /// Weight among the backend's endpoints (50 for the single-endpoint form).
+    pub weight: u32,
+    /// Admin state (the single-endpoint form follows nothing but the backend's `enabled`).
+    pub enabled: bool,
 }
 fn unspecified() -> Ipv4Addr {
     Ipv4Addr::UNSPECIFIED
@@ -750,7 +810,30 @@ impl Backend {
             capacity_cps: None,
             capacity_scaler: 1.0,
             latency_ms: None,
+            endpoints: Vec::new(),
         }
+    }
+
+    /// Whether this backend lists `endpoints` (a group) rather than one `address`.
+    pub fn is_group(&self) -> bool {
+        !self.endpoints.is_empty()
+    }
+
+    /// The endpoints, names resolved, in config order: the `endpoints` entries, or one
+    /// endpoint named like the backend with its `address`/`mac`.
+    pub fn members(&self) -> Vec<Member> {
+        if self.endpoints.is_empty() {
+            return vec![Member { name: self.name.clone(), address: self.address, mac: self.mac, weight: d_weight(), enabled: true }];
+        }
+        self.endpoints
+            .iter()
+            .map(|e| Member { name: e.label(), address: e.address, mac: e.mac, weight: e.weight, enabled: e.enabled })
+            .collect()
+    }
+
+    /// Index in `endpoints` of the endpoint called `name` (by [`Endpoint::label`]).
+    pub fn endpoint_index(&self, name: &str) -> Option<usize> {
+        self.endpoints.iter().position(|e| e.label() == name)
     }
 }
 
@@ -826,6 +909,7 @@ mod ranged {
         healthy_threshold: u32 = "services[].health_check.healthy_threshold";
         unhealthy_threshold: u32 = "services[].health_check.unhealthy_threshold";
         weight: u32 = "services[].backends[].weight";
+        endpoint_weight: u32 = "services[].backends[].endpoints[].weight";
         priority: u32 = "services[].backends[].priority";
     }
     optional! {
@@ -948,6 +1032,19 @@ impl Service {
                 return Err(ConfigError::new(format!("{bp}.name"), &b.name, "must be unique within the service"));
             }
         }
+        // Endpoint addresses are unique within a service: health is kept per address.
+        let mut seen: std::collections::HashMap<Ipv4Addr, String> = std::collections::HashMap::new();
+        for (i, b) in self.backends.iter().enumerate() {
+            for (k, m) in b.members().iter().enumerate() {
+                if m.address == Ipv4Addr::UNSPECIFIED {
+                    continue;
+                }
+                let here = if b.is_group() { format!("{path}.backends[{i}].endpoints[{k}].address") } else { format!("{path}.backends[{i}].address") };
+                if let Some(first) = seen.insert(m.address, here.clone()) {
+                    return Err(ConfigError::new(here, m.address, format!("must be unique within the service (also at {first})")));
+                }
+            }
+        }
         lim("services[].backends").check_int(&p("backends"), self.backends.len() as i64)
             .map_err(|e| ConfigError { value: format!("{} backends", e.value), ..e })?;
         Ok(())
@@ -980,6 +1077,41 @@ impl Backend {
         }
         if let Some(l) = self.latency_ms {
             lim("services[].backends[].latency_ms").check_f(&p("latency_ms"), l, 0.0)?;
+        }
+        if self.is_group() {
+            if self.address != Ipv4Addr::UNSPECIFIED {
+                return Err(ConfigError::new(p("address"), self.address, "must be absent when the backend lists endpoints (give each endpoint its address)"));
+            }
+            if let Some(m) = self.mac {
+                return Err(ConfigError::new(p("mac"), m, "must be absent when the backend lists endpoints (give each endpoint its mac)"));
+            }
+        }
+        let mut names = HashSet::new();
+        for (i, e) in self.endpoints.iter().enumerate() {
+            let ep = |f: &str| format!("{path}.endpoints[{i}].{f}");
+            if let Some(n) = &e.name {
+                if n.is_empty() || n.contains('/') || n.chars().any(char::is_whitespace) {
+                    return Err(ConfigError::new(ep("name"), format!("{n:?}"), "must be non-empty, without spaces or '/'"));
+                }
+            }
+            if e.address == Ipv4Addr::UNSPECIFIED {
+                return Err(ConfigError::new(ep("address"), e.address, "must be a unicast IPv4 address"));
+            }
+            lim("services[].backends[].endpoints[].weight").check_int(&ep("weight"), e.weight.into()).map_err(|err| {
+                if e.weight == 0 {
+                    ConfigError { allowed: format!("{}; to stop new connections set enabled = false instead of weight 0", err.allowed), ..err }
+                } else {
+                    err
+                }
+            })?;
+            if let Some(m) = e.mac {
+                if m.0[0] & 1 != 0 || m.0 == [0; 6] {
+                    return Err(ConfigError::new(ep("mac"), m, "must be a unicast, non-zero MAC address"));
+                }
+            }
+            if !names.insert(e.label()) {
+                return Err(ConfigError::new(if e.name.is_some() { ep("name") } else { ep("address") }, e.label(), "must be unique within the backend (endpoint names default to the address)"));
+            }
         }
         Ok(())
     }
@@ -1146,15 +1278,17 @@ impl Config {
     }
 
     /// Advice that does not refuse the config (printed by `spillway --check` and logged at
-    /// start): `maglev_table_size` under 100 × backends (shares may be uneven by more than
+    /// start): `maglev_table_size` under 100 × endpoints (shares may be uneven by more than
     /// 1 %, Maglev NSDI 2016 §3.4).
     pub fn warnings(&self) -> Vec<String> {
         let mut out = Vec::new();
         for (i, s) in self.services.iter().enumerate() {
-            if (s.maglev_table_size as usize) < 100 * s.backends.len() {
+            // Maglev tables are built over endpoints (a group counts once per endpoint).
+            let n: usize = s.backends.iter().map(|b| b.members().len()).sum();
+            if (s.maglev_table_size as usize) < 100 * n {
                 out.push(format!(
-                    "services[{i}].maglev_table_size = {}: under 100 x {} backends; shares may be uneven by more than 1 % (Maglev, NSDI 2016)",
-                    s.maglev_table_size, s.backends.len()
+                    "services[{i}].maglev_table_size = {}: under 100 x {n} backends; shares may be uneven by more than 1 % (Maglev, NSDI 2016)",
+                    s.maglev_table_size
                 ));
             }
         }
@@ -1297,6 +1431,79 @@ zone = "z1"
         assert_eq!(with(|c| c.services[0].backends[0].mac = Some(crate::net::MacAddr::BROADCAST)).field(), "mac");
         assert!(with(|c| c.services[0].backends[0].weight = 0).allowed.contains("enabled = false"));
         assert!(!with(|c| c.services[0].backends[0].weight = 1001).allowed.contains("enabled = false"));
+    }
+
+    const GROUP: &str = r#"
+[[services.backends]]
+name = "g1"
+zone = "z1"
+weight = 100
+
+[[services.backends.endpoints]]
+name = "e1"
+address = "10.0.2.1"
+mac = "02:00:00:00:02:01"
+
+[[services.backends.endpoints]]
+address = "10.0.2.2"
+weight = 150
+enabled = false
+"#;
+
+    #[test]
+    fn groups_parse_round_trip_and_resolve_members() {
+        let c = Config::from_toml(&format!("{EXAMPLE}{GROUP}")).unwrap();
+        c.validate().unwrap();
+        let g = &c.services[0].backends[1];
+        assert!(g.is_group() && !c.services[0].backends[0].is_group());
+        let m = g.members();
+        assert_eq!(m.iter().map(|m| m.name.as_str()).collect::<Vec<_>>(), ["e1", "10.0.2.2"]);
+        assert_eq!((m[0].weight, m[1].weight, m[0].enabled, m[1].enabled), (50, 150, true, false));
+        assert_eq!(g.endpoint_index("10.0.2.2"), Some(1));
+        // the single-endpoint form is one endpoint named like the backend
+        let one = c.services[0].backends[0].members();
+        assert_eq!((one.len(), one[0].name.as_str(), one[0].address), (1, "b1", "10.0.1.1".parse().unwrap()));
+        assert_eq!(Config::from_toml(&c.to_toml()).unwrap(), c);
+    }
+
+    #[test]
+    fn group_errors_name_the_endpoint_field() {
+        let grouped = || {
+            let mut c = Config::from_toml(&format!("{EXAMPLE}{GROUP}")).unwrap();
+            c.services[0].backends.remove(0);
+            c
+        };
+        let err = |f: &dyn Fn(&mut Config)| {
+            let mut c = grouped();
+            f(&mut c);
+            c.validate().unwrap_err()
+        };
+        let e = err(&|c| c.services[0].backends[0].endpoints[1].address = "10.0.2.1".parse().unwrap());
+        assert_eq!(e.path, "services[0].backends[0].endpoints[1].address");
+        assert!(e.allowed.contains("unique within the service") && e.allowed.contains("endpoints[0]"), "{e}");
+        let e = err(&|c| c.services[0].backends[0].endpoints[1].name = Some("e1".into()));
+        assert_eq!(e.path, "services[0].backends[0].endpoints[1].name");
+        let e = err(&|c| c.services[0].backends[0].endpoints[0].weight = 0);
+        assert_eq!(e.path, "services[0].backends[0].endpoints[0].weight");
+        assert!(e.allowed.contains("1..=1000") && e.allowed.contains("enabled = false"), "{e}");
+        assert_eq!(err(&|c| c.services[0].backends[0].endpoints[0].weight = 1001).field(), "weight");
+        let e = err(&|c| c.services[0].backends[0].address = "10.0.9.9".parse().unwrap());
+        assert_eq!(e.path, "services[0].backends[0].address");
+        let e = err(&|c| c.services[0].backends[0].endpoints[0].mac = Some(crate::net::MacAddr::BROADCAST));
+        assert_eq!(e.path, "services[0].backends[0].endpoints[0].mac");
+        let e = err(&|c| c.services[0].backends[0].endpoints[0].address = Ipv4Addr::UNSPECIFIED);
+        assert_eq!(e.path, "services[0].backends[0].endpoints[0].address");
+        // a single-endpoint backend's address clashes with a group's endpoint too
+        let e = with(|c| {
+            let mut g = Backend::new("g2", "z1");
+            g.endpoints.push(Endpoint::new(Some("x"), "10.0.1.1".parse().unwrap()));
+            c.services[0].backends.push(g);
+        });
+        assert_eq!(e.path, "services[0].backends[1].endpoints[0].address");
+        // parse-time range error names the path
+        let bad = format!("{EXAMPLE}{}", GROUP.replace("weight = 150", "weight = -3"));
+        let e = Config::from_toml(&bad).unwrap_err();
+        assert!(e.contains("endpoints[1].weight = -3") && e.contains("1..=1000"), "{e}");
     }
 
     #[test]

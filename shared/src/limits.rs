@@ -242,6 +242,7 @@ pub const LIMITS: &[Limit] = &[
     Limit { path: "services[].health_check.healthy_threshold", range: Range::Int(1, 10), default: "2", unit: "consecutive successes", source: SBS },
     Limit { path: "services[].health_check.unhealthy_threshold", range: Range::Int(1, 10), default: "2", unit: "consecutive failures", source: SBS },
     Limit { path: "services[].backends[].weight", range: Range::Int(1, 1000), default: "50", unit: "relative weight", source: SOR },
+    Limit { path: "services[].backends[].endpoints[].weight", range: Range::Int(1, 1000), default: "50", unit: "relative weight within the backend", source: "docs/semantics.md \"Backend groups\"" },
     Limit { path: "services[].backends[].priority", range: Range::Int(1, 5), default: "1", unit: "1 is the highest", source: SOR },
     Limit { path: "services[].backends[].capacity_cps", range: Range::Float(0.0, 1e12), default: "absent (unlimited)", unit: "new connections per second", source: SLB },
     Limit { path: "services[].backends[].capacity_scaler", range: Range::ZeroOrFloat(0.1, 1.0), default: "1.0", unit: "factor", source: SLB },

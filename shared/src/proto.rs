@@ -22,7 +22,10 @@ use std::io::{Read, Write};
 
 /// Version of this protocol; bumped on any incompatible change of the message types.
 /// Version 3: `HealthRow::probes_skipped`, `StatusReport::health_checker`.
-pub const PROTOCOL_VERSION: u16 = 3;
+/// Version 4: backends as groups of endpoints (issue 11): `Request::Endpoint{Add,Remove,Set}`,
+/// `HealthRow::endpoint`, `BackendStatus::{endpoints, healthy_endpoints, drained, members}`,
+/// `ExplainReport::{endpoint, endpoint_shares}`.
+pub const PROTOCOL_VERSION: u16 = 4;
 /// Largest frame body accepted, bytes.
 pub const MAX_FRAME: usize = 1 << 20;
 
@@ -153,6 +156,44 @@ pub enum Request {
         /// A configured VIP.
         vip: std::net::Ipv4Addr,
     },
+    /// Add an endpoint to a backend (a single-endpoint backend becomes a group: its
+    /// `address`/`mac` become its first endpoint, named like the backend).
+    EndpointAdd {
+        /// Service name.
+        service: String,
+        /// Backend name.
+        backend: String,
+        /// Endpoint name.
+        name: String,
+        /// `(field, value)` pairs of a `[[services.backends.endpoints]]` table.
+        fields: Vec<(String, String)>,
+        /// Refuse unless the config generation equals this.
+        if_generation: Option<u64>,
+    },
+    /// Remove an endpoint of a group (not its last one).
+    EndpointRemove {
+        /// Service name.
+        service: String,
+        /// Backend name.
+        backend: String,
+        /// Endpoint name.
+        name: String,
+        /// Refuse unless the config generation equals this.
+        if_generation: Option<u64>,
+    },
+    /// Set fields of an endpoint.
+    EndpointSet {
+        /// Service name.
+        service: String,
+        /// Backend name.
+        backend: String,
+        /// Endpoint name.
+        name: String,
+        /// `(field, value)` pairs.
+        fields: Vec<(String, String)>,
+        /// Refuse unless the config generation equals this.
+        if_generation: Option<u64>,
+    },
 }
 
 /// A connection-table operation.
@@ -192,14 +233,18 @@ pub struct Applied {
     pub changes: Vec<String>,
 }
 
-/// One backend's health.
+/// One endpoint's health (health is per endpoint; a single-endpoint backend has one row
+/// whose endpoint is named like the backend).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct HealthRow {
     /// Service name.
     pub service: String,
     /// Backend name.
     pub backend: String,
-    /// Backend address.
+    /// Endpoint name (within the backend). Empty in reports without the field.
+    #[serde(default)]
+    pub endpoint: String,
+    /// Endpoint address.
     pub address: String,
     /// Health used by the dataplane.
     pub healthy: bool,
@@ -281,6 +326,13 @@ pub struct ExplainReport {
     pub backends: Vec<String>,
     /// Backend the live snapshot's Maglev table picks for this flow (`None`: dropped).
     pub backend: Option<String>,
+    /// Endpoint of that backend the table picks.
+    #[serde(default)]
+    pub endpoint: Option<String>,
+    /// Shares of new connections per endpoint: `(backend, endpoint, share)`, the
+    /// decision's backend shares spread over healthy endpoints by endpoint weight.
+    #[serde(default)]
+    pub endpoint_shares: Vec<(String, String, f64)>,
     /// Flow hash used for the pick.
     pub hash: u64,
     /// Maglev table size.
@@ -494,6 +546,37 @@ pub struct BackendStatus {
     pub address: String,
     /// Zone.
     pub zone: String,
+    /// Health as used by the dataplane: at least one endpoint is healthy.
+    pub healthy: bool,
+    /// Admin state.
+    pub enabled: bool,
+    /// New connections, summed over workers (and endpoints).
+    pub new_connections: u64,
+    /// Packets forwarded to it, summed over workers (and endpoints).
+    pub packets: u64,
+    /// Enabled endpoints.
+    #[serde(default)]
+    pub endpoints: u32,
+    /// Enabled endpoints passing health checks.
+    #[serde(default)]
+    pub healthy_endpoints: u32,
+    /// Auto capacity drain holds it (spec/service-lb-policy.md "Auto capacity drain").
+    #[serde(default)]
+    pub drained: bool,
+    /// Its endpoints, config order.
+    #[serde(default)]
+    pub members: Vec<EndpointStatus>,
+}
+
+/// One endpoint's state and counters, in [`BackendStatus::members`].
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct EndpointStatus {
+    /// Endpoint name.
+    pub name: String,
+    /// Address.
+    pub address: String,
+    /// Weight among the backend's endpoints.
+    pub weight: u32,
     /// Health as used by the dataplane.
     pub healthy: bool,
     /// Admin state.
@@ -672,17 +755,25 @@ mod tests {
             Request::Flows { op: FlowOp::Show { limit: 5 }, filter: FlowFilter::Backend("a".into(), "b".into()) },
             Request::Explain { client: std::net::Ipv4Addr::new(1, 2, 3, 4), client_port: 9, vip: None },
             Request::SnapshotShow,
+            Request::EndpointAdd { service: "a".into(), backend: "g".into(), name: "e3".into(), fields: vec![("address".into(), "10.0.0.3".into())], if_generation: None },
+            Request::EndpointRemove { service: "a".into(), backend: "g".into(), name: "e3".into(), if_generation: Some(2) },
+            Request::EndpointSet { service: "a".into(), backend: "g".into(), name: "e3".into(), fields: vec![("weight".into(), "80".into())], if_generation: None },
         ];
         for r in reqs {
             assert_eq!(decode_request(&encode_request(&r)).unwrap(), r);
         }
         let resp = Response::Health(vec![HealthRow {
-            service: "s".into(), backend: "b".into(), address: "1.2.3.4".into(), healthy: true, checked: false,
+            service: "s".into(), backend: "b".into(), endpoint: "e1".into(), address: "1.2.3.4".into(), healthy: true, checked: false,
             latency_ms: None, load_cps: 1.5, consecutive_successes: 0, consecutive_failures: 2, probes: 3,
             probes_failed: 1, last_error: Some("x".into()), since_change_sec: Some(1.0), probes_skipped: 4,
         }]);
         assert_eq!(decode_response(&encode_response(&resp)).unwrap(), resp);
         let resp = Response::Status(StatusReport {
+            backends: vec![BackendStatus {
+                service: "s".into(), backend: "g".into(), endpoints: 4, healthy_endpoints: 1, drained: true,
+                members: vec![EndpointStatus { name: "e1".into(), address: "10.0.0.1".into(), weight: 50, healthy: true, enabled: true, new_connections: 3, packets: 9 }],
+                ..Default::default()
+            }],
             health_checker: HealthCheckerStatus { started: true, dead: Some("panicked: x".into()), targets: 2, probes_skipped: 5, nofile_limit: 1024 },
             ..Default::default()
         });
@@ -693,7 +784,7 @@ mod tests {
     fn health_fields_default_when_absent_from_json() {
         // JSON written before these fields existed (e.g. saved `--json` output) still decodes.
         let mut row = serde_json::to_value(HealthRow {
-            service: "s".into(), backend: "b".into(), address: "a".into(), healthy: true, checked: true, latency_ms: None,
+            service: "s".into(), backend: "b".into(), endpoint: "b".into(), address: "a".into(), healthy: true, checked: true, latency_ms: None,
             load_cps: 0.0, consecutive_successes: 0, consecutive_failures: 0, probes: 1, probes_failed: 0, last_error: None,
             since_change_sec: None, probes_skipped: 9,
         })

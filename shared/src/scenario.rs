@@ -6,9 +6,15 @@
 //! [`config::Service`](crate::config::Service) / [`config::Backend`](crate::config::Backend)
 //! model, validates them with the daemon's own validation ([`Config::validate`]) at every
 //! step, runs the routing pipeline ([`crate::pipeline::evaluate`]) and compares.
+//!
+//! Backend groups (issue 11): a backend may give `"group": [{"name", "weight", "enabled",
+//! "healthy"}]` instead of `endpoints`/`healthy_endpoints`/`healthy` (and a step's `set`
+//! may replace it); every outcome of such a scenario then carries `endpoint_shares`
+//! (`backend/endpoint` → share), the decision spread over healthy endpoints by
+//! [`crate::pipeline::endpoints::endpoint_shares`], as the daemon builds its Maglev tables.
 
 use crate::config::{
-    Algorithm, Backend, ClientZone, Config, IsolationGranularity, IsolationMode, Location, Preference, Protocol, Service,
+    Algorithm, Backend, ClientZone, Endpoint, Config, IsolationGranularity, IsolationMode, Location, Preference, Protocol, Service,
     SessionAffinity, ZonalAffinity,
 };
 use crate::pipeline::{evaluate, BackendState, Decision, ServiceState, Topology};
@@ -92,6 +98,23 @@ pub struct ScBackend {
     pub capacity_scaler: Option<f64>,
     /// Measured load (cps), used when a step gives no `offered_cps`.
     pub load_cps: Option<f64>,
+    /// The group's endpoints with their weights and health (instead of `endpoints` /
+    /// `healthy_endpoints` / `healthy`); the outcome then gives `endpoint_shares`.
+    pub group: Option<Vec<ScEndpoint>>,
+}
+
+/// An endpoint of a scenario backend group (`ScBackend::group`).
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ScEndpoint {
+    /// Name, unique within the backend.
+    pub name: String,
+    /// Weight 1–1000 among the backend's endpoints (default 50).
+    pub weight: Option<i64>,
+    /// Admin state (default true).
+    pub enabled: Option<bool>,
+    /// Passes health checks (default true).
+    pub healthy: Option<bool>,
 }
 
 /// Changes of one backend in a step's `set` (same fields as [`ScBackend`] but the name).
@@ -112,6 +135,8 @@ pub struct BackendPatch {
     pub capacity_cps: Option<f64>,
     pub capacity_scaler: Option<f64>,
     pub load_cps: Option<f64>,
+    /// Replaces the group's endpoints (names, weights, health).
+    pub group: Option<Vec<ScEndpoint>>,
 }
 
 /// One step.
@@ -183,6 +208,11 @@ pub struct StepOutcome {
     pub drop: bool,
     /// Long-run share per eligible backend (rounded to 6 decimals).
     pub shares: BTreeMap<String, f64>,
+    /// With backend groups (`group`): long-run share per `backend/endpoint`, the backend
+    /// shares spread over healthy endpoints by endpoint weight
+    /// ([`crate::pipeline::endpoints::endpoint_shares`]); rounded to 6 decimals.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub endpoint_shares: BTreeMap<String, f64>,
     /// The configuration error, when the config was refused.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub config_error: Option<String>,
@@ -218,6 +248,9 @@ fn check(sc: &Scenario) -> Result<(), ScenarioError> {
     }
     let names: Vec<&str> = sc.backends.iter().map(|b| b.name.as_str()).collect();
     for (i, b) in sc.backends.iter().enumerate() {
+        if b.group.is_some() && (b.endpoints.is_some() || b.healthy_endpoints.is_some() || b.healthy.is_some()) {
+            return Err(ScenarioError::new(format!("backends[{i}].group"), "give either group or endpoints/healthy_endpoints/healthy"));
+        }
         if let (Some(n), Some(h)) = (b.endpoints, b.healthy_endpoints) {
             if h > n {
                 return Err(ScenarioError::new(format!("backends[{i}].healthy_endpoints"), format!("{h} exceeds endpoints = {n}")));
@@ -299,7 +332,27 @@ fn patch_of(b: &ScBackend) -> BackendPatch {
         capacity_cps: b.capacity_cps,
         capacity_scaler: b.capacity_scaler,
         load_cps: b.load_cps,
+        group: b.group.clone(),
     }
+}
+
+/// Sets a backend's endpoints from a scenario group: addresses 10.250.<backend>.<k> (unique
+/// within the service), health into `health`.
+fn set_group(b: &mut Backend, bi: usize, s: &mut BackendState, group: &[ScEndpoint], health: &mut Vec<bool>) {
+    b.endpoints = group
+        .iter()
+        .enumerate()
+        .map(|(k, e)| {
+            let mut x = Endpoint::new(Some(&e.name), Ipv4Addr::new(10, 250, bi as u8, (k + 1) as u8));
+            x.weight = e.weight.map_or(50, to_u32);
+            x.enabled = e.enabled.unwrap_or(true);
+            x
+        })
+        .collect();
+    *health = group.iter().map(|e| e.healthy.unwrap_or(true)).collect();
+    let (n, h) = crate::pipeline::endpoints::group_counts(&b.members(), |k| health[k]);
+    s.endpoints = n;
+    s.healthy_endpoints = h;
 }
 
 fn apply(b: &mut Backend, s: &mut BackendState, p: &BackendPatch, path: &str) -> Result<(), ScenarioError> {
@@ -358,6 +411,8 @@ fn round6(x: f64) -> f64 {
 pub fn run(sc: &Scenario) -> Result<Vec<StepOutcome>, ScenarioError> {
     let mut svc = build_service(sc);
     let mut states = Vec::with_capacity(sc.backends.len());
+    // per-endpoint health of backends given as a `group`
+    let mut health: Vec<Vec<bool>> = vec![Vec::new(); sc.backends.len()];
     for (i, b) in sc.backends.iter().enumerate() {
         let mut cb = Backend::new(&b.name, &b.zone);
         // a group starts fully healthy unless told otherwise
@@ -367,9 +422,13 @@ pub fn run(sc: &Scenario) -> Result<Vec<StepOutcome>, ScenarioError> {
             s.healthy_endpoints = n;
         }
         apply(&mut cb, &mut s, &patch_of(b), &format!("backends[{i}]"))?;
+        if let Some(g) = &b.group {
+            set_group(&mut cb, i, &mut s, g, &mut health[i]);
+        }
         svc.backends.push(cb);
         states.push(s);
     }
+    let grouped = sc.backends.iter().any(|b| b.group.is_some());
     let mut cfg = Config {
         forwarder: sc.forwarder.clone(),
         zones: sc.zones.clone(),
@@ -387,6 +446,9 @@ pub fn run(sc: &Scenario) -> Result<Vec<StepOutcome>, ScenarioError> {
         for (name, p) in &step.set {
             if let Some(i) = cfg.services[0].backends.iter().position(|b| &b.name == name) {
                 apply(&mut cfg.services[0].backends[i], &mut states[i], p, &format!("steps[{k}].set.{name}"))?;
+                if let Some(g) = &p.group {
+                    set_group(&mut cfg.services[0].backends[i], i, &mut states[i], g, &mut health[i]);
+                }
             }
         }
         let exp = &step.expect;
@@ -397,6 +459,7 @@ pub fn run(sc: &Scenario) -> Result<Vec<StepOutcome>, ScenarioError> {
             eligible: Vec::new(),
             drop: false,
             shares: BTreeMap::new(),
+            endpoint_shares: BTreeMap::new(),
             config_error: None,
             expected: None,
             decision: None,
@@ -413,6 +476,15 @@ pub fn run(sc: &Scenario) -> Result<Vec<StepOutcome>, ScenarioError> {
                 o.eligible = d.eligible.iter().map(|&i| svc.backends[i].name.clone()).collect();
                 o.drop = d.drop;
                 o.shares = d.weights.iter().map(|&(i, s)| (svc.backends[i].name.clone(), round6(s))).collect();
+                if grouped {
+                    let eps = crate::pipeline::endpoints::endpoint_shares(svc, &d.weights, |b, e| health[b].get(e).copied().unwrap_or(states[b].healthy_endpoints > 0));
+                    o.endpoint_shares = eps
+                        .iter()
+                        .map(|x| (format!("{}/{}", svc.backends[x.backend].name, svc.backends[x.backend].members()[x.endpoint].name), round6(x.share)))
+                        .collect();
+                    // no endpoint to send to: the daemon builds no table and drops
+                    o.drop |= o.endpoint_shares.is_empty();
+                }
                 o.pass = check_expect(exp, &o);
                 o.decision = Some(d);
             }

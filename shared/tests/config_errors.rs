@@ -43,8 +43,11 @@ check_interval_sec = 5.0
 
 [[services.backends]]
 name = "b1"
-address = "10.0.1.1"
 zone = "z1"
+
+[[services.backends.endpoints]]
+name = "e1"
+address = "10.0.1.1"
 "#;
 
 /// Loads and validates; the error text as the daemon prints it.
@@ -150,7 +153,7 @@ fn every_numeric_row_is_the_enforced_range() {
 
 #[test]
 fn issue_examples_name_path_value_and_range() {
-    let e = load(&BASE.replace("zone = \"z1\"\n\"#", "zone = \"z1\"\nweight = -1\n\"#").replace("address = \"10.0.1.1\"", "address = \"10.0.1.1\"\nweight = -1")).unwrap_err();
+    let e = load(&BASE.replace("name = \"b1\"", "name = \"b1\"\nweight = -1")).unwrap_err();
     assert!(e.starts_with("services[0].backends[0].weight = -1: must be in 1..=1000"), "{e}");
     assert!(e.contains("line "), "{e}");
     let e = load(&BASE.replace("port = 80", "port = 65536")).unwrap_err();

@@ -66,6 +66,7 @@ fn health_row() -> impl Strategy<Value = HealthRow> {
     )
         .prop_map(|((service, backend, healthy, checked), (latency_ms, load_cps, since), (cs, cf, probes, failed, last_error))| HealthRow {
             address: format!("{backend}.addr"),
+            endpoint: format!("{backend}-e1"),
             service,
             backend,
             healthy,
@@ -148,7 +149,8 @@ proptest! {
         let decision_json = serde_json::to_string(&d).map_err(|e| TestCaseError::fail(e.to_string()))?;
         let r = ExplainReport {
             service: "web".into(), vip: "10.0.0.100:80/tcp".into(), client: "10.1.0.10:40000".into(),
-            class: "zone z1".into(), decision_json, backends: vec!["b1".into()], backend: None, hash,
+            class: "zone z1".into(), decision_json, backends: vec!["b1".into()], backend: None, endpoint: None,
+            endpoint_shares: vec![("b1".into(), "e1".into(), 0.25)], hash,
             table_size: u32::MAX, snapshot_generation: hash,
         };
         let resp = Response::Explain(r);

@@ -64,3 +64,34 @@ fn semantic_errors_name_paths() {
     let t = r#"{"name":"m","backends":[{"name":"a"}],"steps":[{"client":"10.0.0.300","expect":{"drop":false}}]}"#;
     assert_eq!(run_scenario_text(t).unwrap_err().path, "steps[0].client");
 }
+
+/// Backend groups in scenarios (issue 11): `group` gives endpoint weights and health; the
+/// outcome's `endpoint_shares` spread the backend shares over healthy endpoints, a `set`
+/// replaces the group, and `group` with `endpoints` is refused naming the field.
+#[test]
+fn groups_give_endpoint_shares() {
+    let text = r#"{
+      "name": "groups", "service": { "failover_health_threshold": 60 },
+      "backends": [
+        { "name": "g1", "weight": 100, "group": [
+            { "name": "a", "weight": 50 }, { "name": "b", "weight": 150 }, { "name": "c", "healthy": false }, { "name": "d", "enabled": false } ] },
+        { "name": "f", "failover": true, "group": [ { "name": "x" } ] }
+      ],
+      "steps": [
+        { "client": "10.0.0.1", "expect": { "shares": { "g1": 1.0 } } },
+        { "client": "10.0.0.1", "set": { "g1": { "group": [ { "name": "a" }, { "name": "b", "healthy": false }, { "name": "c", "healthy": false } ] } },
+          "expect": { "shares": { "f": 1.0 } } }
+      ]
+    }"#;
+    let out = run_scenario_text(text).unwrap();
+    assert!(out.iter().all(|o| o.pass), "{:?}", out.iter().map(|o| o.to_line()).collect::<Vec<_>>());
+    // step 0: c down, d disabled -> 2 of 3 enabled healthy = 67 % >= 60 %: stays on g1's a, b;
+    // step 1: 1 of 3 = 33 % < 60 %: the failover group
+    let s0 = &out[0].endpoint_shares;
+    assert_eq!(s0.keys().map(String::as_str).collect::<Vec<_>>(), ["g1/a", "g1/b"], "{s0:?}");
+    assert!((s0["g1/a"] - 0.25).abs() < 1e-6 && (s0["g1/b"] - 0.75).abs() < 1e-6, "{s0:?}");
+    assert!(out[1].to_line().contains("\"endpoint_shares\":{\"f/x\":1.0}"), "{}", out[1].to_line());
+    let bad = text.replace(r#""weight": 100, "group""#, r#""weight": 100, "endpoints": 4, "group""#);
+    let e = run_scenario_text(&bad).unwrap_err();
+    assert_eq!(e.path, "backends[0].group");
+}

@@ -1,6 +1,10 @@
 //! Snapshot compilation: runs the routing pipeline (`spillway_shared::pipeline`) for every
 //! service and client zone class over the config, the health view and the measured load,
 //! and builds the [`Snapshot`] the workers read (Maglev tables, VIP maps, backend slots).
+//! Slots are per endpoint: each class's Maglev table is built over the healthy endpoints
+//! of the chosen backends, weighted by backend share × endpoint weight
+//! ([`spillway_shared::pipeline::endpoints::endpoint_shares`]), so a connection is pinned
+//! to an endpoint and the workers' keep/move rules apply per endpoint.
 //! Pure apart from a cache of Maglev tables keyed by their inputs.
 
 use super::slots::SlotMap;
@@ -11,36 +15,52 @@ use spillway_shared::net::PrefixTable;
 use spillway_shared::pipeline::{self, BackendState, ClientClass, ServiceState, Topology};
 use std::sync::Arc;
 
-/// Health and load of one backend as the control plane knows it.
+/// Health and load of one endpoint as the control plane knows it.
 #[derive(Clone, Debug, PartialEq)]
-pub struct BackendView {
-    /// Healthy (a backend without a health check is healthy).
+pub struct EndpointView {
+    /// Healthy (an endpoint without a health check is healthy).
     pub healthy: bool,
     /// Probe RTT, ms.
     pub latency_ms: Option<f64>,
-    /// Measured new connections per second.
+    /// Measured new connections per second sent to this endpoint.
     pub load_cps: f64,
 }
 
-impl Default for BackendView {
+impl Default for EndpointView {
     fn default() -> Self {
-        BackendView { healthy: true, latency_ms: None, load_cps: 0.0 }
+        EndpointView { healthy: true, latency_ms: None, load_cps: 0.0 }
     }
 }
 
-/// Health/load view keyed by (service, backend).
-pub type HealthView = std::collections::HashMap<(String, String), BackendView>;
+/// (service, backend, endpoint): the key of the health view, of health targets and of
+/// backend slots. A single-endpoint backend's endpoint is named like the backend
+/// ([`spillway_shared::config::Backend::members`]).
+pub type EndpointKey = (String, String, String);
 
-/// The pipeline's view of each backend of `svc`, in config order: one endpoint, healthy
-/// per `health` (a backend missing from it counts as healthy), the configured
-/// `latency_ms` before the measured one, load in new connections per second. The one
-/// construction used by snapshot compilation and by live `explain`.
+/// Health/load view keyed by (service, backend, endpoint).
+pub type HealthView = std::collections::HashMap<EndpointKey, EndpointView>;
+
+/// The view of one endpoint (a missing entry counts as healthy, without latency or load).
+pub fn endpoint_view(health: &HealthView, svc: &str, backend: &str, endpoint: &str) -> EndpointView {
+    health.get(&(svc.to_string(), backend.to_string(), endpoint.to_string())).cloned().unwrap_or_default()
+}
+
+/// The pipeline's view of each backend of `svc`, in config order: its enabled endpoints
+/// and how many of them are healthy per `health` (`pipeline::endpoints::group_counts`;
+/// an endpoint missing from the view counts as healthy), the configured `latency_ms`
+/// before the mean measured latency of its healthy endpoints, load = the sum of its
+/// endpoints' new connections per second. The one construction used by snapshot
+/// compilation and by live `explain`.
 pub fn backend_states(svc: &Service, health: &HealthView) -> Vec<BackendState> {
     svc.backends
         .iter()
         .map(|b| {
-            let v = health.get(&(svc.name.clone(), b.name.clone())).cloned().unwrap_or_default();
-            BackendState { endpoints: 1, healthy_endpoints: u32::from(v.healthy), latency_ms: b.latency_ms.or(v.latency_ms), load_cps: v.load_cps }
+            let members = b.members();
+            let views: Vec<EndpointView> = members.iter().map(|m| endpoint_view(health, &svc.name, &b.name, &m.name)).collect();
+            let (endpoints, healthy_endpoints) = pipeline::endpoints::group_counts(&members, |i| views[i].healthy);
+            let lat: Vec<f64> = members.iter().zip(&views).filter(|(m, v)| m.enabled && v.healthy).filter_map(|(_, v)| v.latency_ms).collect();
+            let measured = if lat.is_empty() { None } else { Some(lat.iter().sum::<f64>() / lat.len() as f64) };
+            BackendState { endpoints, healthy_endpoints, latency_ms: b.latency_ms.or(measured), load_cps: views.iter().map(|v| v.load_cps).sum() }
         })
         .collect()
 }
@@ -82,14 +102,15 @@ pub struct CompileInput<'a> {
     pub port_addrs: Vec<u32>,
 }
 
-/// Maglev tables built by recent compilations, keyed by (backend names and weights, table
-/// size): a table depends on nothing else (spec/backend-selection.md), so a recompilation
+/// Maglev tables built by recent compilations, keyed by (`backend/endpoint` names and
+/// weights, table size): a table depends on nothing else (spec/backend-selection.md), so a recompilation
 /// after one backend's health change rebuilds only the tables whose sets changed instead
 /// of every table of every service (building is ~2 ms per 65,537-slot table; evaluating
 /// the pipeline is ~100 times cheaper). Entries unused for two generations are dropped.
 type MaglevKey = (Vec<(String, u64)>, u32);
-/// A final weighted set as (backend index, weight bits), to share identical tables.
-type WeightSig = Vec<(usize, u64)>;
+/// A final weighted set as (backend index, endpoint index, share bits), to share
+/// identical tables.
+type WeightSig = Vec<(usize, usize, u64)>;
 /// Cached table and the last generation that used it.
 type MaglevCache = std::collections::HashMap<MaglevKey, (Arc<MaglevTable>, u64)>;
 static MAGLEV_CACHE: std::sync::Mutex<Option<MaglevCache>> = std::sync::Mutex::new(None);
@@ -160,23 +181,37 @@ pub fn compile(cfg: &Config, slots: &SlotMap, input: CompileInput<'_>) -> Snapsh
     }
     for (si, svc) in cfg.services.iter().enumerate() {
         let states = backend_states(svc, input.health);
-        let mut slot_of = Vec::with_capacity(svc.backends.len());
-        for (bi, b) in svc.backends.iter().enumerate() {
-            let slot = slots.slot(&svc.name, &b.name).unwrap_or(0);
-            slot_of.push(slot);
-            if let Some(s) = backends.get_mut(usize::from(slot)) {
-                *s = BackendSlot {
-                    present: true,
-                    incarnation: slots.incarnation(slot),
-                    service: si as u16,
-                    name: b.name.clone(),
-                    mac: b.mac.map(|m| m.0).unwrap_or([0; 6]),
-                    addr: u32::from(b.address),
-                    healthy: states[bi].healthy_endpoints > 0,
-                    evict_connections: false,
-                    draining_until_ms: None,
-                };
+        // Slots per endpoint: slot_of[backend][endpoint]; health per endpoint.
+        let mut slot_of: Vec<Vec<u16>> = Vec::with_capacity(svc.backends.len());
+        let mut healthy_of: Vec<Vec<bool>> = Vec::with_capacity(svc.backends.len());
+        // Maglev names: `backend/endpoint` for a group's endpoints, the backend's name for
+        // a single-endpoint backend (its table is the same as before groups existed).
+        let mut hash_names: Vec<Vec<String>> = Vec::with_capacity(svc.backends.len());
+        for b in &svc.backends {
+            let mut row = Vec::new();
+            let mut hrow = Vec::new();
+            hash_names.push(b.members().iter().map(|m| if b.is_group() { format!("{}/{}", b.name, m.name) } else { b.name.clone() }).collect());
+            for m in b.members() {
+                let slot = slots.slot(&svc.name, &b.name, &m.name).unwrap_or(0);
+                let healthy = endpoint_view(input.health, &svc.name, &b.name, &m.name).healthy;
+                row.push(slot);
+                hrow.push(healthy);
+                if let Some(s) = backends.get_mut(usize::from(slot)) {
+                    *s = BackendSlot {
+                        present: true,
+                        incarnation: slots.incarnation(slot),
+                        service: si as u16,
+                        name: if b.is_group() { format!("{}/{}", b.name, m.name) } else { b.name.clone() },
+                        mac: m.mac.map(|m| m.0).unwrap_or([0; 6]),
+                        addr: u32::from(m.address),
+                        healthy,
+                        evict_connections: false,
+                        draining_until_ms: None,
+                    };
+                }
             }
+            slot_of.push(row);
+            healthy_of.push(hrow);
         }
         let st = input.states.entry(svc.name.clone()).or_default();
         let mut tables: Vec<Option<Arc<ClassTable>>> = Vec::with_capacity(classes.len());
@@ -193,17 +228,23 @@ pub fn compile(cfg: &Config, slots: &SlotMap, input: CompileInput<'_>) -> Snapsh
                 tables.push(None);
                 continue;
             }
-            // identical final sets (same backends, same weights) share one table
-            let sig: Vec<(usize, u64)> = d.weights.iter().map(|(i, w)| (*i, w.to_bits())).collect();
+            // Maglev over endpoints: backend share x endpoint weight / the weights of the
+            // backend's healthy endpoints (docs/semantics.md "Backend groups").
+            let eps = pipeline::endpoints::endpoint_shares(svc, &d.weights, |b, e| healthy_of[b][e]);
+            if eps.is_empty() {
+                tables.push(None);
+                continue;
+            }
+            // identical final sets (same endpoints, same weights) share one table
+            let sig: WeightSig = eps.iter().map(|e| (e.backend, e.endpoint, e.share.to_bits())).collect();
             if let Some((_, t)) = built.iter().find(|(s, _)| *s == sig) {
                 tables.push(Some(t.clone()));
                 continue;
             }
-            let entries: Vec<MaglevEntry<'_>> =
-                d.weights.iter().map(|(i, w)| MaglevEntry { name: &svc.backends[*i].name, weight: *w }).collect();
+            let entries: Vec<MaglevEntry<'_>> = eps.iter().map(|e| MaglevEntry { name: &hash_names[e.backend][e.endpoint], weight: e.share }).collect();
             let maglev = cached_maglev(&entries, svc.maglev_table_size, input.generation);
-            let all_unhealthy = d.weights.iter().all(|(i, _)| states[*i].healthy_endpoints == 0);
-            let t = Arc::new(ClassTable { maglev, backends: d.weights.iter().map(|(i, _)| slot_of[*i]).collect(), all_unhealthy });
+            let all_unhealthy = eps.iter().all(|e| !healthy_of[e.backend][e.endpoint]);
+            let t = Arc::new(ClassTable { maglev, backends: eps.iter().map(|e| slot_of[e.backend][e.endpoint]).collect(), all_unhealthy });
             built.push((sig, t.clone()));
             tables.push(Some(t));
         }

@@ -1,7 +1,7 @@
 //! The control plane's one job: turn config, live edits and health results into the
 //! read-only [`Snapshot`] the workers use, and publish it safely.
 //!
-//! * [`slots`]: stable backend slots (with incarnations) across edits;
+//! * [`slots`]: stable endpoint slots (with incarnations) across edits;
 //! * [`compile`]: the routing pipeline for every service and client class → Maglev tables;
 //! * [`publish`]: publication to workers and reclamation of old snapshots by quiescent
 //!   states on the control side ([`Shared`]);
@@ -17,7 +17,7 @@ pub mod publish;
 pub mod slots;
 pub mod snapshot;
 
-pub use compile::{backend_states, compile, persists_on_unhealthy, BackendView, CompileInput, HealthView};
+pub use compile::{backend_states, compile, endpoint_view, persists_on_unhealthy, CompileInput, EndpointKey, EndpointView, HealthView};
 pub use mailbox::{FlowReply, FlowRequest, Mailbox, MAX_SHOW_PER_WORKER};
 pub use publish::Shared;
 pub use slots::SlotMap;

@@ -1,4 +1,4 @@
-//! The edit engine: live configuration edits from `spillwayctl` (`service|backend
+//! The edit engine: live configuration edits from `spillwayctl` (`service|backend|endpoint
 //! add|remove|set`, `config apply`), validated like the file, refused when they need a
 //! restart, written back to the config file ([`super::persist`]) and applied as a diff:
 //! slots, health state and connections of unchanged backends are kept.
@@ -13,23 +13,26 @@ use crate::control::SlotMap;
 use crate::daemon::{ControlState, Daemon};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
-use spillway_shared::config::{Backend, Config, Service};
+use spillway_shared::config::{Backend, Config, Endpoint, Service};
 use spillway_shared::proto::{Applied, Response};
 
-/// Checks the daemon needs beyond [`Config::validate`]: every backend has a MAC, and
+/// Checks the daemon needs beyond [`Config::validate`]: every endpoint has a MAC, and
 /// IPIP/GUE services have a port address as outer source. Errors name the field path.
 pub fn daemon_checks(cfg: &Config) -> Result<(), String> {
     for (si, s) in cfg.services.iter().enumerate() {
         for (bi, b) in s.backends.iter().enumerate() {
-            if b.mac.is_none() {
-                return Err(format!("services[{si}].backends[{bi}].mac is required (L2 DSR / next-hop MAC)"));
-            }
-            let needs_address = s.health_check.is_some() || s.forwarding_mode != spillway_shared::config::ForwardingMode::L2_DSR;
-            let a = b.address;
-            if needs_address && (a.is_unspecified() || a.is_broadcast() || a.is_multicast() || a.is_loopback()) {
-                return Err(format!(
-                    "services[{si}].backends[{bi}].address = {a}: a unicast backend address is required (health checks and IPIP/GUE send to it)"
-                ));
+            for (ei, m) in b.members().iter().enumerate() {
+                let at = if b.is_group() { format!("services[{si}].backends[{bi}].endpoints[{ei}]") } else { format!("services[{si}].backends[{bi}]") };
+                if m.mac.is_none() {
+                    return Err(format!("{at}.mac is required (L2 DSR / next-hop MAC)"));
+                }
+                let needs_address = s.health_check.is_some() || s.forwarding_mode != spillway_shared::config::ForwardingMode::L2_DSR;
+                let a = m.address;
+                if needs_address && (a.is_unspecified() || a.is_broadcast() || a.is_multicast() || a.is_loopback()) {
+                    return Err(format!(
+                        "{at}.address = {a}: a unicast endpoint address is required (health checks and IPIP/GUE send to it)"
+                    ));
+                }
             }
         }
         if s.forwarding_mode != spillway_shared::config::ForwardingMode::L2_DSR && !cfg.ports.iter().any(|p| p.address.is_some()) {
@@ -113,7 +116,10 @@ pub fn describe_changes(old: &Config, new: &Config) -> Vec<String> {
         for b in &s.backends {
             match o.backends.iter().find(|x| x.name == b.name) {
                 None => out.push(format!("service {}: backend {} added", s.name, b.name)),
-                Some(ob) => table_diff(&format!("service {}: backend {}: ", s.name, b.name), &tab(ob), &tab(b), "", &mut out),
+                Some(ob) => {
+                    table_diff(&format!("service {}: backend {}: ", s.name, b.name), &tab(ob), &tab(b), "endpoints", &mut out);
+                    endpoint_diff(&format!("service {}: backend {}: ", s.name, b.name), ob, b, &mut out);
+                }
             }
         }
     }
@@ -126,6 +132,31 @@ pub fn describe_changes(old: &Config, new: &Config) -> Vec<String> {
         table_diff("", &tab(&rest(old)), &tab(&rest(new)), "services", &mut out);
     }
     out
+}
+
+/// Endpoint-level lines of a backend's change (`endpoint e3 added`, `endpoint e1: weight:
+/// 50 -> 80`); a switch between the single-endpoint form and a group is one line.
+fn endpoint_diff(prefix: &str, old: &Backend, new: &Backend, out: &mut Vec<String>) {
+    if old.is_group() != new.is_group() {
+        if old.endpoints != new.endpoints {
+            out.push(format!("{prefix}endpoints: {} -> {}", old.members().len(), new.members().len()));
+        }
+        return;
+    }
+    for e in &old.endpoints {
+        if new.endpoint_index(&e.label()).is_none() {
+            out.push(format!("{prefix}endpoint {} removed", e.label()));
+        }
+    }
+    for e in &new.endpoints {
+        match old.endpoint_index(&e.label()) {
+            None => out.push(format!("{prefix}endpoint {} added", e.label())),
+            Some(i) => {
+                let t = |e: &spillway_shared::config::Endpoint| toml::Table::try_from(e).unwrap_or_default();
+                table_diff(&format!("{prefix}endpoint {}: ", e.label()), &t(&old.endpoints[i]), &t(e), "", out);
+            }
+        }
+    }
 }
 
 mod erased {
@@ -194,38 +225,44 @@ impl Daemon {
                 tracing::warn!(path = %path.display(), "live edit written in canonical form: the file's comments and layout were not kept");
             }
         }
-        // Health entries of backends that stay keep their state, also when only the health
-        // check or port changed (a backend known to be down stays down until a probe says
-        // otherwise). A backend that is new or whose address changed is a new endpoint: with
+        // Health entries of endpoints that stay keep their state, also when only the health
+        // check or port changed (an endpoint known to be down stays down until a probe says
+        // otherwise). An endpoint that is new or whose address changed starts afresh: with
         // a health check it starts unhealthy until `healthy_threshold` probes pass; without
-        // one it is healthy (static). Removed backends are forgotten.
+        // one it is healthy (static). Removed endpoints are forgotten.
         let old = std::mem::replace(&mut st.cfg, cand);
         let cfg = &st.cfg;
-        st.health.retain(|(s, b), _| cfg.service(s).is_some_and(|ns| ns.backends.iter().any(|x| &x.name == b)));
+        let present = |(s, b, e): &crate::control::EndpointKey| {
+            cfg.service(s).and_then(|ns| ns.backends.iter().find(|x| &x.name == b)).is_some_and(|nb| nb.members().iter().any(|m| &m.name == e))
+        };
+        st.health.retain(|k, _| present(k));
+        st.last_new.retain(|k, _| present(k));
         let mut initial = std::collections::HashMap::new();
         for ns in &cfg.services {
             let os = old.service(&ns.name);
             for nb in &ns.backends {
-                let key = (ns.name.clone(), nb.name.clone());
-                let same_endpoint = os.and_then(|os| os.backends.iter().find(|x| x.name == nb.name)).is_some_and(|ob| ob.address == nb.address);
-                if !same_endpoint {
-                    let e = st.health.entry(key.clone()).or_default();
-                    e.healthy = ns.health_check.is_none();
-                    e.latency_ms = None;
-                } else if ns.health_check.is_none() && os.is_some_and(|os| os.health_check.is_some()) {
-                    // the check was removed: static, healthy; the state it left behind must
-                    // not keep the backend down for good
-                    let e = st.health.entry(key.clone()).or_default();
-                    e.healthy = true;
-                    e.latency_ms = None;
-                }
-                if ns.health_check.is_some() {
-                    let healthy = st.health.get(&key).map(|v| v.healthy).unwrap_or(true);
-                    initial.insert(key, healthy);
+                let ob = os.and_then(|os| os.backends.iter().find(|x| x.name == nb.name));
+                for m in nb.members() {
+                    let same_endpoint = ob.is_some_and(|ob| ob.members().iter().any(|om| om.name == m.name && om.address == m.address));
+                    let key = (ns.name.clone(), nb.name.clone(), m.name);
+                    if !same_endpoint {
+                        let e = st.health.entry(key.clone()).or_default();
+                        e.healthy = ns.health_check.is_none();
+                        e.latency_ms = None;
+                    } else if ns.health_check.is_none() && os.is_some_and(|os| os.health_check.is_some()) {
+                        // the check was removed: static, healthy; the state it left behind
+                        // must not keep the endpoint down for good
+                        let e = st.health.entry(key.clone()).or_default();
+                        e.healthy = true;
+                        e.latency_ms = None;
+                    }
+                    if ns.health_check.is_some() {
+                        let healthy = st.health.get(&key).map(|v| v.healthy).unwrap_or(true);
+                        initial.insert(key, healthy);
+                    }
                 }
             }
         }
-        st.last_new.retain(|(s, b), _| cfg.service(s).is_some_and(|x| x.backends.iter().any(|y| &y.name == b)));
         st.states.retain(|s, _| cfg.service(s).is_some());
         st.pools.retain(|s, _| cfg.service(s).is_some());
         st.slots = slots;
@@ -242,7 +279,7 @@ impl Daemon {
     /// (starting one when the first health check appears) and reconciles the health view
     /// with it; health events of older generations are dropped from then on
     /// ([`crate::health::sync_after_edit`]).
-    fn update_health_checker(&self, st: &mut ControlState, initial: std::collections::HashMap<(String, String), bool>) {
+    fn update_health_checker(&self, st: &mut ControlState, initial: std::collections::HashMap<crate::control::EndpointKey, bool>) {
         let tx = self.health_events.lock().unwrap_or_else(|e| e.into_inner()).clone();
         let mut ch = self.checker.lock().unwrap_or_else(|e| e.into_inner());
         st.health_generation += 1;
@@ -263,7 +300,7 @@ impl Daemon {
         })
     }
 
-    /// `service add|remove|set`, `backend add|remove|set`.
+    /// `service add|remove|set`, `backend add|remove|set`, `endpoint add|remove|set`.
     pub fn edit_request(&self, req: spillway_shared::proto::Request) -> Response {
         use spillway_shared::proto::Request as R;
         match req {
@@ -320,9 +357,76 @@ impl Daemon {
                 c.services[si].backends[bi] = edit(b, &fields, &format!("service {service}: backend {name}"), &["name"])?;
                 Ok(())
             }),
+            R::EndpointAdd { service, backend, name, fields, if_generation } => self.mutate(if_generation, |c| {
+                let b = find_backend(c, &service, &backend)?;
+                if b.members().iter().any(|m| m.name == name) {
+                    return Err(format!("service {service}: backend {backend}: endpoint {name} already exists"));
+                }
+                into_group(b);
+                let what = format!("service {service}: backend {backend}: endpoint {name}");
+                let e = edit(&Endpoint::new(Some(&name), std::net::Ipv4Addr::UNSPECIFIED), &fields, &what, &["name"])?;
+                if e.address.is_unspecified() {
+                    return Err(format!("{what}: address is required (e.g. address=10.0.1.3)"));
+                }
+                b.endpoints.push(e);
+                Ok(())
+            }),
+            R::EndpointRemove { service, backend, name, if_generation } => self.mutate(if_generation, |c| {
+                let b = find_backend(c, &service, &backend)?;
+                if !b.members().iter().any(|m| m.name == name) {
+                    return Err(no_endpoint(&service, b, &name));
+                }
+                let i = b.endpoint_index(&name).unwrap_or(0);
+                if b.members().len() == 1 {
+                    return Err(format!("service {service}: backend {backend}: endpoint {name} is its last endpoint (a backend keeps at least one); remove the backend instead"));
+                }
+                b.endpoints.remove(i);
+                Ok(())
+            }),
+            R::EndpointSet { service, backend, name, fields, if_generation } => self.mutate(if_generation, |c| {
+                let b = find_backend(c, &service, &backend)?;
+                if !b.members().iter().any(|m| m.name == name) {
+                    return Err(no_endpoint(&service, b, &name));
+                }
+                into_group(b);
+                let i = b.endpoint_index(&name).ok_or_else(|| no_endpoint(&service, b, &name))?;
+                let what = format!("service {service}: backend {backend}: endpoint {name}");
+                let mut e = edit(&b.endpoints[i], &fields, &what, &["name"])?;
+                // an unnamed endpoint keeps the name it is known by (its old address)
+                if e.name.is_none() && e.address != b.endpoints[i].address {
+                    e.name = Some(name.clone());
+                }
+                b.endpoints[i] = e;
+                Ok(())
+            }),
             _ => Response::Error { message: "not an edit request".into() },
         }
     }
+}
+
+/// The backend `backend` of service `service`, or an error naming what exists.
+fn find_backend<'a>(c: &'a mut Config, service: &str, backend: &str) -> Result<&'a mut Backend, String> {
+    let si = c.services.iter().position(|s| s.name == service).ok_or_else(|| no_service(c, service))?;
+    let s = &mut c.services[si];
+    let names = s.backends.iter().map(|b| b.name.as_str()).collect::<Vec<_>>().join(", ");
+    s.backends.iter_mut().find(|b| b.name == backend).ok_or_else(|| format!("service {service} has no backend {backend} (have: {names})"))
+}
+
+fn no_endpoint(service: &str, b: &Backend, name: &str) -> String {
+    let names = b.members().into_iter().map(|m| m.name).collect::<Vec<_>>().join(", ");
+    format!("service {service}: backend {} has no endpoint {name} (have: {names})", b.name)
+}
+
+/// Turns a single-endpoint backend into a group whose first endpoint is the old one, named
+/// like the backend (so its health, slot and connections are kept).
+fn into_group(b: &mut Backend) {
+    if b.is_group() {
+        return;
+    }
+    let mut e = Endpoint::new(Some(&b.name), b.address);
+    e.mac = b.mac.take();
+    b.address = std::net::Ipv4Addr::UNSPECIFIED;
+    b.endpoints.push(e);
 }
 
 #[cfg(test)]

@@ -73,7 +73,7 @@ fn health_check_edits_keep_a_down_backend_down_and_new_endpoints_start_down() {
         if_generation: None,
     });
     assert!(matches!(r, Response::Applied(_)), "{r:?}");
-    let healthy = |b: &str| d.control.lock().unwrap().health[&("web".to_string(), b.to_string())].healthy;
+    let healthy = |b: &str| d.control.lock().unwrap().health[&("web".to_string(), b.to_string(), b.to_string())].healthy;
     assert!(!healthy("b2"), "a health-check edit revived a down backend");
     // a new address is a new endpoint: unhealthy until probes pass
     assert!(matches!(d.edit_request(set("web", "b1", &[("address", "10.0.1.99")], None)), Response::Applied(_)));
@@ -85,15 +85,15 @@ fn health_check_edits_keep_a_down_backend_down_and_new_endpoints_start_down() {
 fn edits_keep_state_of_unchanged_backends() {
     let d = daemon();
     d.set_health("web", "b2", false, Some(3.0));
-    let slot_b2 = d.control.lock().unwrap().slots.slot("web", "b2");
+    let slot_b2 = d.control.lock().unwrap().slots.slot("web", "b2", "b2");
     let r = d.edit_request(set("web", "b1", &[("weight", "80")], Some(1)));
     let Response::Applied(a) = r else { panic!("{r:?}") };
     assert_eq!(a.generation, 2);
     assert_eq!(a.changes, vec!["service web: backend b1: weight: 50 -> 80".to_string()]);
     {
         let st = d.control.lock().unwrap();
-        assert!(!st.health[&("web".to_string(), "b2".to_string())].healthy, "b2's health survives an edit of b1");
-        assert_eq!(st.slots.slot("web", "b2"), slot_b2);
+        assert!(!st.health[&("web".to_string(), "b2".to_string(), "b2".to_string())].healthy, "b2's health survives an edit of b1");
+        assert_eq!(st.slots.slot("web", "b2", "b2"), slot_b2);
         assert_eq!(st.cfg.services[0].backends[0].weight, 80);
     }
     // stale generation
@@ -101,9 +101,9 @@ fn edits_keep_state_of_unchanged_backends() {
     assert_eq!(r, Response::Error { message: "config generation is 2, not 1: someone else changed it; re-read and retry".into() });
     // changing b2's address makes it a new endpoint: without a health check it is
     // static (healthy); removing and re-adding b1 gets a new incarnation
-    let inc_b1 = { let st = d.control.lock().unwrap(); st.slots.incarnation(st.slots.slot("web", "b1").unwrap()) };
+    let inc_b1 = { let st = d.control.lock().unwrap(); st.slots.incarnation(st.slots.slot("web", "b1", "b1").unwrap()) };
     assert!(matches!(d.edit_request(set("web", "b2", &[("address", "10.0.1.22")], None)), Response::Applied(_)));
-    assert!(d.control.lock().unwrap().health[&("web".to_string(), "b2".to_string())].healthy);
+    assert!(d.control.lock().unwrap().health[&("web".to_string(), "b2".to_string(), "b2".to_string())].healthy);
     let rm = spillway_shared::proto::Request::BackendRemove { service: "web".into(), name: "b1".into(), if_generation: None };
     assert!(matches!(d.edit_request(rm), Response::Applied(_)));
     let add = spillway_shared::proto::Request::BackendAdd {
@@ -114,7 +114,7 @@ fn edits_keep_state_of_unchanged_backends() {
     };
     assert!(matches!(d.edit_request(add), Response::Applied(_)));
     let st = d.control.lock().unwrap();
-    let slot = st.slots.slot("web", "b1").unwrap();
+    let slot = st.slots.slot("web", "b1", "b1").unwrap();
     assert_ne!(st.slots.incarnation(slot), inc_b1, "a re-added backend never matches old connection entries");
     assert_eq!(st.config_generation, 5);
     assert!(d.shared.with_snapshot(|s| s.generation).unwrap() >= 5);
@@ -152,4 +152,54 @@ fn removing_the_health_check_revives_a_down_backend() {
     assert!(d.control.lock().unwrap().cfg.services[0].health_check.is_none());
     let b2_healthy = d.shared.with_snapshot(|s| s.backends.iter().find(|b| b.present && b.name == "b2").map(|b| b.healthy)).unwrap();
     assert_eq!(b2_healthy, Some(true), "b2 has no health check any more, yet stays unhealthy for good");
+}
+
+fn ep_req(kind: &str, backend: &str, name: &str, f: &[(&str, &str)]) -> spillway_shared::proto::Request {
+    use spillway_shared::proto::Request as R;
+    let fields = f.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect();
+    let (service, backend, name) = ("web".to_string(), backend.to_string(), name.to_string());
+    match kind {
+        "add" => R::EndpointAdd { service, backend, name, fields, if_generation: None },
+        "remove" => R::EndpointRemove { service, backend, name, if_generation: None },
+        _ => R::EndpointSet { service, backend, name, fields, if_generation: None },
+    }
+}
+
+#[test]
+fn endpoint_edits_keep_slots_and_health_of_the_others_and_refuse_bad_input() {
+    let d = daemon();
+    d.set_health("web", "b2", false, None);
+    let slot_b1 = d.control.lock().unwrap().slots.slot("web", "b1", "b1");
+    // b1 becomes a group: its old endpoint keeps its slot (same key: named like the backend)
+    let r = d.edit_request(ep_req("add", "b1", "e2", &[("address", "10.0.1.11"), ("mac", "02:00:00:00:0b:11")]));
+    let Response::Applied(a) = r else { panic!("{r:?}") };
+    assert!(a.changes.iter().any(|c| c.contains("endpoints: 1 -> 2")), "{:?}", a.changes);
+    {
+        let st = d.control.lock().unwrap();
+        assert_eq!(st.slots.slot("web", "b1", "b1"), slot_b1);
+        assert!(st.slots.slot("web", "b1", "e2").is_some());
+        assert!(!st.health[&("web".to_string(), "b2".to_string(), "b2".to_string())].healthy, "b2's health survives");
+        assert_eq!(st.cfg.services[0].backends[0].members().len(), 2);
+    }
+    let r = d.edit_request(ep_req("set", "b1", "e2", &[("weight", "80")]));
+    let Response::Applied(a) = r else { panic!("{r:?}") };
+    assert_eq!(a.changes, ["service web: backend b1: endpoint e2: weight: 50 -> 80"]);
+    // errors name what is wrong
+    let err = |r: Response| match r {
+        Response::Error { message } => message,
+        other => panic!("{other:?}"),
+    };
+    assert!(err(d.edit_request(ep_req("add", "b1", "e3", &[("mac", "02:00:00:00:0b:13")]))).contains("address is required"));
+    let e = err(d.edit_request(ep_req("add", "b1", "e3", &[("address", "10.0.1.2"), ("mac", "02:00:00:00:0b:13")])));
+    assert!(e.contains("services[0].backends[1].address = 10.0.1.2") && e.contains("unique within the service (also at services[0].backends[0].endpoints[2].address)"), "{e}");
+    let e = err(d.edit_request(ep_req("set", "b1", "e2", &[("weight", "0")])));
+    assert!(e.contains("endpoints[1].weight = 0") && e.contains("enabled = false"), "{e}");
+    assert!(err(d.edit_request(ep_req("remove", "b1", "nope", &[]))).contains("has no endpoint nope (have: b1, e2)"));
+    assert!(err(d.edit_request(ep_req("remove", "b2", "b2", &[]))).contains("last endpoint"));
+    assert!(err(d.edit_request(ep_req("add", "zz", "e1", &[("address", "10.0.9.1")]))).contains("has no backend zz"));
+    // remove: the endpoint's slot and health go, the other's stay
+    assert!(matches!(d.edit_request(ep_req("remove", "b1", "e2", &[])), Response::Applied(_)));
+    let st = d.control.lock().unwrap();
+    assert!(st.slots.slot("web", "b1", "e2").is_none() && st.slots.slot("web", "b1", "b1") == slot_b1);
+    assert!(!st.health.contains_key(&("web".to_string(), "b1".to_string(), "e2".to_string())));
 }

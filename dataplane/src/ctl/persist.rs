@@ -4,7 +4,8 @@
 //! tables whose value differs between the old and the new running config change, so the
 //! operator's comments, key order, blank lines and table layout survive (docs/ctl.md,
 //! "Persistence"). Backends, services, ports and other arrays of tables are matched by
-//! their `name`, so removing one backend keeps the comments of every other.
+//! their `name` (endpoints by `name`, else `address`), so removing one backend or
+//! endpoint keeps the comments of every other.
 //!
 //! The result is re-parsed before it is written: it must give exactly the config the daemon
 //! runs. When it does not (the file was edited by hand since the daemon read it, or holds
@@ -131,17 +132,20 @@ fn merge_item(item: &mut Item, old: Option<&toml::Value>, new: &toml::Value) {
     }
 }
 
-/// The `name` of an element of an array of tables.
+/// The identity of an element of an array of tables: its `name`, or else its `address`
+/// (endpoints of a backend group may leave the name to default to the address).
 fn name_of(t: &toml::Value) -> Option<&str> {
-    t.get("name").and_then(toml::Value::as_str)
+    t.get("name").or_else(|| t.get("address")).and_then(toml::Value::as_str)
 }
 
-/// Matches the elements of an array of tables by `name` (services, backends, ports, zones):
+/// Matches the elements of an array of tables by `name` (services, backends, ports,
+/// endpoints; an endpoint without a name by its `address`):
 /// a kept element keeps its table (comments, position) and is merged; a new one is
 /// appended after the last kept one; a removed one goes with its comments. Arrays whose
 /// elements have no unique names are replaced whole.
 fn merge_array_of_tables(doc: &mut ArrayOfTables, old: &[toml::Value], new: &[toml::Value]) {
-    let doc_names: Vec<Option<String>> = doc.iter().map(|t| t.get("name").and_then(Item::as_str).map(str::to_string)).collect();
+    let doc_names: Vec<Option<String>> =
+        doc.iter().map(|t| t.get("name").or_else(|| t.get("address")).and_then(Item::as_str).map(str::to_string)).collect();
     fn unique<'a>(names: impl Iterator<Item = Option<&'a str>>) -> bool {
         let mut seen = std::collections::HashSet::new();
         names.into_iter().all(|n| n.is_some_and(|n| seen.insert(n)))

@@ -68,13 +68,17 @@ impl Drop for Fixture {
 }
 
 fn fixture(tag: &str) -> Fixture {
+    fixture_with(tag, COMMENTED)
+}
+
+fn fixture_with(tag: &str, text: &str) -> Fixture {
     static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
     let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let dir = std::env::temp_dir().join(format!("spw-persist-{}-{tag}-{n}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("spillway.toml");
-    std::fs::write(&path, COMMENTED).unwrap();
-    let cfg = Config::from_toml(COMMENTED).unwrap();
+    std::fs::write(&path, text).unwrap();
+    let cfg = Config::from_toml(text).unwrap();
     cfg.validate().unwrap();
     let daemon = Daemon::new(cfg, 1, vec![0], Box::new(|_| Default::default())).unwrap().with_config_path(path.clone());
     Fixture { dir, path, daemon }
@@ -269,4 +273,72 @@ proptest! {
             }
         }
     }
+}
+
+/// A group whose endpoints carry comments; one endpoint has no name (known by its address).
+const GROUPED: &str = r#"# grouped
+[[ports]]
+name = "p0"
+device = "net_null0"
+
+[[services]]
+name = "web"
+vip = "10.0.0.100"
+port = 80
+
+# The group.
+[[services.backends]]
+name = "g1"
+zone = "z1" # the group's zone
+
+# First endpoint: keep this comment.
+[[services.backends.endpoints]]
+name = "e1"
+address = "10.0.1.1" # e1's address
+mac = "02:00:00:00:01:01"
+
+# Unnamed endpoint.
+[[services.backends.endpoints]]
+address = "10.0.1.2"
+mac = "02:00:00:00:01:02"
+weight = 70 # heavier
+
+# A single-endpoint backend.
+[[services.backends]]
+name = "b2"
+address = "10.0.2.1"
+mac = "02:00:00:00:02:01"
+"#;
+
+#[test]
+fn endpoint_edits_round_trip_with_comments_kept() {
+    let f = fixture_with("endpoints", GROUPED);
+    let d = &f.daemon;
+    let ep = |req: Request| applied(d.edit_request(req));
+    let check = |gone: &[&str]| {
+        let text = std::fs::read_to_string(&f.path).unwrap();
+        let back = Config::from_toml(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+        assert_eq!(back, d.control.lock().unwrap().cfg, "{text}");
+        for l in GROUPED.lines().filter_map(|l| l.find('#').map(|i| &l[i..])) {
+            if !gone.iter().any(|g| l.contains(g)) {
+                assert!(text.contains(l), "comment {l:?} lost:\n{text}");
+            }
+        }
+        text
+    };
+    ep(Request::EndpointSet { service: "web".into(), backend: "g1".into(), name: "10.0.1.2".into(), fields: fields(&[("weight", "90")]), if_generation: None });
+    let text = check(&["heavier"]);
+    assert!(text.contains("weight = 90 # heavier"), "edited in place:\n{text}");
+    ep(Request::EndpointAdd { service: "web".into(), backend: "g1".into(), name: "e3".into(), fields: fields(&[("address", "10.0.1.3"), ("mac", "02:00:00:00:01:03")]), if_generation: None });
+    let text = check(&["heavier"]);
+    assert!(text.find("name = \"e3\"").unwrap() < text.find("name = \"b2\"").unwrap(), "the new endpoint sits with its group:\n{text}");
+    ep(Request::EndpointRemove { service: "web".into(), backend: "g1".into(), name: "e1".into(), if_generation: None });
+    let text = check(&["heavier", "First endpoint", "e1's address"]);
+    assert!(!text.contains("First endpoint") && !text.contains("10.0.1.1"), "a removed endpoint's comment goes with it:\n{text}");
+    // a single-endpoint backend becomes a group whose first endpoint is its old address
+    ep(Request::EndpointAdd { service: "web".into(), backend: "b2".into(), name: "x".into(), fields: fields(&[("address", "10.0.2.2"), ("mac", "02:00:00:00:02:02")]), if_generation: None });
+    check(&["heavier", "First endpoint", "e1's address"]);
+    let b2 = d.control.lock().unwrap().cfg.services[0].backends[1].clone();
+    assert_eq!(b2.members().iter().map(|m| (m.name.clone(), m.address.to_string())).collect::<Vec<_>>(),
+        [("b2".to_string(), "10.0.2.1".to_string()), ("x".to_string(), "10.0.2.2".to_string())]);
 }

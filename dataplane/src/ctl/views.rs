@@ -6,7 +6,7 @@ use crate::daemon::Daemon;
 use spillway_shared::config::{Config, Service};
 use spillway_shared::flow::FlowKey;
 use spillway_shared::pipeline::{evaluate, Topology};
-use spillway_shared::proto::{BackendStatus, Counters, ExplainReport, HealthCheckerStatus, StatusReport, FlowFilter, FlowOp, FlowRow, FlowsReport, HealthRow, Response, SnapService, SnapshotReport};
+use spillway_shared::proto::{BackendStatus, Counters, EndpointStatus, ExplainReport, HealthCheckerStatus, StatusReport, FlowFilter, FlowOp, FlowRow, FlowsReport, HealthRow, Response, SnapService, SnapshotReport};
 use std::time::Duration;
 
 /// How long a flows request waits for every worker.
@@ -34,20 +34,32 @@ impl Daemon {
         if health_checker.dead.is_none() {
             health_checker.dead = st.health_checker_dead.clone();
         }
+        // Both levels: one row per backend (endpoint counts, drain, summed counters) with
+        // its endpoints' rows.
         let mut backends = Vec::new();
         for svc in &st.cfg.services {
-            for b in &svc.backends {
-                let (new_connections, packets) = st.slots.slot(&svc.name, &b.name).map_or((0, 0), |s| self.slot_totals(&st, s));
-                let healthy = st.health.get(&(svc.name.clone(), b.name.clone())).map(|h| h.healthy).unwrap_or(true);
+            let states = crate::control::backend_states(svc, &st.health);
+            let drained = st.states.get(&svc.name).map(|s| &s.drained);
+            for (bi, b) in svc.backends.iter().enumerate() {
+                let mut members = Vec::new();
+                for m in b.members() {
+                    let (new_connections, packets) = st.slots.slot(&svc.name, &b.name, &m.name).map_or((0, 0), |s| self.slot_totals(&st, s));
+                    let healthy = crate::control::endpoint_view(&st.health, &svc.name, &b.name, &m.name).healthy;
+                    members.push(EndpointStatus { name: m.name, address: m.address.to_string(), weight: m.weight, healthy, enabled: m.enabled, new_connections, packets });
+                }
                 backends.push(BackendStatus {
                     service: svc.name.clone(),
                     backend: b.name.clone(),
-                    address: b.address.to_string(),
+                    address: if b.is_group() { String::new() } else { b.address.to_string() },
                     zone: b.zone.clone(),
-                    healthy,
+                    healthy: states[bi].is_healthy(),
                     enabled: b.enabled,
-                    new_connections,
-                    packets,
+                    new_connections: members.iter().map(|m| m.new_connections).sum(),
+                    packets: members.iter().map(|m| m.packets).sum(),
+                    endpoints: states[bi].endpoints,
+                    healthy_endpoints: states[bi].healthy_endpoints,
+                    drained: drained.is_some_and(|d| d.contains_key(&b.name)),
+                    members,
                 });
             }
         }
@@ -81,24 +93,27 @@ impl Daemon {
         let mut rows = Vec::new();
         for s in &st.cfg.services {
             for b in &s.backends {
-                let v = st.health.get(&(s.name.clone(), b.name.clone())).cloned().unwrap_or_default();
-                let t = statuses.iter().find(|t| t.service == s.name && t.backend == b.name);
-                rows.push(HealthRow {
-                    service: s.name.clone(),
-                    backend: b.name.clone(),
-                    address: b.address.to_string(),
-                    healthy: v.healthy,
-                    checked: s.health_check.is_some(),
-                    latency_ms: b.latency_ms.or(v.latency_ms),
-                    load_cps: v.load_cps,
-                    consecutive_successes: t.map_or(0, |t| t.consecutive_successes),
-                    consecutive_failures: t.map_or(0, |t| t.consecutive_failures),
-                    probes: t.map_or(0, |t| t.probes_sent),
-                    probes_failed: t.map_or(0, |t| t.probes_failed),
-                    probes_skipped: t.map_or(0, |t| t.probes_skipped),
-                    last_error: t.and_then(|t| t.last_error.clone()),
-                    since_change_sec: t.map(|t| t.last_change.elapsed().as_secs_f64()),
-                });
+                for m in b.members() {
+                    let v = crate::control::endpoint_view(&st.health, &s.name, &b.name, &m.name);
+                    let t = statuses.iter().find(|t| t.service == s.name && t.backend == b.name && t.endpoint == m.name);
+                    rows.push(HealthRow {
+                        service: s.name.clone(),
+                        backend: b.name.clone(),
+                        endpoint: m.name.clone(),
+                        address: m.address.to_string(),
+                        healthy: v.healthy,
+                        checked: s.health_check.is_some(),
+                        latency_ms: b.latency_ms.or(v.latency_ms),
+                        load_cps: v.load_cps,
+                        consecutive_successes: t.map_or(0, |t| t.consecutive_successes),
+                        consecutive_failures: t.map_or(0, |t| t.consecutive_failures),
+                        probes: t.map_or(0, |t| t.probes_sent),
+                        probes_failed: t.map_or(0, |t| t.probes_failed),
+                        probes_skipped: t.map_or(0, |t| t.probes_skipped),
+                        last_error: t.and_then(|t| t.last_error.clone()),
+                        since_change_sec: t.map(|t| t.last_change.elapsed().as_secs_f64()),
+                    });
+                }
             }
         }
         Response::Health(rows)
@@ -120,11 +135,17 @@ impl Daemon {
                     None => return Response::Error { message: no_service(&st.cfg, s) },
                 },
             };
+            // every endpoint slot of the chosen backends
             let slots = pairs.map(|p| {
-                p.iter().filter_map(|(s, b)| st.slots.slot(s, b)).map(|sl| (sl, st.slots.incarnation(sl))).collect::<Vec<_>>()
+                p.iter().flat_map(|(s, b)| st.slots.backend_slots(s, b)).map(|sl| (sl, st.slots.incarnation(sl))).collect::<Vec<_>>()
             });
+            // flows name `backend/endpoint` for a group's endpoints, the backend otherwise
+            let label = |s: &str, b: &str, e: &str| {
+                let group = st.cfg.service(s).and_then(|x| x.backends.iter().find(|y| y.name == b)).is_some_and(|y| y.is_group());
+                if group { format!("{b}/{e}") } else { b.to_string() }
+            };
             let names: Vec<(u16, u16, String, String)> = (0..st.slots.len() as u16)
-                .filter_map(|sl| st.slots.owner(sl).map(|(s, b)| (sl, st.slots.incarnation(sl), s.clone(), b.clone())))
+                .filter_map(|sl| st.slots.owner(sl).map(|(s, b, e)| (sl, st.slots.incarnation(sl), s.clone(), label(s, b, e))))
                 .collect();
             (slots, names)
         };
@@ -179,18 +200,30 @@ impl Daemon {
         let key = FlowKey::new(client, svc.vip, client_port, svc.port, svc.protocol.number());
         let hash = key.affinity_hash(svc.session_affinity);
         let proto = svc.protocol.number();
-        let (backend, table_size, snapshot_generation) = self
+        let (slot, table_size, snapshot_generation) = self
             .shared
             .with_snapshot(|s| {
                 let pick = s.by_vip_port.get(&(u32::from(svc.vip), svc.port, proto)).and_then(|&si| {
                     let ss = s.services.get(usize::from(si))?;
                     let t = ss.tables.get(usize::from(s.class_of(u32::from(client))))?.as_ref()?;
-                    let slot = t.pick(hash)?;
-                    Some((s.backends.get(usize::from(slot))?.name.clone(), t.maglev.len() as u32))
+                    Some((t.pick(hash)?, t.maglev.len() as u32))
                 });
-                (pick.as_ref().map(|p| p.0.clone()), pick.map_or(0, |p| p.1), s.generation)
+                (pick.map(|p| p.0), pick.map_or(0, |p| p.1), s.generation)
             })
             .unwrap_or((None, 0, 0));
+        // The pick is an endpoint slot: name its backend and endpoint.
+        let owner = slot.and_then(|sl| st.slots.owner(sl)).filter(|o| o.0 == svc.name);
+        let (backend, endpoint) = match owner {
+            Some((_, b, e)) => (Some(b.clone()), Some(e.clone())),
+            None => (None, None),
+        };
+        let endpoint_shares = spillway_shared::pipeline::endpoints::endpoint_shares(svc, &d.weights, |b, e| {
+            let bk = &svc.backends[b];
+            bk.members().get(e).is_some_and(|m| crate::control::endpoint_view(&st.health, &svc.name, &bk.name, &m.name).healthy)
+        })
+        .into_iter()
+        .map(|x| (svc.backends[x.backend].name.clone(), svc.backends[x.backend].members()[x.endpoint].name.clone(), x.share))
+        .collect();
         Ok(ExplainReport {
             service: svc.name.clone(),
             vip: format!("{}:{}/{}", svc.vip, svc.port, format!("{:?}", svc.protocol).to_lowercase()),
@@ -199,6 +232,8 @@ impl Daemon {
             decision_json: serde_json::to_string(&d).map_err(|e| e.to_string())?,
             backends: svc.backends.iter().map(|b| b.name.clone()).collect(),
             backend,
+            endpoint,
+            endpoint_shares,
             hash,
             table_size,
             snapshot_generation,

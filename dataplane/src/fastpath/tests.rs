@@ -76,7 +76,7 @@
         slots.sync(&cfg).unwrap();
         let mut health = HealthView::new();
         for (s, b) in unhealthy {
-            health.entry((s.to_string(), b.to_string())).or_default().healthy = false;
+            health.entry((s.to_string(), b.to_string(), b.to_string())).or_default().healthy = false;
         }
         let mut states = std::collections::HashMap::new();
         compile(&cfg, &slots, CompileInput { health: &health, states: &mut states, now_sec: 0.0, generation: 1, port_addrs: vec![0] })

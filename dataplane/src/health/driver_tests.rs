@@ -91,7 +91,7 @@ fn check(kind: HealthCheckKind, interval: f64, timeout: f64, healthy: u32, unhea
 }
 
 fn target(backend: &str, addr: SocketAddrV4, check: HealthCheck) -> Target {
-    Target { service: "svc".into(), backend: backend.into(), addr, check }
+    Target { service: "svc".into(), backend: backend.into(), endpoint: backend.into(), addr, check }
 }
 
 fn start(targets: Vec<Target>, initially_healthy: bool) -> (HealthChecker, Receiver<HealthEvent>) {
@@ -405,7 +405,7 @@ fn health_events_carry_the_generation_of_the_set() {
     // transition carries 8.
     let mut moved = target("d", dead, chk);
     moved.check.port = Some(closed_port().port());
-    let st = c.update_at(8, vec![moved], HashMap::from([(("svc".to_string(), "d".to_string()), true)]));
+    let st = c.update_at(8, vec![moved], HashMap::from([(("svc".to_string(), "d".to_string(), "d".to_string()), true)]));
     assert_eq!(st.len(), 1);
     assert!(st[0].healthy && st[0].probes_sent == 0 && st[0].generation == 8, "{st:?}");
     let ev = loop {

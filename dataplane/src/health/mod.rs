@@ -65,6 +65,8 @@ pub struct HealthEvent {
     pub service: String,
     /// Backend name.
     pub backend: String,
+    /// Endpoint name (within the backend).
+    pub endpoint: String,
     /// New state: `true` = healthy.
     pub healthy: bool,
     /// RTT moving average at the time of the change, milliseconds.
@@ -83,6 +85,8 @@ pub struct TargetStatus {
     pub service: String,
     /// Backend name.
     pub backend: String,
+    /// Endpoint name (within the backend).
+    pub endpoint: String,
     /// Address probed.
     pub probe_addr: SocketAddrV4,
     /// Current state: `true` = healthy.

@@ -11,18 +11,21 @@ use std::collections::HashMap;
 use std::net::SocketAddrV4;
 use std::time::Instant;
 
-/// (service, backend): the key of a target, of a [`HealthEvent`] and of the daemon's
-/// health view.
-pub type TargetKey = (String, String);
+/// (service, backend, endpoint): the key of a target, of a [`HealthEvent`] and of the
+/// daemon's health view. Health is per endpoint (spec/service-lb-policy.md "Vocabulary");
+/// a single-endpoint backend's endpoint is named like the backend.
+pub type TargetKey = (String, String, String);
 
-/// One health-checked endpoint: a backend of a service.
+/// One health-checked endpoint of a backend of a service.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Target {
     /// Service name.
     pub service: String,
     /// Backend name (unique within the service).
     pub backend: String,
-    /// Backend address and the service port; the probe goes to
+    /// Endpoint name (unique within the backend; [`spillway_shared::config::Member::name`]).
+    pub endpoint: String,
+    /// Endpoint address and the service port; the probe goes to
     /// `check.port.unwrap_or(addr.port())` on `addr.ip()`.
     pub addr: SocketAddrV4,
     /// What to probe and how often.
@@ -37,23 +40,27 @@ impl Target {
 
     /// The target's key.
     pub fn key(&self) -> TargetKey {
-        (self.service.clone(), self.backend.clone())
+        (self.service.clone(), self.backend.clone(), self.endpoint.clone())
     }
 }
 
-/// Builds the targets of every backend of every service that has a `health_check`
-/// (services without one have static, always-healthy backends).
+/// Builds the targets of every endpoint of every backend of every service that has a
+/// `health_check` (services without one have static, always-healthy backends). Disabled
+/// endpoints are checked too, so their state is known when they are enabled again.
 pub fn targets_from_config(cfg: &Config) -> Vec<Target> {
     let mut out = Vec::new();
     for s in &cfg.services {
         let Some(check) = &s.health_check else { continue };
         for b in &s.backends {
-            out.push(Target {
-                service: s.name.clone(),
-                backend: b.name.clone(),
-                addr: SocketAddrV4::new(b.address, s.port),
-                check: check.clone(),
-            });
+            for m in b.members() {
+                out.push(Target {
+                    service: s.name.clone(),
+                    backend: b.name.clone(),
+                    endpoint: m.name,
+                    addr: SocketAddrV4::new(m.address, s.port),
+                    check: check.clone(),
+                });
+            }
         }
     }
     out
@@ -190,6 +197,7 @@ impl<X> TargetSet<X> {
         Some(HealthEvent {
             service: e.target.service.clone(),
             backend: e.target.backend.clone(),
+            endpoint: e.target.endpoint.clone(),
             healthy: tr.healthy,
             rtt_ms: e.tracker.rtt_ewma_ms(),
             reason: tr.reason,
@@ -216,6 +224,7 @@ impl<X> TargetSet<X> {
                 TargetStatus {
                     service: e.target.service.clone(),
                     backend: e.target.backend.clone(),
+                    endpoint: e.target.endpoint.clone(),
                     probe_addr: e.target.probe_addr(),
                     healthy: t.healthy(),
                     consecutive_successes: t.consecutive_successes(),
@@ -244,6 +253,7 @@ mod tests {
         Target {
             service: "svc".into(),
             backend: backend.into(),
+            endpoint: backend.into(),
             addr: SocketAddrV4::new(Ipv4Addr::LOCALHOST, port),
             check: HealthCheck { path: path.into(), healthy_threshold: 1, unhealthy_threshold: 1, ..HealthCheck::default() },
         }
@@ -258,22 +268,22 @@ mod tests {
         let mut set: TargetSet<u32> = TargetSet::new(true, 1);
         let added = set.update(1, vec![target("a", 1, "/"), target("b", 2, "/"), target("gone", 3, "/")], &HashMap::new(), t0, |_, _| 7);
         assert_eq!(added.len(), 3);
-        let a = set.slot(&("svc".into(), "a".into())).unwrap();
-        let b = set.slot(&("svc".into(), "b".into())).unwrap();
-        assert!(set.slot(&("svc".into(), "gone".into())).is_some());
+        let a = set.slot(&("svc".into(), "a".into(), "a".into())).unwrap();
+        let b = set.slot(&("svc".into(), "b".into(), "b".into())).unwrap();
+        assert!(set.slot(&("svc".into(), "gone".into(), "gone".into())).is_some());
         assert!(set.record(a, t0, fail()).is_some_and(|e| !e.healthy && e.generation == 1));
         set.get_mut(a).unwrap().extra = 9;
         set.record(b, t0, fail());
-        let initial = HashMap::from([(("svc".to_string(), "b".to_string()), false)]);
+        let initial = HashMap::from([(("svc".to_string(), "b".to_string(), "b".to_string()), false)]);
         let added = set.update(2, vec![target("a", 1, "/"), target("b", 2, "/fixed"), target("a", 9, "/dup")], &initial, t0, |_, _| 1);
-        assert_eq!(added, vec![set.slot(&("svc".into(), "b".into())).unwrap()], "only b restarted");
+        assert_eq!(added, vec![set.slot(&("svc".into(), "b".into(), "b".into())).unwrap()], "only b restarted");
         assert_eq!(set.len(), 2);
-        let ea = set.get(set.slot(&("svc".into(), "a".into())).unwrap()).unwrap();
+        let ea = set.get(set.slot(&("svc".into(), "a".into(), "a".into())).unwrap()).unwrap();
         assert!(!ea.tracker.healthy() && ea.extra == 9 && ea.target.addr.port() == 1, "a kept with its driver state");
-        let eb = set.get(set.slot(&("svc".into(), "b".into())).unwrap()).unwrap();
+        let eb = set.get(set.slot(&("svc".into(), "b".into(), "b".into())).unwrap()).unwrap();
         assert!(!eb.tracker.healthy() && eb.tracker.probes() == 0 && eb.target.check.path == "/fixed", "b restarted in the given state");
         assert!(set.statuses().iter().all(|s| s.generation == 2));
-        assert!(set.slot(&("svc".into(), "gone".into())).is_none());
+        assert!(set.slot(&("svc".into(), "gone".into(), "gone".into())).is_none());
     }
 
     #[test]
@@ -281,7 +291,7 @@ mod tests {
         let t0 = Instant::now();
         let mut set: TargetSet<()> = TargetSet::new(true, 4);
         set.update(4, vec![target("a", 1, "/")], &HashMap::new(), t0, |_, _| ());
-        let a = set.slot(&("svc".into(), "a".into())).unwrap();
+        let a = set.slot(&("svc".into(), "a".into(), "a".into())).unwrap();
         assert_eq!(set.record(a, t0, fail()).unwrap().generation, 4);
         // An edit that does not touch `a` still moves the generation.
         set.update(5, vec![target("a", 1, "/")], &HashMap::new(), t0, |_, _| ());

@@ -18,11 +18,11 @@ use std::collections::HashMap;
 use std::sync::mpsc::Sender;
 
 /// Copies health state and RTT moving average (as `latency_ms`) from checker statuses
-/// into the health view, keeping each entry's other fields (load). Backends without a
+/// into the health view, keeping each entry's other fields (load). Endpoints without a
 /// status are left alone.
 pub fn apply_snapshot(statuses: &[TargetStatus], view: &mut HealthView) {
     for st in statuses {
-        let v = view.entry((st.service.clone(), st.backend.clone())).or_default();
+        let v = view.entry((st.service.clone(), st.backend.clone(), st.endpoint.clone())).or_default();
         v.healthy = st.healthy;
         if st.rtt_ewma_ms.is_some() {
             v.latency_ms = st.rtt_ewma_ms;
@@ -43,7 +43,7 @@ pub fn is_current(ev: &HealthEvent, generation: u64) -> bool {
 pub fn reconcile(statuses: &[TargetStatus], view: &mut HealthView) -> usize {
     let changed = statuses
         .iter()
-        .filter(|s| view.get(&(s.service.clone(), s.backend.clone())).is_none_or(|v| v.healthy != s.healthy))
+        .filter(|s| view.get(&(s.service.clone(), s.backend.clone(), s.endpoint.clone())).is_none_or(|v| v.healthy != s.healthy))
         .count();
     apply_snapshot(statuses, view);
     changed
@@ -87,19 +87,20 @@ mod tests {
     use super::super::targets::{Target, TargetSet};
     use super::super::tracker::ProbeResult;
     use super::*;
-    use crate::control::BackendView;
+    use crate::control::EndpointView;
     use spillway_shared::config::{HealthCheck, HealthCheckKind};
     use std::net::{Ipv4Addr, SocketAddrV4};
     use std::time::{Duration, Instant};
 
     fn key(b: &str) -> TargetKey {
-        ("svc".to_string(), b.to_string())
+        ("svc".to_string(), b.to_string(), b.to_string())
     }
 
     fn http_target(path: &str) -> Target {
         Target {
             service: "svc".into(),
             backend: "a".into(),
+            endpoint: "a".into(),
             addr: SocketAddrV4::new(Ipv4Addr::LOCALHOST, 80),
             check: HealthCheck { kind: HealthCheckKind::Http, path: path.into(), healthy_threshold: 2, unhealthy_threshold: 2, ..HealthCheck::default() },
         }
@@ -108,7 +109,7 @@ mod tests {
     /// The daemon's side of the protocol, as `Daemon::apply_health_event` does it.
     fn apply(view: &mut HealthView, generation: u64, ev: &HealthEvent) {
         if is_current(ev, generation) {
-            view.entry((ev.service.clone(), ev.backend.clone())).or_default().healthy = ev.healthy;
+            view.entry((ev.service.clone(), ev.backend.clone(), ev.endpoint.clone())).or_default().healthy = ev.healthy;
         }
     }
 
@@ -123,7 +124,7 @@ mod tests {
         let ok = || ProbeResult::Success { rtt: Duration::from_millis(1) };
         let mut set: TargetSet<()> = TargetSet::new(true, 1);
         let mut view = HealthView::new();
-        view.insert(key("a"), BackendView { healthy: true, latency_ms: None, load_cps: 0.0 });
+        view.insert(key("a"), EndpointView { healthy: true, latency_ms: None, load_cps: 0.0 });
         let mut daemon_gen = 1;
         set.update(1, vec![http_target("/wrong")], &HashMap::new(), t0, |_, _| ());
         let a = set.slot(&key("a")).unwrap();
@@ -158,22 +159,23 @@ mod tests {
         let a = set.slot(&key("a")).unwrap();
         set.record(a, t0, ProbeResult::Failure { reason: "x".into() });
         let mut view = HealthView::new();
-        view.insert(key("a"), BackendView { healthy: true, latency_ms: Some(2.0), load_cps: 7.0 });
+        view.insert(key("a"), EndpointView { healthy: true, latency_ms: Some(2.0), load_cps: 7.0 });
         assert_eq!(reconcile(&set.statuses(), &mut view), 1);
-        assert_eq!(view[&key("a")], BackendView { healthy: false, latency_ms: Some(2.0), load_cps: 7.0 });
+        assert_eq!(view[&key("a")], EndpointView { healthy: false, latency_ms: Some(2.0), load_cps: 7.0 });
         assert_eq!(reconcile(&set.statuses(), &mut view), 0);
         // Generations: older dropped, same and newer applied.
-        let ev = |g| HealthEvent { service: "svc".into(), backend: "a".into(), healthy: true, rtt_ms: None, reason: String::new(), generation: g };
+        let ev = |g| HealthEvent { service: "svc".into(), backend: "a".into(), endpoint: "a".into(), healthy: true, rtt_ms: None, reason: String::new(), generation: g };
         assert!(!is_current(&ev(2), 3) && is_current(&ev(3), 3) && is_current(&ev(4), 3));
     }
 
     #[test]
     fn snapshot_applies_to_health_view() {
         let mut view = HealthView::new();
-        view.insert(key("a"), BackendView { healthy: true, latency_ms: Some(9.0), load_cps: 42.0 });
+        view.insert(key("a"), EndpointView { healthy: true, latency_ms: Some(9.0), load_cps: 42.0 });
         let st = TargetStatus {
             service: "svc".into(),
             backend: "a".into(),
+            endpoint: "a".into(),
             probe_addr: SocketAddrV4::new(Ipv4Addr::LOCALHOST, 80),
             healthy: false,
             consecutive_successes: 0,
@@ -189,10 +191,11 @@ mod tests {
         };
         let mut st2 = st.clone();
         st2.backend = "b".into();
+        st2.endpoint = "b".into();
         st2.healthy = true;
         st2.rtt_ewma_ms = Some(1.5);
         apply_snapshot(&[st, st2], &mut view);
-        assert_eq!(view[&key("a")], BackendView { healthy: false, latency_ms: Some(9.0), load_cps: 42.0 });
+        assert_eq!(view[&key("a")], EndpointView { healthy: false, latency_ms: Some(9.0), load_cps: 42.0 });
         let b = &view[&key("b")];
         assert!(b.healthy && b.latency_ms == Some(1.5) && b.load_cps == 0.0);
     }

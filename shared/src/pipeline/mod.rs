@@ -21,10 +21,14 @@
 //!    (spec/service-lb-policy.md);
 //! 7. [`weights`] — final shares (spec/origin-routing.md step 4).
 //!
+//! The stages decide over backends; [`endpoints`] turns per-endpoint health into a
+//! backend's endpoint counts and spreads a decision's backend shares over endpoints.
+//!
 //! Where two specs meet and are silent, the rule chosen is written in `docs/semantics.md`.
 
 pub mod availability;
 pub mod capacity;
+pub mod endpoints;
 pub mod isolation;
 pub mod latency;
 pub mod tiers;

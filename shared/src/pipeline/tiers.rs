@@ -4,14 +4,16 @@
 //!
 //! Backends with `failover = true` form the failover pool; the others are primaries. When
 //! the service has no failover backend every backend is a primary.
-//! - `failover_ratio` r (absent = 0.0), `h = available primaries / configured primaries`:
+//! - `failover_ratio` r (absent = 0.0), `h = healthy endpoints of available primaries /
+//!   enabled endpoints of configured primaries` (endpoints: the VMs of the seeds):
 //!   r = 0 fails over only when no primary is available; r > 0 fails over when `h < r`
 //!   (strictly).
 //! - not failed over → the available primaries of the best (lowest) available priority;
 //! - failed over → the available failover backends of their best priority; when none is
 //!   available but some primary is, the available primaries (best priority);
 //! - nothing available → `drop_traffic_if_unhealthy`: drop; otherwise last resort: the
-//!   enabled primaries with non-zero scaler of the best configured priority (unhealthy).
+//!   enabled primaries with non-zero scaler and at least one enabled endpoint of the best
+//!   configured priority (unhealthy).
 //!   When no such primary exists (e.g. all disabled) the connection is dropped.
 
 use super::{Ctx, TierKind, TraceEntry};
@@ -36,16 +38,22 @@ pub fn stage(ctx: &Ctx<'_>, available: &[usize], trace: &mut Vec<TraceEntry>) ->
 
     let failed_over = if has_pool {
         let r = svc.failover_ratio.unwrap_or(0.0);
-        let h = if primaries.is_empty() { 0.0 } else { avail_p.len() as f64 / primaries.len() as f64 };
+        // h counts endpoints (the VMs of spec/backend-selection.md): healthy endpoints of
+        // the available primaries over the enabled endpoints of every primary.
+        let healthy_eps: u32 = avail_p.iter().map(|&i| { let s = ctx.state(i); s.healthy_endpoints.min(s.endpoints) }).sum();
+        let all_eps: u32 = primaries.iter().map(|&i| ctx.state(i).endpoints).sum();
+        let h = if all_eps == 0 { 0.0 } else { f64::from(healthy_eps) / f64::from(all_eps) };
         numbers.insert("h".to_string(), h);
         numbers.insert("r".to_string(), r);
         numbers.insert("healthy_primaries".to_string(), avail_p.len() as f64);
         numbers.insert("configured_primaries".to_string(), primaries.len() as f64);
+        numbers.insert("healthy_primary_endpoints".to_string(), f64::from(healthy_eps));
+        numbers.insert("primary_endpoints".to_string(), f64::from(all_eps));
         let fo = if r == 0.0 { avail_p.is_empty() } else { h < r };
         notes.push(if r == 0.0 {
             format!("r = 0: fail over only when no primary is healthy -> {}", if fo { "failed over" } else { "primaries" })
         } else {
-            format!("h = {}/{} = {h:.4} {} r = {r} -> {}", avail_p.len(), primaries.len(), if fo { "<" } else { ">=" },
+            format!("h = {healthy_eps}/{all_eps} endpoints = {h:.4} {} r = {r} -> {}", if fo { "<" } else { ">=" },
                 if fo { "failed over" } else { "primaries" })
         });
         fo
@@ -73,7 +81,8 @@ pub fn stage(ctx: &Ctx<'_>, available: &[usize], trace: &mut Vec<TraceEntry>) ->
         let usable: Vec<usize> = primaries
             .iter()
             .copied()
-            .filter(|&i| svc.backends[i].enabled && svc.backends[i].capacity_scaler != 0.0)
+            // an empty group (every endpoint disabled) has nowhere to send a connection
+            .filter(|&i| svc.backends[i].enabled && svc.backends[i].capacity_scaler != 0.0 && ctx.state(i).endpoints > 0)
             .collect();
         match best_priority(ctx, &usable) {
             Some(p) => (TierKind::LastResortPrimaries, of_priority(ctx, &usable, p),

@@ -4,13 +4,15 @@
 //! - B ("zonal affinity check backends") from A's kind: healthy primaries of priority p →
 //!   every configured primary of priority p; healthy failover of priority p → every
 //!   configured failover backend of priority p; last resort → A (all primaries, unhealthy).
-//!   Configured members that are disabled or have `capacity_scaler = 0` are left out of B:
+//!   Configured members that are disabled, have `capacity_scaler = 0` or no enabled
+//!   endpoint are left out of B:
 //!   an operator's "no traffic" always wins (docs/semantics.md).
 //! - C = members of B in the client's zone; I = A ∩ C.
 //! - zonal match: affinity enabled, client compatible, C not empty; otherwise result A.
 //! - STAY_WITHIN_ZONE: I if not empty, else C.
 //! - SPILL_CROSS_ZONE, ratio 0: I if not empty, else A.
-//! - SPILL_CROSS_ZONE, ratio > 0: `|I|/|C| >= spillover_ratio` → I, else A. In the last
+//! - SPILL_CROSS_ZONE, ratio > 0: `|I|/|C| >= spillover_ratio` → I, else A, where |I| and
+//!   |C| count endpoints (healthy ones of I, enabled ones of C: the VMs of the seed). In the last
 //!   resort case I = C and the ratio is 1.0: the result is the unhealthy primaries in the
 //!   client's zone (the seed's rule; docs/semantics.md).
 
@@ -23,7 +25,7 @@ pub const RATIO_EPSILON: f64 = 1e-9;
 /// The B set for a tier kind (see module docs).
 pub fn check_set(ctx: &Ctx<'_>, kind: TierKind, a: &[usize]) -> Vec<usize> {
     let bs = &ctx.svc.backends;
-    let usable = |i: &usize| bs[*i].enabled && bs[*i].capacity_scaler != 0.0;
+    let usable = |i: &usize| bs[*i].enabled && bs[*i].capacity_scaler != 0.0 && ctx.state(*i).endpoints > 0;
     match kind {
         TierKind::HealthyPrimaries { priority } => (0..bs.len())
             .filter(|&i| !bs[i].failover && bs[i].priority == priority)
@@ -57,7 +59,15 @@ pub fn stage(ctx: &Ctx<'_>, client: &ClientClass, kind: TierKind, a: &[usize], t
     let b = check_set(ctx, kind, a);
     let c: Vec<usize> = b.iter().copied().filter(|&i| svc.backends[i].zone == *zone).collect();
     let i_set: Vec<usize> = c.iter().copied().filter(|x| a.contains(x)).collect();
-    let ratio = if c.is_empty() { 0.0 } else { i_set.len() as f64 / c.len() as f64 };
+    // |I| and |C| count endpoints, the VMs of spec/zonal-affinity.md (seed 000): healthy
+    // endpoints of I over enabled endpoints of C. In the last resort I = C (all unhealthy)
+    // and both count every endpoint, so the ratio is 1.0 as before.
+    let ep = |set: &[usize], healthy: bool| -> u32 {
+        set.iter().map(|&i| { let s = ctx.state(i); if healthy { s.healthy_endpoints.min(s.endpoints) } else { s.endpoints } }).sum()
+    };
+    let n_i = ep(&i_set, kind != TierKind::LastResortPrimaries);
+    let n_c = ep(&c, false);
+    let ratio = if c.is_empty() || n_c == 0 { 0.0 } else { f64::from(n_i) / f64::from(n_c) };
     let spill = svc.spillover_ratio.unwrap_or(0.0);
     let (out, rule): (Vec<usize>, String) = if c.is_empty() {
         (a.to_vec(), format!("no zonal match: C is empty (no member of B in {zone}): result A (spec/zonal-affinity.md \"Zonal match\")"))
@@ -79,9 +89,9 @@ pub fn stage(ctx: &Ctx<'_>, client: &ClientClass, kind: TierKind, a: &[usize], t
             }
             _ => {
                 if ratio + RATIO_EPSILON >= spill {
-                    (i_set.clone(), format!("SPILL_CROSS_ZONE: |I|/|C| = {}/{} = {ratio:.4} >= {spill}: result I (spec/zonal-affinity.md)", i_set.len(), c.len()))
+                    (i_set.clone(), format!("SPILL_CROSS_ZONE: |I|/|C| = {n_i}/{n_c} endpoints = {ratio:.4} >= {spill}: result I (spec/zonal-affinity.md)"))
                 } else {
-                    (a.to_vec(), format!("SPILL_CROSS_ZONE: |I|/|C| = {}/{} = {ratio:.4} < {spill}: result A (spec/zonal-affinity.md)", i_set.len(), c.len()))
+                    (a.to_vec(), format!("SPILL_CROSS_ZONE: |I|/|C| = {n_i}/{n_c} endpoints = {ratio:.4} < {spill}: result A (spec/zonal-affinity.md)"))
                 }
             }
         }

@@ -158,7 +158,7 @@ mod tests {
     fn plan(f: impl FnOnce(&mut HealthCheck)) -> Plan {
         let mut check = HealthCheck { kind: HealthCheckKind::Http, ..HealthCheck::default() };
         f(&mut check);
-        let t = Target { service: "s".into(), backend: "b".into(), addr: SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 1), 8080), check };
+        let t = Target { service: "s".into(), backend: "b".into(), endpoint: "b".into(), addr: SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 1), 8080), check };
         Plan::new(&t, 80)
     }
 
