@@ -294,6 +294,13 @@ fn ip(args: &[&str]) -> Result<(), String> {
     }
 }
 
+/// Whether backend `b` of service `s` has an enabled endpoint that is healthy (an endpoint
+/// missing from the health view counts as healthy, as in the snapshot).
+fn backend_has_healthy_endpoint(cfg: &spillway_shared::config::Config, health: &crate::control::HealthView, s: &str, b: &str) -> bool {
+    let Some(backend) = cfg.service(s).and_then(|svc| svc.backends.iter().find(|x| x.name == b)) else { return false };
+    backend.members().into_iter().filter(|m| m.enabled).any(|m| health.get(&(s.to_string(), b.to_string(), m.name)).is_none_or(|h| h.healthy))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -388,11 +395,4 @@ mod tests {
             }
         }
     }
-}
-
-/// Whether backend `b` of service `s` has an enabled endpoint that is healthy (an endpoint
-/// missing from the health view counts as healthy, as in the snapshot).
-fn backend_has_healthy_endpoint(cfg: &spillway_shared::config::Config, health: &crate::control::HealthView, s: &str, b: &str) -> bool {
-    let Some(backend) = cfg.service(s).and_then(|svc| svc.backends.iter().find(|x| x.name == b)) else { return false };
-    backend.members().into_iter().filter(|m| m.enabled).any(|m| health.get(&(s.to_string(), b.to_string(), m.name)).is_none_or(|h| h.healthy))
 }

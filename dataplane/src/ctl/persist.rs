@@ -59,6 +59,28 @@ pub fn write_back(path: &Path, old: &Config, new: &Config, generation: u64) -> s
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
         Err(e) => return Err(e),
     };
+    if let Some(text) = &current {
+        // An edit by hand since the daemon loaded the file would be overwritten silently:
+        // refuse instead, unless the file already holds what we are about to write (e.g.
+        // `spillwayctl config apply` of the edited file itself).
+        match Config::from_toml(text) {
+            Ok(on_disk) if &on_disk == old || &on_disk == new => {}
+            Ok(_) => {
+                return Err(std::io::Error::other(format!(
+                    "{} was changed by hand since the daemon loaded it (it no longer matches the running config); \
+                     apply it with `spillwayctl config apply {}` or restart, then retry the edit",
+                    path.display(),
+                    path.display()
+                )))
+            }
+            Err(e) => {
+                return Err(std::io::Error::other(format!(
+                    "{} does not parse any more (edited by hand?): {e}; fix it, or apply a good file with `spillwayctl config apply`, then retry the edit",
+                    path.display()
+                )))
+            }
+        }
+    }
     let w = render(current.as_deref(), old, new, generation);
     write_atomic(path, &w.text)?;
     Ok(w)

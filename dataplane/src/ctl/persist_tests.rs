@@ -182,16 +182,25 @@ fn comments_and_layout_survive_service_and_backend_edits() {
     assert_eq!(text.matches(HEADER_PREFIX).count(), 1);
 }
 
+/// A hand edit of the file since the daemon loaded it is never overwritten silently: the
+/// live edit is refused, naming the file and what to do; nothing changes (new-user test).
 #[test]
-fn a_file_changed_by_hand_is_written_in_canonical_form() {
+fn a_live_edit_never_overwrites_a_hand_edit() {
     let f = fixture("hand");
-    // someone changed the port in the file behind the daemon's back: the running config
-    // (port 80) wins, and the merge alone cannot say so (the edit does not touch `port`)
-    std::fs::write(&f.path, COMMENTED.replace("port = 80", "port = 81")).unwrap();
-    applied(f.daemon.edit_request(Request::BackendSet { service: "web".into(), name: "b2".into(), fields: fields(&[("weight", "90")]), if_generation: None }));
+    let edited = COMMENTED.replace("port = 80", "port = 81");
+    std::fs::write(&f.path, &edited).unwrap();
+    let before = f.daemon.control.lock().unwrap().cfg.clone();
+    let r = f.daemon.edit_request(Request::BackendSet { service: "web".into(), name: "b2".into(), fields: fields(&[("weight", "90")]), if_generation: None });
+    match r {
+        Response::Error { message } => assert!(message.contains("changed by hand") && message.contains("config apply"), "{message}"),
+        other => panic!("the edit overwrote a hand edit: {other:?}"),
+    }
+    assert_eq!(std::fs::read_to_string(&f.path).unwrap(), edited, "the file is untouched");
+    assert_eq!(f.daemon.control.lock().unwrap().cfg, before, "the running config is untouched");
+    // applying the edited file itself is the way forward, and keeps its comments
+    applied(f.daemon.config_apply(&edited, None));
     let text = std::fs::read_to_string(&f.path).unwrap();
-    assert_eq!(Config::from_toml(&text).unwrap(), f.daemon.control.lock().unwrap().cfg, "the running config is what the file says");
-    assert!(text.starts_with(HEADER_PREFIX) && text.lines().next().unwrap().contains("could not be kept"), "{text}");
+    assert!(text.contains("port = 81") && text.contains("# Second backend."), "{text}");
 }
 
 #[test]
