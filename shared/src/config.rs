@@ -955,6 +955,44 @@ fn lim(path: &str) -> &'static crate::limits::Limit {
     crate::limits::get(path)
 }
 
+/// The range-table row of a concrete field path (`services[0].spillover_ratio` →
+/// `services[].spillover_ratio`), if the table has one.
+fn limit_of(path: &str) -> Option<&'static crate::limits::Limit> {
+    let mut generic = String::with_capacity(path.len());
+    let mut in_index = false;
+    for c in path.chars() {
+        match c {
+            '[' => {
+                in_index = true;
+                generic.push('[');
+            }
+            ']' => {
+                in_index = false;
+                generic.push(']');
+            }
+            _ if in_index => {}
+            _ => generic.push(c),
+        }
+    }
+    crate::limits::LIMITS.iter().find(|l| l.path == generic)
+}
+
+/// The one range-table row whose field is named `key`, when exactly one is.
+fn unique_limit_by_key(key: &str) -> Option<&'static crate::limits::Limit> {
+    let mut rows = crate::limits::LIMITS.iter().filter(|l| l.path.rsplit('.').next() == Some(key));
+    let first = rows.next()?;
+    rows.next().is_none().then_some(first)
+}
+
+/// The key of the `key = value` line holding byte offset `at`, if that line is one.
+fn span_line_key(text: &str, at: usize) -> Option<String> {
+    let start = text.get(..at.min(text.len()))?.rfind('\n').map_or(0, |i| i + 1);
+    let line = text.get(start..)?.lines().next()?;
+    let (k, _) = line.split_once('=')?;
+    let k = k.trim();
+    (!k.is_empty() && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')).then(|| k.to_string())
+}
+
 /// Line and column (1-based) of a byte offset.
 fn line_col(text: &str, at: usize) -> (usize, usize) {
     let before = &text[..at.min(text.len())];
@@ -1131,8 +1169,29 @@ impl Config {
             let span = inner.span();
             let at = span.as_ref().map(|s| line_col(text, s.start)).map(|(l, c)| format!(" (line {l}, column {c})")).unwrap_or_default();
             let raw = span.and_then(|s| text.get(s)).map(str::trim).filter(|r| !r.is_empty() && r.len() <= 80 && !r.contains('\n'));
+            // The allowed range of the field, from the one range table, for errors that
+            // serde reports without it (a string where a number goes, a number beyond
+            // what the field's type holds).
+            let allowed = |p: &str| limit_of(p).map(|l| format!("; {}", l.allowed())).unwrap_or_default();
             if path.is_empty() || path == "." {
-                format!("{msg}{at}")
+                // the TOML parser itself (e.g. an integer beyond 64 bits): name the key of
+                // that line and, when it names one field, its range
+                let key = span_line_key(text, inner.span().map_or(0, |s| s.start));
+                match key {
+                    Some(k) => {
+                        let l = unique_limit_by_key(&k);
+                        let name = l.map_or(k.clone(), |l| l.path.to_string());
+                        let range = l.map(|l| format!("; {}", l.allowed())).unwrap_or_default();
+                        format!("{name}: {msg}{range}{at}")
+                    }
+                    None => format!("{msg}{at}"),
+                }
+            } else if msg.starts_with("invalid type") {
+                let extra = allowed(&path);
+                match raw {
+                    Some(r) => format!("{path} = {r}: {msg}{extra}{at}"),
+                    None => format!("{path}: {msg}{extra}{at}"),
+                }
             } else if msg.starts_with('.') || msg.starts_with(':') {
                 format!("{path}{msg}{at}")
             } else if msg.starts_with("missing field") || msg.starts_with("unknown field") {

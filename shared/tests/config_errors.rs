@@ -214,3 +214,14 @@ fn small_maglev_tables_are_a_warning_not_an_error() {
     assert!(w[0].starts_with("services[0].maglev_table_size = 251: under 100 x 3 backends"), "{w:?}");
     assert!(load(BASE).unwrap().warnings().is_empty());
 }
+
+/// Type errors serde reports without a range (a string where a number goes, an integer
+/// beyond 64 bits) still name the field and its allowed range (new-user test).
+#[test]
+fn type_errors_name_the_range_too() {
+    let base = "[dataplane]\nidle_sleep_us = 5\n[[services]]\nname = \"web\"\nvip = \"10.0.0.100\"\nport = 80\nspillover_ratio = 0.5\n[[services.backends]]\nname = \"b1\"\naddress = \"10.0.1.1\"\nmac = \"02:00:00:00:0b:01\"\n";
+    let e = spillway_shared::config::Config::from_toml(&base.replace("spillover_ratio = 0.5", "spillover_ratio = \"high\"")).unwrap_err();
+    assert!(e.contains("services[0].spillover_ratio = \"high\"") && e.contains("must be in [0.0, 1.0]"), "{e}");
+    let e = spillway_shared::config::Config::from_toml(&base.replace("idle_sleep_us = 5", "idle_sleep_us = 99999999999999999999")).unwrap_err();
+    assert!(e.contains("dataplane.idle_sleep_us") && e.contains("must be in 0..=10000"), "{e}");
+}
