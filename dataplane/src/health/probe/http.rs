@@ -4,13 +4,9 @@
 //! Responses are parsed with `httparse`. The request and the response rules are shared
 //! with `type = "https"`.
 
-use super::{connect_done, connect_tcp, read_some, shown, write_some, Step};
+use super::{shown, Exchange, Step};
 use crate::health::Target;
-use mio::net::TcpStream;
-use mio::{Registry, Token};
 use spillway_shared::config::HEALTH_MAX_BODY;
-use std::io;
-use std::net::SocketAddrV4;
 
 /// Headers parsed at most; a response with more fails.
 const MAX_HEADERS: usize = 64;
@@ -91,69 +87,16 @@ impl Plan {
     }
 }
 
-#[derive(Debug)]
-enum Phase {
-    Connecting,
-    Sending { off: usize },
-    Reading { got: Vec<u8> },
-}
-
-/// One HTTP probe in flight.
-#[derive(Debug)]
-pub struct Probe {
-    stream: TcpStream,
-    phase: Phase,
-}
-
-impl Probe {
-    /// Starts the non-blocking connect.
-    pub fn start(addr: SocketAddrV4, registry: &Registry, token: Token) -> io::Result<Probe> {
-        Ok(Probe { stream: connect_tcp(addr, registry, token)?, phase: Phase::Connecting })
-    }
-
-    /// What the probe waits for (see [`super::Probe::stage`]).
-    pub fn stage(&self) -> String {
-        match &self.phase {
-            Phase::Connecting => "connecting".into(),
-            Phase::Sending { .. } => "sending the request".into(),
-            Phase::Reading { got } => super::reading_stage(got.len()),
-        }
-    }
-
-    /// Advances on readiness.
-    pub fn ready(&mut self, plan: &Plan) -> Step {
-        loop {
-            match &mut self.phase {
-                Phase::Connecting => match connect_done(&self.stream) {
-                    Ok(true) => self.phase = Phase::Sending { off: 0 },
-                    Ok(false) => return Step::Pending,
-                    Err(reason) => return Step::Done(Err(reason)),
-                },
-                Phase::Sending { off } => match write_some(&mut self.stream, &plan.request, off) {
-                    Ok(true) => self.phase = Phase::Reading { got: Vec::new() },
-                    Ok(false) => return Step::Pending,
-                    Err(reason) => return Step::Done(Err(reason)),
-                },
-                Phase::Reading { got } => {
-                    let eof = match read_some(&mut self.stream, got, HEALTH_MAX_BODY) {
-                        Ok(eof) => eof,
-                        Err(reason) => return Step::Done(Err(reason)),
-                    };
-                    return match plan.evaluate(got, eof) {
-                        Some(r) => Step::Done(r),
-                        None => Step::Pending,
-                    };
-                }
-            }
-        }
-    }
+/// Advances on readiness: sends the GET, then judges the response ([`Plan::evaluate`]).
+pub fn ready(ex: &mut Exchange, plan: &Plan) -> Step {
+    ex.ready(&plan.request, false, HEALTH_MAX_BODY, |got, eof| plan.evaluate(got, eof))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use spillway_shared::config::{HealthCheck, HealthCheckKind};
-    use std::net::Ipv4Addr;
+    use std::net::{Ipv4Addr, SocketAddrV4};
 
     fn plan(f: impl FnOnce(&mut HealthCheck)) -> Plan {
         let mut check = HealthCheck { kind: HealthCheckKind::Http, ..HealthCheck::default() };

@@ -59,9 +59,9 @@ pub enum Step {
 #[derive(Debug)]
 pub enum Probe {
     /// TCP connect (and optional request/response).
-    Tcp(tcp::Probe),
+    Tcp(Exchange),
     /// HTTP/1.0 GET.
-    Http(http::Probe),
+    Http(Exchange),
     /// HTTP/1.0 GET over TLS.
     Https(Box<https::Probe>),
     /// UDP request/answer.
@@ -74,8 +74,8 @@ impl Probe {
     /// shortage (see [`super::is_local_error`]) or the backend's failure.
     pub fn start(plan: &Plan, addr: SocketAddrV4, registry: &Registry, token: Token) -> io::Result<Probe> {
         Ok(match plan {
-            Plan::Tcp(_) => Probe::Tcp(tcp::Probe::start(addr, registry, token)?),
-            Plan::Http(_) => Probe::Http(http::Probe::start(addr, registry, token)?),
+            Plan::Tcp(_) => Probe::Tcp(Exchange::start(addr, registry, token)?),
+            Plan::Http(_) => Probe::Http(Exchange::start(addr, registry, token)?),
             Plan::Https(p) => Probe::Https(Box::new(https::Probe::start(p, addr, registry, token)?)),
             Plan::Udp(p) => Probe::Udp(udp::Probe::start(p, addr, registry, token)?),
         })
@@ -85,8 +85,7 @@ impl Probe {
     /// handshake"`, `"waiting for the response"`, ...).
     pub fn stage(&self) -> String {
         match self {
-            Probe::Tcp(p) => p.stage(),
-            Probe::Http(p) => p.stage(),
+            Probe::Tcp(p) | Probe::Http(p) => p.stage(),
             Probe::Https(p) => p.stage(),
             Probe::Udp(_) => "waiting for the answer".into(),
         }
@@ -95,11 +94,73 @@ impl Probe {
     /// Advances on a readiness event.
     pub fn ready(&mut self, plan: &Plan) -> Step {
         match (self, plan) {
-            (Probe::Tcp(p), Plan::Tcp(plan)) => p.ready(plan),
-            (Probe::Http(p), Plan::Http(plan)) => p.ready(plan),
+            (Probe::Tcp(p), Plan::Tcp(plan)) => tcp::ready(p, plan),
+            (Probe::Http(p), Plan::Http(plan)) => http::ready(p, plan),
             (Probe::Https(p), Plan::Https(plan)) => p.ready(plan),
             (Probe::Udp(p), Plan::Udp(plan)) => p.ready(plan),
             _ => Step::Done(Err("internal: probe and plan of different kinds".into())),
+        }
+    }
+}
+
+/// A plain TCP exchange, the part the `tcp` and `http` probes share: connect, send the
+/// request, then read what the backend answers until the kind's rule (`judge`) decides.
+#[derive(Debug)]
+pub struct Exchange {
+    stream: TcpStream,
+    phase: Phase,
+}
+
+#[derive(Debug)]
+enum Phase {
+    Connecting,
+    Sending { off: usize },
+    Reading { got: Vec<u8> },
+}
+
+impl Exchange {
+    /// Starts the non-blocking connect.
+    pub(crate) fn start(addr: SocketAddrV4, registry: &Registry, token: Token) -> io::Result<Exchange> {
+        Ok(Exchange { stream: connect_tcp(addr, registry, token)?, phase: Phase::Connecting })
+    }
+
+    /// What the exchange waits for (see [`Probe::stage`]).
+    pub(crate) fn stage(&self) -> String {
+        match &self.phase {
+            Phase::Connecting => "connecting".into(),
+            Phase::Sending { .. } => "sending the request".into(),
+            Phase::Reading { got } => reading_stage(got.len()),
+        }
+    }
+
+    /// Advances on readiness: connects, sends `request` (done right after it when
+    /// `done_after_send`), then reads at most `read_limit` bytes and asks `judge(got, eof)`,
+    /// which returns the result once it can tell (`None`: read more).
+    pub(crate) fn ready(&mut self, request: &[u8], done_after_send: bool, read_limit: usize, mut judge: impl FnMut(&[u8], bool) -> Option<Result<(), String>>) -> Step {
+        loop {
+            match &mut self.phase {
+                Phase::Connecting => match connect_done(&self.stream) {
+                    Ok(true) => self.phase = Phase::Sending { off: 0 },
+                    Ok(false) => return Step::Pending,
+                    Err(reason) => return Step::Done(Err(reason)),
+                },
+                Phase::Sending { off } => match write_some(&mut self.stream, request, off) {
+                    Ok(true) if done_after_send => return Step::Done(Ok(())),
+                    Ok(true) => self.phase = Phase::Reading { got: Vec::new() },
+                    Ok(false) => return Step::Pending,
+                    Err(reason) => return Step::Done(Err(reason)),
+                },
+                Phase::Reading { got } => {
+                    let eof = match read_some(&mut self.stream, got, read_limit) {
+                        Ok(eof) => eof,
+                        Err(reason) => return Step::Done(Err(reason)),
+                    };
+                    return match judge(got, eof) {
+                        Some(r) => Step::Done(r),
+                        None => Step::Pending,
+                    };
+                }
+            }
         }
     }
 }

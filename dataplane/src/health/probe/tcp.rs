@@ -3,12 +3,8 @@
 //! backend-selection.md "Health checks"; the payload options follow the cloud TCP checks).
 //! The socket is closed with a RST (`SO_LINGER` 0).
 
-use super::{connect_done, connect_tcp, read_some, shown, write_some, Step};
-use mio::net::TcpStream;
-use mio::{Registry, Token};
+use super::{shown, Exchange, Step};
 use spillway_shared::config::HealthCheck;
-use std::io;
-use std::net::SocketAddrV4;
 
 /// Payloads of a TCP check.
 #[derive(Debug, Default)]
@@ -27,80 +23,17 @@ impl Plan {
     }
 }
 
-#[derive(Debug)]
-enum Phase {
-    Connecting,
-    Sending { off: usize },
-    Reading { got: Vec<u8> },
-}
-
-/// One TCP probe in flight.
-#[derive(Debug)]
-pub struct Probe {
-    stream: TcpStream,
-    phase: Phase,
-}
-
-impl Probe {
-    /// Starts the non-blocking connect.
-    pub fn start(addr: SocketAddrV4, registry: &Registry, token: Token) -> io::Result<Probe> {
-        Ok(Probe { stream: connect_tcp(addr, registry, token)?, phase: Phase::Connecting })
-    }
-
-    /// What the probe waits for (see [`super::Probe::stage`]).
-    pub fn stage(&self) -> String {
-        match &self.phase {
-            Phase::Connecting => "connecting".into(),
-            Phase::Sending { .. } => "sending the request".into(),
-            Phase::Reading { got } => super::reading_stage(got.len()),
+/// Advances on readiness: done once connected and `request` sent, or once the answer
+/// starts with `response` when one is expected.
+pub fn ready(ex: &mut Exchange, plan: &Plan) -> Step {
+    let want = &plan.response;
+    ex.ready(&plan.request, want.is_empty(), want.len(), |got, eof| {
+        if !want.starts_with(got) {
+            return Some(Err(format!("TCP answer {:?} does not start with {:?}", shown(got), shown(want))));
         }
-    }
-
-    /// Advances on readiness.
-    pub fn ready(&mut self, plan: &Plan) -> Step {
-        match self.advance(plan) {
-            Ok(true) => Step::Done(Ok(())),
-            Ok(false) => Step::Pending,
-            Err(reason) => Step::Done(Err(reason)),
+        if got.len() == want.len() {
+            return Some(Ok(()));
         }
-    }
-
-    fn advance(&mut self, plan: &Plan) -> Result<bool, String> {
-        loop {
-            match &mut self.phase {
-                Phase::Connecting => {
-                    if !connect_done(&self.stream)? {
-                        return Ok(false);
-                    }
-                    self.phase = Phase::Sending { off: 0 };
-                }
-                Phase::Sending { off } => {
-                    if !write_some(&mut self.stream, &plan.request, off)? {
-                        return Ok(false);
-                    }
-                    if plan.response.is_empty() {
-                        return Ok(true);
-                    }
-                    self.phase = Phase::Reading { got: Vec::new() };
-                }
-                Phase::Reading { got } => {
-                    let eof = read_some(&mut self.stream, got, plan.response.len())?;
-                    if !plan.response.starts_with(got) {
-                        return Err(format!("TCP answer {:?} does not start with {:?}", shown(got), shown(&plan.response)));
-                    }
-                    if got.len() == plan.response.len() {
-                        return Ok(true);
-                    }
-                    if eof {
-                        return Err(format!(
-                            "connection closed after {} bytes; expected an answer starting with {:?}",
-                            got.len(),
-                            shown(&plan.response)
-                        ));
-                    }
-                    return Ok(false);
-                }
-            }
-        }
-    }
+        eof.then(|| Err(format!("connection closed after {} bytes; expected an answer starting with {:?}", got.len(), shown(want))))
+    })
 }
