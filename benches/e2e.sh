@@ -14,8 +14,8 @@
 # per packet of the capture, so this case raises `dataplane.mbufs_per_port` to MBUFS_1M
 # (default 1048575, the maximum of docs/config.md; must exceed FLOWS_1M by the RX
 # descriptors and mempool caches) and the EAL memory to MEM_1M_MB (default 10240: Spillway
-# makes one pool per port and with --no-huge (4 KiB pages) a mempool gives each ~2.3 KiB
-# mbuf a page of its own, so 2 x ~4 GiB, ~9 GiB resident while it runs), and sizes
+# makes one pool per port, and with --no-huge (4 KiB pages) one pool of 1 M ~2.3 KiB
+# mbufs was measured at ~4.3 GiB resident, apparently a page per mbuf: ~9 GiB in all), and sizes
 # `conntrack.capacity_per_worker` to >= 2 x FLOWS_1M (2,097,152 for 1 M: 64 MiB). It
 # refuses to start when MemAvailable is below MEM_1M_MB + 1 GiB.
 # Prints one line per run (`run=<name> mpps=<x> ...`), then `ratio_vs_5tswap=X.XX`
