@@ -8,9 +8,21 @@
 # IMIX=1 to add an IMIX run, SYN=1 to add a SYN (new-connection) run, SKIP_BUILD=1,
 # SPILLWAY_BIN / SPILLWAYCTL_BIN (default $CARGO_TARGET_DIR or target, release),
 # WORK (scratch dir, default a mktemp dir), CORE (forwarding core, default 1).
-# Prints one line per run (`run=<name> mpps=<x> ...`) and, last, `ratio_vs_5tswap=X.XX`
-# (Spillway established 64-byte Mpps / testpmd 5tswap Mpps). Exit status non-zero on any
-# failure (build, a run that forwarded nothing, unparsable counters).
+# Many-flows case (pcap mode, on by default): FLOWS_1M (default 1000000; 0 skips it) flows,
+# one packet each, replayed; run `spillway_est64_1m` right after the N_FLOWS run, then
+# `testpmd_io_1m` (the generator's own ceiling with that capture). net_pcap holds one mbuf
+# per packet of the capture, so this case raises `dataplane.mbufs_per_port` to MBUFS_1M
+# (default 1048575, the maximum of docs/config.md; must exceed FLOWS_1M by the RX
+# descriptors and mempool caches) and the EAL memory to MEM_1M_MB (default 10240: Spillway
+# makes one pool per port, and with --no-huge (4 KiB pages) one pool of 1 M ~2.3 KiB
+# mbufs was measured at ~4.3 GiB resident, apparently a page per mbuf: ~9 GiB in all), and sizes
+# `conntrack.capacity_per_worker` to >= 2 x FLOWS_1M (2,097,152 for 1 M: 64 MiB). It
+# refuses to start when MemAvailable is below MEM_1M_MB + 1 GiB.
+# Prints one line per run (`run=<name> mpps=<x> ...`), then `ratio_vs_5tswap=X.XX`
+# (Spillway established 64-byte Mpps / testpmd 5tswap Mpps) and, with the many-flows case,
+# `ratio_1m_vs_1k=X.XX` (spillway_est64_1m Mpps / spillway_est64 Mpps, same invocation).
+# Exit status non-zero on any failure (build, a run that forwarded nothing, unparsable
+# counters).
 # Needs: cargo, python3, dpdk-testpmd (apt: dpdk, dpdk-dev, libpcap-dev). Runs as root
 # (EAL), with --no-huge, so no hugepage setup is needed.
 set -euo pipefail
@@ -19,13 +31,15 @@ MODE="${1:-pcap}"
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/.." && pwd)"
 N_FLOWS="${N_FLOWS:-1000}"
+FLOWS_1M="${FLOWS_1M:-1000000}"
+MBUFS_1M="${MBUFS_1M:-1048575}"
+MEM_1M_MB="${MEM_1M_MB:-10240}"
 DURATION="${DURATION:-5}"
 SIZE="${SIZE:-64}"
 CORE="${CORE:-1}"
 TARGET="${CARGO_TARGET_DIR:-$ROOT/target}"
 SPILLWAY_BIN="${SPILLWAY_BIN:-$TARGET/release/spillway}"
 SPILLWAYCTL_BIN="${SPILLWAYCTL_BIN:-$TARGET/release/spillwayctl}"
-EAL=(--no-huge --no-shconf -m 512 --no-pci)
 TESTPMD="${TESTPMD:-dpdk-testpmd}"
 
 die() { echo "e2e.sh: error: $*" >&2; exit 1; }
@@ -51,7 +65,7 @@ fi
 # spillway_config FILE RX_DEVICE TX_DEVICE [extra eal args...]
 spillway_config() {
     local file="$1" rx="$2" tx="$3"; shift 3
-    local eal='"--no-huge", "--no-shconf", "-m", "512", "--no-pci"' a
+    local eal="\"--no-huge\", \"--no-shconf\", \"-m\", \"${SPW_MEM_MB:-512}\", \"--no-pci\"" a
     for a in "$@"; do eal+=", \"$a\""; done
     cat > "$file" <<CFG
 [dataplane]
@@ -59,9 +73,10 @@ eal_args = [$eal]
 workers = 1
 worker_cores = [$CORE]
 socket = "$WORK/ctl.sock"
+mbufs_per_port = ${SPW_MBUFS:-8191}
 
 [conntrack]
-capacity_per_worker = 1048576
+capacity_per_worker = ${SPW_CAPACITY:-1048576}
 
 [[ports]]
 name = "in"
@@ -102,16 +117,18 @@ CFG
 # status_field JSON_FILE EXPR: a number from a StatusReport JSON (python, no deps).
 json_get() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2], {}, {"d": d}))' "$1" "$2"; }
 
-# run_spillway NAME PCAP: one worker, pcap -> null for DURATION s. Mpps from two status
-# samples over the control socket (steady state, startup excluded); falls back to the
-# final counters / uptime when spillwayctl is missing.
+# run_spillway NAME PCAP [FLOWS]: one worker, pcap -> null for DURATION s. Mpps from two
+# status samples over the control socket (steady state, startup excluded); falls back to
+# the final counters / uptime when spillwayctl is missing. SPW_MBUFS, SPW_MEM_MB and
+# SPW_CAPACITY (environment of the call) override the pool, EAL memory and table size.
 run_spillway() {
-    local name="$1" pcap="$2" cfg="$WORK/$1.toml" log="$WORK/$1.log"
+    local name="$1" pcap="$2" flows="${3:-$N_FLOWS}" cfg="$WORK/$1.toml" log="$WORK/$1.log"
     spillway_config "$cfg" "net_pcap0,rx_pcap=$pcap,infinite_rx=1" "net_null0,no-rx=1"
     rm -f "$WORK/ctl.sock"
     "$SPILLWAY_BIN" --config "$cfg" --socket "$WORK/ctl.sock" --duration "$((DURATION + 2))" > "$log" 2>&1 &
     local pid=$! t=0 mpps=""
-    while [[ ! -S "$WORK/ctl.sock" ]] && ((t < 100)); do sleep 0.1; t=$((t + 1)); done
+    # up to 300 s: two pools of 1 M mbufs and a 1 M-packet capture take minutes on a busy host
+    while [[ ! -S "$WORK/ctl.sock" ]] && ((t < 3000)) && kill -0 "$pid" 2>/dev/null; do sleep 0.1; t=$((t + 1)); done
     if [[ -x "$SPILLWAYCTL_BIN" && -S "$WORK/ctl.sock" ]]; then
         sleep 1
         "$SPILLWAYCTL_BIN" --socket "$WORK/ctl.sock" status --json > "$WORK/$name.s1.json" || true
@@ -138,31 +155,41 @@ PY
     up="$(json_get "$WORK/$name.final.json" 'd["uptime_sec"]')"
     ((fwd > 0)) || die "spillway ($name) forwarded nothing; log: $log"
     [[ -n "$mpps" ]] || mpps="$(python3 -c "print('%.3f' % ($fwd / $up / 1e6))")"
-    echo "run=spillway_$name mpps=$mpps rx=$rx forwarded=$fwd new_connections=$newc flows=$N_FLOWS"
+    echo "run=spillway_$name mpps=$mpps rx=$rx forwarded=$fwd new_connections=$newc flows=$flows"
     eval "MPPS_$name=$mpps"
 }
 
-# run_testpmd MODE PCAP: testpmd MODE forwarding on the same vdevs and core; Mpps = mean
-# of port 1 Tx-pps over the per-second samples after the first two.
+# run_testpmd MODE PCAP [SUFFIX FLOWS MBUFS MEM_MB]: testpmd MODE forwarding on the same
+# vdevs and core; Mpps = mean of port 1 Tx-pps over the per-second samples after the
+# first two (the first ones include the capture's load for a large capture).
 run_testpmd() {
-    local fwd="$1" pcap="$2" log="$WORK/testpmd_$1.log"
-    timeout -s INT "$((DURATION + 3))" "$TESTPMD" "${EAL[@]}" -l "0,$CORE" \
+    local fwd="$1" pcap="$2" sfx="${3:-}" flows="${4:-$N_FLOWS}" mbufs="${5:-16384}" mem="${6:-512}"
+    local log="$WORK/testpmd_$1$sfx.log"
+    # a pool of 1 M mbufs takes testpmd tens of seconds to set up: more time before the samples
+    timeout -s INT "$((DURATION + 3 + (mbufs > 16384 ? 40 : 0)))" "$TESTPMD" --no-huge --no-shconf -m "$mem" --no-pci -l "0,$CORE" \
         --vdev "net_pcap0,rx_pcap=$pcap,infinite_rx=1" --vdev "net_null0,no-rx=1" -- \
-        --forward-mode="$fwd" --total-num-mbufs=16384 --stats-period 1 --nb-cores=1 \
+        --forward-mode="$fwd" --total-num-mbufs="$mbufs" --stats-period 1 --nb-cores=1 \
         --rxq=1 --txq=1 > "$log" 2>&1 < /dev/null || true
     local mpps
     mpps="$(awk '/NIC statistics for port/ { port = $(NF-1) }
                  /Tx-pps:/ && port == "1" { n++; if (n > 2) { s += $2; k++ } }
                  END { if (k) printf "%.3f", s / k / 1e6 }' "$log")"
-    [[ -n "$mpps" && "$mpps" != "0.000" ]] || die "testpmd $fwd: no throughput samples; log: $log"
-    echo "run=testpmd_$fwd mpps=$mpps flows=$N_FLOWS"
-    eval "MPPS_testpmd_$fwd=$mpps"
+    if [[ -z "$mpps" || "$mpps" == "0.000" ]]; then
+        # the 1 M reference run is informative only: report it, do not fail the benchmark
+        [[ -n "$sfx" ]] && { echo "run=testpmd_$fwd$sfx mpps=NA flows=$flows (no throughput samples; log: $log)"; return 0; }
+        die "testpmd $fwd: no throughput samples; log: $log"
+    fi
+    echo "run=testpmd_$fwd$sfx mpps=$mpps flows=$flows"
+    eval "MPPS_testpmd_$fwd$sfx=$mpps"
 }
 
 # ---------------------------------------------------------------- pcap mode ----
 pcap_mode() {
     python3 "$HERE/gen_pcap.py" --out "$WORK/est64.pcap" --flows "$N_FLOWS" --size "$SIZE" 2>/dev/null
     run_spillway est64 "$WORK/est64.pcap"
+    if ((FLOWS_1M > 0)); then
+        many_flows
+    fi
     if [[ -n "${IMIX:-}" ]]; then
         python3 "$HERE/gen_pcap.py" --out "$WORK/imix.pcap" --flows "$N_FLOWS" --imix 2>/dev/null
         run_spillway imix "$WORK/imix.pcap"
@@ -175,6 +202,26 @@ pcap_mode() {
     run_testpmd io "$WORK/est64.pcap"
     # shellcheck disable=SC2154  # set by eval in run_*
     python3 -c "print('ratio_vs_5tswap=%.2f' % ($MPPS_est64 / $MPPS_testpmd_5tswap))"
+    if ((FLOWS_1M > 0)); then
+        # shellcheck disable=SC2154  # set by eval in run_spillway
+        python3 -c "print('ratio_1m_vs_1k=%.2f' % ($MPPS_est64_1m / $MPPS_est64))"
+    fi
+}
+
+# many_flows: the FLOWS_1M case (header). One packet per flow, so every replay round
+# touches every flow once: the connection table's working set is FLOWS_1M entries.
+many_flows() {
+    local pcap="$WORK/est64_1m.pcap" cap=1048576 avail_mb
+    ((MBUFS_1M <= 1048575)) || die "MBUFS_1M=$MBUFS_1M: dataplane.mbufs_per_port allows 1023-1048575"
+    ((FLOWS_1M + 8192 <= MBUFS_1M)) || die "FLOWS_1M=$FLOWS_1M needs MBUFS_1M >= FLOWS_1M + 8192 (net_pcap keeps one mbuf per packet; descriptors and caches need the rest); MBUFS_1M=$MBUFS_1M"
+    avail_mb="$(awk '/^MemAvailable:/ { print int($2 / 1024) }' /proc/meminfo)"
+    ((avail_mb >= MEM_1M_MB + 1024)) || die "the ${FLOWS_1M}-flow run needs MEM_1M_MB=$MEM_1M_MB MiB + 1 GiB free, MemAvailable is $avail_mb MiB (FLOWS_1M=0 skips it)"
+    while ((cap < 2 * FLOWS_1M)); do cap=$((cap * 2)); done
+    python3 "$HERE/gen_pcap.py" --out "$pcap" --flows "$FLOWS_1M" --size "$SIZE" 2>/dev/null
+    SPW_MBUFS="$MBUFS_1M" SPW_MEM_MB="$MEM_1M_MB" SPW_CAPACITY="$cap" run_spillway est64_1m "$pcap" "$FLOWS_1M"
+    # one pool in testpmd (per socket), so half the memory does
+    run_testpmd io "$pcap" _1m "$FLOWS_1M" "$MBUFS_1M" "$((MEM_1M_MB / 2))"
+    rm -f "$pcap"   # ~80 MB for 1 M flows
 }
 
 # --------------------------------------------------------------- memif mode ----

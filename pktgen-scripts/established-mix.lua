@@ -1,28 +1,48 @@
 -- Pktgen-DPDK: established-traffic mix against a Spillway VIP.
 -- N_FLOWS established flows (TCP ACKs, range mode) at RATE % of line rate, with a
--- SYN_PCT % share of new connections on a second port (or in sequence on the same port
--- when only one port is given). Prints Spillway-side-relevant Pktgen counters every
+-- SYN_RATE % of line rate of new connections (SYNs) on a second port (syn_port = none:
+-- established traffic only). Prints Spillway-side-relevant Pktgen counters every
 -- second for DURATION seconds, then stops.
 --   pktgen -l 0-4 -n 4 -- -P -m "[1:2].0,[3:4].1" -f established-mix.lua
--- EDIT the table below (README.md explains where each value comes from).
+-- EDIT the table below (README.md explains where each value comes from), or set PG_<KEY>
+-- in the environment (PG_DURATION=3, PG_RATE=1, PG_SYN_PORT=none ...): local.sh does that
+-- and nothing else.
 package.path = package.path .. ";?.lua;test/?.lua;app/?.lua;"
 require "Pktgen"
 
+-- PG_<KEY> from the environment if set (numbers as numbers, "none" as nil), else `default`.
+local function env(key, default)
+    local v = os.getenv("PG_" .. string.upper(key))
+    if v == nil or v == "" then return default end
+    if v == "none" then return nil end
+    return tonumber(v) or v
+end
+
 local cfg = {
-    port       = 0,                     -- established traffic
-    syn_port   = 1,                     -- SYN traffic (set to nil for one port)
-    dst_mac    = "02:00:00:00:00:01",   -- EDIT: Spillway port MAC
-    src_mac    = "02:00:00:00:aa:01",   -- EDIT: this generator port's MAC
-    vip        = "10.0.0.100",          -- EDIT
-    vip_port   = 80,                    -- EDIT
-    src_net    = "10.1.0.0",            -- client addresses (a client_zones prefix)
-    n_sources  = 64,
-    n_ports    = 1024,                  -- N_FLOWS = n_sources * n_ports
-    size       = 64,
-    rate       = 90,                    -- % of line rate, established port
-    syn_rate   = 10,                    -- % of line rate, SYN port
-    duration   = 30,                    -- seconds
+    port       = env("port", 0),                      -- established traffic
+    syn_port   = env("syn_port", 1),                  -- SYN traffic (none/nil: one port)
+    dst_mac    = env("dst_mac", "02:00:00:00:00:01"), -- EDIT: Spillway port MAC
+    src_mac    = env("src_mac", "02:00:00:00:aa:01"), -- EDIT: this generator port's MAC
+    vip        = env("vip", "10.0.0.100"),            -- EDIT
+    vip_port   = env("vip_port", 80),                 -- EDIT
+    src_net    = env("src_net", "10.1.0.0"),          -- client addresses (a client_zones prefix)
+    n_sources  = env("n_sources", 64),
+    n_ports    = env("n_ports", 1024),                -- N_FLOWS = n_sources * n_ports
+    size       = env("size", 64),
+    rate       = env("rate", 90),                     -- % of line rate, established port
+    syn_rate   = env("syn_rate", 10),                 -- % of line rate, SYN port
+    duration   = env("duration", 30),                 -- seconds
 }
+
+-- Pktgen's Lua API has no range TCP-flag setter: run the CLI commands from a file.
+local function range_tcp_flag(p, flag)
+    local path = os.tmpname()
+    local f = assert(io.open(path, "w"))
+    f:write(string.format("range %s tcp flag clr all\nrange %s tcp flag set %s\n", p, p, flag))
+    f:close()
+    pktgen.run("cmd", path, "")  -- (Pktgen 23.03 insists on three arguments)
+    os.remove(path)
+end
 
 local function flows(port, flag, rate)
     local p = tostring(port)
@@ -47,8 +67,7 @@ local function flows(port, flag, rate)
     pktgen.range.src_port(p, "max", 1024 + cfg.n_ports - 1)
     pktgen.range.src_port(p, "inc", 1)
     pktgen.range.ip_proto(p, "tcp")
-    pktgen.range.tcp_flags(p, "clr", "all")
-    pktgen.range.tcp_flags(p, "set", flag)
+    range_tcp_flag(p, flag)
     pktgen.range.pkt_size(p, "start", cfg.size)
     pktgen.range.pkt_size(p, "min", cfg.size)
     pktgen.range.pkt_size(p, "max", cfg.size)
