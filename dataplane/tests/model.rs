@@ -34,10 +34,10 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config as RunnerConfig, TestCaseError, TestRunner};
 use spillway_dataplane::control::{compile, CompileInput, FlowRequest, HealthView, SlotMap, Snapshot};
 use spillway_dataplane::fastpath::conntrack::{State, Timeouts, WAYS};
-use spillway_dataplane::fastpath::frag::FRAG_LIFETIME_MS;
-use spillway_dataplane::fastpath::port::{Burst, MemBuf, MemPort, PacketBuf};
+use spillway_dataplane::fastpath::frag::{FRAG_LIFETIME_MS, HOLD_LIFETIME_MS, HOLD_SLOTS};
+use spillway_dataplane::fastpath::port::{MemBuf, MemPort, PacketBuf};
 use spillway_dataplane::fastpath::stats::WorkerStats;
-use spillway_dataplane::fastpath::worker::{PortInfo, Worker};
+use spillway_dataplane::fastpath::worker::{PollBuffers, PortInfo, Worker};
 use spillway_dataplane::wire::DropReason;
 use spillway_shared::config::{Backend, Config, Persistence, SessionAffinity, TrackingMode};
 use spillway_shared::flow::FlowKey;
@@ -281,12 +281,15 @@ struct Mark {
 enum Expect {
     To(u16),
     Drop(DropReason),
+    /// A later fragment held until its first fragment arrives (nothing out, no drop).
+    Held,
 }
 
 #[derive(Debug, PartialEq)]
 enum Outcome {
     Forward([u8; 6]),
     Drop(usize),
+    Held,
 }
 
 type Res = Result<(), String>;
@@ -314,10 +317,16 @@ struct Model {
     worker: Worker,
     stats: Arc<WorkerStats>,
     ports: Vec<MemPort>,
-    tx: Vec<Burst<MemBuf>>,
+    tx: PollBuffers<MemBuf>,
     now: u64,
     entries: HashMap<FlowKey, MEntry>,
     frags: HashMap<(u32, u8, u16), (u16, u64)>,
+    /// Later fragments the worker holds (datagram, arrival time), in arrival order.
+    held: Vec<((u32, u8, u16), u64)>,
+    /// Held fragments released to a backend by the last poll.
+    released: u64,
+    /// A poll without a frame (clock moves) that came out unlike the model.
+    advance_error: Option<String>,
     evicted_seen: (u64, u64),
     timeouts: Timeouts,
     /// How often each situation arose (coverage, summed over cases by [`run`]).
@@ -350,10 +359,13 @@ impl Model {
             worker: Worker::new(0, cc.ct_capacity, cc.seed, timeouts, stats.clone(), ports),
             stats,
             ports: vec![MemPort::new(LB_MAC)],
-            tx: vec![Burst::new()],
+            tx: PollBuffers::new(1),
             now: cc.start_ms,
             entries: HashMap::new(),
             frags: HashMap::new(),
+            held: Vec::new(),
+            released: 0,
+            advance_error: None,
             evicted_seen: (0, 0),
             timeouts,
             cov: HashMap::new(),
@@ -489,25 +501,89 @@ impl Model {
         self.table(svc, key.src)?.pick(h)
     }
 
-    /// Receives `frame`, polls once, returns what came out.
-    fn send(&mut self, frame: &[u8]) -> Result<Outcome, String> {
+    /// Receives `frame` (if any), polls once, returns what came out for it: the frames and
+    /// drops that the poll's release of held fragments explains (the model's own
+    /// [`Model::settle_held`]) are checked and taken away first.
+    fn poll_once(&mut self, frame: Option<&[u8]>) -> Result<Outcome, String> {
         let before: Vec<u64> = self.stats.drops.iter().map(|c| c.load(Relaxed)).collect();
-        self.ports[0].rx.push_back(MemBuf::new(frame));
+        if let Some(f) = frame {
+            self.ports[0].rx.push_back(MemBuf::new(f));
+        }
         let now = self.now32();
         self.worker.poll(&mut self.ports, &mut self.tx, &self.snap, now);
         let sent = std::mem::take(&mut self.ports[0].tx);
-        let dropped: Vec<usize> = (0..before.len()).filter(|i| self.stats.drops[*i].load(Relaxed) != before[*i]).collect();
-        match (sent.as_slice(), dropped.as_slice()) {
-            ([b], []) => Ok(Outcome::Forward(b.data()[0..6].try_into().expect("mac"))),
-            ([], [r]) => Ok(Outcome::Drop(*r)),
-            _ => Err(format!("one frame in, {} out and drops {dropped:?}", sent.len())),
+        let mut dropped: Vec<u64> = (0..before.len()).map(|i| self.stats.drops[i].load(Relaxed) - before[i]).collect();
+        let releases = self.settle_held();
+        self.released = 0;
+        let mut to: Vec<[u8; 6]> = Vec::new();
+        for r in &releases {
+            match *r {
+                Expect::To(slot) => {
+                    self.released += 1;
+                    to.push(self.slot_info.get(&slot).map_or([0; 6], |i| i.mac));
+                }
+                Expect::Drop(reason) => {
+                    if reason != DropReason::FragmentUnknown {
+                        self.released += 1; // processed again, then dropped (no backend)
+                    }
+                    let d = &mut dropped[reason as usize];
+                    ensure!(*d > 0, "model expects a held fragment dropped as {reason:?}; releases {releases:?}");
+                    *d -= 1;
+                }
+                Expect::Held => unreachable!(),
+            }
         }
+        let macs: Vec<[u8; 6]> = sent.iter().map(|b| b.data()[0..6].try_into().expect("mac")).collect();
+        let primary = macs.len().checked_sub(to.len()).filter(|n| *n <= 1);
+        ensure!(primary.is_some() && macs[primary.unwrap_or(0)..] == to[..], "{} frames out {macs:?}, model releases {releases:?}", macs.len());
+        let rest: Vec<usize> = (0..dropped.len()).filter(|i| dropped[*i] > 0).collect();
+        match (primary, rest.as_slice()) {
+            (Some(1), []) => Ok(Outcome::Forward(macs[0])),
+            (Some(0), [r]) if dropped[*r] == 1 => Ok(Outcome::Drop(*r)),
+            (Some(0), []) if frame.is_some() => Ok(Outcome::Held),
+            (Some(0), []) => Ok(Outcome::Drop(usize::MAX)),
+            _ => Err(format!("{} frames out {macs:?} and drops {dropped:?} besides the model's releases {releases:?}", macs.len())),
+        }
+    }
+
+    /// Receives `frame`, polls once, returns what came out for it.
+    fn send(&mut self, frame: &[u8]) -> Result<Outcome, String> {
+        self.poll_once(Some(frame))
+    }
+
+    /// The model of the poll loop's release pass: in arrival order, a held fragment whose
+    /// first fragment is known (and live) goes where that service sends its datagram now;
+    /// one held longer than HOLD_LIFETIME_MS is dropped as `fragment_unknown`.
+    fn settle_held(&mut self) -> Vec<Expect> {
+        let now = self.now;
+        let mut out = Vec::new();
+        for (fk, t) in std::mem::take(&mut self.held) {
+            let mut known = self.frags.get(&fk).copied().filter(|(_, lt)| now - lt <= u64::from(FRAG_LIFETIME_MS));
+            if known.is_some() && self.worker.frags.lookup(fk.0, vip(), fk.1, fk.2, self.now32()).is_none() {
+                // replaced by a newer datagram in its direct-mapped slot
+                self.seen("fragment entry replaced");
+                self.frags.remove(&fk);
+                known = None;
+            }
+            if let Some((dport, _)) = known {
+                let svc = SERVICES.iter().position(|s| s.1 == dport && s.2 == fk.1).expect("service");
+                let key = FlowKey { src: fk.0, dst: vip(), sport: 0, dport: 0, proto: fk.1 };
+                out.push(self.pick_fragment(svc, &key).map_or(Expect::Drop(DropReason::NoBackend), Expect::To));
+            } else if now - t > u64::from(HOLD_LIFETIME_MS) {
+                self.seen("held fragment expired");
+                out.push(Expect::Drop(DropReason::FragmentUnknown));
+            } else {
+                self.held.push((fk, t));
+            }
+        }
+        out
     }
 
     fn check(&self, got: &Outcome, want: Expect) -> Res {
         let want_o = match want {
             Expect::To(slot) => Outcome::Forward(self.slot_info.get(&slot).map_or([0; 6], |i| i.mac)),
             Expect::Drop(r) => Outcome::Drop(r as usize),
+            Expect::Held => Outcome::Held,
         };
         ensure!(*got == want_o, "worker gave {got:?}, model expects {want:?} = {want_o:?}");
         Ok(())
@@ -628,24 +704,35 @@ impl Model {
         } else if let Some((d, _)) = known {
             Ok(SERVICES.iter().position(|s| s.1 == d && s.2 == proto).expect("service"))
         } else {
-            // Not seen: the only service of (VIP, protocol), else fragment_unknown.
+            // Not seen: the only service of (VIP, protocol), else held until the first
+            // fragment arrives (at most HOLD_SLOTS, else fragment_hold_full).
             let on_proto: Vec<usize> = (0..SERVICES.len()).filter(|i| SERVICES[*i].2 == proto).collect();
             self.seen("later fragment without its first");
             if on_proto.len() == 1 {
                 Ok(on_proto[0])
+            } else if self.held.len() < HOLD_SLOTS {
+                self.seen("later fragment held");
+                self.held.push((fk, now));
+                Err(Expect::Held)
             } else {
-                Err(DropReason::FragmentUnknown)
+                self.seen("fragment hold full");
+                Err(Expect::Drop(DropReason::FragmentHoldFull))
             }
         };
         let key = FlowKey { src, dst: vip(), sport: if first { 40_000 } else { 0 }, dport: if first { port } else { 0 }, proto };
         let expect = match service {
-            Err(r) => Expect::Drop(r),
+            Err(e) => e,
             Ok(s) => self.pick_fragment(s, &key).map_or(Expect::Drop(DropReason::NoBackend), Expect::To),
         };
-        let (f0, nc0) = (self.stats.fragments.load(Relaxed), self.stats.new_connections.load(Relaxed));
+        let (f0, nc0, h0) = (self.stats.fragments.load(Relaxed), self.stats.new_connections.load(Relaxed), self.stats.fragments_held.load(Relaxed));
         let got = self.send(&frag_frame(src, proto, id, first, port))?;
         self.check(&got, expect)?;
-        ensure!(self.stats.fragments.load(Relaxed) - f0 == u64::from(service.is_ok()), "fragments counter");
+        let f = self.stats.fragments.load(Relaxed) - f0;
+        ensure!(f == u64::from(service.is_ok()) + self.released, "fragments counter grew by {f}, expected {} + {} released", u64::from(service.is_ok()), self.released);
+        ensure!(self.stats.fragments_held.load(Relaxed) - h0 == u64::from(expect == Expect::Held), "fragments_held counter");
+        if self.released > 0 {
+            self.seen("held fragments released");
+        }
         ensure!(self.stats.new_connections.load(Relaxed) == nc0, "a fragment counted a new connection");
         if first {
             ensure!(self.worker.frags.lookup(src, vip(), proto, id, self.now32()) == Some(port), "first fragment not learned");
@@ -748,8 +835,9 @@ impl Model {
         if ms >= REPUBLISH_MS && republish {
             self.recompile();
         }
-        let now = self.now32();
-        self.worker.poll(&mut self.ports, &mut self.tx, &self.snap, now);
+        if let Err(e) = self.poll_once(None) {
+            self.advance_error = Some(e);
+        }
     }
 
     fn step(&mut self, op: &Op) -> Res {
@@ -855,6 +943,9 @@ impl Model {
                 }
                 self.seen("idle for 2^32 ms");
             }
+        }
+        if let Some(e) = self.advance_error.take() {
+            return Err(format!("poll while the clock moved: {e}"));
         }
         self.reconcile()
     }

@@ -7,10 +7,10 @@
 use etherparse::PacketBuilder;
 use spillway_dataplane::fastpath::conntrack::Timeouts;
 use spillway_dataplane::control::{compile, CompileInput, HealthView, SlotMap};
-use spillway_dataplane::fastpath::port::{Burst, MemBuf, MemPort, PacketBuf};
+use spillway_dataplane::fastpath::port::{MemBuf, MemPort, PacketBuf};
 use spillway_dataplane::control::snapshot::Snapshot;
 use spillway_dataplane::fastpath::stats::{read, WorkerStats};
-use spillway_dataplane::fastpath::worker::{PortInfo, Worker};
+use spillway_dataplane::fastpath::worker::{PollBuffers, PortInfo, Worker};
 use spillway_shared::config::Config;
 use spillway_shared::flow::FlowKey;
 use std::collections::HashMap;
@@ -48,7 +48,7 @@ fn worker(id: usize) -> Worker {
 /// Runs `frames` through `w`; returns the destination MAC of every frame sent.
 fn run(w: &mut Worker, snap: &Snapshot, frames: &[Vec<u8>]) -> Vec<[u8; 6]> {
     let mut ports = vec![MemPort::new(MAC)];
-    let mut tx: Vec<Burst<MemBuf>> = vec![Burst::new()];
+    let mut tx = PollBuffers::<MemBuf>::new(1);
     let mut out = Vec::new();
     for chunk in frames.chunks(32) {
         ports[0].rx.extend(chunk.iter().map(|f| MemBuf::new(f)));

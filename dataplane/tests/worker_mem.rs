@@ -5,10 +5,10 @@
 use etherparse::{PacketBuilder, SlicedPacket, TransportSlice};
 use spillway_dataplane::fastpath::conntrack::Timeouts;
 use spillway_dataplane::control::{compile, CompileInput, HealthView, SlotMap};
-use spillway_dataplane::fastpath::port::{Burst, MemBuf, MemPort, PacketBuf};
+use spillway_dataplane::fastpath::port::{MemBuf, MemPort, PacketBuf};
 use spillway_dataplane::control::snapshot::Snapshot;
 use spillway_dataplane::fastpath::stats::{read, WorkerStats};
-use spillway_dataplane::fastpath::worker::{PortInfo, Worker};
+use spillway_dataplane::fastpath::worker::{PollBuffers, PortInfo, Worker};
 use spillway_shared::config::Config;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -67,7 +67,7 @@ struct Rig {
     gen: u64,
     worker: Worker,
     port: Vec<MemPort>,
-    tx: Vec<Burst<MemBuf>>,
+    tx: PollBuffers<MemBuf>,
     snap: Snapshot,
 }
 
@@ -80,7 +80,7 @@ impl Rig {
         let snap = compile(&cfg, &slots, CompileInput { health: &health, states: &mut states, now_sec: 0.0, generation: 1, port_addrs: vec![0x0a00_0002] });
         let stats = Arc::new(WorkerStats::default());
         let worker = Worker::new(0, 4096, 42, Timeouts::default(), stats, vec![PortInfo { mac: PORT_MAC, forward_to: 0, addr: 0x0a00_0002 }]);
-        Rig { cfg, slots, health, states, gen: 1, worker, port: vec![MemPort::new(PORT_MAC)], tx: vec![Burst::new()], snap }
+        Rig { cfg, slots, health, states, gen: 1, worker, port: vec![MemPort::new(PORT_MAC)], tx: PollBuffers::new(1), snap }
     }
     fn set_healthy(&mut self, b: &str, healthy: bool) {
         self.health.entry(("web".into(), b.into(), b.into())).or_default().healthy = healthy;

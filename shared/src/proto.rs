@@ -25,7 +25,7 @@ use std::io::{Read, Write};
 /// Version 4: backends as groups of endpoints (issue 11): `Request::Endpoint{Add,Remove,Set}`,
 /// `HealthRow::endpoint`, `BackendStatus::{endpoints, healthy_endpoints, drained, members}`,
 /// `ExplainReport::{endpoint, endpoint_shares}`.
-pub const PROTOCOL_VERSION: u16 = 4;
+pub const PROTOCOL_VERSION: u16 = 5;
 /// Largest frame body accepted, bytes.
 pub const MAX_FRAME: usize = 1 << 20;
 
@@ -444,6 +444,9 @@ pub struct Counters {
     pub icmp_frag_needed_sent: u64,
     /// IPv4 fragments forwarded.
     pub fragments: u64,
+    /// Later IPv4 fragments held until their first fragment arrived (or they expired, then
+    /// counted as the drop `fragment_unknown`).
+    pub fragments_held: u64,
     /// New connections.
     pub new_connections: u64,
     /// Connections moved to another backend.
@@ -482,6 +485,7 @@ impl Counters {
             out.icmp_forwarded += c.icmp_forwarded;
             out.icmp_frag_needed_sent += c.icmp_frag_needed_sent;
             out.fragments += c.fragments;
+            out.fragments_held += c.fragments_held;
             out.new_connections += c.new_connections;
             out.rebalanced += c.rebalanced;
             if out.drops.is_empty() {

@@ -84,7 +84,7 @@ fn health_row() -> impl Strategy<Value = HealthRow> {
 }
 
 fn counters() -> impl Strategy<Value = Counters> {
-    (prop::collection::vec(extreme_u64(), 19), prop::collection::vec((text(), extreme_u64()), 0..3)).prop_map(|(n, drops)| Counters {
+    (prop::collection::vec(extreme_u64(), 20), prop::collection::vec((text(), extreme_u64()), 0..3)).prop_map(|(n, drops)| Counters {
         rx: n[0],
         tx: n[1],
         forwarded: n[2],
@@ -92,6 +92,7 @@ fn counters() -> impl Strategy<Value = Counters> {
         icmp_forwarded: n[4],
         icmp_frag_needed_sent: n[5],
         fragments: n[6],
+        fragments_held: n[18],
         new_connections: n[7],
         rebalanced: n[8],
         drops,

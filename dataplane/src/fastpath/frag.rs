@@ -14,9 +14,14 @@
 //!
 //! Later fragments that arrive before their first fragment (reordering), or after their
 //! entry was replaced or expired: when their (VIP, protocol) has exactly one service they go
-//! to it (nothing to choose); otherwise the worker drops them as `fragment_unknown`, since
-//! a guess could split the datagram across services (docs/semantics.md, "Fragments").
+//! to it (nothing to choose). Otherwise a guess could split the datagram across services,
+//! so the worker *holds* them in its [`FragHold`] (at most [`HOLD_SLOTS`] fragments, each
+//! at most [`HOLD_LIFETIME_MS`]): when the first fragment arrives, the held ones follow it
+//! to the same backend; when it does not arrive in time they are dropped as
+//! `fragment_unknown`, and when the hold is full a new one is dropped as
+//! `fragment_hold_full` (docs/semantics.md, "Fragments").
 
+use arrayvec::ArrayVec;
 use spillway_shared::flow::fmix64;
 
 /// Entries per worker (power of two).
@@ -101,9 +106,121 @@ impl FragEntry {
     }
 }
 
+/// Fragments one worker holds at most while their first fragment is missing. A held
+/// fragment keeps its mbuf out of the pool, so the bound is small next to any pool.
+pub const HOLD_SLOTS: usize = 64;
+
+/// How long a fragment is held waiting for its first fragment, ms. Reordering in a network
+/// path is a matter of microseconds to a few milliseconds; a fragment still waiting after
+/// this will most likely never see its first fragment (lost, or sent to another host). The
+/// margin covers a worker that was not scheduled for a while (shared cores); the cost of
+/// a long lifetime is at most [`HOLD_SLOTS`] mbufs out of the pool.
+pub const HOLD_LIFETIME_MS: u32 = 500;
+
+/// The identity of an IPv4 datagram (RFC 791 §3.2): source, destination, protocol and
+/// identification, addresses in host order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DatagramId {
+    /// Source address.
+    pub src: u32,
+    /// Destination address (the VIP).
+    pub dst: u32,
+    /// IP protocol number.
+    pub proto: u8,
+    /// IP identification.
+    pub ident: u16,
+}
+
+/// One held fragment: the buffer, the port it was received on, and when (worker clock, ms).
+pub struct Held<B> {
+    /// Its datagram.
+    pub id: DatagramId,
+    /// Index of the receiving port.
+    pub port: usize,
+    /// Arrival time, ms.
+    pub since: u32,
+    /// The frame, untouched.
+    pub buf: B,
+}
+
+/// Later fragments held until their first fragment names the service (module docs).
+/// Fixed capacity, allocated inline; kept by the poll loop beside its TX bursts because it
+/// owns packet buffers of the port's type.
+pub struct FragHold<B> {
+    held: ArrayVec<Held<B>, HOLD_SLOTS>,
+}
+
+impl<B> Default for FragHold<B> {
+    fn default() -> Self {
+        FragHold { held: ArrayVec::new() }
+    }
+}
+
+/// What [`FragHold::take_ready`] hands back.
+pub enum Release<B> {
+    /// The first fragment was seen: process this one again.
+    Ready(Held<B>),
+    /// Held longer than [`HOLD_LIFETIME_MS`]: drop it as `fragment_unknown`.
+    Expired(Held<B>),
+}
+
+impl<B> FragHold<B> {
+    /// Nothing held (the poll loop skips the release pass).
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.held.is_empty()
+    }
+
+    /// Fragments held now.
+    pub fn len(&self) -> usize {
+        self.held.len()
+    }
+
+    /// Holds `h`; gives it back when [`HOLD_SLOTS`] fragments are already held.
+    #[inline]
+    pub fn hold(&mut self, h: Held<B>) -> Result<(), Held<B>> {
+        self.held.try_push(h).map_err(|e| e.element())
+    }
+
+    /// Removes and returns the oldest held fragment that is ready (`known(id)`: the table
+    /// knows its first fragment) or expired at `now`, keeping the others in arrival order.
+    pub fn take_ready(&mut self, now: u32, known: impl Fn(&DatagramId) -> bool) -> Option<Release<B>> {
+        let i = self.held.iter().position(|h| known(&h.id) || now.wrapping_sub(h.since) > HOLD_LIFETIME_MS)?;
+        let h = self.held.remove(i);
+        Some(if known(&h.id) { Release::Ready(h) } else { Release::Expired(h) })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn held(ident: u16, since: u32) -> Held<u32> {
+        Held { id: DatagramId { src: 1, dst: 2, proto: 17, ident }, port: 0, since, buf: u32::from(ident) }
+    }
+
+    #[test]
+    fn hold_releases_known_in_order_expires_late_and_is_bounded() {
+        let mut h = FragHold::default();
+        for i in 0..HOLD_SLOTS as u16 {
+            assert!(h.hold(held(i, 10)).is_ok());
+        }
+        assert_eq!(h.hold(held(999, 10)).map_err(|e| e.buf), Err(999), "full hold takes more");
+        // datagram 5 and 7 become known: released oldest first, the others stay
+        let known = |d: &DatagramId| d.ident == 7 || d.ident == 5;
+        let got: Vec<u16> = std::iter::from_fn(|| h.take_ready(20, known)).map(|r| match r {
+            Release::Ready(x) => x.id.ident,
+            Release::Expired(x) => panic!("expired {}", x.id.ident),
+        }).collect();
+        assert_eq!(got, vec![5, 7]);
+        assert_eq!(h.len(), HOLD_SLOTS - 2);
+        assert!(h.take_ready(10 + HOLD_LIFETIME_MS, |_| false).is_none(), "expired at exactly the lifetime");
+        match h.take_ready(11 + HOLD_LIFETIME_MS, |_| false) {
+            Some(Release::Expired(x)) => assert_eq!(x.id.ident, 0),
+            _ => panic!("nothing expired"),
+        }
+        assert_eq!(h.len(), HOLD_SLOTS - 3);
+    }
 
     #[test]
     fn learns_and_expires() {

@@ -33,6 +33,9 @@ pub struct WorkerStats {
     pub icmp_frag_needed_sent: AtomicU64,
     /// IPv4 fragments forwarded (hashed on the 3-tuple).
     pub fragments: AtomicU64,
+    /// Later IPv4 fragments held until their first fragment arrived or they expired
+    /// (docs/semantics.md "Fragments").
+    pub fragments_held: AtomicU64,
     /// New connections (connection-table misses that selected a backend).
     pub new_connections: AtomicU64,
     /// Connections moved to another backend (unhealthy without persistence, drain cut,
@@ -73,6 +76,7 @@ impl Default for WorkerStats {
             icmp_forwarded: AtomicU64::new(0),
             icmp_frag_needed_sent: AtomicU64::new(0),
             fragments: AtomicU64::new(0),
+            fragments_held: AtomicU64::new(0),
             new_connections: AtomicU64::new(0),
             rebalanced: AtomicU64::new(0),
             drops: Default::default(),
@@ -100,6 +104,7 @@ pub fn read(w: &WorkerStats) -> Counters {
         icmp_forwarded: w.icmp_forwarded.load(Relaxed),
         icmp_frag_needed_sent: w.icmp_frag_needed_sent.load(Relaxed),
         fragments: w.fragments.load(Relaxed),
+        fragments_held: w.fragments_held.load(Relaxed),
         new_connections: w.new_connections.load(Relaxed),
         rebalanced: w.rebalanced.load(Relaxed),
         drops: DropReason::iter().map(|r| (r.name().to_string(), w.drops[r as usize].load(Relaxed))).collect(),

@@ -242,8 +242,61 @@
         assert!(b > 0x10);
         assert_eq!(send(&mut w, &two, frag(7, 3, true, None), 1), Ok(b));
         assert_eq!(send(&mut w, &two, frag(7, 6, false, None), 2), Ok(b));
-        // a later fragment whose first was never seen: ambiguous with two services
-        assert_eq!(send(&mut w, &two, frag(8, 3, false, None), 3), Err(Verdict::Drop(DropReason::FragmentUnknown)));
+        // a later fragment whose first was never seen: ambiguous with two services, held
+        let held = crate::fastpath::frag::DatagramId { src: u32::from_be_bytes([10, 1, 0, 60]), dst: u32::from_be_bytes([10, 0, 0, 100]), proto: 17, ident: 8 };
+        assert_eq!(send(&mut w, &two, frag(8, 3, false, None), 3), Err(Verdict::Hold(held)));
         // unambiguous with one
         assert!(send(&mut w, &one, frag(9, 3, false, None), 4).unwrap() <= 3);
+    }
+
+    /// Item 5, reordered (public case `udp-fragments.pcap`): later fragments that arrive
+    /// before their first are held by the poll loop and follow the first fragment to its
+    /// backend, in arrival order; never-completed ones are dropped as `fragment_unknown`
+    /// after the hold lifetime; beyond the hold's capacity as `fragment_hold_full`.
+    #[test]
+    fn reordered_fragments_are_held_until_their_first_fragment() {
+        use crate::fastpath::frag::{HOLD_LIFETIME_MS, HOLD_SLOTS};
+        use crate::fastpath::port::MemPort;
+        let frag = |id: u16, offset: u16, more: bool, dport: Option<u16>| {
+            let mut f = frame(17, 60, 7000, dport.unwrap_or(0), 0).data().to_vec();
+            f[18..20].copy_from_slice(&id.to_be_bytes());
+            f[20..22].copy_from_slice(&((u16::from(more) << 13) | offset).to_be_bytes());
+            f[40] = offset as u8; // tells the fragments apart in the output
+            MemBuf::new(&f)
+        };
+        let two = compile_toml(&(service("dns", 53, "udp", "", &["d1", "d2", "d3"], 0) + &service("mdns", 5353, "udp", "", &["m1", "m2", "m3"], 0x10)), &[]);
+        let mut w = worker(1024);
+        let mut ports = vec![MemPort::new([2, 0, 0, 0, 0, 1])];
+        let mut bufs = PollBuffers::new(1);
+        let mut poll = |w: &mut Worker, ports: &mut Vec<MemPort>, frames: Vec<MemBuf>, now: u32| {
+            ports[0].rx.extend(frames);
+            w.poll(ports, &mut bufs, &two, now);
+            std::mem::take(&mut ports[0].tx).iter().map(|b| (b.data()[5], b.data()[40])).collect::<Vec<_>>()
+        };
+        // the last two fragments first: nothing out, nothing dropped, two held
+        assert_eq!(poll(&mut w, &mut ports, vec![frag(7, 6, false, None), frag(7, 3, true, None)], 0), vec![]);
+        assert_eq!(counter(&w.stats.fragments_held), 2);
+        assert_eq!(w.stats.drops.iter().map(counter).sum::<u64>(), 0);
+        // the first fragment (to 5353) a poll later: all three to one mdns backend, first fragment first
+        let out = poll(&mut w, &mut ports, vec![frag(7, 0, true, Some(5353))], 5);
+        assert_eq!(out.len(), 3, "{out:?}");
+        assert!(out[0].0 > 0x10 && out.iter().all(|o| o.0 == out[0].0), "{out:?}");
+        assert_eq!(out.iter().map(|o| o.1).collect::<Vec<_>>(), vec![0, 6, 3]);
+        assert_eq!(counter(&w.stats.forwarded), 3);
+        assert_eq!(counter(&w.stats.fragments), 3);
+        // a datagram whose first fragment never comes: held, then dropped after the lifetime
+        assert_eq!(poll(&mut w, &mut ports, vec![frag(8, 3, false, None)], 10), vec![]);
+        assert_eq!(poll(&mut w, &mut ports, vec![], 10 + HOLD_LIFETIME_MS), vec![]);
+        assert_eq!(counter(&w.stats.drops[DropReason::FragmentUnknown as usize]), 0, "dropped before the lifetime");
+        assert_eq!(poll(&mut w, &mut ports, vec![], 11 + HOLD_LIFETIME_MS), vec![]);
+        assert_eq!(counter(&w.stats.drops[DropReason::FragmentUnknown as usize]), 1);
+        // a full hold: the extra fragments are dropped and counted, the held ones still complete
+        let t = 1000;
+        for id in 0..HOLD_SLOTS as u16 + 3 {
+            poll(&mut w, &mut ports, vec![frag(100 + id, 3, false, None)], t);
+        }
+        assert_eq!(counter(&w.stats.drops[DropReason::FragmentHoldFull as usize]), 3);
+        let out = poll(&mut w, &mut ports, vec![frag(100, 0, true, Some(53))], t + 1);
+        assert_eq!(out.len(), 2, "{out:?}");
+        assert!(out[0].0 <= 3 && out[1].0 == out[0].0, "dns backend for both: {out:?}");
     }

@@ -10,7 +10,7 @@ use crate::fastpath::conntrack::{ConnTable, Timeouts};
 use crate::wire::{self, tcp_flags, DropReason, Ipv4Info, Parsed};
 use crate::fastpath::port::{Burst, PacketBuf, Port};
 use crate::control::snapshot::{ClassTable, ServiceSnap, Snapshot};
-use crate::fastpath::frag::FragTable;
+use crate::fastpath::frag::{DatagramId, FragHold, FragTable, Held, Release};
 use crate::fastpath::stats::{bump, WorkerStats};
 use spillway_shared::config::{ForwardingMode, SessionAffinity, TrackingMode};
 use spillway_shared::flow::FlowKey;
@@ -25,6 +25,11 @@ pub enum Verdict {
     Reply,
     /// Drop and count.
     Drop(DropReason),
+    /// A later IPv4 fragment whose service is not known yet (its first fragment was not
+    /// seen, and its VIP and protocol have several services): the poll loop holds it in its
+    /// [`FragHold`] until the first fragment arrives (module docs of
+    /// [`crate::fastpath::frag`]).
+    Hold(DatagramId),
 }
 
 /// Per-port data a worker needs.
@@ -59,6 +64,10 @@ pub struct Worker {
     /// exactly this (VIP, port, proto), which is then the only such service (config
     /// validation refuses duplicates), so a new snapshot never needs a flush.
     svc_cache: [u16; SVC_CACHE],
+    /// A first fragment was learned since the poll loop last released held fragments
+    /// (so they follow their first fragment at once, before another datagram can take its
+    /// fragment-table slot).
+    learned_first: bool,
 }
 
 /// Connection-table buckets [`Worker::poll`] sweeps per iteration: at 10^4 to 10^7
@@ -149,7 +158,7 @@ fn keeps_backend(snap: &Snapshot, svc: &ServiceSnap, svc_idx: u16, backend: u16,
 impl Worker {
     /// A worker with a connection table of `ct_capacity` entries.
     pub fn new(id: usize, ct_capacity: usize, seed: u64, timeouts: Timeouts, stats: Arc<WorkerStats>, ports: Vec<PortInfo>) -> Worker {
-        Worker { id, ct: ConnTable::new(ct_capacity, seed), frags: FragTable::default(), timeouts, stats, ports, svc_cache: [u16::MAX; SVC_CACHE] }
+        Worker { id, ct: ConnTable::new(ct_capacity, seed), frags: FragTable::default(), timeouts, stats, ports, svc_cache: [u16::MAX; SVC_CACHE], learned_first: false }
     }
 
     /// Decides one frame received on port `port` at time `now_ms`, rewriting it in place
@@ -187,7 +196,7 @@ impl Worker {
         let svc_idx = if fragment {
             match self.fragment_service(&p, snap, now_ms) {
                 Ok(s) => s,
-                Err(r) => return Verdict::Drop(r),
+                Err(v) => return v,
             }
         } else if p.has_ports {
             self.service_of(p.dst, p.dport, p.proto, snap)
@@ -239,13 +248,14 @@ impl Worker {
 
     /// The service of an IPv4 fragment: the one its first fragment named (learned in the
     /// worker's [`FragTable`]); for a later fragment whose first fragment was not seen, the
-    /// only service of its (VIP, protocol), else `fragment_unknown` (module docs of
+    /// only service of its (VIP, protocol), else [`Verdict::Hold`] (module docs of
     /// [`crate::fastpath::frag`]).
     #[inline]
-    fn fragment_service(&mut self, p: &Ipv4Info, snap: &Snapshot, now: u32) -> Result<Option<u16>, DropReason> {
+    fn fragment_service(&mut self, p: &Ipv4Info, snap: &Snapshot, now: u32) -> Result<Option<u16>, Verdict> {
         let id = p.ident;
         if p.frag.offset == 0 && p.has_ports {
             self.frags.learn(p.src, p.dst, p.proto, id, p.dport, now);
+            self.learned_first = true;
             return Ok(self.service_of(p.dst, p.dport, p.proto, snap));
         }
         if let Some(dport) = self.frags.lookup(p.src, p.dst, p.proto, id, now) {
@@ -253,7 +263,7 @@ impl Worker {
         }
         match snap.by_vip_proto.get(&(p.dst, p.proto)) {
             Some(&(only, 1)) => Ok(Some(only)),
-            Some(_) => Err(DropReason::FragmentUnknown),
+            Some(_) => Err(Verdict::Hold(DatagramId { src: p.src, dst: p.dst, proto: p.proto, ident: id })),
             None => Ok(None),
         }
     }
@@ -444,10 +454,14 @@ impl Worker {
         reply
     }
 
-    /// One poll iteration: receive a burst from every port, process, send. `rx`/`tx` are
-    /// scratch bursts (one per port) kept by the caller so nothing is allocated here.
-    pub fn poll<P: Port>(&mut self, ports: &mut [P], tx: &mut [Burst<P::Buf>], snap: &Snapshot, now_ms: u32) -> usize {
+    /// One poll iteration: receive a burst from every port, process, send, then release
+    /// held fragments whose first fragment arrived (or drop those held too long). `bufs`
+    /// holds the TX bursts (one per port) and the held fragments, kept by the caller so
+    /// nothing is allocated here.
+    pub fn poll<P: Port>(&mut self, ports: &mut [P], bufs: &mut PollBuffers<P::Buf>, snap: &Snapshot, now_ms: u32) -> usize {
         let mut rx: Burst<P::Buf> = Burst::new();
+        let PollBuffers { tx, held } = bufs;
+        let tx = tx.as_mut_slice();
         let mut total = 0usize;
         bump(&self.stats.polls, 1);
         for i in 0..ports.len() {
@@ -464,19 +478,17 @@ impl Worker {
             }
             let mut forwarded = 0u64;
             for mut b in rx.drain(..) {
-                match self.process(&mut b, i, snap, now_ms) {
-                    Verdict::Forward => {
-                        forwarded += 1;
-                        push_or_flush(ports, tx, fwd, b, &self.stats);
-                    }
-                    Verdict::Reply => push_or_flush(ports, tx, i, b, &self.stats),
-                    Verdict::Drop(r) => {
-                        bump(&self.stats.drops[r as usize], 1);
-                        drop(b);
-                    }
+                let v = self.process(&mut b, i, snap, now_ms);
+                forwarded += u64::from(self.dispatch(ports, tx, held, v, b, i, fwd, now_ms));
+                if self.learned_first && !held.is_empty() {
+                    self.release_held(ports, tx, held, snap, now_ms);
                 }
             }
             bump(&self.stats.forwarded, forwarded);
+        }
+        // expiry (and anything still ready)
+        if !held.is_empty() {
+            self.release_held(ports, tx, held, snap, now_ms);
         }
         for (i, burst) in tx.iter_mut().enumerate() {
             if !burst.is_empty() {
@@ -501,6 +513,78 @@ impl Worker {
         s.ct_evicted_closing.store(c.evicted_closing, Relaxed);
         s.ct_syn_not_tracked.store(c.syn_not_tracked, Relaxed);
         total
+    }
+}
+
+impl Worker {
+    /// Carries out verdict `v` on buffer `b` received on port `i` (forwarding port `fwd`);
+    /// returns whether it was forwarded.
+    #[allow(clippy::too_many_arguments)]
+    #[inline]
+    fn dispatch<P: Port>(&self, ports: &mut [P], tx: &mut [Burst<P::Buf>], held: &mut FragHold<P::Buf>, v: Verdict, b: P::Buf, i: usize, fwd: usize, now: u32) -> bool {
+        match v {
+            Verdict::Forward => {
+                push_or_flush(ports, tx, fwd, b, &self.stats);
+                return true;
+            }
+            Verdict::Reply => push_or_flush(ports, tx, i, b, &self.stats),
+            Verdict::Drop(r) => {
+                bump(&self.stats.drops[r as usize], 1);
+                drop(b);
+            }
+            Verdict::Hold(id) => match held.hold(Held { id, port: i, since: now, buf: b }) {
+                Ok(()) => bump(&self.stats.fragments_held, 1),
+                Err(h) => {
+                    bump(&self.stats.drops[DropReason::FragmentHoldFull as usize], 1);
+                    drop(h);
+                }
+            },
+        }
+        false
+    }
+
+    /// Processes again, in arrival order, every held fragment whose first fragment is now
+    /// in the fragment table; drops those held longer than
+    /// [`crate::fastpath::frag::HOLD_LIFETIME_MS`] as `fragment_unknown`. Runs only while
+    /// something is held.
+    #[cold]
+    fn release_held<P: Port>(&mut self, ports: &mut [P], tx: &mut [Burst<P::Buf>], held: &mut FragHold<P::Buf>, snap: &Snapshot, now: u32) {
+        self.learned_first = false;
+        let mut forwarded = 0u64;
+        while let Some(r) = held.take_ready(now, |d| self.frags.lookup(d.src, d.dst, d.proto, d.ident, now).is_some()) {
+            match r {
+                Release::Ready(mut h) => {
+                    let fwd = self.ports.get(h.port).map_or(h.port, |p| p.forward_to).min(ports.len().saturating_sub(1));
+                    let v = match self.process(&mut h.buf, h.port, snap, now) {
+                        // cannot happen (the table knows the datagram); never hold twice
+                        Verdict::Hold(_) => Verdict::Drop(DropReason::FragmentUnknown),
+                        v => v,
+                    };
+                    forwarded += u64::from(self.dispatch(ports, tx, held, v, h.buf, h.port, fwd, now));
+                }
+                Release::Expired(h) => {
+                    bump(&self.stats.drops[DropReason::FragmentUnknown as usize], 1);
+                    drop(h);
+                }
+            }
+        }
+        bump(&self.stats.forwarded, forwarded);
+    }
+}
+
+/// The buffers a poll loop keeps across iterations: one TX burst per port, and the later
+/// fragments held until their first fragment arrives. Allocated once, before the loop.
+pub struct PollBuffers<B> {
+    /// TX bursts, one per port (index = port).
+    pub tx: Vec<Burst<B>>,
+    /// Held fragments.
+    pub held: FragHold<B>,
+}
+
+impl<B> PollBuffers<B> {
+    /// Empty buffers for `ports` ports.
+    pub fn new(ports: usize) -> Self {
+        PollBuffers { tx: (0..ports).map(|_| Burst::new()).collect(), held: FragHold::default() }
     }
 }
 
@@ -530,14 +614,14 @@ pub struct LoopParams {
 /// control request. Snapshots are never dropped here: reclamation runs on the control side.
 pub fn run_loop<P: Port>(worker: &mut Worker, queues: &mut [P], shared: &crate::control::Shared, params: LoopParams) {
     ON_WORKER.with(|f| f.set(true));
-    let mut tx: Vec<Burst<P::Buf>> = (0..queues.len()).map(|_| Burst::new()).collect();
+    let mut bufs = PollBuffers::new(queues.len());
     let Some(mailbox) = shared.mailboxes.get(params.index).cloned() else { return };
     while !shared.stop.load(std::sync::atomic::Ordering::Relaxed) {
         let now = params.epoch.elapsed().as_millis() as u32;
         // SAFETY: this worker (index `params.index`) reports its quiescent state at the end
         // of `poll` and does not keep `snap` past this iteration.
         let snap = unsafe { shared.worker_snapshot() };
-        let n = worker.poll(queues, &mut tx, snap, now);
+        let n = worker.poll(queues, &mut bufs, snap, now);
         mailbox.serve(|req| worker.control(req, now));
         if n == 0 && !params.idle_sleep.is_zero() {
             std::thread::sleep(params.idle_sleep);

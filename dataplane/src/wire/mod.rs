@@ -81,6 +81,10 @@ pub enum DropReason {
     /// expired), on a (VIP, protocol) with several services: which service it belongs to
     /// is unknown, and a guess could split the datagram (docs/semantics.md "Fragments").
     FragmentUnknown,
+    /// A later IPv4 fragment that had to be held (as for `fragment_unknown`) while the
+    /// worker already held its maximum of fragments
+    /// ([`crate::fastpath::frag::HOLD_SLOTS`]).
+    FragmentHoldFull,
 }
 
 impl DropReason {
