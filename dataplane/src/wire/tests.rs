@@ -96,6 +96,8 @@ fn drop_reason_names_are_stable() {
         ]
     );
     assert_eq!(DropReason::COUNT, names.len());
+    // `explain` names the drop with the shared rule's constant
+    assert_eq!(DropReason::MartianSource.name(), spillway_shared::martian::MARTIAN_SOURCE);
     for (i, r) in DropReason::iter().enumerate() {
         assert_eq!(r as usize, i);
     }
