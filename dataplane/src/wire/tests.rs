@@ -351,3 +351,16 @@ proptest::proptest! {
         let _ = flow_tuple_hint(&f);
     }
 }
+
+/// Every drop reason is listed in docs/architecture.md and explained in docs/operations.md's
+/// table (issue 15: the architecture list once lacked `multi_segment` and `martian_source`).
+#[test]
+fn every_drop_reason_is_documented() {
+    let doc = |f: &str| std::fs::read_to_string(format!("{}/../docs/{f}", env!("CARGO_MANIFEST_DIR"))).unwrap();
+    let (arch, ops) = (doc("architecture.md"), doc("operations.md"));
+    for r in DropReason::iter() {
+        let n = r.name();
+        assert!(arch.contains(&format!("`{n}`")), "docs/architecture.md does not list {n}");
+        assert!(ops.lines().any(|l| l.starts_with('|') && l.contains(&format!("`{n}`"))), "docs/operations.md's drop table does not explain {n}");
+    }
+}
