@@ -58,6 +58,9 @@ fn check_refuses_a_device_without_its_required_arguments() {
     let (code, out) = check("pcap", &base.replace("device = \"net_null0,no-rx=1\"", "device = \"net_pcap0,in.pcap\""));
     assert_eq!(code, 2, "{out}");
     assert!(out.contains("ports[0].device = \"net_pcap0,in.pcap\": argument `in.pcap` must be key=value"), "{out}");
+    let (code, out) = check("iface", &base.replace("device = \"net_null0,no-rx=1\"", "device = \"eth1\""));
+    assert_eq!(code, 2, "{out}");
+    assert!(out.contains("ports[0].device = \"eth1\": `eth1` is neither a PCI address") && out.contains("net_af_packet0,iface=eth1"), "{out}");
     // the daemon itself refuses it the same way, before DPDK starts
     let dir = std::env::temp_dir().join(format!("spw-check-{}-afp-start", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();

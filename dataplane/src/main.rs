@@ -62,10 +62,9 @@ fn install_signals() -> Result<(), String> {
     Ok(())
 }
 
-/// Whether a device string is a PCI address (`0000:3b:00.0` or `3b:00.0`).
+/// Whether a device string is a PCI address (the rule config validation uses too).
 fn is_pci(dev: &str) -> bool {
-    let d = dev.split(',').next().unwrap_or("");
-    d.contains(':') && d.contains('.') && d.chars().all(|c| c.is_ascii_hexdigit() || c == ':' || c == '.')
+    spillway_shared::device::is_pci(dev)
 }
 
 /// EAL arguments: the config's own plus `--vdev`/`-a` for every port, and `-l 0` (EAL

@@ -5,8 +5,8 @@
 //! A device is a PCI address with optional devargs (`0000:3b:00.0`,
 //! `0000:3b:00.0,rxq_cqe_comp_en=0`) or a virtual device `NAME,key=value,...` whose NAME
 //! starts with its driver's name (`net_af_packet0,iface=eth1`; DPDK's `--vdev`,
-//! doc.dpdk.org/guides/nics/). Checked: every argument is `key=value` with a key and a
-//! value, and the drivers in [`REQUIRED`] get the argument they
+//! doc.dpdk.org/guides/nics/). Checked: a non-PCI name is a `net_`/`eth_` vdev (not a kernel
+//! interface name), every argument is `key=value` with a key and a value, and the drivers in [`REQUIRED`] get the argument they
 //! cannot start without. Not checked (needs DPDK or the host): that the driver is built in,
 //! that the interface, file or PCI device exists.
 
@@ -26,6 +26,13 @@ pub const REQUIRED: &[(&str, &[&str], &str)] = &[
     ("net_bonding", &["mode"], "net_bonding0,mode=4,member=0000:3b:00.0"),
 ];
 
+/// Whether a device string is a PCI address (`0000:3b:00.0` or `3b:00.0`, optionally with
+/// devargs after a comma): the daemon passes it to EAL as `-a`, anything else as `--vdev`.
+pub fn is_pci(device: &str) -> bool {
+    let d = device_name(device);
+    d.contains(':') && d.contains('.') && d.chars().all(|c| c.is_ascii_hexdigit() || c == ':' || c == '.')
+}
+
 /// The device name of a device string: the part before the first comma (`net_pcap0` of
 /// `net_pcap0,rx_pcap=in.pcap`), as DPDK names the port.
 pub fn device_name(device: &str) -> &str {
@@ -38,6 +45,13 @@ pub fn check(device: &str) -> Result<(), String> {
     let name = device_name(device);
     if name.is_empty() {
         return Err("must start with a PCI address or a vdev name, e.g. 0000:3b:00.0 or net_af_packet0,iface=eth1".into());
+    }
+    // DPDK's ethernet vdev drivers are named net_* (a few also eth_*); a kernel interface
+    // name (`eth1`, `ens3f0`) is the most common mistake
+    if !is_pci(device) && !name.starts_with("net_") && !name.starts_with("eth_") {
+        return Err(format!(
+            "`{name}` is neither a PCI address (0000:3b:00.0) nor a DPDK virtual device net_<driver><n>; for the kernel interface {name} use net_af_packet0,iface={name}"
+        ));
     }
     let mut keys: Vec<&str> = Vec::new();
     for arg in device.split(',').skip(1) {
@@ -62,6 +76,12 @@ mod tests {
     use super::*;
 
     #[test]
+    fn pci_addresses_are_told_from_vdevs() {
+        assert!(is_pci("0000:3b:00.0") && is_pci("3b:00.0") && is_pci("0000:3b:00.1,rxq_cqe_comp_en=0"));
+        assert!(!is_pci("net_null0") && !is_pci("net_pcap0,rx_pcap=a:b.pcap") && !is_pci("eth1"));
+    }
+
+    #[test]
     fn devices_dpdk_would_refuse_are_refused_here() {
         for ok in ["net_null0", "net_null0,no-rx=1", "net_af_packet0,iface=veth0", "eth_af_packet1,iface=eth1,qpairs=2", "net_pcap0,rx_pcap=a.pcap,tx_pcap=b.pcap", "net_pcap1,iface=lo", "net_pcap0,rx_pcap=a,rx_pcap=b", "0000:3b:00.0", "3b:00.0,rxq_cqe_comp_en=0", "net_tap0", "net_ring0"] {
             assert_eq!(check(ok), Ok(()), "{ok}");
@@ -74,6 +94,8 @@ mod tests {
             ("net_af_packet0,iface=", "key=value"),
             ("net_af_packet0,veth0", "`veth0` must be key=value"),
             (",iface=a", "must start with"),
+            ("eth1", "for the kernel interface eth1 use net_af_packet0,iface=eth1"),
+            ("ens3f0,x=1", "neither a PCI address"),
             ("net_vhost0", "needs `iface=`"),
         ] {
             let e = check(bad).unwrap_err();
