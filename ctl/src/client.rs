@@ -35,6 +35,16 @@ pub enum ClientError {
     /// The daemon answered with an error.
     #[error("daemon refused: {0}")]
     Refused(String),
+    /// The daemon could not read our request frame ([`Response::BadFrame`]).
+    #[error("control socket {path}: the daemon could not read the request ({kind:?}): {message}")]
+    BadFrame {
+        /// Socket path.
+        path: String,
+        /// What was wrong with the frame.
+        kind: proto::BadFrameKind,
+        /// The daemon's reason.
+        message: String,
+    },
 }
 
 impl ClientError {
@@ -70,6 +80,7 @@ pub fn request(socket: &Path, req: &Request) -> Result<Response, ClientError> {
     };
     match proto::decode_response(&body).map_err(fe)? {
         Response::Error { message } => Err(ClientError::Refused(message)),
+        Response::BadFrame { kind, message } => Err(ClientError::BadFrame { path, kind, message }),
         r => Ok(r),
     }
 }

@@ -20,19 +20,22 @@ pub struct ExplainArgs {
     /// Client (source) address of the new connection.
     #[arg(long, value_name = "IP")]
     pub client: Ipv4Addr,
-    /// Service as IP:PORT[/tcp|udp]; optional when the config has one service.
-    #[arg(long, value_name = "IP:PORT/PROTO")]
-    pub vip: Option<String>,
+    /// Service as IP:PORT[/tcp|udp]; optional when the config has one service. A malformed
+    /// value is a usage error (exit 2) before any daemon is asked.
+    #[arg(long, value_name = "IP:PORT/PROTO", value_parser = parse_vip)]
+    pub vip: Option<VipArg>,
     /// JSON object: backend name -> {"healthy": bool | "endpoints": n, "healthy_endpoints": n |
     /// "unhealthy_endpoints": [names], "latency_ms": ms, "load_cps": cps}. Backends not
-    /// listed are healthy; a group counts its enabled endpoints.
-    #[arg(long, value_name = "FILE")]
+    /// listed are healthy; a group counts its enabled endpoints. Offline only (needs
+    /// --config): the daemon uses its live health.
+    #[arg(long, value_name = "FILE", requires = "config")]
     pub health: Option<PathBuf>,
     /// Client source port (for 5-tuple affinity).
     #[arg(long, default_value_t = 40000)]
     pub client_port: u16,
-    /// Offered new-connection rate for the capacity stage (default: sum of load_cps).
-    #[arg(long, value_name = "CPS")]
+    /// Offered new-connection rate for the capacity stage, connections/s, finite and >= 0
+    /// (default: sum of load_cps). Offline only (needs --config).
+    #[arg(long, value_name = "CPS", requires = "config", value_parser = parse_cps)]
     pub offered_cps: Option<f64>,
     /// Print JSON instead of a table.
     #[arg(long)]
@@ -61,32 +64,68 @@ struct JsonOut<'a> {
     backend: Option<&'a str>,
     endpoint: Option<String>,
     endpoint_shares: Vec<(String, String, f64)>,
+    /// The dataplane drops this new connection before choosing a backend (`martian_source`).
+    drop_reason: Option<&'static str>,
 }
 
-fn parse_vip(s: &str) -> Result<(Ipv4Addr, u16, Option<Protocol>), String> {
+/// `--vip IP:PORT[/tcp|udp]`, parsed by clap so a malformed value is a usage error (exit 2).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct VipArg {
+    /// The VIP.
+    pub ip: Ipv4Addr,
+    /// Its port.
+    pub port: u16,
+    /// Its protocol; `None` matches either.
+    pub proto: Option<Protocol>,
+}
+
+impl std::fmt::Display for VipArg {
+    /// The canonical form sent to the daemon: `10.0.0.100:80/tcp` (or without `/PROTO`).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}", self.ip, self.port)?;
+        match self.proto {
+            Some(p) => write!(f, "/{}", format!("{p:?}").to_lowercase()),
+            None => Ok(()),
+        }
+    }
+}
+
+/// Parses `--vip`: errors name the part that is wrong and the expected form.
+fn parse_vip(s: &str) -> Result<VipArg, String> {
     let (addr, proto) = match s.split_once('/') {
         Some((a, p)) => (a, Some(p)),
         None => (s, None),
     };
-    let (ip, port) = addr.split_once(':').ok_or_else(|| format!("--vip {s:?}: expected IP:PORT/PROTO, e.g. 10.0.0.100:80/tcp"))?;
-    let ip: Ipv4Addr = ip.parse().map_err(|_| format!("--vip {s:?}: {ip:?} is not an IPv4 address"))?;
-    let port: u16 = port.parse().map_err(|_| format!("--vip {s:?}: {port:?} is not a port"))?;
+    let (ip, port) = addr.split_once(':').ok_or_else(|| format!("{s:?}: expected IP:PORT/PROTO, e.g. 10.0.0.100:80/tcp"))?;
+    let ip: Ipv4Addr = ip.parse().map_err(|_| format!("{s:?}: {ip:?} is not an IPv4 address (expected IP:PORT/PROTO, e.g. 10.0.0.100:80/tcp)"))?;
+    let port: u16 = match port.parse() {
+        Ok(p) if p > 0 => p,
+        _ => return Err(format!("{s:?}: port {port:?} must be an integer in 1..=65535")),
+    };
     let proto = match proto.map(str::to_ascii_lowercase).as_deref() {
         None => None,
         Some("tcp") => Some(Protocol::Tcp),
         Some("udp") => Some(Protocol::Udp),
-        Some(p) => return Err(format!("--vip {s:?}: protocol {p:?} is not tcp or udp")),
+        Some(p) => return Err(format!("{s:?}: protocol {p:?} must be tcp or udp")),
     };
-    Ok((ip, port, proto))
+    Ok(VipArg { ip, port, proto })
 }
 
-fn pick_service<'a>(cfg: &'a Config, vip: Option<&str>) -> Result<&'a Service, String> {
+/// Parses `--offered-cps`: a finite rate >= 0 (connections/s).
+fn parse_cps(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
+        _ => Err(format!("{s:?}: must be a finite number of connections/s >= 0, e.g. 5000")),
+    }
+}
+
+fn pick_service<'a>(cfg: &'a Config, vip: Option<&VipArg>) -> Result<&'a Service, String> {
     let list = || cfg.services.iter().map(|s| format!("{}:{}/{:?}", s.vip, s.port, s.protocol).to_lowercase()).collect::<Vec<_>>().join(", ");
     match vip {
         None if cfg.services.len() == 1 => Ok(&cfg.services[0]),
         None => Err(format!("the config has {} services; choose one with --vip ({})", cfg.services.len(), list())),
         Some(v) => {
-            let (ip, port, proto) = parse_vip(v)?;
+            let VipArg { ip, port, proto } = *v;
             cfg.services
                 .iter()
                 .find(|s| s.vip == ip && s.port == port && (proto.is_none() || proto == Some(s.protocol)))
@@ -187,11 +226,8 @@ pub fn run(args: &ExplainArgs, socket: &std::path::Path) -> i32 {
 
 fn live(args: &ExplainArgs, socket: &std::path::Path) -> i32 {
     use spillway_shared::proto::{Request, Response};
-    if args.health.is_some() || args.offered_cps.is_some() {
-        eprintln!("spillwayctl explain: --health and --offered-cps need --config FILE (offline); the daemon uses its live state");
-        return 2;
-    }
-    let req = Request::Explain { client: args.client, client_port: args.client_port, vip: args.vip.clone() };
+    // --health and --offered-cps require --config (clap refuses them here with exit 2).
+    let req = Request::Explain { client: args.client, client_port: args.client_port, vip: args.vip.map(|v| v.to_string()) };
     let r = match crate::client::request(socket, &req) {
         Ok(Response::Explain(r)) => r,
         Ok(other) => {
@@ -215,11 +251,19 @@ fn live(args: &ExplainArgs, socket: &std::path::Path) -> i32 {
             "service": r.service, "vip": r.vip, "client": r.client, "class": d.client, "decision": d,
             "backend": r.backend, "endpoint": r.endpoint, "endpoint_shares": r.endpoint_shares,
             "hash": r.hash, "table_size": r.table_size, "snapshot_generation": r.snapshot_generation, "live": true,
+            "drop_reason": r.drop_reason,
         });
         println!("{}", serde_json::to_string_pretty(&j).unwrap_or_default());
         return 0;
     }
     let mut o = format!("service {} ({}), client {} -> {} [live, snapshot generation {}]\n", r.service, r.vip, r.client, r.class, r.snapshot_generation);
+    if r.drop_reason.is_some() {
+        // the worker drops it before the pipeline: no stages, no pick
+        o += &spillway_shared::martian::explanation(args.client);
+        o.push('\n');
+        print!("{o}");
+        return 0;
+    }
     o += &render_stages(&d, |i| r.backends.get(i).cloned().unwrap_or_else(|| format!("#{i}")));
     o += &endpoint_line(&r.endpoint_shares);
     let ep = match (&r.backend, &r.endpoint) {
@@ -261,7 +305,7 @@ fn render_stages(d: &Decision, name: impl Fn(usize) -> String) -> String {
 fn explain(args: &ExplainArgs) -> Result<String, String> {
     let path = args.config.as_ref().map(|p| p.to_string_lossy().to_string()).unwrap_or_default();
     let cfg = Config::load(&path).map_err(|e| e.to_string())?;
-    let svc = pick_service(&cfg, args.vip.as_deref())?;
+    let svc = pick_service(&cfg, args.vip.as_ref())?;
     let (states, up) = load_states(svc, args.health.as_ref())?;
     let topo = Topology::from_config(&cfg);
     let class = topo.classify(args.client);
@@ -278,7 +322,10 @@ fn explain(args: &ExplainArgs) -> Result<String, String> {
     let table = MaglevTable::build(&entries, svc.maglev_table_size);
     let key = FlowKey::new(args.client, svc.vip, args.client_port, svc.port, svc.protocol.number());
     let hash = key.affinity_hash(svc.session_affinity);
-    let pick = if d.drop { None } else { table.lookup(hash).and_then(|e| eps.get(usize::from(e))) };
+    // The dataplane's own rule first: a spoofed source never reaches the pipeline.
+    let martian = spillway_shared::martian::is_martian_source_in(&cfg, args.client);
+    let drop_reason = martian.then_some(spillway_shared::martian::MARTIAN_SOURCE);
+    let pick = if d.drop || martian { None } else { table.lookup(hash).and_then(|e| eps.get(usize::from(e))) };
     let chosen = pick.map(|x| svc.backends[x.backend].name.as_str());
     let endpoint = pick.map(|x| ep_name(x.backend, x.endpoint));
     let endpoint_shares: Vec<(String, String, f64)> = eps.iter().map(|x| (svc.backends[x.backend].name.clone(), ep_name(x.backend, x.endpoint), x.share)).collect();
@@ -292,12 +339,17 @@ fn explain(args: &ExplainArgs) -> Result<String, String> {
             backend: chosen,
             endpoint: endpoint.clone(),
             endpoint_shares,
+            drop_reason,
         };
         return serde_json::to_string_pretty(&j).map(|s| s + "\n").map_err(|e| e.to_string());
     }
     let mut o = String::new();
     use std::fmt::Write;
     let _ = writeln!(o, "service {} ({}:{}/{proto}), client {}:{} -> {class}", svc.name, svc.vip, svc.port, args.client, args.client_port);
+    if martian {
+        let _ = writeln!(o, "{}", spillway_shared::martian::explanation(args.client));
+        return Ok(o);
+    }
     o += &render_stages(&d, |i| svc.backends[i].name.clone());
     o += &endpoint_line(&endpoint_shares);
     match chosen {

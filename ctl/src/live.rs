@@ -225,14 +225,21 @@ fn json<T: serde::Serialize>(v: &T) -> i32 {
     0
 }
 
-/// Splits `field=value` arguments.
+/// Splits `field=value` arguments; a field given twice (`weight=1 weight=2`) is refused,
+/// since which value was meant is unknown.
 pub fn parse_fields(args: &[String]) -> Result<Vec<(String, String)>, String> {
-    args.iter()
-        .map(|a| match a.split_once('=') {
-            Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_string(), v.to_string())),
-            _ => Err(format!("{a:?}: expected FIELD=VALUE, e.g. weight=80")),
-        })
-        .collect()
+    let mut out: Vec<(String, String)> = Vec::with_capacity(args.len());
+    for a in args {
+        let (k, v) = match a.split_once('=') {
+            Some((k, v)) if !k.trim().is_empty() => (k.trim().to_string(), v.to_string()),
+            _ => return Err(format!("invalid value {a:?} for 'FIELD=VALUE': expected FIELD=VALUE, e.g. weight=80")),
+        };
+        if let Some((_, w)) = out.iter().find(|(j, _)| *j == k) {
+            return Err(format!("field `{k}` is given twice ({k}={w} and {k}={v}); give each field once"));
+        }
+        out.push((k, v));
+    }
+    Ok(out)
 }
 
 pub(crate) fn mutate(socket: &Path, req: Request, json_out: bool) -> i32 {
@@ -320,11 +327,10 @@ pub fn config(socket: &Path, cmd: &ConfigCmd) -> i32 {
     }
 }
 
+/// Builds a mutation from `FIELD=VALUE` arguments; a malformed or repeated one is a usage
+/// error (exit 2, clap style) and nothing is sent.
 pub(crate) fn with_fields(fields: &[String], f: impl FnOnce(Vec<(String, String)>) -> Request) -> Result<Request, i32> {
-    parse_fields(fields).map(f).map_err(|e| {
-        eprintln!("spillwayctl: {e}");
-        2
-    })
+    parse_fields(fields).map(f).map_err(crate::usage_error)
 }
 
 /// `service ...`

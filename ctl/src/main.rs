@@ -85,6 +85,16 @@ enum ScenarioCmd {
     },
 }
 
+/// Reports a command-line error found after parsing (a malformed or repeated
+/// `FIELD=VALUE`) the way clap reports its own: `error: ...` plus the usage hint on stderr;
+/// returns exit code 2. Nothing is sent to the daemon.
+pub(crate) fn usage_error(message: impl std::fmt::Display) -> i32 {
+    use clap::CommandFactory;
+    let e = Cli::command().error(clap::error::ErrorKind::ValueValidation, message);
+    let _ = e.print();
+    2
+}
+
 fn main() {
     // Like other Unix tools, end quietly when the reader of our output goes away
     // (`spillwayctl ... | head`) instead of panicking on a broken pipe.

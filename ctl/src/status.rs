@@ -23,6 +23,8 @@ pub fn render(r: &StatusReport) -> String {
             let _ = writeln!(o, "health checker: not running (no health checks configured)");
         }
     }
+    let c = &r.control_socket;
+    let _ = writeln!(o, "control socket: {} requests, {} bad frames, {} refused peers", c.requests, c.bad_frames, c.refused);
     let _ = writeln!(o, "\nPORTS");
     let _ = writeln!(o, "  {:<10} {:<36} {:<17} {:>12} {:>12} {:>8} {:>8} {:>6}", "name", "device", "mac", "rx_pkts", "tx_pkts", "imissed", "errors", "mbufs");
     for p in &r.ports {

@@ -45,3 +45,30 @@ fn check_refuses_out_of_type_values_with_the_range_and_warns_on_small_maglev_tab
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("warning: services[0].maglev_table_size = 251: under 100 x 4 backends"), "{out}");
 }
+
+/// A port device DPDK would refuse for a missing argument (`net_af_packet0` without
+/// `iface=`) is refused by `--check` and at start with the field path and the rule, not
+/// DPDK's generic "a driver or bus failed to probe" (issue 15).
+#[test]
+fn check_refuses_a_device_without_its_required_arguments() {
+    let base = common::null_example();
+    let (code, out) = check("afp", &base.replace("device = \"net_null0,no-rx=1\"", "device = \"net_af_packet0\""));
+    assert_eq!(code, 2, "{out}");
+    assert!(out.contains("ports[0].device = \"net_af_packet0\": the net_af_packet driver needs `iface=`"), "{out}");
+    let (code, out) = check("pcap", &base.replace("device = \"net_null0,no-rx=1\"", "device = \"net_pcap0,in.pcap\""));
+    assert_eq!(code, 2, "{out}");
+    assert!(out.contains("ports[0].device = \"net_pcap0,in.pcap\": argument `in.pcap` must be key=value"), "{out}");
+    let (code, out) = check("iface", &base.replace("device = \"net_null0,no-rx=1\"", "device = \"eth1\""));
+    assert_eq!(code, 2, "{out}");
+    assert!(out.contains("ports[0].device = \"eth1\": `eth1` is neither a PCI address") && out.contains("net_af_packet0,iface=eth1"), "{out}");
+    // the daemon itself refuses it the same way, before DPDK starts
+    let dir = std::env::temp_dir().join(format!("spw-check-{}-afp-start", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("spillway.toml");
+    std::fs::write(&path, base.replace("device = \"net_null0,no-rx=1\"", "device = \"net_af_packet0\"")).unwrap();
+    let o = Command::new(common::daemon_bin()).arg("--config").arg(&path).arg("--socket").arg(dir.join("s.sock")).output().unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("ports[0].device = \"net_af_packet0\": the net_af_packet driver needs `iface=`") && !err.contains("rte_eal_init"), "{err}");
+}

@@ -1,4 +1,5 @@
-//! The command examples of README.md and docs/ctl.md run against a real daemon, and their
+//! The command examples of README.md, docs/ctl.md and docs/operations.md run against a real
+//! daemon (or, for `$ spillway ... --check`, the daemon binary's config check), and their
 //! output must match the docs (issue 15: docs that cannot drift).
 //!
 //! In those files, an indented code line `$ spillwayctl ARGS` (continued by a trailing `\`)
@@ -13,7 +14,7 @@
 //! Matching: a line `...` stands for any number of lines; `[..]` inside a line for any
 //! text; volatile fields (uptime, snapshot age, propagation time, poll counters) are
 //! masked on both sides. A command whose expected output has a line starting
-//! `spillwayctl:` must exit non-zero, any other must exit 0.
+//! `spillwayctl:`, `spillway: error:` or `error: ` must exit non-zero, any other must exit 0.
 //!
 //! `SPILLWAY_BLESS=1 cargo test -p spillway-ctl --test doc_examples` rewrites the expected
 //! outputs from the real ones (then put back the `...` elisions you want).
@@ -180,15 +181,18 @@ fn run_doc(doc: &Path, d: &Daemon) -> (Vec<String>, String) {
     let mut ran = 0;
     for ex in parse(&text) {
         let w = words(&ex.cmd);
-        if w.first().map(String::as_str) != Some("spillwayctl") {
+        // `spillwayctl ...` against the daemon, or `spillway ... --check` (no DPDK)
+        let check = w.first().map(String::as_str) == Some("spillway") && w.iter().any(|a| a == "--check");
+        if w.first().map(String::as_str) != Some("spillwayctl") && !check {
             continue;
         }
         let mut args: Vec<String> = w[1..].iter().map(|a| a.replace("/tmp/spw", &format!("{tmp}/spw"))).collect();
-        if !args.iter().any(|a| a == "--socket") {
+        if !check && !args.iter().any(|a| a == "--socket") {
             args.insert(0, d.socket.to_string_lossy().to_string());
             args.insert(0, "--socket".into());
         }
-        let o = Command::new(common::ctl_bin()).args(&args).current_dir(repo()).output().expect("run spillwayctl");
+        let bin = if check { common::daemon_bin() } else { common::ctl_bin() };
+        let o = Command::new(bin).args(&args).current_dir(repo()).output().expect("run the example");
         ran += 1;
         let raw = format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
         let raw = raw.replace(&format!("{tmp}/spw"), "/tmp/spw").replace(&tmp, "/tmp/spw.d");
@@ -196,7 +200,7 @@ fn run_doc(doc: &Path, d: &Daemon) -> (Vec<String>, String) {
         while have.last().is_some_and(|l| l.is_empty()) {
             have.pop();
         }
-        let want_fail = ex.expected.iter().any(|l| l.starts_with("spillwayctl:"));
+        let want_fail = ex.expected.iter().any(|l| l.starts_with("spillwayctl:") || l.starts_with("spillway: error:") || l.starts_with("error: "));
         let masked_have: Vec<String> = have.iter().map(|l| mask(l, &m)).collect();
         let masked_want: Vec<String> = ex.expected.iter().map(|l| mask(l, &m)).collect();
         let ok_output = lines_match(&masked_want, &masked_have);
@@ -236,6 +240,10 @@ fn check(doc: &str, name: &str) {
     let new = base.replacen(b3, &format!("{b3}weight = 77\n"), 1);
     std::fs::write(d.dir.join("spw-new.toml"), new).unwrap();
     std::fs::write(d.dir.join("spw-restart.toml"), base.replace("workers = 2", "workers = 1")).unwrap();
+    // docs/operations.md "Checking a config": a port device DPDK would refuse
+    let dev = "device = \"net_null0,no-rx=1\"";
+    assert!(base.contains(dev), "examples/null.toml changed: the port device not found");
+    std::fs::write(d.dir.join("spw-afp.toml"), base.replace(dev, "device = \"net_af_packet0\"")).unwrap();
     let path = repo().join(doc);
     let (failures, blessed) = run_doc(&path, &d);
     if failures.is_empty() {
@@ -257,6 +265,12 @@ fn docs_ctl_md_examples_hold() {
 #[test]
 fn readme_examples_hold() {
     check("README.md", "doc-readme");
+}
+
+/// docs/operations.md's `spillway --check` examples.
+#[test]
+fn operations_md_examples_hold() {
+    check("docs/operations.md", "doc-ops");
 }
 
 #[test]

@@ -77,3 +77,31 @@ fn explain_shows_endpoints_and_live_and_offline_pick_the_same_endpoint() {
     let line = text.lines().find(|l| l.starts_with("endpoint shares:")).unwrap_or_else(|| panic!("{text}"));
     assert!(line.contains("b1/b1=") && line.contains("b1/e2=") && !line.contains("b1/e3") && line.contains("b2/b2="), "{line}");
 }
+
+/// A spoofed source (issue 15): a client address that is a VIP or the port's address is
+/// dropped by the dataplane as `martian_source`; explain, live and offline, says so with
+/// that reason name and picks no backend. An ordinary client still gets a backend.
+#[test]
+fn explain_says_a_spoofed_source_is_dropped_live_and_offline() {
+    let d = Daemon::start("explain-martian", &null_example());
+    let cfg = d.config.to_str().unwrap().to_string();
+    // 10.0.0.100: the VIP; 10.0.0.2: the port's address
+    for client in ["10.0.0.100", "10.0.0.2"] {
+        for offline in [false, true] {
+            let mut args = vec!["explain", "--client", client, "--vip", "10.0.0.100:80/tcp"];
+            if offline {
+                args.extend(["--config", cfg.as_str()]);
+            }
+            let text = d.ok(&args);
+            assert!(text.contains("new connection dropped: martian_source") && !text.contains("-> backend"), "{client} offline={offline}:\n{text}");
+            args.push("--json");
+            let j: serde_json::Value = serde_json::from_str(&d.ok(&args)).unwrap();
+            assert_eq!(j["drop_reason"], "martian_source", "{client} offline={offline}: {j}");
+            assert!(j["backend"].is_null(), "{client} offline={offline}: {j}");
+        }
+    }
+    let text = d.ok(&["explain", "--client", "10.1.0.10", "--vip", "10.0.0.100:80/tcp"]);
+    assert!(text.contains("-> backend b") && !text.contains("martian"), "{text}");
+    let j: serde_json::Value = serde_json::from_str(&d.ok(&["explain", "--client", "10.1.0.10", "--vip", "10.0.0.100:80/tcp", "--json"])).unwrap();
+    assert!(j["drop_reason"].is_null(), "{j}");
+}

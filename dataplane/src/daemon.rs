@@ -82,6 +82,8 @@ pub struct Daemon {
     pub config_path: Option<std::path::PathBuf>,
     /// VIP readiness, operator drains and worker progress (issue 13; [`crate::announce`]).
     pub fleet: crate::announce::FleetState,
+    /// Counters of the control socket (its server counts into them; `status` shows them).
+    pub ctl_stats: Arc<crate::ctl::server::ServerStats>,
 }
 
 impl Daemon {
@@ -131,6 +133,7 @@ impl Daemon {
             health_events: Mutex::new(None),
             config_path: None,
             fleet: Default::default(),
+            ctl_stats: Arc::default(),
         })
     }
 

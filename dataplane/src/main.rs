@@ -62,10 +62,9 @@ fn install_signals() -> Result<(), String> {
     Ok(())
 }
 
-/// Whether a device string is a PCI address (`0000:3b:00.0` or `3b:00.0`).
+/// Whether a device string is a PCI address (the rule config validation uses too).
 fn is_pci(dev: &str) -> bool {
-    let d = dev.split(',').next().unwrap_or("");
-    d.contains(':') && d.contains('.') && d.chars().all(|c| c.is_ascii_hexdigit() || c == ':' || c == '.')
+    spillway_shared::device::is_pci(dev)
 }
 
 /// EAL arguments: the config's own plus `--vdev`/`-a` for every port, and `-l 0` (EAL
@@ -133,7 +132,7 @@ fn run(args: Args) -> Result<(), String> {
             println!("{path}: warning: {workers} workers on {} usable cores: workers share cores with each other or the control thread", avail.len());
         }
         println!("{path}: configuration OK ({} services, {} ports)", cfg.services.len(), cfg.ports.len());
-        println!("  checked: syntax, every range and cross-reference, backend MACs/addresses, socket_group, worker_cores on this host");
+        println!("  checked: syntax, every range and cross-reference, backend MACs/addresses, port device arguments (key=value, iface= etc. a driver needs), socket_group, worker_cores on this host");
         println!("  not checked without starting DPDK: that the devices exist and start, hugepage memory for the mbuf pools, queue and descriptor counts the NIC supports, the control socket path");
         return Ok(());
     }
@@ -245,7 +244,7 @@ fn run(args: Args) -> Result<(), String> {
     }
     drop(health_tx);
 
-    let server = Server::start(&socket, group, daemon.clone()).map_err(|e| format!("control socket {}: {e}", socket.display()))?;
+    let server = Server::start_with_stats(&socket, group, daemon.clone(), daemon.ctl_stats.clone()).map_err(|e| format!("control socket {}: {e}", socket.display()))?;
     tracing::info!(socket = %socket.display(), "control socket listening");
 
     // Workers.

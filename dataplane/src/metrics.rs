@@ -123,6 +123,12 @@ pub fn render(daemon: &Daemon) -> String {
         b.gauge("conntrack_entries", "Live connection-table entries (occupancy)", r.per_worker.iter().enumerate().map(|(i, n)| (w(i), *n as f64)));
     }
 
+    // Control socket.
+    let cs = &status.control_socket;
+    b.counter("control_requests", "Control-socket requests answered", [(vec![], cs.requests)]);
+    b.counter("control_bad_frames", "Control-socket request frames that were truncated, too large, of another protocol version or garbage (each answered with a typed error)", [(vec![], cs.bad_frames)]);
+    b.counter("control_refused_peers", "Control-socket connections refused by the peer-credential check", [(vec![], cs.refused)]);
+
     // Snapshots.
     b.gauge("snapshot_generation", "Last snapshot generation published", [(vec![], generation as f64)]);
     b.gauge("config_generation", "Config generation (moves with every applied spillwayctl edit)", [(vec![], config_generation as f64)]);

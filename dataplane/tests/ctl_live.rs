@@ -231,12 +231,28 @@ fn bad_frames_do_not_hurt() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let d = Daemon::start("frames", &traffic_config("frames"));
     let rx0 = d.status().total.rx;
-    // truncated: length says 100, 10 bytes come, then EOF
+    let bad0 = d.status().control_socket.bad_frames;
+    // truncated: length says 100, 10 bytes come, then EOF: a typed answer (issue 15)
     let mut t = 100u32.to_be_bytes().to_vec();
     t.extend_from_slice(&[0u8; 10]);
-    assert_eq!(raw_bytes(&d.socket, &t), None);
+    let m = raw_bytes(&d.socket, &t).expect("an answer to a truncated frame");
+    assert!(m.contains("BadFrame { kind: Truncated") && m.contains("the connection ended inside a frame"), "{m}");
     // truncated length prefix
-    assert_eq!(raw_bytes(&d.socket, &[0, 0]), None);
+    let m = raw_bytes(&d.socket, &[0, 0]).expect("an answer to a truncated length prefix");
+    assert!(m.contains("BadFrame { kind: Truncated"), "{m}");
+    // a malformed frame read whole: answered, and the same connection keeps being served
+    {
+        use std::io::Write as _;
+        let mut s = UnixStream::connect(&d.socket).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        s.write_all(&[0, 0, 0, 3, PROTOCOL_VERSION as u8, 0xff, 0xff]).unwrap();
+        let r = proto::decode_response(&proto::read_frame(&mut s).unwrap().unwrap()).unwrap();
+        assert!(matches!(r, Response::BadFrame { kind: proto::BadFrameKind::Malformed, .. }), "{r:?}");
+        proto::write_frame(&mut s, &proto::encode_request(&Request::Status)).unwrap();
+        let r = proto::decode_response(&proto::read_frame(&mut s).unwrap().unwrap()).unwrap();
+        let Response::Status(st) = r else { panic!("not served after a bad frame: {r:?}") };
+        assert_eq!(st.control_socket.bad_frames, bad0 + 3, "every bad frame is counted");
+    }
     // oversized
     let m = raw_bytes(&d.socket, &((MAX_FRAME + 1) as u32).to_be_bytes()).expect("reply");
     assert!(m.contains("exceeds the limit of 1048576 bytes"), "{m}");

@@ -208,6 +208,8 @@ fn metrics_systemd_and_announcement() {
         "spillway_conntrack_syn_not_tracked_total{",
         "spillway_snapshot_generation ",
         "spillway_port_rx_packets_total{",
+        "spillway_control_requests_total ",
+        "spillway_control_bad_frames_total ",
     ] {
         assert!(b.lines().any(|l| l.starts_with(family)), "no {family} in\n{b}");
     }

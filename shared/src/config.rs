@@ -837,7 +837,7 @@ impl Backend {
     }
 }
 
-/// Deserialisers of integer fields: read any TOML integer (or an integral float) as `i64`
+/// Deserialisers of integer fields: read any TOML integer (never a float, not even `1e3`) as `i64`
 /// and refuse one that does not fit the field's type with the range of its
 /// [`crate::limits`] row, instead of serde's bare "expected u32". The range itself is
 /// checked by [`Config::validate`].
@@ -858,11 +858,9 @@ mod ranged {
             i64::try_from(v).map_err(|_| E::custom(crate::limits::get(self.0).allowed()))
         }
         fn visit_f64<E: Error>(self, v: f64) -> Result<i64, E> {
-            if v.fract() == 0.0 && v.abs() < 9.0e15 {
-                Ok(v as i64)
-            } else {
-                Err(E::custom(format!("{} (an integer)", crate::limits::get(self.0).allowed())))
-            }
+            // `1e3` or `80.0` is a float in TOML: refused, even when integral, so a file
+            // and a live edit accept the same integers (issue 15).
+            Err(E::custom(format!("{} (a plain integer, not the float {v:?})", crate::limits::get(self.0).allowed())))
         }
         fn visit_str<E: Error>(self, _: &str) -> Result<i64, E> {
             Err(E::custom(format!("{} (a number, not a string)", crate::limits::get(self.0).allowed())))
@@ -1248,6 +1246,10 @@ impl Config {
             }
             if pcfg.device.is_empty() {
                 return Err(ConfigError::new(format!("ports[{i}].device"), "\"\"", "a PCI address or a vdev like net_af_packet0,iface=eth1"));
+            }
+            crate::device::check(&pcfg.device).map_err(|rule| ConfigError::new(format!("ports[{i}].device"), format!("{:?}", pcfg.device), rule))?;
+            if let Some(j) = self.ports[..i].iter().position(|q| crate::device::device_name(&q.device) == crate::device::device_name(&pcfg.device)) {
+                return Err(ConfigError::new(format!("ports[{i}].device"), format!("{:?}", pcfg.device), format!("must name another device than ports[{j}] ({}): one DPDK port per device", crate::device::device_name(&pcfg.device))));
             }
         }
         for (i, pcfg) in self.ports.iter().enumerate() {

@@ -2,9 +2,11 @@
 //!
 //! - [`config`]: the TOML configuration model and its validation (spec ranges);
 //! - [`limits`]: the table of configuration ranges (validation and docs/config.md);
+//! - [`device`]: `[[ports]] device` strings checked without DPDK;
 //! - [`net`]: MAC addresses, IPv4 prefixes, longest-prefix match;
 //! - [`fleet`]: the `[metrics]` and `[announce]` config sections;
 //! - [`flow`]: flow keys and the deterministic flow hash;
+//! - [`martian`]: the `martian_source` rule for new connections (worker and `explain`);
 //! - [`maglev`]: weighted Maglev lookup tables (NSDI 2016);
 //! - [`pipeline`]: the routing pipeline of the specs, stage by stage, with a trace;
 //! - [`scenario`]: the offline conformance scenario format and runner;
@@ -14,10 +16,12 @@
 #![warn(missing_docs)]
 
 pub mod config;
+pub mod device;
 pub mod fleet;
 pub mod flow;
 pub mod limits;
 pub mod maglev;
+pub mod martian;
 pub mod net;
 pub mod pipeline;
 pub mod proto;

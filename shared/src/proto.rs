@@ -4,8 +4,10 @@
 //! frame: a 4-byte big-endian length (at most [`MAX_FRAME`] = 1 MiB) followed by a postcard
 //! encoding of [`RequestFrame`] or [`ResponseFrame`], whose first field is the protocol
 //! version ([`PROTOCOL_VERSION`]), so a peer of another version is detected before the body
-//! is decoded and told so plainly. A bad frame gets an error reply and closes that
-//! connection only.
+//! is decoded and told so plainly. A bad frame gets a typed reply ([`Response::BadFrame`])
+//! and is counted ([`StatusReport::control_socket`]); a frame that was read whole but does
+//! not decode leaves the connection usable, one whose framing is lost (truncated, too large)
+//! closes that connection only.
 //!
 //! Every `f64` in these messages (and in `pipeline::Decision`) round-trips through both
 //! postcard and JSON, infinities and NaN included: see [`crate::real`] and the property
@@ -25,6 +27,8 @@ use std::io::{Read, Write};
 /// Version 4: backends as groups of endpoints (issue 11): `Request::Endpoint{Add,Remove,Set}`,
 /// `HealthRow::endpoint`, `BackendStatus::{endpoints, healthy_endpoints, drained, members}`,
 /// `ExplainReport::{endpoint, endpoint_shares}`.
+/// Version 5 (issues 10 and 15): `Response::BadFrame`, `ExplainReport::drop_reason`,
+/// `StatusReport::control_socket`, `Counters::fragments_held`.
 pub const PROTOCOL_VERSION: u16 = 5;
 /// Largest frame body accepted, bytes.
 pub const MAX_FRAME: usize = 1 << 20;
@@ -339,6 +343,10 @@ pub struct ExplainReport {
     pub table_size: u32,
     /// Snapshot generation the pick came from.
     pub snapshot_generation: u64,
+    /// The dataplane drops this new connection before any backend is chosen: the drop
+    /// reason's counter name (`martian_source`); `None`: it goes to `backend`.
+    #[serde(default)]
+    pub drop_reason: Option<String>,
 }
 
 /// One service's tables in the snapshot.
@@ -406,6 +414,38 @@ pub enum Response {
     /// Answer to [`Request::VipShow`], [`Request::VipDrain`] and [`Request::VipUndrain`]:
     /// one row per configured VIP, sorted by address.
     Vips(Vec<VipRow>),
+    /// The daemon could not read the request frame: why (`kind`) and a sentence
+    /// (`message`, e.g. "frame of 2000000 bytes exceeds the limit of 1048576 bytes").
+    BadFrame {
+        /// What was wrong with the frame.
+        kind: BadFrameKind,
+        /// Human-readable reason.
+        message: String,
+    },
+}
+
+/// What was wrong with a request frame, in [`Response::BadFrame`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum BadFrameKind {
+    /// The connection ended, or stalled past the daemon's frame deadline, inside a frame
+    /// (length prefix or body). The daemon closes the connection after replying.
+    Truncated,
+    /// The length prefix is over [`MAX_FRAME`]. The daemon closes the connection after
+    /// replying (the rest of the stream cannot be framed).
+    TooLarge,
+    /// The frame's protocol version is not [`PROTOCOL_VERSION`]. The connection stays
+    /// usable.
+    Version,
+    /// The body does not decode as a [`RequestFrame`]. The connection stays usable.
+    Malformed,
+}
+
+impl BadFrameKind {
+    /// Whether the connection can carry another frame after this one (the frame was read
+    /// whole, only its content was wrong).
+    pub fn keeps_connection(self) -> bool {
+        matches!(self, BadFrameKind::Version | BadFrameKind::Malformed)
+    }
 }
 
 /// Readiness and announcement of one VIP (docs/bgp.md "Readiness").
@@ -612,6 +652,23 @@ pub struct StatusReport {
     /// The health checker thread. Default (no checker) for reports without the field.
     #[serde(default)]
     pub health_checker: HealthCheckerStatus,
+    /// Counters of the control socket since start.
+    #[serde(default)]
+    pub control_socket: ControlSocketStatus,
+}
+
+/// Counters of the control socket, in [`StatusReport::control_socket`].
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ControlSocketStatus {
+    /// Connections accepted.
+    pub accepted: u64,
+    /// Connections refused by the peer-credential check (not root or `socket_group`).
+    pub refused: u64,
+    /// Request frames that could not be read or decoded (answered with
+    /// [`Response::BadFrame`]).
+    pub bad_frames: u64,
+    /// Requests answered.
+    pub requests: u64,
 }
 
 /// State of the health checker thread, in [`StatusReport::health_checker`]
@@ -685,6 +742,21 @@ pub fn read_frame(r: &mut impl Read) -> Result<Option<Vec<u8>>, FrameError> {
     let mut body = vec![0u8; n];
     r.read_exact(&mut body)?;
     Ok(Some(body))
+}
+
+impl FrameError {
+    /// The [`BadFrameKind`] to answer this error with; `None` for a socket error other than
+    /// an end or stall inside a frame (nobody is left to answer).
+    pub fn kind(&self) -> Option<BadFrameKind> {
+        use std::io::ErrorKind as K;
+        match self {
+            FrameError::Io(e) if matches!(e.kind(), K::UnexpectedEof | K::TimedOut | K::WouldBlock) => Some(BadFrameKind::Truncated),
+            FrameError::Io(_) => None,
+            FrameError::TooLarge(_) => Some(BadFrameKind::TooLarge),
+            FrameError::Version { .. } => Some(BadFrameKind::Version),
+            FrameError::Decode(_) => Some(BadFrameKind::Malformed),
+        }
+    }
 }
 
 /// Decodes the version prefix of a body, then the rest as `T` when the version matches.

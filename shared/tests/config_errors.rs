@@ -225,3 +225,21 @@ fn type_errors_name_the_range_too() {
     let e = spillway_shared::config::Config::from_toml(&base.replace("idle_sleep_us = 5", "idle_sleep_us = 99999999999999999999")).unwrap_err();
     assert!(e.contains("dataplane.idle_sleep_us") && e.contains("must be in 0..=10000"), "{e}");
 }
+
+/// An integer field takes a plain integer only: `1e3` and `80.0` are TOML floats and are
+/// refused naming the field, the value and the range, even when integral (issue 15,
+/// live edits: `weight=1e3` was accepted as 1000).
+#[test]
+fn integer_fields_refuse_floats_even_integral_ones() {
+    for (from, to, path, range) in [
+        ("name = \"b1\"", "name = \"b1\"\nweight = 1e3", "services[0].backends[0].weight = 1e3", "must be in 1..=1000"),
+        ("name = \"b1\"", "name = \"b1\"\nweight = 80.0", "services[0].backends[0].weight = 80.0", "must be in 1..=1000"),
+        ("port = 80", "port = 8e1", "services[0].port = 8e1", "must be in 1..=65535"),
+        ("workers = 1", "workers = 1.0", "dataplane.workers = 1.0", "must be in 1..=64"),
+    ] {
+        let e = load(&BASE.replace(from, to)).unwrap_err();
+        assert!(e.starts_with(path) && e.contains(range) && e.contains("plain integer"), "{to}: {e}");
+    }
+    // plain integers still load
+    assert_eq!(load(&BASE.replace("name = \"b1\"", "name = \"b1\"\nweight = 1000")).unwrap().services[0].backends[0].weight, 1000);
+}

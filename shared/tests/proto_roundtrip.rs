@@ -7,7 +7,7 @@
 
 use proptest::prelude::*;
 use spillway_shared::pipeline::{BackendState, ClientClass, Decision, TierKind, TraceEntry};
-use spillway_shared::proto::{HealthCheckerStatus, 
+use spillway_shared::proto::{BadFrameKind, ControlSocketStatus, HealthCheckerStatus, 
     decode_response, encode_response, BackendStatus, Counters, ExplainReport, FlowRow, FlowsReport, HealthRow,
     PortStatus, Response, SnapService, SnapshotReport, StatusReport,
 };
@@ -118,6 +118,7 @@ fn status() -> impl Strategy<Value = StatusReport> {
             total,
             backends: vec![BackendStatus { backend: name.clone(), packets: n, new_connections: n, ..Default::default() }],
             health_checker: HealthCheckerStatus { started: true, dead: Some(name), targets: n, probes_skipped: n, nofile_limit: n },
+            control_socket: ControlSocketStatus { accepted: n, refused: 0, bad_frames: n, requests: u64::MAX },
         },
     )
 }
@@ -153,6 +154,7 @@ proptest! {
             class: "zone z1".into(), decision_json, backends: vec!["b1".into()], backend: None, endpoint: None,
             endpoint_shares: vec![("b1".into(), "e1".into(), 0.25)], hash,
             table_size: u32::MAX, snapshot_generation: hash,
+            drop_reason: if hash % 2 == 0 { Some("martian_source".into()) } else { None },
         };
         let resp = Response::Explain(r);
         assert_roundtrips(&resp)?;
@@ -198,7 +200,10 @@ proptest! {
             distinct_tables: limit,
         }))?;
         assert_roundtrips(&Response::Config { generation: n, toml: name.clone(), path: name.clone() })?;
-        assert_roundtrips(&Response::Error { message: name })?;
+        assert_roundtrips(&Response::Error { message: name.clone() })?;
+        for kind in [BadFrameKind::Truncated, BadFrameKind::TooLarge, BadFrameKind::Version, BadFrameKind::Malformed] {
+            assert_roundtrips(&Response::BadFrame { kind, message: name.clone() })?;
+        }
     }
 }
 

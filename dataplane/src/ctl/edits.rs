@@ -55,14 +55,49 @@ pub fn parse_value(v: &str) -> Option<toml::Value> {
     }
 }
 
+/// Refuses a field given twice in one command (`weight=1 weight=2`): which one was meant
+/// is unknown, so neither is applied. Errors name `what` and both values.
+pub fn refuse_duplicates(fields: &[(String, String)], what: &str) -> Result<(), String> {
+    for (i, (k, v)) in fields.iter().enumerate() {
+        if let Some((_, w)) = fields[..i].iter().find(|(j, _)| j == k) {
+            return Err(format!("{what}: field `{k}` is given twice ({k}={w} and {k}={v}); give each field once"));
+        }
+    }
+    Ok(())
+}
+
+/// Whether `v` is a plain decimal integer (`80`, `-1`): no exponent, fraction, sign `+`,
+/// `_` separators or `0x`/`0o`/`0b` prefix.
+fn is_plain_integer(v: &str) -> bool {
+    let d = v.trim().strip_prefix('-').unwrap_or(v.trim());
+    !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit())
+}
+
+/// Refuses a value that is not a plain decimal integer for a field that holds an integer
+/// (`weight=1e3`, `weight=0x10`, `port=8_0`), naming the field, the value and the range of
+/// its [`spillway_shared::limits`] row. `decoded` is the object after the edit; `rows` is
+/// the row prefix of its fields (`services[].backends[]`).
+fn plain_integers<T: Serialize>(decoded: &T, fields: &[(String, String)], what: &str, rows: &str) -> Result<(), String> {
+    let t = toml::Table::try_from(decoded).unwrap_or_default();
+    for (k, v) in fields {
+        if matches!(t.get(k), Some(toml::Value::Integer(_))) && !is_plain_integer(v) {
+            let range = spillway_shared::limits::find(&format!("{rows}.{k}")).map_or_else(|| "must be an integer".to_string(), |l| l.allowed());
+            return Err(format!("{what}: {k} = {v}: {range} (a plain decimal integer)"));
+        }
+    }
+    Ok(())
+}
+
 /// Applies `fields` to a serialisable object through its TOML form; errors name `what`.
-fn edit<T: Serialize + DeserializeOwned>(obj: &T, fields: &[(String, String)], what: &str, fixed: &[&str]) -> Result<T, String> {
+/// `rows` is the [`spillway_shared::limits`] prefix of the object's fields
+/// (`services[].backends[]`), for the range an integer error gives.
+fn edit<T: Serialize + DeserializeOwned>(obj: &T, fields: &[(String, String)], what: &str, fixed: &[&str], rows: &str) -> Result<T, String> {
+    refuse_duplicates(fields, what)?;
     let mut t = toml::Table::try_from(obj).map_err(|e| format!("{what}: {e}"))?;
     for (k, v) in fields {
         if fixed.contains(&k.as_str()) {
             return Err(format!("{what}: field `{k}` cannot be set here (use the add/remove commands or config apply)"));
         }
-        let before = t.clone();
         match parse_value(v) {
             Some(val) => {
                 t.insert(k.clone(), val);
@@ -73,11 +108,12 @@ fn edit<T: Serialize + DeserializeOwned>(obj: &T, fields: &[(String, String)], w
         }
         // Decode after each field so a type error names the field and the value given.
         if let Err(e) = toml::Value::Table(t.clone()).try_into::<T>() {
-            let _ = before;
             return Err(format!("{what}: {k} = {v}: {}", e.message()));
         }
     }
-    toml::Value::Table(t).try_into().map_err(|e: toml::de::Error| format!("{what}: {}", e.message()))
+    let out: T = toml::Value::Table(t).try_into().map_err(|e: toml::de::Error| format!("{what}: {}", e.message()))?;
+    plain_integers(&out, fields, what, rows)?;
+    Ok(out)
 }
 
 fn table_diff(prefix: &str, a: &toml::Table, b: &toml::Table, skip: &str, out: &mut Vec<String>) {
@@ -308,6 +344,8 @@ impl Daemon {
                 if c.service(&name).is_some() {
                     return Err(format!("service {name} already exists"));
                 }
+                let what = format!("service {name}");
+                refuse_duplicates(&fields, &what)?;
                 let mut t = toml::Table::new();
                 t.insert("name".into(), toml::Value::String(name.clone()));
                 for (k, v) in &fields {
@@ -315,7 +353,8 @@ impl Daemon {
                         t.insert(k.clone(), v);
                     }
                 }
-                let s: Service = toml::Value::Table(t).try_into().map_err(|e: toml::de::Error| format!("service {name}: {}", e.message()))?;
+                let s: Service = toml::Value::Table(t).try_into().map_err(|e: toml::de::Error| format!("{what}: {}", e.message()))?;
+                plain_integers(&s, &fields, &what, "services[]")?;
                 c.services.push(s);
                 Ok(())
             }),
@@ -329,7 +368,7 @@ impl Daemon {
             }),
             R::ServiceSet { name, fields, if_generation } => self.mutate(if_generation, |c| {
                 let i = c.services.iter().position(|s| s.name == name).ok_or_else(|| no_service(c, &name))?;
-                c.services[i] = edit(&c.services[i], &fields, &format!("service {name}"), &["name", "backends"])?;
+                c.services[i] = edit(&c.services[i], &fields, &format!("service {name}"), &["name", "backends"], "services[]")?;
                 Ok(())
             }),
             R::BackendAdd { service, name, fields, if_generation } => self.mutate(if_generation, |c| {
@@ -337,7 +376,7 @@ impl Daemon {
                 if c.services[si].backends.iter().any(|b| b.name == name) {
                     return Err(format!("service {service}: backend {name} already exists"));
                 }
-                let b = edit(&Backend::new(&name, ""), &fields, &format!("service {service}: backend {name}"), &["name"])?;
+                let b = edit(&Backend::new(&name, ""), &fields, &format!("service {service}: backend {name}"), &["name"], "services[].backends[]")?;
                 c.services[si].backends.push(b);
                 Ok(())
             }),
@@ -354,7 +393,7 @@ impl Daemon {
                 let si = c.services.iter().position(|s| s.name == service).ok_or_else(|| no_service(c, &service))?;
                 let bi = c.services[si].backends.iter().position(|b| b.name == name).ok_or_else(|| format!("service {service} has no backend {name}"))?;
                 let b = &c.services[si].backends[bi];
-                c.services[si].backends[bi] = edit(b, &fields, &format!("service {service}: backend {name}"), &["name"])?;
+                c.services[si].backends[bi] = edit(b, &fields, &format!("service {service}: backend {name}"), &["name"], "services[].backends[]")?;
                 Ok(())
             }),
             R::EndpointAdd { service, backend, name, fields, if_generation } => self.mutate(if_generation, |c| {
@@ -364,7 +403,7 @@ impl Daemon {
                 }
                 into_group(b);
                 let what = format!("service {service}: backend {backend}: endpoint {name}");
-                let e = edit(&Endpoint::new(Some(&name), std::net::Ipv4Addr::UNSPECIFIED), &fields, &what, &["name"])?;
+                let e = edit(&Endpoint::new(Some(&name), std::net::Ipv4Addr::UNSPECIFIED), &fields, &what, &["name"], "services[].backends[].endpoints[]")?;
                 if e.address.is_unspecified() {
                     return Err(format!("{what}: address is required (e.g. address=10.0.1.3)"));
                 }
@@ -391,7 +430,7 @@ impl Daemon {
                 into_group(b);
                 let i = b.endpoint_index(&name).ok_or_else(|| no_endpoint(&service, b, &name))?;
                 let what = format!("service {service}: backend {backend}: endpoint {name}");
-                let mut e = edit(&b.endpoints[i], &fields, &what, &["name"])?;
+                let mut e = edit(&b.endpoints[i], &fields, &what, &["name"], "services[].backends[].endpoints[]")?;
                 // an unnamed endpoint keeps the name it is known by (its old address)
                 if e.name.is_none() && e.address != b.endpoints[i].address {
                     e.name = Some(name.clone());

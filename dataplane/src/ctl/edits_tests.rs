@@ -14,11 +14,11 @@ fn values_parse_as_toml_or_bare_strings() {
 #[test]
 fn edit_reports_unknown_fields_and_types() {
     let b = Backend::new("b1", "z1");
-    let e = edit(&b, &[("wieght".into(), "3".into())], "backend b1", &["name"]).unwrap_err();
+    let e = edit(&b, &[("wieght".into(), "3".into())], "backend b1", &["name"], "services[].backends[]").unwrap_err();
     assert!(e.contains("wieght"), "{e}");
-    let e = edit(&b, &[("weight".into(), "\"x\"".into())], "backend b1", &["name"]).unwrap_err();
+    let e = edit(&b, &[("weight".into(), "\"x\"".into())], "backend b1", &["name"], "services[].backends[]").unwrap_err();
     assert!(e.contains("backend b1"), "{e}");
-    let b2 = edit(&b, &[("weight".into(), "80".into()), ("enabled".into(), "false".into())], "b", &[]).unwrap();
+    let b2 = edit(&b, &[("weight".into(), "80".into()), ("enabled".into(), "false".into())], "b", &[], "services[].backends[]").unwrap();
     assert_eq!((b2.weight, b2.enabled), (80, false));
     let d = describe_changes(&Config::default(), &Config::default());
     assert!(d.is_empty());
@@ -202,4 +202,42 @@ fn endpoint_edits_keep_slots_and_health_of_the_others_and_refuse_bad_input() {
     let st = d.control.lock().unwrap();
     assert!(st.slots.slot("web", "b1", "e2").is_none() && st.slots.slot("web", "b1", "b1") == slot_b1);
     assert!(!st.health.contains_key(&("web".to_string(), "b1".to_string(), "e2".to_string())));
+}
+
+/// `weight=1e3` (a TOML float), `0x10`, `1_000` or `+5` for an integer field are refused
+/// naming the field, the value and the range; live edits take plain integers only (issue 15).
+#[test]
+fn integer_fields_take_plain_integers_only() {
+    let d = daemon();
+    for (f, v) in [("weight", "1e3"), ("weight", "80.0"), ("weight", "0x10"), ("weight", "1_000"), ("weight", "+5"), ("priority", "2e0")] {
+        let r = d.edit_request(set("web", "b1", &[(f, v)], None));
+        let Response::Error { message } = r else { panic!("{f}={v} accepted: {r:?}") };
+        assert!(message.contains(&format!("{f} = {v}")) && message.contains("must be in 1..="), "{f}={v}: {message}");
+    }
+    let r = d.edit_request(spillway_shared::proto::Request::ServiceSet { name: "web".into(), fields: vec![("port".into(), "8e1".into())], if_generation: None });
+    let Response::Error { message } = r else { panic!("port=8e1 accepted: {r:?}") };
+    assert!(message.contains("port = 8e1") && message.contains("must be in 1..=65535"), "{message}");
+    let r = d.edit_request(spillway_shared::proto::Request::ServiceAdd { name: "api".into(), fields: vec![("vip".into(), "10.0.0.101".into()), ("port".into(), "0x50".into())], if_generation: None });
+    let Response::Error { message } = r else { panic!("port=0x50 accepted: {r:?}") };
+    assert!(message.contains("port = 0x50") && message.contains("must be in 1..=65535"), "{message}");
+    let r = d.edit_request(ep_req("add", "b1", "e2", &[("address", "10.0.1.9"), ("mac", "02:00:00:00:0b:09"), ("weight", "5e1")]));
+    let Response::Error { message } = r else { panic!("endpoint weight=5e1 accepted: {r:?}") };
+    assert!(message.contains("weight = 5e1") && message.contains("must be in 1..="), "{message}");
+    // nothing changed, and plain integers still apply
+    assert_eq!(d.control.lock().unwrap().config_generation, 1);
+    assert!(matches!(d.edit_request(set("web", "b1", &[("weight", "1000")], None)), Response::Applied(_)));
+}
+
+/// A field given twice in one command is refused, naming both values; nothing is applied.
+#[test]
+fn a_field_given_twice_is_refused() {
+    let d = daemon();
+    let r = d.edit_request(set("web", "b1", &[("weight", "1"), ("weight", "2")], None));
+    let Response::Error { message } = r else { panic!("accepted: {r:?}") };
+    assert!(message.contains("`weight` is given twice (weight=1 and weight=2)"), "{message}");
+    let r = d.edit_request(spillway_shared::proto::Request::ServiceAdd { name: "api".into(), fields: vec![("vip".into(), "10.0.0.101".into()), ("port".into(), "81".into()), ("port".into(), "82".into())], if_generation: None });
+    let Response::Error { message } = r else { panic!("accepted: {r:?}") };
+    assert!(message.contains("`port` is given twice"), "{message}");
+    assert_eq!(d.control.lock().unwrap().config_generation, 1);
+    assert_eq!(d.control.lock().unwrap().cfg.services[0].backends[0].weight, 50);
 }

@@ -4,9 +4,12 @@
 //! Security: the socket's directory is created 0750 and the socket 0660, both given to the
 //! configured `socket_group` (so its members can reach the socket and nobody else can);
 //! every connection's peer credentials (SO_PEERCRED, read with `nix`) are checked against
-//! root or that group, and refused connections are logged and counted. Robustness: a frame over the size limit, a
-//! wrong version or garbage gets an error reply and closes that connection only; each
-//! connection has a read timeout; the daemon never panics on client input.
+//! root or that group, and refused connections are logged and counted. Robustness: a bad
+//! frame (truncated, over the size limit, a wrong version or garbage) gets a typed reply
+//! ([`Response::BadFrame`]) and is counted ([`ServerStats::bad_frames`]); after a frame read
+//! whole (wrong version, garbage) the connection keeps being served, after a truncated or
+//! oversized one (framing lost) that connection only is closed. Each connection has a read
+//! timeout; the daemon never panics on client input.
 
 use spillway_shared::proto::{self, FrameError, Request, Response};
 use std::io::Write;
@@ -30,10 +33,19 @@ pub struct ServerStats {
     pub accepted: AtomicU64,
     /// Connections refused by the credential check.
     pub refused: AtomicU64,
-    /// Frames that failed to decode (garbage, wrong version, too large).
+    /// Frames that could not be read or decoded (truncated, too large, wrong version,
+    /// garbage); each was answered with [`Response::BadFrame`] when the peer was still there.
     pub bad_frames: AtomicU64,
     /// Requests answered.
     pub requests: AtomicU64,
+}
+
+impl ServerStats {
+    /// The counters as `spillwayctl status` reports them.
+    pub fn report(&self) -> spillway_shared::proto::ControlSocketStatus {
+        let l = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        spillway_shared::proto::ControlSocketStatus { accepted: l(&self.accepted), refused: l(&self.refused), bad_frames: l(&self.bad_frames), requests: l(&self.requests) }
+    }
 }
 
 /// Peer credentials of a Unix socket connection (SO_PEERCRED).
@@ -105,6 +117,11 @@ impl Server {
     /// answers on it, or its parent's parent does not exist (only the last directory level
     /// is created, e.g. `/run/spillway`).
     pub fn start(path: &Path, group: Option<u32>, handler: Arc<dyn Handler>) -> std::io::Result<Server> {
+        Server::start_with_stats(path, group, handler, Arc::default())
+    }
+
+    /// [`Server::start`], counting into `stats` (the daemon's, so `status` can show them).
+    pub fn start_with_stats(path: &Path, group: Option<u32>, handler: Arc<dyn Handler>, stats: Arc<ServerStats>) -> std::io::Result<Server> {
         use std::os::unix::fs::FileTypeExt;
         if let Some(dir) = path.parent() {
             if !dir.as_os_str().is_empty() && !dir.exists() {
@@ -144,7 +161,6 @@ impl Server {
         }
         listener.set_nonblocking(true)?;
         let stop = Arc::new(AtomicBool::new(false));
-        let stats = Arc::new(ServerStats::default());
         let (st, stp) = (stats.clone(), stop.clone());
         let thread = std::thread::Builder::new().name("ctl-server".into()).spawn(move || {
             accept_loop(listener, group, handler, st, stp);
@@ -341,6 +357,26 @@ fn reply_error(mut stream: UnixStream, message: &str) {
     let _ = proto::write_frame(&mut stream, &body);
 }
 
+/// Counts a bad frame and answers it with [`Response::BadFrame`] (when there is a kind to
+/// answer with); returns whether the connection can carry further frames.
+fn answer_bad_frame(stream: &mut UnixStream, e: &FrameError, stats: &ServerStats) -> bool {
+    let Some(kind) = e.kind() else { return false };
+    stats.bad_frames.fetch_add(1, Ordering::Relaxed);
+    let message = match (kind, e) {
+        (proto::BadFrameKind::Truncated, FrameError::Io(io)) if io.kind() != std::io::ErrorKind::UnexpectedEof => {
+            format!("truncated frame: not complete within {} s of its first byte", FRAME_DEADLINE.as_secs())
+        }
+        (proto::BadFrameKind::Truncated, _) => "truncated frame: the connection ended inside a frame (length prefix or body)".to_string(),
+        _ => e.to_string(),
+    };
+    tracing::info!(?kind, error = %message, "control socket: bad frame");
+    let _ = stream.set_write_timeout(Some(Duration::from_secs(1)));
+    let body = proto::encode_response(&Response::BadFrame { kind, message });
+    let sent = proto::write_frame(stream, &body).is_ok();
+    let _ = stream.set_write_timeout(Some(Duration::from_secs(10)));
+    sent && kind.keeps_connection()
+}
+
 /// Serves one connection: frames in, frames out, until EOF or a bad frame.
 ///
 /// Timeouts: a connection idle for [`IDLE_TIMEOUT`] between frames is closed, and a frame
@@ -370,10 +406,9 @@ fn serve_conn_tracked(mut stream: UnixStream, handler: &dyn Handler, stats: &Ser
         let body = match proto::read_frame(&mut deadline) {
             Ok(Some(b)) => b,
             Ok(None) => return,
-            Err(FrameError::Io(_)) => return,
             Err(e) => {
-                stats.bad_frames.fetch_add(1, Ordering::Relaxed);
-                reply_error(stream, &e.to_string());
+                // truncated, stalled or oversized: the stream cannot be framed any more
+                answer_bad_frame(&mut stream, &e, stats);
                 return;
             }
         };
@@ -383,9 +418,10 @@ fn serve_conn_tracked(mut stream: UnixStream, handler: &dyn Handler, stats: &Ser
                 handler.handle(req)
             }
             Err(e) => {
-                stats.bad_frames.fetch_add(1, Ordering::Relaxed);
-                tracing::info!(error = %e, "control socket: bad frame");
-                reply_error(stream, &e.to_string());
+                // read whole: the next frame starts right after it
+                if answer_bad_frame(&mut stream, &e, stats) {
+                    continue;
+                }
                 return;
             }
         };
@@ -501,17 +537,36 @@ mod tests {
         assert_eq!(mode(path.parent().unwrap()), 0o750);
         // a second server on a live socket is refused
         assert!(Server::start(&path, None, Arc::new(Echo)).is_err());
-        for bad in [vec![0xffu8, 0xff, 0xff, 0xff], vec![0, 0, 0, 2, 99, 0], vec![0, 0, 0, 3, proto::PROTOCOL_VERSION as u8, 0xff, 0xff]] {
+        use proto::BadFrameKind as K;
+        for (bad, want) in [(vec![0xffu8, 0xff, 0xff, 0xff], K::TooLarge), (vec![0, 0, 0, 2, 99, 0], K::Version), (vec![0, 0, 0, 3, proto::PROTOCOL_VERSION as u8, 0xff, 0xff], K::Malformed)] {
             let mut s = UnixStream::connect(&path).unwrap();
             s.write_all(&bad).unwrap();
             let body = proto::read_frame(&mut s).unwrap().unwrap();
-            assert!(matches!(proto::decode_response(&body).unwrap(), Response::Error { .. }));
+            let r = proto::decode_response(&body).unwrap();
+            assert!(matches!(&r, Response::BadFrame { kind, .. } if *kind == want), "{bad:?}: {r:?}");
+            // a frame read whole leaves the connection usable
+            if want.keeps_connection() {
+                proto::write_frame(&mut s, &proto::encode_request(&Request::Status)).unwrap();
+                let body = proto::read_frame(&mut s).unwrap().unwrap();
+                assert_eq!(proto::decode_response(&body).unwrap(), Response::Error { message: "Status".into() }, "served after {want:?}");
+            }
+        }
+        // truncated: the length prefix or the body ends early (the client half-closes): a
+        // typed answer, not a silent close
+        for bad in [vec![0u8, 0], vec![0, 0, 0, 100, 1, 2, 3]] {
+            let mut s = UnixStream::connect(&path).unwrap();
+            s.write_all(&bad).unwrap();
+            s.shutdown(std::net::Shutdown::Write).unwrap();
+            let body = proto::read_frame(&mut s).unwrap().expect("an answer to a truncated frame");
+            let r = proto::decode_response(&body).unwrap();
+            assert!(matches!(&r, Response::BadFrame { kind: K::Truncated, message } if message.contains("truncated")), "{bad:?}: {r:?}");
         }
         let mut s = UnixStream::connect(&path).unwrap();
         proto::write_frame(&mut s, &proto::encode_request(&Request::Status)).unwrap();
         let body = proto::read_frame(&mut s).unwrap().unwrap();
         assert_eq!(proto::decode_response(&body).unwrap(), Response::Error { message: "Status".into() });
-        assert_eq!(srv.stats.bad_frames.load(Ordering::Relaxed), 3);
+        assert_eq!(srv.stats.bad_frames.load(Ordering::Relaxed), 5);
+        assert_eq!(srv.stats.report().bad_frames, 5);
         // an answer over the frame limit becomes a plain error, not a dropped connection
         let big = Request::ConfigApply { toml: "\"".repeat(proto::MAX_FRAME - 64), if_generation: None };
         proto::write_frame(&mut s, &proto::encode_request(&big)).unwrap();

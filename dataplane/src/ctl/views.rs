@@ -73,6 +73,7 @@ impl Daemon {
             total,
             backends,
             health_checker,
+            control_socket: self.ctl_stats.report(),
         }
     }
 
@@ -200,17 +201,21 @@ impl Daemon {
         let key = FlowKey::new(client, svc.vip, client_port, svc.port, svc.protocol.number());
         let hash = key.affinity_hash(svc.session_affinity);
         let proto = svc.protocol.number();
-        let (slot, table_size, snapshot_generation) = self
+        // The worker's rule on the same snapshot: a new connection from one of our own
+        // addresses is dropped before any backend is chosen.
+        let (slot, table_size, snapshot_generation, martian) = self
             .shared
             .with_snapshot(|s| {
+                let martian = spillway_shared::martian::is_martian_source(u32::from(client), |a| s.arp_addrs.contains_key(&a));
                 let pick = s.by_vip_port.get(&(u32::from(svc.vip), svc.port, proto)).and_then(|&si| {
                     let ss = s.services.get(usize::from(si))?;
                     let t = ss.tables.get(usize::from(s.class_of(u32::from(client))))?.as_ref()?;
                     Some((t.pick(hash)?, t.maglev.len() as u32))
                 });
-                (pick.map(|p| p.0), pick.map_or(0, |p| p.1), s.generation)
+                let slot = if martian { None } else { pick.map(|p| p.0) };
+                (slot, pick.map_or(0, |p| p.1), s.generation, martian)
             })
-            .unwrap_or((None, 0, 0));
+            .unwrap_or((None, 0, 0, false));
         // The pick is an endpoint slot: name its backend and endpoint.
         let owner = slot.and_then(|sl| st.slots.owner(sl)).filter(|o| o.0 == svc.name);
         let (backend, endpoint) = match owner {
@@ -237,6 +242,7 @@ impl Daemon {
             hash,
             table_size,
             snapshot_generation,
+            drop_reason: martian.then(|| crate::wire::DropReason::MartianSource.name().to_string()),
         })
     }
 

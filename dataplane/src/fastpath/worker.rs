@@ -309,8 +309,8 @@ impl Worker {
             }
         }
         // A new connection from one of our own addresses is spoofed (the backend would
-        // answer itself): refuse it.
-        if snap.arp_addrs.contains_key(&key.src) {
+        // answer itself): refuse it (the rule `explain` applies too).
+        if spillway_shared::martian::is_martian_source(key.src, |a| snap.arp_addrs.contains_key(&a)) {
             return Err(DropReason::MartianSource);
         }
         let b = class_table(snap, svc, key.src)

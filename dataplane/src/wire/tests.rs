@@ -97,6 +97,8 @@ fn drop_reason_names_are_stable() {
         ]
     );
     assert_eq!(DropReason::COUNT, names.len());
+    // `explain` names the drop with the shared rule's constant
+    assert_eq!(DropReason::MartianSource.name(), spillway_shared::martian::MARTIAN_SOURCE);
     for (i, r) in DropReason::iter().enumerate() {
         assert_eq!(r as usize, i);
     }
@@ -348,5 +350,18 @@ proptest::proptest! {
         proptest::prop_assert_eq!(syn_hint(&out), false);
         // random bytes: never panics
         let _ = flow_tuple_hint(&f);
+    }
+}
+
+/// Every drop reason is listed in docs/architecture.md and explained in docs/operations.md's
+/// table (issue 15: the architecture list once lacked `multi_segment` and `martian_source`).
+#[test]
+fn every_drop_reason_is_documented() {
+    let doc = |f: &str| std::fs::read_to_string(format!("{}/../docs/{f}", env!("CARGO_MANIFEST_DIR"))).unwrap();
+    let (arch, ops) = (doc("architecture.md"), doc("operations.md"));
+    for r in DropReason::iter() {
+        let n = r.name();
+        assert!(arch.contains(&format!("`{n}`")), "docs/architecture.md does not list {n}");
+        assert!(ops.lines().any(|l| l.starts_with('|') && l.contains(&format!("`{n}`"))), "docs/operations.md's drop table does not explain {n}");
     }
 }

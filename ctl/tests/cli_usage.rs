@@ -1,0 +1,81 @@
+//! Command-line argument errors are usage errors (issue 15): exit 2 in clap's style
+//! (`error: ...`), before any daemon is contacted. A fake daemon listens on the socket and
+//! answers every request with a refusal (exit 1), so a request that reached it shows.
+
+use spillway_shared::proto::{self, Response};
+use std::os::unix::net::UnixListener;
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// A socket that refuses every request and counts the connections it got.
+struct FakeDaemon {
+    socket: PathBuf,
+    connections: Arc<AtomicU64>,
+}
+
+impl FakeDaemon {
+    fn start(name: &str) -> FakeDaemon {
+        let dir = std::env::temp_dir().join(format!("spw-usage-{}-{name}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let socket = dir.join("fake.sock");
+        let _ = std::fs::remove_file(&socket);
+        let l = UnixListener::bind(&socket).unwrap();
+        let connections = Arc::new(AtomicU64::new(0));
+        let n = connections.clone();
+        std::thread::spawn(move || {
+            for mut s in l.incoming().flatten() {
+                n.fetch_add(1, Ordering::SeqCst);
+                let _ = proto::read_frame(&mut s);
+                let _ = proto::write_frame(&mut s, &proto::encode_response(&Response::Error { message: "fake daemon refuses".into() }));
+            }
+        });
+        FakeDaemon { socket, connections }
+    }
+
+    /// Runs `spillwayctl --socket FAKE args`: (exit code, stderr).
+    fn run(&self, args: &[&str]) -> (i32, String) {
+        let o = Command::new(env!("CARGO_BIN_EXE_spillwayctl")).arg("--socket").arg(&self.socket).args(args).output().unwrap();
+        (o.status.code().unwrap_or(-1), String::from_utf8_lossy(&o.stderr).to_string())
+    }
+}
+
+#[test]
+fn the_fake_daemon_sees_a_valid_request() {
+    let d = FakeDaemon::start("valid");
+    let (code, err) = d.run(&["explain", "--client", "10.1.0.10", "--vip", "10.0.0.100:80/tcp"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("fake daemon refuses"), "{err}");
+    assert_eq!(d.connections.load(Ordering::SeqCst), 1);
+}
+
+#[test]
+fn malformed_arguments_exit_2_before_the_daemon_is_asked() {
+    let d = FakeDaemon::start("usage");
+    let cases: &[(&[&str], &str)] = &[
+        (&["explain", "--client", "10.1.0.10", "--vip", "10.0.0.100:xx/tcp"], "port \"xx\" must be an integer in 1..=65535"),
+        (&["explain", "--client", "10.1.0.10", "--vip", "10.0.0.100:0/tcp"], "must be an integer in 1..=65535"),
+        (&["explain", "--client", "10.1.0.10", "--vip", "10.0.0.300:80/tcp"], "\"10.0.0.300\" is not an IPv4 address"),
+        (&["explain", "--client", "10.1.0.10", "--vip", "10.0.0.100:80/sctp"], "protocol \"sctp\" must be tcp or udp"),
+        (&["explain", "--client", "10.1.0.10", "--vip", "10.0.0.100"], "expected IP:PORT/PROTO"),
+        (&["explain", "--client", "10.1.0.10", "--health", "h.json"], "--config"),
+        (&["explain", "--client", "10.1.0.10", "--offered-cps", "5"], "--config"),
+        (&["explain", "--config", "x.toml", "--client", "10.1.0.10", "--offered-cps=-5"], "must be a finite number"),
+        (&["explain", "--config", "x.toml", "--client", "10.1.0.10", "--offered-cps", "inf"], "must be a finite number"),
+        (&["explain", "--client", "10.1.0.999"], "invalid value"),
+        (&["backend", "set", "web", "b1", "weight=1", "weight=2"], "`weight` is given twice (weight=1 and weight=2)"),
+        (&["backend", "add", "web", "b9", "address=10.0.1.9", "address=10.0.1.8"], "`address` is given twice"),
+        (&["service", "set", "web", "spillover_ratio=0.1", "spillover_ratio=0.2"], "`spillover_ratio` is given twice"),
+        (&["service", "add", "api", "vip=10.0.0.101", "port"], "expected FIELD=VALUE"),
+        (&["endpoint", "set", "web", "b1", "e1", "weight=1", "weight=1"], "`weight` is given twice"),
+        (&["vip", "drain", "10.0.0.256"], "must be an IPv4 address"),
+    ];
+    for (args, says) in cases {
+        let (code, err) = d.run(args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(err.starts_with("error: ") && err.contains(says), "{args:?}: {err}");
+        assert!(!err.contains("fake daemon"), "{args:?} reached the daemon: {err}");
+    }
+    assert_eq!(d.connections.load(Ordering::SeqCst), 0, "no argument error may contact the daemon");
+}
