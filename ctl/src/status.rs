@@ -121,7 +121,7 @@ mod tests {
     #[test]
     fn backends_show_both_levels() {
         use spillway_shared::proto::{BackendStatus, EndpointStatus};
-        let ep = |n: &str, healthy| EndpointStatus { name: n.into(), address: format!("10.0.1.{}", n.len()), weight: 50, healthy, enabled: true, new_connections: 7, packets: 9 };
+        let ep = |n: &str, healthy| EndpointStatus { name: n.into(), address: format!("10.0.1.{}", n.len()), weight: 50, healthy, enabled: true, new_connections: 7, packets: 9, ..Default::default() };
         let mut r = StatusReport::default();
         r.backends.push(BackendStatus {
             service: "web".into(), backend: "g1".into(), zone: "z1".into(), healthy: true, enabled: true, new_connections: 14, packets: 18,

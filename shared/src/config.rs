@@ -105,6 +105,10 @@ pub struct Config {
     /// [`crate::fleet::AnnounceConfig`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub announce: Option<crate::fleet::AnnounceConfig>,
+    /// `[neighbors]`: ARP resolution of next hops without a `mac` (defaults when absent).
+    /// See [`crate::neighbors::NeighborsConfig`].
+    #[serde(default, skip_serializing_if = "crate::neighbors::NeighborsConfig::is_default")]
+    pub neighbors: crate::neighbors::NeighborsConfig,
 }
 
 /// `[dataplane]`: process-level settings.
@@ -186,6 +190,10 @@ pub struct PortConfig {
     /// Override of the port's MAC address used as source MAC on rewritten frames.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mac: Option<MacAddr>,
+    /// Router towards routed backends: IPIP/GUE endpoints without a `mac` are sent to
+    /// its ARP-resolved MAC ([`crate::neighbors::next_hop`]); optional.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gateway: Option<Ipv4Addr>,
 }
 
 /// A zone and its region (also used for `forwarder`).
@@ -1333,6 +1341,9 @@ impl Config {
         if let Some(a) = &self.announce {
             a.validate(&self.services.iter().map(|s| s.vip).collect::<Vec<_>>())?;
         }
+        // [neighbors] and ports[].gateway (crate::neighbors).
+        self.neighbors.validate()?;
+        crate::neighbors::validate_gateways(self)?;
         Ok(())
     }
 

@@ -4,6 +4,7 @@
 //! - [`limits`]: the table of configuration ranges (validation and docs/config.md);
 //! - [`net`]: MAC addresses, IPv4 prefixes, longest-prefix match;
 //! - [`fleet`]: the `[metrics]` and `[announce]` config sections;
+//! - [`neighbors`]: the `[neighbors]` section and every endpoint's next hop;
 //! - [`flow`]: flow keys and the deterministic flow hash;
 //! - [`maglev`]: weighted Maglev lookup tables (NSDI 2016);
 //! - [`pipeline`]: the routing pipeline of the specs, stage by stage, with a trace;
@@ -18,6 +19,7 @@ pub mod fleet;
 pub mod flow;
 pub mod limits;
 pub mod maglev;
+pub mod neighbors;
 pub mod net;
 pub mod pipeline;
 pub mod proto;

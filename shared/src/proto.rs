@@ -25,7 +25,7 @@ use std::io::{Read, Write};
 /// Version 4: backends as groups of endpoints (issue 11): `Request::Endpoint{Add,Remove,Set}`,
 /// `HealthRow::endpoint`, `BackendStatus::{endpoints, healthy_endpoints, drained, members}`,
 /// `ExplainReport::{endpoint, endpoint_shares}`.
-pub const PROTOCOL_VERSION: u16 = 4;
+pub const PROTOCOL_VERSION: u16 = 5;
 /// Largest frame body accepted, bytes.
 pub const MAX_FRAME: usize = 1 << 20;
 
@@ -554,6 +554,9 @@ pub struct BackendStatus {
     pub new_connections: u64,
     /// Packets forwarded to it, summed over workers (and endpoints).
     pub packets: u64,
+    /// Bytes forwarded to it, summed over workers (and endpoints).
+    #[serde(default)]
+    pub bytes: u64,
     /// Enabled endpoints.
     #[serde(default)]
     pub endpoints: u32,
@@ -585,6 +588,36 @@ pub struct EndpointStatus {
     pub new_connections: u64,
     /// Packets forwarded to it, summed over workers.
     pub packets: u64,
+    /// Bytes (whole frames as forwarded) sent to it, summed over workers.
+    #[serde(default)]
+    pub bytes: u64,
+    /// Why its next hop has no MAC (`no ARP reply from 10.0.0.11 (3 requests
+    /// unanswered)`); `None` when resolved or configured. An unresolved endpoint is not
+    /// eligible (issue 13; docs/operations.md "Next hops").
+    #[serde(default)]
+    pub unresolved: Option<String>,
+}
+
+/// Next-hop resolution in [`StatusReport::neighbors`] (docs/operations.md "Next hops").
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NeighborStatus {
+    /// ARP requests sent.
+    pub requests: u64,
+    /// Replies learned (answers to our outstanding requests).
+    pub replies: u64,
+    /// Replies ignored (no request of ours outstanding for that address).
+    pub ignored: u64,
+    /// Requests unanswered within `retry_ms`.
+    pub timeouts: u64,
+    /// Entries expired (`expiry_sec` without a reply).
+    pub expired: u64,
+    /// Replies that changed a known MAC.
+    pub changed: u64,
+    /// Gratuitous ARPs sent.
+    pub gratuitous: u64,
+    /// Every address being resolved: (address, MAC or "", seconds since the last reply
+    /// or -1 when unresolved).
+    pub entries: Vec<(String, String, i64)>,
 }
 
 /// Answer to [`Request::Status`].
@@ -608,6 +641,9 @@ pub struct StatusReport {
     /// The health checker thread. Default (no checker) for reports without the field.
     #[serde(default)]
     pub health_checker: HealthCheckerStatus,
+    /// Next-hop resolution (ARP).
+    #[serde(default)]
+    pub neighbors: NeighborStatus,
 }
 
 /// State of the health checker thread, in [`StatusReport::health_checker`]
@@ -771,7 +807,7 @@ mod tests {
         let resp = Response::Status(StatusReport {
             backends: vec![BackendStatus {
                 service: "s".into(), backend: "g".into(), endpoints: 4, healthy_endpoints: 1, drained: true,
-                members: vec![EndpointStatus { name: "e1".into(), address: "10.0.0.1".into(), weight: 50, healthy: true, enabled: true, new_connections: 3, packets: 9 }],
+                members: vec![EndpointStatus { name: "e1".into(), address: "10.0.0.1".into(), weight: 50, healthy: true, enabled: true, new_connections: 3, packets: 9, ..Default::default() }],
                 ..Default::default()
             }],
             health_checker: HealthCheckerStatus { started: true, dead: Some("panicked: x".into()), targets: 2, probes_skipped: 5, nofile_limit: 1024 },

@@ -7,7 +7,7 @@
 
 use proptest::prelude::*;
 use spillway_shared::pipeline::{BackendState, ClientClass, Decision, TierKind, TraceEntry};
-use spillway_shared::proto::{HealthCheckerStatus, 
+use spillway_shared::proto::{HealthCheckerStatus, NeighborStatus, 
     decode_response, encode_response, BackendStatus, Counters, ExplainReport, FlowRow, FlowsReport, HealthRow,
     PortStatus, Response, SnapService, SnapshotReport, StatusReport,
 };
@@ -116,7 +116,8 @@ fn status() -> impl Strategy<Value = StatusReport> {
             workers,
             total,
             backends: vec![BackendStatus { backend: name.clone(), packets: n, new_connections: n, ..Default::default() }],
-            health_checker: HealthCheckerStatus { started: true, dead: Some(name), targets: n, probes_skipped: n, nofile_limit: n },
+            health_checker: HealthCheckerStatus { started: true, dead: Some(name.clone()), targets: n, probes_skipped: n, nofile_limit: n },
+            neighbors: NeighborStatus { requests: n, ignored: n, entries: vec![(name.clone(), name, -1)], ..Default::default() },
         },
     )
 }

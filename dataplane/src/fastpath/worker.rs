@@ -25,6 +25,9 @@ pub enum Verdict {
     Reply,
     /// Drop and count.
     Drop(DropReason),
+    /// Handed to the control side (an ARP reply for next-hop resolution, counted in
+    /// `arp_replies_seen`): the frame is freed.
+    Consumed,
 }
 
 /// Per-port data a worker needs.
@@ -59,6 +62,9 @@ pub struct Worker {
     /// exactly this (VIP, port, proto), which is then the only such service (config
     /// validation refuses duplicates), so a new snapshot never needs a flush.
     svc_cache: [u16; SVC_CACHE],
+    /// Queues to the neighbour resolver ([`crate::neighbor`]); `None`: ARP replies are
+    /// dropped as `arp_ignored` (tests without a control side).
+    pub neighbors: Option<Arc<crate::neighbor::NeighborQueues>>,
 }
 
 /// Connection-table buckets [`Worker::poll`] sweeps per iteration: at 10^4 to 10^7
@@ -149,7 +155,7 @@ fn keeps_backend(snap: &Snapshot, svc: &ServiceSnap, svc_idx: u16, backend: u16,
 impl Worker {
     /// A worker with a connection table of `ct_capacity` entries.
     pub fn new(id: usize, ct_capacity: usize, seed: u64, timeouts: Timeouts, stats: Arc<WorkerStats>, ports: Vec<PortInfo>) -> Worker {
-        Worker { id, ct: ConnTable::new(ct_capacity, seed), frags: FragTable::default(), timeouts, stats, ports, svc_cache: [u16::MAX; SVC_CACHE] }
+        Worker { id, ct: ConnTable::new(ct_capacity, seed), frags: FragTable::default(), timeouts, stats, ports, svc_cache: [u16::MAX; SVC_CACHE], neighbors: None }
     }
 
     /// Decides one frame received on port `port` at time `now_ms`, rewriting it in place
@@ -175,6 +181,9 @@ impl Worker {
                     }
                     bump(&self.stats.arp_replies, 1);
                     return Verdict::Reply;
+                }
+                if a.oper == wire::arp::OP_REPLY {
+                    return self.hand_over_arp_reply(buf.data(), &a, port);
                 }
                 return Verdict::Drop(DropReason::ArpIgnored);
             }
@@ -218,6 +227,50 @@ impl Worker {
             }
         };
         self.deliver(buf, &p, svc, backend, snap, pinfo, &key)
+    }
+
+    /// An ARP reply goes to the control side's neighbour table, which learns it only if
+    /// it answers a request of ours ([`crate::neighbor::table`]).
+    #[inline]
+    fn hand_over_arp_reply(&self, frame: &[u8], a: &wire::ArpInfo, port: usize) -> Verdict {
+        let Some(q) = self.neighbors.as_ref().and_then(|n| n.seen.get(self.id)) else {
+            return Verdict::Drop(DropReason::ArpIgnored);
+        };
+        let Some(Ok(arp)) = frame.get(a.offset..).map(wire::ArpPacket::new_checked) else {
+            return Verdict::Drop(DropReason::ArpIgnored);
+        };
+        let seen = crate::neighbor::ArpSeen { port: port as u16, spa: a.spa, sha: arp.sender_hw_addr() };
+        if q.push(seen).is_err() {
+            return Verdict::Drop(DropReason::NeighborQueueFull);
+        }
+        bump(&self.stats.arp_replies_seen, 1);
+        Verdict::Consumed
+    }
+
+    /// Sends up to one burst of the control side's frames (ARP requests, gratuitous ARP)
+    /// from `outbox` on their ports, in buffers of the port ([`Port::alloc_tx`]); worker 0
+    /// calls it once per iteration. A frame for an unknown port, or without a buffer, is
+    /// dropped and counted (`control_tx_failed`).
+    pub fn send_control_frames<P: Port>(&mut self, ports: &mut [P], outbox: &crossbeam_queue::ArrayQueue<crate::neighbor::TxFrame>) {
+        let mut n = 0;
+        while n < crate::fastpath::port::BURST {
+            let Some(f) = outbox.pop() else { break };
+            n += 1;
+            let Some(p) = ports.get_mut(usize::from(f.port)) else {
+                bump(&self.stats.control_tx_failed, 1);
+                continue;
+            };
+            let Some(b) = p.alloc_tx(&f.bytes) else {
+                bump(&self.stats.control_tx_failed, 1);
+                continue;
+            };
+            let mut burst: Burst<P::Buf> = Burst::new();
+            let _ = burst.try_push(b);
+            let sent = p.tx_burst(&mut burst) as u64;
+            bump(&self.stats.tx, sent);
+            bump(&self.stats.control_tx, sent);
+            bump(&self.stats.control_tx_failed, 1 - sent.min(1));
+        }
     }
 
     /// Service index of (VIP, port, protocol), through the worker's direct-mapped cache.
@@ -364,6 +417,10 @@ impl Worker {
         if let Some(c) = self.stats.backend_packets.get(usize::from(backend)) {
             bump(c, 1);
         }
+        // Bytes as received (the frame before rewriting): what the client sent this backend.
+        if let Some(c) = self.stats.backend_bytes.get(usize::from(backend)) {
+            bump(c, buf.data().len() as u64);
+        }
         let out_mac = self.ports.get(pinfo.forward_to).map_or(pinfo.mac, |o| o.mac);
         match svc.mode {
             ForwardingMode::L2_DSR => {
@@ -470,6 +527,7 @@ impl Worker {
                         push_or_flush(ports, tx, fwd, b, &self.stats);
                     }
                     Verdict::Reply => push_or_flush(ports, tx, i, b, &self.stats),
+                    Verdict::Consumed => drop(b),
                     Verdict::Drop(r) => {
                         bump(&self.stats.drops[r as usize], 1);
                         drop(b);
@@ -532,12 +590,17 @@ pub fn run_loop<P: Port>(worker: &mut Worker, queues: &mut [P], shared: &crate::
     ON_WORKER.with(|f| f.set(true));
     let mut tx: Vec<Burst<P::Buf>> = (0..queues.len()).map(|_| Burst::new()).collect();
     let Some(mailbox) = shared.mailboxes.get(params.index).cloned() else { return };
+    worker.neighbors = Some(shared.neighbors.clone());
+    let outbox = if params.index == 0 { Some(shared.neighbors.clone()) } else { None };
     while !shared.stop.load(std::sync::atomic::Ordering::Relaxed) {
         let now = params.epoch.elapsed().as_millis() as u32;
         // SAFETY: this worker (index `params.index`) reports its quiescent state at the end
         // of `poll` and does not keep `snap` past this iteration.
         let snap = unsafe { shared.worker_snapshot() };
         let n = worker.poll(queues, &mut tx, snap, now);
+        if let Some(o) = &outbox {
+            worker.send_control_frames(queues, &o.outbox);
+        }
         mailbox.serve(|req| worker.control(req, now));
         if n == 0 && !params.idle_sleep.is_zero() {
             std::thread::sleep(params.idle_sleep);

@@ -50,7 +50,8 @@ pub enum DropReason {
     TruncatedIpv4,
     /// TCP/UDP header missing from a first fragment or unfragmented packet.
     TruncatedL4,
-    /// ARP that is not a request for a VIP or a port address, or malformed.
+    /// ARP that is neither a request for a VIP or a port address nor a reply (replies go
+    /// to the neighbour resolver), or malformed.
     ArpIgnored,
     /// IPv4 destination is not a VIP (nor an address this forwarder answers for).
     NotForVip,
@@ -81,6 +82,9 @@ pub enum DropReason {
     /// expired), on a (VIP, protocol) with several services: which service it belongs to
     /// is unknown, and a guess could split the datagram (docs/semantics.md "Fragments").
     FragmentUnknown,
+    /// An ARP reply the worker could not hand to the neighbour resolver: its queue was
+    /// full (`crate::neighbor::SEEN_CAPACITY` replies between two control ticks).
+    NeighborQueueFull,
 }
 
 impl DropReason {

@@ -93,6 +93,7 @@ fn drop_reason_names_are_stable() {
             "multi_segment",
             "martian_source",
             "fragment_unknown",
+            "neighbor_queue_full",
         ]
     );
     assert_eq!(DropReason::COUNT, names.len());

@@ -1,0 +1,150 @@
+//! Next-hop resolution end to end without DPDK: worker hand-over of ARP replies, worker 0
+//! sending the control side's frames, and the daemon turning replies into snapshots.
+
+use super::*;
+use crate::daemon::Daemon;
+use crate::fastpath::conntrack::Timeouts;
+use crate::fastpath::port::{MemBuf, MemPort, PacketBuf};
+use crate::fastpath::stats::WorkerStats;
+use crate::fastpath::worker::{PortInfo, Verdict, Worker};
+use crate::wire::DropReason;
+use spillway_shared::config::Config;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+
+const OURS: [u8; 6] = [2, 0, 0, 0, 0, 1];
+
+/// An Ethernet ARP reply "`spa` is at `sha`" to us.
+fn reply(spa: [u8; 4], sha: [u8; 6]) -> MemBuf {
+    let mut f = frames::request(sha, Ipv4Addr::from(spa), Ipv4Addr::new(10, 0, 0, 1));
+    f[0..6].copy_from_slice(&OURS);
+    f[14 + 7] = 2; // ar$op = reply
+    MemBuf::new(&f)
+}
+
+fn worker(id: usize, queues: Option<Arc<NeighborQueues>>) -> Worker {
+    let mut w = Worker::new(id, 1024, 1, Timeouts::default(), Arc::new(WorkerStats::default()), vec![PortInfo { mac: OURS, forward_to: 0, addr: 0x0a00_0001 }]);
+    w.neighbors = queues;
+    w
+}
+
+#[test]
+fn workers_hand_arp_replies_to_their_own_queue_and_count_a_full_one() {
+    let q = Arc::new(NeighborQueues::new(2));
+    let snap = crate::control::snapshot::Snapshot::default();
+    let mut w1 = worker(1, Some(q.clone()));
+    let mut b = reply([10, 0, 0, 11], [2, 0, 0, 0, 0, 0x11]);
+    assert_eq!(w1.process(&mut b, 0, &snap, 0), Verdict::Consumed);
+    assert_eq!(q.seen[1].pop(), Some(ArpSeen { port: 0, spa: Ipv4Addr::new(10, 0, 0, 11), sha: [2, 0, 0, 0, 0, 0x11] }));
+    assert!(q.seen[0].is_empty(), "worker 1 uses its own queue");
+    assert_eq!(w1.stats.arp_replies_seen.load(Relaxed), 1);
+    for _ in 0..SEEN_CAPACITY {
+        assert_eq!(w1.process(&mut reply([10, 0, 0, 11], [2; 6]), 0, &snap, 0), Verdict::Consumed);
+    }
+    assert_eq!(w1.process(&mut reply([10, 0, 0, 11], [2; 6]), 0, &snap, 0), Verdict::Drop(DropReason::NeighborQueueFull));
+    // Without a control side, replies are ignored as before.
+    let mut w = worker(0, None);
+    assert_eq!(w.process(&mut reply([10, 0, 0, 11], [2; 6]), 0, &snap, 0), Verdict::Drop(DropReason::ArpIgnored));
+}
+
+#[test]
+fn worker_sends_control_frames_in_port_buffers() {
+    let q = NeighborQueues::new(1);
+    let mut w = worker(0, None);
+    let mut ports = vec![MemPort::new(OURS)];
+    let f = frames::request(OURS, Ipv4Addr::new(10, 0, 0, 1), Ipv4Addr::new(10, 0, 0, 11));
+    q.outbox.push(TxFrame { port: 0, bytes: f }).unwrap();
+    q.outbox.push(TxFrame { port: 7, bytes: f }).unwrap();
+    w.send_control_frames(&mut ports, &q.outbox);
+    assert_eq!(ports[0].tx.len(), 1);
+    assert_eq!(ports[0].tx[0].data(), &f[..]);
+    assert_eq!((w.stats.control_tx.load(Relaxed), w.stats.control_tx_failed.load(Relaxed), w.stats.tx.load(Relaxed)), (1, 1, 1));
+    assert!(q.outbox.is_empty());
+}
+
+fn daemon(extra_backend: &str) -> Daemon {
+    let text = format!(
+        r#"
+[neighbors]
+refresh_sec = 1
+expiry_sec = 3
+retry_ms = 200
+gratuitous_arp = false
+[[ports]]
+name = "p0"
+device = "net_null0"
+address = "10.0.0.1"
+[[services]]
+name = "web"
+vip = "10.0.0.100"
+port = 80
+[[services.backends]]
+name = "b1"
+address = "10.0.0.11"
+{extra_backend}
+"#
+    );
+    let cfg = Config::from_toml(&text).unwrap();
+    cfg.validate().unwrap();
+    crate::ctl::edits::daemon_checks(&cfg).unwrap();
+    let d = Daemon::new(cfg, 1, vec![0x0a00_0001], Box::new(|_| Default::default())).unwrap();
+    d.control.lock().unwrap().neighbors.set_ports(vec![driver::PortSide { mac: OURS, addr: Ipv4Addr::new(10, 0, 0, 1), forwarding: true }]);
+    d
+}
+
+fn slot_of_b1(d: &Daemon) -> (bool, [u8; 6]) {
+    d.shared.with_snapshot(|s| s.backends.iter().find(|b| b.name == "b1").map(|b| (b.healthy, b.mac)).unwrap()).unwrap()
+}
+
+#[test]
+fn a_backend_without_mac_is_ineligible_until_resolved_then_follows_its_mac() {
+    let d = daemon("");
+    assert_eq!(slot_of_b1(&d), (false, [0; 6]), "unresolved: not eligible");
+    let st = d.status();
+    assert!(!st.backends[0].healthy);
+    assert!(!d.neighbor_tick_at(0), "nothing learned yet");
+    let req = d.shared.neighbors.outbox.pop().expect("an ARP request for b1");
+    let Ok(crate::wire::Parsed::Arp(a)) = crate::wire::parse(&req.bytes) else { panic!() };
+    assert_eq!((a.oper, a.tpa), (1, Ipv4Addr::new(10, 0, 0, 11)));
+    let reason = d.status().backends[0].members[0].unresolved.clone().unwrap();
+    assert_eq!(reason, "ARP request for 10.0.0.11 awaiting its first reply");
+    // The reply, through the worker's queue: republished with the MAC, eligible.
+    d.shared.neighbors.seen[0].push(ArpSeen { port: 0, spa: Ipv4Addr::new(10, 0, 0, 11), sha: [2, 0, 0, 0, 0, 0x11] }).unwrap();
+    let gen = d.control.lock().unwrap().generation;
+    assert!(d.neighbor_tick_at(100));
+    assert_eq!(d.control.lock().unwrap().generation, gen + 1);
+    assert_eq!(slot_of_b1(&d), (true, [2, 0, 0, 0, 0, 0x11]));
+    let st = d.status();
+    assert!(st.backends[0].healthy && st.backends[0].members[0].unresolved.is_none());
+    assert_eq!(st.neighbors.replies, 1);
+    assert_eq!(st.neighbors.entries, vec![("10.0.0.11".to_string(), "02:00:00:00:00:11".to_string(), 0)]);
+    // After refresh_sec the next request goes out; a new MAC in its reply is followed.
+    assert!(!d.neighbor_tick_at(1_099));
+    assert!(d.shared.neighbors.outbox.is_empty(), "no request before refresh_sec");
+    assert!(!d.neighbor_tick_at(1_100));
+    let refresh = d.shared.neighbors.outbox.pop().expect("the refresh request at refresh_sec");
+    assert_eq!(refresh.bytes, req.bytes);
+    d.shared.neighbors.seen[0].push(ArpSeen { port: 0, spa: Ipv4Addr::new(10, 0, 0, 11), sha: [2, 0, 0, 0, 0, 0x22] }).unwrap();
+    assert!(d.neighbor_tick_at(1_150));
+    assert_eq!(slot_of_b1(&d), (true, [2, 0, 0, 0, 0, 0x22]), "a replaced VM is followed");
+    assert_eq!(d.status().neighbors.changed, 1);
+    // Silence from then on: requests every retry_ms, the entry expires 3 s after the last
+    // reply, and the backend is not eligible any more.
+    let mut t = 1_150;
+    while t < 4_150 {
+        t += 50;
+        assert!(!d.neighbor_tick_at(t) || t == 4_150, "only the expiry republishes ({t})");
+    }
+    assert_eq!(slot_of_b1(&d).0, false);
+    let reason = d.status().backends[0].members[0].unresolved.clone().unwrap();
+    assert!(reason.starts_with("no ARP reply from 10.0.0.11 (") && reason.contains("its entry expired"), "{reason}");
+}
+
+#[test]
+fn configured_macs_are_never_asked_and_stay_eligible() {
+    let d = daemon("mac = \"02:00:00:00:00:0b\"");
+    assert_eq!(slot_of_b1(&d), (true, [2, 0, 0, 0, 0, 0x0b]));
+    assert!(!d.neighbor_tick_at(0));
+    assert!(d.shared.neighbors.outbox.is_empty());
+    assert!(d.status().neighbors.entries.is_empty());
+}
