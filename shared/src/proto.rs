@@ -467,6 +467,15 @@ pub struct Counters {
     pub polls: u64,
     /// Poll iterations that received nothing.
     pub idle_polls: u64,
+    /// ARP replies handed to the neighbour resolver.
+    #[serde(default)]
+    pub arp_replies_seen: u64,
+    /// Frames sent for the control side (ARP requests, gratuitous ARP).
+    #[serde(default)]
+    pub control_tx: u64,
+    /// Control-side frames that could not be sent (no mbuf, TX full, unknown port).
+    #[serde(default)]
+    pub control_tx_failed: u64,
 }
 
 impl Counters {
@@ -499,6 +508,9 @@ impl Counters {
             gen = Some(gen.map_or(c.generation, |g| g.min(c.generation)));
             out.polls += c.polls;
             out.idle_polls += c.idle_polls;
+            out.arp_replies_seen += c.arp_replies_seen;
+            out.control_tx += c.control_tx;
+            out.control_tx_failed += c.control_tx_failed;
         }
         out.generation = gen.unwrap_or(0);
         out

@@ -103,6 +103,9 @@ fn counters() -> impl Strategy<Value = Counters> {
         generation: n[15],
         polls: n[16],
         idle_polls: n[17],
+        arp_replies_seen: n[18],
+        control_tx: n[13],
+        control_tx_failed: n[0],
     })
 }
 

@@ -123,5 +123,8 @@ pub fn read(w: &WorkerStats) -> Counters {
         generation: w.generation.load(Relaxed),
         polls: w.polls.load(Relaxed),
         idle_polls: w.idle_polls.load(Relaxed),
+        arp_replies_seen: w.arp_replies_seen.load(Relaxed),
+        control_tx: w.control_tx.load(Relaxed),
+        control_tx_failed: w.control_tx_failed.load(Relaxed),
     }
 }
