@@ -27,6 +27,9 @@ fn labels(pairs: &[(&str, &str)]) -> Labels {
     pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
 }
 
+/// One histogram series: labels, sum, count, (upper bound, count) per bucket (`+Inf` last).
+type HistogramRow = (Labels, f64, u64, Vec<(f64, u64)>);
+
 /// Builds one scrape's registry from rows of `(labels, value)`.
 struct Builder {
     reg: Registry,
@@ -44,7 +47,7 @@ impl Builder {
 
     /// A histogram family `spillway_<name>` of pre-aggregated rows (labels, sum, count,
     /// per-bucket counts with upper bounds, `+Inf` last).
-    fn histogram(&mut self, name: &str, help: &str, rows: Vec<(Labels, f64, u64, Vec<(f64, u64)>)>) {
+    fn histogram(&mut self, name: &str, help: &str, rows: Vec<HistogramRow>) {
         self.reg.register(name, help, Histograms(rows));
     }
 
@@ -61,7 +64,7 @@ impl Builder {
 /// Histograms whose buckets were counted elsewhere (the health checker's per-endpoint
 /// RTTs): `prometheus-client`'s own `Histogram` only counts what it observes itself.
 #[derive(Debug)]
-struct Histograms(Vec<(Labels, f64, u64, Vec<(f64, u64)>)>);
+struct Histograms(Vec<HistogramRow>);
 
 impl prometheus_client::encoding::EncodeMetric for Histograms {
     fn encode(&self, mut encoder: prometheus_client::encoding::MetricEncoder) -> Result<(), std::fmt::Error> {

@@ -22,6 +22,7 @@
 pub mod driver;
 pub mod frames;
 pub mod table;
+mod worker_side;
 
 use crossbeam_queue::ArrayQueue;
 use std::net::Ipv4Addr;

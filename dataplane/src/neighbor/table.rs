@@ -126,11 +126,9 @@ impl NeighborTable {
     /// Sets the addresses to resolve: new ones get a request due at `now_ms`, others are
     /// removed. Returns whether a resolved MAC went away.
     pub fn set_wanted(&mut self, addrs: &[IpAddr], now_ms: u64) -> bool {
-        let before = self.entries.len();
         let resolved_before = self.entries.values().filter(|e| e.mac.is_some()).count();
         self.entries.retain(|a, _| addrs.contains(a));
         let removed_resolved = resolved_before != self.entries.values().filter(|e| e.mac.is_some()).count();
-        let _ = before;
         for a in addrs {
             self.entries.entry(*a).or_insert(Entry { next_request_ms: now_ms, ..Default::default() });
         }

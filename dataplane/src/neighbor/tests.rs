@@ -135,7 +135,7 @@ fn a_backend_without_mac_is_ineligible_until_resolved_then_follows_its_mac() {
         t += 50;
         assert!(!d.neighbor_tick_at(t) || t == 4_150, "only the expiry republishes ({t})");
     }
-    assert_eq!(slot_of_b1(&d).0, false);
+    assert!(!slot_of_b1(&d).0, "expired: not eligible");
     let reason = d.status().backends[0].members[0].unresolved.clone().unwrap();
     assert!(reason.starts_with("no ARP reply from 10.0.0.11 (") && reason.contains("its entry expired"), "{reason}");
 }
