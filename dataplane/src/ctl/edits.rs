@@ -212,6 +212,9 @@ impl Daemon {
         if cand.metrics != st.cfg.metrics || cand.announce != st.cfg.announce {
             return Err("[metrics] and [announce] cannot change while the daemon runs (listener and interface are set up at start); edit the file and restart".into());
         }
+        if cand.neighbors != st.cfg.neighbors {
+            return Err("[neighbors] cannot change while the daemon runs (resolver timers are set at start); edit the file and restart".into());
+        }
         let changes = describe_changes(&st.cfg, &cand);
         if changes.is_empty() {
             return Ok(Applied { generation: st.config_generation, snapshot_generation: st.generation, changes: vec!["no change".into()] });
