@@ -148,3 +148,56 @@ fn configured_macs_are_never_asked_and_stay_eligible() {
     assert!(d.shared.neighbors.outbox.is_empty());
     assert!(d.status().neighbors.entries.is_empty());
 }
+
+/// IPIP towards routed backends: with `ports[].gateway` the backends' slots carry the
+/// gateway's resolved MAC, and only the gateway is asked; L2 DSR backends are asked
+/// themselves.
+#[test]
+fn encapsulated_traffic_goes_to_the_gateway_mac() {
+    let text = r#"
+[neighbors]
+gratuitous_arp = false
+[[ports]]
+name = "p0"
+device = "net_null0"
+address = "10.0.0.1"
+gateway = "10.0.0.254"
+[[services]]
+name = "tun"
+vip = "10.0.0.100"
+port = 80
+forwarding_mode = "IPIP"
+[[services.backends]]
+name = "r1"
+address = "192.168.7.1"
+[[services.backends]]
+name = "r2"
+address = "192.168.8.1"
+[[services]]
+name = "dsr"
+vip = "10.0.0.101"
+port = 80
+[[services.backends]]
+name = "l1"
+address = "10.0.0.11"
+"#;
+    let cfg = Config::from_toml(text).unwrap();
+    cfg.validate().unwrap();
+    crate::ctl::edits::daemon_checks(&cfg).unwrap();
+    let d = Daemon::new(cfg, 1, vec![0x0a00_0001], Box::new(|_| Default::default())).unwrap();
+    d.control.lock().unwrap().neighbors.set_ports(vec![driver::PortSide { mac: OURS, addr: Ipv4Addr::new(10, 0, 0, 1), forwarding: true }]);
+    d.neighbor_tick_at(0);
+    let asked: Vec<Ipv4Addr> = std::iter::from_fn(|| d.shared.neighbors.outbox.pop())
+        .map(|f| match crate::wire::parse(&f.bytes) {
+            Ok(crate::wire::Parsed::Arp(a)) => a.tpa,
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(asked, vec![Ipv4Addr::new(10, 0, 0, 11), Ipv4Addr::new(10, 0, 0, 254)], "the gateway, not the routed backends");
+    let gw = [2, 0, 0, 0, 0, 0xfe];
+    d.shared.neighbors.seen[0].push(ArpSeen { port: 0, spa: Ipv4Addr::new(10, 0, 0, 254), sha: gw }).unwrap();
+    assert!(d.neighbor_tick_at(10));
+    let slots: Vec<(String, bool, [u8; 6])> = d.shared.with_snapshot(|s| s.backends.iter().filter(|b| b.present).map(|b| (b.name.clone(), b.healthy, b.mac)).collect()).unwrap();
+    assert!(slots.contains(&("r1".into(), true, gw)) && slots.contains(&("r2".into(), true, gw)), "{slots:?}");
+    assert!(slots.contains(&("l1".into(), false, [0; 6])), "the L2 DSR backend waits for its own reply: {slots:?}");
+}
