@@ -370,6 +370,9 @@ impl Worker {
         let Some(b) = snap.backends.get(usize::from(backend)) else {
             return Verdict::Drop(DropReason::NoBackend);
         };
+        if b.mac == [0; 6] {
+            return Verdict::Drop(DropReason::NextHopUnresolved);
+        }
         if let Some(c) = self.stats.backend_packets.get(usize::from(backend)) {
             bump(c, 1);
         }

@@ -127,7 +127,9 @@ impl NeighborTable {
     /// removed. Returns whether a resolved MAC went away.
     pub fn set_wanted(&mut self, addrs: &[IpAddr], now_ms: u64) -> bool {
         let resolved_before = self.entries.values().filter(|e| e.mac.is_some()).count();
-        self.entries.retain(|a, _| addrs.contains(a));
+        let mut sorted = addrs.to_vec();
+        sorted.sort_unstable();
+        self.entries.retain(|a, _| sorted.binary_search(a).is_ok());
         let removed_resolved = resolved_before != self.entries.values().filter(|e| e.mac.is_some()).count();
         for a in addrs {
             self.entries.entry(*a).or_insert(Entry { next_request_ms: now_ms, ..Default::default() });

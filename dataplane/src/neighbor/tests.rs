@@ -201,3 +201,39 @@ address = "10.0.0.11"
     assert!(slots.contains(&("r1".into(), true, gw)) && slots.contains(&("r2".into(), true, gw)), "{slots:?}");
     assert!(slots.contains(&("l1".into(), false, [0; 6])), "the L2 DSR backend waits for its own reply: {slots:?}");
 }
+
+/// A TCP SYN from 10.1.0.5 to 10.0.0.100:80.
+fn syn() -> MemBuf {
+    let mut f = vec![0u8; 54];
+    f[0..6].copy_from_slice(&OURS);
+    f[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
+    f[14] = 0x45;
+    f[16..18].copy_from_slice(&40u16.to_be_bytes());
+    f[22] = 64;
+    f[23] = 6;
+    f[26..30].copy_from_slice(&[10, 1, 0, 5]);
+    f[30..34].copy_from_slice(&[10, 0, 0, 100]);
+    f[34..36].copy_from_slice(&40000u16.to_be_bytes());
+    f[36..38].copy_from_slice(&80u16.to_be_bytes());
+    f[46] = 0x50;
+    f[47] = crate::wire::tcp_flags::SYN;
+    MemBuf::new(&f)
+}
+
+/// Nothing eligible but an unresolved endpoint (the last-resort table keeps it): the
+/// worker never sends to an all-zero MAC, it drops with its own reason; once resolved
+/// the same flow goes to the learned MAC.
+#[test]
+fn packets_for_an_unresolved_next_hop_are_dropped_by_name() {
+    let d = daemon("");
+    let mut w = worker(0, None);
+    let v = d.shared.with_snapshot(|s| w.process(&mut syn(), 0, s, 0)).unwrap();
+    assert_eq!(v, Verdict::Drop(DropReason::NextHopUnresolved));
+    d.neighbor_tick_at(0);
+    d.shared.neighbors.seen[0].push(ArpSeen { port: 0, spa: Ipv4Addr::new(10, 0, 0, 11), sha: [2, 0, 0, 0, 0, 0x11] }).unwrap();
+    assert!(d.neighbor_tick_at(10));
+    let mut b = syn();
+    let v = d.shared.with_snapshot(|s| w.process(&mut b, 0, s, 20)).unwrap();
+    assert_eq!(v, Verdict::Forward);
+    assert_eq!(&b.data()[0..6], &[2, 0, 0, 0, 0, 0x11]);
+}

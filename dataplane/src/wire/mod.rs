@@ -85,6 +85,10 @@ pub enum DropReason {
     /// An ARP reply the worker could not hand to the neighbour resolver: its queue was
     /// full (`crate::neighbor::SEEN_CAPACITY` replies between two control ticks).
     NeighborQueueFull,
+    /// The chosen backend's next-hop MAC is not resolved (ARP): only a connection kept on
+    /// it, or a last-resort choice when nothing is eligible, gets here (docs/operations.md
+    /// "Next hops"). A configured `mac` is never all-zero, so zero means unresolved.
+    NextHopUnresolved,
 }
 
 impl DropReason {
