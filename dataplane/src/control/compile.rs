@@ -134,10 +134,11 @@ fn cached_maglev(entries: &[MaglevEntry<'_>], size: u32, generation: u64) -> Arc
 }
 
 /// Runs the routing pipeline for every service × client class and builds the snapshot,
-/// with no next hop resolved ([`compile_with_neighbors`] with an empty view): endpoints
-/// without a configured `mac` are not eligible.
+/// without next-hop resolution: endpoints without a configured `mac` keep their health
+/// and get an all-zero MAC (which workers drop as `next_hop_unresolved`). Tests and
+/// benchmarks of routing use it; the daemon uses [`compile_with_neighbors`].
 pub fn compile(cfg: &Config, slots: &SlotMap, input: CompileInput<'_>) -> Snapshot {
-    compile_with_neighbors(cfg, slots, input, &NeighborView::new())
+    compile_inner(cfg, slots, input, None)
 }
 
 /// The health view with every endpoint whose next hop is not resolved in `neighbors`
@@ -164,7 +165,11 @@ pub fn with_unresolved(cfg: &Config, health: &HealthView, neighbors: &NeighborVi
 /// MAC of its next hop ([`spillway_shared::neighbors::next_hop`]) from `neighbors`, and is
 /// not eligible (counted unhealthy by the pipeline) while that is missing.
 pub fn compile_with_neighbors(cfg: &Config, slots: &SlotMap, input: CompileInput<'_>, neighbors: &NeighborView) -> Snapshot {
-    let marked = with_unresolved(cfg, input.health, neighbors);
+    compile_inner(cfg, slots, input, Some(neighbors))
+}
+
+fn compile_inner(cfg: &Config, slots: &SlotMap, input: CompileInput<'_>, neighbors: Option<&NeighborView>) -> Snapshot {
+    let marked = neighbors.and_then(|n| with_unresolved(cfg, input.health, n));
     let health: &HealthView = marked.as_ref().unwrap_or(input.health);
     let topo = Topology::from_config(cfg);
     let classes = topo.client_classes();
@@ -237,7 +242,7 @@ pub fn compile_with_neighbors(cfg: &Config, slots: &SlotMap, input: CompileInput
                         name: if b.is_group() { format!("{}/{}", b.name, m.name) } else { b.name.clone() },
                         mac: match next_hop(cfg, svc, &m) {
                             NextHop::Static(mac) => mac,
-                            NextHop::Resolve(a) => neighbors.get(&a).copied().unwrap_or([0; 6]),
+                            NextHop::Resolve(a) => neighbors.and_then(|n| n.get(&a)).copied().unwrap_or([0; 6]),
                         },
                         addr: u32::from(m.address),
                         healthy,
