@@ -849,7 +849,7 @@ impl Backend {
 /// and refuse one that does not fit the field's type with the range of its
 /// [`crate::limits`] row, instead of serde's bare "expected u32". The range itself is
 /// checked by [`Config::validate`].
-mod ranged {
+pub(crate) mod ranged {
     use serde::de::{Deserializer, Error, Visitor};
     use std::fmt;
 
@@ -909,6 +909,9 @@ mod ranged {
         tcp_syn_timeout_sec: u32 = "conntrack.tcp_syn_timeout_sec";
         tcp_closing_timeout_sec: u32 = "conntrack.tcp_closing_timeout_sec";
         udp_idle_timeout_sec: u32 = "conntrack.udp_idle_timeout_sec";
+        neighbors_refresh_sec: u32 = "neighbors.refresh_sec";
+        neighbors_expiry_sec: u32 = "neighbors.expiry_sec";
+        neighbors_retry_ms: u32 = "neighbors.retry_ms";
         port: u16 = "services[].port";
         connection_drain_timeout_sec: u32 = "services[].connection_drain_timeout_sec";
         encap_mtu: u16 = "services[].encap_mtu";

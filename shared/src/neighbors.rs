@@ -22,15 +22,15 @@ use std::net::{IpAddr, Ipv4Addr};
 pub struct NeighborsConfig {
     /// Seconds after a reply before a resolved entry is asked again (1–3,600; default 30).
     /// A backend whose MAC changes (a replaced VM) is followed within this time.
-    #[serde(default = "d_refresh")]
+    #[serde(default = "d_refresh", deserialize_with = "crate::config::ranged::neighbors_refresh_sec")]
     pub refresh_sec: u32,
     /// Seconds after the last reply before an entry expires and its endpoints stop being
     /// eligible (2–86,400, more than `refresh_sec`; default 120).
-    #[serde(default = "d_expiry")]
+    #[serde(default = "d_expiry", deserialize_with = "crate::config::ranged::neighbors_expiry_sec")]
     pub expiry_sec: u32,
     /// Milliseconds an ARP request waits for its reply before it counts as a timeout and
     /// is sent again (100–60,000; default 1,000).
-    #[serde(default = "d_retry")]
+    #[serde(default = "d_retry", deserialize_with = "crate::config::ranged::neighbors_retry_ms")]
     pub retry_ms: u32,
     /// Send a gratuitous ARP (RFC 5227 §3 announcement) for every VIP and port address on
     /// every port at start, and for VIPs added later (default true).
