@@ -237,3 +237,32 @@ fn packets_for_an_unresolved_next_hop_are_dropped_by_name() {
     assert_eq!(v, Verdict::Forward);
     assert_eq!(&b.data()[0..6], &[2, 0, 0, 0, 0, 0x11]);
 }
+
+/// A live edit that adds a backend without `mac` starts its resolution at once; removing
+/// it stops asking.
+#[test]
+fn live_edits_start_and_stop_resolution() {
+    let d = daemon("mac = \"02:00:00:00:00:0b\"");
+    assert!(!d.neighbor_tick_at(0));
+    assert!(d.shared.neighbors.outbox.is_empty());
+    let add = spillway_shared::proto::Request::BackendAdd {
+        service: "web".into(),
+        name: "b2".into(),
+        fields: vec![("address".into(), "\"10.0.0.12\"".into())],
+        if_generation: None,
+    };
+    let r = d.edit_request(add);
+    assert!(matches!(r, spillway_shared::proto::Response::Applied(_)), "{r:?}");
+    d.neighbor_tick_at(10);
+    let f = d.shared.neighbors.outbox.pop().expect("a request for the new backend");
+    let Ok(crate::wire::Parsed::Arp(a)) = crate::wire::parse(&f.bytes) else { panic!() };
+    assert_eq!(a.tpa, Ipv4Addr::new(10, 0, 0, 12));
+    let st = d.status();
+    let b2 = st.backends.iter().find(|b| b.backend == "b2").unwrap();
+    assert!(!b2.healthy && b2.members[0].unresolved.is_some(), "{b2:?}");
+    let rm = spillway_shared::proto::Request::BackendRemove { service: "web".into(), name: "b2".into(), if_generation: None };
+    assert!(matches!(d.edit_request(rm), spillway_shared::proto::Response::Applied(_)));
+    d.neighbor_tick_at(2_000);
+    assert!(d.shared.neighbors.outbox.is_empty(), "no request for a removed backend");
+    assert!(d.status().neighbors.entries.is_empty());
+}
