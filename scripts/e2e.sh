@@ -618,6 +618,57 @@ e2e_prometheus() {
     e2e_done
 }
 
+## neighbors: no backend MAC in the config: Spillway resolves them with ARP and serves real traffic; a backend whose MAC changes (replaced VM) is followed within neighbors.refresh_sec
+# neighbor_macs: "address=mac ..." of `spillwayctl status --json` (unresolved: mac empty)
+neighbor_macs() {
+    spillwayctl_cmd status --json 2>/dev/null | "$SPW_PYTHON" -c "
+import json, sys
+r = json.load(sys.stdin)
+print(' '.join(f'{a}={m}' for a, m, _ in r.get('neighbors', {}).get('entries', [])))" 2>/dev/null || true
+}
+# _resolved_as ADDR MAC: the daemon has ADDR at MAC
+_resolved_as() { [[ " $(neighbor_macs) " == *" $1=$2 "* ]]; }
+_all_resolved() { local b; for b in "${SPW_BACKENDS[@]}"; do _resolved_as "${SPW_ADDR[$b]}" "${SPW_MAC[$b]}" || return 1; done; }
+e2e_neighbors() {
+    local refresh=2 b t0 ms new_mac=02:00:00:00:aa:01
+    # No health checks: they run from the host stack (mgmt0), whose own ARP cache keeps
+    # b1's old MAC for ~30 s and would mark it down; here only next-hop resolution decides.
+    SPW_HEALTH_CHECK=0
+    topo_up
+    write_config "$SPW_CONFIG"
+    # No backend MAC at all: drop every backend's `mac = ...` line (the port keeps its own).
+    for b in "${SPW_BACKENDS[@]}"; do sed -i "/^mac = \"${SPW_MAC[$b]}\"$/d" "$SPW_CONFIG"; done
+    printf '\n[neighbors]\nrefresh_sec = %s\nexpiry_sec = 10\nretry_ms = 500\n' "$refresh" >>"$SPW_CONFIG"
+    e2e_check "the config names no backend MAC" _eq "$(grep -c '^mac = ' "$SPW_CONFIG")" 1
+    spillway_start
+    spillway_wait_ready "${SPW_READY_TIMEOUT:-30}"
+    topo_wait_for 10 _all_resolved || e2e_fail "backends not resolved within 10 s: $(neighbor_macs)"
+    echo "  resolved: $(neighbor_macs)"
+    e2e_check "every backend resolved to its real MAC" _all_resolved
+    run_clients 120 || true
+    e2e_check "all 120 requests answered without configured MACs ($(req_failed new) failed)" _eq "$(req_failed new)" 0
+    for b in "${SPW_BACKENDS[@]}"; do
+        e2e_check "backend $b served ($(req_backend_count "$b") requests)" _gt0 "$(req_backend_count "$b")"
+    done
+
+    # Replace b1's VM: same address, new MAC. Frames to the old MAC are lost from now on.
+    t0=$(date +%s%N)
+    nsx b1 ip link set dev eth0 address "$new_mac"
+    topo_wait_for $((refresh + 5)) _resolved_as "${SPW_ADDR[b1]}" "$new_mac" || e2e_fail "b1's new MAC not learned: $(neighbor_macs)"
+    ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+    echo "  b1's new MAC $new_mac learned after ${ms} ms (refresh_sec = $refresh s)"
+    e2e_check "the new MAC was followed within refresh_sec + 1 s (${ms} ms)" _ge $((refresh * 1000 + 1000)) "$ms"
+    : >"$SPW_REQUESTS"
+    run_clients 120 || true
+    e2e_check "all requests answered after the MAC change ($(req_failed new) failed)" _eq "$(req_failed new)" 0
+    e2e_check "b1 serves again at its new MAC ($(req_backend_count b1) requests)" _gt0 "$(req_backend_count b1)"
+    echo "  spillwayctl status:"; spillwayctl_cmd status | sed -n '/NEXT HOPS/,$p' | sed 's/^/    /' || true
+    local changed
+    changed="$(status_field neighbors | "$SPW_PYTHON" -c "import ast,sys; print(ast.literal_eval(sys.stdin.read())['changed'])")"
+    e2e_check "status counts the MAC change (changed = $changed)" _ge "$changed" 1
+    e2e_done
+}
+
 # ------------------------------------------------------------------ runner ---
 _e2e_list() { declare -F | awk '{print $3}' | grep -E '^e2e_[a-z0-9_]+$' |
     grep -vE '^e2e_(check|fail|done|setup)$' | sed 's/^e2e_//'; }

@@ -50,10 +50,13 @@ pub fn render(r: &StatusReport) -> String {
     let _ = writeln!(o, "\nBACKENDS");
     let _ = writeln!(o, "  {:<12} {:<16} {:<16} {:<6} {:<9} {:>9} {:>10} {:>12}", "service", "backend", "address", "zone", "state", "endpoints", "new_conns", "packets");
     for b in &r.backends {
+        // A backend none of whose endpoints has a resolved next hop is UNRESOLVED.
+        let unresolved = !b.members.is_empty() && b.members.iter().all(|m| m.unresolved.is_some());
         let state = match (b.enabled, b.healthy, b.drained) {
             (false, _, _) => "disabled",
             (true, _, true) => "DRAINED",
             (true, true, false) => "healthy",
+            (true, false, false) if unresolved => "UNRESOLVED",
             (true, false, false) => "UNHEALTHY",
         };
         let eps = format!("{}/{}", b.healthy_endpoints, b.endpoints);
@@ -63,10 +66,33 @@ pub fn render(r: &StatusReport) -> String {
                 let state = match (m.enabled, m.healthy) {
                     (false, _) => "disabled",
                     (true, true) => "healthy",
+                    (true, false) if m.unresolved.is_some() => "UNRESOLVED",
                     (true, false) => "UNHEALTHY",
                 };
                 let name = format!("  └ {}", m.name);
                 let _ = writeln!(o, "  {:<12} {:<16} {:<16} {:<6} {:<9} {:>9} {:>10} {:>12}", "", trunc(&name, 16), m.address, "", state, format!("w {}", m.weight), m.new_connections, m.packets);
+            }
+        }
+    }
+    // Next hops resolved with ARP (issue 13): counters, and why each unresolved endpoint
+    // is not eligible.
+    let n = &r.neighbors;
+    if !n.entries.is_empty() {
+        let _ = writeln!(o, "\nNEXT HOPS (ARP)");
+        let _ = writeln!(o, "  requests {}  replies {}  ignored {}  timeouts {}  expired {}  changed {}  gratuitous {}", n.requests, n.replies, n.ignored, n.timeouts, n.expired, n.changed, n.gratuitous);
+        for (addr, mac, age) in &n.entries {
+            if mac.is_empty() {
+                let _ = writeln!(o, "  {addr:<16} unresolved");
+            } else {
+                let _ = writeln!(o, "  {addr:<16} {mac}  confirmed {age} s ago");
+            }
+        }
+        for b in &r.backends {
+            for m in &b.members {
+                if let Some(why) = &m.unresolved {
+                    let who = if m.name == b.backend { format!("{}/{}", b.service, b.backend) } else { format!("{}/{}/{}", b.service, b.backend, m.name) };
+                    let _ = writeln!(o, "  {who} ({}): unresolved: {why}", m.address);
+                }
             }
         }
     }
@@ -123,7 +149,7 @@ mod tests {
     #[test]
     fn backends_show_both_levels() {
         use spillway_shared::proto::{BackendStatus, EndpointStatus};
-        let ep = |n: &str, healthy| EndpointStatus { name: n.into(), address: format!("10.0.1.{}", n.len()), weight: 50, healthy, enabled: true, new_connections: 7, packets: 9 };
+        let ep = |n: &str, healthy| EndpointStatus { name: n.into(), address: format!("10.0.1.{}", n.len()), weight: 50, healthy, enabled: true, new_connections: 7, packets: 9, ..Default::default() };
         let mut r = StatusReport::default();
         r.backends.push(BackendStatus {
             service: "web".into(), backend: "g1".into(), zone: "z1".into(), healthy: true, enabled: true, new_connections: 14, packets: 18,
@@ -138,6 +164,26 @@ mod tests {
         assert!(line(" g1 ").contains("DRAINED") && line(" g1 ").contains("1/2"), "{t}");
         assert!(line("└ e22").contains("UNHEALTHY") && line("└ e1 ").contains("healthy"), "{t}");
         assert!(line(" b2 ").contains("1/1") && !t.contains("└ b2"), "a single endpoint has no endpoint row: {t}");
+    }
+
+    #[test]
+    fn unresolved_next_hops_say_why() {
+        use spillway_shared::proto::{BackendStatus, EndpointStatus, NeighborStatus};
+        let mut r = StatusReport::default();
+        let why = "no ARP reply from 10.0.0.11 (3 requests unanswered)";
+        r.backends.push(BackendStatus {
+            service: "web".into(), backend: "b1".into(), address: "10.0.0.11".into(), enabled: true, endpoints: 1,
+            members: vec![EndpointStatus { name: "b1".into(), address: "10.0.0.11".into(), enabled: true, unresolved: Some(why.into()), ..Default::default() }],
+            ..Default::default()
+        });
+        r.neighbors = NeighborStatus { requests: 4, timeouts: 3, entries: vec![("10.0.0.11".into(), String::new(), -1), ("10.0.0.12".into(), "02:00:00:00:00:12".into(), 4)], ..Default::default() };
+        let t = render(&r);
+        assert!(t.lines().any(|l| l.contains(" b1 ") && l.contains("UNRESOLVED")), "{t}");
+        assert!(t.contains(&format!("  web/b1 (10.0.0.11): unresolved: {why}\n")), "{t}");
+        assert!(t.contains("requests 4  replies 0  ignored 0  timeouts 3"), "{t}");
+        assert!(t.contains("10.0.0.12        02:00:00:00:00:12  confirmed 4 s ago"), "{t}");
+        // Without next hops to resolve there is no section.
+        assert!(!render(&StatusReport::default()).contains("NEXT HOPS"));
     }
 
     #[test]

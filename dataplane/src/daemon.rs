@@ -1,7 +1,7 @@
 //! The daemon's control-plane object: config, slots, health view, the shared snapshot and
 //! counters; answers control-socket requests.
 
-use crate::control::{compile, CompileInput, HealthView, Shared, SlotMap};
+use crate::control::{compile_with_neighbors, CompileInput, HealthView, Shared, SlotMap};
 use crate::ctl::server::Handler;
 use crate::fastpath::stats;
 use spillway_shared::config::Config;
@@ -44,6 +44,10 @@ pub struct ControlState {
     /// Per-slot counter totals (new connections, packets) when the slot was given to its
     /// current backend: that backend's zero (a reused slot's counters keep counting).
     pub slot_base: HashMap<u16, (u64, u64)>,
+    /// Per-slot byte totals when the slot was given to its current backend.
+    pub slot_base_bytes: HashMap<u16, u64>,
+    /// Next-hop resolution (issue 13; [`crate::neighbor`]).
+    pub neighbors: crate::neighbor::driver::Resolver,
     /// Target-set generation last handed to the health checker (+1 per live edit); health
     /// events of older generations are dropped (see [`crate::health::view`]).
     pub health_generation: u64,
@@ -97,7 +101,9 @@ impl Daemon {
         let health = HealthView::new();
         let mut states = HashMap::new();
         let started = Instant::now();
-        let snap = compile(&cfg, &slots, CompileInput { health: &health, states: &mut states, now_sec: 0.0, generation: 1, port_addrs: port_addrs.clone() });
+        let mut neighbors = crate::neighbor::driver::Resolver::new(&cfg);
+        neighbors.set_config(&cfg, 0);
+        let snap = compile_with_neighbors(&cfg, &slots, CompileInput { health: &health, states: &mut states, now_sec: 0.0, generation: 1, port_addrs: port_addrs.clone() }, neighbors.view());
         // The active pool of every service at start: the first republication that fails
         // over (or back) is a switch like any later one and drains the pool it leaves.
         let pools: HashMap<String, PoolState> = cfg
@@ -121,6 +127,8 @@ impl Daemon {
                 last_publish: None,
                 last_propagation_us: None,
                 slot_base: HashMap::new(),
+                slot_base_bytes: HashMap::new(),
+                neighbors,
                 health_generation: 0,
                 health_checker_dead: None,
                 nofile_limit: 0,
@@ -160,17 +168,22 @@ impl Daemon {
         for slot in st.slots.take_fresh() {
             let totals = self.slot_raw_totals(slot);
             st.slot_base.insert(slot, totals);
+            let bytes = self.slot_raw_bytes(slot);
+            st.slot_base_bytes.insert(slot, bytes);
         }
+        // Next hops follow the config (live edits add and remove addresses).
+        st.neighbors.set_config(&st.cfg, self.started.elapsed().as_millis() as u64);
         st.generation += 1;
         let now_sec = self.started.elapsed().as_secs_f64();
         let now_ms = self.now_ms();
-        let mut snap = compile(&st.cfg, &st.slots, CompileInput {
+        let st = &mut *st;
+        let mut snap = compile_with_neighbors(&st.cfg, &st.slots, CompileInput {
             health: &st.health,
             states: &mut st.states,
             now_sec,
             generation: st.generation,
             port_addrs: self.port_addrs.clone(),
-        });
+        }, st.neighbors.view());
         for (si, svc) in st.cfg.services.iter().enumerate() {
             let fo = snap.services.get(si).is_some_and(|s| s.failed_over);
             let ps = st.pools.entry(svc.name.clone()).or_insert(PoolState { failed_over: fo, switched_at_ms: None });
@@ -203,6 +216,36 @@ impl Daemon {
         self.shared.stats.iter().fold((0, 0), |(n, p), w| {
             (n + w.backend_new.get(s).map_or(0, |c| c.load(Relaxed)), p + w.backend_packets.get(s).map_or(0, |c| c.load(Relaxed)))
         })
+    }
+
+    /// Raw per-slot byte sum over workers.
+    fn slot_raw_bytes(&self, slot: u16) -> u64 {
+        let s = usize::from(slot);
+        self.shared.stats.iter().map(|w| w.backend_bytes.get(s).map_or(0, |c| c.load(Relaxed))).sum()
+    }
+
+    /// Bytes forwarded to the backend that holds `slot` now, since it got the slot.
+    pub fn slot_bytes(&self, st: &ControlState, slot: u16) -> u64 {
+        self.slot_raw_bytes(slot).saturating_sub(st.slot_base_bytes.get(&slot).copied().unwrap_or(0))
+    }
+
+    /// One tick of next-hop resolution (control loop, every 50 ms): hands the workers'
+    /// ARP replies to the neighbour table, queues due requests for worker 0, and
+    /// republishes when a resolved MAC appeared, changed or expired. Returns whether it
+    /// republished.
+    pub fn neighbor_tick(&self) -> bool {
+        self.neighbor_tick_at(self.started.elapsed().as_millis() as u64)
+    }
+
+    /// [`Daemon::neighbor_tick`] at an explicit time (ms since start; tests).
+    pub fn neighbor_tick_at(&self, now: u64) -> bool {
+        let mut guard = self.control.lock().unwrap_or_else(|e| e.into_inner());
+        let st = &mut *guard;
+        if st.neighbors.tick(&st.cfg, &self.shared.neighbors, now) {
+            self.republish(st);
+            return true;
+        }
+        false
     }
 
     /// New connections and packets of the backend that holds `slot` now, since it got the

@@ -17,4 +17,5 @@ pub mod ctl;
 pub mod daemon;
 pub mod announce;
 pub mod metrics;
+pub mod neighbor;
 pub mod systemd;

@@ -206,6 +206,17 @@ fn run(args: Args) -> Result<(), String> {
     // `--if-generation` read before a restart cannot match an edit made after it.
     let real_path = std::fs::canonicalize(&args.config).unwrap_or_else(|_| args.config.clone());
     let daemon = Arc::new(Daemon::new(cfg.clone(), workers, port_addrs, port_stats)?.with_config_path(real_path));
+    // Next-hop resolution sends on the ports packets are forwarded out of (towards backends).
+    let sides = port_infos
+        .iter()
+        .enumerate()
+        .map(|(i, p)| spillway_dataplane::neighbor::driver::PortSide {
+            mac: p.mac,
+            addr: std::net::Ipv4Addr::from(p.addr),
+            forwarding: port_infos.iter().any(|q| q.forward_to == i),
+        })
+        .collect();
+    daemon.control.lock().unwrap_or_else(|e| e.into_inner()).neighbors.set_ports(sides);
     if let Some(g) = persisted_generation(&path) {
         daemon.control.lock().unwrap_or_else(|e| e.into_inner()).config_generation = g;
         tracing::info!(config_generation = g, "continuing the config generation of the file");
@@ -262,7 +273,7 @@ fn run(args: Args) -> Result<(), String> {
     let run_result = std::thread::scope(|scope| -> Result<(), String> {
         let _stop = StopOnExit(&daemon.shared.stop);
         for w in 0..workers {
-            let mut queues: Vec<_> = ports.iter().map(|p| p.queue(w as u16)).collect();
+            let mut queues: Vec<_> = ports.iter().zip(&pools).map(|(p, pool)| p.queue(w as u16).with_pool(pool)).collect();
             let core = cfg.dataplane.worker_cores.get(w).copied().or_else(|| {
                 if ncores.is_empty() { None } else { Some(ncores[(w + 1) % ncores.len()].id) }
             });
@@ -326,6 +337,7 @@ fn run(args: Args) -> Result<(), String> {
                 Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => std::thread::sleep(Duration::from_millis(50)),
             }
             daemon.tick();
+            daemon.neighbor_tick();
             if let Some(reason) = daemon.watch_health_checker() {
                 // Frozen health is worse than a restart: stop cleanly, exit non-zero, and
                 // let the service manager restart us (docs/operations.md "Health checker").

@@ -27,6 +27,9 @@ fn labels(pairs: &[(&str, &str)]) -> Labels {
     pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
 }
 
+/// One histogram series: labels, sum, count, (upper bound, count) per bucket (`+Inf` last).
+type HistogramRow = (Labels, f64, u64, Vec<(f64, u64)>);
+
 /// Builds one scrape's registry from rows of `(labels, value)`.
 struct Builder {
     reg: Registry,
@@ -42,6 +45,12 @@ impl Builder {
         self.reg.register(name, help, f);
     }
 
+    /// A histogram family `spillway_<name>` of pre-aggregated rows (labels, sum, count,
+    /// per-bucket counts with upper bounds, `+Inf` last).
+    fn histogram(&mut self, name: &str, help: &str, rows: Vec<HistogramRow>) {
+        self.reg.register(name, help, Histograms(rows));
+    }
+
     /// A gauge family `spillway_<name>`.
     fn gauge(&mut self, name: &str, help: &str, rows: impl IntoIterator<Item = (Labels, f64)>) {
         let f = Family::<Labels, Gauge<f64, AtomicU64>>::default();
@@ -49,6 +58,23 @@ impl Builder {
             f.get_or_create(&l).set(v);
         }
         self.reg.register(name, help, f);
+    }
+}
+
+/// Histograms whose buckets were counted elsewhere (the health checker's per-endpoint
+/// RTTs): `prometheus-client`'s own `Histogram` only counts what it observes itself.
+#[derive(Debug)]
+struct Histograms(Vec<HistogramRow>);
+
+impl prometheus_client::encoding::EncodeMetric for Histograms {
+    fn encode(&self, mut encoder: prometheus_client::encoding::MetricEncoder) -> Result<(), std::fmt::Error> {
+        for (l, sum, count, buckets) in &self.0 {
+            encoder.encode_family(l)?.encode_histogram::<prometheus_client::encoding::NoLabelSet>(*sum, *count, buckets, None)?;
+        }
+        Ok(())
+    }
+    fn metric_type(&self) -> prometheus_client::metrics::MetricType {
+        prometheus_client::metrics::MetricType::Histogram
     }
 }
 
@@ -64,17 +90,31 @@ pub fn render(daemon: &Daemon) -> String {
     // Per service and backend.
     let bl = |s: &spillway_shared::proto::BackendStatus| labels(&[("service", &s.service), ("backend", &s.backend), ("address", &s.address)]);
     b.counter("backend_packets", "Packets forwarded to the backend (client to backend direction)", status.backends.iter().map(|s| (bl(s), s.packets)));
+    b.counter("backend_bytes", "Bytes (whole frames as received) forwarded to the backend", status.backends.iter().map(|s| (bl(s), s.bytes)));
     b.counter("backend_new_connections", "New connections (connection-table misses) that selected the backend", status.backends.iter().map(|s| (bl(s), s.new_connections)));
     b.gauge("backend_healthy", "1 when the dataplane considers the backend healthy", status.backends.iter().map(|s| (bl(s), one(s.healthy))));
     b.gauge("backend_enabled", "1 when the backend is enabled in the config", status.backends.iter().map(|s| (bl(s), one(s.enabled))));
-    let mut per_service: std::collections::BTreeMap<&str, (u64, u64, u64)> = Default::default();
+    // Per endpoint (a single-endpoint backend's endpoint is named like the backend).
+    let endpoints: Vec<(Labels, &spillway_shared::proto::EndpointStatus)> = status
+        .backends
+        .iter()
+        .flat_map(|s| s.members.iter().map(move |m| (labels(&[("service", &s.service), ("backend", &s.backend), ("endpoint", &m.name), ("address", &m.address)]), m)))
+        .collect();
+    b.counter("endpoint_packets", "Packets forwarded to the endpoint", endpoints.iter().map(|(l, m)| (l.clone(), m.packets)));
+    b.counter("endpoint_bytes", "Bytes (whole frames as received) forwarded to the endpoint", endpoints.iter().map(|(l, m)| (l.clone(), m.bytes)));
+    b.counter("endpoint_new_connections", "New connections that selected the endpoint", endpoints.iter().map(|(l, m)| (l.clone(), m.new_connections)));
+    b.gauge("endpoint_healthy", "1 when the endpoint is eligible: passing its health check and its next hop resolved", endpoints.iter().map(|(l, m)| (l.clone(), one(m.healthy))));
+    b.gauge("endpoint_next_hop_resolved", "0 while the endpoint's next-hop MAC is not resolved (ARP), 1 otherwise", endpoints.iter().map(|(l, m)| (l.clone(), one(m.unresolved.is_none()))));
+    let mut per_service: std::collections::BTreeMap<&str, (u64, u64, u64, u64)> = Default::default();
     for s in &status.backends {
         let e = per_service.entry(&s.service).or_default();
         e.0 += s.packets;
         e.1 += s.new_connections;
         e.2 += u64::from(s.healthy && s.enabled);
+        e.3 += s.bytes;
     }
     b.counter("service_packets", "Packets forwarded for the service, all backends", per_service.iter().map(|(s, v)| (labels(&[("service", s)]), v.0)));
+    b.counter("service_bytes", "Bytes forwarded for the service, all backends", per_service.iter().map(|(s, v)| (labels(&[("service", s)]), v.3)));
     b.counter("service_new_connections", "New connections of the service, all backends", per_service.iter().map(|(s, v)| (labels(&[("service", s)]), v.1)));
     b.gauge("service_healthy_backends", "Backends of the service that are healthy and enabled", per_service.iter().map(|(s, v)| (labels(&[("service", s)]), v.2 as f64)));
 
@@ -140,12 +180,30 @@ pub fn render(daemon: &Daemon) -> String {
 
     // Health probes (what the checker exposes: counts, RTT moving average and last RTT).
     let probes = daemon.checker.lock().unwrap_or_else(|e| e.into_inner()).as_ref().map(|c| c.snapshot()).unwrap_or_default();
-    let tl = |t: &crate::health::TargetStatus| labels(&[("service", &t.service), ("backend", &t.backend)]);
+    let tl = |t: &crate::health::TargetStatus| labels(&[("service", &t.service), ("backend", &t.backend), ("endpoint", &t.endpoint)]);
     b.counter("health_probes_sent", "Health probes sent", probes.iter().map(|t| (tl(t), t.probes_sent)));
     b.counter("health_probes_failed", "Health probes that failed", probes.iter().map(|t| (tl(t), t.probes_failed)));
     b.counter("health_probes_skipped", "Health probes skipped (previous probe still running)", probes.iter().map(|t| (tl(t), t.probes_skipped)));
     b.gauge("health_probe_rtt_seconds", "Probe round-trip time, moving average", probes.iter().filter_map(|t| t.rtt_ewma_ms.map(|r| (tl(t), r / 1e3))));
     b.gauge("health_probe_last_rtt_seconds", "Round-trip time of the last successful probe", probes.iter().filter_map(|t| t.rtt_last_ms.map(|r| (tl(t), r / 1e3))));
+    b.histogram(
+        "endpoint_probe_rtt_seconds",
+        "Round-trip time of successful health probes of the endpoint (measured by the health checker)",
+        probes.iter().map(|t| (tl(t), t.rtt_histogram.sum_sec, t.rtt_histogram.count(), t.rtt_histogram.buckets())).collect(),
+    );
+
+    // Next-hop resolution (crate::neighbor).
+    let n = &status.neighbors;
+    b.counter("neighbor_requests", "ARP requests sent to resolve next hops", [(vec![], n.requests)]);
+    b.counter("neighbor_replies", "ARP replies learned (answers to our outstanding requests)", [(vec![], n.replies)]);
+    b.counter("neighbor_ignored_replies", "ARP replies ignored: no request of ours was outstanding for that address", [(vec![], n.ignored)]);
+    b.counter("neighbor_timeouts", "ARP requests unanswered within neighbors.retry_ms", [(vec![], n.timeouts)]);
+    b.counter("neighbor_expired", "Neighbour entries expired (neighbors.expiry_sec without a reply)", [(vec![], n.expired)]);
+    b.counter("neighbor_mac_changes", "Replies that changed a known next-hop MAC", [(vec![], n.changed)]);
+    b.counter("gratuitous_arp_sent", "Gratuitous ARPs queued for VIPs and port addresses", [(vec![], n.gratuitous)]);
+    b.gauge("neighbor_resolved", "1 when the next-hop address has a MAC", n.entries.iter().map(|(a, mac, _)| (labels(&[("address", a)]), one(!mac.is_empty()))));
+    b.counter("worker_arp_replies_seen", "ARP replies the worker handed to the neighbour resolver", workers.iter().enumerate().map(|(i, c)| (w(i), c.arp_replies_seen)));
+    b.counter("worker_control_tx_packets", "Frames the worker sent for the control side (ARP requests, gratuitous ARP)", workers.iter().enumerate().map(|(i, c)| (w(i), c.control_tx)));
 
     // VIP readiness and announcement (crate::announce).
     let vips = daemon.fleet.vips();
@@ -325,6 +383,104 @@ mod tests {
             to_prometheus_text(om),
             "# HELP spillway_drops_total Frames dropped.\n# TYPE spillway_drops_total counter\nspillway_drops_total{reason=\"x\"} 3\n# HELP spillway_up Up.\n# TYPE spillway_up gauge\nspillway_up 1.0\n"
         );
+    }
+
+    fn daemon() -> crate::daemon::Daemon {
+        let text = r#"
+[[ports]]
+name = "p0"
+device = "net_null0"
+address = "10.0.0.1"
+[[services]]
+name = "web"
+vip = "10.0.0.100"
+port = 80
+[[services.backends]]
+name = "g1"
+[[services.backends.endpoints]]
+name = "e1"
+address = "10.0.0.11"
+mac = "02:00:00:00:00:11"
+[[services.backends.endpoints]]
+name = "e2"
+address = "10.0.0.12"
+mac = "02:00:00:00:00:12"
+[[services.backends]]
+name = "b2"
+address = "10.0.0.13"
+"#;
+        let cfg = spillway_shared::config::Config::from_toml(text).unwrap();
+        cfg.validate().unwrap();
+        crate::daemon::Daemon::new(cfg, 2, vec![0x0a00_0001], Box::new(|_| Default::default())).unwrap()
+    }
+
+    fn sample(text: &str, series: &str) -> Option<f64> {
+        text.lines().find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+    }
+
+    /// Bytes per endpoint, backend and service are the per-worker slot counters summed;
+    /// an endpoint without a resolved next hop shows as not resolved and not healthy.
+    #[test]
+    fn bytes_and_next_hops_per_endpoint() {
+        let d = daemon();
+        let (s1, s2) = {
+            let st = d.control.lock().unwrap();
+            (st.slots.slot("web", "g1", "e1").unwrap(), st.slots.slot("web", "g1", "e2").unwrap())
+        };
+        crate::fastpath::stats::bump(&d.shared.stats[0].backend_bytes[usize::from(s1)], 1000);
+        crate::fastpath::stats::bump(&d.shared.stats[1].backend_bytes[usize::from(s1)], 500);
+        crate::fastpath::stats::bump(&d.shared.stats[1].backend_bytes[usize::from(s2)], 60);
+        let t = render(&d);
+        let ep = |e: &str, a: &str| format!("{{service=\"web\",backend=\"g1\",endpoint=\"{e}\",address=\"{a}\"}}");
+        assert_eq!(sample(&t, &format!("spillway_endpoint_bytes_total{}", ep("e1", "10.0.0.11"))), Some(1500.0), "{t}");
+        assert_eq!(sample(&t, &format!("spillway_endpoint_bytes_total{}", ep("e2", "10.0.0.12"))), Some(60.0));
+        assert_eq!(sample(&t, "spillway_backend_bytes_total{service=\"web\",backend=\"g1\",address=\"\"}"), Some(1560.0));
+        assert_eq!(sample(&t, "spillway_service_bytes_total{service=\"web\"}"), Some(1560.0));
+        let b2 = "{service=\"web\",backend=\"b2\",endpoint=\"b2\",address=\"10.0.0.13\"}";
+        assert_eq!(sample(&t, &format!("spillway_endpoint_next_hop_resolved{b2}")), Some(0.0), "b2 has no mac and no ARP reply yet");
+        assert_eq!(sample(&t, &format!("spillway_endpoint_healthy{b2}")), Some(0.0));
+        assert_eq!(sample(&t, &format!("spillway_endpoint_next_hop_resolved{}", ep("e1", "10.0.0.11"))), Some(1.0));
+        assert_eq!(sample(&t, "spillway_neighbor_resolved{address=\"10.0.0.13\"}"), Some(0.0));
+        assert_eq!(sample(&t, "spillway_neighbor_requests_total"), Some(0.0));
+        promtool_accepts(&to_prometheus_text(&t));
+    }
+
+    /// The probe RTT histogram is encoded with cumulative buckets, `_sum` and `_count`.
+    #[test]
+    fn rtt_histograms_encode_cumulative_buckets() {
+        let mut h = crate::health::RttHistogram::default();
+        for sec in [0.0004, 0.002, 0.002, 9.0] {
+            h.observe(sec);
+        }
+        let mut b = Builder { reg: Registry::with_prefix("spillway") };
+        let l = labels(&[("service", "web"), ("backend", "b1"), ("endpoint", "b1")]);
+        b.histogram("endpoint_probe_rtt_seconds", "RTT", vec![(l, h.sum_sec, h.count(), h.buckets())]);
+        let mut t = String::new();
+        encode(&mut t, &b.reg).unwrap();
+        let s = |le: &str| sample(&t, &format!("spillway_endpoint_probe_rtt_seconds_bucket{{le=\"{le}\",service=\"web\",backend=\"b1\",endpoint=\"b1\"}}"));
+        assert_eq!(s("0.0005"), Some(1.0), "{t}");
+        assert_eq!(s("0.001"), Some(1.0));
+        assert_eq!(s("0.0025"), Some(3.0));
+        assert_eq!(s("5.0"), Some(3.0));
+        assert_eq!(s("+Inf"), Some(4.0));
+        assert_eq!(sample(&t, "spillway_endpoint_probe_rtt_seconds_count{service=\"web\",backend=\"b1\",endpoint=\"b1\"}"), Some(4.0));
+        assert!(t.contains("# TYPE spillway_endpoint_probe_rtt_seconds histogram"), "{t}");
+        promtool_accepts(&to_prometheus_text(&t));
+    }
+
+    /// `promtool check metrics` (Debian `prometheus`) accepts `text`; skipped without it.
+    fn promtool_accepts(text: &str) {
+        use std::process::{Command, Stdio};
+        match Command::new("promtool").args(["check", "metrics"]).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn() {
+            Ok(mut c) => {
+                c.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
+                let o = c.wait_with_output().unwrap();
+                let msg = format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+                // Lint warnings (e.g. naming advice) print but exit 0; errors fail.
+                assert!(o.status.success(), "promtool check metrics: {msg}\n{text}");
+            }
+            Err(e) => eprintln!("SKIP promtool check metrics: {e}"),
+        }
     }
 
     #[test]

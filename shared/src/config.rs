@@ -105,6 +105,10 @@ pub struct Config {
     /// [`crate::fleet::AnnounceConfig`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub announce: Option<crate::fleet::AnnounceConfig>,
+    /// `[neighbors]`: ARP resolution of next hops without a `mac` (defaults when absent).
+    /// See [`crate::neighbors::NeighborsConfig`].
+    #[serde(default, skip_serializing_if = "crate::neighbors::NeighborsConfig::is_default")]
+    pub neighbors: crate::neighbors::NeighborsConfig,
 }
 
 /// `[dataplane]`: process-level settings.
@@ -186,6 +190,10 @@ pub struct PortConfig {
     /// Override of the port's MAC address used as source MAC on rewritten frames.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mac: Option<MacAddr>,
+    /// Router towards routed backends: IPIP/GUE endpoints without a `mac` are sent to
+    /// its ARP-resolved MAC ([`crate::neighbors::next_hop`]); optional.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gateway: Option<Ipv4Addr>,
 }
 
 /// A zone and its region (also used for `forwarder`).
@@ -841,7 +849,7 @@ impl Backend {
 /// and refuse one that does not fit the field's type with the range of its
 /// [`crate::limits`] row, instead of serde's bare "expected u32". The range itself is
 /// checked by [`Config::validate`].
-mod ranged {
+pub(crate) mod ranged {
     use serde::de::{Deserializer, Error, Visitor};
     use std::fmt;
 
@@ -899,6 +907,9 @@ mod ranged {
         tcp_syn_timeout_sec: u32 = "conntrack.tcp_syn_timeout_sec";
         tcp_closing_timeout_sec: u32 = "conntrack.tcp_closing_timeout_sec";
         udp_idle_timeout_sec: u32 = "conntrack.udp_idle_timeout_sec";
+        neighbors_refresh_sec: u32 = "neighbors.refresh_sec";
+        neighbors_expiry_sec: u32 = "neighbors.expiry_sec";
+        neighbors_retry_ms: u32 = "neighbors.retry_ms";
         port: u16 = "services[].port";
         connection_drain_timeout_sec: u32 = "services[].connection_drain_timeout_sec";
         encap_mtu: u16 = "services[].encap_mtu";
@@ -1335,6 +1346,9 @@ impl Config {
         if let Some(a) = &self.announce {
             a.validate(&self.services.iter().map(|s| s.vip).collect::<Vec<_>>())?;
         }
+        // [neighbors] and ports[].gateway (crate::neighbors).
+        self.neighbors.validate()?;
+        crate::neighbors::validate_gateways(self)?;
         Ok(())
     }
 

@@ -5,6 +5,7 @@
 //! - [`device`]: `[[ports]] device` strings checked without DPDK;
 //! - [`net`]: MAC addresses, IPv4 prefixes, longest-prefix match;
 //! - [`fleet`]: the `[metrics]` and `[announce]` config sections;
+//! - [`neighbors`]: the `[neighbors]` section and every endpoint's next hop;
 //! - [`flow`]: flow keys and the deterministic flow hash;
 //! - [`martian`]: the `martian_source` rule for new connections (worker and `explain`);
 //! - [`maglev`]: weighted Maglev lookup tables (NSDI 2016);
@@ -22,6 +23,7 @@ pub mod flow;
 pub mod limits;
 pub mod maglev;
 pub mod martian;
+pub mod neighbors;
 pub mod net;
 pub mod pipeline;
 pub mod proto;

@@ -28,7 +28,8 @@ use std::io::{Read, Write};
 /// `HealthRow::endpoint`, `BackendStatus::{endpoints, healthy_endpoints, drained, members}`,
 /// `ExplainReport::{endpoint, endpoint_shares}`.
 /// Version 5 (issues 10 and 15): `Response::BadFrame`, `ExplainReport::drop_reason`,
-/// `StatusReport::control_socket`, `Counters::fragments_held`.
+/// `StatusReport::control_socket`, `Counters::fragments_held`,
+/// `StatusReport::neighbors` (issue 13).
 pub const PROTOCOL_VERSION: u16 = 5;
 /// Largest frame body accepted, bytes.
 pub const MAX_FRAME: usize = 1 << 20;
@@ -384,6 +385,9 @@ pub struct SnapshotReport {
 
 /// Responses.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+// A status report is far larger than the other answers; one is built per request on the
+// control side, never on a packet path, so boxing it buys nothing.
+#[allow(clippy::large_enum_variant)]
 pub enum Response {
     /// Answer to [`Request::Status`].
     Status(StatusReport),
@@ -510,6 +514,15 @@ pub struct Counters {
     pub polls: u64,
     /// Poll iterations that received nothing.
     pub idle_polls: u64,
+    /// ARP replies handed to the neighbour resolver.
+    #[serde(default)]
+    pub arp_replies_seen: u64,
+    /// Frames sent for the control side (ARP requests, gratuitous ARP).
+    #[serde(default)]
+    pub control_tx: u64,
+    /// Control-side frames that could not be sent (no mbuf, TX full, unknown port).
+    #[serde(default)]
+    pub control_tx_failed: u64,
 }
 
 impl Counters {
@@ -543,6 +556,9 @@ impl Counters {
             gen = Some(gen.map_or(c.generation, |g| g.min(c.generation)));
             out.polls += c.polls;
             out.idle_polls += c.idle_polls;
+            out.arp_replies_seen += c.arp_replies_seen;
+            out.control_tx += c.control_tx;
+            out.control_tx_failed += c.control_tx_failed;
         }
         out.generation = gen.unwrap_or(0);
         out
@@ -598,6 +614,9 @@ pub struct BackendStatus {
     pub new_connections: u64,
     /// Packets forwarded to it, summed over workers (and endpoints).
     pub packets: u64,
+    /// Bytes forwarded to it, summed over workers (and endpoints).
+    #[serde(default)]
+    pub bytes: u64,
     /// Enabled endpoints.
     #[serde(default)]
     pub endpoints: u32,
@@ -629,6 +648,36 @@ pub struct EndpointStatus {
     pub new_connections: u64,
     /// Packets forwarded to it, summed over workers.
     pub packets: u64,
+    /// Bytes (whole frames as forwarded) sent to it, summed over workers.
+    #[serde(default)]
+    pub bytes: u64,
+    /// Why its next hop has no MAC (`no ARP reply from 10.0.0.11 (3 requests
+    /// unanswered)`); `None` when resolved or configured. An unresolved endpoint is not
+    /// eligible (issue 13; docs/operations.md "Next hops").
+    #[serde(default)]
+    pub unresolved: Option<String>,
+}
+
+/// Next-hop resolution in [`StatusReport::neighbors`] (docs/operations.md "Next hops").
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NeighborStatus {
+    /// ARP requests sent.
+    pub requests: u64,
+    /// Replies learned (answers to our outstanding requests).
+    pub replies: u64,
+    /// Replies ignored (no request of ours outstanding for that address).
+    pub ignored: u64,
+    /// Requests unanswered within `retry_ms`.
+    pub timeouts: u64,
+    /// Entries expired (`expiry_sec` without a reply).
+    pub expired: u64,
+    /// Replies that changed a known MAC.
+    pub changed: u64,
+    /// Gratuitous ARPs sent.
+    pub gratuitous: u64,
+    /// Every address being resolved: (address, MAC or "", seconds since the last reply
+    /// or -1 when unresolved).
+    pub entries: Vec<(String, String, i64)>,
 }
 
 /// Answer to [`Request::Status`].
@@ -652,6 +701,9 @@ pub struct StatusReport {
     /// The health checker thread. Default (no checker) for reports without the field.
     #[serde(default)]
     pub health_checker: HealthCheckerStatus,
+    /// Next-hop resolution (ARP).
+    #[serde(default)]
+    pub neighbors: NeighborStatus,
     /// Counters of the control socket since start.
     #[serde(default)]
     pub control_socket: ControlSocketStatus,
@@ -847,7 +899,7 @@ mod tests {
         let resp = Response::Status(StatusReport {
             backends: vec![BackendStatus {
                 service: "s".into(), backend: "g".into(), endpoints: 4, healthy_endpoints: 1, drained: true,
-                members: vec![EndpointStatus { name: "e1".into(), address: "10.0.0.1".into(), weight: 50, healthy: true, enabled: true, new_connections: 3, packets: 9 }],
+                members: vec![EndpointStatus { name: "e1".into(), address: "10.0.0.1".into(), weight: 50, healthy: true, enabled: true, new_connections: 3, packets: 9, ..Default::default() }],
                 ..Default::default()
             }],
             health_checker: HealthCheckerStatus { started: true, dead: Some("panicked: x".into()), targets: 2, probes_skipped: 5, nofile_limit: 1024 },

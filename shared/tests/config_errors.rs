@@ -78,6 +78,25 @@ fn with(path: &str, value: toml::Value) -> String {
     toml::to_string(&root).unwrap()
 }
 
+/// [`with`], plus the sibling values a row's bounds need under a cross-field rule:
+/// `[neighbors]` wants `retry_ms ≤ refresh_sec × 1000 < expiry_sec × 1000`, so each of its
+/// bounds is tried with siblings that leave it the only rule in play.
+fn with_companions(path: &str, value: toml::Value) -> String {
+    let siblings: &[(&str, i64)] = match path {
+        "neighbors.refresh_sec" => &[("expiry_sec", 86_400), ("retry_ms", 100)],
+        "neighbors.expiry_sec" => &[("refresh_sec", 1), ("retry_ms", 100)],
+        "neighbors.retry_ms" => &[("refresh_sec", 3600), ("expiry_sec", 86_400)],
+        _ => &[],
+    };
+    let mut root: toml::Table = toml::from_str(&with(path, value)).unwrap();
+    for (k, v) in siblings {
+        if let Some(t) = root.get_mut("neighbors").and_then(|n| n.as_table_mut()) {
+            t.insert(k.to_string(), toml::Value::Integer(*v));
+        }
+    }
+    toml::to_string(&root).unwrap()
+}
+
 fn concrete(pattern: &str) -> String {
     pattern.replace("[]", "[0]")
 }
@@ -124,13 +143,13 @@ fn every_numeric_row_is_the_enforced_range() {
             Range::OneOf(_) | Range::Rule(_) => continue,
         };
         for v in inside {
-            let text = with(l.path, v.clone());
+            let text = with_companions(l.path, v.clone());
             if let Err(e) = load(&text) {
                 panic!("{path} = {v} is inside {} but refused: {e}", l.range.doc());
             }
         }
         for v in outside {
-            let text = with(l.path, v.clone());
+            let text = with_companions(l.path, v.clone());
             let e = match load(&text) {
                 Ok(_) => panic!("{path} = {v} is outside {} but accepted", l.range.doc()),
                 Err(e) => e,

@@ -7,7 +7,7 @@
 
 use proptest::prelude::*;
 use spillway_shared::pipeline::{BackendState, ClientClass, Decision, TierKind, TraceEntry};
-use spillway_shared::proto::{BadFrameKind, ControlSocketStatus, HealthCheckerStatus, 
+use spillway_shared::proto::{BadFrameKind, ControlSocketStatus, HealthCheckerStatus, NeighborStatus, 
     decode_response, encode_response, BackendStatus, Counters, ExplainReport, FlowRow, FlowsReport, HealthRow,
     PortStatus, Response, SnapService, SnapshotReport, StatusReport,
 };
@@ -104,6 +104,9 @@ fn counters() -> impl Strategy<Value = Counters> {
         generation: n[15],
         polls: n[16],
         idle_polls: n[17],
+        arp_replies_seen: n[18],
+        control_tx: n[13],
+        control_tx_failed: n[0],
     })
 }
 
@@ -117,8 +120,9 @@ fn status() -> impl Strategy<Value = StatusReport> {
             workers,
             total,
             backends: vec![BackendStatus { backend: name.clone(), packets: n, new_connections: n, ..Default::default() }],
-            health_checker: HealthCheckerStatus { started: true, dead: Some(name), targets: n, probes_skipped: n, nofile_limit: n },
+            health_checker: HealthCheckerStatus { started: true, dead: Some(name.clone()), targets: n, probes_skipped: n, nofile_limit: n },
             control_socket: ControlSocketStatus { accepted: n, refused: 0, bad_frames: n, requests: u64::MAX },
+            neighbors: NeighborStatus { requests: n, ignored: n, entries: vec![(name.clone(), name, -1)], ..Default::default() },
         },
     )
 }

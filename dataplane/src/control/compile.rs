@@ -13,6 +13,8 @@ use spillway_shared::config::{Config, Persistence, Protocol, SessionAffinity, Se
 use spillway_shared::maglev::{MaglevEntry, MaglevTable};
 use spillway_shared::net::PrefixTable;
 use spillway_shared::pipeline::{self, BackendState, ClientClass, ServiceState, Topology};
+use crate::neighbor::driver::NeighborView;
+use spillway_shared::neighbors::{next_hop, NextHop};
 use std::sync::Arc;
 
 /// Health and load of one endpoint as the control plane knows it.
@@ -131,8 +133,44 @@ fn cached_maglev(entries: &[MaglevEntry<'_>], size: u32, generation: u64) -> Arc
     t
 }
 
-/// Runs the routing pipeline for every service × client class and builds the snapshot.
+/// Runs the routing pipeline for every service × client class and builds the snapshot,
+/// without next-hop resolution: endpoints without a configured `mac` keep their health
+/// and get an all-zero MAC (which workers drop as `next_hop_unresolved`). Tests and
+/// benchmarks of routing use it; the daemon uses [`compile_with_neighbors`].
 pub fn compile(cfg: &Config, slots: &SlotMap, input: CompileInput<'_>) -> Snapshot {
+    compile_inner(cfg, slots, input, None)
+}
+
+/// The health view with every endpoint whose next hop is not resolved in `neighbors`
+/// marked unhealthy (issue 13: an unresolved backend is not eligible), or `None` when
+/// every next hop is known. The marks are not kept: health probes still own `healthy`.
+pub fn with_unresolved(cfg: &Config, health: &HealthView, neighbors: &NeighborView) -> Option<HealthView> {
+    let mut out: Option<HealthView> = None;
+    for s in &cfg.services {
+        for b in &s.backends {
+            for m in b.members() {
+                if let NextHop::Resolve(a) = next_hop(cfg, s, &m) {
+                    if !neighbors.contains_key(&a) {
+                        let h = out.get_or_insert_with(|| health.clone());
+                        h.entry((s.name.clone(), b.name.clone(), m.name.clone())).or_default().healthy = false;
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// [`compile`] with resolved next hops: an endpoint without a configured `mac` takes the
+/// MAC of its next hop ([`spillway_shared::neighbors::next_hop`]) from `neighbors`, and is
+/// not eligible (counted unhealthy by the pipeline) while that is missing.
+pub fn compile_with_neighbors(cfg: &Config, slots: &SlotMap, input: CompileInput<'_>, neighbors: &NeighborView) -> Snapshot {
+    compile_inner(cfg, slots, input, Some(neighbors))
+}
+
+fn compile_inner(cfg: &Config, slots: &SlotMap, input: CompileInput<'_>, neighbors: Option<&NeighborView>) -> Snapshot {
+    let marked = neighbors.and_then(|n| with_unresolved(cfg, input.health, n));
+    let health: &HealthView = marked.as_ref().unwrap_or(input.health);
     let topo = Topology::from_config(cfg);
     let classes = topo.client_classes();
     let incompatible_class = classes.iter().position(|c| *c == ClientClass::Incompatible).unwrap_or(classes.len()) as u16;
@@ -180,7 +218,7 @@ pub fn compile(cfg: &Config, slots: &SlotMap, input: CompileInput<'_>) -> Snapsh
         snap.arp_addrs.insert(*a, ());
     }
     for (si, svc) in cfg.services.iter().enumerate() {
-        let states = backend_states(svc, input.health);
+        let states = backend_states(svc, health);
         // Slots per endpoint: slot_of[backend][endpoint]; health per endpoint.
         let mut slot_of: Vec<Vec<u16>> = Vec::with_capacity(svc.backends.len());
         let mut healthy_of: Vec<Vec<bool>> = Vec::with_capacity(svc.backends.len());
@@ -193,7 +231,7 @@ pub fn compile(cfg: &Config, slots: &SlotMap, input: CompileInput<'_>) -> Snapsh
             hash_names.push(b.members().iter().map(|m| if b.is_group() { format!("{}/{}", b.name, m.name) } else { b.name.clone() }).collect());
             for m in b.members() {
                 let slot = slots.slot(&svc.name, &b.name, &m.name).unwrap_or(0);
-                let healthy = endpoint_view(input.health, &svc.name, &b.name, &m.name).healthy;
+                let healthy = endpoint_view(health, &svc.name, &b.name, &m.name).healthy;
                 row.push(slot);
                 hrow.push(healthy);
                 if let Some(s) = backends.get_mut(usize::from(slot)) {
@@ -202,7 +240,10 @@ pub fn compile(cfg: &Config, slots: &SlotMap, input: CompileInput<'_>) -> Snapsh
                         incarnation: slots.incarnation(slot),
                         service: si as u16,
                         name: if b.is_group() { format!("{}/{}", b.name, m.name) } else { b.name.clone() },
-                        mac: m.mac.map(|m| m.0).unwrap_or([0; 6]),
+                        mac: match next_hop(cfg, svc, &m) {
+                            NextHop::Static(mac) => mac,
+                            NextHop::Resolve(a) => neighbors.and_then(|n| n.get(&a)).copied().unwrap_or([0; 6]),
+                        },
                         addr: u32::from(m.address),
                         healthy,
                         evict_connections: false,

@@ -52,6 +52,8 @@ pub struct Shared {
     pub mailboxes: Vec<Arc<Mailbox>>,
     /// Serialises control-side use of the mailboxes.
     pub mailbox_lock: std::sync::Mutex<u64>,
+    /// Queues between the workers and the neighbour resolver ([`crate::neighbor`]).
+    pub neighbors: Arc<crate::neighbor::NeighborQueues>,
 }
 
 impl Shared {
@@ -67,6 +69,7 @@ impl Shared {
             generation,
             mailboxes: (0..workers).map(|_| Arc::new(Mailbox::default())).collect(),
             mailbox_lock: std::sync::Mutex::new(0),
+            neighbors: Arc::new(crate::neighbor::NeighborQueues::new(workers)),
         }
     }
 

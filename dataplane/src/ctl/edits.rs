@@ -16,21 +16,22 @@ use serde::Serialize;
 use spillway_shared::config::{Backend, Config, Endpoint, Service};
 use spillway_shared::proto::{Applied, Response};
 
-/// Checks the daemon needs beyond [`Config::validate`]: every endpoint has a MAC, and
-/// IPIP/GUE services have a port address as outer source. Errors name the field path.
+/// Checks the daemon needs beyond [`Config::validate`]: endpoints that are health-checked
+/// or encapsulated to have a unicast address, and IPIP/GUE services have a port address as
+/// outer source. Errors name the field path. A `mac` is optional: next hops without one are
+/// resolved with ARP ([`crate::neighbor`]).
 pub fn daemon_checks(cfg: &Config) -> Result<(), String> {
     for (si, s) in cfg.services.iter().enumerate() {
         for (bi, b) in s.backends.iter().enumerate() {
             for (ei, m) in b.members().iter().enumerate() {
                 let at = if b.is_group() { format!("services[{si}].backends[{bi}].endpoints[{ei}]") } else { format!("services[{si}].backends[{bi}]") };
-                if m.mac.is_none() {
-                    return Err(format!("{at}.mac is required (L2 DSR / next-hop MAC)"));
-                }
-                let needs_address = s.health_check.is_some() || s.forwarding_mode != spillway_shared::config::ForwardingMode::L2_DSR;
+                // An address ARP resolves must be unicast too.
+                let resolves = m.mac.is_none() && spillway_shared::neighbors::next_hop(cfg, s, m) == spillway_shared::neighbors::NextHop::Resolve(m.address.into());
+                let needs_address = resolves || s.health_check.is_some() || s.forwarding_mode != spillway_shared::config::ForwardingMode::L2_DSR;
                 let a = m.address;
                 if needs_address && (a.is_unspecified() || a.is_broadcast() || a.is_multicast() || a.is_loopback()) {
                     return Err(format!(
-                        "{at}.address = {a}: a unicast endpoint address is required (health checks and IPIP/GUE send to it)"
+                        "{at}.address = {a}: a unicast endpoint address is required (health checks, IPIP/GUE and ARP resolution of a missing mac send to it)"
                     ));
                 }
             }
@@ -246,6 +247,9 @@ impl Daemon {
         }
         if cand.metrics != st.cfg.metrics || cand.announce != st.cfg.announce {
             return Err("[metrics] and [announce] cannot change while the daemon runs (listener and interface are set up at start); edit the file and restart".into());
+        }
+        if cand.neighbors != st.cfg.neighbors {
+            return Err("[neighbors] cannot change while the daemon runs (resolver timers are set at start); edit the file and restart".into());
         }
         let changes = describe_changes(&st.cfg, &cand);
         if changes.is_empty() {

@@ -126,9 +126,10 @@ fn invalid_edits_change_nothing() {
     let r = d.edit_request(set("web", "b1", &[("weight", "0")], None));
     let Response::Error { message } = r else { panic!("{r:?}") };
     assert!(message.starts_with("services[0].backends[0].weight = 0: must be in 1..=1000"), "{message}");
-    let r = d.edit_request(set("web", "b1", &[("mac", "")], None));
+    // Without a mac the address is ARP-resolved, so it must be unicast.
+    let r = d.edit_request(set("web", "b1", &[("mac", ""), ("address", "\"0.0.0.0\"")], None));
     let Response::Error { message } = r else { panic!("{r:?}") };
-    assert!(message.contains("services[0].backends[0].mac is required"), "{message}");
+    assert!(message.starts_with("services[0].backends[0].address = 0.0.0.0: a unicast endpoint address is required"), "{message}");
     let r = d.edit_request(spillway_shared::proto::Request::ServiceSet { name: "web".into(), fields: vec![("backends".into(), "[]".into())], if_generation: None });
     assert!(matches!(r, Response::Error { .. }));
     assert_eq!(d.control.lock().unwrap().config_generation, 1);

@@ -37,15 +37,25 @@ impl Daemon {
         // Both levels: one row per backend (endpoint counts, drain, summed counters) with
         // its endpoints' rows.
         let mut backends = Vec::new();
+        // Health as the dataplane uses it: unresolved next hops count as unhealthy.
+        let marked = crate::control::with_unresolved(&st.cfg, &st.health, st.neighbors.view());
+        let health = marked.as_ref().unwrap_or(&st.health);
+        let now_ms = self.started.elapsed().as_millis() as u64;
         for svc in &st.cfg.services {
-            let states = crate::control::backend_states(svc, &st.health);
+            let states = crate::control::backend_states(svc, health);
             let drained = st.states.get(&svc.name).map(|s| &s.drained);
             for (bi, b) in svc.backends.iter().enumerate() {
                 let mut members = Vec::new();
                 for m in b.members() {
-                    let (new_connections, packets) = st.slots.slot(&svc.name, &b.name, &m.name).map_or((0, 0), |s| self.slot_totals(&st, s));
-                    let healthy = crate::control::endpoint_view(&st.health, &svc.name, &b.name, &m.name).healthy;
-                    members.push(EndpointStatus { name: m.name, address: m.address.to_string(), weight: m.weight, healthy, enabled: m.enabled, new_connections, packets });
+                    let slot = st.slots.slot(&svc.name, &b.name, &m.name);
+                    let (new_connections, packets) = slot.map_or((0, 0), |s| self.slot_totals(&st, s));
+                    let bytes = slot.map_or(0, |s| self.slot_bytes(&st, s));
+                    let healthy = crate::control::endpoint_view(health, &svc.name, &b.name, &m.name).healthy;
+                    let unresolved = match spillway_shared::neighbors::next_hop(&st.cfg, svc, &m) {
+                        spillway_shared::neighbors::NextHop::Resolve(a) => st.neighbors.unresolved_reason(&a, now_ms),
+                        spillway_shared::neighbors::NextHop::Static(_) => None,
+                    };
+                    members.push(EndpointStatus { name: m.name, address: m.address.to_string(), weight: m.weight, healthy, enabled: m.enabled, new_connections, packets, bytes, unresolved });
                 }
                 backends.push(BackendStatus {
                     service: svc.name.clone(),
@@ -56,6 +66,7 @@ impl Daemon {
                     enabled: b.enabled,
                     new_connections: members.iter().map(|m| m.new_connections).sum(),
                     packets: members.iter().map(|m| m.packets).sum(),
+                    bytes: members.iter().map(|m| m.bytes).sum(),
                     endpoints: states[bi].endpoints,
                     healthy_endpoints: states[bi].healthy_endpoints,
                     drained: drained.is_some_and(|d| d.contains_key(&b.name)),
@@ -74,6 +85,7 @@ impl Daemon {
             backends,
             health_checker,
             control_socket: self.ctl_stats.report(),
+            neighbors: st.neighbors.status(&st.cfg, now_ms),
         }
     }
 

@@ -330,6 +330,7 @@ impl EthPort {
             port_id: self.port_id,
             queue_id,
             mac: self.mac(),
+            pool: None,
         }
     }
 }
@@ -358,6 +359,20 @@ pub struct DpdkQueue {
     pub queue_id: u16,
     /// The port MAC.
     pub mac: [u8; 6],
+    /// Pool of [`Port::alloc_tx`] (frames the worker originates); `None`: it answers `None`.
+    pub pool: Option<std::ptr::NonNull<sys::rte_mempool>>,
+}
+
+// SAFETY: the pool pointer is only used for `rte_pktmbuf_alloc`, which is thread-safe, and
+// the pool outlives every queue (main drops pools after joining the workers).
+unsafe impl Send for DpdkQueue {}
+
+impl DpdkQueue {
+    /// Lets [`Port::alloc_tx`] take mbufs from `pool`, which must outlive this queue.
+    pub fn with_pool(mut self, pool: &super::Mempool) -> DpdkQueue {
+        self.pool = std::ptr::NonNull::new(pool.as_ptr());
+        self
+    }
 }
 
 impl Port for DpdkQueue {
@@ -408,6 +423,20 @@ impl Port for DpdkQueue {
 
     fn mac(&self) -> [u8; 6] {
         self.mac
+    }
+
+    fn alloc_tx(&mut self, frame: &[u8]) -> Option<Mbuf> {
+        let pool = self.pool?;
+        // SAFETY: a live pool (`with_pool`); returns null when empty. No error string is
+        // built here: this runs on a worker.
+        let p = unsafe { sys::spw_pktmbuf_alloc(pool.as_ptr()) };
+        // SAFETY: a fresh mbuf we own.
+        let mut m = unsafe { Mbuf::from_raw(p) }?;
+        if !crate::fastpath::port::PacketBuf::append(&mut m, frame.len()) {
+            return None;
+        }
+        crate::fastpath::port::PacketBuf::data_mut(&mut m).copy_from_slice(frame);
+        Some(m)
     }
 }
 

@@ -46,6 +46,14 @@ pub trait Port {
     fn tx_burst(&mut self, bufs: &mut Burst<Self::Buf>) -> usize;
     /// The port's MAC address.
     fn mac(&self) -> [u8; 6];
+    /// A new buffer holding a copy of `frame`, for frames the worker originates (the
+    /// neighbour resolver's ARP requests); `None` when no buffer is free or the port
+    /// cannot allocate. Must not lock, allocate from the heap or make a syscall (DPDK: an
+    /// mbuf from the port's pool).
+    fn alloc_tx(&mut self, frame: &[u8]) -> Option<Self::Buf> {
+        let _ = frame;
+        None
+    }
 }
 
 /// Headroom of [`MemBuf`], as DPDK's default `RTE_PKTMBUF_HEADROOM`.
@@ -142,5 +150,8 @@ impl Port for MemPort {
     }
     fn mac(&self) -> [u8; 6] {
         self.mac
+    }
+    fn alloc_tx(&mut self, frame: &[u8]) -> Option<MemBuf> {
+        Some(MemBuf::new(frame))
     }
 }

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use strum::{EnumCount, IntoEnumIterator};
 
 /// Most backend slots over all services (slot ids are `u16`; 65,535 is reserved as empty).
-/// Per-worker counters for them take 2 × 8 bytes × this = 1 MiB per worker.
+/// Per-worker counters for them take 3 × 8 bytes × this = 1.5 MiB per worker.
 pub const MAX_BACKEND_SLOTS: usize = 65_535;
 
 /// Adds `n` to a single-writer counter.
@@ -63,6 +63,14 @@ pub struct WorkerStats {
     pub polls: AtomicU64,
     /// Polls that received nothing.
     pub idle_polls: AtomicU64,
+    /// ARP replies handed to the neighbour resolver ([`crate::neighbor`]).
+    pub arp_replies_seen: AtomicU64,
+    /// Control frames (ARP requests, gratuitous ARP) sent for the control side.
+    pub control_tx: AtomicU64,
+    /// Control frames not sent (no mbuf, TX queue full, unknown port).
+    pub control_tx_failed: AtomicU64,
+    /// Bytes (whole frames as forwarded) per backend slot.
+    pub backend_bytes: Box<[AtomicU64]>,
 }
 
 impl Default for WorkerStats {
@@ -90,6 +98,10 @@ impl Default for WorkerStats {
             generation: AtomicU64::new(0),
             polls: AtomicU64::new(0),
             idle_polls: AtomicU64::new(0),
+            arp_replies_seen: AtomicU64::new(0),
+            control_tx: AtomicU64::new(0),
+            control_tx_failed: AtomicU64::new(0),
+            backend_bytes: slots(),
         }
     }
 }
@@ -116,5 +128,8 @@ pub fn read(w: &WorkerStats) -> Counters {
         generation: w.generation.load(Relaxed),
         polls: w.polls.load(Relaxed),
         idle_polls: w.idle_polls.load(Relaxed),
+        arp_replies_seen: w.arp_replies_seen.load(Relaxed),
+        control_tx: w.control_tx.load(Relaxed),
+        control_tx_failed: w.control_tx_failed.load(Relaxed),
     }
 }

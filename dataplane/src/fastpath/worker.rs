@@ -30,6 +30,9 @@ pub enum Verdict {
     /// [`FragHold`] until the first fragment arrives (module docs of
     /// [`crate::fastpath::frag`]).
     Hold(DatagramId),
+    /// Handed to the control side (an ARP reply for next-hop resolution, counted in
+    /// `arp_replies_seen`): the frame is freed.
+    Consumed,
 }
 
 /// Per-port data a worker needs.
@@ -68,6 +71,9 @@ pub struct Worker {
     /// (so they follow their first fragment at once, before another datagram can take its
     /// fragment-table slot).
     learned_first: bool,
+    /// Queues to the neighbour resolver ([`crate::neighbor`]); `None`: ARP replies are
+    /// dropped as `arp_ignored` (tests without a control side).
+    pub neighbors: Option<Arc<crate::neighbor::NeighborQueues>>,
 }
 
 /// Connection-table buckets [`Worker::poll`] sweeps per iteration: at 10^4 to 10^7
@@ -158,7 +164,7 @@ fn keeps_backend(snap: &Snapshot, svc: &ServiceSnap, svc_idx: u16, backend: u16,
 impl Worker {
     /// A worker with a connection table of `ct_capacity` entries.
     pub fn new(id: usize, ct_capacity: usize, seed: u64, timeouts: Timeouts, stats: Arc<WorkerStats>, ports: Vec<PortInfo>) -> Worker {
-        Worker { id, ct: ConnTable::new(ct_capacity, seed), frags: FragTable::default(), timeouts, stats, ports, svc_cache: [u16::MAX; SVC_CACHE], learned_first: false }
+        Worker { id, ct: ConnTable::new(ct_capacity, seed), frags: FragTable::default(), timeouts, stats, ports, svc_cache: [u16::MAX; SVC_CACHE], learned_first: false, neighbors: None }
     }
 
     /// Decides one frame received on port `port` at time `now_ms`, rewriting it in place
@@ -184,6 +190,9 @@ impl Worker {
                     }
                     bump(&self.stats.arp_replies, 1);
                     return Verdict::Reply;
+                }
+                if a.oper == wire::arp::OP_REPLY {
+                    return self.hand_over_arp_reply(buf.data(), &a, port);
                 }
                 return Verdict::Drop(DropReason::ArpIgnored);
             }
@@ -371,8 +380,15 @@ impl Worker {
         let Some(b) = snap.backends.get(usize::from(backend)) else {
             return Verdict::Drop(DropReason::NoBackend);
         };
+        if b.mac == [0; 6] {
+            return Verdict::Drop(DropReason::NextHopUnresolved);
+        }
         if let Some(c) = self.stats.backend_packets.get(usize::from(backend)) {
             bump(c, 1);
+        }
+        // Bytes as received (the frame before rewriting): what the client sent this backend.
+        if let Some(c) = self.stats.backend_bytes.get(usize::from(backend)) {
+            bump(c, buf.data().len() as u64);
         }
         let out_mac = self.ports.get(pinfo.forward_to).map_or(pinfo.mac, |o| o.mac);
         match svc.mode {
@@ -528,6 +544,7 @@ impl Worker {
                 return true;
             }
             Verdict::Reply => push_or_flush(ports, tx, i, b, &self.stats),
+            Verdict::Consumed => drop(b),
             Verdict::Drop(r) => {
                 bump(&self.stats.drops[r as usize], 1);
                 drop(b);
@@ -616,12 +633,17 @@ pub fn run_loop<P: Port>(worker: &mut Worker, queues: &mut [P], shared: &crate::
     ON_WORKER.with(|f| f.set(true));
     let mut bufs = PollBuffers::new(queues.len());
     let Some(mailbox) = shared.mailboxes.get(params.index).cloned() else { return };
+    worker.neighbors = Some(shared.neighbors.clone());
+    let outbox = if params.index == 0 { Some(shared.neighbors.clone()) } else { None };
     while !shared.stop.load(std::sync::atomic::Ordering::Relaxed) {
         let now = params.epoch.elapsed().as_millis() as u32;
         // SAFETY: this worker (index `params.index`) reports its quiescent state at the end
         // of `poll` and does not keep `snap` past this iteration.
         let snap = unsafe { shared.worker_snapshot() };
         let n = worker.poll(queues, &mut bufs, snap, now);
+        if let Some(o) = &outbox {
+            worker.send_control_frames(queues, &o.outbox);
+        }
         mailbox.serve(|req| worker.control(req, now));
         if n == 0 && !params.idle_sleep.is_zero() {
             std::thread::sleep(params.idle_sleep);

@@ -48,7 +48,7 @@ pub mod view;
 pub use driver::HealthChecker;
 pub use spillway_shared::config::{HealthCheck, HealthCheckKind};
 pub use targets::{targets_from_config, Target, TargetKey, TargetSet};
-pub use tracker::{HealthTracker, ProbeResult, Transition, RTT_EWMA_ALPHA};
+pub use tracker::{HealthTracker, ProbeResult, RttHistogram, Transition, RTT_BUCKETS_SEC, RTT_EWMA_ALPHA};
 pub use view::{apply_snapshot, is_current, reconcile, sync_after_edit};
 
 use std::io;
@@ -99,6 +99,8 @@ pub struct TargetStatus {
     pub rtt_ewma_ms: Option<f64>,
     /// RTT of the last successful probe, milliseconds.
     pub rtt_last_ms: Option<f64>,
+    /// RTTs of the successful probes since the target was created (metrics).
+    pub rtt_histogram: RttHistogram,
     /// Reason of the last failed probe.
     pub last_error: Option<String>,
     /// Time of the last state change (or of the target's creation).

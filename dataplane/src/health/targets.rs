@@ -231,6 +231,7 @@ impl<X> TargetSet<X> {
                     consecutive_failures: t.consecutive_failures(),
                     rtt_ewma_ms: t.rtt_ewma_ms(),
                     rtt_last_ms: t.rtt_last_ms(),
+                    rtt_histogram: t.rtt_histogram().clone(),
                     last_error: t.last_error().map(str::to_owned),
                     last_change: t.last_change(),
                     probes_sent: t.probes(),

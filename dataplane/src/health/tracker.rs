@@ -55,6 +55,41 @@ pub struct HealthTracker {
     last_change: Instant,
     probes: u64,
     probes_failed: u64,
+    rtt_histogram: RttHistogram,
+}
+
+/// Upper bounds (seconds) of the probe RTT histogram's buckets; a last `+Inf` bucket
+/// follows. 0.5 ms (same rack) to 5 s (the longest useful probe timeout).
+pub const RTT_BUCKETS_SEC: [f64; 13] = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0];
+
+/// RTTs of successful probes of one endpoint (issue 13 item 4: exported as the
+/// `spillway_endpoint_probe_rtt_seconds` histogram, docs/metrics.md).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RttHistogram {
+    /// Probes per bucket (not cumulative): `counts[i]` for RTT ≤ `RTT_BUCKETS_SEC[i]` and
+    /// above the previous bound; the last element is the `+Inf` bucket.
+    pub counts: [u64; RTT_BUCKETS_SEC.len() + 1],
+    /// Sum of the RTTs, seconds.
+    pub sum_sec: f64,
+}
+
+impl RttHistogram {
+    /// Adds one RTT of `sec` seconds.
+    pub fn observe(&mut self, sec: f64) {
+        let i = RTT_BUCKETS_SEC.iter().position(|b| sec <= *b).unwrap_or(RTT_BUCKETS_SEC.len());
+        self.counts[i] += 1;
+        self.sum_sec += sec;
+    }
+
+    /// Number of RTTs observed.
+    pub fn count(&self) -> u64 {
+        self.counts.iter().sum()
+    }
+
+    /// (upper bound, count) per bucket, `+Inf` last, as Prometheus encoders take them.
+    pub fn buckets(&self) -> Vec<(f64, u64)> {
+        RTT_BUCKETS_SEC.iter().copied().chain([f64::INFINITY]).zip(self.counts).collect()
+    }
 }
 
 impl HealthTracker {
@@ -73,6 +108,7 @@ impl HealthTracker {
             last_change: now,
             probes: 0,
             probes_failed: 0,
+            rtt_histogram: RttHistogram::default(),
         }
     }
 
@@ -83,6 +119,7 @@ impl HealthTracker {
         match result {
             ProbeResult::Success { rtt } => {
                 let ms = rtt.as_secs_f64() * 1e3;
+                self.rtt_histogram.observe(rtt.as_secs_f64());
                 self.rtt_last_ms = Some(ms);
                 self.rtt_ewma_ms = Some(match self.rtt_ewma_ms {
                     None => ms,
@@ -140,6 +177,10 @@ impl HealthTracker {
     /// RTT of the last successful probe, milliseconds.
     pub fn rtt_last_ms(&self) -> Option<f64> {
         self.rtt_last_ms
+    }
+    /// RTTs of every successful probe so far.
+    pub fn rtt_histogram(&self) -> &RttHistogram {
+        &self.rtt_histogram
     }
     /// Reason of the last failed probe (kept after later successes).
     pub fn last_error(&self) -> Option<&str> {
@@ -267,6 +308,25 @@ mod tests {
         // Zero thresholds are taken as 1.
         let mut z = HealthTracker::new(&hc(0, 0), true, t0);
         assert!(z.record(t0, fail("x")).is_some());
+    }
+
+    #[test]
+    fn rtt_histogram_buckets_successful_probes_only() {
+        let mut t = HealthTracker::new(&hc(1, 1), true, Instant::now());
+        for ms in [0, 1, 3, 3, 7000] {
+            t.record(Instant::now(), ok(ms));
+        }
+        t.record(Instant::now(), fail("refused"));
+        let h = t.rtt_histogram();
+        assert_eq!(h.count(), 5, "failures have no RTT");
+        let b = h.buckets();
+        assert_eq!(b.len(), 14);
+        assert_eq!(b[0], (0.0005, 1), "0 ms");
+        assert_eq!(b[1], (0.001, 1), "1 ms: bounds are inclusive");
+        assert_eq!(b[3], (0.005, 2), "3 ms twice");
+        assert_eq!(b[13].1, 1, "7 s lands in +Inf");
+        assert!(b[13].0.is_infinite());
+        assert!((h.sum_sec - 7.007).abs() < 1e-9);
     }
 
     #[test]

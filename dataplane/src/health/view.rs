@@ -182,6 +182,7 @@ mod tests {
             consecutive_failures: 2,
             rtt_ewma_ms: None,
             rtt_last_ms: None,
+            rtt_histogram: Default::default(),
             last_error: Some("x".into()),
             last_change: Instant::now(),
             probes_sent: 2,

@@ -50,7 +50,8 @@ pub enum DropReason {
     TruncatedIpv4,
     /// TCP/UDP header missing from a first fragment or unfragmented packet.
     TruncatedL4,
-    /// ARP that is not a request for a VIP or a port address, or malformed.
+    /// ARP that is neither a request for a VIP or a port address nor a reply (replies go
+    /// to the neighbour resolver), or malformed.
     ArpIgnored,
     /// IPv4 destination is not a VIP (nor an address this forwarder answers for).
     NotForVip,
@@ -85,6 +86,13 @@ pub enum DropReason {
     /// worker already held its maximum of fragments
     /// ([`crate::fastpath::frag::HOLD_SLOTS`]).
     FragmentHoldFull,
+    /// An ARP reply the worker could not hand to the neighbour resolver: its queue was
+    /// full (`crate::neighbor::SEEN_CAPACITY` replies between two control ticks).
+    NeighborQueueFull,
+    /// The chosen backend's next-hop MAC is not resolved (ARP): only a connection kept on
+    /// it, or a last-resort choice when nothing is eligible, gets here (docs/operations.md
+    /// "Next hops"). A configured `mac` is never all-zero, so zero means unresolved.
+    NextHopUnresolved,
 }
 
 impl DropReason {

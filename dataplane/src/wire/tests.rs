@@ -94,6 +94,8 @@ fn drop_reason_names_are_stable() {
             "martian_source",
             "fragment_unknown",
             "fragment_hold_full",
+            "neighbor_queue_full",
+            "next_hop_unresolved",
         ]
     );
     assert_eq!(DropReason::COUNT, names.len());

@@ -170,6 +170,9 @@ impl Setup {
         s += "[dataplane]\n";
         s += "eal_args = [\"--no-huge\", \"--no-shconf\", \"-m\", \"512\", \"--no-pci\", \"--log-level=warning\"]\n";
         s += "workers = 1\nidle_sleep_us = 200\nmbufs_per_port = 8191\n\n";
+        // The output capture holds exactly what the replayed frames caused: no gratuitous
+        // ARP at start (every backend has a mac, so no ARP request either).
+        s += "[neighbors]\ngratuitous_arp = false\n\n";
         if let Some(c) = self.ct_capacity {
             s += &format!("[conntrack]\ncapacity_per_worker = {c}\n\n");
         }

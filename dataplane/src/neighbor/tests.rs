@@ -1,0 +1,268 @@
+//! Next-hop resolution end to end without DPDK: worker hand-over of ARP replies, worker 0
+//! sending the control side's frames, and the daemon turning replies into snapshots.
+
+use super::*;
+use crate::daemon::Daemon;
+use crate::fastpath::conntrack::Timeouts;
+use crate::fastpath::port::{MemBuf, MemPort, PacketBuf};
+use crate::fastpath::stats::WorkerStats;
+use crate::fastpath::worker::{PortInfo, Verdict, Worker};
+use crate::wire::DropReason;
+use spillway_shared::config::Config;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+
+const OURS: [u8; 6] = [2, 0, 0, 0, 0, 1];
+
+/// An Ethernet ARP reply "`spa` is at `sha`" to us.
+fn reply(spa: [u8; 4], sha: [u8; 6]) -> MemBuf {
+    let mut f = frames::request(sha, Ipv4Addr::from(spa), Ipv4Addr::new(10, 0, 0, 1));
+    f[0..6].copy_from_slice(&OURS);
+    f[14 + 7] = 2; // ar$op = reply
+    MemBuf::new(&f)
+}
+
+fn worker(id: usize, queues: Option<Arc<NeighborQueues>>) -> Worker {
+    let mut w = Worker::new(id, 1024, 1, Timeouts::default(), Arc::new(WorkerStats::default()), vec![PortInfo { mac: OURS, forward_to: 0, addr: 0x0a00_0001 }]);
+    w.neighbors = queues;
+    w
+}
+
+#[test]
+fn workers_hand_arp_replies_to_their_own_queue_and_count_a_full_one() {
+    let q = Arc::new(NeighborQueues::new(2));
+    let snap = crate::control::snapshot::Snapshot::default();
+    let mut w1 = worker(1, Some(q.clone()));
+    let mut b = reply([10, 0, 0, 11], [2, 0, 0, 0, 0, 0x11]);
+    assert_eq!(w1.process(&mut b, 0, &snap, 0), Verdict::Consumed);
+    assert_eq!(q.seen[1].pop(), Some(ArpSeen { port: 0, spa: Ipv4Addr::new(10, 0, 0, 11), sha: [2, 0, 0, 0, 0, 0x11] }));
+    assert!(q.seen[0].is_empty(), "worker 1 uses its own queue");
+    assert_eq!(w1.stats.arp_replies_seen.load(Relaxed), 1);
+    for _ in 0..SEEN_CAPACITY {
+        assert_eq!(w1.process(&mut reply([10, 0, 0, 11], [2; 6]), 0, &snap, 0), Verdict::Consumed);
+    }
+    assert_eq!(w1.process(&mut reply([10, 0, 0, 11], [2; 6]), 0, &snap, 0), Verdict::Drop(DropReason::NeighborQueueFull));
+    // Without a control side, replies are ignored as before.
+    let mut w = worker(0, None);
+    assert_eq!(w.process(&mut reply([10, 0, 0, 11], [2; 6]), 0, &snap, 0), Verdict::Drop(DropReason::ArpIgnored));
+}
+
+#[test]
+fn worker_sends_control_frames_in_port_buffers() {
+    let q = NeighborQueues::new(1);
+    let mut w = worker(0, None);
+    let mut ports = vec![MemPort::new(OURS)];
+    let f = frames::request(OURS, Ipv4Addr::new(10, 0, 0, 1), Ipv4Addr::new(10, 0, 0, 11));
+    q.outbox.push(TxFrame { port: 0, bytes: f }).unwrap();
+    q.outbox.push(TxFrame { port: 7, bytes: f }).unwrap();
+    w.send_control_frames(&mut ports, &q.outbox);
+    assert_eq!(ports[0].tx.len(), 1);
+    assert_eq!(ports[0].tx[0].data(), &f[..]);
+    assert_eq!((w.stats.control_tx.load(Relaxed), w.stats.control_tx_failed.load(Relaxed), w.stats.tx.load(Relaxed)), (1, 1, 1));
+    assert!(q.outbox.is_empty());
+}
+
+fn daemon(extra_backend: &str) -> Daemon {
+    let text = format!(
+        r#"
+[neighbors]
+refresh_sec = 1
+expiry_sec = 3
+retry_ms = 200
+gratuitous_arp = false
+[[ports]]
+name = "p0"
+device = "net_null0"
+address = "10.0.0.1"
+[[services]]
+name = "web"
+vip = "10.0.0.100"
+port = 80
+[[services.backends]]
+name = "b1"
+address = "10.0.0.11"
+{extra_backend}
+"#
+    );
+    let cfg = Config::from_toml(&text).unwrap();
+    cfg.validate().unwrap();
+    crate::ctl::edits::daemon_checks(&cfg).unwrap();
+    let d = Daemon::new(cfg, 1, vec![0x0a00_0001], Box::new(|_| Default::default())).unwrap();
+    d.control.lock().unwrap().neighbors.set_ports(vec![driver::PortSide { mac: OURS, addr: Ipv4Addr::new(10, 0, 0, 1), forwarding: true }]);
+    d
+}
+
+fn slot_of_b1(d: &Daemon) -> (bool, [u8; 6]) {
+    d.shared.with_snapshot(|s| s.backends.iter().find(|b| b.name == "b1").map(|b| (b.healthy, b.mac)).unwrap()).unwrap()
+}
+
+#[test]
+fn a_backend_without_mac_is_ineligible_until_resolved_then_follows_its_mac() {
+    let d = daemon("");
+    assert_eq!(slot_of_b1(&d), (false, [0; 6]), "unresolved: not eligible");
+    let st = d.status();
+    assert!(!st.backends[0].healthy);
+    assert!(!d.neighbor_tick_at(0), "nothing learned yet");
+    let req = d.shared.neighbors.outbox.pop().expect("an ARP request for b1");
+    let Ok(crate::wire::Parsed::Arp(a)) = crate::wire::parse(&req.bytes) else { panic!() };
+    assert_eq!((a.oper, a.tpa), (1, Ipv4Addr::new(10, 0, 0, 11)));
+    let reason = d.status().backends[0].members[0].unresolved.clone().unwrap();
+    assert_eq!(reason, "ARP request for 10.0.0.11 awaiting its first reply");
+    // The reply, through the worker's queue: republished with the MAC, eligible.
+    d.shared.neighbors.seen[0].push(ArpSeen { port: 0, spa: Ipv4Addr::new(10, 0, 0, 11), sha: [2, 0, 0, 0, 0, 0x11] }).unwrap();
+    let gen = d.control.lock().unwrap().generation;
+    assert!(d.neighbor_tick_at(100));
+    assert_eq!(d.control.lock().unwrap().generation, gen + 1);
+    assert_eq!(slot_of_b1(&d), (true, [2, 0, 0, 0, 0, 0x11]));
+    let st = d.status();
+    assert!(st.backends[0].healthy && st.backends[0].members[0].unresolved.is_none());
+    assert_eq!(st.neighbors.replies, 1);
+    assert_eq!(st.neighbors.entries, vec![("10.0.0.11".to_string(), "02:00:00:00:00:11".to_string(), 0)]);
+    // After refresh_sec the next request goes out; a new MAC in its reply is followed.
+    assert!(!d.neighbor_tick_at(1_099));
+    assert!(d.shared.neighbors.outbox.is_empty(), "no request before refresh_sec");
+    assert!(!d.neighbor_tick_at(1_100));
+    let refresh = d.shared.neighbors.outbox.pop().expect("the refresh request at refresh_sec");
+    assert_eq!(refresh.bytes, req.bytes);
+    d.shared.neighbors.seen[0].push(ArpSeen { port: 0, spa: Ipv4Addr::new(10, 0, 0, 11), sha: [2, 0, 0, 0, 0, 0x22] }).unwrap();
+    assert!(d.neighbor_tick_at(1_150));
+    assert_eq!(slot_of_b1(&d), (true, [2, 0, 0, 0, 0, 0x22]), "a replaced VM is followed");
+    assert_eq!(d.status().neighbors.changed, 1);
+    // Silence from then on: requests every retry_ms, the entry expires 3 s after the last
+    // reply, and the backend is not eligible any more.
+    let mut t = 1_150;
+    while t < 4_150 {
+        t += 50;
+        assert!(!d.neighbor_tick_at(t) || t == 4_150, "only the expiry republishes ({t})");
+    }
+    assert!(!slot_of_b1(&d).0, "expired: not eligible");
+    let reason = d.status().backends[0].members[0].unresolved.clone().unwrap();
+    assert!(reason.starts_with("no ARP reply from 10.0.0.11 (") && reason.contains("its entry expired"), "{reason}");
+}
+
+#[test]
+fn configured_macs_are_never_asked_and_stay_eligible() {
+    let d = daemon("mac = \"02:00:00:00:00:0b\"");
+    assert_eq!(slot_of_b1(&d), (true, [2, 0, 0, 0, 0, 0x0b]));
+    assert!(!d.neighbor_tick_at(0));
+    assert!(d.shared.neighbors.outbox.is_empty());
+    assert!(d.status().neighbors.entries.is_empty());
+}
+
+/// IPIP towards routed backends: with `ports[].gateway` the backends' slots carry the
+/// gateway's resolved MAC, and only the gateway is asked; L2 DSR backends are asked
+/// themselves.
+#[test]
+fn encapsulated_traffic_goes_to_the_gateway_mac() {
+    let text = r#"
+[neighbors]
+gratuitous_arp = false
+[[ports]]
+name = "p0"
+device = "net_null0"
+address = "10.0.0.1"
+gateway = "10.0.0.254"
+[[services]]
+name = "tun"
+vip = "10.0.0.100"
+port = 80
+forwarding_mode = "IPIP"
+[[services.backends]]
+name = "r1"
+address = "192.168.7.1"
+[[services.backends]]
+name = "r2"
+address = "192.168.8.1"
+[[services]]
+name = "dsr"
+vip = "10.0.0.101"
+port = 80
+[[services.backends]]
+name = "l1"
+address = "10.0.0.11"
+"#;
+    let cfg = Config::from_toml(text).unwrap();
+    cfg.validate().unwrap();
+    crate::ctl::edits::daemon_checks(&cfg).unwrap();
+    let d = Daemon::new(cfg, 1, vec![0x0a00_0001], Box::new(|_| Default::default())).unwrap();
+    d.control.lock().unwrap().neighbors.set_ports(vec![driver::PortSide { mac: OURS, addr: Ipv4Addr::new(10, 0, 0, 1), forwarding: true }]);
+    d.neighbor_tick_at(0);
+    let asked: Vec<Ipv4Addr> = std::iter::from_fn(|| d.shared.neighbors.outbox.pop())
+        .map(|f| match crate::wire::parse(&f.bytes) {
+            Ok(crate::wire::Parsed::Arp(a)) => a.tpa,
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(asked, vec![Ipv4Addr::new(10, 0, 0, 11), Ipv4Addr::new(10, 0, 0, 254)], "the gateway, not the routed backends");
+    let gw = [2, 0, 0, 0, 0, 0xfe];
+    d.shared.neighbors.seen[0].push(ArpSeen { port: 0, spa: Ipv4Addr::new(10, 0, 0, 254), sha: gw }).unwrap();
+    assert!(d.neighbor_tick_at(10));
+    let slots: Vec<(String, bool, [u8; 6])> = d.shared.with_snapshot(|s| s.backends.iter().filter(|b| b.present).map(|b| (b.name.clone(), b.healthy, b.mac)).collect()).unwrap();
+    assert!(slots.contains(&("r1".into(), true, gw)) && slots.contains(&("r2".into(), true, gw)), "{slots:?}");
+    assert!(slots.contains(&("l1".into(), false, [0; 6])), "the L2 DSR backend waits for its own reply: {slots:?}");
+}
+
+/// A TCP SYN from 10.1.0.5 to 10.0.0.100:80.
+fn syn() -> MemBuf {
+    let mut f = vec![0u8; 54];
+    f[0..6].copy_from_slice(&OURS);
+    f[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
+    f[14] = 0x45;
+    f[16..18].copy_from_slice(&40u16.to_be_bytes());
+    f[22] = 64;
+    f[23] = 6;
+    f[26..30].copy_from_slice(&[10, 1, 0, 5]);
+    f[30..34].copy_from_slice(&[10, 0, 0, 100]);
+    f[34..36].copy_from_slice(&40000u16.to_be_bytes());
+    f[36..38].copy_from_slice(&80u16.to_be_bytes());
+    f[46] = 0x50;
+    f[47] = crate::wire::tcp_flags::SYN;
+    MemBuf::new(&f)
+}
+
+/// Nothing eligible but an unresolved endpoint (the last-resort table keeps it): the
+/// worker never sends to an all-zero MAC, it drops with its own reason; once resolved
+/// the same flow goes to the learned MAC.
+#[test]
+fn packets_for_an_unresolved_next_hop_are_dropped_by_name() {
+    let d = daemon("");
+    let mut w = worker(0, None);
+    let v = d.shared.with_snapshot(|s| w.process(&mut syn(), 0, s, 0)).unwrap();
+    assert_eq!(v, Verdict::Drop(DropReason::NextHopUnresolved));
+    d.neighbor_tick_at(0);
+    d.shared.neighbors.seen[0].push(ArpSeen { port: 0, spa: Ipv4Addr::new(10, 0, 0, 11), sha: [2, 0, 0, 0, 0, 0x11] }).unwrap();
+    assert!(d.neighbor_tick_at(10));
+    let mut b = syn();
+    let v = d.shared.with_snapshot(|s| w.process(&mut b, 0, s, 20)).unwrap();
+    assert_eq!(v, Verdict::Forward);
+    assert_eq!(&b.data()[0..6], &[2, 0, 0, 0, 0, 0x11]);
+}
+
+/// A live edit that adds a backend without `mac` starts its resolution at once; removing
+/// it stops asking.
+#[test]
+fn live_edits_start_and_stop_resolution() {
+    let d = daemon("mac = \"02:00:00:00:00:0b\"");
+    assert!(!d.neighbor_tick_at(0));
+    assert!(d.shared.neighbors.outbox.is_empty());
+    let add = spillway_shared::proto::Request::BackendAdd {
+        service: "web".into(),
+        name: "b2".into(),
+        fields: vec![("address".into(), "\"10.0.0.12\"".into())],
+        if_generation: None,
+    };
+    let r = d.edit_request(add);
+    assert!(matches!(r, spillway_shared::proto::Response::Applied(_)), "{r:?}");
+    d.neighbor_tick_at(10);
+    let f = d.shared.neighbors.outbox.pop().expect("a request for the new backend");
+    let Ok(crate::wire::Parsed::Arp(a)) = crate::wire::parse(&f.bytes) else { panic!() };
+    assert_eq!(a.tpa, Ipv4Addr::new(10, 0, 0, 12));
+    let st = d.status();
+    let b2 = st.backends.iter().find(|b| b.backend == "b2").unwrap();
+    assert!(!b2.healthy && b2.members[0].unresolved.is_some(), "{b2:?}");
+    let rm = spillway_shared::proto::Request::BackendRemove { service: "web".into(), name: "b2".into(), if_generation: None };
+    assert!(matches!(d.edit_request(rm), spillway_shared::proto::Response::Applied(_)));
+    d.neighbor_tick_at(2_000);
+    assert!(d.shared.neighbors.outbox.is_empty(), "no request for a removed backend");
+    assert!(d.status().neighbors.entries.is_empty());
+}
