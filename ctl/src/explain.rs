@@ -7,7 +7,7 @@ use spillway_shared::flow::FlowKey;
 use spillway_shared::maglev::{MaglevEntry, MaglevTable};
 use spillway_shared::pipeline::{evaluate, BackendState, ClientClass, Decision, ServiceState, Topology};
 use std::collections::BTreeMap;
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 
 /// Arguments of `spillwayctl explain`.
@@ -17,9 +17,9 @@ pub struct ExplainArgs {
     /// against its live health, load and snapshot.
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
-    /// Client (source) address of the new connection.
+    /// Client (source) address of the new connection (IPv4 or IPv6).
     #[arg(long, value_name = "IP")]
-    pub client: Ipv4Addr,
+    pub client: IpAddr,
     /// Service as IP:PORT[/tcp|udp]; optional when the config has one service.
     #[arg(long, value_name = "IP:PORT/PROTO")]
     pub vip: Option<String>,
@@ -63,14 +63,15 @@ struct JsonOut<'a> {
     endpoint_shares: Vec<(String, String, f64)>,
 }
 
-fn parse_vip(s: &str) -> Result<(Ipv4Addr, u16, Option<Protocol>), String> {
+fn parse_vip(s: &str) -> Result<(IpAddr, u16, Option<Protocol>), String> {
     let (addr, proto) = match s.split_once('/') {
         Some((a, p)) => (a, Some(p)),
         None => (s, None),
     };
-    let (ip, port) = addr.split_once(':').ok_or_else(|| format!("--vip {s:?}: expected IP:PORT/PROTO, e.g. 10.0.0.100:80/tcp"))?;
-    let ip: Ipv4Addr = ip.parse().map_err(|_| format!("--vip {s:?}: {ip:?} is not an IPv4 address"))?;
-    let port: u16 = port.parse().map_err(|_| format!("--vip {s:?}: {port:?} is not a port"))?;
+    let sa: SocketAddr = addr
+        .parse()
+        .map_err(|_| format!("--vip {s:?}: expected IP:PORT/PROTO, e.g. 10.0.0.100:80/tcp or [fd00::100]:80/tcp"))?;
+    let (ip, port) = (sa.ip(), sa.port());
     let proto = match proto.map(str::to_ascii_lowercase).as_deref() {
         None => None,
         Some("tcp") => Some(Protocol::Tcp),
@@ -81,7 +82,7 @@ fn parse_vip(s: &str) -> Result<(Ipv4Addr, u16, Option<Protocol>), String> {
 }
 
 fn pick_service<'a>(cfg: &'a Config, vip: Option<&str>) -> Result<&'a Service, String> {
-    let list = || cfg.services.iter().map(|s| format!("{}:{}/{:?}", s.vip, s.port, s.protocol).to_lowercase()).collect::<Vec<_>>().join(", ");
+    let list = || cfg.services.iter().map(|s| format!("{}/{:?}", SocketAddr::new(s.vip, s.port), s.protocol).to_lowercase()).collect::<Vec<_>>().join(", ");
     match vip {
         None if cfg.services.len() == 1 => Ok(&cfg.services[0]),
         None => Err(format!("the config has {} services; choose one with --vip ({})", cfg.services.len(), list())),
@@ -276,8 +277,14 @@ fn explain(args: &ExplainArgs) -> Result<String, String> {
         .collect();
     let entries: Vec<MaglevEntry<'_>> = eps.iter().zip(&hash_names).map(|(x, n)| MaglevEntry { name: n, weight: x.share }).collect();
     let table = MaglevTable::build(&entries, svc.maglev_table_size);
-    let key = FlowKey::new(args.client, svc.vip, args.client_port, svc.port, svc.protocol.number());
-    let hash = key.affinity_hash(svc.session_affinity);
+    let proto_n = svc.protocol.number();
+    let hash = match (args.client, svc.vip) {
+        (IpAddr::V4(c), IpAddr::V4(v)) => FlowKey::new(c, v, args.client_port, svc.port, proto_n).affinity_hash(svc.session_affinity),
+        (IpAddr::V6(c), IpAddr::V6(v)) => {
+            spillway_shared::flow::FlowKey6::new6(c, v, args.client_port, svc.port, proto_n).affinity_hash(svc.session_affinity)
+        }
+        _ => return Err(format!("--client {}: not of the family of service {}'s VIP {} (one family per service)", args.client, svc.name, svc.vip)),
+    };
     let pick = if d.drop { None } else { table.lookup(hash).and_then(|e| eps.get(usize::from(e))) };
     let chosen = pick.map(|x| svc.backends[x.backend].name.as_str());
     let endpoint = pick.map(|x| ep_name(x.backend, x.endpoint));
@@ -286,7 +293,7 @@ fn explain(args: &ExplainArgs) -> Result<String, String> {
     if args.json {
         let j = JsonOut {
             service: &svc.name,
-            client: format!("{}:{}", args.client, args.client_port),
+            client: SocketAddr::new(args.client, args.client_port).to_string(),
             class: &class,
             decision: &d,
             backend: chosen,
@@ -297,7 +304,7 @@ fn explain(args: &ExplainArgs) -> Result<String, String> {
     }
     let mut o = String::new();
     use std::fmt::Write;
-    let _ = writeln!(o, "service {} ({}:{}/{proto}), client {}:{} -> {class}", svc.name, svc.vip, svc.port, args.client, args.client_port);
+    let _ = writeln!(o, "service {} ({}/{proto}), client {} -> {class}", svc.name, SocketAddr::new(svc.vip, svc.port), SocketAddr::new(args.client, args.client_port));
     o += &render_stages(&d, |i| svc.backends[i].name.clone());
     o += &endpoint_line(&endpoint_shares);
     match chosen {

@@ -172,7 +172,10 @@ fn run(args: Args) -> Result<(), String> {
         .map(|(pc, port)| PortInfo {
             mac: pc.mac.map(|m| m.0).unwrap_or_else(|| port.mac()),
             forward_to: pc.forward_to.as_ref().and_then(|f| cfg.ports.iter().position(|x| &x.name == f)).unwrap_or(usize::MAX),
-            addr: pc.address.map(u32::from).unwrap_or(0),
+            addr: match pc.address {
+                Some(std::net::IpAddr::V4(a)) => u32::from(a),
+                _ => 0,
+            },
         })
         .enumerate()
         .map(|(i, mut pi)| {

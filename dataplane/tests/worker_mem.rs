@@ -332,7 +332,7 @@ fn draining_backend_keeps_connections_until_the_deadline() {
 #[test]
 fn removing_services_and_backends_under_traffic() {
     let mut cfg = config("", &four());
-    let mut first = spillway_shared::config::Service::new("first", "10.0.0.100".parse().unwrap(), 81, spillway_shared::config::Protocol::Tcp);
+    let mut first = spillway_shared::config::Service::new("first", "10.0.0.100".parse::<std::net::IpAddr>().unwrap(), 81, spillway_shared::config::Protocol::Tcp);
     let mut fb = spillway_shared::config::Backend::new("f1", "z1");
     fb.mac = Some(spillway_shared::net::MacAddr([2, 0, 0, 0, 0x0f, 1]));
     first.backends.push(fb);

@@ -25,7 +25,9 @@ use std::io::{Read, Write};
 /// Version 4: backends as groups of endpoints (issue 11): `Request::Endpoint{Add,Remove,Set}`,
 /// `HealthRow::endpoint`, `BackendStatus::{endpoints, healthy_endpoints, drained, members}`,
 /// `ExplainReport::{endpoint, endpoint_shares}`.
-pub const PROTOCOL_VERSION: u16 = 4;
+/// Version 5: IPv6 (issue 12): `Request::Explain::client` and `Request::Vip{Drain,Undrain}::vip`
+/// are `IpAddr`.
+pub const PROTOCOL_VERSION: u16 = 5;
 /// Largest frame body accepted, bytes.
 pub const MAX_FRAME: usize = 1 << 20;
 
@@ -134,8 +136,8 @@ pub enum Request {
     },
     /// The routing decision for a new connection, against the live state.
     Explain {
-        /// Client address.
-        client: std::net::Ipv4Addr,
+        /// Client address (IPv4 or IPv6).
+        client: std::net::IpAddr,
         /// Client port.
         client_port: u16,
         /// Service as `IP:PORT[/tcp|udp]`; `None` when there is one service.
@@ -149,12 +151,12 @@ pub enum Request {
     /// (`spillwayctl vip drain VIP`); in memory only, a restart announces again.
     VipDrain {
         /// A configured VIP.
-        vip: std::net::Ipv4Addr,
+        vip: std::net::IpAddr,
     },
     /// Undo [`Request::VipDrain`] (`spillwayctl vip undrain VIP`).
     VipUndrain {
         /// A configured VIP.
-        vip: std::net::Ipv4Addr,
+        vip: std::net::IpAddr,
     },
     /// Add an endpoint to a backend (a single-endpoint backend becomes a group: its
     /// `address`/`mac` become its first endpoint, named like the backend).
@@ -753,7 +755,7 @@ mod tests {
             Request::ServiceSet { name: "web".into(), fields: vec![("spillover_ratio".into(), "0.5".into())], if_generation: None },
             Request::BackendRemove { service: "a".into(), name: "b".into(), if_generation: Some(1) },
             Request::Flows { op: FlowOp::Show { limit: 5 }, filter: FlowFilter::Backend("a".into(), "b".into()) },
-            Request::Explain { client: std::net::Ipv4Addr::new(1, 2, 3, 4), client_port: 9, vip: None },
+            Request::Explain { client: std::net::Ipv4Addr::new(1, 2, 3, 4).into(), client_port: 9, vip: None },
             Request::SnapshotShow,
             Request::EndpointAdd { service: "a".into(), backend: "g".into(), name: "e3".into(), fields: vec![("address".into(), "10.0.0.3".into())], if_generation: None },
             Request::EndpointRemove { service: "a".into(), backend: "g".into(), name: "e3".into(), if_generation: Some(2) },

@@ -160,8 +160,8 @@ impl Daemon {
                 let k = e.key();
                 rep.entries.push(FlowRow {
                     worker: w as u32,
-                    client: format!("{}:{}", std::net::Ipv4Addr::from(k.src), k.sport),
-                    vip: format!("{}:{}", std::net::Ipv4Addr::from(k.dst), k.dport),
+                    client: std::net::SocketAddr::new(std::net::Ipv4Addr::from(k.src).into(), k.sport).to_string(),
+                    vip: std::net::SocketAddr::new(std::net::Ipv4Addr::from(k.dst).into(), k.dport).to_string(),
                     proto: k.proto,
                     service: owner.map_or("?".into(), |o| o.2.clone()),
                     backend: owner.map_or("?".into(), |o| o.3.clone()),
@@ -181,14 +181,14 @@ impl Daemon {
 
     /// `explain` against the live state: the pipeline with the current health and load, and
     /// the backend the published snapshot's Maglev table picks.
-    pub fn explain(&self, client: std::net::Ipv4Addr, client_port: u16, vip: Option<&str>) -> Response {
+    pub fn explain(&self, client: std::net::IpAddr, client_port: u16, vip: Option<&str>) -> Response {
         match self.explain_inner(client, client_port, vip) {
             Ok(r) => Response::Explain(r),
             Err(message) => Response::Error { message },
         }
     }
 
-    fn explain_inner(&self, client: std::net::Ipv4Addr, client_port: u16, vip: Option<&str>) -> Result<ExplainReport, String> {
+    fn explain_inner(&self, client: std::net::IpAddr, client_port: u16, vip: Option<&str>) -> Result<ExplainReport, String> {
         let st = self.control.lock().unwrap_or_else(|e| e.into_inner());
         let svc = pick_service(&st.cfg, vip)?;
         let states = crate::control::backend_states(svc, &st.health);
@@ -197,15 +197,26 @@ impl Daemon {
         let mut sst = st.states.get(&svc.name).cloned().unwrap_or_default();
         let offered: f64 = states.iter().map(|s| s.load_cps).sum();
         let d = evaluate(svc, &states, &topo, &class, if offered > 0.0 { Some(offered) } else { None }, &mut sst, self.started.elapsed().as_secs_f64());
-        let key = FlowKey::new(client, svc.vip, client_port, svc.port, svc.protocol.number());
-        let hash = key.affinity_hash(svc.session_affinity);
         let proto = svc.protocol.number();
+        use std::net::IpAddr;
+        let hash = match (client, svc.vip) {
+            (IpAddr::V4(c), IpAddr::V4(v)) => FlowKey::new(c, v, client_port, svc.port, proto).affinity_hash(svc.session_affinity),
+            (IpAddr::V6(c), IpAddr::V6(v)) => {
+                spillway_shared::flow::FlowKey6::new6(c, v, client_port, svc.port, proto).affinity_hash(svc.session_affinity)
+            }
+            _ => return Err(format!("--client {client}: not of the family of service {}'s VIP {} (one family per service)", svc.name, svc.vip)),
+        };
         let (slot, table_size, snapshot_generation) = self
             .shared
             .with_snapshot(|s| {
-                let pick = s.by_vip_port.get(&(u32::from(svc.vip), svc.port, proto)).and_then(|&si| {
+                let (si, class) = match (svc.vip, client) {
+                    (IpAddr::V4(v), IpAddr::V4(c)) => (s.by_vip_port.get(&(u32::from(v), svc.port, proto)), s.class_of(u32::from(c))),
+                    (IpAddr::V6(v), IpAddr::V6(c)) => (s.by_vip6_port.get(&(u128::from(v), svc.port, proto)), s.class_of6(u128::from(c))),
+                    _ => (None, 0),
+                };
+                let pick = si.and_then(|&si| {
                     let ss = s.services.get(usize::from(si))?;
-                    let t = ss.tables.get(usize::from(s.class_of(u32::from(client))))?.as_ref()?;
+                    let t = ss.tables.get(usize::from(class))?.as_ref()?;
                     Some((t.pick(hash)?, t.maglev.len() as u32))
                 });
                 (pick.map(|p| p.0), pick.map_or(0, |p| p.1), s.generation)
@@ -226,7 +237,7 @@ impl Daemon {
         .collect();
         Ok(ExplainReport {
             service: svc.name.clone(),
-            vip: format!("{}:{}/{}", svc.vip, svc.port, format!("{:?}", svc.protocol).to_lowercase()),
+            vip: format!("{}/{}", std::net::SocketAddr::new(svc.vip, svc.port), format!("{:?}", svc.protocol).to_lowercase()),
             client: format!("{client}:{client_port}"),
             class: class.to_string(),
             decision_json: serde_json::to_string(&d).map_err(|e| e.to_string())?,
@@ -301,7 +312,7 @@ pub(crate) fn no_service(c: &Config, name: &str) -> String {
 
 /// Finds a service by `IP:PORT[/proto]` (or the only one when `vip` is `None`).
 pub fn pick_service<'a>(cfg: &'a Config, vip: Option<&str>) -> Result<&'a Service, String> {
-    let list = || cfg.services.iter().map(|s| format!("{}:{}/{:?}", s.vip, s.port, s.protocol).to_lowercase()).collect::<Vec<_>>().join(", ");
+    let list = || cfg.services.iter().map(|s| format!("{}/{:?}", std::net::SocketAddr::new(s.vip, s.port), s.protocol).to_lowercase()).collect::<Vec<_>>().join(", ");
     let Some(v) = vip else {
         return match cfg.services.len() {
             1 => Ok(&cfg.services[0]),
@@ -312,9 +323,10 @@ pub fn pick_service<'a>(cfg: &'a Config, vip: Option<&str>) -> Result<&'a Servic
         Some((a, p)) => (a, Some(p.to_ascii_lowercase())),
         None => (v, None),
     };
-    let (ip, port) = addr.split_once(':').ok_or_else(|| format!("--vip {v:?}: expected IP:PORT/PROTO, e.g. 10.0.0.100:80/tcp"))?;
-    let ip: std::net::Ipv4Addr = ip.parse().map_err(|_| format!("--vip {v:?}: {ip:?} is not an IPv4 address"))?;
-    let port: u16 = port.parse().map_err(|_| format!("--vip {v:?}: {port:?} is not a port"))?;
+    let sa: std::net::SocketAddr = addr
+        .parse()
+        .map_err(|_| format!("--vip {v:?}: expected IP:PORT/PROTO, e.g. 10.0.0.100:80/tcp or [fd00::100]:80/tcp"))?;
+    let (ip, port) = (sa.ip(), sa.port());
     cfg.services
         .iter()
         .find(|s| s.vip == ip && s.port == port && proto.as_deref().map(|p| format!("{:?}", s.protocol).to_lowercase() == p).unwrap_or(true))

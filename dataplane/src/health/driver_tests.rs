@@ -91,6 +91,7 @@ fn check(kind: HealthCheckKind, interval: f64, timeout: f64, healthy: u32, unhea
 }
 
 fn target(backend: &str, addr: SocketAddrV4, check: HealthCheck) -> Target {
+    let addr = addr.into();
     Target { service: "svc".into(), backend: backend.into(), endpoint: backend.into(), addr, check }
 }
 
@@ -167,7 +168,7 @@ fn health_probe_port_overrides_service_port() {
     let svc_addr = SocketAddrV4::new(Ipv4Addr::LOCALHOST, closed_port().port());
     let (c, rx) = start(vec![target("p", svc_addr, chk)], false);
     assert!(event_for(&rx, "p", GENEROUS).healthy);
-    assert_eq!(status(&c, "p").probe_addr, srv.addr);
+    assert_eq!(status(&c, "p").probe_addr, std::net::SocketAddr::from(srv.addr));
 }
 
 #[test]
@@ -300,7 +301,7 @@ fn health_update_keeps_unchanged_and_resets_changed() {
     assert!(get("gone").is_none());
     let sa = get("a").unwrap();
     assert!(sa.probes_sent >= 3 && sa.healthy && sa.rtt_ewma_ms.is_some(), "a kept: {sa:?}");
-    assert_eq!(sa.probe_addr, srv.addr);
+    assert_eq!(sa.probe_addr, std::net::SocketAddr::from(srv.addr));
     let sd = get("d").unwrap();
     assert!(!sd.healthy && sd.consecutive_failures >= 2, "d kept its unhealthy state: {sd:?}");
     let sb = get("b").unwrap();
@@ -315,7 +316,7 @@ fn health_update_keeps_unchanged_and_resets_changed() {
     wait_until(&c, "a", GENEROUS, |s| s.probes_sent > before);
     // Changing d's address to the live server resets it to healthy (initial state).
     let mut d2 = d.clone();
-    d2.addr = srv.addr;
+    d2.addr = srv.addr.into();
     c.update(vec![a, d2]);
     let sd = status(&c, "d");
     assert!(sd.healthy && sd.consecutive_failures == 0 && sd.probes_failed == 0, "{sd:?}");

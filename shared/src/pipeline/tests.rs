@@ -23,7 +23,7 @@ fn topo(forwarder: bool) -> Topology {
 #[test]
 fn classify_lpm_and_compatibility() {
     let t = topo(true);
-    let c = |s: &str| t.classify(s.parse().unwrap());
+    let c = |s: &str| t.classify(s.parse::<std::net::IpAddr>().unwrap());
     assert_eq!(c("10.1.0.1"), ClientClass::Zone("z1".into()));
     assert_eq!(c("10.1.5.9"), ClientClass::Zone("z2".into()), "longest prefix wins");
     assert_eq!(c("10.8.0.1"), ClientClass::Incompatible, "compatible = false");
@@ -34,11 +34,11 @@ fn classify_lpm_and_compatibility() {
         vec![ClientClass::Zone("z1".into()), ClientClass::Zone("z2".into()), ClientClass::Incompatible]
     );
     // without a forwarder location the region is unknown: every zone is compatible
-    assert_eq!(topo(false).classify("10.9.0.1".parse().unwrap()), ClientClass::Zone("y1".into()));
+    assert_eq!(topo(false).classify("10.9.0.1".parse::<std::net::IpAddr>().unwrap()), ClientClass::Zone("y1".into()));
 }
 
 fn svc(n: usize) -> Service {
-    let mut s = Service::new("s", Ipv4Addr::new(10, 0, 0, 1), 80, Protocol::Tcp);
+    let mut s = Service::new("s", std::net::Ipv4Addr::new(10, 0, 0, 1), 80, Protocol::Tcp);
     for i in 0..n {
         s.backends.push(Backend::new(&format!("b{i}"), if i % 2 == 0 { "z1" } else { "z2" }));
     }
