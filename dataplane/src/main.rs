@@ -274,6 +274,9 @@ fn run(args: Args) -> Result<(), String> {
             let stats = shared.stats[w].clone();
             let pinfo = port_infos.clone();
             let cap = cfg.conntrack.capacity_per_worker as usize;
+            // IPv6 flows get a table of their own (64-byte entries), as large as the IPv4
+            // one when IPv6 services are configured at start, else a small one.
+            let cap6 = if cfg.services.iter().any(|s| s.vip.is_ipv6()) { cap } else { spillway_dataplane::fastpath::worker::DEFAULT_IPV6_CAPACITY };
             let seed = seed_for(w);
             let params = params(w);
             std::thread::Builder::new()
@@ -287,7 +290,7 @@ fn run(args: Args) -> Result<(), String> {
                     if let Err(e) = dpdk::register_thread() {
                         tracing::warn!(worker = w, error = %e, "rte_thread_register failed; mempool cache disabled");
                     }
-                    let mut worker = Worker::new(w, cap, seed, timeouts, stats, pinfo);
+                    let mut worker = Worker::new(w, cap, seed, timeouts, stats, pinfo).with_ipv6_capacity(cap6, seed.rotate_left(17));
                     tracing::info!(worker = w, core = ?core, "worker polling");
                     run_loop(&mut worker, &mut queues, shared, params);
                     dpdk::unregister_thread();

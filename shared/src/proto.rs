@@ -469,6 +469,12 @@ pub struct Counters {
     pub polls: u64,
     /// Poll iterations that received nothing.
     pub idle_polls: u64,
+    /// Neighbor Advertisements sent in answer to solicitations for our IPv6 addresses.
+    #[serde(default)]
+    pub nd_advertisements: u64,
+    /// Neighbor Solicitations for IPv6 addresses that are not ours (not answered).
+    #[serde(default)]
+    pub nd_not_ours: u64,
 }
 
 impl Counters {
@@ -498,6 +504,8 @@ impl Counters {
             out.ct_evicted_syn_only += c.ct_evicted_syn_only;
             out.ct_evicted_closing += c.ct_evicted_closing;
             out.ct_syn_not_tracked += c.ct_syn_not_tracked;
+            out.nd_advertisements += c.nd_advertisements;
+            out.nd_not_ours += c.nd_not_ours;
             gen = Some(gen.map_or(c.generation, |g| g.min(c.generation)));
             out.polls += c.polls;
             out.idle_polls += c.idle_polls;

@@ -103,6 +103,8 @@ fn counters() -> impl Strategy<Value = Counters> {
         generation: n[15],
         polls: n[16],
         idle_polls: n[17],
+        nd_advertisements: n[18],
+        nd_not_ours: n[13],
     })
 }
 

@@ -60,6 +60,10 @@ pub struct WorkerStats {
     pub polls: AtomicU64,
     /// Polls that received nothing.
     pub idle_polls: AtomicU64,
+    /// Neighbor Advertisements sent (answers to solicitations for our IPv6 addresses).
+    pub nd_advertisements: AtomicU64,
+    /// Neighbor Solicitations for addresses that are not ours (dropped as `nd_ignored`).
+    pub nd_not_ours: AtomicU64,
 }
 
 impl Default for WorkerStats {
@@ -86,6 +90,8 @@ impl Default for WorkerStats {
             generation: AtomicU64::new(0),
             polls: AtomicU64::new(0),
             idle_polls: AtomicU64::new(0),
+            nd_advertisements: AtomicU64::new(0),
+            nd_not_ours: AtomicU64::new(0),
         }
     }
 }
@@ -111,5 +117,7 @@ pub fn read(w: &WorkerStats) -> Counters {
         generation: w.generation.load(Relaxed),
         polls: w.polls.load(Relaxed),
         idle_polls: w.idle_polls.load(Relaxed),
+        nd_advertisements: w.nd_advertisements.load(Relaxed),
+        nd_not_ours: w.nd_not_ours.load(Relaxed),
     }
 }
