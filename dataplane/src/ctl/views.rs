@@ -154,18 +154,25 @@ impl Daemon {
             Err(e) => return Response::Error { message: format!("flows: {e}") },
         };
         let mut rep = FlowsReport { per_worker: replies.iter().map(|r| r.count).collect(), total: replies.iter().map(|r| r.count).sum(), entries: Vec::new() };
+        use crate::fastpath::conntrack::Entry;
+        use spillway_shared::flow::FlowAddr;
+        // Both tables' entries, IPv4 first; addresses printed by family ([fd01::5]:40000).
+        fn row<A: FlowAddr>(e: &Entry<A>) -> (std::net::SocketAddr, std::net::SocketAddr, u8, crate::fastpath::conntrack::State, u16, u16) {
+            let k = e.key();
+            (std::net::SocketAddr::new(k.src.ip(), k.sport), std::net::SocketAddr::new(k.dst.ip(), k.dport), k.proto, e.state(), e.backend, e.incarnation)
+        }
         for (w, r) in replies.iter().enumerate() {
-            for (e, idle) in &r.entries {
-                let owner = names.iter().find(|n| n.0 == e.backend && n.1 == e.incarnation);
-                let k = e.key();
+            let rows = r.entries.iter().map(|(e, idle)| (row(e), idle)).chain(r.entries6.iter().map(|(e, idle)| (row(e), idle)));
+            for ((client, vip, proto, state, backend, incarnation), idle) in rows {
+                let owner = names.iter().find(|n| n.0 == backend && n.1 == incarnation);
                 rep.entries.push(FlowRow {
                     worker: w as u32,
-                    client: std::net::SocketAddr::new(std::net::Ipv4Addr::from(k.src).into(), k.sport).to_string(),
-                    vip: std::net::SocketAddr::new(std::net::Ipv4Addr::from(k.dst).into(), k.dport).to_string(),
-                    proto: k.proto,
+                    client: client.to_string(),
+                    vip: vip.to_string(),
+                    proto,
                     service: owner.map_or("?".into(), |o| o.2.clone()),
                     backend: owner.map_or("?".into(), |o| o.3.clone()),
-                    state: match e.state() {
+                    state: match state {
                         crate::fastpath::conntrack::State::SynOnly => "syn_only",
                         crate::fastpath::conntrack::State::Established => "established",
                         crate::fastpath::conntrack::State::Closing => "closing",
@@ -238,7 +245,7 @@ impl Daemon {
         Ok(ExplainReport {
             service: svc.name.clone(),
             vip: format!("{}/{}", std::net::SocketAddr::new(svc.vip, svc.port), format!("{:?}", svc.protocol).to_lowercase()),
-            client: format!("{client}:{client_port}"),
+            client: std::net::SocketAddr::new(client, client_port).to_string(),
             class: class.to_string(),
             decision_json: serde_json::to_string(&d).map_err(|e| e.to_string())?,
             backends: svc.backends.iter().map(|b| b.name.clone()).collect(),
