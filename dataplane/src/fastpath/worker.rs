@@ -7,14 +7,21 @@
 //! per packet, and nothing panics on any input.
 
 use crate::fastpath::conntrack::{ConnTable, Timeouts};
-use crate::wire::{self, tcp_flags, DropReason, Ipv4Info, Ipv6Info, Parsed};
+use crate::wire::{self, tcp_flags, DropReason, Ipv4Info, Parsed};
 use crate::fastpath::port::{Burst, PacketBuf, Port};
 use crate::control::snapshot::{ClassTable, ServiceSnap, Snapshot};
 use crate::fastpath::frag::FragTable;
 use crate::fastpath::stats::{bump, WorkerStats};
-use spillway_shared::config::{ForwardingMode, SessionAffinity, TrackingMode};
-use spillway_shared::flow::{FlowAddr, FlowKey, FlowKey6, FlowKeyOf};
+use spillway_shared::config::{SessionAffinity, TrackingMode};
+use spillway_shared::flow::{FlowAddr, FlowKey, FlowKeyOf};
 use std::sync::Arc;
+
+#[path = "worker_v6.rs"]
+mod v6;
+pub use v6::Family;
+#[path = "worker_deliver.rs"]
+mod deliver;
+use deliver::Inner;
 
 /// What to do with one frame.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -86,82 +93,6 @@ fn svc_slot(dst: u32, dport: u16, proto: u8) -> usize {
 
 /// Entries of the IPv6 connection table of a worker built with [`Worker::new`].
 pub const DEFAULT_IPV6_CAPACITY: usize = 1024;
-
-/// An address family of the packet path: `u32` (IPv4) or `u128` (IPv6) addresses. What
-/// differs between the families for selection and tracking: the VIP of a service, the
-/// client class lookup, our own addresses and the connection table.
-pub trait Family: FlowAddr {
-    /// The service's VIP in this family (0 for a service of the other family).
-    fn vip(svc: &ServiceSnap) -> Self;
-    /// Client class of a source address.
-    fn class_of(snap: &Snapshot, src: Self) -> u16;
-    /// Whether `a` is one of our addresses (a VIP or a port address).
-    fn is_ours(snap: &Snapshot, a: Self) -> bool;
-    /// The worker's connection table of this family.
-    fn ct(w: &mut Worker) -> &mut ConnTable<Self>;
-}
-
-impl Family for u32 {
-    #[inline]
-    fn vip(svc: &ServiceSnap) -> u32 {
-        svc.vip
-    }
-    #[inline]
-    fn class_of(snap: &Snapshot, src: u32) -> u16 {
-        snap.class_of(src)
-    }
-    #[inline]
-    fn is_ours(snap: &Snapshot, a: u32) -> bool {
-        snap.arp_addrs.contains_key(&a)
-    }
-    #[inline]
-    fn ct(w: &mut Worker) -> &mut ConnTable<u32> {
-        &mut w.ct
-    }
-}
-
-impl Family for u128 {
-    #[inline]
-    fn vip(svc: &ServiceSnap) -> u128 {
-        svc.vip6
-    }
-    #[inline]
-    fn class_of(snap: &Snapshot, src: u128) -> u16 {
-        snap.class_of6(src)
-    }
-    #[inline]
-    fn is_ours(snap: &Snapshot, a: u128) -> bool {
-        snap.nd_addrs.contains_key(&a)
-    }
-    #[inline]
-    fn ct(w: &mut Worker) -> &mut ConnTable<u128> {
-        &mut w.ct6
-    }
-}
-
-/// The packet being delivered, of either family.
-#[derive(Clone, Copy)]
-enum Inner<'a> {
-    V4(&'a Ipv4Info),
-    V6(&'a Ipv6Info),
-}
-
-impl Inner<'_> {
-    #[inline]
-    fn l3(&self) -> usize {
-        match self {
-            Inner::V4(p) => p.l3,
-            Inner::V6(p) => p.l3,
-        }
-    }
-    #[inline]
-    fn total_len(&self) -> usize {
-        match self {
-            Inner::V4(p) => p.total_len,
-            Inner::V6(p) => p.total_len(),
-        }
-    }
-}
 
 /// Hash of the flow for backend selection: fragments and port-less protocols use the
 /// 3-tuple (spec/backend-selection.md: all fragments of a datagram reach one backend).
@@ -318,131 +249,7 @@ impl Worker {
                 Err(r) => return Verdict::Drop(r),
             }
         };
-        let flow_hash = if fragment { key.three_tuple().hash() } else { key.hash() };
-        self.deliver(buf, Inner::V4(&p), svc, backend, snap, pinfo, flow_hash)
-    }
-
-    /// The IPv6 path, next to the IPv4 one in [`Worker::process`]: ICMPv6 (Neighbor
-    /// Discovery, errors quoting a flow), then service lookup, selection (connection table
-    /// for TCP/UDP, the 3-tuple for fragments, all fragments of a datagram to one backend
-    /// through [`FragTable`] with 32-bit IDs) and delivery.
-    #[inline]
-    fn process_v6<B: PacketBuf>(&mut self, buf: &mut B, p: &Ipv6Info, pinfo: PortInfo, snap: &Snapshot, now: u32) -> Verdict {
-        if p.proto == wire::NH_ICMPV6 && !p.fragmented {
-            return self.process_icmpv6(buf, p, snap, pinfo, now);
-        }
-        let fragment = p.is_fragment();
-        let svc_idx = if fragment {
-            match self.fragment_service6(p, snap, now) {
-                Ok(s) => s,
-                Err(r) => return Verdict::Drop(r),
-            }
-        } else if p.has_ports {
-            snap.by_vip6_port.get(&(p.dst, p.dport, p.proto)).copied()
-        } else {
-            snap.by_vip6_proto.get(&(p.dst, p.proto)).map(|v| v.0)
-        };
-        let Some(svc_idx) = svc_idx else {
-            let is_vip = snap.nd_addrs.contains_key(&p.dst);
-            return Verdict::Drop(if is_vip { DropReason::NoService } else { DropReason::NotForVip });
-        };
-        let Some(svc) = snap.services.get(usize::from(svc_idx)) else {
-            return Verdict::Drop(DropReason::NoService);
-        };
-        let key = FlowKey6 { src: p.src, dst: p.dst, sport: p.sport, dport: p.dport, proto: p.proto };
-        let backend = if fragment || !p.has_ports {
-            bump(&self.stats.fragments, u64::from(fragment));
-            match class_table(snap, svc, p.src).and_then(|t| t.pick(selection_hash(&key, svc.affinity, true))) {
-                Some(b) => b,
-                None => return Verdict::Drop(DropReason::NoBackend),
-            }
-        } else {
-            match self.select(&key, p.tcp_flags, svc, svc_idx, snap, now) {
-                Ok(b) => b,
-                Err(r) => return Verdict::Drop(r),
-            }
-        };
-        let flow_hash = if fragment { key.three_tuple().hash() } else { key.hash() };
-        self.deliver(buf, Inner::V6(p), svc, backend, snap, pinfo, flow_hash)
-    }
-
-    /// The service of an IPv6 fragment, as [`Worker::fragment_service`] for IPv4 (32-bit
-    /// identification; the protocol is the one after the Fragment header).
-    #[inline]
-    fn fragment_service6(&mut self, p: &Ipv6Info, snap: &Snapshot, now: u32) -> Result<Option<u16>, DropReason> {
-        if p.frag_offset == 0 && p.has_ports {
-            self.frags6.learn(p.src, p.dst, p.proto, p.ident, p.dport, now);
-            return Ok(snap.by_vip6_port.get(&(p.dst, p.dport, p.proto)).copied());
-        }
-        if let Some(dport) = self.frags6.lookup(p.src, p.dst, p.proto, p.ident, now) {
-            return Ok(snap.by_vip6_port.get(&(p.dst, dport, p.proto)).copied());
-        }
-        match snap.by_vip6_proto.get(&(p.dst, p.proto)) {
-            Some(&(only, 1)) => Ok(Some(only)),
-            Some(_) => Err(DropReason::FragmentUnknown),
-            None => Ok(None),
-        }
-    }
-
-    /// ICMPv6: a Neighbor Solicitation for one of our addresses (an IPv6 VIP or port
-    /// address) is answered in place with a Neighbor Advertisement (RFC 4861 §7.2.4); one
-    /// for any other address is counted (`nd_not_ours`) and dropped as `nd_ignored`, as is
-    /// other Neighbor Discovery. Errors quoting one of our flows go to that flow's backend
-    /// (as [`Worker::process_icmp`]); anything else is dropped and counted.
-    fn process_icmpv6<B: PacketBuf>(&mut self, buf: &mut B, p: &Ipv6Info, snap: &Snapshot, pinfo: PortInfo, now: u32) -> Verdict {
-        match wire::icmpv6::ns_target(buf.data(), p) {
-            Ok(Some(target)) => {
-                if !snap.nd_addrs.contains_key(&target) {
-                    bump(&self.stats.nd_not_ours, 1);
-                    return Verdict::Drop(DropReason::NdIgnored);
-                }
-                let need = p.l3 + wire::ipv6::IPV6_LEN + wire::icmpv6::NA_LEN;
-                let have = buf.data().len();
-                if have < need && !buf.append(need - have) {
-                    return Verdict::Drop(DropReason::NoHeadroom);
-                }
-                match wire::icmpv6::na_reply_in_place(buf.data_mut(), p, target, pinfo.mac) {
-                    Ok(n) => buf.truncate(n),
-                    Err(r) => return Verdict::Drop(r),
-                }
-                bump(&self.stats.nd_advertisements, 1);
-                return Verdict::Reply;
-            }
-            Ok(None) => {}
-            Err(r) => return Verdict::Drop(r),
-        }
-        // Router/Neighbor Solicitation/Advertisement, Redirect (RFC 4861 §4): not ours to act on.
-        if buf.data().get(p.l4).is_some_and(|t| (133..=137).contains(t)) {
-            return Verdict::Drop(DropReason::NdIgnored);
-        }
-        if !snap.nd_addrs.contains_key(&p.dst) {
-            return Verdict::Drop(DropReason::NotForVip);
-        }
-        let q = match wire::icmpv6_quote(buf.data(), p) {
-            Ok(Some(q)) => q,
-            Ok(None) => return Verdict::Drop(DropReason::IcmpIgnored),
-            Err(r) => return Verdict::Drop(r),
-        };
-        let Some(&svc_idx) = snap.by_vip6_port.get(&(q.vip, q.vip_port, q.proto)) else {
-            return Verdict::Drop(DropReason::NoService);
-        };
-        let Some(svc) = snap.services.get(usize::from(svc_idx)) else {
-            return Verdict::Drop(DropReason::NoService);
-        };
-        let key = FlowKey6 { src: q.client, dst: q.vip, sport: q.client_port, dport: q.vip_port, proto: q.proto };
-        let (ct_key, _) = tracking_key(svc, &key);
-        let backend = match self.ct6.peek(&ct_key, now) {
-            Some(h) if snap.backends.get(usize::from(h.backend)).is_some_and(|b| b.present && b.incarnation == h.incarnation && b.service == svc_idx) => h.backend,
-            _ => match class_table(snap, svc, q.client).and_then(|t| t.pick(selection_hash(&key, svc.affinity, false))) {
-                Some(b) => b,
-                None => return Verdict::Drop(DropReason::NoBackend),
-            },
-        };
-        let v = self.deliver(buf, Inner::V6(p), svc, backend, snap, pinfo, key.hash());
-        if v == Verdict::Forward {
-            bump(&self.stats.icmp_forwarded, 1);
-        }
-        v
+        self.deliver(buf, Inner::V4(&p), svc, backend, snap, pinfo, &key)
     }
 
     /// Service index of (VIP, port, protocol), through the worker's direct-mapped cache.
@@ -572,113 +379,11 @@ impl Worker {
                 None => return Verdict::Drop(DropReason::NoBackend),
             },
         };
-        let v = self.deliver(buf, Inner::V4(p), svc, backend, snap, pinfo, key.hash());
+        let v = self.deliver(buf, Inner::V4(p), svc, backend, snap, pinfo, &key);
         if v == Verdict::Forward {
             bump(&self.stats.icmp_forwarded, 1);
         }
         v
-    }
-
-    /// Rewrites the frame for `backend` per the service's forwarding mode: L2 DSR rewrites
-    /// the MACs; IPIP/GUE encapsulate in an outer header of the *endpoint's* family (an
-    /// IPv4 VIP may ride an IPv6 underlay and the reverse). When the encapsulated packet
-    /// would exceed `encap_mtu`, the client is told the MTU that fits: ICMP "fragmentation
-    /// needed" for IPv4 with DF (RFC 1191), ICMPv6 Packet Too Big for IPv6 (RFC 8201, never
-    /// below 1280); never about an ICMP error (RFC 1122 §3.2.2, RFC 4443 §2.4(e)).
-    /// `flow_hash` seeds the GUE source port and the outer flow label.
-    #[allow(clippy::too_many_arguments)]
-    #[inline]
-    fn deliver<B: PacketBuf>(&mut self, buf: &mut B, p: Inner<'_>, svc: &ServiceSnap, backend: u16, snap: &Snapshot, pinfo: PortInfo, flow_hash: u64) -> Verdict {
-        let Some(b) = snap.backends.get(usize::from(backend)) else {
-            return Verdict::Drop(DropReason::NoBackend);
-        };
-        if let Some(c) = self.stats.backend_packets.get(usize::from(backend)) {
-            bump(c, 1);
-        }
-        let out_mac = self.ports.get(pinfo.forward_to).map_or(pinfo.mac, |o| o.mac);
-        match svc.mode {
-            ForwardingMode::L2_DSR => {
-                match wire::EthernetFrame::new_checked(buf.data_mut()) {
-                    Ok(mut eth) => {
-                        eth.rewrite_l2(b.mac, out_mac);
-                        Verdict::Forward
-                    }
-                    Err(r) => Verdict::Drop(r),
-                }
-            }
-            ForwardingMode::IPIP | ForwardingMode::GUE => {
-                // GUE source port from the flow hash (5-tuple; 3-tuple for fragments, like
-                // their backend selection) so the backend's RSS spreads a client's flows.
-                let encap = if svc.mode == ForwardingMode::GUE { wire::Encap::gue(flow_hash) } else { wire::Encap::Ipip };
-                let outer6 = b.addr6 != 0;
-                let oh = if outer6 { encap.overhead6() } else { encap.overhead() };
-                let total_len = p.total_len();
-                if total_len + oh > usize::from(svc.encap_mtu) {
-                    return self.too_big(buf, p, svc.encap_mtu.saturating_sub(oh as u16), pinfo);
-                }
-                let (l3, frame_len) = (p.l3(), buf.data().len());
-                // drop Ethernet padding beyond the IP packet before growing
-                buf.truncate((l3 + total_len).min(frame_len));
-                if !buf.prepend(oh) {
-                    return Verdict::Drop(DropReason::NoHeadroom);
-                }
-                let r = if outer6 {
-                    let src = snap.port_addrs6.get(pinfo.forward_to).copied().filter(|a| *a != 0).or_else(|| snap.port_addrs6.iter().copied().find(|a| *a != 0)).unwrap_or(0);
-                    let flow_label = (flow_hash >> 12) as u32 & 0x000f_ffff;
-                    wire::encap::Tunnel6 { encap, src, dst: b.addr6, dst_mac: b.mac, src_mac: out_mac, flow_label }.encapsulate(buf.data_mut(), l3, total_len)
-                } else {
-                    let src = snap.port_addrs.get(pinfo.forward_to).copied().filter(|a| *a != 0).unwrap_or(pinfo.addr);
-                    wire::Tunnel { encap, src, dst: b.addr, dst_mac: b.mac, src_mac: out_mac }.encapsulate(buf.data_mut(), l3, total_len)
-                };
-                match r {
-                    Ok(n) => {
-                        buf.truncate(n);
-                        Verdict::Forward
-                    }
-                    Err(r) => Verdict::Drop(r),
-                }
-            }
-        }
-    }
-
-    /// A packet too big for the tunnel: the ICMP "fragmentation needed" (IPv4 with DF) or
-    /// ICMPv6 Packet Too Big (IPv6, `mtu` raised to 1280) answer back out the receiving
-    /// port, or `encap_too_big` (IPv4 without DF, and ICMP errors, which never get an error).
-    #[cold]
-    fn too_big<B: PacketBuf>(&mut self, buf: &mut B, p: Inner<'_>, mtu: u16, pinfo: PortInfo) -> Verdict {
-        match p {
-            Inner::V4(p) => {
-                if p.frag.dont_fragment && p.proto != wire::PROTO_ICMP {
-                    let n = match wire::icmp_frag_needed_in_place(buf.data_mut(), p, mtu, pinfo.mac) {
-                        Ok(n) => n,
-                        Err(r) => return Verdict::Drop(r),
-                    };
-                    buf.truncate(n);
-                    bump(&self.stats.icmp_frag_needed_sent, 1);
-                    return Verdict::Reply;
-                }
-                Verdict::Drop(DropReason::EncapTooBig)
-            }
-            Inner::V6(p) => {
-                // IPv6 is never fragmented on the path (RFC 8200 §5): always tell the source,
-                // unless the packet is itself an ICMPv6 error (RFC 4443 §2.4(e)).
-                if p.proto == wire::NH_ICMPV6 {
-                    return Verdict::Drop(DropReason::EncapTooBig);
-                }
-                let need = p.l3 + wire::ipv6::IPV6_LEN + wire::icmpv6::ICMPV6_HEADER_LEN + p.total_len().min(wire::icmpv6::MAX_QUOTE);
-                let have = buf.data().len();
-                if have < need && !buf.append(need - have) {
-                    return Verdict::Drop(DropReason::NoHeadroom);
-                }
-                let n = match wire::icmpv6::packet_too_big_in_place(buf.data_mut(), p, mtu, pinfo.mac) {
-                    Ok(n) => n,
-                    Err(r) => return Verdict::Drop(r),
-                };
-                buf.truncate(n);
-                bump(&self.stats.icmp_frag_needed_sent, 1);
-                Verdict::Reply
-            }
-        }
     }
 
     /// Runs a control request on this worker's connection table (see
