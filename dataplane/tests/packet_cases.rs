@@ -476,7 +476,7 @@ fn ipv6_hdr(f: &[u8]) -> ([u8; 16], [u8; 16], u8, &[u8]) {
 #[test]
 fn ipv6_flows_are_balanced_like_ipv4() {
     let input = read_pcap(&case_path("ipv6-flows.pcap"));
-    let run = run_capture("ipv6-flows", &v6(), &case_path("ipv6-flows.pcap"), 1.0);
+    let run = run_capture("ipv6-flows", &v6(), &case_path("ipv6-flows.pcap"), 2.0);
     assert!(run.success);
     assert_eq!(run.out.len(), input.len(), "drops: {:?}", run.nonzero_drops());
     let mut by_flow: BTreeMap<([u8; 16], u16), BTreeSet<usize>> = BTreeMap::new();
@@ -502,7 +502,7 @@ fn ipv6_flows_are_balanced_like_ipv4() {
 #[test]
 fn ipv6_fragments_of_a_datagram_reach_one_backend() {
     let input = read_pcap(&case_path("ipv6-fragments.pcap"));
-    let run = run_capture("ipv6-fragments", &v6(), &case_path("ipv6-fragments.pcap"), 1.0);
+    let run = run_capture("ipv6-fragments", &v6(), &case_path("ipv6-fragments.pcap"), 2.0);
     assert!(run.success);
     assert_eq!(run.out.len(), input.len(), "drops: {:?}", run.nonzero_drops());
     let mut by_datagram: BTreeMap<([u8; 16], u32), BTreeSet<usize>> = BTreeMap::new();
@@ -520,7 +520,7 @@ fn ipv6_fragments_of_a_datagram_reach_one_backend() {
 
 #[test]
 fn icmpv6_packet_too_big_goes_to_the_flow_backend() {
-    let run = run_capture("icmpv6-too-big", &v6(), &case_path("icmpv6-too-big.pcap"), 1.0);
+    let run = run_capture("icmpv6-too-big", &v6(), &case_path("icmpv6-too-big.pcap"), 2.0);
     assert!(run.success);
     assert_eq!(run.out.len(), 3, "drops: {:?}", run.nonzero_drops());
     assert_eq!(run.status.total.icmp_forwarded, 1);
@@ -534,7 +534,7 @@ fn icmpv6_packet_too_big_goes_to_the_flow_backend() {
 
 #[test]
 fn ipv6_neighbor_solicitation_answered_for_the_vip_only() {
-    let run = run_capture("ipv6-nd", &v6(), &case_path("ipv6-nd.pcap"), 1.0);
+    let run = run_capture("ipv6-nd", &v6(), &case_path("ipv6-nd.pcap"), 2.0);
     assert!(run.success);
     assert_eq!(run.out.len(), 1, "one advertisement, for the VIP only");
     let na = &run.out[0];
@@ -555,7 +555,7 @@ fn ipv6_neighbor_solicitation_answered_for_the_vip_only() {
 #[test]
 fn ipv6_single_extension_headers_are_walked() {
     let input = read_pcap(&case_path("ipv6-ext-single.pcap"));
-    let run = run_capture("ipv6-ext-single", &v6(), &case_path("ipv6-ext-single.pcap"), 1.0);
+    let run = run_capture("ipv6-ext-single", &v6(), &case_path("ipv6-ext-single.pcap"), 2.0);
     assert!(run.success);
     assert_eq!(run.out.len(), input.len(), "drops: {:?}", run.nonzero_drops());
     for (o, i) in run.out.iter().zip(&input) {
