@@ -25,6 +25,8 @@ export SPW_TOPO="${SPW_TOPO:-e2e}"
 source "$HERE/lib/topology.sh"
 # shellcheck source-path=SCRIPTDIR source=lib/fleet.sh
 source "$HERE/lib/fleet.sh"   # ecmp / vip-drain / prometheus topology (issue 13)
+# shellcheck source-path=SCRIPTDIR source=lib/ipv6.sh
+source "$HERE/lib/ipv6.sh"    # IPv6 addressing of test `ipv6` (issue 12)
 E2E_LOG_ROOT="$SPW_RUN_DIR/logs"
 _e2e_child=
 
@@ -135,6 +137,42 @@ e2e_health_failover() {
     run_clients 100 >/dev/null || true
     e2e_check "all requests answered after the restart ($(req_failed new) failed)" _eq "$(req_failed new)" 0
     e2e_check "b2 serves again ($(req_backend_count b2) requests)" _gt0 "$(req_backend_count b2)"
+    e2e_done
+}
+
+## ipv6: curl -6 clients reach [VIP6]:80 over L2 DSR (VIP6 on the backends' lo, DAD off), every backend serves; a stopped backend is found unhealthy over IPv6 and avoided, then serves again
+e2e_ipv6() {
+    topo_up
+    ipv6_topology_up
+    ipv6_write_config "$SPW_CONFIG"
+    spillway_start
+    spillway_wait_ready "${SPW_READY_TIMEOUT:-30}"
+    wait_health b1v6 true
+    local b ms
+    export SPW_CLIENT_URL="http://[$SPW_VIP6]:$SPW_VIP_PORT/" SPW_CURL_FAMILY=-6
+    run_clients 120 || true
+    e2e_check "120 IPv6 requests made" _eq "$(req_count new)" 120
+    e2e_check "all IPv6 requests answered 200 ($(req_failed new) failed)" _eq "$(req_failed new)" 0
+    for b in "${SPW_BACKENDS[@]}"; do
+        e2e_check "backend $b served on [$SPW_VIP6] ($(ipv6_served "$b") requests)" _gt0 "$(ipv6_served "$b")"
+    done
+    echo "  spillwayctl status:"; spillwayctl_cmd status | sed 's/^/    /' || true
+    e2e_check "status shows the IPv6 endpoints" _contains "$(spillwayctl_cmd status)" "${SPW_ADDR6[b1]}"
+    e2e_check "explain takes an IPv6 client" _contains "$(spillwayctl_cmd explain --client "${SPW_ADDR6[c1]}" --vip "[$SPW_VIP6]:80/tcp")" "-> backend b"
+    e2e_check "Spillway answered Neighbor Solicitations" _gt0 "$(status_counter nd_advertisements)"
+    # health failover over IPv6
+    backend_stop b2
+    ms="$(spillway_wait_health b2v6 false 15)" || e2e_fail "b2v6 not marked unhealthy within 15 s"
+    echo "  b2v6 marked unhealthy after ${ms} ms"
+    : >"$SPW_REQUESTS"
+    run_clients 60 >/dev/null || true
+    e2e_check "60 IPv6 requests after the failure, none failed ($(req_failed new) failed)" _eq "$(req_failed new)/$(req_count new)" "0/60"
+    SPW_BACKEND_BIND=:: backend_start b2
+    wait_health b2v6 true
+    : >"$SPW_REQUESTS"
+    run_clients 80 >/dev/null || true
+    e2e_check "all requests answered after the restart ($(req_failed new) failed)" _eq "$(req_failed new)" 0
+    e2e_check "b2 serves IPv6 again ($(req_backend_count b2) requests)" _gt0 "$(req_backend_count b2)"
     e2e_done
 }
 

@@ -42,7 +42,7 @@ fn bench(c: &mut Criterion) {
             let k = (xorshift(&mut s) % (j as u64 + 1)) as usize;
             present.swap(j, k);
         }
-        let bytes = ct.capacity() * ConnTable::bytes_per_entry();
+        let bytes = ct.capacity() * ConnTable::<u32>::bytes_per_entry();
         eprintln!(
             "conntrack/{name}: capacity {} filled with {n} keys, {live} live ({:.1} %), {:.1} bytes of table per tracked flow; setup {:.2?}",
             ct.capacity(),

@@ -7,7 +7,7 @@ use spillway_shared::flow::FlowKey;
 use spillway_shared::maglev::{MaglevEntry, MaglevTable};
 use spillway_shared::pipeline::{evaluate, BackendState, ClientClass, Decision, ServiceState, Topology};
 use std::collections::BTreeMap;
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 
 /// Arguments of `spillwayctl explain`.
@@ -17,9 +17,9 @@ pub struct ExplainArgs {
     /// against its live health, load and snapshot.
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
-    /// Client (source) address of the new connection.
+    /// Client (source) address of the new connection (IPv4 or IPv6).
     #[arg(long, value_name = "IP")]
-    pub client: Ipv4Addr,
+    pub client: IpAddr,
     /// Service as IP:PORT[/tcp|udp]; optional when the config has one service. A malformed
     /// value is a usage error (exit 2) before any daemon is asked.
     #[arg(long, value_name = "IP:PORT/PROTO", value_parser = parse_vip)]
@@ -72,7 +72,7 @@ struct JsonOut<'a> {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct VipArg {
     /// The VIP.
-    pub ip: Ipv4Addr,
+    pub ip: IpAddr,
     /// Its port.
     pub port: u16,
     /// Its protocol; `None` matches either.
@@ -80,9 +80,10 @@ pub struct VipArg {
 }
 
 impl std::fmt::Display for VipArg {
-    /// The canonical form sent to the daemon: `10.0.0.100:80/tcp` (or without `/PROTO`).
+    /// The canonical form sent to the daemon: `10.0.0.100:80/tcp`, `[fd00::100]:80/tcp`
+    /// (or without `/PROTO`).
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}:{}", self.ip, self.port)?;
+        write!(f, "{}", SocketAddr::new(self.ip, self.port))?;
         match self.proto {
             Some(p) => write!(f, "/{}", format!("{p:?}").to_lowercase()),
             None => Ok(()),
@@ -96,8 +97,13 @@ fn parse_vip(s: &str) -> Result<VipArg, String> {
         Some((a, p)) => (a, Some(p)),
         None => (s, None),
     };
-    let (ip, port) = addr.split_once(':').ok_or_else(|| format!("{s:?}: expected IP:PORT/PROTO, e.g. 10.0.0.100:80/tcp"))?;
-    let ip: Ipv4Addr = ip.parse().map_err(|_| format!("{s:?}: {ip:?} is not an IPv4 address (expected IP:PORT/PROTO, e.g. 10.0.0.100:80/tcp)"))?;
+    let (host, port) = addr.rsplit_once(':').ok_or_else(|| format!("{s:?}: expected IP:PORT/PROTO, e.g. 10.0.0.100:80/tcp or [fd00::100]:80/tcp"))?;
+    let ip: IpAddr = match host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
+        Some(h) => h.parse::<std::net::Ipv6Addr>().map(IpAddr::V6).map_err(|_| format!("{s:?}: {h:?} is not an IPv6 address (expected [IPV6]:PORT/PROTO, e.g. [fd00::100]:80/tcp)"))?,
+        None => host.parse::<std::net::Ipv4Addr>().map(IpAddr::V4).map_err(|_| {
+            format!("{s:?}: {host:?} is not an IPv4 address (expected IP:PORT/PROTO, e.g. 10.0.0.100:80/tcp; an IPv6 VIP in brackets, [fd00::100]:80/tcp)")
+        })?,
+    };
     let port: u16 = match port.parse() {
         Ok(p) if p > 0 => p,
         _ => return Err(format!("{s:?}: port {port:?} must be an integer in 1..=65535")),
@@ -120,7 +126,7 @@ fn parse_cps(s: &str) -> Result<f64, String> {
 }
 
 fn pick_service<'a>(cfg: &'a Config, vip: Option<&VipArg>) -> Result<&'a Service, String> {
-    let list = || cfg.services.iter().map(|s| format!("{}:{}/{:?}", s.vip, s.port, s.protocol).to_lowercase()).collect::<Vec<_>>().join(", ");
+    let list = || cfg.services.iter().map(|s| format!("{}/{:?}", SocketAddr::new(s.vip, s.port), s.protocol).to_lowercase()).collect::<Vec<_>>().join(", ");
     match vip {
         None if cfg.services.len() == 1 => Ok(&cfg.services[0]),
         None => Err(format!("the config has {} services; choose one with --vip ({})", cfg.services.len(), list())),
@@ -320,8 +326,14 @@ fn explain(args: &ExplainArgs) -> Result<String, String> {
         .collect();
     let entries: Vec<MaglevEntry<'_>> = eps.iter().zip(&hash_names).map(|(x, n)| MaglevEntry { name: n, weight: x.share }).collect();
     let table = MaglevTable::build(&entries, svc.maglev_table_size);
-    let key = FlowKey::new(args.client, svc.vip, args.client_port, svc.port, svc.protocol.number());
-    let hash = key.affinity_hash(svc.session_affinity);
+    let proto_n = svc.protocol.number();
+    let hash = match (args.client, svc.vip) {
+        (IpAddr::V4(c), IpAddr::V4(v)) => FlowKey::new(c, v, args.client_port, svc.port, proto_n).affinity_hash(svc.session_affinity),
+        (IpAddr::V6(c), IpAddr::V6(v)) => {
+            spillway_shared::flow::FlowKey6::new6(c, v, args.client_port, svc.port, proto_n).affinity_hash(svc.session_affinity)
+        }
+        _ => return Err(format!("--client {}: not of the family of service {}'s VIP {} (one family per service)", args.client, svc.name, svc.vip)),
+    };
     // The dataplane's own rule first: a spoofed source never reaches the pipeline.
     let martian = spillway_shared::martian::is_martian_source_in(&cfg, args.client);
     let drop_reason = martian.then_some(spillway_shared::martian::MARTIAN_SOURCE);
@@ -333,7 +345,7 @@ fn explain(args: &ExplainArgs) -> Result<String, String> {
     if args.json {
         let j = JsonOut {
             service: &svc.name,
-            client: format!("{}:{}", args.client, args.client_port),
+            client: SocketAddr::new(args.client, args.client_port).to_string(),
             class: &class,
             decision: &d,
             backend: chosen,
@@ -345,7 +357,7 @@ fn explain(args: &ExplainArgs) -> Result<String, String> {
     }
     let mut o = String::new();
     use std::fmt::Write;
-    let _ = writeln!(o, "service {} ({}:{}/{proto}), client {}:{} -> {class}", svc.name, svc.vip, svc.port, args.client, args.client_port);
+    let _ = writeln!(o, "service {} ({}/{proto}), client {} -> {class}", svc.name, SocketAddr::new(svc.vip, svc.port), SocketAddr::new(args.client, args.client_port));
     if martian {
         let _ = writeln!(o, "{}", spillway_shared::martian::explanation(args.client));
         return Ok(o);

@@ -346,7 +346,7 @@ pub fn service(socket: &Path, cmd: &ServiceCmd) -> i32 {
             }
             let mut o = format!("{:<14} {:<24} {:<33} {:<8} {:>8} {:>8}\n", "name", "vip", "zonal_affinity", "mode", "backends", "enabled");
             for s in &cfg.services {
-                let vip = format!("{}:{}/{}", s.vip, s.port, format!("{:?}", s.protocol).to_lowercase());
+                let vip = format!("{}/{}", std::net::SocketAddr::new(s.vip, s.port), format!("{:?}", s.protocol).to_lowercase());
                 let _ = writeln!(o, "{:<14} {:<24} {:<33} {:<8} {:>8} {:>8}", s.name, vip, format!("{:?}", s.zonal_affinity), format!("{:?}", s.forwarding_mode), s.backends.len(), s.backends.iter().filter(|b| b.enabled).count());
             }
             let _ = writeln!(o, "(config generation {gen})");

@@ -6,7 +6,7 @@
 use crate::client;
 use clap::Subcommand;
 use spillway_shared::proto::{Request, Response, VipRow};
-use std::net::Ipv4Addr;
+use std::net::IpAddr;
 use std::path::Path;
 
 /// `vip ...`
@@ -20,27 +20,27 @@ pub enum VipCmd {
     },
     /// Withdraw the VIP's announcement; existing flows keep being served.
     Drain {
-        /// A configured VIP (dotted quad).
+        /// A configured VIP (IPv4 or IPv6).
         #[arg(value_name = "VIP", value_parser = parse_vip)]
-        vip: Ipv4Addr,
+        vip: IpAddr,
         /// Machine-readable JSON.
         #[arg(long)]
         json: bool,
     },
     /// Announce the VIP again (when ready).
     Undrain {
-        /// A configured VIP (dotted quad).
+        /// A configured VIP (IPv4 or IPv6).
         #[arg(value_name = "VIP", value_parser = parse_vip)]
-        vip: Ipv4Addr,
+        vip: IpAddr,
         /// Machine-readable JSON.
         #[arg(long)]
         json: bool,
     },
 }
 
-/// `VIP`: an IPv4 address in dotted-quad form.
-fn parse_vip(s: &str) -> Result<Ipv4Addr, String> {
-    s.parse().map_err(|_| format!("VIP = '{s}': must be an IPv4 address like 192.0.2.10"))
+/// `VIP`: an IPv4 or IPv6 address.
+fn parse_vip(s: &str) -> Result<IpAddr, String> {
+    s.parse().map_err(|_| format!("VIP = '{s}': must be an IPv4 or IPv6 address like 192.0.2.10 or fd00::100"))
 }
 
 /// Runs a `vip` command; returns the exit code (0 ok, 1 refused, 2 no daemon).
@@ -93,7 +93,8 @@ mod tests {
 
     #[test]
     fn vip_argument_errors_name_the_value() {
-        assert_eq!(parse_vip("10.0.0.1").unwrap(), Ipv4Addr::new(10, 0, 0, 1));
+        assert_eq!(parse_vip("10.0.0.1").unwrap(), IpAddr::from([10, 0, 0, 1]));
+        assert_eq!(parse_vip("fd00::100").unwrap(), "fd00::100".parse::<IpAddr>().unwrap());
         let e = parse_vip("10.0.0.256").unwrap_err();
         assert!(e.contains("'10.0.0.256'") && e.contains("IPv4"), "{e}");
     }

@@ -69,7 +69,9 @@ fn malformed_arguments_exit_2_before_the_daemon_is_asked() {
         (&["service", "set", "web", "spillover_ratio=0.1", "spillover_ratio=0.2"], "`spillover_ratio` is given twice"),
         (&["service", "add", "api", "vip=10.0.0.101", "port"], "expected FIELD=VALUE"),
         (&["endpoint", "set", "web", "b1", "e1", "weight=1", "weight=1"], "`weight` is given twice"),
-        (&["vip", "drain", "10.0.0.256"], "must be an IPv4 address"),
+        (&["vip", "drain", "10.0.0.256"], "must be an IPv4 or IPv6 address"),
+        (&["explain", "--client", "fd01::5", "--vip", "fd00::100:80/tcp"], "an IPv6 VIP in brackets"),
+        (&["explain", "--client", "fd01::5", "--vip", "[fd00::1000000]:80/tcp"], "is not an IPv6 address"),
     ];
     for (args, says) in cases {
         let (code, err) = d.run(args);

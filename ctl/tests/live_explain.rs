@@ -105,3 +105,41 @@ fn explain_says_a_spoofed_source_is_dropped_live_and_offline() {
     let j: serde_json::Value = serde_json::from_str(&d.ok(&["explain", "--client", "10.1.0.10", "--vip", "10.0.0.100:80/tcp", "--json"])).unwrap();
     assert!(j["drop_reason"].is_null(), "{j}");
 }
+
+/// Issue 12: an IPv6 service. `explain` (live and offline) takes an IPv6 client and a
+/// bracketed `[VIP]:PORT/PROTO`, both pick the same backend, and `status` and `config show`
+/// print the IPv6 addresses.
+#[test]
+fn ipv6_service_is_explained_and_printed() {
+    let mut cfg = null_example();
+    cfg += "\n[[client_zones]]\nprefix = \"fd01::/64\"\nzone = \"z1\"\n";
+    cfg += "\n[[services]]\nname = \"web6\"\nvip = \"fd00::100\"\nport = 80\nprotocol = \"tcp\"\n";
+    for i in 1..=3 {
+        cfg += &format!("\n[[services.backends]]\nname = \"v{i}\"\naddress = \"fd00:21::{i}\"\nmac = \"02:00:00:00:21:0{i}\"\nzone = \"z1\"\n");
+    }
+    let d = Daemon::start("explain-ipv6", &cfg);
+    let cfg_path = d.dir.join("live.toml");
+    let toml = d.ok(&["config", "show"]);
+    assert!(toml.contains("vip = \"fd00::100\"") && toml.contains("address = \"fd00:21::2\"") && toml.contains("prefix = \"fd01::/64\""), "{toml}");
+    let body: String = toml.lines().skip_while(|l| !l.starts_with('[')).map(|l| format!("{l}\n")).collect();
+    std::fs::write(&cfg_path, &body).unwrap();
+    let mut picked = std::collections::BTreeSet::new();
+    for port in 40000u16..40012 {
+        let p = port.to_string();
+        let live = d.ok(&["explain", "--client", "fd01::5", "--vip", "[fd00::100]:80/tcp", "--client-port", &p, "--json"]);
+        let off = d.ok(&["explain", "--config", cfg_path.to_str().unwrap(), "--client", "fd01::5", "--vip", "[fd00::100]:80/tcp", "--client-port", &p, "--json"]);
+        let (l, o): (serde_json::Value, serde_json::Value) = (serde_json::from_str(&live).unwrap(), serde_json::from_str(&off).unwrap());
+        assert_eq!(l["backend"], o["backend"], "port {p}:\nlive {live}\noffline {off}");
+        assert_eq!(l["vip"], "[fd00::100]:80/tcp");
+        assert_eq!(o["client"], format!("[fd01::5]:{p}"));
+        picked.insert(l["backend"].as_str().unwrap_or("").to_string());
+    }
+    assert!(picked.len() >= 2 && picked.iter().all(|b| b.starts_with('v')), "{picked:?}");
+    let text = d.ok(&["explain", "--client", "fd01::5", "--vip", "[fd00::100]:80/tcp"]);
+    assert!(text.contains("[fd00::100]:80/tcp") && text.contains("client [fd01::5]:40000 -> zone z1"), "{text}");
+    // a client of the other family is refused with the rule
+    let e = d.expect(&["explain", "--client", "10.1.0.5", "--vip", "[fd00::100]:80/tcp"], 1);
+    assert!(e.contains("family"), "{e}");
+    let status = d.ok(&["status"]);
+    assert!(status.contains("fd00:21::1"), "{status}");
+}

@@ -95,7 +95,7 @@ fn main() {
             service: format!("svc{}", i / 100),
             backend: format!("be{i}"),
             endpoint: format!("be{i}"),
-            addr: addrs[i % addrs.len()],
+            addr: addrs[i % addrs.len()].into(),
             check: check.clone(),
         })
         .collect();

@@ -21,7 +21,7 @@ use spillway_shared::config::Config;
 use spillway_shared::fleet::AnnounceConfig;
 use spillway_shared::proto::VipRow;
 use std::collections::{BTreeMap, BTreeSet};
-use std::net::Ipv4Addr;
+use std::net::IpAddr;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::process::Command;
 use std::sync::atomic::Ordering::Relaxed;
@@ -37,7 +37,7 @@ pub struct FleetState {
 #[derive(Default)]
 struct FleetInner {
     /// VIPs drained by the operator.
-    drained: BTreeSet<Ipv4Addr>,
+    drained: BTreeSet<IpAddr>,
     /// Last evaluation, VIP order.
     vips: Vec<VipRow>,
     /// Whether an announcer (the TUN interface) is running.
@@ -81,7 +81,7 @@ impl FleetState {
     }
 
     /// Sets or clears the operator drain of `vip`.
-    pub fn set_drained(&self, vip: Ipv4Addr, drained: bool) {
+    pub fn set_drained(&self, vip: IpAddr, drained: bool) {
         let mut g = self.lock();
         if drained {
             g.drained.insert(vip);
@@ -90,7 +90,7 @@ impl FleetState {
         }
     }
 
-    fn drained(&self) -> BTreeSet<Ipv4Addr> {
+    fn drained(&self) -> BTreeSet<IpAddr> {
         self.lock().drained.clone()
     }
 
@@ -116,10 +116,10 @@ pub fn evaluate(
     cfg: &Config,
     obs: &Observation,
     healthy: impl Fn(&str, &str) -> bool,
-    drained: &BTreeSet<Ipv4Addr>,
-    announced: &BTreeSet<Ipv4Addr>,
+    drained: &BTreeSet<IpAddr>,
+    announced: &BTreeSet<IpAddr>,
 ) -> Vec<VipRow> {
-    let mut by_vip: BTreeMap<Ipv4Addr, (Vec<String>, bool)> = BTreeMap::new();
+    let mut by_vip: BTreeMap<IpAddr, (Vec<String>, bool)> = BTreeMap::new();
     for s in &cfg.services {
         let e = by_vip.entry(s.vip).or_default();
         e.0.push(s.name.clone());
@@ -158,7 +158,7 @@ pub fn observe(daemon: &Daemon, stall: Duration, now: Instant) -> Observation {
 }
 
 /// Evaluates readiness against the daemon's live state and stores it in `daemon.fleet`.
-pub fn refresh(daemon: &Daemon, obs: &Observation, announced: &BTreeSet<Ipv4Addr>, announcing: bool) -> Vec<VipRow> {
+pub fn refresh(daemon: &Daemon, obs: &Observation, announced: &BTreeSet<IpAddr>, announcing: bool) -> Vec<VipRow> {
     let drained = daemon.fleet.drained();
     let rows = {
         let st = daemon.control.lock().unwrap_or_else(|e| e.into_inner());
@@ -171,7 +171,7 @@ pub fn refresh(daemon: &Daemon, obs: &Observation, announced: &BTreeSet<Ipv4Addr
 /// Control-socket side of `spillwayctl vip drain|undrain VIP`: `vip` must be a configured
 /// VIP. Returns the VIP rows after the change has been applied by the `fleet` thread (or
 /// after 2 s, whichever comes first).
-pub fn drain_request(daemon: &Daemon, vip: Ipv4Addr, drained: bool) -> Result<Vec<VipRow>, String> {
+pub fn drain_request(daemon: &Daemon, vip: IpAddr, drained: bool) -> Result<Vec<VipRow>, String> {
     {
         let st = daemon.control.lock().unwrap_or_else(|e| e.into_inner());
         if !st.cfg.services.iter().any(|s| s.vip == vip) {
@@ -206,7 +206,7 @@ pub fn drain_request(daemon: &Daemon, vip: Ipv4Addr, drained: bool) -> Result<Ve
 pub struct Announcer {
     cfg: AnnounceConfig,
     _tun: OwnedFd,
-    announced: BTreeSet<Ipv4Addr>,
+    announced: BTreeSet<IpAddr>,
 }
 
 const TUNSETIFF: libc::c_ulong = 0x4004_54ca;
@@ -245,13 +245,13 @@ impl Announcer {
     }
 
     /// VIPs announced now.
-    pub fn announced(&self) -> &BTreeSet<Ipv4Addr> {
+    pub fn announced(&self) -> &BTreeSet<IpAddr> {
         &self.announced
     }
 
     /// Makes the announced set equal to the ready VIPs of `rows`; logs each change.
     pub fn reconcile(&mut self, rows: &[VipRow]) {
-        let want: BTreeSet<Ipv4Addr> = rows.iter().filter(|r| r.ready).filter_map(|r| r.vip.parse().ok()).collect();
+        let want: BTreeSet<IpAddr> = rows.iter().filter(|r| r.ready).filter_map(|r| r.vip.parse().ok()).collect();
         for vip in self.announced.difference(&want).copied().collect::<Vec<_>>() {
             match self.addr("del", vip) {
                 Ok(()) => {
@@ -273,10 +273,21 @@ impl Announcer {
         }
     }
 
-    fn addr(&self, op: &str, vip: Ipv4Addr) -> Result<(), String> {
+    fn addr(&self, op: &str, vip: IpAddr) -> Result<(), String> {
         let local = self.cfg.local_address.to_string();
-        let peer = format!("{vip}/32");
-        match ip(&["addr", op, &local, "peer", &peer, "dev", &self.cfg.interface]) {
+        let r = match vip {
+            IpAddr::V4(v) => ip(&["addr", op, &local, "peer", &format!("{v}/32"), "dev", &self.cfg.interface]),
+            // An IPv6 VIP: a /128 on the interface (the IPv4 local address cannot be its peer).
+            IpAddr::V6(v) => {
+                let a = format!("{v}/128");
+                let mut args = vec!["-6", "addr", op, &a, "dev", &self.cfg.interface];
+                if op == "add" {
+                    args.push("nodad");
+                }
+                ip(&args)
+            }
+        };
+        match r {
             // Adding what is there, or deleting what is not, is not an error here.
             Err(e) if (op == "add" && e.contains("File exists")) || (op == "del" && e.contains("Cannot assign")) => Ok(()),
             r => r,
@@ -306,6 +317,7 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
     use spillway_shared::config::{Backend, Protocol, Service};
+    use std::net::Ipv4Addr;
 
     fn cfg() -> Config {
         let mut c = Config::default();
@@ -357,8 +369,8 @@ mod tests {
         assert!(rows.iter().all(|r| !r.ready && r.not_ready_because[0].contains("[1]")));
         let unpublished = Observation { stalled_workers: vec![], snapshot_in_use: false };
         assert!(evaluate(&cfg(), &unpublished, |_, _| true, &BTreeSet::new(), &BTreeSet::new()).iter().all(|r| !r.ready));
-        let drained: BTreeSet<Ipv4Addr> = [Ipv4Addr::new(10, 0, 0, 53)].into();
-        let announced: BTreeSet<Ipv4Addr> = [Ipv4Addr::new(10, 0, 0, 53)].into();
+        let drained: BTreeSet<IpAddr> = [IpAddr::from(Ipv4Addr::new(10, 0, 0, 53))].into();
+        let announced: BTreeSet<IpAddr> = [IpAddr::from(Ipv4Addr::new(10, 0, 0, 53))].into();
         let rows = evaluate(&cfg(), &ok(), |_, _| true, &drained, &announced);
         assert!(!rows[0].ready && rows[0].drained && rows[0].announced);
         assert_eq!(rows[0].not_ready_because, ["drained by the operator"]);
@@ -383,8 +395,8 @@ mod tests {
         fn readiness_is_the_conjunction(stalled in any::<bool>(), in_use in any::<bool>(), health in proptest::collection::vec(any::<bool>(), 6), drain in proptest::collection::vec(any::<bool>(), 2)) {
             let obs = Observation { stalled_workers: if stalled { vec![0] } else { vec![] }, snapshot_in_use: in_use };
             let idx = |s: &str, b: &str| ["web", "tls", "dns"].iter().position(|x| *x == s).unwrap() * 2 + usize::from(b == "b2");
-            let vips = [Ipv4Addr::new(10, 0, 0, 53), Ipv4Addr::new(10, 0, 0, 100)];
-            let drained: BTreeSet<Ipv4Addr> = vips.iter().zip(&drain).filter(|(_, d)| **d).map(|(v, _)| *v).collect();
+            let vips = [IpAddr::from(Ipv4Addr::new(10, 0, 0, 53)), IpAddr::from(Ipv4Addr::new(10, 0, 0, 100))];
+            let drained: BTreeSet<IpAddr> = vips.iter().zip(&drain).filter(|(_, d)| **d).map(|(v, _)| *v).collect();
             let rows = evaluate(&cfg(), &obs, |s, b| health[idx(s, b)], &drained, &BTreeSet::new());
             let healthy53 = health[4] || health[5];
             let healthy100 = health[..4].iter().any(|h| *h);

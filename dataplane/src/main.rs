@@ -171,7 +171,10 @@ fn run(args: Args) -> Result<(), String> {
         .map(|(pc, port)| PortInfo {
             mac: pc.mac.map(|m| m.0).unwrap_or_else(|| port.mac()),
             forward_to: pc.forward_to.as_ref().and_then(|f| cfg.ports.iter().position(|x| &x.name == f)).unwrap_or(usize::MAX),
-            addr: pc.address.map(u32::from).unwrap_or(0),
+            addr: match pc.address {
+                Some(std::net::IpAddr::V4(a)) => u32::from(a),
+                _ => 0,
+            },
         })
         .enumerate()
         .map(|(i, mut pi)| {
@@ -281,6 +284,9 @@ fn run(args: Args) -> Result<(), String> {
             let stats = shared.stats[w].clone();
             let pinfo = port_infos.clone();
             let cap = cfg.conntrack.capacity_per_worker as usize;
+            // IPv6 flows get a table of their own (64-byte entries), as large as the IPv4
+            // one when IPv6 services are configured at start, else a small one.
+            let cap6 = if cfg.services.iter().any(|s| s.vip.is_ipv6()) { cap } else { spillway_dataplane::fastpath::worker::DEFAULT_IPV6_CAPACITY };
             let seed = seed_for(w);
             let params = params(w);
             std::thread::Builder::new()
@@ -294,7 +300,7 @@ fn run(args: Args) -> Result<(), String> {
                     if let Err(e) = dpdk::register_thread() {
                         tracing::warn!(worker = w, error = %e, "rte_thread_register failed; mempool cache disabled");
                     }
-                    let mut worker = Worker::new(w, cap, seed, timeouts, stats, pinfo);
+                    let mut worker = Worker::new(w, cap, seed, timeouts, stats, pinfo).with_ipv6_capacity(cap6, seed.rotate_left(17));
                     tracing::info!(worker = w, core = ?core, "worker polling");
                     run_loop(&mut worker, &mut queues, shared, params);
                     dpdk::unregister_thread();

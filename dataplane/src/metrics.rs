@@ -137,6 +137,8 @@ pub fn render(daemon: &Daemon) -> String {
     );
     b.gauge("worker_snapshot_generation", "Snapshot generation the worker last used", workers.iter().enumerate().map(|(i, c)| (w(i), c.generation as f64)));
     b.counter("worker_arp_replies", "ARP replies sent", workers.iter().enumerate().map(|(i, c)| (w(i), c.arp_replies)));
+    b.counter("worker_nd_advertisements", "IPv6 Neighbor Advertisements sent for our addresses", workers.iter().enumerate().map(|(i, c)| (w(i), c.nd_advertisements)));
+    b.counter("worker_nd_not_ours", "IPv6 Neighbor Solicitations for addresses that are not ours", workers.iter().enumerate().map(|(i, c)| (w(i), c.nd_not_ours)));
     b.counter("worker_icmp_forwarded", "ICMP errors forwarded to the backend of the quoted flow", workers.iter().enumerate().map(|(i, c)| (w(i), c.icmp_forwarded)));
     b.counter("worker_fragments", "IPv4 fragments forwarded", workers.iter().enumerate().map(|(i, c)| (w(i), c.fragments)));
     b.counter("worker_fragments_held", "Later IPv4 fragments held until their first fragment arrived", workers.iter().enumerate().map(|(i, c)| (w(i), c.fragments_held)));

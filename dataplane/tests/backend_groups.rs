@@ -74,7 +74,7 @@ fn close(a: f64, b: f64) -> bool {
 fn health_checks_run_per_endpoint() {
     let cfg = config("[services.health_check]\ntype = \"tcp\"", &(group("g1", 1, 3, "") + &group("g2", 2, 1, "")));
     let t = spillway_dataplane::health::targets_from_config(&cfg);
-    let keys: Vec<(String, String, std::net::Ipv4Addr)> = t.iter().map(|t| (t.backend.clone(), t.endpoint.clone(), *t.addr.ip())).collect();
+    let keys: Vec<(String, String, std::net::IpAddr)> = t.iter().map(|t| (t.backend.clone(), t.endpoint.clone(), t.addr.ip())).collect();
     assert_eq!(keys.len(), 4);
     assert_eq!(keys[1], ("g1".to_string(), "e2".to_string(), "10.0.1.2".parse().unwrap()));
     assert_eq!(keys[3], ("g2".to_string(), "e1".to_string(), "10.0.2.1".parse().unwrap()));

@@ -104,7 +104,7 @@ fn daemon_side(c: &Case) -> Vec<Option<BTreeMap<String, f64>>> {
         (cb.weight, cb.priority, cb.failover, cb.enabled) = (b.weight, b.priority, b.failover, b.enabled);
         match &b.group {
             None => {
-                cb.address = Ipv4Addr::new(10, 250, i as u8, 1);
+                cb.address = Ipv4Addr::new(10, 250, i as u8, 1).into();
                 health.insert(("web".into(), name.clone(), name.clone()), spillway_dataplane::control::EndpointView { healthy: b.single_healthy, ..Default::default() });
             }
             Some(g) => {

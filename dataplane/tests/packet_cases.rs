@@ -475,3 +475,109 @@ fn icmp_short_quote_and_echo_are_counted() {
     assert_eq!(run.total_drops(), 2);
     assert_eq!(run.status.total.icmp_forwarded, 0);
 }
+
+// ---------------------------------------------------------------------------------------
+// IPv6 (issue 12): the public cases of cases/packets/README.md on fd00::100.
+
+fn v6() -> Setup {
+    Setup { ipv6: true, udp53: true, ..Setup::default() }
+}
+
+/// (source, destination, next header, payload after the fixed header) of an IPv6 frame,
+/// read with etherparse's header slice.
+fn ipv6_hdr(f: &[u8]) -> ([u8; 16], [u8; 16], u8, &[u8]) {
+    let h = etherparse::Ipv6HeaderSlice::from_slice(&f[14..]).expect("IPv6 header");
+    (h.source(), h.destination(), h.next_header().0, &f[54..54 + usize::from(h.payload_length())])
+}
+
+#[test]
+fn ipv6_flows_are_balanced_like_ipv4() {
+    let input = read_pcap(&case_path("ipv6-flows.pcap"));
+    let run = run_capture("ipv6-flows", &v6(), &case_path("ipv6-flows.pcap"), 2.0);
+    assert!(run.success);
+    assert_eq!(run.out.len(), input.len(), "drops: {:?}", run.nonzero_drops());
+    let mut by_flow: BTreeMap<([u8; 16], u16), BTreeSet<usize>> = BTreeMap::new();
+    for (o, i) in run.out.iter().zip(&input) {
+        assert_eq!(&o[12..], &i[12..], "L2 DSR leaves the IPv6 header as it came");
+        let s = SlicedPacket::from_ethernet(o).expect("parse");
+        let Some(NetSlice::Ipv6(ip)) = &s.net else { panic!("not IPv6") };
+        let sport = match &s.transport {
+            Some(TransportSlice::Tcp(t)) => t.source_port(),
+            Some(TransportSlice::Udp(u)) => u.source_port(),
+            t => panic!("not TCP/UDP: {t:?}"),
+        };
+        let b = backend_of(o);
+        assert!((8..14).contains(&b), "an IPv6 service's backend: {b}");
+        by_flow.entry((ip.header().source(), sport)).or_default().insert(b);
+    }
+    assert_eq!(by_flow.len(), 7, "4 TCP + 3 UDP flows");
+    assert!(by_flow.values().all(|b| b.len() == 1), "a flow split over backends: {by_flow:?}");
+    let used: BTreeSet<usize> = by_flow.values().flatten().copied().collect();
+    assert!(used.len() >= 2, "all flows on one backend");
+}
+
+#[test]
+fn ipv6_fragments_of_a_datagram_reach_one_backend() {
+    let input = read_pcap(&case_path("ipv6-fragments.pcap"));
+    let run = run_capture("ipv6-fragments", &v6(), &case_path("ipv6-fragments.pcap"), 2.0);
+    assert!(run.success);
+    assert_eq!(run.out.len(), input.len(), "drops: {:?}", run.nonzero_drops());
+    let mut by_datagram: BTreeMap<([u8; 16], u32), BTreeSet<usize>> = BTreeMap::new();
+    for f in &run.out {
+        let (src, _, nh, payload) = ipv6_hdr(f);
+        assert_eq!(nh, 44, "a Fragment header follows the IPv6 header");
+        let id = u32::from_be_bytes([payload[4], payload[5], payload[6], payload[7]]);
+        let b = backend_of(f);
+        assert!((12..14).contains(&b), "a dns6 backend: {b}");
+        by_datagram.entry((src, id)).or_default().insert(b);
+    }
+    assert_eq!(by_datagram.len(), 6);
+    assert!(by_datagram.values().all(|b| b.len() == 1), "a datagram split: {by_datagram:?}");
+}
+
+#[test]
+fn icmpv6_packet_too_big_goes_to_the_flow_backend() {
+    let run = run_capture("icmpv6-too-big", &v6(), &case_path("icmpv6-too-big.pcap"), 2.0);
+    assert!(run.success);
+    assert_eq!(run.out.len(), 3, "drops: {:?}", run.nonzero_drops());
+    assert_eq!(run.status.total.icmp_forwarded, 1);
+    let flow = backend_of(&run.out[0]);
+    assert_eq!(backend_of(&run.out[1]), flow);
+    let s = SlicedPacket::from_ethernet(&run.out[2]).expect("parse");
+    let Some(TransportSlice::Icmpv6(ic)) = &s.transport else { panic!("not ICMPv6: {:?}", s.transport) };
+    assert!(matches!(ic.icmp_type(), etherparse::Icmpv6Type::PacketTooBig { mtu: 1280 }));
+    assert_eq!(backend_of(&run.out[2]), flow, "Packet Too Big must follow the flow it quotes");
+}
+
+#[test]
+fn ipv6_neighbor_solicitation_answered_for_the_vip_only() {
+    let run = run_capture("ipv6-nd", &v6(), &case_path("ipv6-nd.pcap"), 2.0);
+    assert!(run.success);
+    assert_eq!(run.out.len(), 1, "one advertisement, for the VIP only");
+    let na = &run.out[0];
+    assert_eq!(&na[6..12], &LB_MAC);
+    let (src, dst, nh, msg) = ipv6_hdr(na);
+    assert_eq!((nh, na[14 + 7]), (58, 255), "ICMPv6 with hop limit 255");
+    let ic = etherparse::Icmpv6Slice::from_slice(msg).expect("ICMPv6");
+    assert!(ic.is_checksum_valid(src, dst), "valid checksum");
+    assert_eq!(ic.type_u8(), 136);
+    assert!(ic.bytes5to8()[0] & 0x40 != 0, "Solicited flag");
+    let vip6: [u8; 16] = "fd00::100".parse::<std::net::Ipv6Addr>().unwrap().octets();
+    assert_eq!((src, &ic.payload()[..16]), (vip6, &vip6[..]));
+    assert_eq!(&ic.payload()[16..24], &[2, 1, 2, 0, 0, 0, 0, 1], "Target Link-Layer Address option with our MAC");
+    assert_eq!((run.status.total.nd_advertisements, run.status.total.nd_not_ours), (1, 1));
+    assert_eq!(run.drops("nd_ignored"), 1, "the solicitation for fd00::999 is counted");
+}
+
+#[test]
+fn ipv6_single_extension_headers_are_walked() {
+    let input = read_pcap(&case_path("ipv6-ext-single.pcap"));
+    let run = run_capture("ipv6-ext-single", &v6(), &case_path("ipv6-ext-single.pcap"), 2.0);
+    assert!(run.success);
+    assert_eq!(run.out.len(), input.len(), "drops: {:?}", run.nonzero_drops());
+    for (o, i) in run.out.iter().zip(&input) {
+        assert_eq!(&o[12..], &i[12..]);
+        assert!((8..12).contains(&backend_of(o)), "a web6 backend");
+    }
+    assert_eq!(run.status.total.new_connections, 2);
+}

@@ -197,11 +197,19 @@ fn drops_are_counted_by_reason() {
         f[13] = 0xdd;
         f
     };
-    let out = rig.run(vec![to_other, wrong_port, ipv6, vec![1, 2, 3, 4, 5]], 1);
+    // an IPv4 packet under the IPv6 EtherType is a malformed IPv6 header (issue 12); LLDP
+    // is an EtherType Spillway does not handle
+    let lldp = {
+        let mut f = tcp(client(1, 1), 1, true, &[]);
+        f[12] = 0x88;
+        f[13] = 0xcc;
+        f
+    };
+    let out = rig.run(vec![to_other, wrong_port, ipv6, lldp, vec![1, 2, 3, 4, 5]], 1);
     assert!(out.is_empty());
     let c = read(&rig.worker.stats);
     let d = |n: &str| c.drops.iter().find(|d| d.0 == n).unwrap().1;
-    assert_eq!((d("not_for_vip"), d("no_service"), d("unsupported_ethertype"), d("truncated_ethernet")), (1, 1, 1, 1));
+    assert_eq!((d("not_for_vip"), d("no_service"), d("unsupported_ethertype"), d("truncated_ethernet"), d("malformed_ipv6")), (1, 1, 1, 1, 1));
 }
 
 #[test]
@@ -332,7 +340,7 @@ fn draining_backend_keeps_connections_until_the_deadline() {
 #[test]
 fn removing_services_and_backends_under_traffic() {
     let mut cfg = config("", &four());
-    let mut first = spillway_shared::config::Service::new("first", "10.0.0.100".parse().unwrap(), 81, spillway_shared::config::Protocol::Tcp);
+    let mut first = spillway_shared::config::Service::new("first", "10.0.0.100".parse::<std::net::IpAddr>().unwrap(), 81, spillway_shared::config::Protocol::Tcp);
     let mut fb = spillway_shared::config::Backend::new("f1", "z1");
     fb.mac = Some(spillway_shared::net::MacAddr([2, 0, 0, 0, 0x0f, 1]));
     first.backends.push(fb);

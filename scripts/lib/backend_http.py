@@ -31,7 +31,8 @@ import time
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--name", required=True)
-    ap.add_argument("--bind", default="0.0.0.0")
+    ap.add_argument("--bind", default="0.0.0.0",
+                    help="address to listen on; '::' listens on IPv6 and IPv4 (dual stack)")
     ap.add_argument("--port", type=int, default=80)
     ap.add_argument("--log", required=True)
     ap.add_argument("--no-keepalive", action="store_true")
@@ -123,6 +124,7 @@ def main():
             pass
 
     class Server(http.server.ThreadingHTTPServer):
+        address_family = socket.AF_INET6 if ":" in args.bind else socket.AF_INET
         daemon_threads = True
         allow_reuse_address = True
         request_queue_size = 128

@@ -292,7 +292,7 @@ backend_start() {
     [[ "$SPW_BACKEND_KEEPALIVE" == 1 ]] || ka=(--no-keepalive)
     mkdir -p "$SPW_PID_DIR" "$SPW_LOG_DIR"
     topo_spawn "$b" "$SPW_LOG_DIR/$b.stderr.log" "$pidfile" \
-        "$SPW_PYTHON" "$SPW_LIB_DIR/backend_http.py" --name "$b" --port "$SPW_VIP_PORT" \
+        "$SPW_PYTHON" "$SPW_LIB_DIR/backend_http.py" --name "$b" --bind "${SPW_BACKEND_BIND:-0.0.0.0}" --port "$SPW_VIP_PORT" \
         --log "$(backend_log "$b")" "${ka[@]}"
     topo_wait_for 5 _backend_listening "$b" ||
         { cat "$SPW_LOG_DIR/$b.stderr.log" >&2 || true; topo_die "backend $b did not start listening within 5 s"; }
@@ -476,17 +476,19 @@ spillway_stop() { local p; p="$(spillway_pid)" && topo_kill_pid "$p" 5; rm -f "$
 # mode "new" (one TCP connection per request, curl) or "keepalive" (many requests per
 # connection); status 000 = failed; backend from the body's "backend=" line, "-" if none.
 
-# _client_loop CLIENT COUNT URL: runs inside the client namespace; curl per request.
-# Stops early (records the rest as "aborted") after 10 consecutive failures.
+# _client_loop CLIENT COUNT URL [CURL_FAMILY]: runs inside the client namespace; curl per
+# request (CURL_FAMILY: e.g. -6). Stops early (records the rest as "aborted") after 10
+# consecutive failures.
 _client_loop() {
-    local c="$1" n="$2" url="$3" i out rc code lport be fails=0
+    local c="$1" n="$2" url="$3" fam="${4:-}" i out rc code lport be fails=0
     for ((i = 1; i <= n; i++)); do
         if ((fails >= 10)); then
             printf 'new\t%s\t%s-n%d\t%d\t000\t-\t-\taborted-after-10-failures\n' "$c" "$c" "$i" 1
             continue
         fi
         rc=0
-        out="$(curl -sS -H 'Connection: close' --connect-timeout "$SPW_CURL_CONNECT_TIMEOUT" \
+        # shellcheck disable=SC2086  # $fam is one option or nothing
+        out="$(curl $fam -sS -H 'Connection: close' --connect-timeout "$SPW_CURL_CONNECT_TIMEOUT" \
             --max-time "$SPW_CURL_MAX_TIME" -w '\n@@ %{http_code} %{local_port}\n' "$url" 2>/dev/null)" || rc=$?
         code="$(sed -n 's/^@@ \([0-9]*\) .*/\1/p' <<<"$out")"; code="${code:-000}"
         lport="$(sed -n 's/^@@ [0-9]* \([0-9]*\)$/\1/p' <<<"$out")"; lport="${lport:--}"
@@ -501,7 +503,8 @@ _client_loop() {
     done
 }
 
-# run_clients N [CLIENT...]: N HTTP GETs of http://VIP/ in total, split evenly over the
+# run_clients N [CLIENT...]: N HTTP GETs of http://VIP/ (or $SPW_CLIENT_URL, with curl
+# option $SPW_CURL_FAMILY, e.g. http://[VIP6]:80/ and -6) in total, split evenly over the
 # clients (default c1 c2, running in parallel), each on a NEW TCP connection (curl,
 # Connection: close, connect timeout $SPW_CURL_CONNECT_TIMEOUT s, max $SPW_CURL_MAX_TIME s).
 # Appends records to $SPW_REQUESTS and prints a summary of this batch.
@@ -515,7 +518,7 @@ run_clients() {
     for i in "${!clients[@]}"; do
         c="${clients[$i]}"
         share=$((n / k + (i < n % k ? 1 : 0)))
-        ip netns exec "$(ns "$c")" bash -c "$(declare -f _client_loop); SPW_CURL_CONNECT_TIMEOUT=$SPW_CURL_CONNECT_TIMEOUT SPW_CURL_MAX_TIME=$SPW_CURL_MAX_TIME _client_loop '$c' $share 'http://$SPW_VIP:$SPW_VIP_PORT/'" \
+        ip netns exec "$(ns "$c")" bash -c "$(declare -f _client_loop); SPW_CURL_CONNECT_TIMEOUT=$SPW_CURL_CONNECT_TIMEOUT SPW_CURL_MAX_TIME=$SPW_CURL_MAX_TIME _client_loop '$c' $share '${SPW_CLIENT_URL:-http://$SPW_VIP:$SPW_VIP_PORT/}' '${SPW_CURL_FAMILY:-}'" \
             >"$tmp/$c.tsv" 2>"$tmp/$c.err" 9>&- &
         pids+=($!)
     done

@@ -11,10 +11,10 @@
 //! Over 600 lines: the model, its serde attributes and its validation are one unit that
 //! must change together (a field, its default, its range); the tests are at the end.
 
-use crate::net::{Ipv4Prefix, MacAddr};
+use crate::net::{IpPrefix, MacAddr};
 use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 /// A configuration problem: `path` is the TOML path of the field (e.g.
 /// `services[0].backends[2].weight`), `value` what was given and `allowed` the rule.
@@ -184,9 +184,13 @@ pub struct PortConfig {
     /// Port that packets received here leave on; default: this port (one-armed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub forward_to: Option<String>,
-    /// This port's own IPv4 address (answered in ARP); optional.
+    /// This port's own address, IPv4 (answered in ARP) or IPv6 (answered in Neighbor
+    /// Discovery, RFC 4861); optional. Also the outer source of IPIP/GUE of its family.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub address: Option<Ipv4Addr>,
+    pub address: Option<IpAddr>,
+    /// A second, IPv6 address for a port whose `address` is IPv4 (dual stack); optional.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub address6: Option<Ipv6Addr>,
     /// Override of the port's MAC address used as source MAC on rewritten frames.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mac: Option<MacAddr>,
@@ -210,8 +214,8 @@ pub struct Location {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ClientZone {
-    /// Source prefix.
-    pub prefix: Ipv4Prefix,
+    /// Source prefix, IPv4 (`10.1.0.0/16`) or IPv6 (`fd01::/64`).
+    pub prefix: IpPrefix,
     /// Zone of these clients (required when `compatible`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub zone: Option<String>,
@@ -567,8 +571,9 @@ impl Default for HealthCheck {
 pub struct Service {
     /// Unique name.
     pub name: String,
-    /// Virtual IP address.
-    pub vip: Ipv4Addr,
+    /// Virtual IP address, IPv4 or IPv6. A service has one family: its endpoints are of the
+    /// VIP's family unless the service encapsulates (IPIP/GUE may cross families).
+    pub vip: IpAddr,
     /// Service port.
     #[serde(deserialize_with = "ranged::port")]
     pub port: u16,
@@ -654,10 +659,10 @@ fn d_maglev() -> u32 {
 
 impl Service {
     /// A service with every policy field at its default.
-    pub fn new(name: &str, vip: Ipv4Addr, port: u16, protocol: Protocol) -> Self {
+    pub fn new(name: &str, vip: impl Into<IpAddr>, port: u16, protocol: Protocol) -> Self {
         Service {
             name: name.into(),
-            vip,
+            vip: vip.into(),
             port,
             protocol,
             session_affinity: Default::default(),
@@ -695,10 +700,10 @@ impl Service {
 pub struct Backend {
     /// Unique name within the service.
     pub name: String,
-    /// Endpoint IPv4 address (health checks; IPIP/GUE outer destination); absent
+    /// Endpoint address, IPv4 or IPv6 (health checks; IPIP/GUE outer destination); absent
     /// (`0.0.0.0`) for a group, whose endpoints carry the addresses.
-    #[serde(default = "unspecified", skip_serializing_if = "Ipv4Addr::is_unspecified")]
-    pub address: Ipv4Addr,
+    #[serde(default = "unspecified", skip_serializing_if = "IpAddr::is_unspecified")]
+    pub address: IpAddr,
     /// Endpoint MAC (L2 DSR destination); required for L2_DSR services in the daemon.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mac: Option<MacAddr>,
@@ -743,9 +748,9 @@ pub struct Endpoint {
     /// Name, unique within the backend; absent = the address as text (`10.0.1.1`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
-    /// IPv4 address: health checks go there; IPIP/GUE outer destination. Unique within the
-    /// service.
-    pub address: Ipv4Addr,
+    /// IPv4 or IPv6 address: health checks go there; IPIP/GUE outer destination. Unique
+    /// within the service.
+    pub address: IpAddr,
     /// MAC (L2 DSR destination, or IPIP/GUE next hop); required for L2_DSR in the daemon.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mac: Option<MacAddr>,
@@ -765,8 +770,8 @@ fn is_true(b: &bool) -> bool {
 
 impl Endpoint {
     /// An enabled endpoint of weight 50 without a MAC.
-    pub fn new(name: Option<&str>, address: Ipv4Addr) -> Self {
-        Endpoint { name: name.map(str::to_string), address, mac: None, weight: d_weight(), enabled: true }
+    pub fn new(name: Option<&str>, address: impl Into<IpAddr>) -> Self {
+        Endpoint { name: name.map(str::to_string), address: address.into(), mac: None, weight: d_weight(), enabled: true }
     }
     /// The endpoint's name: `name`, or the address as text.
     pub fn label(&self) -> String {
@@ -780,8 +785,8 @@ impl Endpoint {
 pub struct Member {
     /// Endpoint name (for the single-endpoint form: the backend's name).
     pub name: String,
-    /// Address.
-    pub address: Ipv4Addr,
+    /// Address (IPv4 or IPv6).
+    pub address: IpAddr,
     /// MAC, if any.
     pub mac: Option<MacAddr>,
     /// Weight among the backend's endpoints (50 for the single-endpoint form).
@@ -789,8 +794,8 @@ pub struct Member {
     /// Admin state (the single-endpoint form follows nothing but the backend's `enabled`).
     pub enabled: bool,
 }
-fn unspecified() -> Ipv4Addr {
-    Ipv4Addr::UNSPECIFIED
+fn unspecified() -> IpAddr {
+    IpAddr::V4(Ipv4Addr::UNSPECIFIED)
 }
 fn d_weight() -> u32 {
     50
@@ -807,7 +812,7 @@ impl Backend {
     pub fn new(name: &str, zone: &str) -> Self {
         Backend {
             name: name.into(),
-            address: Ipv4Addr::UNSPECIFIED,
+            address: unspecified(),
             mac: None,
             zone: zone.into(),
             weight: d_weight(),
@@ -1080,10 +1085,10 @@ impl Service {
             }
         }
         // Endpoint addresses are unique within a service: health is kept per address.
-        let mut seen: std::collections::HashMap<Ipv4Addr, String> = std::collections::HashMap::new();
+        let mut seen: std::collections::HashMap<IpAddr, String> = std::collections::HashMap::new();
         for (i, b) in self.backends.iter().enumerate() {
             for (k, m) in b.members().iter().enumerate() {
-                if m.address == Ipv4Addr::UNSPECIFIED {
+                if m.address.is_unspecified() {
                     continue;
                 }
                 let here = if b.is_group() { format!("{path}.backends[{i}].endpoints[{k}].address") } else { format!("{path}.backends[{i}].address") };
@@ -1091,6 +1096,25 @@ impl Service {
                     return Err(ConfigError::new(here, m.address, format!("must be unique within the service (also at {first})")));
                 }
             }
+        }
+        // One family per service (issue 12): with L2 DSR the backend receives the client's
+        // packet as it came, so its address must be of the VIP's family. IPIP/GUE carry the
+        // packet in an outer header of the endpoint's family, so they may cross families.
+        if self.forwarding_mode == ForwardingMode::L2_DSR {
+            for (i, b) in self.backends.iter().enumerate() {
+                for (k, m) in b.members().iter().enumerate() {
+                    if m.address.is_unspecified() || m.address.is_ipv4() == self.vip.is_ipv4() {
+                        continue;
+                    }
+                    let here = if b.is_group() { format!("{path}.backends[{i}].endpoints[{k}].address") } else { format!("{path}.backends[{i}].address") };
+                    return Err(ConfigError::new(here, m.address, format!(
+                        "must be of the VIP's family ({}, vip = {}): a service has one address family unless forwarding_mode is IPIP or GUE; dual stack means two services",
+                        if self.vip.is_ipv4() { "IPv4" } else { "IPv6" }, self.vip)));
+                }
+            }
+        }
+        if self.vip.is_unspecified() || self.vip.is_multicast() || self.vip == IpAddr::V4(Ipv4Addr::BROADCAST) {
+            return Err(ConfigError::new(p("vip"), self.vip, "must be a unicast IPv4 or IPv6 address"));
         }
         lim("services[].backends").check_int(&p("backends"), self.backends.len() as i64)
             .map_err(|e| ConfigError { value: format!("{} backends", e.value), ..e })?;
@@ -1126,7 +1150,7 @@ impl Backend {
             lim("services[].backends[].latency_ms").check_f(&p("latency_ms"), l, 0.0)?;
         }
         if self.is_group() {
-            if self.address != Ipv4Addr::UNSPECIFIED {
+            if !self.address.is_unspecified() {
                 return Err(ConfigError::new(p("address"), self.address, "must be absent when the backend lists endpoints (give each endpoint its address)"));
             }
             if let Some(m) = self.mac {
@@ -1141,8 +1165,8 @@ impl Backend {
                     return Err(ConfigError::new(ep("name"), format!("{n:?}"), "must be non-empty, without spaces or '/'"));
                 }
             }
-            if e.address == Ipv4Addr::UNSPECIFIED {
-                return Err(ConfigError::new(ep("address"), e.address, "must be a unicast IPv4 address"));
+            if e.address.is_unspecified() {
+                return Err(ConfigError::new(ep("address"), e.address, "must be a unicast IPv4 or IPv6 address"));
             }
             lim("services[].backends[].endpoints[].weight").check_int(&ep("weight"), e.weight.into()).map_err(|err| {
                 if e.weight == 0 {
@@ -1267,6 +1291,20 @@ impl Config {
             if let Some(f) = &pcfg.forward_to {
                 if !port_names.contains(f.as_str()) {
                     return Err(ConfigError::new(format!("ports[{i}].forward_to"), f, "must name a port in [[ports]]"));
+                }
+            }
+            if let Some(a) = pcfg.address {
+                if a.is_unspecified() || a.is_multicast() || a == IpAddr::V4(Ipv4Addr::BROADCAST) {
+                    return Err(ConfigError::new(format!("ports[{i}].address"), a, "must be a unicast IPv4 or IPv6 address"));
+                }
+            }
+            if let Some(a6) = pcfg.address6 {
+                if a6.is_unspecified() || a6.is_multicast() {
+                    return Err(ConfigError::new(format!("ports[{i}].address6"), a6, "must be a unicast IPv6 address"));
+                }
+                if let Some(a @ IpAddr::V6(_)) = pcfg.address {
+                    return Err(ConfigError::new(format!("ports[{i}].address6"), a6,
+                        format!("only for a port whose address is IPv4 (ports[{i}].address = {a} is already IPv6)")));
                 }
             }
         }
@@ -1433,6 +1471,79 @@ zone = "z1"
         assert!(e.contains("spilover_ratio"), "{e}");
     }
 
+    /// EXAMPLE plus an IPv6 service, an IPv6 client zone and a dual-stack port.
+    fn example6() -> String {
+        EXAMPLE.replace("device = \"net_null0\"\n", "device = \"net_null0\"\naddress = \"10.0.0.2\"\naddress6 = \"fd00::2\"\n")
+            + r#"
+[[client_zones]]
+prefix = "fd01::/64"
+zone = "z1"
+
+[[services]]
+name = "web6"
+vip = "fd00::100"
+port = 80
+
+[[services.backends]]
+name = "b1"
+address = "fd00:21::1"
+mac = "02:00:00:00:21:01"
+zone = "z1"
+"#
+    }
+
+    #[test]
+    fn ipv6_literals_parse_validate_and_round_trip() {
+        let c = Config::from_toml(&example6()).unwrap();
+        c.validate().unwrap();
+        assert_eq!(c.services[1].vip, "fd00::100".parse::<IpAddr>().unwrap());
+        assert_eq!(c.services[1].backends[0].address, "fd00:21::1".parse::<IpAddr>().unwrap());
+        assert_eq!(c.client_zones[2].prefix.to_string(), "fd01::/64");
+        assert_eq!(c.ports[0].address6, Some("fd00::2".parse().unwrap()));
+        let again = Config::from_toml(&c.to_toml()).unwrap();
+        assert_eq!(again, c);
+        // the IPv4 shape is unchanged: an IPv4-only config serialises without new fields
+        let v4 = Config::from_toml(EXAMPLE).unwrap().to_toml();
+        assert!(!v4.contains("address6"), "{v4}");
+    }
+
+    #[test]
+    fn mixed_family_service_is_refused_unless_it_encapsulates() {
+        let mut c = Config::from_toml(&example6()).unwrap();
+        c.services[1].backends[0].address = "10.0.1.9".parse().unwrap();
+        let e = c.validate().unwrap_err();
+        assert_eq!(e.path, "services[1].backends[0].address");
+        assert_eq!(e.value, "10.0.1.9");
+        assert!(e.allowed.contains("VIP's family") && e.allowed.contains("fd00::100") && e.allowed.contains("IPIP or GUE"), "{e}");
+        // an IPv4 VIP with an IPv6 endpoint, the other way round
+        let mut c = Config::from_toml(&example6()).unwrap();
+        c.services[0].backends[0].address = "fd00:9::1".parse().unwrap();
+        assert_eq!(c.validate().unwrap_err().path, "services[0].backends[0].address");
+        // encapsulation may cross families (IPv4 VIP over an IPv6 underlay and the reverse)
+        for mode in [ForwardingMode::IPIP, ForwardingMode::GUE] {
+            c.services[0].forwarding_mode = mode;
+            c.validate().unwrap();
+        }
+    }
+
+    #[test]
+    fn ipv6_port_and_prefix_errors_name_the_field() {
+        let mut c = Config::from_toml(&example6()).unwrap();
+        c.ports[0].address = Some("fd00::3".parse().unwrap());
+        let e = c.validate().unwrap_err();
+        assert_eq!(e.path, "ports[0].address6");
+        let mut c = Config::from_toml(&example6()).unwrap();
+        c.ports[0].address6 = Some("ff02::1".parse().unwrap());
+        assert_eq!(c.validate().unwrap_err().path, "ports[0].address6");
+        let e = Config::from_toml(&example6().replace("fd01::/64", "fd01::1/64")).unwrap_err();
+        assert!(e.contains("host bits") && e.contains("fd01::/64"), "{e}");
+        let e = Config::from_toml(&example6().replace("\"fd00::100\"", "\"fd00::zz\"")).unwrap_err();
+        assert!(e.contains("vip"), "{e}");
+        let mut c = Config::from_toml(&example6()).unwrap();
+        c.services[1].vip = "ff02::1".parse().unwrap();
+        assert_eq!(c.validate().unwrap_err().path, "services[1].vip");
+    }
+
     fn with<F: FnOnce(&mut Config)>(f: F) -> ConfigError {
         let mut c = Config::from_toml(EXAMPLE).unwrap();
         f(&mut c);
@@ -1566,12 +1677,12 @@ enabled = false
         assert_eq!(e.path, "services[0].backends[0].address");
         let e = err(&|c| c.services[0].backends[0].endpoints[0].mac = Some(crate::net::MacAddr::BROADCAST));
         assert_eq!(e.path, "services[0].backends[0].endpoints[0].mac");
-        let e = err(&|c| c.services[0].backends[0].endpoints[0].address = Ipv4Addr::UNSPECIFIED);
+        let e = err(&|c| c.services[0].backends[0].endpoints[0].address = Ipv4Addr::UNSPECIFIED.into());
         assert_eq!(e.path, "services[0].backends[0].endpoints[0].address");
         // a single-endpoint backend's address clashes with a group's endpoint too
         let e = with(|c| {
             let mut g = Backend::new("g2", "z1");
-            g.endpoints.push(Endpoint::new(Some("x"), "10.0.1.1".parse().unwrap()));
+            g.endpoints.push(Endpoint::new(Some("x"), "10.0.1.1".parse::<IpAddr>().unwrap()));
             c.services[0].backends.push(g);
         });
         assert_eq!(e.path, "services[0].backends[1].endpoints[0].address");

@@ -7,7 +7,7 @@
 
 use crate::config::ConfigError;
 use serde::{Deserialize, Serialize};
-use std::net::{Ipv4Addr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
 /// `[metrics]`: the Prometheus text endpoint, served by a control-side thread.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -82,13 +82,13 @@ pub fn valid_ifname(name: &str) -> bool {
 
 impl AnnounceConfig {
     /// Checks the section; `vips` are the configured services' VIPs.
-    pub fn validate(&self, vips: &[Ipv4Addr]) -> Result<(), ConfigError> {
+    pub fn validate(&self, vips: &[IpAddr]) -> Result<(), ConfigError> {
         if !valid_ifname(&self.interface) {
             return Err(ConfigError::new("announce.interface", format!("{:?}", self.interface),
                 "must be 1-15 characters of A-Z a-z 0-9 _ . - (a Linux interface name)"));
         }
         let l = self.local_address;
-        if l.is_unspecified() || l.is_broadcast() || l.is_multicast() || vips.contains(&l) {
+        if l.is_unspecified() || l.is_broadcast() || l.is_multicast() || vips.contains(&IpAddr::V4(l)) {
             return Err(ConfigError::new("announce.local_address", l,
                 "must be a unicast address that is not a VIP (default 169.254.77.1)"));
         }

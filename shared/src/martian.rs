@@ -10,44 +10,53 @@
 //! connection table, fragments and port-less protocols are not subject to it.
 
 use crate::config::Config;
-use std::net::Ipv4Addr;
+use std::net::IpAddr;
 
 /// Counter name of the drop reason (the dataplane's `DropReason::MartianSource`, shown by
 /// `spillwayctl stats` and `explain`).
 pub const MARTIAN_SOURCE: &str = "martian_source";
 
-/// Whether a new connection from `src` (host byte order) is dropped as
-/// [`MARTIAN_SOURCE`]: `src` is one of the forwarder's own addresses, as `is_own` answers
-/// (the worker: the snapshot's VIPs and port addresses; offline: [`own_addresses`]).
+/// Whether a new connection from `src` (an address in host byte order: `u32` for IPv4,
+/// `u128` for IPv6) is dropped as [`MARTIAN_SOURCE`]: `src` is one of the forwarder's own
+/// addresses, as `is_own` answers (the worker: the snapshot's VIPs and port addresses of
+/// that family; offline: [`own_addresses`]).
 #[inline]
-pub fn is_martian_source(src: u32, is_own: impl FnOnce(u32) -> bool) -> bool {
+pub fn is_martian_source<A>(src: A, is_own: impl FnOnce(A) -> bool) -> bool {
     is_own(src)
 }
 
 /// The forwarder's own addresses in a config: every service's VIP and every
-/// `ports[].address` (sorted, without duplicates). The daemon's snapshot holds the same set
-/// (the addresses it answers ARP for).
-pub fn own_addresses(cfg: &Config) -> Vec<Ipv4Addr> {
-    let mut v: Vec<Ipv4Addr> = cfg.services.iter().map(|s| s.vip).chain(cfg.ports.iter().filter_map(|p| p.address)).filter(|a| !a.is_unspecified()).collect();
+/// `ports[].address` and `address6` (sorted, without duplicates). The daemon's snapshot
+/// holds the same set (the addresses it answers ARP and Neighbor Solicitations for).
+pub fn own_addresses(cfg: &Config) -> Vec<IpAddr> {
+    let mut v: Vec<IpAddr> = cfg
+        .services
+        .iter()
+        .map(|s| s.vip)
+        .chain(cfg.ports.iter().filter_map(|p| p.address))
+        .chain(cfg.ports.iter().filter_map(|p| p.address6.map(IpAddr::V6)))
+        .filter(|a| !a.is_unspecified())
+        .collect();
     v.sort();
     v.dedup();
     v
 }
 
 /// [`is_martian_source`] against a config's [`own_addresses`] (offline `explain`).
-pub fn is_martian_source_in(cfg: &Config, src: Ipv4Addr) -> bool {
+pub fn is_martian_source_in(cfg: &Config, src: impl Into<IpAddr>) -> bool {
     let own = own_addresses(cfg);
-    is_martian_source(u32::from(src), |a| own.contains(&Ipv4Addr::from(a)))
+    is_martian_source(src.into(), |a| own.contains(&a))
 }
 
 /// The sentence `explain` prints for a new connection from `src` dropped by this rule.
-pub fn explanation(src: Ipv4Addr) -> String {
+pub fn explanation(src: IpAddr) -> String {
     format!("new connection dropped: {MARTIAN_SOURCE}: the client address {src} is one of the forwarder's own addresses (a VIP or a port address), so the dataplane drops a new connection from it before choosing a backend (spoofed source)")
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::net::Ipv4Addr;
 
     #[test]
     fn vips_and_port_addresses_are_own_and_clients_are_not() {
@@ -55,7 +64,7 @@ mod tests {
             "[[ports]]\nname = \"p0\"\ndevice = \"net_null0\"\naddress = \"10.0.0.2\"\n[[services]]\nname = \"web\"\nvip = \"10.0.0.100\"\nport = 80\n[[services.backends]]\nname = \"b1\"\naddress = \"10.0.1.1\"\n",
         )
         .unwrap();
-        assert_eq!(own_addresses(&cfg), vec![Ipv4Addr::new(10, 0, 0, 2), Ipv4Addr::new(10, 0, 0, 100)]);
+        assert_eq!(own_addresses(&cfg), vec![IpAddr::from(Ipv4Addr::new(10, 0, 0, 2)), IpAddr::from(Ipv4Addr::new(10, 0, 0, 100))]);
         assert!(is_martian_source_in(&cfg, Ipv4Addr::new(10, 0, 0, 100)));
         assert!(is_martian_source_in(&cfg, Ipv4Addr::new(10, 0, 0, 2)));
         assert!(!is_martian_source_in(&cfg, Ipv4Addr::new(10, 1, 0, 10)));

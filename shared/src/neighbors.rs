@@ -91,7 +91,7 @@ pub fn validate_gateways(cfg: &Config) -> Result<(), ConfigError> {
         if g.is_unspecified() || g.is_broadcast() || g.is_multicast() || g.is_loopback() {
             return Err(ConfigError::new(path, g, "must be a unicast IPv4 address (the router towards routed backends)"));
         }
-        if cfg.services.iter().any(|s| s.vip == g) {
+        if cfg.services.iter().any(|s| s.vip == IpAddr::V4(g)) {
             return Err(ConfigError::new(path, g, "must not be a VIP"));
         }
         match first {
@@ -125,7 +125,7 @@ pub fn next_hop(cfg: &Config, svc: &Service, m: &Member) -> NextHop {
     }
     match (svc.forwarding_mode, gateway(cfg)) {
         (ForwardingMode::IPIP | ForwardingMode::GUE, Some(g)) => NextHop::Resolve(IpAddr::V4(g)),
-        _ => NextHop::Resolve(IpAddr::V4(m.address)),
+        _ => NextHop::Resolve(m.address),
     }
 }
 

@@ -30,6 +30,8 @@ use std::io::{Read, Write};
 /// Version 5 (issues 10 and 15): `Response::BadFrame`, `ExplainReport::drop_reason`,
 /// `StatusReport::control_socket`, `Counters::fragments_held`,
 /// `StatusReport::neighbors` (issue 13).
+/// Also IPv6 (issue 12): `Request::Explain::client` and `Request::Vip{Drain,Undrain}::vip`
+/// are `IpAddr`.
 pub const PROTOCOL_VERSION: u16 = 5;
 /// Largest frame body accepted, bytes.
 pub const MAX_FRAME: usize = 1 << 20;
@@ -139,8 +141,8 @@ pub enum Request {
     },
     /// The routing decision for a new connection, against the live state.
     Explain {
-        /// Client address.
-        client: std::net::Ipv4Addr,
+        /// Client address (IPv4 or IPv6).
+        client: std::net::IpAddr,
         /// Client port.
         client_port: u16,
         /// Service as `IP:PORT[/tcp|udp]`; `None` when there is one service.
@@ -154,12 +156,12 @@ pub enum Request {
     /// (`spillwayctl vip drain VIP`); in memory only, a restart announces again.
     VipDrain {
         /// A configured VIP.
-        vip: std::net::Ipv4Addr,
+        vip: std::net::IpAddr,
     },
     /// Undo [`Request::VipDrain`] (`spillwayctl vip undrain VIP`).
     VipUndrain {
         /// A configured VIP.
-        vip: std::net::Ipv4Addr,
+        vip: std::net::IpAddr,
     },
     /// Add an endpoint to a backend (a single-endpoint backend becomes a group: its
     /// `address`/`mac` become its first endpoint, named like the backend).
@@ -523,6 +525,12 @@ pub struct Counters {
     /// Control-side frames that could not be sent (no mbuf, TX full, unknown port).
     #[serde(default)]
     pub control_tx_failed: u64,
+    /// Neighbor Advertisements sent in answer to solicitations for our IPv6 addresses.
+    #[serde(default)]
+    pub nd_advertisements: u64,
+    /// Neighbor Solicitations for IPv6 addresses that are not ours (not answered).
+    #[serde(default)]
+    pub nd_not_ours: u64,
 }
 
 impl Counters {
@@ -553,6 +561,8 @@ impl Counters {
             out.ct_evicted_syn_only += c.ct_evicted_syn_only;
             out.ct_evicted_closing += c.ct_evicted_closing;
             out.ct_syn_not_tracked += c.ct_syn_not_tracked;
+            out.nd_advertisements += c.nd_advertisements;
+            out.nd_not_ours += c.nd_not_ours;
             gen = Some(gen.map_or(c.generation, |g| g.min(c.generation)));
             out.polls += c.polls;
             out.idle_polls += c.idle_polls;
@@ -881,7 +891,7 @@ mod tests {
             Request::ServiceSet { name: "web".into(), fields: vec![("spillover_ratio".into(), "0.5".into())], if_generation: None },
             Request::BackendRemove { service: "a".into(), name: "b".into(), if_generation: Some(1) },
             Request::Flows { op: FlowOp::Show { limit: 5 }, filter: FlowFilter::Backend("a".into(), "b".into()) },
-            Request::Explain { client: std::net::Ipv4Addr::new(1, 2, 3, 4), client_port: 9, vip: None },
+            Request::Explain { client: std::net::Ipv4Addr::new(1, 2, 3, 4).into(), client_port: 9, vip: None },
             Request::SnapshotShow,
             Request::EndpointAdd { service: "a".into(), backend: "g".into(), name: "e3".into(), fields: vec![("address".into(), "10.0.0.3".into())], if_generation: None },
             Request::EndpointRemove { service: "a".into(), backend: "g".into(), name: "e3".into(), if_generation: Some(2) },

@@ -149,7 +149,7 @@ pub struct Step {
     #[serde(default)]
     pub set: BTreeMap<String, BackendPatch>,
     /// Source address of the new connection.
-    pub client: Ipv4Addr,
+    pub client: std::net::IpAddr,
     /// Offered new-connection rate (cps).
     pub offered_cps: Option<f64>,
     /// What must come out.

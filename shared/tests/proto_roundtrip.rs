@@ -107,6 +107,8 @@ fn counters() -> impl Strategy<Value = Counters> {
         arp_replies_seen: n[18],
         control_tx: n[13],
         control_tx_failed: n[0],
+        nd_advertisements: n[17],
+        nd_not_ours: n[16],
     })
 }
 

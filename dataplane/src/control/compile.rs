@@ -199,6 +199,7 @@ fn compile_inner(cfg: &Config, slots: &SlotMap, input: CompileInput<'_>, neighbo
             name: String::new(),
             mac: [0; 6],
             addr: 0,
+            addr6: 0,
             healthy: false,
             evict_connections: false,
             draining_until_ms: None,
@@ -216,6 +217,18 @@ fn compile_inner(cfg: &Config, slots: &SlotMap, input: CompileInput<'_>, neighbo
     };
     for a in input.port_addrs.iter().filter(|a| **a != 0) {
         snap.arp_addrs.insert(*a, ());
+    }
+    // IPv6 port addresses come from the config (ports in config order = port index).
+    snap.port_addrs6 = cfg
+        .ports
+        .iter()
+        .map(|p| match (p.address, p.address6) {
+            (Some(std::net::IpAddr::V6(a)), _) | (_, Some(a)) => u128::from(a),
+            _ => 0,
+        })
+        .collect();
+    for a in snap.port_addrs6.iter().filter(|a| **a != 0) {
+        snap.nd_addrs.insert(*a, ());
     }
     for (si, svc) in cfg.services.iter().enumerate() {
         let states = backend_states(svc, health);
@@ -244,7 +257,14 @@ fn compile_inner(cfg: &Config, slots: &SlotMap, input: CompileInput<'_>, neighbo
                             NextHop::Static(mac) => mac,
                             NextHop::Resolve(a) => neighbors.and_then(|n| n.get(&a)).copied().unwrap_or([0; 6]),
                         },
-                        addr: u32::from(m.address),
+                        addr: match m.address {
+                            std::net::IpAddr::V4(a) => u32::from(a),
+                            std::net::IpAddr::V6(_) => 0,
+                        },
+                        addr6: match m.address {
+                            std::net::IpAddr::V4(_) => 0,
+                            std::net::IpAddr::V6(a) => u128::from(a),
+                        },
                         healthy,
                         evict_connections: false,
                         draining_until_ms: None,
@@ -289,14 +309,28 @@ fn compile_inner(cfg: &Config, slots: &SlotMap, input: CompileInput<'_>, neighbo
             built.push((sig, t.clone()));
             tables.push(Some(t));
         }
-        let vip = u32::from(svc.vip);
         let proto = svc.protocol.number();
-        snap.by_vip_port.insert((vip, svc.port, proto), si as u16);
-        snap.by_vip_proto.entry((vip, proto)).or_insert((si as u16, 0)).1 += 1;
-        snap.arp_addrs.insert(vip, ());
+        let (vip, vip6) = match svc.vip {
+            std::net::IpAddr::V4(v) => {
+                let vip = u32::from(v);
+                snap.by_vip_port.insert((vip, svc.port, proto), si as u16);
+                snap.by_vip_proto.entry((vip, proto)).or_insert((si as u16, 0)).1 += 1;
+                snap.arp_addrs.insert(vip, ());
+                (vip, 0)
+            }
+            std::net::IpAddr::V6(v) => {
+                let vip6 = u128::from(v);
+                snap.by_vip6_port.insert((vip6, svc.port, proto), si as u16);
+                snap.by_vip6_proto.entry((vip6, proto)).or_insert((si as u16, 0)).1 += 1;
+                snap.nd_addrs.insert(vip6, ());
+                (0, vip6)
+            }
+        };
         snap.services.push(ServiceSnap {
             name: svc.name.clone(),
             vip,
+            vip6,
+            ipv6: svc.vip.is_ipv6(),
             port: svc.port,
             proto,
             affinity: svc.session_affinity,

@@ -27,6 +27,8 @@ pub struct FlowReply {
     pub count: u64,
     /// Up to `limit` entries (for `Show`), with their idle time in ms.
     pub entries: Vec<(crate::fastpath::conntrack::Entry, u32)>,
+    /// Up to `limit` entries of the IPv6 table (for `Show`; `limit` covers both tables).
+    pub entries6: Vec<(crate::fastpath::conntrack::Entry<u128>, u32)>,
 }
 
 /// A worker's control mailbox. The worker checks `pending` once per poll iteration (one

@@ -16,12 +16,12 @@ pub struct SlotMap {
     incarnations: Vec<u16>,
     /// Address of the endpoint holding each slot: an endpoint whose address changes is a
     /// new endpoint (new incarnation: its connections move, docs/semantics.md).
-    addresses: Vec<Option<std::net::Ipv4Addr>>,
+    addresses: Vec<Option<std::net::IpAddr>>,
     /// Slots given to an endpoint since the last [`SlotMap::take_fresh`].
     fresh: Vec<u16>,
 }
 
-fn keys(cfg: &Config) -> Vec<(EndpointKey, std::net::Ipv4Addr)> {
+fn keys(cfg: &Config) -> Vec<(EndpointKey, std::net::IpAddr)> {
     let mut out = Vec::new();
     for s in &cfg.services {
         for b in &s.backends {

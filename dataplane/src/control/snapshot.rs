@@ -26,8 +26,12 @@ pub struct BackendSlot {
     pub name: String,
     /// Destination MAC (L2 DSR) or next-hop MAC (IPIP/GUE).
     pub mac: [u8; 6],
-    /// Backend address (host order), IPIP/GUE outer destination.
+    /// IPv4 backend address (host order), IPIP/GUE outer destination; 0 for an IPv6
+    /// endpoint.
     pub addr: u32,
+    /// IPv6 backend address (host-order `u128`), IPIP/GUE outer destination over an IPv6
+    /// underlay; 0 for an IPv4 endpoint.
+    pub addr6: u128,
     /// Health as last published.
     pub healthy: bool,
     /// Existing connections must move now (failover with drain disabled, or the drain
@@ -64,8 +68,12 @@ impl ClassTable {
 pub struct ServiceSnap {
     /// Name (for the control plane).
     pub name: String,
-    /// VIP (host order).
+    /// IPv4 VIP (host order); 0 for an IPv6 service.
     pub vip: u32,
+    /// IPv6 VIP (host-order `u128`); 0 for an IPv4 service.
+    pub vip6: u128,
+    /// Whether the VIP is IPv6 (issue 12: a service has one family).
+    pub ipv6: bool,
     /// Port.
     pub port: u16,
     /// IP protocol number.
@@ -104,6 +112,16 @@ pub struct Snapshot {
     pub by_vip_proto: HashMap<(u32, u8), (u16, u16)>,
     /// Addresses answered in ARP: VIPs and port addresses.
     pub arp_addrs: HashMap<u32, ()>,
+    /// (IPv6 VIP, port, proto) → service index.
+    pub by_vip6_port: HashMap<(u128, u16, u8), u16>,
+    /// (IPv6 VIP, proto) → (first service index, number of services), as `by_vip_proto`.
+    pub by_vip6_proto: HashMap<(u128, u8), (u16, u16)>,
+    /// IPv6 addresses answered in Neighbor Discovery (RFC 4861 §7.2.3): IPv6 VIPs and port
+    /// addresses.
+    pub nd_addrs: HashMap<u128, ()>,
+    /// IPv6 encapsulation source address per port index (0 = none): `ports[].address` when
+    /// IPv6, else `ports[].address6`.
+    pub port_addrs6: Vec<u128>,
     /// Client prefix → class id. Unmatched sources use `incompatible_class`.
     pub classes: PrefixTable<u16>,
     /// Class id for clients that are not zonal-compatible.
@@ -145,7 +163,13 @@ impl Snapshot {
     /// Class id of a client address.
     #[inline]
     pub fn class_of(&self, src: u32) -> u16 {
-        self.classes.lookup(src.into()).copied().unwrap_or(self.incompatible_class)
+        self.classes.lookup_v4(src).copied().unwrap_or(self.incompatible_class)
+    }
+
+    /// Class id of an IPv6 client address (host-order `u128`).
+    #[inline]
+    pub fn class_of6(&self, src: u128) -> u16 {
+        self.classes.lookup_v6(src).copied().unwrap_or(self.incompatible_class)
     }
 
     /// Distinct tables (shared ones counted once).

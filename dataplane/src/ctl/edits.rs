@@ -26,18 +26,39 @@ pub fn daemon_checks(cfg: &Config) -> Result<(), String> {
             for (ei, m) in b.members().iter().enumerate() {
                 let at = if b.is_group() { format!("services[{si}].backends[{bi}].endpoints[{ei}]") } else { format!("services[{si}].backends[{bi}]") };
                 // An address ARP resolves must be unicast too.
-                let resolves = m.mac.is_none() && spillway_shared::neighbors::next_hop(cfg, s, m) == spillway_shared::neighbors::NextHop::Resolve(m.address.into());
+                let next_hop = spillway_shared::neighbors::next_hop(cfg, s, m);
+                let resolves = m.mac.is_none() && next_hop == spillway_shared::neighbors::NextHop::Resolve(m.address);
+                // Next hops are resolved with ARP only: Neighbor Discovery resolution of an
+                // IPv6 next hop is not implemented, so its MAC must be configured.
+                if let spillway_shared::neighbors::NextHop::Resolve(a @ std::net::IpAddr::V6(_)) = next_hop {
+                    return Err(format!(
+                        "{at}.mac: required for the IPv6 next hop {a} (Spillway resolves next hops with ARP only; IPv6 Neighbor Discovery resolution is not implemented)"
+                    ));
+                }
                 let needs_address = resolves || s.health_check.is_some() || s.forwarding_mode != spillway_shared::config::ForwardingMode::L2_DSR;
                 let a = m.address;
-                if needs_address && (a.is_unspecified() || a.is_broadcast() || a.is_multicast() || a.is_loopback()) {
+                if needs_address && (a.is_unspecified() || a == std::net::IpAddr::from(std::net::Ipv4Addr::BROADCAST) || a.is_multicast() || a.is_loopback()) {
                     return Err(format!(
                         "{at}.address = {a}: a unicast endpoint address is required (health checks, IPIP/GUE and ARP resolution of a missing mac send to it)"
                     ));
                 }
             }
         }
-        if s.forwarding_mode != spillway_shared::config::ForwardingMode::L2_DSR && !cfg.ports.iter().any(|p| p.address.is_some()) {
-            return Err(format!("services[{si}].forwarding_mode = {:?} needs ports[].address as the outer source address", s.forwarding_mode));
+        if s.forwarding_mode != spillway_shared::config::ForwardingMode::L2_DSR {
+            // The outer source address is a port address of the endpoint's family.
+            let has4 = cfg.ports.iter().any(|p| matches!(p.address, Some(std::net::IpAddr::V4(_))));
+            let has6 = cfg.ports.iter().any(|p| matches!(p.address, Some(std::net::IpAddr::V6(_))) || p.address6.is_some());
+            for b in &s.backends {
+                for m in b.members() {
+                    if (m.address.is_ipv4() && !has4) || (m.address.is_ipv6() && !has6) {
+                        let (fam, field) = if m.address.is_ipv4() { ("IPv4", "ports[].address") } else { ("IPv6", "ports[].address (IPv6) or ports[].address6") };
+                        return Err(format!(
+                            "services[{si}].forwarding_mode = {:?} needs an {fam} port address ({field}) as the outer source address for endpoint {} ({})",
+                            s.forwarding_mode, m.name, m.address
+                        ));
+                    }
+                }
+            }
         }
     }
     Ok(())
@@ -468,7 +489,7 @@ fn into_group(b: &mut Backend) {
     }
     let mut e = Endpoint::new(Some(&b.name), b.address);
     e.mac = b.mac.take();
-    b.address = std::net::Ipv4Addr::UNSPECIFIED;
+    b.address = std::net::Ipv4Addr::UNSPECIFIED.into();
     b.endpoints.push(e);
 }
 

@@ -167,18 +167,25 @@ impl Daemon {
             Err(e) => return Response::Error { message: format!("flows: {e}") },
         };
         let mut rep = FlowsReport { per_worker: replies.iter().map(|r| r.count).collect(), total: replies.iter().map(|r| r.count).sum(), entries: Vec::new() };
+        use crate::fastpath::conntrack::Entry;
+        use spillway_shared::flow::FlowAddr;
+        // Both tables' entries, IPv4 first; addresses printed by family ([fd01::5]:40000).
+        fn row<A: FlowAddr>(e: &Entry<A>) -> (std::net::SocketAddr, std::net::SocketAddr, u8, crate::fastpath::conntrack::State, u16, u16) {
+            let k = e.key();
+            (std::net::SocketAddr::new(k.src.ip(), k.sport), std::net::SocketAddr::new(k.dst.ip(), k.dport), k.proto, e.state(), e.backend, e.incarnation)
+        }
         for (w, r) in replies.iter().enumerate() {
-            for (e, idle) in &r.entries {
-                let owner = names.iter().find(|n| n.0 == e.backend && n.1 == e.incarnation);
-                let k = e.key();
+            let rows = r.entries.iter().map(|(e, idle)| (row(e), idle)).chain(r.entries6.iter().map(|(e, idle)| (row(e), idle)));
+            for ((client, vip, proto, state, backend, incarnation), idle) in rows {
+                let owner = names.iter().find(|n| n.0 == backend && n.1 == incarnation);
                 rep.entries.push(FlowRow {
                     worker: w as u32,
-                    client: format!("{}:{}", std::net::Ipv4Addr::from(k.src), k.sport),
-                    vip: format!("{}:{}", std::net::Ipv4Addr::from(k.dst), k.dport),
-                    proto: k.proto,
+                    client: client.to_string(),
+                    vip: vip.to_string(),
+                    proto,
                     service: owner.map_or("?".into(), |o| o.2.clone()),
                     backend: owner.map_or("?".into(), |o| o.3.clone()),
-                    state: match e.state() {
+                    state: match state {
                         crate::fastpath::conntrack::State::SynOnly => "syn_only",
                         crate::fastpath::conntrack::State::Established => "established",
                         crate::fastpath::conntrack::State::Closing => "closing",
@@ -194,14 +201,14 @@ impl Daemon {
 
     /// `explain` against the live state: the pipeline with the current health and load, and
     /// the backend the published snapshot's Maglev table picks.
-    pub fn explain(&self, client: std::net::Ipv4Addr, client_port: u16, vip: Option<&str>) -> Response {
+    pub fn explain(&self, client: std::net::IpAddr, client_port: u16, vip: Option<&str>) -> Response {
         match self.explain_inner(client, client_port, vip) {
             Ok(r) => Response::Explain(r),
             Err(message) => Response::Error { message },
         }
     }
 
-    fn explain_inner(&self, client: std::net::Ipv4Addr, client_port: u16, vip: Option<&str>) -> Result<ExplainReport, String> {
+    fn explain_inner(&self, client: std::net::IpAddr, client_port: u16, vip: Option<&str>) -> Result<ExplainReport, String> {
         let st = self.control.lock().unwrap_or_else(|e| e.into_inner());
         let svc = pick_service(&st.cfg, vip)?;
         let states = crate::control::backend_states(svc, &st.health);
@@ -210,18 +217,32 @@ impl Daemon {
         let mut sst = st.states.get(&svc.name).cloned().unwrap_or_default();
         let offered: f64 = states.iter().map(|s| s.load_cps).sum();
         let d = evaluate(svc, &states, &topo, &class, if offered > 0.0 { Some(offered) } else { None }, &mut sst, self.started.elapsed().as_secs_f64());
-        let key = FlowKey::new(client, svc.vip, client_port, svc.port, svc.protocol.number());
-        let hash = key.affinity_hash(svc.session_affinity);
         let proto = svc.protocol.number();
+        use std::net::IpAddr;
+        let hash = match (client, svc.vip) {
+            (IpAddr::V4(c), IpAddr::V4(v)) => FlowKey::new(c, v, client_port, svc.port, proto).affinity_hash(svc.session_affinity),
+            (IpAddr::V6(c), IpAddr::V6(v)) => {
+                spillway_shared::flow::FlowKey6::new6(c, v, client_port, svc.port, proto).affinity_hash(svc.session_affinity)
+            }
+            _ => return Err(format!("--client {client}: not of the family of service {}'s VIP {} (one family per service)", svc.name, svc.vip)),
+        };
         // The worker's rule on the same snapshot: a new connection from one of our own
         // addresses is dropped before any backend is chosen.
         let (slot, table_size, snapshot_generation, martian) = self
             .shared
             .with_snapshot(|s| {
-                let martian = spillway_shared::martian::is_martian_source(u32::from(client), |a| s.arp_addrs.contains_key(&a));
-                let pick = s.by_vip_port.get(&(u32::from(svc.vip), svc.port, proto)).and_then(|&si| {
+                let martian = match client {
+                    IpAddr::V4(c) => spillway_shared::martian::is_martian_source(u32::from(c), |a| s.arp_addrs.contains_key(&a)),
+                    IpAddr::V6(c) => spillway_shared::martian::is_martian_source(u128::from(c), |a| s.nd_addrs.contains_key(&a)),
+                };
+                let (si, class) = match (svc.vip, client) {
+                    (IpAddr::V4(v), IpAddr::V4(c)) => (s.by_vip_port.get(&(u32::from(v), svc.port, proto)), s.class_of(u32::from(c))),
+                    (IpAddr::V6(v), IpAddr::V6(c)) => (s.by_vip6_port.get(&(u128::from(v), svc.port, proto)), s.class_of6(u128::from(c))),
+                    _ => (None, 0),
+                };
+                let pick = si.and_then(|&si| {
                     let ss = s.services.get(usize::from(si))?;
-                    let t = ss.tables.get(usize::from(s.class_of(u32::from(client))))?.as_ref()?;
+                    let t = ss.tables.get(usize::from(class))?.as_ref()?;
                     Some((t.pick(hash)?, t.maglev.len() as u32))
                 });
                 let slot = if martian { None } else { pick.map(|p| p.0) };
@@ -243,8 +264,8 @@ impl Daemon {
         .collect();
         Ok(ExplainReport {
             service: svc.name.clone(),
-            vip: format!("{}:{}/{}", svc.vip, svc.port, format!("{:?}", svc.protocol).to_lowercase()),
-            client: format!("{client}:{client_port}"),
+            vip: format!("{}/{}", std::net::SocketAddr::new(svc.vip, svc.port), format!("{:?}", svc.protocol).to_lowercase()),
+            client: std::net::SocketAddr::new(client, client_port).to_string(),
             class: class.to_string(),
             decision_json: serde_json::to_string(&d).map_err(|e| e.to_string())?,
             backends: svc.backends.iter().map(|b| b.name.clone()).collect(),
@@ -319,7 +340,7 @@ pub(crate) fn no_service(c: &Config, name: &str) -> String {
 
 /// Finds a service by `IP:PORT[/proto]` (or the only one when `vip` is `None`).
 pub fn pick_service<'a>(cfg: &'a Config, vip: Option<&str>) -> Result<&'a Service, String> {
-    let list = || cfg.services.iter().map(|s| format!("{}:{}/{:?}", s.vip, s.port, s.protocol).to_lowercase()).collect::<Vec<_>>().join(", ");
+    let list = || cfg.services.iter().map(|s| format!("{}/{:?}", std::net::SocketAddr::new(s.vip, s.port), s.protocol).to_lowercase()).collect::<Vec<_>>().join(", ");
     let Some(v) = vip else {
         return match cfg.services.len() {
             1 => Ok(&cfg.services[0]),
@@ -330,9 +351,10 @@ pub fn pick_service<'a>(cfg: &'a Config, vip: Option<&str>) -> Result<&'a Servic
         Some((a, p)) => (a, Some(p.to_ascii_lowercase())),
         None => (v, None),
     };
-    let (ip, port) = addr.split_once(':').ok_or_else(|| format!("--vip {v:?}: expected IP:PORT/PROTO, e.g. 10.0.0.100:80/tcp"))?;
-    let ip: std::net::Ipv4Addr = ip.parse().map_err(|_| format!("--vip {v:?}: {ip:?} is not an IPv4 address"))?;
-    let port: u16 = port.parse().map_err(|_| format!("--vip {v:?}: {port:?} is not a port"))?;
+    let sa: std::net::SocketAddr = addr
+        .parse()
+        .map_err(|_| format!("--vip {v:?}: expected IP:PORT/PROTO, e.g. 10.0.0.100:80/tcp or [fd00::100]:80/tcp"))?;
+    let (ip, port) = (sa.ip(), sa.port());
     cfg.services
         .iter()
         .find(|s| s.vip == ip && s.port == port && proto.as_deref().map(|p| format!("{:?}", s.protocol).to_lowercase() == p).unwrap_or(true))

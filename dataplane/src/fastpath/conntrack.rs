@@ -35,7 +35,7 @@
 //! clears expired entries long before (the longest timeout is 57,600 s), so an idle entry
 //! can never wrap around and look live again.
 
-use spillway_shared::flow::{fmix64, FlowKey};
+use spillway_shared::flow::{fmix64, FlowAddr, FlowKeyOf};
 
 /// Entries per bucket.
 pub const WAYS: usize = 4;
@@ -59,14 +59,16 @@ pub enum State {
     Closing = 3,
 }
 
-/// One tracked connection: 32 bytes.
+/// One tracked connection: 32 bytes with IPv4 addresses (`Entry<u32>`), 64 bytes with
+/// IPv6 addresses (`Entry<u128>`). Generic over the address type so the IPv4 table keeps
+/// its 32-byte entries (two per 64-byte line) and IPv6 gets a table of its own.
 #[derive(Clone, Copy, Debug)]
 #[repr(C, align(32))]
-pub struct Entry {
+pub struct Entry<A = u32> {
     /// Client address.
-    pub src: u32,
+    pub src: A,
     /// VIP.
-    pub dst: u32,
+    pub dst: A,
     /// Client port.
     pub sport: u16,
     /// VIP port.
@@ -89,24 +91,9 @@ pub struct Entry {
     pub created: u32,
 }
 
-const EMPTY_ENTRY: Entry = Entry {
-    src: 0,
-    dst: 0,
-    sport: 0,
-    dport: 0,
-    proto: 0,
-    state: State::Empty as u8,
-    backend: 0,
-    incarnation: 0,
-    service: 0,
-    last_seen: 0,
-    timeout_ms: 0,
-    created: 0,
-};
-
-impl Entry {
+impl<A: FlowAddr> Entry<A> {
     #[inline]
-    fn matches(&self, k: &FlowKey) -> bool {
+    fn matches(&self, k: &FlowKeyOf<A>) -> bool {
         self.state != State::Empty as u8
             && self.src == k.src
             && self.dst == k.dst
@@ -133,14 +120,14 @@ impl Entry {
         }
     }
     /// The key of the entry.
-    pub fn key(&self) -> FlowKey {
-        FlowKey { src: self.src, dst: self.dst, sport: self.sport, dport: self.dport, proto: self.proto }
+    pub fn key(&self) -> FlowKeyOf<A> {
+        FlowKeyOf { src: self.src, dst: self.dst, sport: self.sport, dport: self.dport, proto: self.proto }
     }
 }
 
 #[derive(Clone, Copy)]
 #[repr(C, align(128))]
-struct Bucket([Entry; WAYS]);
+struct Bucket<A>([Entry<A>; WAYS]);
 
 /// Counters of the table (plain integers: the table is owned by one worker).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -199,9 +186,11 @@ impl Default for Timeouts {
     }
 }
 
-/// The table.
-pub struct ConnTable {
-    buckets: BucketMem,
+/// The table, generic over the address type: `ConnTable` (= `ConnTable<u32>`) for IPv4,
+/// `ConnTable<u128>` for IPv6 (64-byte entries: 128 bytes per flow at capacity = 2 ×
+/// flows, issue 12).
+pub struct ConnTable<A: FlowAddr = u32> {
+    buckets: BucketMem<A>,
     mask: u64,
     seed: u64,
     /// Next bucket [`ConnTable::sweep`] visits.
@@ -210,10 +199,10 @@ pub struct ConnTable {
     pub counters: CtCounters,
 }
 
-impl ConnTable {
+impl<A: FlowAddr> ConnTable<A> {
     /// A table of at least `capacity` entries (rounded up to a power of two, ≥ `WAYS`),
-    /// bucket hash seeded with `seed`. Memory: 32 bytes × capacity.
-    pub fn new(capacity: usize, seed: u64) -> ConnTable {
+    /// bucket hash seeded with `seed`. Memory: [`Self::bytes_per_entry`] × capacity.
+    pub fn new(capacity: usize, seed: u64) -> ConnTable<A> {
         let n_buckets = (capacity.max(WAYS) / WAYS).next_power_of_two();
         ConnTable {
             buckets: BucketMem::new(n_buckets),
@@ -231,18 +220,20 @@ impl ConnTable {
 
     /// Bytes of table memory per entry slot.
     pub const fn bytes_per_entry() -> usize {
-        std::mem::size_of::<Entry>()
+        std::mem::size_of::<Entry<A>>()
     }
 
     /// The key's two candidate buckets (distinct whenever there are two buckets or more):
-    /// one seeded multiply-xor of the two key words and one murmur3 finaliser (the 5-tuple
-    /// fits in 2 × 64 bits); the low bits pick the first bucket, the high bits the second.
-    /// The seed enters before any mixing, so without it nobody can aim keys at a bucket.
+    /// one seeded multiply-xor of the two key words and one murmur3 finaliser (an IPv4
+    /// 5-tuple fits in 2 × 64 bits; IPv6 addresses are folded with the seed first,
+    /// [`FlowAddr::pair_word`]); the low bits pick the first bucket, the high bits the
+    /// second. The seed enters before any mixing, so without it nobody can aim keys at a
+    /// bucket.
     #[inline]
-    fn buckets_of(&self, k: &FlowKey) -> (usize, usize) {
-        let a = (u64::from(k.src) << 32) | u64::from(k.dst);
+    fn buckets_of(&self, k: &FlowKeyOf<A>) -> (usize, usize) {
+        let a = A::pair_word(k.src, k.dst, self.seed);
         let b = (u64::from(k.sport) << 32) | (u64::from(k.dport) << 16) | u64::from(k.proto);
-        let x = (a ^ self.seed).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ b.wrapping_add(self.seed.rotate_left(32));
+        let x = a.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ b.wrapping_add(self.seed.rotate_left(32));
         let h = fmix64(x);
         let b1 = (h & self.mask) as usize;
         let mut b2 = ((h >> 32) & self.mask) as usize;
@@ -259,7 +250,7 @@ impl ConnTable {
     /// (module docs, "Every live key is found"). A hit in the first bucket, the common
     /// case, touches one bucket (two cache lines).
     #[inline]
-    fn find(&self, k: &FlowKey) -> Option<(usize, usize)> {
+    fn find(&self, k: &FlowKeyOf<A>) -> Option<(usize, usize)> {
         let (b1, b2) = self.buckets_of(k);
         if let Some(i) = self.buckets.get(b1).and_then(|b| b.0.iter().position(|e| e.matches(k))) {
             return Some((b1, i));
@@ -273,10 +264,10 @@ impl ConnTable {
     /// processing the first one, so the DRAM misses of a large table overlap instead of
     /// being paid one after another (docs/benchmarks.md, "conntrack at 1 M flows").
     #[inline]
-    pub fn prefetch(&self, k: &FlowKey) {
+    pub fn prefetch(&self, k: &FlowKeyOf<A>) {
         let (b, _) = self.buckets_of(k);
         if let Some(bucket) = self.buckets.get(b) {
-            prefetch_lines(bucket as *const Bucket as *const u8);
+            prefetch_lines(bucket as *const Bucket<A> as *const u8, std::mem::size_of::<Bucket<A>>());
         }
     }
 
@@ -284,11 +275,11 @@ impl ConnTable {
     /// will insert (a SYN), whose insertion reads the second bucket when the first is full
     /// — always the case in a SYN flood against a full table.
     #[inline]
-    pub fn prefetch_both(&self, k: &FlowKey) {
+    pub fn prefetch_both(&self, k: &FlowKeyOf<A>) {
         let (b1, b2) = self.buckets_of(k);
         for b in [b1, b2] {
             if let Some(bucket) = self.buckets.get(b) {
-                prefetch_lines(bucket as *const Bucket as *const u8);
+                prefetch_lines(bucket as *const Bucket<A> as *const u8, std::mem::size_of::<Bucket<A>>());
             }
         }
     }
@@ -297,7 +288,7 @@ impl ConnTable {
     /// `flags` of this packet (SYN-only → established on a non-SYN packet; → closing on
     /// FIN/RST). Expired entries are misses.
     #[inline]
-    pub fn lookup(&mut self, k: &FlowKey, flags: u8, now: u32, t: &Timeouts) -> Option<Hit> {
+    pub fn lookup(&mut self, k: &FlowKeyOf<A>, flags: u8, now: u32, t: &Timeouts) -> Option<Hit> {
         if let Some((b, i)) = self.find(k) {
             if let Some(e) = self.buckets.get_mut(b).and_then(|bk| bk.0.get_mut(i)) {
                 if e.expired(now) {
@@ -318,7 +309,7 @@ impl ConnTable {
     /// Looks `k` up without touching the entry (no state change, no `last_seen` refresh,
     /// no counters): for ICMP errors, which are not flow traffic and can be forged.
     #[inline]
-    pub fn peek(&self, k: &FlowKey, now: u32) -> Option<Hit> {
+    pub fn peek(&self, k: &FlowKeyOf<A>, now: u32) -> Option<Hit> {
         let (b, i) = self.find(k)?;
         let e = self.buckets.get(b)?.0.get(i)?;
         (!e.expired(now)).then(|| Hit {
@@ -336,7 +327,7 @@ impl ConnTable {
     /// nothing is recorded (`false`, counted in `syn_not_tracked`), so a SYN flood cannot
     /// push out established connections.
     #[inline]
-    pub fn insert(&mut self, k: &FlowKey, backend: u16, incarnation: u16, service: u16, now: u32, t: &Timeouts) -> bool {
+    pub fn insert(&mut self, k: &FlowKeyOf<A>, backend: u16, incarnation: u16, service: u16, now: u32, t: &Timeouts) -> bool {
         let (b, i) = match self.find(k) {
             Some(found) => found,
             None => {
@@ -436,7 +427,7 @@ impl ConnTable {
     }
 
     /// Removes the entry for `k`, if any.
-    pub fn remove(&mut self, k: &FlowKey) -> bool {
+    pub fn remove(&mut self, k: &FlowKeyOf<A>) -> bool {
         match self.find(k) {
             Some((b, i)) => {
                 self.buckets[b].0[i].state = State::Empty as u8;
@@ -452,7 +443,7 @@ impl ConnTable {
     }
 
     /// Removes every entry for which `f` is true; returns how many (control-plane scans).
-    pub fn retain(&mut self, mut keep: impl FnMut(&Entry) -> bool) -> usize {
+    pub fn retain(&mut self, mut keep: impl FnMut(&Entry<A>) -> bool) -> usize {
         let mut n = 0;
         for b in self.buckets.iter_mut() {
             for e in b.0.iter_mut() {
@@ -466,7 +457,7 @@ impl ConnTable {
     }
 
     /// Visits every live entry.
-    pub fn for_each_live(&self, now: u32, mut f: impl FnMut(&Entry)) {
+    pub fn for_each_live(&self, now: u32, mut f: impl FnMut(&Entry<A>)) {
         for b in self.buckets.iter() {
             for e in b.0.iter() {
                 if !e.expired(now) {
@@ -483,29 +474,29 @@ impl ConnTable {
 /// lookup of a flow in a cold page also missed the TLB (page walk); with THP it spans 16
 /// (docs/benchmarks.md). An all-zero [`Entry`] is an empty slot, so zeroed memory is an
 /// empty table.
-struct BucketMem {
-    ptr: std::ptr::NonNull<Bucket>,
+struct BucketMem<A> {
+    ptr: std::ptr::NonNull<Bucket<A>>,
     len: usize,
     layout: std::alloc::Layout,
 }
 
 // SAFETY: BucketMem owns its allocation exclusively (like a Box<[Bucket]>).
-unsafe impl Send for BucketMem {}
+unsafe impl<A: Send> Send for BucketMem<A> {}
 // SAFETY: shared access only hands out `&[Bucket]`.
-unsafe impl Sync for BucketMem {}
+unsafe impl<A: Sync> Sync for BucketMem<A> {}
 
 const HUGE_PAGE: usize = 2 << 20;
 
-impl BucketMem {
-    fn new(len: usize) -> BucketMem {
-        let bytes = len * std::mem::size_of::<Bucket>();
-        let align = if bytes >= HUGE_PAGE { HUGE_PAGE } else { std::mem::align_of::<Bucket>() };
-        let layout = std::alloc::Layout::from_size_align(bytes.max(std::mem::size_of::<Bucket>()), align)
-            .unwrap_or_else(|_| std::alloc::Layout::new::<Bucket>());
+impl<A> BucketMem<A> {
+    fn new(len: usize) -> BucketMem<A> {
+        let bytes = len * std::mem::size_of::<Bucket<A>>();
+        let align = if bytes >= HUGE_PAGE { HUGE_PAGE } else { std::mem::align_of::<Bucket<A>>() };
+        let layout = std::alloc::Layout::from_size_align(bytes.max(std::mem::size_of::<Bucket<A>>()), align)
+            .unwrap_or_else(|_| std::alloc::Layout::new::<Bucket<A>>());
         // Not alloc_zeroed: that would write (fault in) every 4 KiB page before the advice.
         // SAFETY: layout has non-zero size.
         let raw = unsafe { std::alloc::alloc(layout) };
-        let Some(ptr) = std::ptr::NonNull::new(raw as *mut Bucket) else {
+        let Some(ptr) = std::ptr::NonNull::new(raw as *mut Bucket<A>) else {
             std::alloc::handle_alloc_error(layout)
         };
         #[cfg(target_os = "linux")]
@@ -520,53 +511,55 @@ impl BucketMem {
         // on the packet path.
         // SAFETY: the whole allocation is ours and u8 has no invalid values.
         unsafe { std::ptr::write_bytes(raw, 0, layout.size()) };
-        debug_assert_eq!(EMPTY_ENTRY.state, 0);
+        const { assert!(State::Empty as u8 == 0) };
         BucketMem { ptr, len, layout }
     }
 }
 
-impl std::ops::Deref for BucketMem {
-    type Target = [Bucket];
-    fn deref(&self) -> &[Bucket] {
+impl<A> std::ops::Deref for BucketMem<A> {
+    type Target = [Bucket<A>];
+    fn deref(&self) -> &[Bucket<A>] {
         // SAFETY: ptr points at `len` initialised (zeroed = empty) buckets we own.
         unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
     }
 }
 
-impl std::ops::DerefMut for BucketMem {
-    fn deref_mut(&mut self) -> &mut [Bucket] {
+impl<A> std::ops::DerefMut for BucketMem<A> {
+    fn deref_mut(&mut self) -> &mut [Bucket<A>] {
         // SAFETY: as in deref, with exclusive access through &mut self.
         unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
     }
 }
 
-impl Drop for BucketMem {
+impl<A> Drop for BucketMem<A> {
     fn drop(&mut self) {
         // SAFETY: allocated in `new` with exactly this layout.
         unsafe { std::alloc::dealloc(self.ptr.as_ptr() as *mut u8, self.layout) };
     }
 }
 
-/// Prefetches the two cache lines of a bucket at `p` (a no-op off x86-64).
+/// Prefetches the cache lines of a bucket of `len` bytes at `p` (two for IPv4's 128-byte
+/// buckets, four for IPv6's 256; a no-op off x86-64).
 #[inline(always)]
-fn prefetch_lines(p: *const u8) {
+fn prefetch_lines(p: *const u8, len: usize) {
     #[cfg(target_arch = "x86_64")]
     {
         use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        // SAFETY: PREFETCHT0 is a hint: it never faults and has no architectural effect,
-        // whatever the address; `p` and `p + 64` are inside one 128-byte bucket anyway.
-        unsafe {
-            _mm_prefetch::<_MM_HINT_T0>(p as *const i8);
-            _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(64) as *const i8);
+        let mut off = 0;
+        while off < len {
+            // SAFETY: PREFETCHT0 is a hint: it never faults and has no architectural
+            // effect, whatever the address; the lines are inside one bucket anyway.
+            unsafe { _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(off) as *const i8) };
+            off += 64;
         }
     }
     #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
+    let _ = (p, len);
 }
 
 /// TCP state machine of an entry for one packet's `flags`.
 #[inline]
-fn advance(e: &mut Entry, flags: u8, t: &Timeouts) {
+fn advance<A>(e: &mut Entry<A>, flags: u8, t: &Timeouts) {
     use crate::wire::tcp_flags::*;
     if e.proto != crate::wire::PROTO_TCP {
         // UDP and others: the second packet confirms the flow (idle timeout unchanged).

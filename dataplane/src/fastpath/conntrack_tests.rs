@@ -1,6 +1,7 @@
 //! Tests of the connection table, with a model-based proptest against a plain map.
 use super::*;
 use crate::wire::tcp_flags::*;
+use spillway_shared::flow::{FlowKey, FlowKey6};
 
 fn key(i: u32) -> FlowKey {
     FlowKey { src: 0x0a01_0000 + i, dst: 0x0a00_0064, sport: 40000, dport: 80, proto: 6 }
@@ -9,7 +10,30 @@ fn key(i: u32) -> FlowKey {
 #[test]
 fn entry_is_32_bytes() {
     assert_eq!(std::mem::size_of::<Entry>(), 32);
-    assert_eq!(std::mem::size_of::<Bucket>(), 128);
+    assert_eq!(std::mem::size_of::<Bucket<u32>>(), 128);
+    // IPv6: 64-byte entries, i.e. 128 bytes per flow at capacity = 2 x flows (issue 12)
+    assert_eq!(std::mem::size_of::<Entry<u128>>(), 64);
+    assert_eq!(ConnTable::<u128>::bytes_per_entry(), 64);
+}
+
+fn key6(i: u128) -> FlowKey6 {
+    FlowKey6 { src: (0xfd01u128 << 112) + i, dst: 0xfd00u128 << 112 | 0x100, sport: 40000, dport: 80, proto: 6 }
+}
+
+#[test]
+fn ipv6_table_tells_keys_apart_by_high_address_bits() {
+    let t = Timeouts::default();
+    let mut ct = ConnTable::<u128>::new(1024, 7);
+    ct.insert(&key6(1), 3, 1, 0, 0, &t);
+    assert_eq!(ct.lookup(&key6(1), ACK, 1, &t).map(|h| h.backend), Some(3));
+    // same low 64 bits, another /64: another flow
+    let other = FlowKey6 { src: key6(1).src ^ (1u128 << 80), ..key6(1) };
+    assert!(ct.lookup(&other, ACK, 1, &t).is_none());
+    for i in 0..600u128 {
+        ct.insert(&key6(i << 64), (i % 7) as u16, 0, 0, 2, &t);
+    }
+    let found = (0..600u128).filter(|i| ct.peek(&key6(i << 64), 3).is_some_and(|h| h.backend == (i % 7) as u16)).count();
+    assert!(found > 550, "two-choice table keeps nearly all of 600 keys in 1024 slots: {found}");
 }
 
 #[test]

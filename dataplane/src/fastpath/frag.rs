@@ -1,10 +1,11 @@
-//! Per-worker table of IPv4 datagrams seen fragmented: which service their first fragment
+//! Per-worker table of IPv4 (and, as `FragTable<u128, u32>`, IPv6) datagrams seen fragmented: which service their first fragment
 //! named, so that every later fragment (which carries no ports) reaches a backend of that
 //! service, not merely of some service on the same VIP (issue 10 item 5; public case
 //! `cases/packets/udp-fragments-two-services.pcap`).
 //!
 //! Key: (source, destination, protocol, IP identification), the datagram identity of
-//! RFC 791 §3.2. Value: the destination port the first fragment carried, from which the
+//! RFC 791 §3.2 (for IPv6: source, destination and the 32-bit Identification of the Fragment
+//! header, RFC 8200 §4.5; the protocol is the one after the Fragment header). Value: the destination port the first fragment carried, from which the
 //! worker finds the service in the current snapshot (so a new snapshot needs no flush).
 //!
 //! Direct-mapped, [`FRAG_SLOTS`] entries of 16 bytes, allocated once; an entry lives
@@ -22,7 +23,7 @@
 //! `fragment_hold_full` (docs/semantics.md, "Fragments").
 
 use arrayvec::ArrayVec;
-use spillway_shared::flow::fmix64;
+use spillway_shared::flow::{fmix64, FlowAddr};
 
 /// Entries per worker (power of two).
 pub const FRAG_SLOTS: usize = 1024;
@@ -34,10 +35,10 @@ pub const FRAG_LIFETIME_MS: u32 = 2_000;
 
 #[derive(Clone, Copy, Default)]
 #[repr(C)]
-struct FragEntry {
-    src: u32,
-    dst: u32,
-    id: u16,
+struct FragEntry<A, I> {
+    src: A,
+    dst: A,
+    id: I,
     dport: u16,
     proto: u8,
     used: bool,
@@ -45,29 +46,30 @@ struct FragEntry {
     learned: u32,
 }
 
-/// The table (one per worker).
-pub struct FragTable {
-    slots: Box<[FragEntry]>,
+/// The table (one per worker and family): `FragTable` for IPv4 (16-bit IDs),
+/// `FragTable<u128, u32>` for IPv6 (32-bit IDs).
+pub struct FragTable<A = u32, I = u16> {
+    slots: Box<[FragEntry<A, I>]>,
     cursor: usize,
 }
 
-impl Default for FragTable {
+impl<A: FlowAddr, I: Copy + Default + Eq + Into<u64>> Default for FragTable<A, I> {
     fn default() -> Self {
         FragTable { slots: vec![FragEntry::default(); FRAG_SLOTS].into_boxed_slice(), cursor: 0 }
     }
 }
 
 #[inline]
-fn slot_of(src: u32, dst: u32, id: u16, proto: u8) -> usize {
-    let x = (u64::from(src) << 32 | u64::from(dst)) ^ (u64::from(id) << 8 | u64::from(proto)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+fn slot_of<A: FlowAddr, I: Into<u64>>(src: A, dst: A, id: I, proto: u8) -> usize {
+    let x = A::pair_word(src, dst, 0) ^ (id.into() << 8 | u64::from(proto)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
     (fmix64(x) as usize) & (FRAG_SLOTS - 1)
 }
 
-impl FragTable {
+impl<A: FlowAddr, I: Copy + Default + Eq + Into<u64>> FragTable<A, I> {
     /// Records the first fragment (offset 0) of datagram (src, dst, proto, id), which named
     /// destination port `dport`, at time `now` (ms).
     #[inline]
-    pub fn learn(&mut self, src: u32, dst: u32, proto: u8, id: u16, dport: u16, now: u32) {
+    pub fn learn(&mut self, src: A, dst: A, proto: u8, id: I, dport: u16, now: u32) {
         if let Some(e) = self.slots.get_mut(slot_of(src, dst, id, proto)) {
             *e = FragEntry { src, dst, id, dport, proto, used: true, learned: now };
         }
@@ -76,7 +78,7 @@ impl FragTable {
     /// The destination port of the datagram's first fragment, if it was seen less than
     /// [`FRAG_LIFETIME_MS`] ago.
     #[inline]
-    pub fn lookup(&self, src: u32, dst: u32, proto: u8, id: u16, now: u32) -> Option<u16> {
+    pub fn lookup(&self, src: A, dst: A, proto: u8, id: I, now: u32) -> Option<u16> {
         let e = self.slots.get(slot_of(src, dst, id, proto))?;
         (e.live(now) && e.src == src && e.dst == dst && e.id == id && e.proto == proto).then_some(e.dport)
     }
@@ -97,7 +99,7 @@ impl FragTable {
     }
 }
 
-impl FragEntry {
+impl<A, I> FragEntry<A, I> {
     /// Seen at most [`FRAG_LIFETIME_MS`] ago: the age (mod 2^32) is exact while the sweep
     /// clears entries long before 2^32 ms.
     #[inline]
@@ -224,7 +226,7 @@ mod tests {
 
     #[test]
     fn learns_and_expires() {
-        let mut t = FragTable::default();
+        let mut t = FragTable::<u32, u16>::default();
         assert_eq!(t.lookup(1, 2, 17, 7, 0), None);
         t.learn(1, 2, 17, 7, 5353, 100);
         assert_eq!(t.lookup(1, 2, 17, 7, 100 + FRAG_LIFETIME_MS), Some(5353));
@@ -233,11 +235,22 @@ mod tests {
         assert_eq!(t.lookup(1, 2, 17, 7, 101 + FRAG_LIFETIME_MS), None);
     }
 
+    /// IPv6: 128-bit addresses and 32-bit identifications, every bit of both counts.
+    #[test]
+    fn ipv6_datagrams_are_told_apart_by_every_id_bit() {
+        let mut t = FragTable::<u128, u32>::default();
+        let (src, dst) = (0xfd01u128 << 112 | 5, 0xfd00u128 << 112 | 0x100);
+        t.learn(src, dst, 17, 0x8000_0001, 53, 10);
+        assert_eq!(t.lookup(src, dst, 17, 0x8000_0001, 11), Some(53));
+        assert_eq!(t.lookup(src, dst, 17, 0x0000_0001, 11), None, "high ID bits matter");
+        assert_eq!(t.lookup(src ^ 1 << 100, dst, 17, 0x8000_0001, 11), None, "high address bits matter");
+    }
+
     /// An entry never comes back when the clock wraps (review finding C3): expired at
     /// 24.8 days, and cleared by the sweep long before 49.7 days.
     #[test]
     fn entries_never_come_back_when_the_clock_wraps() {
-        let mut t = FragTable::default();
+        let mut t = FragTable::<u32, u16>::default();
         t.learn(1, 2, 17, 7, 5353, 0);
         assert_eq!(t.lookup(1, 2, 17, 7, FRAG_LIFETIME_MS + 1), None);
         assert_eq!(t.lookup(1, 2, 17, 7, (1u32 << 31) + FRAG_LIFETIME_MS + 10), None);

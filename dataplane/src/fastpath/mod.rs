@@ -14,3 +14,5 @@ pub mod frag;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_v6;

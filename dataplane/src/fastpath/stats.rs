@@ -71,6 +71,10 @@ pub struct WorkerStats {
     pub control_tx_failed: AtomicU64,
     /// Bytes (whole frames as forwarded) per backend slot.
     pub backend_bytes: Box<[AtomicU64]>,
+    /// Neighbor Advertisements sent (answers to solicitations for our IPv6 addresses).
+    pub nd_advertisements: AtomicU64,
+    /// Neighbor Solicitations for addresses that are not ours (dropped as `nd_ignored`).
+    pub nd_not_ours: AtomicU64,
 }
 
 impl Default for WorkerStats {
@@ -102,6 +106,8 @@ impl Default for WorkerStats {
             control_tx: AtomicU64::new(0),
             control_tx_failed: AtomicU64::new(0),
             backend_bytes: slots(),
+            nd_advertisements: AtomicU64::new(0),
+            nd_not_ours: AtomicU64::new(0),
         }
     }
 }
@@ -131,5 +137,7 @@ pub fn read(w: &WorkerStats) -> Counters {
         arp_replies_seen: w.arp_replies_seen.load(Relaxed),
         control_tx: w.control_tx.load(Relaxed),
         control_tx_failed: w.control_tx_failed.load(Relaxed),
+        nd_advertisements: w.nd_advertisements.load(Relaxed),
+        nd_not_ours: w.nd_not_ours.load(Relaxed),
     }
 }

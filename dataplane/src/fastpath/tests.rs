@@ -311,7 +311,7 @@
         let mut slots = SlotMap::default();
         slots.sync(&cfg).unwrap();
         let mut states = std::collections::HashMap::new();
-        let port_addrs = cfg.ports.iter().map(|p| p.address.map_or(0, u32::from)).collect();
+        let port_addrs = cfg.ports.iter().map(|p| match p.address { Some(std::net::IpAddr::V4(a)) => u32::from(a), _ => 0 }).collect();
         let s = compile(&cfg, &slots, CompileInput { health: &HealthView::new(), states: &mut states, now_sec: 0.0, generation: 1, port_addrs });
         let ports = vec![PortInfo { mac: [2, 0, 0, 0, 0, 1], forward_to: 0, addr: u32::from(std::net::Ipv4Addr::new(10, 0, 0, 2)) }];
         let mut w = Worker::new(0, 1024, 1, Timeouts::default(), Arc::new(WorkerStats::default()), ports);

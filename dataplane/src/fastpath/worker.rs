@@ -12,9 +12,16 @@ use crate::fastpath::port::{Burst, PacketBuf, Port};
 use crate::control::snapshot::{ClassTable, ServiceSnap, Snapshot};
 use crate::fastpath::frag::{DatagramId, FragHold, FragTable, Held, Release};
 use crate::fastpath::stats::{bump, WorkerStats};
-use spillway_shared::config::{ForwardingMode, SessionAffinity, TrackingMode};
-use spillway_shared::flow::FlowKey;
+use spillway_shared::config::{SessionAffinity, TrackingMode};
+use spillway_shared::flow::{FlowAddr, FlowKey, FlowKeyOf};
 use std::sync::Arc;
+
+#[path = "worker_v6.rs"]
+mod v6;
+pub use v6::Family;
+#[path = "worker_deliver.rs"]
+mod deliver;
+use deliver::Inner;
 
 /// What to do with one frame.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -53,8 +60,13 @@ pub struct Worker {
     pub id: usize,
     /// Connection table (owned).
     pub ct: ConnTable,
+    /// IPv6 connection table (owned; 64-byte entries). Small unless sized with
+    /// [`Worker::with_ipv6_capacity`] (the daemon does when the config has IPv6 services).
+    pub ct6: ConnTable<u128>,
     /// Datagrams seen fragmented: the service their first fragment named.
     pub frags: FragTable,
+    /// IPv6 datagrams seen fragmented (32-bit identification).
+    pub frags6: FragTable<u128, u32>,
     /// Timeouts, ms.
     pub timeouts: Timeouts,
     /// Counters (shared read-only with the control plane).
@@ -94,10 +106,13 @@ fn svc_slot(dst: u32, dport: u16, proto: u8) -> usize {
     (x >> 58) as usize & (SVC_CACHE - 1)
 }
 
+/// Entries of the IPv6 connection table of a worker built with [`Worker::new`].
+pub const DEFAULT_IPV6_CAPACITY: usize = 1024;
+
 /// Hash of the flow for backend selection: fragments and port-less protocols use the
 /// 3-tuple (spec/backend-selection.md: all fragments of a datagram reach one backend).
 #[inline]
-fn selection_hash(key: &FlowKey, affinity: SessionAffinity, portless: bool) -> u64 {
+fn selection_hash<A: FlowAddr>(key: &FlowKeyOf<A>, affinity: SessionAffinity, portless: bool) -> u64 {
     if portless {
         match affinity {
             SessionAffinity::CLIENT_IP | SessionAffinity::CLIENT_IP_NO_DESTINATION => key.affinity_hash(affinity),
@@ -111,8 +126,8 @@ fn selection_hash(key: &FlowKey, affinity: SessionAffinity, portless: bool) -> u
 /// The Maglev table of `svc` for the zone class of client `src`; `None` when the routing
 /// pipeline drops this class's new connections.
 #[inline]
-fn class_table<'s>(snap: &'s Snapshot, svc: &'s ServiceSnap, src: u32) -> Option<&'s ClassTable> {
-    svc.tables.get(usize::from(snap.class_of(src))).and_then(|t| t.as_deref())
+fn class_table<'s, A: Family>(snap: &'s Snapshot, svc: &'s ServiceSnap, src: A) -> Option<&'s ClassTable> {
+    svc.tables.get(usize::from(A::class_of(snap, src))).and_then(|t| t.as_deref())
 }
 
 /// The connection-table key of a flow of `svc`, and whether it is a *session* entry
@@ -123,13 +138,13 @@ fn class_table<'s>(snap: &'s Snapshot, svc: &'s ServiceSnap, src: u32) -> Option
 ///   protocol, so two services on one VIP never share a session entry, and a TCP session
 ///   keeps TCP's timeouts.
 #[inline]
-pub fn tracking_key(svc: &ServiceSnap, key: &FlowKey) -> (FlowKey, bool) {
+pub fn tracking_key<A: Family>(svc: &ServiceSnap, key: &FlowKeyOf<A>) -> (FlowKeyOf<A>, bool) {
     let five_tuple = matches!(svc.affinity, SessionAffinity::NONE | SessionAffinity::CLIENT_IP_PORT_PROTO);
     if svc.tracking == TrackingMode::PER_CONNECTION || five_tuple {
         return (*key, false);
     }
     let reduced = key.for_affinity(svc.affinity);
-    (FlowKey { src: reduced.src, dst: svc.vip, sport: 0, dport: svc.port, proto: svc.proto }, true)
+    (FlowKeyOf { src: reduced.src, dst: A::vip(svc), sport: 0, dport: svc.port, proto: svc.proto }, true)
 }
 
 /// Whether a tracked connection on backend slot `backend` (with `incarnation`) stays there
@@ -143,7 +158,7 @@ pub fn tracking_key(svc: &ServiceSnap, key: &FlowKey) -> (FlowKey, bool) {
 ///   deadline. Draining protects flows on live backends; it never overrides the
 ///   persistence rule for a dead one.
 #[inline]
-fn keeps_backend(snap: &Snapshot, svc: &ServiceSnap, svc_idx: u16, backend: u16, incarnation: u16, src: u32, now: u32) -> bool {
+fn keeps_backend<A: Family>(snap: &Snapshot, svc: &ServiceSnap, svc_idx: u16, backend: u16, incarnation: u16, src: A, now: u32) -> bool {
     let Some(b) = snap.backends.get(usize::from(backend)) else { return false };
     // The slot (with its incarnation) names one (service, backend) pair; `b.service` is that
     // service's index in *this* snapshot, so removing another service (which shifts
@@ -164,7 +179,25 @@ fn keeps_backend(snap: &Snapshot, svc: &ServiceSnap, svc_idx: u16, backend: u16,
 impl Worker {
     /// A worker with a connection table of `ct_capacity` entries.
     pub fn new(id: usize, ct_capacity: usize, seed: u64, timeouts: Timeouts, stats: Arc<WorkerStats>, ports: Vec<PortInfo>) -> Worker {
-        Worker { id, ct: ConnTable::new(ct_capacity, seed), frags: FragTable::default(), timeouts, stats, ports, svc_cache: [u16::MAX; SVC_CACHE], learned_first: false, neighbors: None }
+        Worker {
+            id,
+            ct: ConnTable::new(ct_capacity, seed),
+            ct6: ConnTable::new(DEFAULT_IPV6_CAPACITY, seed.rotate_left(17)),
+            frags: FragTable::default(),
+            frags6: FragTable::default(),
+            timeouts,
+            stats,
+            ports,
+            svc_cache: [u16::MAX; SVC_CACHE],
+            learned_first: false,
+            neighbors: None,
+        }
+    }
+
+    /// Replaces the IPv6 connection table with one of `capacity` entries (64 bytes each).
+    pub fn with_ipv6_capacity(mut self, capacity: usize, seed: u64) -> Worker {
+        self.ct6 = ConnTable::new(capacity, seed);
+        self
     }
 
     /// Decides one frame received on port `port` at time `now_ms`, rewriting it in place
@@ -197,6 +230,7 @@ impl Worker {
                 return Verdict::Drop(DropReason::ArpIgnored);
             }
             Parsed::Ipv4(p) => p,
+            Parsed::Ipv6(p) => return self.process_v6(buf, &p, pinfo, snap, now_ms),
         };
         if p.proto == wire::PROTO_ICMP {
             return self.process_icmp(buf, &p, snap, pinfo, now_ms);
@@ -235,7 +269,7 @@ impl Worker {
                 Err(r) => return Verdict::Drop(r),
             }
         };
-        self.deliver(buf, &p, svc, backend, snap, pinfo, &key)
+        self.deliver(buf, Inner::V4(&p), svc, backend, snap, pinfo, &key)
     }
 
     /// Service index of (VIP, port, protocol), through the worker's direct-mapped cache.
@@ -295,7 +329,7 @@ impl Worker {
     /// Connection-table lookup, then (on a miss, or when the entry must move) a new
     /// selection recorded in the table. Returns the backend slot.
     #[inline]
-    fn select(&mut self, key: &FlowKey, flags: u8, svc: &ServiceSnap, svc_idx: u16, snap: &Snapshot, now: u32) -> Result<u16, DropReason> {
+    fn select<A: Family>(&mut self, key: &FlowKeyOf<A>, flags: u8, svc: &ServiceSnap, svc_idx: u16, snap: &Snapshot, now: u32) -> Result<u16, DropReason> {
         let (ct_key, session) = tracking_key(svc, key);
         let syn = flags & (tcp_flags::SYN | tcp_flags::ACK) == tcp_flags::SYN && key.proto == wire::PROTO_TCP;
         // This service's idle timeout applies to its established entries.
@@ -310,7 +344,7 @@ impl Worker {
             // A session entry outlives the connections in it: their SYN, FIN and RST flags
             // neither restart nor close it; any packet confirms and refreshes it.
             let ct_flags = if session { tcp_flags::ACK } else { flags };
-            if let Some(hit) = self.ct.lookup(&ct_key, ct_flags, now, &t) {
+            if let Some(hit) = A::ct(self).lookup(&ct_key, ct_flags, now, &t) {
                 if keeps_backend(snap, svc, svc_idx, hit.backend, hit.incarnation, key.src, now) {
                     return Ok(hit.backend);
                 }
@@ -319,14 +353,14 @@ impl Worker {
         }
         // A new connection from one of our own addresses is spoofed (the backend would
         // answer itself): refuse it (the rule `explain` applies too).
-        if spillway_shared::martian::is_martian_source(key.src, |a| snap.arp_addrs.contains_key(&a)) {
+        if spillway_shared::martian::is_martian_source(key.src, |a| A::is_ours(snap, a)) {
             return Err(DropReason::MartianSource);
         }
         let b = class_table(snap, svc, key.src)
             .and_then(|t| t.pick(selection_hash(key, svc.affinity, false)))
             .ok_or(DropReason::NoBackend)?;
         let inc = snap.backends.get(usize::from(b)).map_or(0, |s| s.incarnation);
-        let tracked = self.ct.insert(&ct_key, b, inc, svc_idx, now, &t);
+        let tracked = A::ct(self).insert(&ct_key, b, inc, svc_idx, now, &t);
         // A new connection is one the table recorded, or a SYN. A flow the full table could
         // not record is forwarded by the same Maglev choice; its later packets are not new
         // connections (they would inflate the load the capacity stage reads).
@@ -366,106 +400,47 @@ impl Worker {
                 None => return Verdict::Drop(DropReason::NoBackend),
             },
         };
-        let v = self.deliver(buf, p, svc, backend, snap, pinfo, &key);
+        let v = self.deliver(buf, Inner::V4(p), svc, backend, snap, pinfo, &key);
         if v == Verdict::Forward {
             bump(&self.stats.icmp_forwarded, 1);
         }
         v
     }
 
-    /// Rewrites the frame for `backend` per the service's forwarding mode.
-    #[allow(clippy::too_many_arguments)]
-    #[inline]
-    fn deliver<B: PacketBuf>(&mut self, buf: &mut B, p: &Ipv4Info, svc: &ServiceSnap, backend: u16, snap: &Snapshot, pinfo: PortInfo, key: &FlowKey) -> Verdict {
-        let Some(b) = snap.backends.get(usize::from(backend)) else {
-            return Verdict::Drop(DropReason::NoBackend);
-        };
-        if b.mac == [0; 6] {
-            return Verdict::Drop(DropReason::NextHopUnresolved);
-        }
-        if let Some(c) = self.stats.backend_packets.get(usize::from(backend)) {
-            bump(c, 1);
-        }
-        // Bytes as received (the frame before rewriting): what the client sent this backend.
-        if let Some(c) = self.stats.backend_bytes.get(usize::from(backend)) {
-            bump(c, buf.data().len() as u64);
-        }
-        let out_mac = self.ports.get(pinfo.forward_to).map_or(pinfo.mac, |o| o.mac);
-        match svc.mode {
-            ForwardingMode::L2_DSR => {
-                match wire::EthernetFrame::new_checked(buf.data_mut()) {
-                    Ok(mut eth) => {
-                        eth.rewrite_l2(b.mac, out_mac);
-                        Verdict::Forward
-                    }
-                    Err(r) => Verdict::Drop(r),
-                }
-            }
-            ForwardingMode::IPIP | ForwardingMode::GUE => {
-                // GUE source port from the flow hash (5-tuple; 3-tuple for fragments, like
-                // their backend selection) so the backend's RSS spreads a client's flows.
-                let encap = if svc.mode == ForwardingMode::GUE {
-                    wire::Encap::gue(if p.frag.is_fragment() { key.three_tuple().hash() } else { key.hash() })
-                } else {
-                    wire::Encap::Ipip
-                };
-                let oh = encap.overhead();
-                if p.total_len + oh > usize::from(svc.encap_mtu) {
-                    // RFC 1122 §3.2.2: never an ICMP error about an ICMP error (the only
-                    // ICMP this path forwards): those are dropped as too big.
-                    if p.frag.dont_fragment && p.proto != wire::PROTO_ICMP {
-                        // RFC 1191: tell the client the MTU that fits after encapsulation.
-                        let mtu = svc.encap_mtu - oh as u16;
-                        let n = match wire::icmp_frag_needed_in_place(buf.data_mut(), p, mtu, pinfo.mac) {
-                            Ok(n) => n,
-                            Err(r) => return Verdict::Drop(r),
-                        };
-                        buf.truncate(n);
-                        bump(&self.stats.icmp_frag_needed_sent, 1);
-                        return Verdict::Reply;
-                    }
-                    return Verdict::Drop(DropReason::EncapTooBig);
-                }
-                let frame_len = buf.data().len();
-                // drop Ethernet padding beyond the IP packet before growing
-                buf.truncate((p.l3 + p.total_len).min(frame_len));
-                if !buf.prepend(oh) {
-                    return Verdict::Drop(DropReason::NoHeadroom);
-                }
-                let src = snap.port_addrs.get(pinfo.forward_to).copied().filter(|a| *a != 0).unwrap_or(pinfo.addr);
-                let tunnel = wire::Tunnel { encap, src, dst: b.addr, dst_mac: b.mac, src_mac: out_mac };
-                match tunnel.encapsulate(buf.data_mut(), p.l3, p.total_len) {
-                    Ok(n) => {
-                        buf.truncate(n);
-                        Verdict::Forward
-                    }
-                    Err(r) => Verdict::Drop(r),
-                }
-            }
-        }
-    }
-
     /// Runs a control request on this worker's connection table (see
     /// [`crate::control::Mailbox`]); called from the poll loop only when one is pending.
     pub fn control(&mut self, req: &crate::control::FlowRequest, now_ms: u32) -> crate::control::FlowReply {
         use spillway_shared::proto::FlowOp;
-        let matches = |e: &crate::fastpath::conntrack::Entry| req.slots.as_ref().is_none_or(|s| s.contains(&(e.backend, e.incarnation)));
+        let matches = |backend: u16, incarnation: u16| req.slots.as_ref().is_none_or(|s| s.contains(&(backend, incarnation)));
         let mut reply = crate::control::FlowReply { seq: req.seq, ..Default::default() };
         match req.op {
-            FlowOp::Count => self.ct.for_each_live(now_ms, |e| {
-                if matches(e) {
-                    reply.count += 1;
-                }
-            }),
-            FlowOp::Show { limit } => self.ct.for_each_live(now_ms, |e| {
-                if matches(e) {
-                    reply.count += 1;
-                    if reply.entries.len() < (limit as usize).min(crate::control::MAX_SHOW_PER_WORKER) {
-                        reply.entries.push((*e, now_ms.wrapping_sub(e.last_seen)));
+            FlowOp::Count => {
+                self.ct.for_each_live(now_ms, |e| reply.count += u64::from(matches(e.backend, e.incarnation)));
+                self.ct6.for_each_live(now_ms, |e| reply.count += u64::from(matches(e.backend, e.incarnation)));
+            }
+            FlowOp::Show { limit } => {
+                let max = (limit as usize).min(crate::control::MAX_SHOW_PER_WORKER);
+                self.ct.for_each_live(now_ms, |e| {
+                    if matches(e.backend, e.incarnation) {
+                        reply.count += 1;
+                        if reply.entries.len() < max {
+                            reply.entries.push((*e, now_ms.wrapping_sub(e.last_seen)));
+                        }
                     }
-                }
-            }),
-            FlowOp::Flush => reply.count = self.ct.retain(|e| !matches(e)) as u64,
+                });
+                self.ct6.for_each_live(now_ms, |e| {
+                    if matches(e.backend, e.incarnation) {
+                        reply.count += 1;
+                        if reply.entries.len() + reply.entries6.len() < max {
+                            reply.entries6.push((*e, now_ms.wrapping_sub(e.last_seen)));
+                        }
+                    }
+                });
+            }
+            FlowOp::Flush => {
+                reply.count = self.ct.retain(|e| !matches(e.backend, e.incarnation)) as u64;
+                reply.count += self.ct6.retain(|e| !matches(e.backend, e.incarnation)) as u64;
+            }
         }
         reply
     }
@@ -520,14 +495,17 @@ impl Worker {
         // Clear a few expired entries so no idle entry's u32 age can wrap (conntrack docs).
         self.ct.sweep(now_ms, SWEEP_BUCKETS_PER_POLL);
         self.frags.sweep(now_ms, FRAG_SWEEP_PER_POLL);
-        let c = &self.ct.counters;
+        self.ct6.sweep(now_ms, SWEEP_BUCKETS_PER_POLL);
+        self.frags6.sweep(now_ms, FRAG_SWEEP_PER_POLL);
+        // Both families' tables count in the same counters.
+        let (c, c6) = (&self.ct.counters, &self.ct6.counters);
         let s = &self.stats;
         use std::sync::atomic::Ordering::Relaxed;
-        s.ct_hits.store(c.hits, Relaxed);
-        s.ct_misses.store(c.misses, Relaxed);
-        s.ct_evicted_syn_only.store(c.evicted_syn_only, Relaxed);
-        s.ct_evicted_closing.store(c.evicted_closing, Relaxed);
-        s.ct_syn_not_tracked.store(c.syn_not_tracked, Relaxed);
+        s.ct_hits.store(c.hits + c6.hits, Relaxed);
+        s.ct_misses.store(c.misses + c6.misses, Relaxed);
+        s.ct_evicted_syn_only.store(c.evicted_syn_only + c6.evicted_syn_only, Relaxed);
+        s.ct_evicted_closing.store(c.evicted_closing + c6.evicted_closing, Relaxed);
+        s.ct_syn_not_tracked.store(c.syn_not_tracked + c6.syn_not_tracked, Relaxed);
         total
     }
 }

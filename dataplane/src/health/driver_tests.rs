@@ -91,6 +91,7 @@ fn check(kind: HealthCheckKind, interval: f64, timeout: f64, healthy: u32, unhea
 }
 
 fn target(backend: &str, addr: SocketAddrV4, check: HealthCheck) -> Target {
+    let addr = addr.into();
     Target { service: "svc".into(), backend: backend.into(), endpoint: backend.into(), addr, check }
 }
 
@@ -167,7 +168,7 @@ fn health_probe_port_overrides_service_port() {
     let svc_addr = SocketAddrV4::new(Ipv4Addr::LOCALHOST, closed_port().port());
     let (c, rx) = start(vec![target("p", svc_addr, chk)], false);
     assert!(event_for(&rx, "p", GENEROUS).healthy);
-    assert_eq!(status(&c, "p").probe_addr, srv.addr);
+    assert_eq!(status(&c, "p").probe_addr, std::net::SocketAddr::from(srv.addr));
 }
 
 #[test]
@@ -300,7 +301,7 @@ fn health_update_keeps_unchanged_and_resets_changed() {
     assert!(get("gone").is_none());
     let sa = get("a").unwrap();
     assert!(sa.probes_sent >= 3 && sa.healthy && sa.rtt_ewma_ms.is_some(), "a kept: {sa:?}");
-    assert_eq!(sa.probe_addr, srv.addr);
+    assert_eq!(sa.probe_addr, std::net::SocketAddr::from(srv.addr));
     let sd = get("d").unwrap();
     assert!(!sd.healthy && sd.consecutive_failures >= 2, "d kept its unhealthy state: {sd:?}");
     let sb = get("b").unwrap();
@@ -315,7 +316,7 @@ fn health_update_keeps_unchanged_and_resets_changed() {
     wait_until(&c, "a", GENEROUS, |s| s.probes_sent > before);
     // Changing d's address to the live server resets it to healthy (initial state).
     let mut d2 = d.clone();
-    d2.addr = srv.addr;
+    d2.addr = srv.addr.into();
     c.update(vec![a, d2]);
     let sd = status(&c, "d");
     assert!(sd.healthy && sd.consecutive_failures == 0 && sd.probes_failed == 0, "{sd:?}");
@@ -469,4 +470,60 @@ fn health_probes_skipped_when_out_of_descriptors() {
     setrlimit(Resource::Nofile, old).unwrap();
     let before = s.probes_sent;
     wait_until(&c, "t", GENEROUS, |s| s.probes_sent > before);
+}
+
+/// Issue 12: TCP, HTTP and UDP probes over IPv6 (loopback ::1): healthy when the endpoint
+/// answers, unhealthy when nothing listens; the HTTP Host header brackets the address.
+#[test]
+fn health_probes_over_ipv6() {
+    let l = TcpListener::bind("[::1]:0").expect("IPv6 loopback");
+    let tcp_addr = l.local_addr().unwrap();
+    let seen = Arc::new(Mutex::new(String::new()));
+    let seen2 = seen.clone();
+    std::thread::spawn(move || {
+        for c in l.incoming().flatten() {
+            let mut c = c;
+            c.set_read_timeout(Some(Duration::from_secs(1))).unwrap();
+            let mut b = [0u8; 512];
+            // the TCP probe connects and closes; only the HTTP probe sends a request
+            match c.read(&mut b) {
+                Ok(n) if b[..n].starts_with(b"GET ") => *seen2.lock().unwrap() = String::from_utf8_lossy(&b[..n]).into_owned(),
+                _ => continue,
+            }
+            let _ = c.write_all(b"HTTP/1.0 200 OK\r\n\r\n");
+        }
+    });
+    let echo = UdpSocket::bind("[::1]:0").unwrap();
+    let udp_addr = echo.local_addr().unwrap();
+    std::thread::spawn(move || {
+        let mut b = [0u8; 256];
+        while let Ok((n, from)) = echo.recv_from(&mut b) {
+            let _ = echo.send_to(&b[..n], from);
+        }
+    });
+    let closed = {
+        let l = TcpListener::bind("[::1]:0").unwrap();
+        l.local_addr().unwrap()
+    };
+    let mut udp = check(HealthCheckKind::Udp, 0.05, 0.2, 1, 1);
+    udp.udp_request = "PING".into();
+    udp.udp_expect = "PING".into();
+    let t6 = |name: &str, addr: std::net::SocketAddr, chk: HealthCheck| Target { service: "svc".into(), backend: name.into(), endpoint: name.into(), addr, check: chk };
+    let (c, rx) = start(
+        vec![
+            t6("tcp6", tcp_addr, check(HealthCheckKind::Tcp, 0.05, 0.2, 1, 1)),
+            t6("http6", tcp_addr, check(HealthCheckKind::Http, 0.05, 0.2, 1, 1)),
+            t6("udp6", udp_addr, udp),
+            t6("closed6", closed, check(HealthCheckKind::Tcp, 0.05, 0.2, 1, 1)),
+        ],
+        false,
+    );
+    for b in ["tcp6", "http6", "udp6"] {
+        assert!(wait_until(&c, b, GENEROUS, |s| s.healthy).healthy, "{b}");
+    }
+    let _ = event_for(&rx, "tcp6", GENEROUS);
+    let s = wait_until(&c, "closed6", GENEROUS, |s| s.probes_failed >= 2);
+    assert!(!s.healthy, "nothing listens: {s:?}");
+    let req = seen.lock().unwrap().clone();
+    assert!(req.contains(&format!("Host: [::1]:{}", tcp_addr.port())), "{req}");
 }

@@ -52,7 +52,7 @@ pub use tracker::{HealthTracker, ProbeResult, RttHistogram, Transition, RTT_BUCK
 pub use view::{apply_snapshot, is_current, reconcile, sync_after_edit};
 
 use std::io;
-use std::net::SocketAddrV4;
+use std::net::SocketAddr;
 use std::time::Instant;
 
 /// Smallest probe interval the driver accepts (seconds); smaller values are raised to it.
@@ -88,7 +88,7 @@ pub struct TargetStatus {
     /// Endpoint name (within the backend).
     pub endpoint: String,
     /// Address probed.
-    pub probe_addr: SocketAddrV4,
+    pub probe_addr: SocketAddr,
     /// Current state: `true` = healthy.
     pub healthy: bool,
     /// Consecutive successful probes.

@@ -8,7 +8,7 @@ use super::tracker::{HealthTracker, ProbeResult};
 use super::{HealthEvent, TargetStatus};
 use spillway_shared::config::{Config, HealthCheck};
 use std::collections::HashMap;
-use std::net::SocketAddrV4;
+use std::net::SocketAddr;
 use std::time::Instant;
 
 /// (service, backend, endpoint): the key of a target, of a [`HealthEvent`] and of the
@@ -27,15 +27,15 @@ pub struct Target {
     pub endpoint: String,
     /// Endpoint address and the service port; the probe goes to
     /// `check.port.unwrap_or(addr.port())` on `addr.ip()`.
-    pub addr: SocketAddrV4,
+    pub addr: SocketAddr,
     /// What to probe and how often.
     pub check: HealthCheck,
 }
 
 impl Target {
     /// The address probed: `addr` with `check.port` when set.
-    pub fn probe_addr(&self) -> SocketAddrV4 {
-        SocketAddrV4::new(*self.addr.ip(), self.check.port.unwrap_or(self.addr.port()))
+    pub fn probe_addr(&self) -> SocketAddr {
+        SocketAddr::from((self.addr.ip(), self.check.port.unwrap_or(self.addr.port())))
     }
 
     /// The target's key.
@@ -57,7 +57,7 @@ pub fn targets_from_config(cfg: &Config) -> Vec<Target> {
                     service: s.name.clone(),
                     backend: b.name.clone(),
                     endpoint: m.name,
-                    addr: SocketAddrV4::new(m.address, s.port),
+                    addr: SocketAddr::from((m.address, s.port)),
                     check: check.clone(),
                 });
             }
@@ -255,7 +255,7 @@ mod tests {
             service: "svc".into(),
             backend: backend.into(),
             endpoint: backend.into(),
-            addr: SocketAddrV4::new(Ipv4Addr::LOCALHOST, port),
+            addr: SocketAddr::from((Ipv4Addr::LOCALHOST, port)),
             check: HealthCheck { path: path.into(), healthy_threshold: 1, unhealthy_threshold: 1, ..HealthCheck::default() },
         }
     }

@@ -89,7 +89,7 @@ mod tests {
     use super::*;
     use crate::control::EndpointView;
     use spillway_shared::config::{HealthCheck, HealthCheckKind};
-    use std::net::{Ipv4Addr, SocketAddrV4};
+    use std::net::{Ipv4Addr, SocketAddr};
     use std::time::{Duration, Instant};
 
     fn key(b: &str) -> TargetKey {
@@ -101,7 +101,7 @@ mod tests {
             service: "svc".into(),
             backend: "a".into(),
             endpoint: "a".into(),
-            addr: SocketAddrV4::new(Ipv4Addr::LOCALHOST, 80),
+            addr: SocketAddr::from((Ipv4Addr::LOCALHOST, 80)),
             check: HealthCheck { kind: HealthCheckKind::Http, path: path.into(), healthy_threshold: 2, unhealthy_threshold: 2, ..HealthCheck::default() },
         }
     }
@@ -176,7 +176,7 @@ mod tests {
             service: "svc".into(),
             backend: "a".into(),
             endpoint: "a".into(),
-            probe_addr: SocketAddrV4::new(Ipv4Addr::LOCALHOST, 80),
+            probe_addr: SocketAddr::from((Ipv4Addr::LOCALHOST, 80)),
             healthy: false,
             consecutive_successes: 0,
             consecutive_failures: 2,

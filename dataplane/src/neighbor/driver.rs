@@ -114,7 +114,12 @@ impl Resolver {
         if self.ports.is_empty() {
             return;
         }
-        let mut addrs: Vec<Ipv4Addr> = cfg.services.iter().map(|s| s.vip).chain(self.ports.iter().map(|p| p.addr).filter(|a| !a.is_unspecified())).collect();
+        // IPv4 only: IPv6 addresses are announced by unsolicited Neighbor Advertisements (not
+        // sent yet, docs/operations.md "IPv6").
+        let mut addrs: Vec<Ipv4Addr> = cfg.services.iter().filter_map(|s| match s.vip {
+            std::net::IpAddr::V4(v) => Some(v),
+            std::net::IpAddr::V6(_) => None,
+        }).chain(self.ports.iter().map(|p| p.addr).filter(|a| !a.is_unspecified())).collect();
         addrs.sort();
         addrs.dedup();
         for a in addrs {

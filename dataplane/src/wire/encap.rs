@@ -1,5 +1,9 @@
 //! Encapsulation towards backends: IPv4-in-IPv4 (RFC 2003) and GUE variant 1, i.e. IPv4
 //! directly in UDP to port 6080 (draft-ietf-intarea-gue §4, RFC 8086 style UDP tunnels).
+//! Either family inside either family: [`Tunnel`] writes an IPv4 outer header (protocol 4
+//! for an IPv4 inner packet, 41 for IPv6, RFC 4213 §3.5), [`Tunnel6`] an IPv6 outer header
+//! (Next Header 4 or 41, RFC 2473); GUE variant 1 tells the inner family by its version
+//! nibble. The inner family is read from the inner packet's first byte.
 //!
 //! Outer header choices (docs/semantics.md, "TTL" and "Encapsulation headers"):
 //! - outer TTL is set to [`OUTER_TTL`], not copied from the inner header (RFC 2003 §3.1: "a
@@ -11,7 +15,8 @@
 //! - the GUE source port comes from the flow hash ([`Encap::gue`]), so the backend's RSS
 //!   spreads one client's flows.
 
-use super::ethernet::{emit_header, MacAddr, ETHERTYPE_IPV4, ETH_LEN};
+use super::ethernet::{emit_header, MacAddr, ETHERTYPE_IPV4, ETHERTYPE_IPV6, ETH_LEN};
+use super::ipv6::{upper_checksum, Ipv6Repr, IPV6_LEN, NH_IPV6};
 use super::ipv4::{Ipv4Repr, IPV4_MIN_LEN, PROTO_IPIP, PROTO_UDP};
 use super::l4::{UdpRepr, UDP_LEN};
 use super::DropReason;
@@ -46,13 +51,34 @@ impl Encap {
         Encap::Gue { src_port: GUE_SRC_PORT_MIN | ((flow_hash >> 48) as u16 & 0x3fff) }
     }
 
-    /// Bytes added in front of the inner IPv4 packet: 20 (IPIP) or 28 (GUE).
+    /// Bytes added in front of the inner packet with an IPv4 outer header: 20 (IPIP) or 28
+    /// (GUE).
     #[inline]
     pub fn overhead(self) -> usize {
         match self {
             Encap::Ipip => IPV4_MIN_LEN,
             Encap::Gue { .. } => IPV4_MIN_LEN + UDP_LEN,
         }
+    }
+
+    /// Bytes added with an IPv6 outer header: 40 (IP-in-IPv6) or 48 (GUE over IPv6).
+    #[inline]
+    pub fn overhead6(self) -> usize {
+        match self {
+            Encap::Ipip => IPV6_LEN,
+            Encap::Gue { .. } => IPV6_LEN + UDP_LEN,
+        }
+    }
+}
+
+/// IP protocol / Next Header of an inner packet starting with `first_byte`: 41 (IPv6) when
+/// its version nibble is 6, else 4 (IPv4).
+#[inline]
+fn inner_protocol(first_byte: u8) -> u8 {
+    if first_byte >> 4 == 6 {
+        NH_IPV6
+    } else {
+        PROTO_IPIP
     }
 }
 
@@ -94,15 +120,70 @@ impl Tunnel {
         // tags); in range by the check above.
         frame.copy_within(inner_at..inner_at + inner_len, new_inner_at);
         emit_header(frame, self.dst_mac, self.src_mac, ETHERTYPE_IPV4)?;
-        let outer = frame.get_mut(ETH_LEN..total).ok_or(DropReason::NoHeadroom)?;
         let protocol = match self.encap {
-            Encap::Ipip => PROTO_IPIP,
+            Encap::Ipip => inner_protocol(frame.get(new_inner_at).copied().unwrap_or(0x45)),
             Encap::Gue { .. } => PROTO_UDP,
         };
+        let outer = frame.get_mut(ETH_LEN..total).ok_or(DropReason::NoHeadroom)?;
         Ipv4Repr { src: self.src, dst: self.dst, protocol, payload_len: overhead - IPV4_MIN_LEN + inner_len, ident: 0, dont_fragment: true, ttl: OUTER_TTL }.emit(outer)?;
         if let Encap::Gue { src_port } = self.encap {
             let udp = outer.get_mut(IPV4_MIN_LEN..).ok_or(DropReason::NoHeadroom)?;
             UdpRepr { src_port, dst_port: GUE_PORT, payload_len: inner_len }.emit(udp)?;
+        }
+        Ok(total)
+    }
+}
+
+/// A tunnel with an IPv6 outer header (an IPv6 underlay): IP-in-IPv6 (RFC 2473) or GUE
+/// over UDP/IPv6 with a full UDP checksum (RFC 8200 §8.1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Tunnel6 {
+    /// Encapsulation.
+    pub encap: Encap,
+    /// Outer source address (our port's IPv6 address, host-order `u128`).
+    pub src: u128,
+    /// Outer destination address (the backend).
+    pub dst: u128,
+    /// Ethernet destination (the backend or next hop).
+    pub dst_mac: MacAddr,
+    /// Ethernet source (our forwarding port).
+    pub src_mac: MacAddr,
+    /// Outer flow label (RFC 6438: from the flow hash, so ECMP and RSS spread flows).
+    pub flow_label: u32,
+}
+
+impl Tunnel6 {
+    /// As [`Tunnel::encapsulate`] with an IPv6 outer header: `frame` has
+    /// `self.encap.overhead6()` new bytes at the front. Layout after: Ethernet | IPv6 (hop
+    /// limit [`OUTER_TTL`]) | [UDP] | inner packet. `Err(NoHeadroom)` when `frame` is too
+    /// short, `Err(MalformedIpv6)` when the outer payload would exceed 65,535 bytes.
+    #[inline]
+    pub fn encapsulate(&self, frame: &mut [u8], inner_l3: usize, inner_len: usize) -> Result<usize, DropReason> {
+        let overhead = self.encap.overhead6();
+        let inner_at = overhead + inner_l3;
+        let new_inner_at = ETH_LEN + overhead;
+        let total = new_inner_at + inner_len;
+        if frame.len() < inner_at + inner_len || frame.len() < total {
+            return Err(DropReason::NoHeadroom);
+        }
+        frame.copy_within(inner_at..inner_at + inner_len, new_inner_at);
+        emit_header(frame, self.dst_mac, self.src_mac, ETHERTYPE_IPV6)?;
+        let next_header = match self.encap {
+            Encap::Ipip => inner_protocol(frame.get(new_inner_at).copied().unwrap_or(0x45)),
+            Encap::Gue { .. } => PROTO_UDP,
+        };
+        let outer = frame.get_mut(ETH_LEN..total).ok_or(DropReason::NoHeadroom)?;
+        let payload_len = overhead - IPV6_LEN + inner_len;
+        Ipv6Repr { src: self.src, dst: self.dst, next_header, payload_len, hop_limit: OUTER_TTL, flow_label: self.flow_label }.emit(outer)?;
+        if let Encap::Gue { src_port } = self.encap {
+            let udp = outer.get_mut(IPV6_LEN..).ok_or(DropReason::NoHeadroom)?;
+            UdpRepr { src_port, dst_port: GUE_PORT, payload_len: inner_len }.emit(udp)?;
+            // RFC 8200 §8.1: a UDP checksum over IPv6 is not optional; 0 is sent as 0xffff.
+            let c = match upper_checksum(self.src, self.dst, PROTO_UDP, udp) {
+                0 => 0xffff,
+                c => c,
+            };
+            udp.get_mut(6..8).ok_or(DropReason::NoHeadroom)?.copy_from_slice(&c.to_be_bytes());
         }
         Ok(total)
     }
@@ -145,6 +226,35 @@ mod tests {
                     prop_assert_eq!(r, DropReason::NoHeadroom);
                 }
             }
+        }
+
+        /// IPv6 underlay: Ethernet (0x86dd) | IPv6 (hop limit 64, payload = overhead − 40 +
+        /// inner, the flow label) | [UDP to 6080 with a checksum etherparse accepts] | the
+        /// inner bytes; Next Header 4 or 41 by the inner version nibble.
+        #[test]
+        fn encapsulate6_layout(mut inner in prop::collection::vec(any::<u8>(), 1..120), v6_inner in any::<bool>(), gue in any::<bool>(), hash in any::<u64>(), tags in 0usize..3) {
+            inner[0] = if v6_inner { 0x60 } else { 0x45 };
+            let encap = if gue { Encap::gue(hash) } else { Encap::Ipip };
+            let t = Tunnel6 { encap, src: 0xfd00 << 112 | 2, dst: 0xfd00_0021 << 96 | 1, dst_mac: [3; 6], src_mac: [4; 6], flow_label: 0x12345 };
+            let l3 = ETH_LEN + 4 * tags;
+            let mut frame = vec![0xee; encap.overhead6() + l3];
+            frame.extend_from_slice(&inner);
+            let total = t.encapsulate(&mut frame, l3, inner.len()).unwrap();
+            prop_assert_eq!(total, ETH_LEN + encap.overhead6() + inner.len());
+            prop_assert_eq!(&frame[12..14], &[0x86, 0xdd]);
+            let ip = etherparse::Ipv6HeaderSlice::from_slice(&frame[ETH_LEN..total]).unwrap();
+            prop_assert_eq!((ip.hop_limit(), usize::from(ip.payload_length()), ip.flow_label().value()), (OUTER_TTL, encap.overhead6() - IPV6_LEN + inner.len(), 0x12345));
+            match encap {
+                Encap::Ipip => prop_assert_eq!(ip.next_header().0, if v6_inner { 41 } else { 4 }),
+                Encap::Gue { src_port } => {
+                    prop_assert_eq!(ip.next_header().0, PROTO_UDP);
+                    let u = etherparse::UdpSlice::from_slice(&frame[ETH_LEN + IPV6_LEN..total]).unwrap();
+                    prop_assert_eq!((u.source_port(), u.destination_port()), (src_port, GUE_PORT));
+                    let want = u.to_header().calc_checksum_ipv6(&ip.to_header(), u.payload()).unwrap();
+                    prop_assert_eq!(u.checksum(), want);
+                }
+            }
+            prop_assert_eq!(&frame[ETH_LEN + encap.overhead6()..total], &inner[..]);
         }
     }
 }

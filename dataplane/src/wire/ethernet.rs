@@ -20,6 +20,8 @@ pub const MAX_TAGS: usize = 2;
 pub const ETHERTYPE_IPV4: u16 = 0x0800;
 /// EtherType ARP.
 pub const ETHERTYPE_ARP: u16 = 0x0806;
+/// EtherType IPv6.
+pub const ETHERTYPE_IPV6: u16 = 0x86dd;
 /// EtherType 802.1Q VLAN tag.
 pub const ETHERTYPE_VLAN: u16 = 0x8100;
 /// EtherType 802.1ad service tag (QinQ outer).

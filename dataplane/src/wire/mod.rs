@@ -1,6 +1,7 @@
 //! Wire formats of the packet path, one file per header, in the style of smoltcp
-//! `src/wire`: [`ethernet`] (with 802.1Q / QinQ tags), [`arp`], [`ipv4`], [`l4`] (TCP, UDP),
-//! [`icmp`], [`encap`] (IPIP, GUE) and [`checksum`] (RFC 1071).
+//! `src/wire`: [`ethernet`] (with 802.1Q / QinQ tags), [`arp`], [`ipv4`], [`ipv6`] (with the
+//! extension-header walk), [`l4`] (TCP, UDP), [`icmp`], [`icmpv6`] (with Neighbor
+//! Discovery), [`encap`] (IPIP, GUE, over IPv4 or IPv6) and [`checksum`] (RFC 1071).
 //!
 //! Each header has a view over a byte buffer (`XxxPacket<T: AsRef<[u8]>>`) whose
 //! `new_checked` checks the length once; its accessors read named field ranges inside the
@@ -19,15 +20,19 @@ pub mod checksum;
 pub mod encap;
 pub mod ethernet;
 pub mod icmp;
+pub mod icmpv6;
 pub mod ipv4;
+pub mod ipv6;
 pub mod l4;
 
 pub use arp::{ArpInfo, ArpPacket};
 pub use checksum::checksum;
 pub use encap::{Encap, Tunnel, GUE_PORT};
-pub use ethernet::{EthernetFrame, MacAddr, ETHERTYPE_ARP, ETHERTYPE_IPV4, ETHERTYPE_QINQ, ETHERTYPE_QINQ_OLD, ETHERTYPE_VLAN, ETH_LEN};
+pub use ethernet::{EthernetFrame, MacAddr, ETHERTYPE_ARP, ETHERTYPE_IPV4, ETHERTYPE_IPV6, ETHERTYPE_QINQ, ETHERTYPE_QINQ_OLD, ETHERTYPE_VLAN, ETH_LEN};
 pub use icmp::{frag_needed_len, icmp_frag_needed_in_place, icmp_quote, IcmpQuote};
+pub use icmpv6::{icmpv6_quote, Icmpv6Quote};
 pub use ipv4::{Frag, Ipv4Packet, Ipv4Repr, PROTO_ICMP, PROTO_IPIP, PROTO_TCP, PROTO_UDP};
+pub use ipv6::{Ipv6Packet, Ipv6Repr, NH_ICMPV6};
 pub use l4::{tcp_flags, TcpPacket, UdpPacket};
 
 /// Why a frame was not forwarded. Every drop has one of these reasons and a counter
@@ -42,7 +47,7 @@ pub use l4::{tcp_flags, TcpPacket, UdpPacket};
 pub enum DropReason {
     /// Shorter than an Ethernet header (or its VLAN tags).
     TruncatedEthernet = 0,
-    /// EtherType neither IPv4 nor ARP (e.g. IPv6, LLDP).
+    /// EtherType neither IPv4, IPv6 nor ARP (e.g. LLDP).
     UnsupportedEthertype,
     /// IPv4 header shorter than 20 bytes, bad version or IHL.
     MalformedIpv4,
@@ -93,6 +98,19 @@ pub enum DropReason {
     /// it, or a last-resort choice when nothing is eligible, gets here (docs/operations.md
     /// "Next hops"). A configured `mac` is never all-zero, so zero means unresolved.
     NextHopUnresolved,
+    /// IPv6 header shorter than 40 bytes or version ≠ 6.
+    MalformedIpv6,
+    /// IPv6 payload length beyond the frame, or an extension header running past the
+    /// payload.
+    TruncatedIpv6,
+    /// More IPv6 extension headers than [`ipv6::MAX_EXT_HEADERS`] (a bound on per-packet
+    /// work).
+    Ipv6ExtChain,
+    /// IPv6 hop limit 0: never forwarded (RFC 8200 §3; as `ttl_exceeded` for IPv4).
+    HopLimitExceeded,
+    /// A Neighbor Solicitation for an address that is not ours (not a VIP nor a port
+    /// address), an invalid one (RFC 4861 §7.1.1), or other Neighbor Discovery traffic.
+    NdIgnored,
 }
 
 impl DropReason {
@@ -111,6 +129,59 @@ pub enum Parsed {
     Arp(ArpInfo),
     /// An IPv4 packet.
     Ipv4(Ipv4Info),
+    /// An IPv6 packet.
+    Ipv6(Ipv6Info),
+}
+
+/// IPv6 and L4 fields of a packet, with the offsets the rewrites need.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ipv6Info {
+    /// Offset of the IPv6 header in the frame (14 + 4 per VLAN tag).
+    pub l3: usize,
+    /// IPv6 payload length (bytes after the 40-byte header), ≤ frame length − l3 − 40.
+    pub payload_len: usize,
+    /// Offset in the frame of the upper-layer header (after the extension headers).
+    pub l4: usize,
+    /// Source address (host-order `u128`).
+    pub src: u128,
+    /// Destination address.
+    pub dst: u128,
+    /// Upper-layer protocol ([`ipv6::ExtWalk::proto`]).
+    pub proto: u8,
+    /// Hop limit (≥ 1: [`parse`] drops 0).
+    pub hop_limit: u8,
+    /// Whether the packet has a Fragment header (first fragment or not).
+    pub fragmented: bool,
+    /// Fragment offset in 8-octet units (0 when not fragmented).
+    pub frag_offset: u16,
+    /// M flag of the Fragment header (more fragments follow).
+    pub frag_more: bool,
+    /// Fragment identification (32 bits, RFC 8200 §4.5).
+    pub ident: u32,
+    /// Source port (TCP/UDP; 0 when absent, e.g. non-first fragments, ICMPv6).
+    pub sport: u16,
+    /// Destination port.
+    pub dport: u16,
+    /// TCP flags (0 for non-TCP).
+    pub tcp_flags: u8,
+    /// Whether `sport`/`dport` were read from the packet.
+    pub has_ports: bool,
+}
+
+impl Ipv6Info {
+    /// Length of the IPv6 packet (header + payload).
+    #[inline]
+    pub fn total_len(&self) -> usize {
+        ipv6::IPV6_LEN + self.payload_len
+    }
+
+    /// Whether this is a fragment of a larger datagram: a Fragment header with a non-zero
+    /// offset or the M flag. An atomic fragment (offset 0, M clear, RFC 6946) is the whole
+    /// datagram and is balanced like an unfragmented packet.
+    #[inline]
+    pub fn is_fragment(&self) -> bool {
+        self.fragmented && (self.frag_offset != 0 || self.frag_more)
+    }
 }
 
 /// IPv4 and L4 fields of a packet, with the offsets the rewrites need.
@@ -166,6 +237,7 @@ pub fn parse(frame: &[u8]) -> Result<Parsed, DropReason> {
     let l3 = eth.header_len();
     match eth.ethertype() {
         ETHERTYPE_IPV4 => parse_ipv4(eth.payload(), l3).map(Parsed::Ipv4),
+        ETHERTYPE_IPV6 => parse_ipv6(eth.payload(), l3).map(Parsed::Ipv6),
         ETHERTYPE_ARP => Ok(Parsed::Arp(ArpPacket::new_checked(eth.payload())?.info(l3))),
         _ => Err(DropReason::UnsupportedEthertype),
     }
@@ -200,6 +272,49 @@ fn parse_ipv4(l3_bytes: &[u8], l3: usize) -> Result<Ipv4Info, DropReason> {
             (info.sport, info.dport, info.tcp_flags, info.has_ports) = (tcp.src_port(), tcp.dst_port(), tcp.flags(), true);
         } else if info.proto == PROTO_UDP {
             let udp = UdpPacket::new_checked(ip.payload())?;
+            (info.sport, info.dport, info.has_ports) = (udp.src_port(), udp.dst_port(), true);
+        }
+    }
+    Ok(info)
+}
+
+/// Parses the IPv6 packet `l3_bytes` (at offset `l3` of its frame): the fixed header
+/// ([`Ipv6Packet`]), hop limit ≥ 1 (`Err(HopLimitExceeded)`), the extension-header chain
+/// ([`ipv6::walk_ext`], bounded), and for TCP/UDP in a first fragment or a whole packet
+/// the ports (and TCP flags). Non-first fragments are never read past their Fragment header.
+#[inline]
+fn parse_ipv6(l3_bytes: &[u8], l3: usize) -> Result<Ipv6Info, DropReason> {
+    let ip = Ipv6Packet::new_checked(l3_bytes)?;
+    if ip.hop_limit() == 0 {
+        return Err(DropReason::HopLimitExceeded);
+    }
+    let payload = ip.payload();
+    let w = ipv6::walk_ext(ip.next_header(), payload)?;
+    let frag = w.frag.unwrap_or_default();
+    let mut info = Ipv6Info {
+        l3,
+        payload_len: ip.payload_len(),
+        l4: l3 + ipv6::IPV6_LEN + w.offset,
+        src: ip.src_addr(),
+        dst: ip.dst_addr(),
+        proto: w.proto,
+        hop_limit: ip.hop_limit(),
+        fragmented: w.frag.is_some(),
+        frag_offset: frag.offset,
+        frag_more: frag.more,
+        ident: frag.ident,
+        sport: 0,
+        dport: 0,
+        tcp_flags: 0,
+        has_ports: false,
+    };
+    if frag.offset == 0 {
+        let upper = payload.get(w.offset..).unwrap_or(&[]);
+        if info.proto == PROTO_TCP {
+            let tcp = TcpPacket::new_checked(upper)?;
+            (info.sport, info.dport, info.tcp_flags, info.has_ports) = (tcp.src_port(), tcp.dst_port(), tcp.flags(), true);
+        } else if info.proto == PROTO_UDP {
+            let udp = UdpPacket::new_checked(upper)?;
             (info.sport, info.dport, info.has_ports) = (udp.src_port(), udp.dst_port(), true);
         }
     }

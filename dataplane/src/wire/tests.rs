@@ -45,9 +45,13 @@ fn parses_tcp_through_vlan_tags() {
 fn malformed_frames_have_reasons() {
     assert_eq!(parse(&[0u8; 5]), Err(DropReason::TruncatedEthernet));
     let mut f = tcp_syn(&[]);
-    f[12] = 0x86;
-    f[13] = 0xdd;
+    f[12] = 0x88;
+    f[13] = 0xcc; // LLDP
     assert_eq!(parse(&f), Err(DropReason::UnsupportedEthertype));
+    let mut f = tcp_syn(&[]);
+    f[12] = 0x86;
+    f[13] = 0xdd; // an IPv4 header under the IPv6 EtherType
+    assert_eq!(parse(&f), Err(DropReason::MalformedIpv6));
     let mut f = tcp_syn(&[]);
     f[16] = 0x05; // total length 0x05xx > frame
     assert_eq!(parse(&f), Err(DropReason::TruncatedIpv4));
@@ -96,6 +100,11 @@ fn drop_reason_names_are_stable() {
             "fragment_hold_full",
             "neighbor_queue_full",
             "next_hop_unresolved",
+            "malformed_ipv6",
+            "truncated_ipv6",
+            "ipv6_ext_chain",
+            "hop_limit_exceeded",
+            "nd_ignored",
         ]
     );
     assert_eq!(DropReason::COUNT, names.len());

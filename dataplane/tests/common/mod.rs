@@ -148,11 +148,15 @@ pub struct Setup {
     pub backends: usize,
     /// The port's own address.
     pub port_address: bool,
+    /// Also the IPv6 services of `cases/packets/README.md` on fd00::100: TCP/80 on backends
+    /// 8–11 and UDP/53 on backends 12–13 (addresses `fd00:21::N` / `fd00:22::N`), and the
+    /// client zone fd01::/64.
+    pub ipv6: bool,
 }
 
 impl Default for Setup {
     fn default() -> Self {
-        Setup { mode: "L2_DSR", encap_mtu: 1500, ct_capacity: None, udp53: false, udp5353: false, backends: 4, port_address: true }
+        Setup { mode: "L2_DSR", encap_mtu: 1500, ct_capacity: None, udp53: false, udp5353: false, backends: 4, port_address: true, ipv6: false }
     }
 }
 
@@ -189,6 +193,16 @@ impl Setup {
         }
         if self.udp5353 {
             svcs.push(("mdns", 5353, "udp", self.backends));
+        }
+        if self.ipv6 {
+            s += "[[client_zones]]\nprefix = \"fd01::/64\"\nzone = \"z1\"\n\n";
+            for (name, port, proto, first, n, net) in [("web6", 80u16, "tcp", 8usize, 4usize, 21), ("dns6", 53, "udp", 12, 2, 22)] {
+                s += &format!("[[services]]\nname = \"{name}\"\nvip = \"fd00::100\"\nport = {port}\nprotocol = \"{proto}\"\n");
+                s += &format!("forwarding_mode = \"{}\"\nencap_mtu = {}\n\n", self.mode, self.encap_mtu);
+                for i in first..first + n {
+                    s += &format!("[[services.backends]]\nname = \"b{}\"\naddress = \"fd00:{net}::{}\"\nmac = \"{}\"\nzone = \"z1\"\n\n", i + 1, i - first + 1, mac(backend_mac(i)));
+                }
+            }
         }
         for (name, port, proto, first) in svcs {
             s += &format!("[[services]]\nname = \"{name}\"\nvip = \"{}\"\nport = {port}\nprotocol = \"{proto}\"\n", ip(VIP));

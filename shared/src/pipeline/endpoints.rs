@@ -71,7 +71,7 @@ mod tests {
     use crate::config::{Backend, Endpoint, Protocol};
 
     fn svc() -> Service {
-        let mut s = Service::new("web", "10.0.0.100".parse().unwrap(), 80, Protocol::Tcp);
+        let mut s = Service::new("web", "10.0.0.100".parse::<std::net::IpAddr>().unwrap(), 80, Protocol::Tcp);
         let mut g1 = Backend::new("g1", "z1");
         for (i, w) in [(1u8, 50), (2, 150), (3, 100)] {
             let mut e = Endpoint::new(None, std::net::Ipv4Addr::new(10, 0, 1, i));

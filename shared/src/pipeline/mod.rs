@@ -39,7 +39,7 @@ use crate::config::{Config, Location, Service};
 use crate::net::PrefixTable;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
-use std::net::Ipv4Addr;
+use std::net::IpAddr;
 
 /// Where this forwarder runs and what it knows about zones, regions, distances and clients.
 ///
@@ -128,7 +128,7 @@ impl Topology {
     /// The class of a client address: longest-prefix match on `client_zones`; a prefix
     /// marked `compatible = false`, no match, or a zone outside the forwarder's region is
     /// [`ClientClass::Incompatible`].
-    pub fn classify(&self, client: Ipv4Addr) -> ClientClass {
+    pub fn classify(&self, client: impl Into<IpAddr>) -> ClientClass {
         match self.clients.lookup(client) {
             Some(Some(z)) if self.zone_compatible(z) => ClientClass::Zone(z.clone()),
             _ => ClientClass::Incompatible,

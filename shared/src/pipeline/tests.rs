@@ -15,6 +15,9 @@ fn topo(forwarder: bool) -> Topology {
         cz("10.2.0.0/16", Some("z2"), true),
         cz("10.8.0.0/16", None, false),
         cz("10.9.0.0/16", Some("y1"), true),
+        cz("fd01::/48", Some("z1"), true),
+        cz("fd01:0:0:5::/64", Some("z2"), true),
+        cz("fd08::/16", None, false),
     ];
     let fwd = forwarder.then(|| Location { zone: "z1".into(), region: "r1".into() });
     Topology::from_parts(fwd, &zones, &BTreeMap::new(), &clients)
@@ -23,22 +26,27 @@ fn topo(forwarder: bool) -> Topology {
 #[test]
 fn classify_lpm_and_compatibility() {
     let t = topo(true);
-    let c = |s: &str| t.classify(s.parse().unwrap());
+    let c = |s: &str| t.classify(s.parse::<std::net::IpAddr>().unwrap());
     assert_eq!(c("10.1.0.1"), ClientClass::Zone("z1".into()));
     assert_eq!(c("10.1.5.9"), ClientClass::Zone("z2".into()), "longest prefix wins");
     assert_eq!(c("10.8.0.1"), ClientClass::Incompatible, "compatible = false");
     assert_eq!(c("192.0.2.1"), ClientClass::Incompatible, "no match");
     assert_eq!(c("10.9.0.1"), ClientClass::Incompatible, "other region than the forwarder");
+    // IPv6 clients (issue 12): longest prefix over 128 bits, never matching IPv4 prefixes
+    assert_eq!(c("fd01::7"), ClientClass::Zone("z1".into()));
+    assert_eq!(c("fd01:0:0:5::7"), ClientClass::Zone("z2".into()), "longest IPv6 prefix wins");
+    assert_eq!(c("fd08::1"), ClientClass::Incompatible, "compatible = false");
+    assert_eq!(c("::ffff:10.1.0.1"), ClientClass::Incompatible, "an IPv4-mapped address is not an IPv4 client");
     assert_eq!(
         t.client_classes(),
         vec![ClientClass::Zone("z1".into()), ClientClass::Zone("z2".into()), ClientClass::Incompatible]
     );
     // without a forwarder location the region is unknown: every zone is compatible
-    assert_eq!(topo(false).classify("10.9.0.1".parse().unwrap()), ClientClass::Zone("y1".into()));
+    assert_eq!(topo(false).classify("10.9.0.1".parse::<std::net::IpAddr>().unwrap()), ClientClass::Zone("y1".into()));
 }
 
 fn svc(n: usize) -> Service {
-    let mut s = Service::new("s", Ipv4Addr::new(10, 0, 0, 1), 80, Protocol::Tcp);
+    let mut s = Service::new("s", std::net::Ipv4Addr::new(10, 0, 0, 1), 80, Protocol::Tcp);
     for i in 0..n {
         s.backends.push(Backend::new(&format!("b{i}"), if i % 2 == 0 { "z1" } else { "z2" }));
     }

@@ -30,6 +30,8 @@ impl Plan {
         let a = target.probe_addr();
         let host = match &c.host {
             Some(h) => h.clone(),
+            // RFC 3986 §3.2.2: an IPv6 literal in a Host header is bracketed.
+            None if a.port() == default_port && a.is_ipv6() => format!("[{}]", a.ip()),
             None if a.port() == default_port => a.ip().to_string(),
             None => a.to_string(),
         };
@@ -96,12 +98,12 @@ pub fn ready(ex: &mut Exchange, plan: &Plan) -> Step {
 mod tests {
     use super::*;
     use spillway_shared::config::{HealthCheck, HealthCheckKind};
-    use std::net::{Ipv4Addr, SocketAddrV4};
+    use std::net::{Ipv4Addr, SocketAddr};
 
     fn plan(f: impl FnOnce(&mut HealthCheck)) -> Plan {
         let mut check = HealthCheck { kind: HealthCheckKind::Http, ..HealthCheck::default() };
         f(&mut check);
-        let t = Target { service: "s".into(), backend: "b".into(), endpoint: "b".into(), addr: SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 1), 8080), check };
+        let t = Target { service: "s".into(), backend: "b".into(), endpoint: "b".into(), addr: SocketAddr::from((Ipv4Addr::new(10, 0, 0, 1), 8080)), check };
         Plan::new(&t, 80)
     }
 

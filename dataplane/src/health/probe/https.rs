@@ -15,7 +15,7 @@ use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::{ClientConfig, ClientConnection, DigitallySignedStruct, RootCertStore, SignatureScheme};
 use spillway_shared::config::HEALTH_MAX_BODY;
 use std::io::{self, Read};
-use std::net::{IpAddr, SocketAddrV4};
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 /// The two TLS client configs of a checker, built on first use: one that accepts any
@@ -105,7 +105,7 @@ impl Plan {
     pub fn new(target: &Target, tls: &mut TlsConfigs) -> Plan {
         let name = match &target.check.sni {
             Some(sni) => ServerName::try_from(sni.clone()).map_err(|e| format!("sni {sni:?}: {e}")),
-            None => Ok(ServerName::IpAddress(IpAddr::V4(*target.addr.ip()).into())),
+            None => Ok(ServerName::IpAddress(target.addr.ip().into())),
         };
         let tls = name.and_then(|n| Ok((tls.get(target.check.verify)?, n)));
         Plan { http: http::Plan::new(target, 443), tls }
@@ -129,7 +129,7 @@ impl std::fmt::Debug for Probe {
 impl Probe {
     /// Starts the non-blocking connect; the request is queued in the TLS session and
     /// goes out once the handshake is done.
-    pub fn start(plan: &Plan, addr: SocketAddrV4, registry: &Registry, token: Token) -> io::Result<Probe> {
+    pub fn start(plan: &Plan, addr: SocketAddr, registry: &Registry, token: Token) -> io::Result<Probe> {
         let (config, name) = plan.tls.clone().map_err(io::Error::other)?;
         let mut conn = ClientConnection::new(config, name).map_err(|e| io::Error::other(format!("TLS setup: {e}")))?;
         io::Write::write_all(&mut conn.writer(), &plan.http.request)?;

@@ -18,7 +18,7 @@ use mio::{Interest, Registry, Token};
 use socket2::{Domain, Socket, Type};
 use spillway_shared::config::HealthCheckKind;
 use std::io::{self, Read, Write};
-use std::net::SocketAddrV4;
+use std::net::SocketAddr;
 use std::time::Duration;
 
 /// What one target's probes do; immutable while the target is unchanged.
@@ -72,7 +72,7 @@ impl Probe {
     /// Opens the socket (non-blocking), starts the connect (for UDP: sends the request)
     /// and registers it with `registry` under `token`. An error here is either a local
     /// shortage (see [`super::is_local_error`]) or the backend's failure.
-    pub fn start(plan: &Plan, addr: SocketAddrV4, registry: &Registry, token: Token) -> io::Result<Probe> {
+    pub fn start(plan: &Plan, addr: SocketAddr, registry: &Registry, token: Token) -> io::Result<Probe> {
         Ok(match plan {
             Plan::Tcp(_) => Probe::Tcp(Exchange::start(addr, registry, token)?),
             Plan::Http(_) => Probe::Http(Exchange::start(addr, registry, token)?),
@@ -120,7 +120,7 @@ enum Phase {
 
 impl Exchange {
     /// Starts the non-blocking connect.
-    pub(crate) fn start(addr: SocketAddrV4, registry: &Registry, token: Token) -> io::Result<Exchange> {
+    pub(crate) fn start(addr: SocketAddr, registry: &Registry, token: Token) -> io::Result<Exchange> {
         Ok(Exchange { stream: connect_tcp(addr, registry, token)?, phase: Phase::Connecting })
     }
 
@@ -168,8 +168,8 @@ impl Exchange {
 /// A non-blocking TCP socket with `SO_LINGER` 0 (its close sends a RST, so probing
 /// leaves no `TIME_WAIT` behind) and a connect in progress, registered for both
 /// directions.
-pub(crate) fn connect_tcp(addr: SocketAddrV4, registry: &Registry, token: Token) -> io::Result<TcpStream> {
-    let s = Socket::new(Domain::IPV4, Type::STREAM.nonblocking(), None)?;
+pub(crate) fn connect_tcp(addr: SocketAddr, registry: &Registry, token: Token) -> io::Result<TcpStream> {
+    let s = Socket::new(Domain::for_address(addr), Type::STREAM.nonblocking(), None)?;
     s.set_linger(Some(Duration::ZERO))?;
     match s.connect(&addr.into()) {
         Ok(()) => {}

@@ -9,7 +9,7 @@ use mio::{Interest, Registry, Token};
 use socket2::{Domain, Socket, Type};
 use spillway_shared::config::HealthCheck;
 use std::io;
-use std::net::SocketAddrV4;
+use std::net::SocketAddr;
 
 /// Payloads of a UDP check.
 #[derive(Debug)]
@@ -34,8 +34,8 @@ pub struct Probe {
 impl Probe {
     /// Opens a non-blocking socket connected to `addr`, sends the request and registers
     /// for the answer.
-    pub fn start(plan: &Plan, addr: SocketAddrV4, registry: &Registry, token: Token) -> io::Result<Probe> {
-        let s = Socket::new(Domain::IPV4, Type::DGRAM.nonblocking(), None)?;
+    pub fn start(plan: &Plan, addr: SocketAddr, registry: &Registry, token: Token) -> io::Result<Probe> {
+        let s = Socket::new(Domain::for_address(addr), Type::DGRAM.nonblocking(), None)?;
         s.connect(&addr.into())?;
         let mut socket = UdpSocket::from_std(std::net::UdpSocket::from(s));
         socket.send(&plan.request)?;

@@ -1,0 +1,155 @@
+//! Delivery of a decided packet to its backend, for both families (issue 12): L2 DSR,
+//! IPIP/GUE over an IPv4 or IPv6 underlay, and the "too big" answers (ICMP fragmentation
+//! needed, ICMPv6 Packet Too Big). A child of [`super`]; same packet-path rules.
+
+use super::{PortInfo, Verdict, Worker};
+use crate::control::snapshot::{ServiceSnap, Snapshot};
+use crate::fastpath::port::PacketBuf;
+use crate::fastpath::stats::bump;
+use crate::wire::{self, DropReason, Ipv4Info, Ipv6Info};
+use spillway_shared::config::ForwardingMode;
+use spillway_shared::flow::{FlowAddr, FlowKeyOf};
+
+/// The packet being delivered, of either family.
+#[derive(Clone, Copy)]
+pub(super) enum Inner<'a> {
+    V4(&'a Ipv4Info),
+    V6(&'a Ipv6Info),
+}
+
+impl Inner<'_> {
+    #[inline]
+    fn l3(&self) -> usize {
+        match self {
+            Inner::V4(p) => p.l3,
+            Inner::V6(p) => p.l3,
+        }
+    }
+    #[inline]
+    fn total_len(&self) -> usize {
+        match self {
+            Inner::V4(p) => p.total_len,
+            Inner::V6(p) => p.total_len(),
+        }
+    }
+    #[inline]
+    fn is_fragment(&self) -> bool {
+        match self {
+            Inner::V4(p) => p.frag.is_fragment(),
+            Inner::V6(p) => p.is_fragment(),
+        }
+    }
+}
+
+impl Worker {
+    /// Rewrites the frame for `backend` per the service's forwarding mode: L2 DSR rewrites
+    /// the MACs; IPIP/GUE encapsulate in an outer header of the *endpoint's* family (an
+    /// IPv4 VIP may ride an IPv6 underlay and the reverse). When the encapsulated packet
+    /// would exceed `encap_mtu`, the client is told the MTU that fits: ICMP "fragmentation
+    /// needed" for IPv4 with DF (RFC 1191), ICMPv6 Packet Too Big for IPv6 (RFC 8201, never
+    /// below 1280); never about an ICMP error (RFC 1122 §3.2.2, RFC 4443 §2.4(e)).
+    /// The flow hash of `key` (the 3-tuple for fragments, like their backend selection)
+    /// seeds the GUE source port and the outer flow label; L2 DSR never computes it.
+    #[allow(clippy::too_many_arguments)]
+    #[inline]
+    pub(super) fn deliver<B: PacketBuf, A: FlowAddr>(&mut self, buf: &mut B, p: Inner<'_>, svc: &ServiceSnap, backend: u16, snap: &Snapshot, pinfo: PortInfo, key: &FlowKeyOf<A>) -> Verdict {
+        let Some(b) = snap.backends.get(usize::from(backend)) else {
+            return Verdict::Drop(DropReason::NoBackend);
+        };
+        if b.mac == [0; 6] {
+            return Verdict::Drop(DropReason::NextHopUnresolved);
+        }
+        if let Some(c) = self.stats.backend_packets.get(usize::from(backend)) {
+            bump(c, 1);
+        }
+        // Bytes as received (the frame before rewriting): what the client sent this backend.
+        if let Some(c) = self.stats.backend_bytes.get(usize::from(backend)) {
+            bump(c, buf.data().len() as u64);
+        }
+        let out_mac = self.ports.get(pinfo.forward_to).map_or(pinfo.mac, |o| o.mac);
+        match svc.mode {
+            ForwardingMode::L2_DSR => {
+                match wire::EthernetFrame::new_checked(buf.data_mut()) {
+                    Ok(mut eth) => {
+                        eth.rewrite_l2(b.mac, out_mac);
+                        Verdict::Forward
+                    }
+                    Err(r) => Verdict::Drop(r),
+                }
+            }
+            ForwardingMode::IPIP | ForwardingMode::GUE => {
+                // GUE source port from the flow hash (5-tuple; 3-tuple for fragments, like
+                // their backend selection) so the backend's RSS spreads a client's flows.
+                let flow_hash = if p.is_fragment() { key.three_tuple().hash() } else { key.hash() };
+                let encap = if svc.mode == ForwardingMode::GUE { wire::Encap::gue(flow_hash) } else { wire::Encap::Ipip };
+                let outer6 = b.addr6 != 0;
+                let oh = if outer6 { encap.overhead6() } else { encap.overhead() };
+                let total_len = p.total_len();
+                if total_len + oh > usize::from(svc.encap_mtu) {
+                    return self.too_big(buf, p, svc.encap_mtu.saturating_sub(oh as u16), pinfo);
+                }
+                let (l3, frame_len) = (p.l3(), buf.data().len());
+                // drop Ethernet padding beyond the IP packet before growing
+                buf.truncate((l3 + total_len).min(frame_len));
+                if !buf.prepend(oh) {
+                    return Verdict::Drop(DropReason::NoHeadroom);
+                }
+                let r = if outer6 {
+                    let src = snap.port_addrs6.get(pinfo.forward_to).copied().filter(|a| *a != 0).or_else(|| snap.port_addrs6.iter().copied().find(|a| *a != 0)).unwrap_or(0);
+                    let flow_label = (flow_hash >> 12) as u32 & 0x000f_ffff;
+                    wire::encap::Tunnel6 { encap, src, dst: b.addr6, dst_mac: b.mac, src_mac: out_mac, flow_label }.encapsulate(buf.data_mut(), l3, total_len)
+                } else {
+                    let src = snap.port_addrs.get(pinfo.forward_to).copied().filter(|a| *a != 0).unwrap_or(pinfo.addr);
+                    wire::Tunnel { encap, src, dst: b.addr, dst_mac: b.mac, src_mac: out_mac }.encapsulate(buf.data_mut(), l3, total_len)
+                };
+                match r {
+                    Ok(n) => {
+                        buf.truncate(n);
+                        Verdict::Forward
+                    }
+                    Err(r) => Verdict::Drop(r),
+                }
+            }
+        }
+    }
+
+    /// A packet too big for the tunnel: the ICMP "fragmentation needed" (IPv4 with DF) or
+    /// ICMPv6 Packet Too Big (IPv6, `mtu` raised to 1280) answer back out the receiving
+    /// port, or `encap_too_big` (IPv4 without DF, and ICMP errors, which never get an error).
+    #[cold]
+    fn too_big<B: PacketBuf>(&mut self, buf: &mut B, p: Inner<'_>, mtu: u16, pinfo: PortInfo) -> Verdict {
+        match p {
+            Inner::V4(p) => {
+                if p.frag.dont_fragment && p.proto != wire::PROTO_ICMP {
+                    let n = match wire::icmp_frag_needed_in_place(buf.data_mut(), p, mtu, pinfo.mac) {
+                        Ok(n) => n,
+                        Err(r) => return Verdict::Drop(r),
+                    };
+                    buf.truncate(n);
+                    bump(&self.stats.icmp_frag_needed_sent, 1);
+                    return Verdict::Reply;
+                }
+                Verdict::Drop(DropReason::EncapTooBig)
+            }
+            Inner::V6(p) => {
+                // IPv6 is never fragmented on the path (RFC 8200 §5): always tell the source,
+                // unless the packet is itself an ICMPv6 error (RFC 4443 §2.4(e)).
+                if p.proto == wire::NH_ICMPV6 {
+                    return Verdict::Drop(DropReason::EncapTooBig);
+                }
+                let need = p.l3 + wire::ipv6::IPV6_LEN + wire::icmpv6::ICMPV6_HEADER_LEN + p.total_len().min(wire::icmpv6::MAX_QUOTE);
+                let have = buf.data().len();
+                if have < need && !buf.append(need - have) {
+                    return Verdict::Drop(DropReason::NoHeadroom);
+                }
+                let n = match wire::icmpv6::packet_too_big_in_place(buf.data_mut(), p, mtu, pinfo.mac) {
+                    Ok(n) => n,
+                    Err(r) => return Verdict::Drop(r),
+                };
+                buf.truncate(n);
+                bump(&self.stats.icmp_frag_needed_sent, 1);
+                Verdict::Reply
+            }
+        }
+    }
+}

@@ -1,0 +1,189 @@
+//! The worker's IPv6 path (issue 12), next to the IPv4 one of [`super`]: the address
+//! [`Family`] trait that makes selection and tracking generic over `u32`/`u128` addresses,
+//! and the IPv6 handlers — service lookup, fragments (32-bit identification), ICMPv6
+//! (Neighbor Discovery answers, errors quoting a flow). Same rules as the parent: no locks,
+//! allocation, syscalls or panics per packet.
+
+use super::{class_table, selection_hash, tracking_key, Inner, PortInfo, Verdict, Worker};
+use crate::control::snapshot::{ServiceSnap, Snapshot};
+use crate::fastpath::conntrack::ConnTable;
+use crate::fastpath::port::PacketBuf;
+use crate::fastpath::stats::bump;
+use crate::wire::{self, DropReason, Ipv6Info};
+use spillway_shared::flow::{FlowAddr, FlowKey6};
+
+/// An address family of the packet path: `u32` (IPv4) or `u128` (IPv6) addresses. What
+/// differs between the families for selection and tracking: the VIP of a service, the
+/// client class lookup, our own addresses and the connection table.
+pub trait Family: FlowAddr {
+    /// The service's VIP in this family (0 for a service of the other family).
+    fn vip(svc: &ServiceSnap) -> Self;
+    /// Client class of a source address.
+    fn class_of(snap: &Snapshot, src: Self) -> u16;
+    /// Whether `a` is one of our addresses (a VIP or a port address).
+    fn is_ours(snap: &Snapshot, a: Self) -> bool;
+    /// The worker's connection table of this family.
+    fn ct(w: &mut Worker) -> &mut ConnTable<Self>;
+}
+
+impl Family for u32 {
+    #[inline]
+    fn vip(svc: &ServiceSnap) -> u32 {
+        svc.vip
+    }
+    #[inline]
+    fn class_of(snap: &Snapshot, src: u32) -> u16 {
+        snap.class_of(src)
+    }
+    #[inline]
+    fn is_ours(snap: &Snapshot, a: u32) -> bool {
+        snap.arp_addrs.contains_key(&a)
+    }
+    #[inline]
+    fn ct(w: &mut Worker) -> &mut ConnTable<u32> {
+        &mut w.ct
+    }
+}
+
+impl Family for u128 {
+    #[inline]
+    fn vip(svc: &ServiceSnap) -> u128 {
+        svc.vip6
+    }
+    #[inline]
+    fn class_of(snap: &Snapshot, src: u128) -> u16 {
+        snap.class_of6(src)
+    }
+    #[inline]
+    fn is_ours(snap: &Snapshot, a: u128) -> bool {
+        snap.nd_addrs.contains_key(&a)
+    }
+    #[inline]
+    fn ct(w: &mut Worker) -> &mut ConnTable<u128> {
+        &mut w.ct6
+    }
+}
+
+impl Worker {
+    /// The IPv6 path, next to the IPv4 one in [`Worker::process`]: ICMPv6 (Neighbor
+    /// Discovery, errors quoting a flow), then service lookup, selection (connection table
+    /// for TCP/UDP, the 3-tuple for fragments, all fragments of a datagram to one backend
+    /// through [`FragTable`] with 32-bit IDs) and delivery.
+    #[inline]
+    pub(super) fn process_v6<B: PacketBuf>(&mut self, buf: &mut B, p: &Ipv6Info, pinfo: PortInfo, snap: &Snapshot, now: u32) -> Verdict {
+        if p.proto == wire::NH_ICMPV6 && !p.fragmented {
+            return self.process_icmpv6(buf, p, snap, pinfo, now);
+        }
+        let fragment = p.is_fragment();
+        let svc_idx = if fragment {
+            match self.fragment_service6(p, snap, now) {
+                Ok(s) => s,
+                Err(r) => return Verdict::Drop(r),
+            }
+        } else if p.has_ports {
+            snap.by_vip6_port.get(&(p.dst, p.dport, p.proto)).copied()
+        } else {
+            snap.by_vip6_proto.get(&(p.dst, p.proto)).map(|v| v.0)
+        };
+        let Some(svc_idx) = svc_idx else {
+            let is_vip = snap.nd_addrs.contains_key(&p.dst);
+            return Verdict::Drop(if is_vip { DropReason::NoService } else { DropReason::NotForVip });
+        };
+        let Some(svc) = snap.services.get(usize::from(svc_idx)) else {
+            return Verdict::Drop(DropReason::NoService);
+        };
+        let key = FlowKey6 { src: p.src, dst: p.dst, sport: p.sport, dport: p.dport, proto: p.proto };
+        let backend = if fragment || !p.has_ports {
+            bump(&self.stats.fragments, u64::from(fragment));
+            match class_table(snap, svc, p.src).and_then(|t| t.pick(selection_hash(&key, svc.affinity, true))) {
+                Some(b) => b,
+                None => return Verdict::Drop(DropReason::NoBackend),
+            }
+        } else {
+            match self.select(&key, p.tcp_flags, svc, svc_idx, snap, now) {
+                Ok(b) => b,
+                Err(r) => return Verdict::Drop(r),
+            }
+        };
+        self.deliver(buf, Inner::V6(p), svc, backend, snap, pinfo, &key)
+    }
+
+    /// The service of an IPv6 fragment, as [`Worker::fragment_service`] for IPv4 (32-bit
+    /// identification; the protocol is the one after the Fragment header).
+    #[inline]
+    fn fragment_service6(&mut self, p: &Ipv6Info, snap: &Snapshot, now: u32) -> Result<Option<u16>, DropReason> {
+        if p.frag_offset == 0 && p.has_ports {
+            self.frags6.learn(p.src, p.dst, p.proto, p.ident, p.dport, now);
+            return Ok(snap.by_vip6_port.get(&(p.dst, p.dport, p.proto)).copied());
+        }
+        if let Some(dport) = self.frags6.lookup(p.src, p.dst, p.proto, p.ident, now) {
+            return Ok(snap.by_vip6_port.get(&(p.dst, dport, p.proto)).copied());
+        }
+        match snap.by_vip6_proto.get(&(p.dst, p.proto)) {
+            Some(&(only, 1)) => Ok(Some(only)),
+            Some(_) => Err(DropReason::FragmentUnknown),
+            None => Ok(None),
+        }
+    }
+
+    /// ICMPv6: a Neighbor Solicitation for one of our addresses (an IPv6 VIP or port
+    /// address) is answered in place with a Neighbor Advertisement (RFC 4861 §7.2.4); one
+    /// for any other address is counted (`nd_not_ours`) and dropped as `nd_ignored`, as is
+    /// other Neighbor Discovery. Errors quoting one of our flows go to that flow's backend
+    /// (as [`Worker::process_icmp`]); anything else is dropped and counted.
+    fn process_icmpv6<B: PacketBuf>(&mut self, buf: &mut B, p: &Ipv6Info, snap: &Snapshot, pinfo: PortInfo, now: u32) -> Verdict {
+        match wire::icmpv6::ns_target(buf.data(), p) {
+            Ok(Some(target)) => {
+                if !snap.nd_addrs.contains_key(&target) {
+                    bump(&self.stats.nd_not_ours, 1);
+                    return Verdict::Drop(DropReason::NdIgnored);
+                }
+                let need = p.l3 + wire::ipv6::IPV6_LEN + wire::icmpv6::NA_LEN;
+                let have = buf.data().len();
+                if have < need && !buf.append(need - have) {
+                    return Verdict::Drop(DropReason::NoHeadroom);
+                }
+                match wire::icmpv6::na_reply_in_place(buf.data_mut(), p, target, pinfo.mac) {
+                    Ok(n) => buf.truncate(n),
+                    Err(r) => return Verdict::Drop(r),
+                }
+                bump(&self.stats.nd_advertisements, 1);
+                return Verdict::Reply;
+            }
+            Ok(None) => {}
+            Err(r) => return Verdict::Drop(r),
+        }
+        // Router/Neighbor Solicitation/Advertisement, Redirect (RFC 4861 §4): not ours to act on.
+        if buf.data().get(p.l4).is_some_and(|t| (133..=137).contains(t)) {
+            return Verdict::Drop(DropReason::NdIgnored);
+        }
+        if !snap.nd_addrs.contains_key(&p.dst) {
+            return Verdict::Drop(DropReason::NotForVip);
+        }
+        let q = match wire::icmpv6_quote(buf.data(), p) {
+            Ok(Some(q)) => q,
+            Ok(None) => return Verdict::Drop(DropReason::IcmpIgnored),
+            Err(r) => return Verdict::Drop(r),
+        };
+        let Some(&svc_idx) = snap.by_vip6_port.get(&(q.vip, q.vip_port, q.proto)) else {
+            return Verdict::Drop(DropReason::NoService);
+        };
+        let Some(svc) = snap.services.get(usize::from(svc_idx)) else {
+            return Verdict::Drop(DropReason::NoService);
+        };
+        let key = FlowKey6 { src: q.client, dst: q.vip, sport: q.client_port, dport: q.vip_port, proto: q.proto };
+        let (ct_key, _) = tracking_key(svc, &key);
+        let backend = match self.ct6.peek(&ct_key, now) {
+            Some(h) if snap.backends.get(usize::from(h.backend)).is_some_and(|b| b.present && b.incarnation == h.incarnation && b.service == svc_idx) => h.backend,
+            _ => match class_table(snap, svc, q.client).and_then(|t| t.pick(selection_hash(&key, svc.affinity, false))) {
+                Some(b) => b,
+                None => return Verdict::Drop(DropReason::NoBackend),
+            },
+        };
+        let v = self.deliver(buf, Inner::V6(p), svc, backend, snap, pinfo, &key);
+        if v == Verdict::Forward {
+            bump(&self.stats.icmp_forwarded, 1);
+        }
+        v
+    }
+}
