@@ -10,7 +10,7 @@ use crate::fastpath::conntrack::{ConnTable, Timeouts};
 use crate::wire::{self, tcp_flags, DropReason, Ipv4Info, Parsed};
 use crate::fastpath::port::{Burst, PacketBuf, Port};
 use crate::control::snapshot::{ClassTable, ServiceSnap, Snapshot};
-use crate::fastpath::frag::{DatagramId, FragHold, FragTable, Held, Release};
+use crate::fastpath::frag::{DatagramId, FragTable};
 use crate::fastpath::stats::{bump, WorkerStats};
 use spillway_shared::config::{SessionAffinity, TrackingMode};
 use spillway_shared::flow::{FlowAddr, FlowKey, FlowKeyOf};
@@ -22,6 +22,9 @@ pub use v6::Family;
 #[path = "worker_deliver.rs"]
 mod deliver;
 use deliver::Inner;
+#[path = "worker_hold.rs"]
+mod hold;
+pub use hold::PollBuffers;
 
 /// What to do with one frame.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -510,79 +513,6 @@ impl Worker {
     }
 }
 
-impl Worker {
-    /// Carries out verdict `v` on buffer `b` received on port `i` (forwarding port `fwd`);
-    /// returns whether it was forwarded.
-    #[allow(clippy::too_many_arguments)]
-    #[inline]
-    fn dispatch<P: Port>(&self, ports: &mut [P], tx: &mut [Burst<P::Buf>], held: &mut FragHold<P::Buf>, v: Verdict, b: P::Buf, i: usize, fwd: usize, now: u32) -> bool {
-        match v {
-            Verdict::Forward => {
-                push_or_flush(ports, tx, fwd, b, &self.stats);
-                return true;
-            }
-            Verdict::Reply => push_or_flush(ports, tx, i, b, &self.stats),
-            Verdict::Consumed => drop(b),
-            Verdict::Drop(r) => {
-                bump(&self.stats.drops[r as usize], 1);
-                drop(b);
-            }
-            Verdict::Hold(id) => match held.hold(Held { id, port: i, since: now, buf: b }) {
-                Ok(()) => bump(&self.stats.fragments_held, 1),
-                Err(h) => {
-                    bump(&self.stats.drops[DropReason::FragmentHoldFull as usize], 1);
-                    drop(h);
-                }
-            },
-        }
-        false
-    }
-
-    /// Processes again, in arrival order, every held fragment whose first fragment is now
-    /// in the fragment table; drops those held longer than
-    /// [`crate::fastpath::frag::HOLD_LIFETIME_MS`] as `fragment_unknown`. Runs only while
-    /// something is held.
-    #[cold]
-    fn release_held<P: Port>(&mut self, ports: &mut [P], tx: &mut [Burst<P::Buf>], held: &mut FragHold<P::Buf>, snap: &Snapshot, now: u32) {
-        self.learned_first = false;
-        let mut forwarded = 0u64;
-        while let Some(r) = held.take_ready(now, |d| self.frags.lookup(d.src, d.dst, d.proto, d.ident, now).is_some()) {
-            match r {
-                Release::Ready(mut h) => {
-                    let fwd = self.ports.get(h.port).map_or(h.port, |p| p.forward_to).min(ports.len().saturating_sub(1));
-                    let v = match self.process(&mut h.buf, h.port, snap, now) {
-                        // cannot happen (the table knows the datagram); never hold twice
-                        Verdict::Hold(_) => Verdict::Drop(DropReason::FragmentUnknown),
-                        v => v,
-                    };
-                    forwarded += u64::from(self.dispatch(ports, tx, held, v, h.buf, h.port, fwd, now));
-                }
-                Release::Expired(h) => {
-                    bump(&self.stats.drops[DropReason::FragmentUnknown as usize], 1);
-                    drop(h);
-                }
-            }
-        }
-        bump(&self.stats.forwarded, forwarded);
-    }
-}
-
-/// The buffers a poll loop keeps across iterations: one TX burst per port, and the later
-/// fragments held until their first fragment arrives. Allocated once, before the loop.
-pub struct PollBuffers<B> {
-    /// TX bursts, one per port (index = port).
-    pub tx: Vec<Burst<B>>,
-    /// Held fragments.
-    pub held: FragHold<B>,
-}
-
-impl<B> PollBuffers<B> {
-    /// Empty buffers for `ports` ports.
-    pub fn new(ports: usize) -> Self {
-        PollBuffers { tx: (0..ports).map(|_| Burst::new()).collect(), held: FragHold::default() }
-    }
-}
-
 thread_local! {
     static ON_WORKER: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
@@ -631,7 +561,7 @@ pub fn run_loop<P: Port>(worker: &mut Worker, queues: &mut [P], shared: &crate::
 }
 
 #[inline]
-fn push_or_flush<P: Port>(ports: &mut [P], tx: &mut [Burst<P::Buf>], i: usize, b: P::Buf, stats: &WorkerStats) {
+pub(super) fn push_or_flush<P: Port>(ports: &mut [P], tx: &mut [Burst<P::Buf>], i: usize, b: P::Buf, stats: &WorkerStats) {
     let Some(burst) = tx.get_mut(i) else { return };
     if burst.is_full() {
         flush(ports, burst, i, stats);

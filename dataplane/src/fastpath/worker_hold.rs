@@ -1,0 +1,85 @@
+//! The poll loop's side of the fragment hold (issue 10 item 5, docs/semantics.md
+//! "Fragments"): carrying out a verdict on a buffer (forward, reply, drop, consume, or hold
+//! a later fragment whose first fragment is missing), releasing held fragments when their
+//! first fragment arrives, and the buffers a poll loop keeps across iterations. Same rules
+//! as the parent: no locks, allocation, syscalls or panics per packet.
+
+use super::{push_or_flush, Verdict, Worker};
+use crate::control::snapshot::Snapshot;
+use crate::fastpath::frag::{FragHold, Held, Release};
+use crate::fastpath::port::{Burst, Port};
+use crate::fastpath::stats::bump;
+use crate::wire::DropReason;
+
+impl Worker {
+    /// Carries out verdict `v` on buffer `b` received on port `i` (forwarding port `fwd`);
+    /// returns whether it was forwarded.
+    #[allow(clippy::too_many_arguments)]
+    #[inline]
+    pub(super) fn dispatch<P: Port>(&self, ports: &mut [P], tx: &mut [Burst<P::Buf>], held: &mut FragHold<P::Buf>, v: Verdict, b: P::Buf, i: usize, fwd: usize, now: u32) -> bool {
+        match v {
+            Verdict::Forward => {
+                push_or_flush(ports, tx, fwd, b, &self.stats);
+                return true;
+            }
+            Verdict::Reply => push_or_flush(ports, tx, i, b, &self.stats),
+            Verdict::Consumed => drop(b),
+            Verdict::Drop(r) => {
+                bump(&self.stats.drops[r as usize], 1);
+                drop(b);
+            }
+            Verdict::Hold(id) => match held.hold(Held { id, port: i, since: now, buf: b }) {
+                Ok(()) => bump(&self.stats.fragments_held, 1),
+                Err(h) => {
+                    bump(&self.stats.drops[DropReason::FragmentHoldFull as usize], 1);
+                    drop(h);
+                }
+            },
+        }
+        false
+    }
+
+    /// Processes again, in arrival order, every held fragment whose first fragment is now
+    /// in the fragment table; drops those held longer than
+    /// [`crate::fastpath::frag::HOLD_LIFETIME_MS`] as `fragment_unknown`. Runs only while
+    /// something is held.
+    #[cold]
+    pub(super) fn release_held<P: Port>(&mut self, ports: &mut [P], tx: &mut [Burst<P::Buf>], held: &mut FragHold<P::Buf>, snap: &Snapshot, now: u32) {
+        self.learned_first = false;
+        let mut forwarded = 0u64;
+        while let Some(r) = held.take_ready(now, |d| self.frags.lookup(d.src, d.dst, d.proto, d.ident, now).is_some()) {
+            match r {
+                Release::Ready(mut h) => {
+                    let fwd = self.ports.get(h.port).map_or(h.port, |p| p.forward_to).min(ports.len().saturating_sub(1));
+                    let v = match self.process(&mut h.buf, h.port, snap, now) {
+                        // cannot happen (the table knows the datagram); never hold twice
+                        Verdict::Hold(_) => Verdict::Drop(DropReason::FragmentUnknown),
+                        v => v,
+                    };
+                    forwarded += u64::from(self.dispatch(ports, tx, held, v, h.buf, h.port, fwd, now));
+                }
+                Release::Expired(h) => {
+                    bump(&self.stats.drops[DropReason::FragmentUnknown as usize], 1);
+                    drop(h);
+                }
+            }
+        }
+        bump(&self.stats.forwarded, forwarded);
+    }
+}
+
+/// The buffers a poll loop keeps across iterations: one TX burst per port, and the later
+/// fragments held until their first fragment arrives. Allocated once, before the loop.
+pub struct PollBuffers<B> {
+    /// TX bursts, one per port (index = port).
+    pub tx: Vec<Burst<B>>,
+    /// Held fragments.
+    pub held: FragHold<B>,
+}
+
+impl<B> PollBuffers<B> {
+    /// Empty buffers for `ports` ports.
+    pub fn new(ports: usize) -> Self {
+        PollBuffers { tx: (0..ports).map(|_| Burst::new()).collect(), held: FragHold::default() }
+    }
+}
