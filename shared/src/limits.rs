@@ -216,6 +216,7 @@ pub const LIMITS: &[Limit] = &[
     Limit { path: "dataplane.descriptors", range: Range::Int(64, 4096), default: "1024", unit: "descriptors per queue, clamped to the device", source: HERE },
     Limit { path: "dataplane.idle_sleep_us", range: Range::Int(0, 10_000), default: "0 (busy polling)", unit: "microseconds", source: HERE },
     Limit { path: "dataplane.socket_group", range: Range::Rule("name an existing group"), default: "absent (root only)", unit: "group name", source: "checked by --check and at start" },
+    Limit { path: "ports[].mtu", range: Range::Int(1280, 9216), default: "1500", unit: "bytes of IP packet (L3 MTU; Ethernet header, tags and FCS excluded); above 1500 needs RX scatter or large mbufs", source: "RFC 894; RFC 8200 §5 (1280); 9216: common switch jumbo limit" },
     Limit { path: "rtt_ms.<zone>.<zone>", range: Range::Float(0.0, 1e6), default: "absent (unknown distance)", unit: "milliseconds; both zones in [[zones]]", source: SLB },
     Limit { path: "conntrack.capacity_per_worker", range: Range::Int(1024, 1 << 26), default: "1048576", unit: "entries, rounded up to a power of two; 32 bytes each", source: HERE },
     Limit { path: "conntrack.tcp_idle_timeout_sec", range: Range::Int(600, 57_600), default: "600", unit: "seconds", source: SBS },

@@ -58,10 +58,12 @@ impl Mbuf {
         self.len() == 0
     }
 
-    /// Total packet length over all segments (`pkt_len`).
+    /// Total packet length over all segments (`pkt_len`), read from the struct like
+    /// [`Mbuf::len`].
+    #[inline]
     pub fn pkt_len(&self) -> usize {
-        // SAFETY: self owns a valid mbuf.
-        unsafe { sys::spw_pktmbuf_pkt_len(self.0.as_ptr()) as usize }
+        // SAFETY: self owns a valid mbuf; plain field read.
+        unsafe { (*self.0.as_ptr()).pkt_len as usize }
     }
 
     /// Free bytes in front of the data.
@@ -128,14 +130,37 @@ impl PacketBuf for Mbuf {
         if len >= cur {
             return;
         }
+        if self.segments() > 1 {
+            // SAFETY: self owns a valid mbuf chain; len < pkt_len, so trim_to cuts the
+            // segment holding byte `len` and frees the ones after it (never the first).
+            unsafe {
+                sys::spw_pktmbuf_trim_to(self.0.as_ptr(), len as u32);
+            }
+            return;
+        }
         let Ok(cut) = u16::try_from(cur - len) else {
             return;
         };
-        // SAFETY: self owns a valid mbuf; trim fails (unchanged) only when the last segment
-        // is shorter than `cut`, impossible for the single-segment mbufs we use.
+        // SAFETY: self owns a valid single-segment mbuf; cut < data_len = pkt_len, so trim
+        // succeeds.
         unsafe {
             sys::spw_pktmbuf_trim(self.0.as_ptr(), cut);
         }
+    }
+
+    #[inline]
+    fn pkt_len(&self) -> usize {
+        Mbuf::pkt_len(self)
+    }
+
+    fn pull_up(&mut self, len: usize) -> bool {
+        if self.len() >= len.min(self.pkt_len()) {
+            return true;
+        }
+        let len = u32::try_from(len).unwrap_or(u32::MAX);
+        // SAFETY: self owns a valid mbuf chain; pull_up moves bytes within it, frees only
+        // segments it emptied (never the first), and leaves it unchanged on failure.
+        unsafe { sys::spw_pktmbuf_pull_up(self.0.as_ptr(), len) == 0 }
     }
 
     fn append(&mut self, n: usize) -> bool {

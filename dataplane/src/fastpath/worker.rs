@@ -11,6 +11,7 @@ use crate::wire::{self, tcp_flags, DropReason, Ipv4Info, Parsed};
 use crate::fastpath::port::{Burst, PacketBuf, Port};
 use crate::control::snapshot::{ClassTable, ServiceSnap, Snapshot};
 use crate::fastpath::frag::FragTable;
+use crate::fastpath::segments::{parse_segmented, sendable};
 use crate::fastpath::stats::{bump, WorkerStats};
 use spillway_shared::config::{ForwardingMode, SessionAffinity, TrackingMode};
 use spillway_shared::flow::FlowKey;
@@ -159,10 +160,7 @@ impl Worker {
         let Some(pinfo) = self.ports.get(port).copied() else {
             return Verdict::Drop(DropReason::NotForVip);
         };
-        if buf.segments() > 1 {
-            return Verdict::Drop(DropReason::MultiSegment);
-        }
-        let parsed = match wire::parse(buf.data()) {
+        let parsed = match if buf.segments() > 1 { parse_segmented(buf) } else { wire::parse(buf.data()) } {
             Ok(p) => p,
             Err(r) => return Verdict::Drop(r),
         };
@@ -400,14 +398,25 @@ impl Worker {
                     }
                     return Verdict::Drop(DropReason::EncapTooBig);
                 }
-                let frame_len = buf.data().len();
+                let frame_len = buf.pkt_len();
                 // drop Ethernet padding beyond the IP packet before growing
                 buf.truncate((p.l3 + p.total_len).min(frame_len));
+                let src = snap.port_addrs.get(pinfo.forward_to).copied().filter(|a| *a != 0).unwrap_or(pinfo.addr);
+                let tunnel = wire::Tunnel { encap, src, dst: b.addr, dst_mac: b.mac, src_mac: out_mac };
+                if buf.segments() > 1 {
+                    // A chained jumbo frame: the headers go in front of the inner packet,
+                    // which stays where it is (its bytes span segments).
+                    if !buf.prepend(tunnel.front_room(p.l3)) {
+                        return Verdict::Drop(DropReason::NoHeadroom);
+                    }
+                    return match tunnel.encapsulate_in_front(buf.data_mut(), p.total_len) {
+                        Ok(_) => Verdict::Forward,
+                        Err(r) => Verdict::Drop(r),
+                    };
+                }
                 if !buf.prepend(oh) {
                     return Verdict::Drop(DropReason::NoHeadroom);
                 }
-                let src = snap.port_addrs.get(pinfo.forward_to).copied().filter(|a| *a != 0).unwrap_or(pinfo.addr);
-                let tunnel = wire::Tunnel { encap, src, dst: b.addr, dst_mac: b.mac, src_mac: out_mac };
                 match tunnel.encapsulate(buf.data_mut(), p.l3, p.total_len) {
                     Ok(n) => {
                         buf.truncate(n);
@@ -465,11 +474,16 @@ impl Worker {
             let mut forwarded = 0u64;
             for mut b in rx.drain(..) {
                 match self.process(&mut b, i, snap, now_ms) {
-                    Verdict::Forward => {
+                    Verdict::Forward if sendable(ports, fwd, &b) => {
                         forwarded += 1;
                         push_or_flush(ports, tx, fwd, b, &self.stats);
                     }
-                    Verdict::Reply => push_or_flush(ports, tx, i, b, &self.stats),
+                    Verdict::Reply if sendable(ports, i, &b) => push_or_flush(ports, tx, i, b, &self.stats),
+                    Verdict::Forward | Verdict::Reply => {
+                        // a chained jumbo frame for a port that cannot send one
+                        bump(&self.stats.drops[DropReason::MultiSegment as usize], 1);
+                        drop(b);
+                    }
                     Verdict::Drop(r) => {
                         bump(&self.stats.drops[r as usize], 1);
                         drop(b);

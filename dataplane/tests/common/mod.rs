@@ -148,11 +148,13 @@ pub struct Setup {
     pub backends: usize,
     /// The port's own address.
     pub port_address: bool,
+    /// `[[ports]] mtu` (absent: the default 1500).
+    pub mtu: Option<u16>,
 }
 
 impl Default for Setup {
     fn default() -> Self {
-        Setup { mode: "L2_DSR", encap_mtu: 1500, ct_capacity: None, udp53: false, udp5353: false, backends: 4, port_address: true }
+        Setup { mode: "L2_DSR", encap_mtu: 1500, ct_capacity: None, udp53: false, udp5353: false, backends: 4, port_address: true, mtu: None }
     }
 }
 
@@ -178,6 +180,9 @@ impl Setup {
         s += &format!("mac = \"{}\"\n", mac(LB_MAC));
         if self.port_address {
             s += &format!("address = \"{}\"\n", ip(PORT_ADDR));
+        }
+        if let Some(m) = self.mtu {
+            s += &format!("mtu = {m}\n");
         }
         s += "\n";
         let mut svcs = vec![("web", 80u16, "tcp", 0usize)];
