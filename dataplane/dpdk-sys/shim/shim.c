@@ -154,6 +154,11 @@ int spw_pktmbuf_pull_up(struct rte_mbuf *m, uint32_t len)
 	return 0;
 }
 
+int spw_pktmbuf_chain(struct rte_mbuf *head, struct rte_mbuf *tail)
+{
+	return rte_pktmbuf_chain(head, tail);
+}
+
 int spw_errno(void)
 {
 	return rte_errno;

@@ -38,6 +38,7 @@ uint16_t spw_pktmbuf_tailroom(const struct rte_mbuf *m);
  * commented in shim.c */
 int spw_pktmbuf_trim_to(struct rte_mbuf *m, uint32_t len);
 int spw_pktmbuf_pull_up(struct rte_mbuf *m, uint32_t len);
+int spw_pktmbuf_chain(struct rte_mbuf *head, struct rte_mbuf *tail);
 
 /* per-lcore TLS: rte_errno, rte_lcore_id() */
 int spw_errno(void);

@@ -78,6 +78,37 @@ impl Mbuf {
         unsafe { sys::spw_pktmbuf_tailroom(self.0.as_ptr()) as usize }
     }
 
+    /// Appends the chain `tail` after this packet's last segment (`rte_pktmbuf_chain`);
+    /// `Err(tail)` (both unchanged) when the chain would exceed DPDK's segment limit.
+    pub fn chain(&mut self, tail: Mbuf) -> std::result::Result<(), Mbuf> {
+        let t = tail.into_raw();
+        // SAFETY: both are valid owned mbufs; on success the head owns the tail's segments,
+        // on failure (-EOVERFLOW) nothing changed and we take the tail back.
+        if unsafe { sys::spw_pktmbuf_chain(self.0.as_ptr(), t) } == 0 {
+            Ok(())
+        } else {
+            // SAFETY: t came from `into_raw` of a valid mbuf (non-null) that we still own.
+            Err(Mbuf(unsafe { NonNull::new_unchecked(t) }))
+        }
+    }
+
+    /// The whole packet, every segment in order (tests, diagnostics; allocates).
+    pub fn to_vec(&self) -> Vec<u8> {
+        let mut v = Vec::with_capacity(self.pkt_len());
+        let mut seg = self.0.as_ptr();
+        while !seg.is_null() {
+            // SAFETY: seg is a segment of the chain self owns; buf_addr + data_off holds
+            // data_len initialised bytes; `next` is null after the last segment.
+            unsafe {
+                let m = &*seg;
+                let p = (m.buf_addr as *const u8).add(usize::from(m.data_off));
+                v.extend_from_slice(std::slice::from_raw_parts(p, usize::from(m.data_len)));
+                seg = m.next;
+            }
+        }
+        v
+    }
+
     /// Removes `n` bytes from the front (`rte_pktmbuf_adj`); false if the packet is shorter.
     pub fn adj(&mut self, n: usize) -> bool {
         let Ok(n) = u16::try_from(n) else {

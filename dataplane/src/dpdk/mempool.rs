@@ -121,6 +121,31 @@ impl Mempool {
         Ok(m)
     }
 
+    /// Allocates a chain of mbufs holding `frame` split into segments of `seg_lens` bytes
+    /// (the last takes the rest; zero lengths skipped), as a device with RX scatter
+    /// delivers a jumbo frame: the model of [`crate::fastpath::port::MemBuf::segmented`]
+    /// on real mbufs (tests).
+    pub fn alloc_segmented(&self, frame: &[u8], seg_lens: &[usize]) -> Result<Mbuf> {
+        let mut parts: Vec<&[u8]> = Vec::new();
+        let mut at = 0;
+        for &n in seg_lens {
+            let end = (at + n).min(frame.len());
+            if end > at {
+                parts.push(&frame[at..end]);
+                at = end;
+            }
+        }
+        if at < frame.len() || parts.is_empty() {
+            parts.push(&frame[at..]);
+        }
+        let mut head = self.alloc_frame(parts[0])?;
+        for p in &parts[1..] {
+            let seg = self.alloc_frame(p)?;
+            head.chain(seg).map_err(|_| DpdkError::new("rte_pktmbuf_chain", libc::EOVERFLOW, format!("{} segments", parts.len())))?;
+        }
+        Ok(head)
+    }
+
     /// The raw pool pointer (for queue setup).
     pub fn as_ptr(&self) -> *mut sys::rte_mempool {
         self.ptr.as_ptr()
