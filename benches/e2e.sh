@@ -18,6 +18,12 @@
 # mbufs was measured at ~4.3 GiB resident, apparently a page per mbuf: ~9 GiB in all), and sizes
 # `conntrack.capacity_per_worker` to >= 2 x FLOWS_1M (2,097,152 for 1 M: 64 MiB). It
 # refuses to start when MemAvailable is below MEM_1M_MB + 1 GiB.
+# Two-worker case (pcap mode, on by default; TWO_WORKERS=0 skips it): run
+# `spillway_est64_2w` right after the one-worker run, with `workers = 2` pinned to
+# CORES_2W (default "0, 1") and net_pcap with two RX queues (`rx_pcap=A,rx_pcap=B`), each
+# replaying half of the N_FLOWS flows (disjoint sets, as RSS spreads flows over queues;
+# net_pcap itself does no hashing) -> net_null (two TX queues). Prints the per-worker split
+# and `ratio_2w_vs_1w=X.XX` (spillway_est64_2w Mpps / spillway_est64 Mpps, same invocation).
 # Prints one line per run (`run=<name> mpps=<x> ...`), then `ratio_vs_5tswap=X.XX`
 # (Spillway established 64-byte Mpps / testpmd 5tswap Mpps) and, with the many-flows case,
 # `ratio_1m_vs_1k=X.XX` (spillway_est64_1m Mpps / spillway_est64 Mpps, same invocation).
@@ -35,6 +41,8 @@ FLOWS_1M="${FLOWS_1M:-1000000}"
 MBUFS_1M="${MBUFS_1M:-1048575}"
 MEM_1M_MB="${MEM_1M_MB:-10240}"
 DURATION="${DURATION:-5}"
+TWO_WORKERS="${TWO_WORKERS:-1}"
+CORES_2W="${CORES_2W:-0, 1}"
 SIZE="${SIZE:-64}"
 CORE="${CORE:-1}"
 TARGET="${CARGO_TARGET_DIR:-$ROOT/target}"
@@ -70,8 +78,8 @@ spillway_config() {
     cat > "$file" <<CFG
 [dataplane]
 eal_args = [$eal]
-workers = 1
-worker_cores = [$CORE]
+workers = ${SPW_WORKERS:-1}
+worker_cores = [${SPW_CORES:-$CORE}]
 socket = "$WORK/ctl.sock"
 mbufs_per_port = ${SPW_MBUFS:-8191}
 
@@ -120,10 +128,11 @@ json_get() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(
 # run_spillway NAME PCAP [FLOWS]: one worker, pcap -> null for DURATION s. Mpps from two
 # status samples over the control socket (steady state, startup excluded); falls back to
 # the final counters / uptime when spillwayctl is missing. SPW_MBUFS, SPW_MEM_MB and
-# SPW_CAPACITY (environment of the call) override the pool, EAL memory and table size.
+# SPW_CAPACITY (environment of the call) override the pool, EAL memory and table size;
+# SPW_WORKERS, SPW_CORES and SPW_RX_DEV the workers, their cores and the RX device.
 run_spillway() {
     local name="$1" pcap="$2" flows="${3:-$N_FLOWS}" cfg="$WORK/$1.toml" log="$WORK/$1.log"
-    spillway_config "$cfg" "net_pcap0,rx_pcap=$pcap,infinite_rx=1" "net_null0,no-rx=1"
+    spillway_config "$cfg" "${SPW_RX_DEV:-net_pcap0,rx_pcap=$pcap,infinite_rx=1}" "net_null0,no-rx=1"
     rm -f "$WORK/ctl.sock"
     "$SPILLWAY_BIN" --config "$cfg" --socket "$WORK/ctl.sock" --duration "$((DURATION + 2))" > "$log" 2>&1 &
     local pid=$! t=0 mpps=""
@@ -155,7 +164,11 @@ PY
     up="$(json_get "$WORK/$name.final.json" 'd["uptime_sec"]')"
     ((fwd > 0)) || die "spillway ($name) forwarded nothing; log: $log"
     [[ -n "$mpps" ]] || mpps="$(python3 -c "print('%.3f' % ($fwd / $up / 1e6))")"
-    echo "run=spillway_$name mpps=$mpps rx=$rx forwarded=$fwd new_connections=$newc flows=$flows"
+    local split=""
+    if [[ "${SPW_WORKERS:-1}" != 1 ]]; then
+        split=" per_worker_forwarded=$(json_get "$WORK/$name.final.json" '"/".join(str(w["forwarded"]) for w in d["workers"])')"
+    fi
+    echo "run=spillway_$name mpps=$mpps rx=$rx forwarded=$fwd new_connections=$newc flows=$flows$split"
     eval "MPPS_$name=$mpps"
 }
 
@@ -187,6 +200,9 @@ run_testpmd() {
 pcap_mode() {
     python3 "$HERE/gen_pcap.py" --out "$WORK/est64.pcap" --flows "$N_FLOWS" --size "$SIZE" 2>/dev/null
     run_spillway est64 "$WORK/est64.pcap"
+    if ((TWO_WORKERS)); then
+        two_workers
+    fi
     if ((FLOWS_1M > 0)); then
         many_flows
     fi
@@ -202,10 +218,25 @@ pcap_mode() {
     run_testpmd io "$WORK/est64.pcap"
     # shellcheck disable=SC2154  # set by eval in run_*
     python3 -c "print('ratio_vs_5tswap=%.2f' % ($MPPS_est64 / $MPPS_testpmd_5tswap))"
+    if ((TWO_WORKERS)); then
+        # shellcheck disable=SC2154  # set by eval in run_spillway
+        python3 -c "print('ratio_2w_vs_1w=%.2f' % ($MPPS_est64_2w / $MPPS_est64))"
+    fi
     if ((FLOWS_1M > 0)); then
         # shellcheck disable=SC2154  # set by eval in run_spillway
         python3 -c "print('ratio_1m_vs_1k=%.2f' % ($MPPS_est64_1m / $MPPS_est64))"
     fi
+}
+
+# two_workers: the two-worker case (header). Each RX queue of net_pcap replays its own
+# capture: flows 0..N/2 on queue 0, N/2..N on queue 1.
+two_workers() {
+    local half=$((N_FLOWS / 2)) a="$WORK/est64_q0.pcap" b="$WORK/est64_q1.pcap"
+    ((half >= 1)) || die "N_FLOWS=$N_FLOWS: the two-worker case needs at least 2 flows"
+    python3 "$HERE/gen_pcap.py" --out "$a" --flows "$half" --size "$SIZE" 2>/dev/null
+    python3 "$HERE/gen_pcap.py" --out "$b" --flows "$((N_FLOWS - half))" --first-flow "$half" --size "$SIZE" 2>/dev/null
+    SPW_WORKERS=2 SPW_CORES="$CORES_2W" SPW_RX_DEV="net_pcap0,rx_pcap=$a,rx_pcap=$b,infinite_rx=1" \
+        run_spillway est64_2w "$a" "$N_FLOWS"
 }
 
 # many_flows: the FLOWS_1M case (header). One packet per flow, so every replay round
