@@ -24,6 +24,11 @@
 # replaying half of the N_FLOWS flows (disjoint sets, as RSS spreads flows over queues;
 # net_pcap itself does no hashing) -> net_null (two TX queues). Prints the per-worker split
 # and `ratio_2w_vs_1w=X.XX` (spillway_est64_2w Mpps / spillway_est64 Mpps, same invocation).
+# Every spillway run also prints `worker_cpu` (the share of a core each worker thread got
+# between the two samples, from /proc/PID/task/*/stat) and `mpps_per_worker_cpu`; the
+# two-worker case then prints `scaling_per_worker_cpu_2w` (its Mpps per worker core-second
+# over the one-worker run's): on a host whose other load takes part of the cores, this is
+# the scaling figure that does not depend on what the scheduler left to the workers.
 # Prints one line per run (`run=<name> mpps=<x> ...`), then `ratio_vs_5tswap=X.XX`
 # (Spillway established 64-byte Mpps / testpmd 5tswap Mpps) and, with the many-flows case,
 # `ratio_1m_vs_1k=X.XX` (spillway_est64_1m Mpps / spillway_est64 Mpps, same invocation).
@@ -138,11 +143,14 @@ run_spillway() {
     local pid=$! t=0 mpps=""
     # up to 300 s: two pools of 1 M mbufs and a 1 M-packet capture take minutes on a busy host
     while [[ ! -S "$WORK/ctl.sock" ]] && ((t < 3000)) && kill -0 "$pid" 2>/dev/null; do sleep 0.1; t=$((t + 1)); done
+    local cpu1="" cpu2=""
     if [[ -x "$SPILLWAYCTL_BIN" && -S "$WORK/ctl.sock" ]]; then
         sleep 1
+        cpu1="$(worker_cpu_ticks "$pid")"
         "$SPILLWAYCTL_BIN" --socket "$WORK/ctl.sock" status --json > "$WORK/$name.s1.json" || true
         sleep "$DURATION"
         "$SPILLWAYCTL_BIN" --socket "$WORK/ctl.sock" status --json > "$WORK/$name.s2.json" || true
+        cpu2="$(worker_cpu_ticks "$pid")"
         if [[ -s "$WORK/$name.s1.json" && -s "$WORK/$name.s2.json" ]]; then
             mpps="$(python3 - "$WORK/$name.s1.json" "$WORK/$name.s2.json" <<'PY'
 import json, sys
@@ -168,8 +176,34 @@ PY
     if [[ "${SPW_WORKERS:-1}" != 1 ]]; then
         split=" per_worker_forwarded=$(json_get "$WORK/$name.final.json" '"/".join(str(w["forwarded"]) for w in d["workers"])')"
     fi
+    # CPU time each worker thread got between the samples (1.00 = a whole core): on a
+    # shared host the scheduler, not Spillway, can be the limit; mpps_per_worker_cpu is
+    # the rate per core-second actually received.
+    if [[ -n "$cpu1" && -n "$cpu2" ]]; then
+        split+="$(python3 - "$cpu1" "$cpu2" "$DURATION" "$mpps" <<'PY'
+import os, sys
+a, b = (dict(kv.split("=") for kv in s.split()) for s in sys.argv[1:3])
+dt, mpps, hz = float(sys.argv[3]), float(sys.argv[4]), os.sysconf("SC_CLK_TCK")
+share = [(int(b[k]) - int(a[k])) / hz / dt for k in sorted(a) if k in b]
+print(" worker_cpu=%s mpps_per_worker_cpu=%.3f" % ("/".join("%.2f" % x for x in share), mpps / max(sum(share), 1e-9)), end="")
+PY
+)"
+        eval "MPPS_CPU_$name=${split##*mpps_per_worker_cpu=}"
+    fi
     echo "run=spillway_$name mpps=$mpps rx=$rx forwarded=$fwd new_connections=$newc flows=$flows$split"
     eval "MPPS_$name=$mpps"
+}
+
+# worker_cpu_ticks PID: "worker-0=TICKS worker-1=TICKS ..." (utime + stime of each worker
+# thread, /proc/PID/task/TID/stat fields 14 and 15, in clock ticks).
+worker_cpu_ticks() {
+    local t comm out=""
+    for t in /proc/"$1"/task/*; do
+        comm="$(cat "$t/comm" 2>/dev/null)" || continue
+        [[ "$comm" == worker-* ]] || continue
+        out+="$comm=$(awk '{ sub(/^.*\) /, ""); print $12 + $13 }' "$t/stat") "
+    done
+    echo "$out"
 }
 
 # run_testpmd MODE PCAP [SUFFIX FLOWS MBUFS MEM_MB]: testpmd MODE forwarding on the same
@@ -221,6 +255,11 @@ pcap_mode() {
     if ((TWO_WORKERS)); then
         # shellcheck disable=SC2154  # set by eval in run_spillway
         python3 -c "print('ratio_2w_vs_1w=%.2f' % ($MPPS_est64_2w / $MPPS_est64))"
+        # Per core-second the workers actually got: 1.00 = two workers forward exactly
+        # twice what one does when each has a whole core (>= 0.90 is >= 1.8 x).
+        if [[ -n "${MPPS_CPU_est64_2w:-}" && -n "${MPPS_CPU_est64:-}" ]]; then
+            python3 -c "print('scaling_per_worker_cpu_2w=%.2f' % ($MPPS_CPU_est64_2w / $MPPS_CPU_est64))"
+        fi
     fi
     if ((FLOWS_1M > 0)); then
         # shellcheck disable=SC2154  # set by eval in run_spillway
