@@ -75,9 +75,12 @@ fn split(len: usize, first: usize, chunk: usize) -> Vec<usize> {
     v
 }
 
+/// A verdict, the bytes sent, the segment count.
+type Outcome = (Verdict, Vec<u8>, u16);
+
 /// Runs one packet through a fresh worker, contiguous and segmented; returns both
-/// (verdict, bytes, segment count).
-fn both(mode: &str, encap_mtu: u16, f: &[u8], segs: &[usize]) -> ((Verdict, Vec<u8>), (Verdict, Vec<u8>, u16)) {
+/// (verdict, bytes) and (verdict, bytes, segment count).
+fn both(mode: &str, encap_mtu: u16, f: &[u8], segs: &[usize]) -> ((Verdict, Vec<u8>), Outcome) {
     let s = snap(mode, encap_mtu);
     let mut one = MemBuf::new(f);
     let v1 = worker().process(&mut one, 0, &s, 0);
