@@ -182,8 +182,10 @@ fn parse_ipv4(l3_bytes: &[u8], l3: usize) -> Result<Ipv4Info, DropReason> {
     ipv4_info(Ipv4Packet::new_checked(l3_bytes)?, l3)
 }
 
-/// The fields of a checked IPv4 view at offset `l3`, and its ports.
-#[inline]
+/// The fields of a checked IPv4 view at offset `l3`, and its ports. Always inlined: with
+/// two callers ([`parse`] and [`parse_head`]) LLVM kept it out of line, a call that the
+/// single-segment path did not pay before `parse_head` existed.
+#[inline(always)]
 fn ipv4_info(ip: Ipv4Packet<&[u8]>, l3: usize) -> Result<Ipv4Info, DropReason> {
     let frag = ip.frag();
     let mut info = Ipv4Info {
