@@ -134,7 +134,7 @@ fn run(args: Args) -> Result<(), String> {
         }
         println!("{path}: configuration OK ({} services, {} ports)", cfg.services.len(), cfg.ports.len());
         println!("  checked: syntax, every range and cross-reference, backend MACs/addresses, socket_group, worker_cores on this host");
-        println!("  not checked without starting DPDK: that the devices exist and start, hugepage memory for the mbuf pools, queue and descriptor counts the NIC supports, the control socket path");
+        println!("  not checked without starting DPDK: that the devices exist and start, that they take the port MTU (RX scatter or mbufs sized for it), hugepage memory for the mbuf pools, queue and descriptor counts the NIC supports, the control socket path");
         return Ok(());
     }
     let socket = args.socket.clone().unwrap_or_else(|| PathBuf::from(&cfg.dataplane.socket));
