@@ -21,6 +21,8 @@ WORKER_FNS = [  # (first line, stage) in dataplane/src/fastpath/worker.rs, by `f
     ("fn keeps_backend", "snapshot/backend access"),
     ("pub fn new(", "other"),
     ("pub fn process<", "dispatch (process glue)"),
+    ("fn process_segmented<", "other"),
+    ("fn decide<", "dispatch (process glue)"),
     ("fn service_of", "service lookup (snapshot)"),
     ("fn fragment_service", "other"),
     ("pub fn prefetch<", "prefetch pass (hint, hash, prefetch)"),
@@ -95,7 +97,7 @@ def stage(fn, fi, line, wr):
     if in_main and f.endswith("fastpath/worker.rs"):
         return "prefetch pass (hint, hash, prefetch)"
     for key, s in [("ipv4_info", "parse"), ("ConnTable::find", "connection-table lookup"), ("Worker::select", "connection-table lookup"),
-                   ("Worker::deliver", "rewrite (L2 DSR)"), ("Worker::service_of", "service lookup (snapshot)"), ("Worker::process", "dispatch (process glue)")]:
+                   ("Worker::deliver", "rewrite (L2 DSR)"), ("Worker::service_of", "service lookup (snapshot)"), ("Worker::process", "dispatch (process glue)"), ("Worker::decide", "dispatch (process glue)")]:
         if key in fnn:
             return s
     return "harness (packet_ir loop, set_flow) and library code in it"

@@ -1,7 +1,9 @@
 //! Packets spread over several buffer segments (jumbo frames received into chained mbufs
 //! with RX scatter, issue 12 item 7): how the worker parses them and whether a port can
 //! send them. Kept out of [`crate::fastpath::worker`] so its single-segment path is
-//! unchanged: the worker calls [`parse_segmented`] only when `segments() > 1`.
+//! unchanged: the worker parses the first segment as usual and calls [`parse_segmented`]
+//! only when that fails on a packet with `segments() > 1` (a first segment that holds the
+//! whole IP packet, e.g. before trailing padding segments, parses as it is).
 //!
 //! Lengths and checksums cover the whole packet: the IPv4 total length is checked against
 //! `pkt_len` ([`wire::parse_head`]); encapsulation writes the outer lengths from the inner
