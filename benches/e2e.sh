@@ -18,6 +18,17 @@
 # mbufs was measured at ~4.3 GiB resident, apparently a page per mbuf: ~9 GiB in all), and sizes
 # `conntrack.capacity_per_worker` to >= 2 x FLOWS_1M (2,097,152 for 1 M: 64 MiB). It
 # refuses to start when MemAvailable is below MEM_1M_MB + 1 GiB.
+# Two-worker case (pcap mode, on by default; TWO_WORKERS=0 skips it): run
+# `spillway_est64_2w` right after the one-worker run, with `workers = 2` pinned to
+# CORES_2W (default "0, 1") and net_pcap with two RX queues (`rx_pcap=A,rx_pcap=B`), each
+# replaying half of the N_FLOWS flows (disjoint sets, as RSS spreads flows over queues;
+# net_pcap itself does no hashing) -> net_null (two TX queues). Prints the per-worker split
+# and `ratio_2w_vs_1w=X.XX` (spillway_est64_2w Mpps / spillway_est64 Mpps, same invocation).
+# Every spillway run also prints `worker_cpu` (the share of a core each worker thread got
+# between the two samples, from /proc/PID/task/*/stat) and `mpps_per_worker_cpu`; the
+# two-worker case then prints `scaling_per_worker_cpu_2w` (its Mpps per worker core-second
+# over the one-worker run's): on a host whose other load takes part of the cores, this is
+# the scaling figure that does not depend on what the scheduler left to the workers.
 # Prints one line per run (`run=<name> mpps=<x> ...`), then `ratio_vs_5tswap=X.XX`
 # (Spillway established 64-byte Mpps / testpmd 5tswap Mpps) and, with the many-flows case,
 # `ratio_1m_vs_1k=X.XX` (spillway_est64_1m Mpps / spillway_est64 Mpps, same invocation).
@@ -35,6 +46,8 @@ FLOWS_1M="${FLOWS_1M:-1000000}"
 MBUFS_1M="${MBUFS_1M:-1048575}"
 MEM_1M_MB="${MEM_1M_MB:-10240}"
 DURATION="${DURATION:-5}"
+TWO_WORKERS="${TWO_WORKERS:-1}"
+CORES_2W="${CORES_2W:-0, 1}"
 SIZE="${SIZE:-64}"
 CORE="${CORE:-1}"
 TARGET="${CARGO_TARGET_DIR:-$ROOT/target}"
@@ -70,8 +83,8 @@ spillway_config() {
     cat > "$file" <<CFG
 [dataplane]
 eal_args = [$eal]
-workers = 1
-worker_cores = [$CORE]
+workers = ${SPW_WORKERS:-1}
+worker_cores = [${SPW_CORES:-$CORE}]
 socket = "$WORK/ctl.sock"
 mbufs_per_port = ${SPW_MBUFS:-8191}
 
@@ -120,20 +133,24 @@ json_get() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(
 # run_spillway NAME PCAP [FLOWS]: one worker, pcap -> null for DURATION s. Mpps from two
 # status samples over the control socket (steady state, startup excluded); falls back to
 # the final counters / uptime when spillwayctl is missing. SPW_MBUFS, SPW_MEM_MB and
-# SPW_CAPACITY (environment of the call) override the pool, EAL memory and table size.
+# SPW_CAPACITY (environment of the call) override the pool, EAL memory and table size;
+# SPW_WORKERS, SPW_CORES and SPW_RX_DEV the workers, their cores and the RX device.
 run_spillway() {
     local name="$1" pcap="$2" flows="${3:-$N_FLOWS}" cfg="$WORK/$1.toml" log="$WORK/$1.log"
-    spillway_config "$cfg" "net_pcap0,rx_pcap=$pcap,infinite_rx=1" "net_null0,no-rx=1"
+    spillway_config "$cfg" "${SPW_RX_DEV:-net_pcap0,rx_pcap=$pcap,infinite_rx=1}" "net_null0,no-rx=1"
     rm -f "$WORK/ctl.sock"
     "$SPILLWAY_BIN" --config "$cfg" --socket "$WORK/ctl.sock" --duration "$((DURATION + 2))" > "$log" 2>&1 &
     local pid=$! t=0 mpps=""
     # up to 300 s: two pools of 1 M mbufs and a 1 M-packet capture take minutes on a busy host
     while [[ ! -S "$WORK/ctl.sock" ]] && ((t < 3000)) && kill -0 "$pid" 2>/dev/null; do sleep 0.1; t=$((t + 1)); done
+    local cpu1="" cpu2=""
     if [[ -x "$SPILLWAYCTL_BIN" && -S "$WORK/ctl.sock" ]]; then
         sleep 1
+        cpu1="$(worker_cpu_ticks "$pid")"
         "$SPILLWAYCTL_BIN" --socket "$WORK/ctl.sock" status --json > "$WORK/$name.s1.json" || true
         sleep "$DURATION"
         "$SPILLWAYCTL_BIN" --socket "$WORK/ctl.sock" status --json > "$WORK/$name.s2.json" || true
+        cpu2="$(worker_cpu_ticks "$pid")"
         if [[ -s "$WORK/$name.s1.json" && -s "$WORK/$name.s2.json" ]]; then
             mpps="$(python3 - "$WORK/$name.s1.json" "$WORK/$name.s2.json" <<'PY'
 import json, sys
@@ -155,8 +172,38 @@ PY
     up="$(json_get "$WORK/$name.final.json" 'd["uptime_sec"]')"
     ((fwd > 0)) || die "spillway ($name) forwarded nothing; log: $log"
     [[ -n "$mpps" ]] || mpps="$(python3 -c "print('%.3f' % ($fwd / $up / 1e6))")"
-    echo "run=spillway_$name mpps=$mpps rx=$rx forwarded=$fwd new_connections=$newc flows=$flows"
+    local split=""
+    if [[ "${SPW_WORKERS:-1}" != 1 ]]; then
+        split=" per_worker_forwarded=$(json_get "$WORK/$name.final.json" '"/".join(str(w["forwarded"]) for w in d["workers"])')"
+    fi
+    # CPU time each worker thread got between the samples (1.00 = a whole core): on a
+    # shared host the scheduler, not Spillway, can be the limit; mpps_per_worker_cpu is
+    # the rate per core-second actually received.
+    if [[ -n "$cpu1" && -n "$cpu2" ]]; then
+        split+="$(python3 - "$cpu1" "$cpu2" "$DURATION" "$mpps" <<'PY'
+import os, sys
+a, b = (dict(kv.split("=") for kv in s.split()) for s in sys.argv[1:3])
+dt, mpps, hz = float(sys.argv[3]), float(sys.argv[4]), os.sysconf("SC_CLK_TCK")
+share = [(int(b[k]) - int(a[k])) / hz / dt for k in sorted(a) if k in b]
+print(" worker_cpu=%s mpps_per_worker_cpu=%.3f" % ("/".join("%.2f" % x for x in share), mpps / max(sum(share), 1e-9)), end="")
+PY
+)"
+        eval "MPPS_CPU_$name=${split##*mpps_per_worker_cpu=}"
+    fi
+    echo "run=spillway_$name mpps=$mpps rx=$rx forwarded=$fwd new_connections=$newc flows=$flows$split"
     eval "MPPS_$name=$mpps"
+}
+
+# worker_cpu_ticks PID: "worker-0=TICKS worker-1=TICKS ..." (utime + stime of each worker
+# thread, /proc/PID/task/TID/stat fields 14 and 15, in clock ticks).
+worker_cpu_ticks() {
+    local t comm out=""
+    for t in /proc/"$1"/task/*; do
+        comm="$(cat "$t/comm" 2>/dev/null)" || continue
+        [[ "$comm" == worker-* ]] || continue
+        out+="$comm=$(awk '{ sub(/^.*\) /, ""); print $12 + $13 }' "$t/stat") "
+    done
+    echo "$out"
 }
 
 # run_testpmd MODE PCAP [SUFFIX FLOWS MBUFS MEM_MB]: testpmd MODE forwarding on the same
@@ -187,6 +234,9 @@ run_testpmd() {
 pcap_mode() {
     python3 "$HERE/gen_pcap.py" --out "$WORK/est64.pcap" --flows "$N_FLOWS" --size "$SIZE" 2>/dev/null
     run_spillway est64 "$WORK/est64.pcap"
+    if ((TWO_WORKERS)); then
+        two_workers
+    fi
     if ((FLOWS_1M > 0)); then
         many_flows
     fi
@@ -202,10 +252,30 @@ pcap_mode() {
     run_testpmd io "$WORK/est64.pcap"
     # shellcheck disable=SC2154  # set by eval in run_*
     python3 -c "print('ratio_vs_5tswap=%.2f' % ($MPPS_est64 / $MPPS_testpmd_5tswap))"
+    if ((TWO_WORKERS)); then
+        # shellcheck disable=SC2154  # set by eval in run_spillway
+        python3 -c "print('ratio_2w_vs_1w=%.2f' % ($MPPS_est64_2w / $MPPS_est64))"
+        # Per core-second the workers actually got: 1.00 = two workers forward exactly
+        # twice what one does when each has a whole core (>= 0.90 is >= 1.8 x).
+        if [[ -n "${MPPS_CPU_est64_2w:-}" && -n "${MPPS_CPU_est64:-}" ]]; then
+            python3 -c "print('scaling_per_worker_cpu_2w=%.2f' % ($MPPS_CPU_est64_2w / $MPPS_CPU_est64))"
+        fi
+    fi
     if ((FLOWS_1M > 0)); then
         # shellcheck disable=SC2154  # set by eval in run_spillway
         python3 -c "print('ratio_1m_vs_1k=%.2f' % ($MPPS_est64_1m / $MPPS_est64))"
     fi
+}
+
+# two_workers: the two-worker case (header). Each RX queue of net_pcap replays its own
+# capture: flows 0..N/2 on queue 0, N/2..N on queue 1.
+two_workers() {
+    local half=$((N_FLOWS / 2)) a="$WORK/est64_q0.pcap" b="$WORK/est64_q1.pcap"
+    ((half >= 1)) || die "N_FLOWS=$N_FLOWS: the two-worker case needs at least 2 flows"
+    python3 "$HERE/gen_pcap.py" --out "$a" --flows "$half" --size "$SIZE" 2>/dev/null
+    python3 "$HERE/gen_pcap.py" --out "$b" --flows "$((N_FLOWS - half))" --first-flow "$half" --size "$SIZE" 2>/dev/null
+    SPW_WORKERS=2 SPW_CORES="$CORES_2W" SPW_RX_DEV="net_pcap0,rx_pcap=$a,rx_pcap=$b,infinite_rx=1" \
+        run_spillway est64_2w "$a" "$N_FLOWS"
 }
 
 # many_flows: the FLOWS_1M case (header). One packet per flow, so every replay round

@@ -3,9 +3,11 @@
 
     gen_pcap.py --out FILE [--flows N] [--size 64 | --imix] [--flags ack|syn]
                 [--vip 10.0.0.100] [--port 80] [--vlan ID] [--packets-per-flow K]
+                [--first-flow F]
 
 One packet per flow per round (K rounds, default 1), flows in order, so a replayed
-(infinite_rx) capture touches every flow once per round. Flow i: source
+(infinite_rx) capture touches every flow once per round. Flows F..F+N (F = --first-flow,
+default 0: disjoint flow sets for several RX queues, as RSS spreads them). Flow i: source
 10.1.0.0/16 + i // 4096, source port 1024 + i % 4096, destination VIP:port.
 Sizes are frame lengths without FCS (64-byte frames = 64 bytes of data, as testpmd's
 txonly default). IMIX: 7:4:1 of 64, 570 and 1514 bytes (simple IMIX, "64/570/1514").
@@ -58,9 +60,10 @@ def main() -> int:
     ap.add_argument("--port", type=int, default=80)
     ap.add_argument("--vlan", type=int)
     ap.add_argument("--packets-per-flow", type=int, default=1)
+    ap.add_argument("--first-flow", type=int, default=0)
     a = ap.parse_args()
-    if a.flows < 1 or a.flows > 65536 * 4096:
-        ap.error("--flows must be 1..268435456")
+    if a.flows < 1 or a.first_flow < 0 or a.first_flow + a.flows > 65536 * 4096:
+        ap.error("--first-flow + --flows must be 1..268435456")
     if not a.imix and not 60 <= a.size <= 9000:
         ap.error("--size must be 60..9000")
     vip = int(ipaddress.IPv4Address(a.vip))
@@ -69,7 +72,7 @@ def main() -> int:
     with open(a.out, "wb") as out:
         out.write(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 1))
         for r in range(a.packets_per_flow):
-            for i in range(a.flows):
+            for i in range(a.first_flow, a.first_flow + a.flows):
                 size = IMIX[n % len(IMIX)] if a.imix else a.size
                 src = 0x0A010000 + (i >> 12)
                 f = frame(src, vip, 1024 + (i & 0xFFF), a.port, flags, size, a.vlan, r)

@@ -133,7 +133,7 @@ fn run(args: Args) -> Result<(), String> {
         }
         println!("{path}: configuration OK ({} services, {} ports)", cfg.services.len(), cfg.ports.len());
         println!("  checked: syntax, every range and cross-reference, backend MACs/addresses, port device arguments (key=value, iface= etc. a driver needs), socket_group, worker_cores on this host");
-        println!("  not checked without starting DPDK: that the devices exist and start, hugepage memory for the mbuf pools, queue and descriptor counts the NIC supports, the control socket path");
+        println!("  not checked without starting DPDK: that the devices exist and start, that they take the port MTU (RX scatter or mbufs sized for it), hugepage memory for the mbuf pools, queue and descriptor counts the NIC supports, the control socket path");
         return Ok(());
     }
     let socket = args.socket.clone().unwrap_or_else(|| PathBuf::from(&cfg.dataplane.socket));
@@ -152,10 +152,15 @@ fn run(args: Args) -> Result<(), String> {
     let mut ports: Vec<EthPort> = Vec::new();
     for (i, p) in cfg.ports.iter().enumerate() {
         let mut port = EthPort::by_name(&p.device).map_err(|e| format!("ports[{i}] ({}): {e}", p.name))?;
-        let pool = Mempool::new(&format!("mbuf_{i}"), cfg.dataplane.mbufs_per_port, 256, port.socket_id())
+        // Jumbo frames (issue 12 item 7): RX scatter, or mbufs sized for the MTU.
+        let plan = port.rx_plan(&format!("ports[{i}]"), p.mtu).map_err(|e| format!("ports[{i}] ({}): {e}", p.name))?;
+        let pool = Mempool::with_data_room(&format!("mbuf_{i}"), cfg.dataplane.mbufs_per_port, 256, plan.data_room, port.socket_id())
             .map_err(|e| format!("ports[{i}] ({}): mbuf pool: {e}", p.name))?;
-        port.configure(workers as u16, workers as u16, cfg.dataplane.descriptors, &pool)
+        port.configure_plan(workers as u16, workers as u16, cfg.dataplane.descriptors, &pool, &plan)
             .map_err(|e| format!("ports[{i}] ({}): {e}", p.name))?;
+        if p.mtu != spillway_shared::config::DEFAULT_PORT_MTU {
+            tracing::info!(port = %p.name, mtu = plan.mtu, rx_scatter = plan.rx_scatter, tx_multi_seg = plan.tx_multi_seg, mbuf_data_room = plan.data_room, "jumbo frames");
+        }
         if let Err(e) = port.promiscuous(true) {
             tracing::debug!(port = %p.name, error = %e, "promiscuous mode not available");
         }

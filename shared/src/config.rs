@@ -198,6 +198,21 @@ pub struct PortConfig {
     /// its ARP-resolved MAC ([`crate::neighbors::next_hop`]); optional.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gateway: Option<Ipv4Addr>,
+    /// Largest IP packet the port receives and sends, bytes (the L3 MTU: Ethernet header,
+    /// VLAN tags and FCS excluded), 1280–9216, default 1500. Above 1500 (jumbo frames,
+    /// issue 12 item 7) the port receives into chained mbufs (RX scatter) or into mbufs
+    /// sized for the frame, as the device allows (docs/operations.md "Jumbo frames").
+    #[serde(default = "d_port_mtu", deserialize_with = "ranged::port_mtu", skip_serializing_if = "is_default_port_mtu")]
+    pub mtu: u16,
+}
+
+/// Default [`PortConfig::mtu`]: the Ethernet MTU (RFC 894).
+pub const DEFAULT_PORT_MTU: u16 = 1500;
+fn d_port_mtu() -> u16 {
+    DEFAULT_PORT_MTU
+}
+fn is_default_port_mtu(m: &u16) -> bool {
+    *m == DEFAULT_PORT_MTU
 }
 
 /// A zone and its region (also used for `forwarder`).
@@ -918,6 +933,7 @@ pub(crate) mod ranged {
         port: u16 = "services[].port";
         connection_drain_timeout_sec: u32 = "services[].connection_drain_timeout_sec";
         encap_mtu: u16 = "services[].encap_mtu";
+        port_mtu: u16 = "ports[].mtu";
         maglev_table_size: u32 = "services[].maglev_table_size";
         expected_status: u16 = "services[].health_check.expected_status";
         healthy_threshold: u32 = "services[].health_check.healthy_threshold";
@@ -1286,6 +1302,8 @@ impl Config {
             if let Some(j) = self.ports[..i].iter().position(|q| crate::device::device_name(&q.device) == crate::device::device_name(&pcfg.device)) {
                 return Err(ConfigError::new(format!("ports[{i}].device"), format!("{:?}", pcfg.device), format!("must name another device than ports[{j}] ({}): one DPDK port per device", crate::device::device_name(&pcfg.device))));
             }
+            let mtu_path = format!("ports[{i}].mtu");
+            lim("ports[].mtu").check_int(&mtu_path, pcfg.mtu.into())?;
         }
         for (i, pcfg) in self.ports.iter().enumerate() {
             if let Some(f) = &pcfg.forward_to {

@@ -33,8 +33,10 @@ pub struct NeighborsConfig {
     #[serde(default = "d_retry", deserialize_with = "crate::config::ranged::neighbors_retry_ms")]
     pub retry_ms: u32,
     /// Send a gratuitous ARP (RFC 5227 §3 announcement) for every VIP and port address on
-    /// every port at start, and for VIPs added later (default true).
-    #[serde(default = "d_true")]
+    /// every port at start, and for VIPs added later (default false: a port then sends
+    /// nothing it was not asked for, which replay tests and captures rely on; turn it on
+    /// where switches and routers must learn a new or moved host at once).
+    #[serde(default)]
     pub gratuitous_arp: bool,
 }
 
@@ -47,13 +49,10 @@ fn d_expiry() -> u32 {
 fn d_retry() -> u32 {
     1000
 }
-fn d_true() -> bool {
-    true
-}
 
 impl Default for NeighborsConfig {
     fn default() -> Self {
-        NeighborsConfig { refresh_sec: d_refresh(), expiry_sec: d_expiry(), retry_ms: d_retry(), gratuitous_arp: true }
+        NeighborsConfig { refresh_sec: d_refresh(), expiry_sec: d_expiry(), retry_ms: d_retry(), gratuitous_arp: false }
     }
 }
 

@@ -1,7 +1,8 @@
 /*
  * spillway dpdk-sys shim: out-of-line wrappers for DPDK's `static inline` fast-path
  * functions and macros, which bindgen cannot bind (they have no exported symbol).
- * Every function here is a one-line forward; see shim.c.
+ * Every function here is a one-line forward (except the two multi-segment helpers,
+ * commented in shim.c); see shim.c.
  */
 #ifndef SPILLWAY_DPDK_SHIM_H
 #define SPILLWAY_DPDK_SHIM_H
@@ -33,6 +34,12 @@ int spw_pktmbuf_trim(struct rte_mbuf *m, uint16_t len);
 uint16_t spw_pktmbuf_headroom(const struct rte_mbuf *m);
 uint16_t spw_pktmbuf_tailroom(const struct rte_mbuf *m);
 
+/* multi-segment packets (jumbo frames in chained mbufs): not one-line forwards, so
+ * commented in shim.c */
+int spw_pktmbuf_trim_to(struct rte_mbuf *m, uint32_t len);
+int spw_pktmbuf_pull_up(struct rte_mbuf *m, uint32_t len);
+int spw_pktmbuf_chain(struct rte_mbuf *head, struct rte_mbuf *tail);
+
 /* per-lcore TLS: rte_errno, rte_lcore_id() */
 int spw_errno(void);
 unsigned int spw_lcore_id(void);
@@ -42,5 +49,8 @@ unsigned int spw_lcore_id(void);
 extern const uint64_t SPW_RSS_IP;
 extern const uint64_t SPW_RSS_TCP;
 extern const uint64_t SPW_RSS_UDP;
+/* RTE_ETH_RX_OFFLOAD_SCATTER / RTE_ETH_TX_OFFLOAD_MULTI_SEGS, RTE_BIT64() as well. */
+extern const uint64_t SPW_RX_OFFLOAD_SCATTER;
+extern const uint64_t SPW_TX_OFFLOAD_MULTI_SEGS;
 
 #endif

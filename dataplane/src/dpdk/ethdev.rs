@@ -87,6 +87,8 @@ pub struct EthPort {
     port_id: u16,
     name: String,
     started: bool,
+    /// Configured with `RTE_ETH_TX_OFFLOAD_MULTI_SEGS` ([`RxPlan::tx_multi_seg`]).
+    tx_multi_seg: bool,
 }
 
 impl EthPort {
@@ -124,6 +126,7 @@ impl EthPort {
             port_id: id,
             name: name.to_owned(),
             started: false,
+            tx_multi_seg: false,
         })
     }
 
@@ -168,13 +171,37 @@ impl EthPort {
     /// Configures `rx_queues` RX and `tx_queues` TX queues with `descriptors` descriptors
     /// each (clamped to the device limits), RX buffers from `pool`. With more than one RX
     /// queue, enables RSS over the 5-tuple, masked by the device's supported hash functions
-    /// (none supported → a single RSS-less spread, logged).
+    /// (none supported → a single RSS-less spread, logged). MTU 1500, no RX scatter (see
+    /// [`EthPort::configure_plan`]).
     pub fn configure(
         &mut self,
         rx_queues: u16,
         tx_queues: u16,
         descriptors: u16,
         pool: &Mempool,
+    ) -> Result<()> {
+        let plan = RxPlan { mtu: 1500, rx_scatter: false, tx_multi_seg: false, data_room: sys::RTE_MBUF_DEFAULT_BUF_SIZE as u16 };
+        self.configure_plan(rx_queues, tx_queues, descriptors, pool, &plan)
+    }
+
+    /// The [`RxPlan`] of this device for `mtu` (issue 12 item 7); `path` names the port in
+    /// the error (`ports[0]`). Decide it before creating the port's pool: the pool's data
+    /// room comes from it.
+    pub fn rx_plan(&self, path: &str, mtu: u16) -> Result<RxPlan> {
+        let info = self.info()?;
+        rx_plan(path, mtu, &DeviceCaps::of(&info)).map_err(|m| DpdkError::new("rte_eth_dev_configure", libc::EINVAL, m))
+    }
+
+    /// [`EthPort::configure`] with the MTU and offloads of `plan`: `rxmode.mtu`, and
+    /// `RTE_ETH_RX_OFFLOAD_SCATTER` / `RTE_ETH_TX_OFFLOAD_MULTI_SEGS` when it asks for them.
+    /// `pool` must have the plan's data room.
+    pub fn configure_plan(
+        &mut self,
+        rx_queues: u16,
+        tx_queues: u16,
+        descriptors: u16,
+        pool: &Mempool,
+        plan: &RxPlan,
     ) -> Result<()> {
         let info = self.info()?;
         if rx_queues == 0
@@ -202,11 +229,19 @@ impl EthPort {
                 tracing::warn!(port = %self.name, "device supports no 5-tuple RSS hash; RX queues are not hashed");
             }
         }
+        conf.rxmode.mtu = u32::from(plan.mtu);
+        if plan.rx_scatter {
+            conf.rxmode.offloads |= rx_scatter();
+        }
+        if plan.tx_multi_seg {
+            conf.txmode.offloads |= tx_multi_segs();
+        }
         // SAFETY: conf is a fully initialised rte_eth_conf that DPDK copies.
         let ret = unsafe { sys::rte_eth_dev_configure(self.port_id, rx_queues, tx_queues, &conf) };
         check("rte_eth_dev_configure", ret, || {
-            format!("port {}", self.name)
+            format!("port {}, MTU {}, RX scatter {}, multi-segment TX {}", self.name, plan.mtu, plan.rx_scatter, plan.tx_multi_seg)
         })?;
+        self.tx_multi_seg = plan.tx_multi_seg;
 
         let socket = self.socket_id() as u32;
         let nb_rxd = clamp_descriptors(
@@ -331,6 +366,7 @@ impl EthPort {
             queue_id,
             mac: self.mac(),
             pool: None,
+            tx_multi_seg: self.tx_multi_seg,
         }
     }
 }
@@ -359,6 +395,8 @@ pub struct DpdkQueue {
     pub queue_id: u16,
     /// The port MAC.
     pub mac: [u8; 6],
+    /// The port sends chained mbufs (configured with `RTE_ETH_TX_OFFLOAD_MULTI_SEGS`).
+    pub tx_multi_seg: bool,
     /// Pool of [`Port::alloc_tx`] (frames the worker originates); `None`: it answers `None`.
     pub pool: Option<std::ptr::NonNull<sys::rte_mempool>>,
 }
@@ -437,6 +475,10 @@ impl Port for DpdkQueue {
         }
         crate::fastpath::port::PacketBuf::data_mut(&mut m).copy_from_slice(frame);
         Some(m)
+    }
+
+    fn tx_multi_seg(&self) -> bool {
+        self.tx_multi_seg
     }
 }
 

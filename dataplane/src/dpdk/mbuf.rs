@@ -58,10 +58,12 @@ impl Mbuf {
         self.len() == 0
     }
 
-    /// Total packet length over all segments (`pkt_len`).
+    /// Total packet length over all segments (`pkt_len`), read from the struct like
+    /// [`Mbuf::len`].
+    #[inline]
     pub fn pkt_len(&self) -> usize {
-        // SAFETY: self owns a valid mbuf.
-        unsafe { sys::spw_pktmbuf_pkt_len(self.0.as_ptr()) as usize }
+        // SAFETY: self owns a valid mbuf; plain field read.
+        unsafe { (*self.0.as_ptr()).pkt_len as usize }
     }
 
     /// Free bytes in front of the data.
@@ -74,6 +76,37 @@ impl Mbuf {
     pub fn tailroom(&self) -> usize {
         // SAFETY: self owns a valid mbuf.
         unsafe { sys::spw_pktmbuf_tailroom(self.0.as_ptr()) as usize }
+    }
+
+    /// Appends the chain `tail` after this packet's last segment (`rte_pktmbuf_chain`);
+    /// `Err(tail)` (both unchanged) when the chain would exceed DPDK's segment limit.
+    pub fn chain(&mut self, tail: Mbuf) -> std::result::Result<(), Mbuf> {
+        let t = tail.into_raw();
+        // SAFETY: both are valid owned mbufs; on success the head owns the tail's segments,
+        // on failure (-EOVERFLOW) nothing changed and we take the tail back.
+        if unsafe { sys::spw_pktmbuf_chain(self.0.as_ptr(), t) } == 0 {
+            Ok(())
+        } else {
+            // SAFETY: t came from `into_raw` of a valid mbuf (non-null) that we still own.
+            Err(Mbuf(unsafe { NonNull::new_unchecked(t) }))
+        }
+    }
+
+    /// The whole packet, every segment in order (tests, diagnostics; allocates).
+    pub fn to_vec(&self) -> Vec<u8> {
+        let mut v = Vec::with_capacity(self.pkt_len());
+        let mut seg = self.0.as_ptr();
+        while !seg.is_null() {
+            // SAFETY: seg is a segment of the chain self owns; buf_addr + data_off holds
+            // data_len initialised bytes; `next` is null after the last segment.
+            unsafe {
+                let m = &*seg;
+                let p = (m.buf_addr as *const u8).add(usize::from(m.data_off));
+                v.extend_from_slice(std::slice::from_raw_parts(p, usize::from(m.data_len)));
+                seg = m.next;
+            }
+        }
+        v
     }
 
     /// Removes `n` bytes from the front (`rte_pktmbuf_adj`); false if the packet is shorter.
@@ -128,14 +161,37 @@ impl PacketBuf for Mbuf {
         if len >= cur {
             return;
         }
+        if self.segments() > 1 {
+            // SAFETY: self owns a valid mbuf chain; len < pkt_len, so trim_to cuts the
+            // segment holding byte `len` and frees the ones after it (never the first).
+            unsafe {
+                sys::spw_pktmbuf_trim_to(self.0.as_ptr(), len as u32);
+            }
+            return;
+        }
         let Ok(cut) = u16::try_from(cur - len) else {
             return;
         };
-        // SAFETY: self owns a valid mbuf; trim fails (unchanged) only when the last segment
-        // is shorter than `cut`, impossible for the single-segment mbufs we use.
+        // SAFETY: self owns a valid single-segment mbuf; cut < data_len = pkt_len, so trim
+        // succeeds.
         unsafe {
             sys::spw_pktmbuf_trim(self.0.as_ptr(), cut);
         }
+    }
+
+    #[inline]
+    fn pkt_len(&self) -> usize {
+        Mbuf::pkt_len(self)
+    }
+
+    fn pull_up(&mut self, len: usize) -> bool {
+        if self.len() >= len.min(self.pkt_len()) {
+            return true;
+        }
+        let len = u32::try_from(len).unwrap_or(u32::MAX);
+        // SAFETY: self owns a valid mbuf chain; pull_up moves bytes within it, frees only
+        // segments it emptied (never the first), and leaves it unchanged on failure.
+        unsafe { sys::spw_pktmbuf_pull_up(self.0.as_ptr(), len) == 0 }
     }
 
     fn append(&mut self, n: usize) -> bool {

@@ -7,7 +7,8 @@ use dpdk_sys as sys;
 use std::ffi::CString;
 use std::ptr::NonNull;
 
-/// A packet mbuf pool (`rte_pktmbuf_pool_create`, default data room). Freed on drop: drop
+/// A packet mbuf pool (`rte_pktmbuf_pool_create`; default data room, or one sized for
+/// jumbo frames). Freed on drop: drop
 /// every mbuf and port using it first.
 #[derive(Debug)]
 pub struct Mempool {
@@ -26,6 +27,13 @@ impl Mempool {
     /// cache of `cache` on `socket_id` (negative = [`SOCKET_ID_ANY`](sys::SOCKET_ID_ANY):
     /// the calling thread's socket, else 0). `name` must be unique.
     pub fn new(name: &str, n_mbufs: u32, cache: u32, socket_id: i32) -> Result<Mempool> {
+        Mempool::with_data_room(name, n_mbufs, cache, sys::RTE_MBUF_DEFAULT_BUF_SIZE as u16, socket_id)
+    }
+
+    /// Like [`Mempool::new`] with `data_room` bytes of buffer per mbuf (headroom
+    /// included, as `rte_pktmbuf_pool_create`'s `data_room_size`): mbufs sized for a jumbo
+    /// frame when the device cannot receive into chained mbufs ([`super::RxPlan`]).
+    pub fn with_data_room(name: &str, n_mbufs: u32, cache: u32, data_room: u16, socket_id: i32) -> Result<Mempool> {
         let cname = CString::new(name).map_err(|_| DpdkError {
             call: "rte_pktmbuf_pool_create",
             errno: libc::EINVAL,
@@ -41,7 +49,7 @@ impl Mempool {
                 n_mbufs,
                 cache,
                 0,
-                sys::RTE_MBUF_DEFAULT_BUF_SIZE as u16,
+                data_room,
                 socket,
             )
         };
@@ -53,10 +61,10 @@ impl Mempool {
             None => {
                 let e = DpdkError::from_rte_errno(
                     "rte_pktmbuf_pool_create",
-                    format!("pool {name:?}, {n_mbufs} mbufs, cache {cache}, socket {socket}"),
+                    format!("pool {name:?}, {n_mbufs} mbufs of {data_room} bytes, cache {cache}, socket {socket}"),
                 );
                 let hint = match e.errno {
-                    libc::ENOMEM => Some("not enough EAL memory: raise -m or use fewer mbufs"),
+                    libc::ENOMEM => Some("not enough EAL memory: raise -m or use fewer mbufs (jumbo mbufs need mbufs × data room; see docs/operations.md \"Jumbo frames\")"),
                     libc::EEXIST => Some("a mempool with this name exists"),
                     libc::EINVAL => Some("cache must be ≤ 512 and ≤ n_mbufs / 1.5"),
                     _ => None,
@@ -111,6 +119,31 @@ impl Mempool {
         }
         m.data_mut().copy_from_slice(frame);
         Ok(m)
+    }
+
+    /// Allocates a chain of mbufs holding `frame` split into segments of `seg_lens` bytes
+    /// (the last takes the rest; zero lengths skipped), as a device with RX scatter
+    /// delivers a jumbo frame: the model of [`crate::fastpath::port::MemBuf::segmented`]
+    /// on real mbufs (tests).
+    pub fn alloc_segmented(&self, frame: &[u8], seg_lens: &[usize]) -> Result<Mbuf> {
+        let mut parts: Vec<&[u8]> = Vec::new();
+        let mut at = 0;
+        for &n in seg_lens {
+            let end = (at + n).min(frame.len());
+            if end > at {
+                parts.push(&frame[at..end]);
+                at = end;
+            }
+        }
+        if at < frame.len() || parts.is_empty() {
+            parts.push(&frame[at..]);
+        }
+        let mut head = self.alloc_frame(parts[0])?;
+        for p in &parts[1..] {
+            let seg = self.alloc_frame(p)?;
+            head.chain(seg).map_err(|_| DpdkError::new("rte_pktmbuf_chain", libc::EOVERFLOW, format!("{} segments", parts.len())))?;
+        }
+        Ok(head)
     }
 
     /// The raw pool pointer (for queue setup).

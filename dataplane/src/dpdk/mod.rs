@@ -14,12 +14,14 @@
 //! Drop order matters because DPDK objects live in EAL memory: mbufs → ports → mempools →
 //! `Eal` (whose `Drop` calls `rte_eal_cleanup`).
 //!
-//! Mbufs are treated as single-segment (Spillway never enables RX scatter): `data()` is the
-//! first segment.
+//! A jumbo frame may arrive in chained mbufs when the port's MTU needs RX scatter
+//! ([`RxPlan`], issue 12 item 7): `data()` is the first segment, `pkt_len()` the whole
+//! packet, and the worker pulls headers up into the first segment
+//! ([`crate::fastpath::segments`]).
 
 //!
 //! Files: [`error`] (the error type), [`eal`], [`mempool`], [`mbuf`], [`ethdev`] (ports and
-//! queues). This folder is the only unsafe code outside `dataplane/dpdk-sys` (besides the
+//! queues), [`rxplan`] (how a port receives frames of its MTU). This folder is the only unsafe code outside `dataplane/dpdk-sys` (besides the
 //! connection table's aligned allocation in `fastpath`); every `unsafe` block has a
 //! `// SAFETY:` comment.
 
@@ -28,9 +30,11 @@ mod error;
 mod ethdev;
 mod mbuf;
 mod mempool;
+mod rxplan;
 
 pub use eal::*;
 pub use error::{rte_errno, strerror, DpdkError, Result};
 pub use ethdev::*;
 pub use mbuf::*;
 pub use mempool::*;
+pub use rxplan::*;

@@ -8,6 +8,7 @@
 
 pub mod conntrack;
 pub mod port;
+pub mod segments;
 pub mod stats;
 pub mod worker;
 pub mod frag;

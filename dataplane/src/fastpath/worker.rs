@@ -11,6 +11,7 @@ use crate::wire::{self, tcp_flags, DropReason, Ipv4Info, Parsed};
 use crate::fastpath::port::{Burst, PacketBuf, Port};
 use crate::control::snapshot::{ClassTable, ServiceSnap, Snapshot};
 use crate::fastpath::frag::{DatagramId, FragTable};
+use crate::fastpath::segments::parse_segmented;
 use crate::fastpath::stats::{bump, WorkerStats};
 use spillway_shared::config::{SessionAffinity, TrackingMode};
 use spillway_shared::flow::{FlowAddr, FlowKey, FlowKeyOf};
@@ -207,15 +208,25 @@ impl Worker {
     /// through `buf` where needed.
     #[inline]
     pub fn process<B: PacketBuf>(&mut self, buf: &mut B, port: usize, snap: &Snapshot, now_ms: u32) -> Verdict {
+        match wire::parse(buf.data()) {
+            Ok(parsed) => self.decide(buf, parsed, port, snap, now_ms),
+            Err(_) if buf.segments() > 1 => self.process_segmented(buf, port, snap, now_ms),
+            Err(r) => Verdict::Drop(r),
+        }
+    }
+
+    /// A chained jumbo frame whose first segment does not hold it all (issue 12 item 7),
+    /// out of line: parsed again with its headers pulled up ([`parse_segmented`]).
+    #[inline(never)]
+    fn process_segmented<B: PacketBuf>(&mut self, buf: &mut B, port: usize, snap: &Snapshot, now_ms: u32) -> Verdict {
+        parse_segmented(buf).map_or_else(Verdict::Drop, |parsed| self.decide(buf, parsed, port, snap, now_ms))
+    }
+
+    /// The decision for a parsed frame (the body of [`Worker::process`]).
+    #[inline(always)]
+    fn decide<B: PacketBuf>(&mut self, buf: &mut B, parsed: Parsed, port: usize, snap: &Snapshot, now_ms: u32) -> Verdict {
         let Some(pinfo) = self.ports.get(port).copied() else {
             return Verdict::Drop(DropReason::NotForVip);
-        };
-        if buf.segments() > 1 {
-            return Verdict::Drop(DropReason::MultiSegment);
-        }
-        let parsed = match wire::parse(buf.data()) {
-            Ok(p) => p,
-            Err(r) => return Verdict::Drop(r),
         };
         let p = match parsed {
             Parsed::Arp(a) => {

@@ -64,7 +64,7 @@ impl Worker {
         }
         // Bytes as received (the frame before rewriting): what the client sent this backend.
         if let Some(c) = self.stats.backend_bytes.get(usize::from(backend)) {
-            bump(c, buf.data().len() as u64);
+            bump(c, buf.pkt_len() as u64);
         }
         let out_mac = self.ports.get(pinfo.forward_to).map_or(pinfo.mac, |o| o.mac);
         match svc.mode {
@@ -88,9 +88,27 @@ impl Worker {
                 if total_len + oh > usize::from(svc.encap_mtu) {
                     return self.too_big(buf, p, svc.encap_mtu.saturating_sub(oh as u16), pinfo);
                 }
-                let (l3, frame_len) = (p.l3(), buf.data().len());
+                let (l3, frame_len) = (p.l3(), buf.pkt_len());
                 // drop Ethernet padding beyond the IP packet before growing
                 buf.truncate((l3 + total_len).min(frame_len));
+                if buf.segments() > 1 {
+                    // A chained jumbo frame (issue 12 item 7): the headers go in front of the
+                    // inner packet, which stays where it is (its bytes span segments). IPv4
+                    // underlay only; an IPv6 underlay needs the inner bytes moved.
+                    let Inner::V4(p4) = p else { return Verdict::Drop(DropReason::MultiSegment) };
+                    if outer6 {
+                        return Verdict::Drop(DropReason::MultiSegment);
+                    }
+                    let src = snap.port_addrs.get(pinfo.forward_to).copied().filter(|a| *a != 0).unwrap_or(pinfo.addr);
+                    let tunnel = wire::Tunnel { encap, src, dst: b.addr, dst_mac: b.mac, src_mac: out_mac };
+                    if !buf.prepend(tunnel.front_room(p4.l3)) {
+                        return Verdict::Drop(DropReason::NoHeadroom);
+                    }
+                    return match tunnel.encapsulate_in_front(buf.data_mut(), p4.total_len) {
+                        Ok(_) => Verdict::Forward,
+                        Err(r) => Verdict::Drop(r),
+                    };
+                }
                 if !buf.prepend(oh) {
                     return Verdict::Drop(DropReason::NoHeadroom);
                 }

@@ -8,6 +8,7 @@ use super::{push_or_flush, Verdict, Worker};
 use crate::control::snapshot::Snapshot;
 use crate::fastpath::frag::{FragHold, Held, Release};
 use crate::fastpath::port::{Burst, Port};
+use crate::fastpath::segments::sendable;
 use crate::fastpath::stats::bump;
 use crate::wire::DropReason;
 
@@ -18,11 +19,16 @@ impl Worker {
     #[inline]
     pub(super) fn dispatch<P: Port>(&self, ports: &mut [P], tx: &mut [Burst<P::Buf>], held: &mut FragHold<P::Buf>, v: Verdict, b: P::Buf, i: usize, fwd: usize, now: u32) -> bool {
         match v {
-            Verdict::Forward => {
+            Verdict::Forward if sendable(ports, fwd, &b) => {
                 push_or_flush(ports, tx, fwd, b, &self.stats);
                 return true;
             }
-            Verdict::Reply => push_or_flush(ports, tx, i, b, &self.stats),
+            Verdict::Reply if sendable(ports, i, &b) => push_or_flush(ports, tx, i, b, &self.stats),
+            Verdict::Forward | Verdict::Reply => {
+                // a chained jumbo frame for a port that cannot send one
+                bump(&self.stats.drops[DropReason::MultiSegment as usize], 1);
+                drop(b);
+            }
             Verdict::Consumed => drop(b),
             Verdict::Drop(r) => {
                 bump(&self.stats.drops[r as usize], 1);

@@ -215,6 +215,7 @@ mod tests {
     use crate::neighbor::ArpSeen;
 
     fn cfg(extra: &str) -> Config {
+        let extra = if extra.contains("gratuitous_arp") { extra.to_string() } else { format!("gratuitous_arp = true\n{extra}") };
         let c = Config::from_toml(&format!(
             r#"
 [neighbors]

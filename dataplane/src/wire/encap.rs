@@ -189,6 +189,45 @@ impl Tunnel6 {
     }
 }
 
+impl Tunnel {
+    /// Bytes to prepend in front of a frame whose inner IPv4 packet starts at `inner_l3`
+    /// (14 + 4 per VLAN tag) for [`Tunnel::encapsulate_in_front`]: the overhead minus the
+    /// old Ethernet header and tags, which the new headers overwrite. 0 when the tags are
+    /// longer than the overhead (never: tags ≤ 8 bytes < 20).
+    #[inline]
+    pub fn front_room(&self, inner_l3: usize) -> usize {
+        (ETH_LEN + self.encap.overhead()).saturating_sub(inner_l3)
+    }
+
+    /// Encapsulates without moving the inner packet, for packets whose bytes cannot be
+    /// moved cheaply (a multi-segment jumbo frame, issue 12 item 7): the caller prepended
+    /// [`Tunnel::front_room`]`(inner_l3)` bytes, so the inner IPv4 packet (of `inner_len`
+    /// bytes, possibly continuing in later segments) starts at `ETH_LEN + overhead` of
+    /// `head`, and this writes Ethernet | outer IPv4 | [UDP] in front of it, over the new
+    /// room and the old Ethernet header and tags. The outer lengths cover the whole inner
+    /// packet, not `head`. Same bytes as [`Tunnel::encapsulate`]; returns the frame length
+    /// (`ETH_LEN + overhead + inner_len`). `Err(NoHeadroom)` when `head` is shorter than
+    /// the new headers; `Err(MalformedIpv4)` when the outer length would exceed 65,535.
+    #[inline]
+    pub fn encapsulate_in_front(&self, head: &mut [u8], inner_len: usize) -> Result<usize, DropReason> {
+        let overhead = self.encap.overhead();
+        let inner_first = head.get(ETH_LEN + overhead).copied().unwrap_or(0x45);
+        let hdrs = head.get_mut(..ETH_LEN + overhead).ok_or(DropReason::NoHeadroom)?;
+        emit_header(hdrs, self.dst_mac, self.src_mac, ETHERTYPE_IPV4)?;
+        let outer = hdrs.get_mut(ETH_LEN..).ok_or(DropReason::NoHeadroom)?;
+        let protocol = match self.encap {
+            Encap::Ipip => inner_protocol(inner_first),
+            Encap::Gue { .. } => PROTO_UDP,
+        };
+        Ipv4Repr { src: self.src, dst: self.dst, protocol, payload_len: overhead - IPV4_MIN_LEN + inner_len, ident: 0, dont_fragment: true, ttl: OUTER_TTL }.emit(outer)?;
+        if let Encap::Gue { src_port } = self.encap {
+            let udp = outer.get_mut(IPV4_MIN_LEN..).ok_or(DropReason::NoHeadroom)?;
+            UdpRepr { src_port, dst_port: GUE_PORT, payload_len: inner_len }.emit(udp)?;
+        }
+        Ok(ETH_LEN + overhead + inner_len)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -255,6 +294,28 @@ mod tests {
                 }
             }
             prop_assert_eq!(&frame[ETH_LEN + encap.overhead6()..total], &inner[..]);
+        }
+
+        /// The in-front variant gives the same frame as the moving one, for any tags and
+        /// inner packet, without touching the inner bytes.
+        #[test]
+        fn encapsulate_in_front_is_encapsulate(inner in prop::collection::vec(any::<u8>(), 0..120), tags in 0usize..3, gue in any::<bool>(), hash in any::<u64>(), old_l2 in any::<u8>()) {
+            let encap = if gue { Encap::gue(hash) } else { Encap::Ipip };
+            let t = Tunnel { encap, src: 1, dst: 2, dst_mac: [3; 6], src_mac: [4; 6] };
+            let l3 = ETH_LEN + 4 * tags;
+            let mut moved = vec![old_l2; encap.overhead() + l3];
+            moved.extend_from_slice(&inner);
+            let total = t.encapsulate(&mut moved, l3, inner.len()).unwrap();
+            let mut front = vec![old_l2; t.front_room(l3) + l3];
+            front.extend_from_slice(&inner);
+            prop_assert_eq!(front.len(), total);
+            prop_assert_eq!(t.encapsulate_in_front(&mut front, inner.len()), Ok(total));
+            prop_assert_eq!(&front[..], &moved[..total]);
+            // the lengths cover inner_len even when the buffer holds less (a first segment)
+            let mut head = vec![0u8; ETH_LEN + encap.overhead()];
+            prop_assert_eq!(t.encapsulate_in_front(&mut head, 9000), Ok(ETH_LEN + encap.overhead() + 9000));
+            prop_assert_eq!(u16::from_be_bytes([head[ETH_LEN + 2], head[ETH_LEN + 3]]) as usize, encap.overhead() + 9000);
+            prop_assert_eq!(t.encapsulate_in_front(&mut head[..ETH_LEN + encap.overhead() - 1], 0), Err(DropReason::NoHeadroom));
         }
     }
 }

@@ -81,14 +81,26 @@ impl<T: AsRef<[u8]>> Ipv4Packet<T> {
     /// beyond the buffer). Bytes after the total length (Ethernet padding) are allowed.
     #[inline]
     pub fn new_checked(buffer: T) -> Result<Self, DropReason> {
+        let len = buffer.as_ref().len();
+        Self::new_checked_head(buffer, len)
+    }
+
+    /// Like [`Self::new_checked`] for the first bytes of a packet that is `packet_len`
+    /// bytes long from this header on (the first segment of a multi-segment packet, issue
+    /// 12 item 7): the total length is checked against `packet_len`, and [`Self::payload`]
+    /// and [`Self::packet`] stop at the end of `buffer`. The fixed header must be in
+    /// `buffer` (`Err(MalformedIpv4)` otherwise).
+    #[inline]
+    pub fn new_checked_head(buffer: T, packet_len: usize) -> Result<Self, DropReason> {
         let b = buffer.as_ref();
+        let packet_len = packet_len.max(b.len());
         let h = b.first_chunk::<IPV4_MIN_LEN>().ok_or(DropReason::MalformedIpv4)?;
         let ihl = usize::from(h[field::VER_IHL] & 0x0f) * 4;
         if h[field::VER_IHL] >> 4 != 4 || ihl < IPV4_MIN_LEN {
             return Err(DropReason::MalformedIpv4);
         }
         let total_len = usize::from(be16(h, field::TOTAL_LEN));
-        if total_len < ihl || total_len > b.len() {
+        if total_len < ihl || total_len > packet_len {
             return Err(DropReason::TruncatedIpv4);
         }
         // RFC 791: the fragment must end within the 65,535-byte datagram.
@@ -169,16 +181,19 @@ impl<T: AsRef<[u8]>> Ipv4Packet<T> {
         be32(self.fixed(), field::DST)
     }
 
-    /// The payload: bytes `header_len..total_len` (padding after it excluded).
+    /// The payload: bytes `header_len..total_len` (padding after it excluded), or up to
+    /// the end of the buffer for a [`Self::new_checked_head`] view.
     #[inline]
     pub fn payload(&self) -> &[u8] {
-        self.buffer.as_ref().get(self.header_len()..self.total_len()).unwrap_or(&[])
+        let b = self.buffer.as_ref();
+        b.get(self.header_len()..self.total_len().min(b.len())).unwrap_or(&[])
     }
 
-    /// Header and payload (`..total_len`).
+    /// Header and payload (`..total_len`; up to the end of the buffer for a head view).
     #[inline]
     pub fn packet(&self) -> &[u8] {
-        self.buffer.as_ref().get(..self.total_len()).unwrap_or(&[])
+        let b = self.buffer.as_ref();
+        b.get(..self.total_len().min(b.len())).unwrap_or(&[])
     }
 }
 

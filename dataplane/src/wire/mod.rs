@@ -78,8 +78,9 @@ pub enum DropReason {
     /// IPv4 TTL 0: no forwarder may pass such a datagram on (RFC 1812 §5.3.1, RFC 1122
     /// §3.2.1.7). TTL 1 is forwarded in every mode (docs/semantics.md, "TTL").
     TtlExceeded,
-    /// A frame received in several buffer segments (jumbo frame larger than one mbuf):
-    /// not parsed; raise the mbuf size or the MTU limit.
+    /// A frame in several buffer segments (a jumbo frame received into chained mbufs)
+    /// that the device cannot handle: its headers do not fit the first segment, or the
+    /// port it leaves by cannot send chained mbufs (no `RTE_ETH_TX_OFFLOAD_MULTI_SEGS`).
     MultiSegment,
     /// A new connection whose source address is a VIP or one of our addresses (spoofed).
     MartianSource,
@@ -243,10 +244,33 @@ pub fn parse(frame: &[u8]) -> Result<Parsed, DropReason> {
     }
 }
 
+/// Parses the first segment `head` of a frame of `frame_len` bytes spread over several
+/// buffer segments (a jumbo frame received with RX scatter, issue 12 item 7): like
+/// [`parse`], with the IPv4 total length checked against `frame_len`; every header the
+/// worker reads (Ethernet, tags, ARP, IPv4, the TCP/UDP header) must be in `head`
+/// (`Err(TruncatedL4)` / `Err(MalformedIpv4)` otherwise: the caller pulls them up first).
+#[inline]
+pub fn parse_head(head: &[u8], frame_len: usize) -> Result<Parsed, DropReason> {
+    let eth = EthernetFrame::new_checked(head)?;
+    let l3 = eth.header_len();
+    match eth.ethertype() {
+        ETHERTYPE_IPV4 => ipv4_info(Ipv4Packet::new_checked_head(eth.payload(), frame_len.saturating_sub(l3))?, l3).map(Parsed::Ipv4),
+        ETHERTYPE_ARP => Ok(Parsed::Arp(ArpPacket::new_checked(eth.payload())?.info(l3))),
+        _ => Err(DropReason::UnsupportedEthertype),
+    }
+}
+
 /// Parses the IPv4 packet `l3_bytes` (found at offset `l3` of its frame) and its ports.
 #[inline]
 fn parse_ipv4(l3_bytes: &[u8], l3: usize) -> Result<Ipv4Info, DropReason> {
-    let ip = Ipv4Packet::new_checked(l3_bytes)?;
+    ipv4_info(Ipv4Packet::new_checked(l3_bytes)?, l3)
+}
+
+/// The fields of a checked IPv4 view at offset `l3`, and its ports. Always inlined: with
+/// two callers ([`parse`] and [`parse_head`]) LLVM kept it out of line, a call that the
+/// single-segment path did not pay before `parse_head` existed.
+#[inline(always)]
+fn ipv4_info(ip: Ipv4Packet<&[u8]>, l3: usize) -> Result<Ipv4Info, DropReason> {
     let frag = ip.frag();
     let mut info = Ipv4Info {
         l3,

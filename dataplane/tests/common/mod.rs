@@ -152,11 +152,13 @@ pub struct Setup {
     /// 8–11 and UDP/53 on backends 12–13 (addresses `fd00:21::N` / `fd00:22::N`), and the
     /// client zone fd01::/64.
     pub ipv6: bool,
+    /// `[[ports]] mtu` (absent: the default 1500).
+    pub mtu: Option<u16>,
 }
 
 impl Default for Setup {
     fn default() -> Self {
-        Setup { mode: "L2_DSR", encap_mtu: 1500, ct_capacity: None, udp53: false, udp5353: false, backends: 4, port_address: true, ipv6: false }
+        Setup { mode: "L2_DSR", encap_mtu: 1500, ct_capacity: None, udp53: false, udp5353: false, backends: 4, port_address: true, ipv6: false, mtu: None }
     }
 }
 
@@ -185,6 +187,9 @@ impl Setup {
         s += &format!("mac = \"{}\"\n", mac(LB_MAC));
         if self.port_address {
             s += &format!("address = \"{}\"\n", ip(PORT_ADDR));
+        }
+        if let Some(m) = self.mtu {
+            s += &format!("mtu = {m}\n");
         }
         s += "\n";
         let mut svcs = vec![("web", 80u16, "tcp", 0usize)];
