@@ -256,7 +256,7 @@ mod tests {
             backend: backend.into(),
             endpoint: backend.into(),
             addr: SocketAddr::from((Ipv4Addr::LOCALHOST, port)),
-            check: HealthCheck { path: path.into(), healthy_threshold: 1, unhealthy_threshold: 1, ..HealthCheck::default() },
+            check: HealthCheck { path: Some(path.into()), healthy_threshold: 1, unhealthy_threshold: 1, ..HealthCheck::default() },
         }
     }
     fn fail() -> ProbeResult {
