@@ -86,8 +86,8 @@ fn main() {
         kind: k,
         check_interval_sec: 1.0,
         timeout_sec: 1.0,
-        udp_request: "ping".into(),
-        udp_expect: "ping".into(),
+        udp_request: (k == HealthCheckKind::Udp).then(|| "ping".into()),
+        udp_expect: (k == HealthCheckKind::Udp).then(|| "ping".into()),
         ..HealthCheck::default()
     };
     let targets: Vec<Target> = (0..n)

@@ -431,30 +431,30 @@ pub struct HealthCheck {
     /// Port probed; default the service port.
     #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "ranged::hc_port")]
     pub port: Option<u16>,
-    /// HTTP path (default `/`).
-    #[serde(default = "d_path")]
-    pub path: String,
-    /// Expected HTTP status (default 200).
-    #[serde(default = "d_status", deserialize_with = "ranged::expected_status")]
-    pub expected_status: u16,
-    /// UDP request payload.
-    #[serde(default)]
-    pub udp_request: String,
-    /// Expected prefix of the UDP response (empty: any response).
-    #[serde(default)]
-    pub udp_expect: String,
+    /// HTTP/HTTPS only: path (absent: `/`, see [`HealthCheck::path`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// HTTP/HTTPS only: expected status (absent: 200, see [`HealthCheck::expected_status`]).
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "ranged::expected_status")]
+    pub expected_status: Option<u16>,
+    /// UDP only: request payload (absent: empty).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub udp_request: Option<String>,
+    /// UDP only: expected prefix of the response (absent or empty: any response).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub udp_expect: Option<String>,
     /// Probe interval (default 5 s; 0.1–300).
-    #[serde(default = "d_five")]
+    #[serde(default = "d_five", skip_serializing_if = "is_five")]
     pub check_interval_sec: f64,
     /// Probe timeout (default 5 s, or `check_interval_sec` when smaller; must not exceed
     /// the interval).
-    #[serde(default = "d_five")]
+    #[serde(default = "d_five", skip_serializing_if = "is_five")]
     pub timeout_sec: f64,
     /// Consecutive successes to become healthy (default 2; 1–10).
-    #[serde(default = "d_two", deserialize_with = "ranged::healthy_threshold")]
+    #[serde(default = "d_two", skip_serializing_if = "is_two", deserialize_with = "ranged::healthy_threshold")]
     pub healthy_threshold: u32,
     /// Consecutive failures to become unhealthy (default 2; 1–10).
-    #[serde(default = "d_two", deserialize_with = "ranged::unhealthy_threshold")]
+    #[serde(default = "d_two", skip_serializing_if = "is_two", deserialize_with = "ranged::unhealthy_threshold")]
     pub unhealthy_threshold: u32,
     /// HTTPS only: server name sent as TLS SNI and, with `verify`, matched against the
     /// certificate (default none: no SNI, and the probe IP is what `verify` matches).
@@ -490,8 +490,26 @@ fn is_false(b: &bool) -> bool {
 }
 
 impl HealthCheck {
-    /// Validates the probe-specific fields (`path`, `host`, `sni`, `verify`, `request`,
-    /// `response`) against the kind; `hp("field")` gives a field's full path.
+    /// The HTTP(S) path probed (`/` when absent).
+    pub fn path(&self) -> &str {
+        self.path.as_deref().unwrap_or("/")
+    }
+    /// The HTTP(S) status expected (200 when absent).
+    pub fn expected_status(&self) -> u16 {
+        self.expected_status.unwrap_or(200)
+    }
+    /// The UDP request payload (empty when absent).
+    pub fn udp_request(&self) -> &str {
+        self.udp_request.as_deref().unwrap_or("")
+    }
+    /// The UDP response prefix expected (empty, any response, when absent).
+    pub fn udp_expect(&self) -> &str {
+        self.udp_expect.as_deref().unwrap_or("")
+    }
+    /// Validates the probe-specific fields (`path`, `expected_status`, `udp_request`,
+    /// `udp_expect`, `host`, `sni`, `verify`, `request`, `response`) against the kind: a
+    /// field given for a kind that does not use it is refused, naming it. `hp("field")`
+    /// gives a field's full path.
     fn validate_probe(&self, hp: &dyn Fn(&str) -> String) -> Result<(), ConfigError> {
         use HealthCheckKind::{Http, Https, Tcp};
         let kind = match self.kind {
@@ -504,8 +522,25 @@ impl HealthCheck {
             Err(ConfigError::new(hp(field), value, format!("only allowed with type = {kinds} (type is \"{kind}\")")))
         };
         let web = matches!(self.kind, Http | Https);
-        if web && (!self.path.starts_with('/') || self.path.bytes().any(|c| c <= b' ' || c == 0x7f)) {
-            return Err(ConfigError::new(hp("path"), &self.path, "must start with '/' and contain no spaces or control characters"));
+        if let Some(path) = &self.path {
+            if !web {
+                return only("path", path, "\"http\" or \"https\"");
+            }
+            if !path.starts_with('/') || path.bytes().any(|c| c <= b' ' || c == 0x7f) {
+                return Err(ConfigError::new(hp("path"), path, "must start with '/' and contain no spaces or control characters"));
+            }
+        }
+        if let Some(st) = self.expected_status {
+            if !web {
+                return only("expected_status", &st.to_string(), "\"http\" or \"https\"");
+            }
+        }
+        let udp = self.kind == HealthCheckKind::Udp;
+        if let (Some(r), false) = (&self.udp_request, udp) {
+            return only("udp_request", r, "\"udp\" (tcp uses request)");
+        }
+        if let (Some(r), false) = (&self.udp_expect, udp) {
+            return only("udp_expect", r, "\"udp\" (tcp, http and https use response)");
         }
         if let Some(h) = &self.host {
             if !web {
@@ -546,27 +581,31 @@ impl HealthCheck {
         Ok(())
     }
 }
-fn d_path() -> String {
-    "/".into()
-}
-fn d_status() -> u16 {
-    200
-}
 fn d_five() -> f64 {
     5.0
 }
 fn d_two() -> u32 {
     2
 }
+// The write-back leaves out what equals the default (a timeout of 5 s is only written
+// when the interval is 5 s or more, where omitting it gives 5 s again).
+#[allow(clippy::trivially_copy_pass_by_ref)]
+fn is_five(v: &f64) -> bool {
+    *v == 5.0
+}
+#[allow(clippy::trivially_copy_pass_by_ref)]
+fn is_two(v: &u32) -> bool {
+    *v == 2
+}
 impl Default for HealthCheck {
     fn default() -> Self {
         HealthCheck {
             kind: HealthCheckKind::Tcp,
             port: None,
-            path: d_path(),
-            expected_status: d_status(),
-            udp_request: String::new(),
-            udp_expect: String::new(),
+            path: None,
+            expected_status: None,
+            udp_request: None,
+            udp_expect: None,
             check_interval_sec: 5.0,
             timeout_sec: 5.0,
             healthy_threshold: 2,
@@ -935,7 +974,6 @@ pub(crate) mod ranged {
         encap_mtu: u16 = "services[].encap_mtu";
         port_mtu: u16 = "ports[].mtu";
         maglev_table_size: u32 = "services[].maglev_table_size";
-        expected_status: u16 = "services[].health_check.expected_status";
         healthy_threshold: u32 = "services[].health_check.healthy_threshold";
         unhealthy_threshold: u32 = "services[].health_check.unhealthy_threshold";
         weight: u32 = "services[].backends[].weight";
@@ -946,6 +984,7 @@ pub(crate) mod ranged {
         idle_timeout_sec: u32 = "services[].idle_timeout_sec";
         failover_health_threshold: u32 = "services[].failover_health_threshold";
         hc_port: u16 = "services[].health_check.port";
+        expected_status: u16 = "services[].health_check.expected_status";
     }
 
     /// `worker_cores`: core ids (non-negative integers).
@@ -979,6 +1018,28 @@ fn health_check_following_interval<'de, D: serde::Deserializer<'de>>(d: D) -> Re
         h.timeout_sec = h.timeout_sec.min(h.check_interval_sec);
     }
     Ok(Some(h))
+}
+
+/// The one rule for service, backend, endpoint and zone names (docs/config.md "Names"):
+/// they appear in log lines, metrics labels, CLI arguments and file paths.
+pub const NAME_RULE: &str = "must be 1 to 63 characters, each a letter, a digit, '.', '_' or '-' (no spaces, '/' or control characters)";
+
+/// Checks `name` against [`NAME_RULE`]; the error shows the value quoted, so an empty name
+/// or a newline is visible.
+pub fn check_name(path: &str, name: &str) -> Result<(), ConfigError> {
+    let ok = !name.is_empty() && name.len() <= 63 && name.bytes().all(|c| c.is_ascii_alphanumeric() || matches!(c, b'.' | b'_' | b'-'));
+    if ok {
+        Ok(())
+    } else {
+        Err(ConfigError::new(path, format!("{name:?}"), NAME_RULE))
+    }
+}
+
+/// A VIP must be an address a client can send to: not unspecified, broadcast, multicast
+/// or loopback.
+fn vip_rule(vip: IpAddr) -> Option<&'static str> {
+    let bad = vip.is_unspecified() || vip.is_multicast() || vip.is_loopback() || vip == IpAddr::V4(Ipv4Addr::BROADCAST);
+    bad.then_some("must be a unicast IPv4 or IPv6 address (not unspecified, broadcast, multicast or loopback)")
 }
 
 fn lim(path: &str) -> &'static crate::limits::Limit {
@@ -1050,8 +1111,9 @@ impl Service {
     /// Validates this service's policy and backends; `path` is its prefix (`services[0]`).
     pub fn validate(&self, path: &str) -> Result<(), ConfigError> {
         let p = |f: &str| format!("{path}.{f}");
-        if self.name.is_empty() {
-            return Err(ConfigError::new(p("name"), "\"\"", "must not be empty"));
+        check_name(&p("name"), &self.name)?;
+        if let Some(rule) = vip_rule(self.vip) {
+            return Err(ConfigError::new(p("vip"), self.vip, rule));
         }
         lim("services[].port").check_int(&p("port"), self.port.into())?;
         if let Some(r) = self.spillover_ratio {
@@ -1089,7 +1151,9 @@ impl Service {
             l("timeout_sec").check_f(&hp("timeout_sec"), h.timeout_sec, h.check_interval_sec)?;
             l("healthy_threshold").check_int(&hp("healthy_threshold"), h.healthy_threshold.into())?;
             l("unhealthy_threshold").check_int(&hp("unhealthy_threshold"), h.unhealthy_threshold.into())?;
-            l("expected_status").check_int(&hp("expected_status"), h.expected_status.into())?;
+            if let Some(st) = h.expected_status {
+                l("expected_status").check_int(&hp("expected_status"), st.into())?;
+            }
             h.validate_probe(&hp)?;
         }
         let mut names = HashSet::new();
@@ -1129,9 +1193,6 @@ impl Service {
                 }
             }
         }
-        if self.vip.is_unspecified() || self.vip.is_multicast() || self.vip == IpAddr::V4(Ipv4Addr::BROADCAST) {
-            return Err(ConfigError::new(p("vip"), self.vip, "must be a unicast IPv4 or IPv6 address"));
-        }
         lim("services[].backends").check_int(&p("backends"), self.backends.len() as i64)
             .map_err(|e| ConfigError { value: format!("{} backends", e.value), ..e })?;
         Ok(())
@@ -1142,9 +1203,7 @@ impl Backend {
     /// Validates ranges; `path` is its prefix (`services[0].backends[1]`).
     pub fn validate(&self, path: &str) -> Result<(), ConfigError> {
         let p = |f: &str| format!("{path}.{f}");
-        if self.name.is_empty() {
-            return Err(ConfigError::new(p("name"), "\"\"", "must not be empty"));
-        }
+        check_name(&p("name"), &self.name)?;
         lim("services[].backends[].weight").check_int(&p("weight"), self.weight.into()).map_err(|e| {
             if self.weight == 0 {
                 ConfigError { allowed: format!("{}; to stop new connections set enabled = false instead of weight 0", e.allowed), ..e }
@@ -1177,9 +1236,7 @@ impl Backend {
         for (i, e) in self.endpoints.iter().enumerate() {
             let ep = |f: &str| format!("{path}.endpoints[{i}].{f}");
             if let Some(n) = &e.name {
-                if n.is_empty() || n.contains('/') || n.chars().any(char::is_whitespace) {
-                    return Err(ConfigError::new(ep("name"), format!("{n:?}"), "must be non-empty, without spaces or '/'"));
-                }
+                check_name(&ep("name"), n)?;
             }
             if e.address.is_unspecified() {
                 return Err(ConfigError::new(ep("address"), e.address, "must be a unicast IPv4 or IPv6 address"));
@@ -1267,6 +1324,32 @@ impl Config {
         toml::to_string_pretty(self).unwrap_or_else(|e| format!("# cannot serialise: {e}\n"))
     }
 
+    /// A VIP is not a port's own address, and no backend or endpoint address is a VIP
+    /// (a packet to it would be balanced again, or answered by the forwarder itself).
+    fn validate_vip_addresses(&self) -> Result<(), ConfigError> {
+        for (i, s) in self.services.iter().enumerate() {
+            for (k, pc) in self.ports.iter().enumerate() {
+                for (f, a) in [("address", pc.address), ("address6", pc.address6.map(IpAddr::V6))] {
+                    if a == Some(s.vip) {
+                        return Err(ConfigError::new(format!("services[{i}].vip"), s.vip,
+                            format!("must differ from the port's own address (ports[{k}].{f} = {}): the port answers ARP/ND for it itself", s.vip)));
+                    }
+                }
+            }
+        }
+        for (i, s) in self.services.iter().enumerate() {
+            for (bi, b) in s.backends.iter().enumerate() {
+                for (k, m) in b.members().iter().enumerate() {
+                    let Some(vi) = self.services.iter().position(|v| v.vip == m.address) else { continue };
+                    let here = if b.is_group() { format!("services[{i}].backends[{bi}].endpoints[{k}].address") } else { format!("services[{i}].backends[{bi}].address") };
+                    return Err(ConfigError::new(here, m.address,
+                        format!("must not be a VIP (services[{vi}].vip = {}): a backend needs its own address", m.address)));
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Checks every range and cross-reference; the first problem is returned.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let d = &self.dataplane;
@@ -1277,6 +1360,12 @@ impl Config {
         if !d.worker_cores.is_empty() && d.worker_cores.len() < usize::from(d.workers) {
             return Err(ConfigError::new("dataplane.worker_cores", format!("{:?}", d.worker_cores),
                 format!("must list at least `workers` = {} cores", d.workers)));
+        }
+        for (i, c) in d.worker_cores.iter().enumerate() {
+            if let Some(j) = d.worker_cores[..i].iter().position(|x| x == c) {
+                return Err(ConfigError::new(format!("dataplane.worker_cores[{i}]"), c,
+                    format!("must differ from the other cores (dataplane.worker_cores[{j}] is also {c}): one worker per core")));
+            }
         }
         let c = &self.conntrack;
         for (f, v) in [
@@ -1328,6 +1417,7 @@ impl Config {
         }
         let mut zones = HashSet::new();
         for (i, z) in self.zones.iter().enumerate() {
+            check_name(&format!("zones[{i}].zone"), &z.zone)?;
             if !zones.insert(z.zone.as_str()) {
                 return Err(ConfigError::new(format!("zones[{i}].zone"), &z.zone, "must be unique"));
             }
@@ -1337,17 +1427,25 @@ impl Config {
         let known = |z: &str| zones.is_empty() || z.is_empty() || zones.contains(z);
         let listed = || self.zones.iter().map(|z| z.zone.as_str()).collect::<Vec<_>>().join(", ");
         for (i, cz) in self.client_zones.iter().enumerate() {
+            if let Some(j) = self.client_zones[..i].iter().position(|o| o.prefix == cz.prefix) {
+                return Err(ConfigError::new(format!("client_zones[{i}].prefix"), cz.prefix,
+                    format!("must be unique: client_zones[{j}] already has this prefix (a client matches one zone)")));
+            }
             if cz.compatible && cz.zone.as_deref().unwrap_or("").is_empty() {
                 return Err(ConfigError::new(format!("client_zones[{i}].zone"), "(none)",
                     "a compatible client prefix needs a zone (or set compatible = false)"));
             }
-            if let Some(z) = &cz.zone {
+            if let Some(z) = cz.zone.as_ref().filter(|z| !z.is_empty()) {
+                check_name(&format!("client_zones[{i}].zone"), z)?;
                 if !known(z) {
                     return Err(ConfigError::new(format!("client_zones[{i}].zone"), z, format!("must be one of [[zones]]: {}", listed())));
                 }
             }
         }
         if let Some(f) = &self.forwarder {
+            if !f.zone.is_empty() {
+                check_name("forwarder.zone", &f.zone)?;
+            }
             if !known(&f.zone) {
                 return Err(ConfigError::new("forwarder.zone", &f.zone, format!("must be one of [[zones]]: {}", listed())));
             }
@@ -1376,6 +1474,9 @@ impl Config {
         }
         for (si, s) in self.services.iter().enumerate() {
             for (bi, b) in s.backends.iter().enumerate() {
+                if !b.zone.is_empty() {
+                    check_name(&format!("services[{si}].backends[{bi}].zone"), &b.zone)?;
+                }
                 if !known(&b.zone) {
                     return Err(ConfigError::new(format!("services[{si}].backends[{bi}].zone"), &b.zone,
                         format!("must be one of [[zones]]: {}", listed())));
@@ -1395,6 +1496,7 @@ impl Config {
                     "another service already has this VIP, port and protocol"));
             }
         }
+        self.validate_vip_addresses()?;
         // [metrics] / [announce] (crate::fleet).
         if let Some(m) = &self.metrics {
             m.addr()?;

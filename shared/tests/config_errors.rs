@@ -262,3 +262,114 @@ fn integer_fields_refuse_floats_even_integral_ones() {
     // plain integers still load
     assert_eq!(load(&BASE.replace("name = \"b1\"", "name = \"b1\"\nweight = 1000")).unwrap().services[0].backends[0].weight, 1000);
 }
+
+/// Every probe field given for a kind that does not use it is refused, naming the field,
+/// its value and the kinds that use it (new-user test: `path`, `expected_status`,
+/// `udp_request` and `udp_expect` were accepted silently on `type = "tcp"`).
+#[test]
+fn probe_fields_of_another_kind_are_refused() {
+    for (kind, field, value, kinds) in [
+        ("tcp", "path", "\"/healthz\"", "only allowed with type = \"http\" or \"https\" (type is \"tcp\")"),
+        ("tcp", "path", "\"/\"", "only allowed with type = \"http\" or \"https\" (type is \"tcp\")"),
+        ("udp", "path", "\"/x\"", "only allowed with type = \"http\" or \"https\" (type is \"udp\")"),
+        ("tcp", "expected_status", "204", "only allowed with type = \"http\" or \"https\" (type is \"tcp\")"),
+        ("udp", "expected_status", "200", "only allowed with type = \"http\" or \"https\" (type is \"udp\")"),
+        ("tcp", "udp_request", "\"PING\"", "only allowed with type = \"udp\""),
+        ("http", "udp_request", "\"PING\"", "only allowed with type = \"udp\""),
+        ("https", "udp_expect", "\"PONG\"", "only allowed with type = \"udp\""),
+        ("tcp", "udp_expect", "\"\"", "only allowed with type = \"udp\""),
+    ] {
+        let text = BASE.replace("type = \"http\"", &format!("type = \"{kind}\"\n{field} = {value}"));
+        let e = load(&text).unwrap_err();
+        let shown = value.trim_matches('"');
+        assert!(e.starts_with(&format!("services[0].health_check.{field} = {shown}: {kinds}")), "{kind} {field}: {e}");
+    }
+    // The fields of the kind itself still load.
+    load(&BASE.replace("type = \"http\"", "type = \"https\"\npath = \"/healthz\"\nexpected_status = 204")).unwrap();
+    load(&BASE.replace("type = \"http\"", "type = \"udp\"\nudp_request = \"PING\"\nudp_expect = \"PONG\"")).unwrap();
+}
+
+/// What a config does not give is not written back: a `type = "tcp"` check is written as
+/// just that, not with every other kind's default (`path = "/"`, `udp_expect = ""`, ...).
+#[test]
+fn a_tcp_check_is_written_without_other_kinds_defaults() {
+    let c = load(&BASE.replace("type = \"http\"", "type = \"tcp\"")).unwrap();
+    let text = c.to_toml();
+    let hc = text.split("[services.health_check]").nth(1).unwrap().split("\n[").next().unwrap();
+    assert_eq!(hc.trim(), "type = \"tcp\"", "{text}");
+    assert_eq!(Config::from_toml(&text).unwrap(), c, "the short form reads back the same");
+    let c = load(&BASE.replace("check_interval_sec = 5.0", "check_interval_sec = 1\nhealthy_threshold = 3")).unwrap();
+    assert_eq!(Config::from_toml(&c.to_toml()).unwrap(), c);
+}
+
+/// The same `[[client_zones]] prefix` twice is refused at the second, naming both indices
+/// (new-user test: it was accepted, and which zone won was up to the table's order).
+#[test]
+fn duplicate_client_zone_prefixes_are_refused() {
+    let cz = "\n[[client_zones]]\nprefix = \"10.1.0.0/16\"\nzone = \"z1\"\n\n[[client_zones]]\nprefix = \"10.2.0.0/16\"\nzone = \"z2\"\n";
+    load(&format!("{BASE}{cz}")).unwrap();
+    for second in ["zone = \"z2\"", "zone = \"z1\"", "compatible = false"] {
+        let text = format!("{BASE}{cz}\n[[client_zones]]\nprefix = \"10.1.0.0/16\"\n{second}\n");
+        let e = load(&text).unwrap_err();
+        assert!(e.starts_with("client_zones[2].prefix = 10.1.0.0/16: must be unique: client_zones[0] already has this prefix"), "{second}: {e}");
+    }
+    let text = "[[client_zones]]\nprefix = \"fd01::/64\"\nzone = \"z1\"\n[[client_zones]]\nprefix = \"fd01::/64\"\ncompatible = false\n";
+    let e = load(&format!("{BASE}{text}")).unwrap_err();
+    assert!(e.starts_with("client_zones[1].prefix = fd01::/64: must be unique: client_zones[0]"), "{e}");
+}
+
+/// Addresses no client or backend can use are refused by validation (and so by
+/// `--check`): a VIP that is unspecified, broadcast, multicast or loopback, or a port's own
+/// address; a backend or endpoint address that is a VIP; a core listed twice.
+#[test]
+fn impossible_addresses_and_cores_are_refused() {
+    for vip in ["0.0.0.0", "::", "255.255.255.255", "224.0.0.5", "ff02::1", "127.0.0.1", "::1"] {
+        let e = load(&BASE.replace("vip = \"10.0.0.100\"", &format!("vip = \"{vip}\""))).unwrap_err();
+        assert!(e.starts_with(&format!("services[0].vip = {vip}: must be a unicast IPv4 or IPv6 address (not unspecified, broadcast, multicast or loopback)")), "{vip}: {e}");
+    }
+    let e = load(&BASE.replace("device = \"net_null0\"", "device = \"net_null0\"\naddress = \"10.0.0.100\"")).unwrap_err();
+    assert!(e.starts_with("services[0].vip = 10.0.0.100: must differ from the port's own address (ports[0].address = 10.0.0.100)"), "{e}");
+    let six = BASE.replace("vip = \"10.0.0.100\"", "vip = \"fd00::100\"\nforwarding_mode = \"IPIP\"");
+    load(&six.replace("device = \"net_null0\"", "device = \"net_null0\"\naddress = \"10.9.0.1\"\naddress6 = \"fd00::1\"")).unwrap();
+    let e = load(&six.replace("device = \"net_null0\"", "device = \"net_null0\"\naddress = \"10.9.0.1\"\naddress6 = \"fd00::100\"")).unwrap_err();
+    assert!(e.starts_with("services[0].vip = fd00::100: must differ from the port's own address (ports[0].address6 = fd00::100)"), "{e}");
+    // An endpoint, or a single-endpoint backend, at a VIP (its own service's or another's).
+    let e = load(&BASE.replace("address = \"10.0.1.1\"", "address = \"10.0.0.100\"")).unwrap_err();
+    assert!(e.starts_with("services[0].backends[0].endpoints[0].address = 10.0.0.100: must not be a VIP (services[0].vip = 10.0.0.100)"), "{e}");
+    let other = "\n[[services]]\nname = \"dns\"\nvip = \"10.0.0.53\"\nport = 53\nprotocol = \"udp\"\n\n[[services.backends]]\nname = \"d1\"\naddress = \"10.0.0.100\"\nzone = \"z1\"\n";
+    let e = load(&format!("{BASE}{other}")).unwrap_err();
+    assert!(e.starts_with("services[1].backends[0].address = 10.0.0.100: must not be a VIP (services[0].vip = 10.0.0.100)"), "{e}");
+    load(&format!("{BASE}{}", other.replace("address = \"10.0.0.100\"", "address = \"10.0.1.53\""))).unwrap();
+    // worker_cores: each core once.
+    load(&BASE.replace("workers = 1", "workers = 2\nworker_cores = [1, 2]")).unwrap();
+    let e = load(&BASE.replace("workers = 1", "workers = 2\nworker_cores = [1, 1]")).unwrap_err();
+    assert!(e.starts_with("dataplane.worker_cores[1] = 1: must differ from the other cores (dataplane.worker_cores[0] is also 1)"), "{e}");
+}
+
+/// One rule for service, backend, endpoint and zone names: 1 to 63 characters of
+/// `[A-Za-z0-9._-]`; the error shows the name quoted (new-user test: `"my web"`,
+/// `"a/b"` and names with a newline were accepted for services and backends).
+#[test]
+fn names_are_short_and_safe() {
+    let long = "a".repeat(64);
+    let ok63 = "a".repeat(63);
+    for (from, field) in [
+        ("name = \"web\"", "services[0].name"),
+        ("name = \"b1\"", "services[0].backends[0].name"),
+        ("name = \"e1\"", "services[0].backends[0].endpoints[0].name"),
+    ] {
+        for bad in ["", "my web", "a/b", "web\\n", "tab\\there", "caf\u{e9}", long.as_str()] {
+            let e = load(&BASE.replace(from, &from.replace(from.split('"').nth(1).unwrap(), bad))).unwrap_err();
+            assert!(e.starts_with(&format!("{field} = \"")), "{field} {bad:?}: {e}");
+            assert!(e.contains(": must be 1 to 63 characters, each a letter, a digit, '.', '_' or '-'"), "{field} {bad:?}: {e}");
+        }
+        for good in ["web-1", "b_2.prod", ok63.as_str(), "10.0.1.1"] {
+            load(&BASE.replace(from, &from.replace(from.split('"').nth(1).unwrap(), good))).unwrap();
+        }
+    }
+    // Zone names: [[zones]] (and so every zone naming one of them).
+    let e = load(&BASE.replace("zone = \"z2\"\nregion", "zone = \"z 2\"\nregion").replace("z2 = 1.0", "\"z 2\" = 1.0")).unwrap_err();
+    assert!(e.starts_with("zones[1].zone = \"z 2\": must be 1 to 63 characters"), "{e}");
+    let e = load("[[services]]\nname = \"web\"\nvip = \"10.0.0.100\"\nport = 80\n[[services.backends]]\nname = \"b1\"\naddress = \"10.0.1.1\"\nzone = \"z/1\"\n").unwrap_err();
+    assert!(e.starts_with("services[0].backends[0].zone = \"z/1\": must be 1 to 63 characters"), "{e}");
+}

@@ -47,7 +47,7 @@ fn https_check_with_every_field_round_trips() {
     assert!(h.verify);
     assert_eq!(h.host.as_deref(), Some("web.example.com"));
     assert_eq!(h.response.as_deref(), Some("ok"));
-    assert_eq!(h.expected_status, 204);
+    assert_eq!(h.expected_status(), 204);
     assert_eq!(Config::from_toml(&c.to_toml()).unwrap(), c);
 }
 

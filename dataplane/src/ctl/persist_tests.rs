@@ -240,6 +240,22 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
+/// A health check set live is written back with only the fields given (and those that
+/// differ from their defaults), not with every other kind's default (`path = "/"`,
+/// `udp_expect = ""`, ...; new-user test).
+#[test]
+fn a_live_health_check_is_written_with_the_fields_given() {
+    let f = fixture("hc");
+    let hc = "{ type = \"tcp\", check_interval_sec = 2.0, timeout_sec = 0.5 }";
+    applied(f.daemon.edit_request(Request::ServiceSet { name: "web".into(), fields: fields(&[("health_check", hc)]), if_generation: None }));
+    check_file(&f).unwrap();
+    let text = std::fs::read_to_string(&f.path).unwrap();
+    for absent in ["path", "expected_status", "udp_request", "udp_expect", "healthy_threshold", "unhealthy_threshold"] {
+        assert!(!text.lines().any(|l| l.trim_start().starts_with(absent) || l.contains(&format!(" {absent} ="))), "{absent} written:\n{text}");
+    }
+    assert!(text.contains("type = \"tcp\"") && text.contains("check_interval_sec = 2.0") && text.contains("timeout_sec = 0.5"), "{text}");
+}
+
 fn request(op: &Op) -> Request {
     let b = |first: bool| if first { "b1" } else { "b2" }.to_string();
     let set = |name: String, f: Vec<(String, String)>| Request::BackendSet { service: "web".into(), name, fields: f, if_generation: None };

@@ -179,9 +179,9 @@ fn health_http_200_500_garbage() {
     let junk_srv = http_server(b"SSH-2.0-OpenSSH_9.6\r\n", None);
     let empty_srv = http_server(b"", None);
     let mut http = check(HealthCheckKind::Http, 0.05, 0.05, 1, 1);
-    http.path = "/healthz".into();
+    http.path = Some("/healthz".into());
     let mut want204 = http.clone();
-    want204.expected_status = 204;
+    want204.expected_status = Some(204);
     let (c, rx) = start(
         vec![
             target("ok", ok_srv.addr, http.clone()),
@@ -245,12 +245,12 @@ fn health_udp_echo_silent_and_mismatch() {
     let silent = UdpSocket::bind("127.0.0.1:0").unwrap(); // never reads
     let std::net::SocketAddr::V4(silent_addr) = silent.local_addr().unwrap() else { unreachable!() };
     let mut udp = check(HealthCheckKind::Udp, 0.1, 0.05, 2, 2);
-    udp.udp_request = "PING spillway".into();
-    udp.udp_expect = "PING".into();
+    udp.udp_request = Some("PING spillway".into());
+    udp.udp_expect = Some("PING".into());
     let mut any = udp.clone();
-    any.udp_expect = String::new();
+    any.udp_expect = None;
     let mut wrong = udp.clone();
-    wrong.udp_expect = "PONG".into();
+    wrong.udp_expect = Some("PONG".into());
     let (c, _rx) = start(
         vec![
             target("echo", echo_addr, udp.clone()),
@@ -506,8 +506,8 @@ fn health_probes_over_ipv6() {
         l.local_addr().unwrap()
     };
     let mut udp = check(HealthCheckKind::Udp, 0.05, 0.2, 1, 1);
-    udp.udp_request = "PING".into();
-    udp.udp_expect = "PING".into();
+    udp.udp_request = Some("PING".into());
+    udp.udp_expect = Some("PING".into());
     let t6 = |name: &str, addr: std::net::SocketAddr, chk: HealthCheck| Target { service: "svc".into(), backend: name.into(), endpoint: name.into(), addr, check: chk };
     let (c, rx) = start(
         vec![

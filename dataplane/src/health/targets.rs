@@ -256,7 +256,7 @@ mod tests {
             backend: backend.into(),
             endpoint: backend.into(),
             addr: SocketAddr::from((Ipv4Addr::LOCALHOST, port)),
-            check: HealthCheck { path: path.into(), healthy_threshold: 1, unhealthy_threshold: 1, ..HealthCheck::default() },
+            check: HealthCheck { path: Some(path.into()), healthy_threshold: 1, unhealthy_threshold: 1, ..HealthCheck::default() },
         }
     }
     fn fail() -> ProbeResult {
@@ -282,7 +282,7 @@ mod tests {
         let ea = set.get(set.slot(&("svc".into(), "a".into(), "a".into())).unwrap()).unwrap();
         assert!(!ea.tracker.healthy() && ea.extra == 9 && ea.target.addr.port() == 1, "a kept with its driver state");
         let eb = set.get(set.slot(&("svc".into(), "b".into(), "b".into())).unwrap()).unwrap();
-        assert!(!eb.tracker.healthy() && eb.tracker.probes() == 0 && eb.target.check.path == "/fixed", "b restarted in the given state");
+        assert!(!eb.tracker.healthy() && eb.tracker.probes() == 0 && eb.target.check.path() == "/fixed", "b restarted in the given state");
         assert!(set.statuses().iter().all(|s| s.generation == 2));
         assert!(set.slot(&("svc".into(), "gone".into(), "gone".into())).is_none());
     }

@@ -218,7 +218,7 @@ mod tests {
     fn tracker_defaults_match_spec() {
         let d = HealthCheck::default();
         assert_eq!((d.check_interval_sec, d.timeout_sec, d.healthy_threshold, d.unhealthy_threshold), (5.0, 5.0, 2, 2));
-        assert_eq!(d.expected_status, 200);
+        assert_eq!(d.expected_status(), 200);
         let t0 = Instant::now();
         assert!(HealthTracker::new(&d, true, t0).healthy());
         assert!(!HealthTracker::new(&d, false, t0).healthy());

@@ -102,7 +102,7 @@ mod tests {
             backend: "a".into(),
             endpoint: "a".into(),
             addr: SocketAddr::from((Ipv4Addr::LOCALHOST, 80)),
-            check: HealthCheck { kind: HealthCheckKind::Http, path: path.into(), healthy_threshold: 2, unhealthy_threshold: 2, ..HealthCheck::default() },
+            check: HealthCheck { kind: HealthCheckKind::Http, path: Some(path.into()), healthy_threshold: 2, unhealthy_threshold: 2, ..HealthCheck::default() },
         }
     }
 

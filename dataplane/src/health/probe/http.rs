@@ -35,10 +35,10 @@ impl Plan {
             None if a.port() == default_port => a.ip().to_string(),
             None => a.to_string(),
         };
-        let path = if c.path.is_empty() { "/" } else { &c.path };
+        let path = if c.path().is_empty() { "/" } else { c.path() };
         let request =
             format!("GET {path} HTTP/1.0\r\nHost: {host}\r\nUser-Agent: spillway-health\r\nConnection: close\r\n\r\n").into_bytes();
-        Plan { request, expected_status: c.expected_status, response: c.response.clone().map(String::into_bytes) }
+        Plan { request, expected_status: c.expected_status(), response: c.response.clone().map(String::into_bytes) }
     }
 
     /// Judges the response bytes read so far (`eof`: the backend closed): `None` while more
@@ -109,7 +109,7 @@ mod tests {
 
     #[test]
     fn request_has_path_and_host() {
-        let p = plan(|c| c.path = "/healthz".into());
+        let p = plan(|c| c.path = Some("/healthz".into()));
         assert_eq!(
             String::from_utf8(p.request).unwrap(),
             "GET /healthz HTTP/1.0\r\nHost: 10.0.0.1:8080\r\nUser-Agent: spillway-health\r\nConnection: close\r\n\r\n"
@@ -134,7 +134,7 @@ mod tests {
         assert!(e.starts_with("bad HTTP response: "), "{e}");
         let e = p.evaluate(b"HTTP/1.1", true).unwrap().unwrap_err();
         assert!(e.starts_with("connection closed inside the HTTP headers"), "{e}");
-        let p204 = plan(|c| c.expected_status = 204);
+        let p204 = plan(|c| c.expected_status = Some(204));
         assert_eq!(p204.evaluate(b"HTTP/1.1 200 OK\r\n\r\n", true), Some(Err("HTTP status 200 (expected 204)".into())));
     }
 

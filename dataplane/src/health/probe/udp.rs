@@ -21,7 +21,7 @@ pub struct Plan {
 impl Plan {
     /// From `check.udp_request` / `check.udp_expect`.
     pub fn new(check: &HealthCheck) -> Plan {
-        Plan { request: check.udp_request.clone().into_bytes(), expect: check.udp_expect.clone().into_bytes() }
+        Plan { request: check.udp_request().as_bytes().to_vec(), expect: check.udp_expect().as_bytes().to_vec() }
     }
 }
 
