@@ -18,6 +18,9 @@
 # mbufs was measured at ~4.3 GiB resident, apparently a page per mbuf: ~9 GiB in all), and sizes
 # `conntrack.capacity_per_worker` to >= 2 x FLOWS_1M (2,097,152 for 1 M: 64 MiB). It
 # refuses to start when MemAvailable is below MEM_1M_MB + 1 GiB.
+# IPv6 case (pcap mode, on by default; IPV6_RUN=0 skips it): run `spillway_est64_v6` (the
+# same N_FLOWS flows over IPv6 to fd00::100, 74-byte frames) right after the IPv4 run, and
+# `ratio_v6_vs_v4=X.XX` (spillway_est64_v6 Mpps / spillway_est64 Mpps, same invocation).
 # Two-worker case (pcap mode, on by default; TWO_WORKERS=0 skips it): run
 # `spillway_est64_2w` right after the one-worker run, with `workers = 2` pinned to
 # CORES_2W (default "0, 1") and net_pcap with two RX queues (`rx_pcap=A,rx_pcap=B`), each
@@ -47,6 +50,7 @@ MBUFS_1M="${MBUFS_1M:-1048575}"
 MEM_1M_MB="${MEM_1M_MB:-10240}"
 DURATION="${DURATION:-5}"
 TWO_WORKERS="${TWO_WORKERS:-1}"
+IPV6_RUN="${IPV6_RUN:-1}"
 CORES_2W="${CORES_2W:-0, 1}"
 SIZE="${SIZE:-64}"
 CORE="${CORE:-1}"
@@ -110,6 +114,10 @@ region = "r1"
 prefix = "10.1.0.0/16"
 zone = "z1"
 
+[[client_zones]]
+prefix = "fd01::/64"
+zone = "z1"
+
 [[services]]
 name = "web"
 vip = "10.0.0.100"
@@ -119,6 +127,11 @@ CFG
     local b
     for b in 1 2 3 4 5 6 7 8; do
         printf '[[services.backends]]\nname = "b%d"\naddress = "10.10.0.%d"\nmac = "02:00:00:00:10:%02x"\nzone = "z1"\n\n' "$b" "$b" "$b" >> "$file"
+    done
+    # the same service over IPv6 (run spillway_est64_v6)
+    printf '[[services]]\nname = "web6"\nvip = "fd00::100"\nport = 80\nprotocol = "tcp"\n\n' >> "$file"
+    for b in 1 2 3 4 5 6 7 8; do
+        printf '[[services.backends]]\nname = "v%d"\naddress = "fd00:10::%d"\nmac = "02:00:00:00:16:%02x"\nzone = "z1"\n\n' "$b" "$b" "$b" >> "$file"
     done
     # UDP service on the same VIP:port, for testpmd txonly generators (UDP only)
     printf '[[services]]\nname = "web-udp"\nvip = "10.0.0.100"\nport = 80\nprotocol = "udp"\n\n' >> "$file"
@@ -234,6 +247,11 @@ run_testpmd() {
 pcap_mode() {
     python3 "$HERE/gen_pcap.py" --out "$WORK/est64.pcap" --flows "$N_FLOWS" --size "$SIZE" 2>/dev/null
     run_spillway est64 "$WORK/est64.pcap"
+    if ((IPV6_RUN)); then
+        # the same flows over IPv6 (74-byte frames: the smallest IPv6 TCP frame)
+        python3 "$HERE/gen_pcap.py" --out "$WORK/est64_v6.pcap" --flows "$N_FLOWS" --size "$SIZE" --ipv6 2>/dev/null
+        run_spillway est64_v6 "$WORK/est64_v6.pcap"
+    fi
     if ((TWO_WORKERS)); then
         two_workers
     fi
@@ -252,6 +270,10 @@ pcap_mode() {
     run_testpmd io "$WORK/est64.pcap"
     # shellcheck disable=SC2154  # set by eval in run_*
     python3 -c "print('ratio_vs_5tswap=%.2f' % ($MPPS_est64 / $MPPS_testpmd_5tswap))"
+    if ((IPV6_RUN)); then
+        # shellcheck disable=SC2154  # set by eval in run_spillway
+        python3 -c "print('ratio_v6_vs_v4=%.2f' % ($MPPS_est64_v6 / $MPPS_est64))"
+    fi
     if ((TWO_WORKERS)); then
         # shellcheck disable=SC2154  # set by eval in run_spillway
         python3 -c "print('ratio_2w_vs_1w=%.2f' % ($MPPS_est64_2w / $MPPS_est64))"

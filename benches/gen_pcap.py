@@ -3,7 +3,7 @@
 
     gen_pcap.py --out FILE [--flows N] [--size 64 | --imix] [--flags ack|syn]
                 [--vip 10.0.0.100] [--port 80] [--vlan ID] [--packets-per-flow K]
-                [--first-flow F]
+                [--first-flow F] [--ipv6]
 
 One packet per flow per round (K rounds, default 1), flows in order, so a replayed
 (infinite_rx) capture touches every flow once per round. Flows F..F+N (F = --first-flow,
@@ -15,6 +15,8 @@ txonly default). IMIX: 7:4:1 of 64, 570 and 1514 bytes (simple IMIX, "64/570/151
 entry, later ones hit it (established traffic). --flags syn sends SYNs: every packet is a
 new connection (the new-connection path, as a SYN flood).
 IPv4 header checksum and TCP checksum (with pseudo-header) are correct.
+--ipv6: the same flows over IPv6 (source fd01::/64 + i // 4096, VIP fd00::100 unless --vip
+names an IPv6 one); the smallest frame is 74 bytes (14 + 40 + 20), so --size 64 gives 74.
 """
 import argparse
 import ipaddress
@@ -49,6 +51,18 @@ def frame(src: int, dst: int, sport: int, dport: int, flags: int, size: int, vla
     return f + b"\0" * (size - len(f)) if len(f) < size else f
 
 
+def frame6(src: int, dst: int, sport: int, dport: int, flags: int, size: int, seq: int) -> bytes:
+    """An IPv6 TCP frame (RFC 8200 header, TCP checksum over the RFC 8200 §8.1 pseudo-header)."""
+    l2 = bytes.fromhex("020000000001") + bytes.fromhex("020000000099") + struct.pack("!H", 0x86DD)
+    tcp_len = max(size - len(l2) - 40, 20)
+    payload = bytes((i * 7) & 0xFF for i in range(tcp_len - 20))
+    tcp = struct.pack("!HHIIBBHHH", sport, dport, seq, 1 if flags & 0x10 else 0, 0x50, flags, 65535, 0, 0) + payload
+    pseudo = src.to_bytes(16, "big") + dst.to_bytes(16, "big") + struct.pack("!I3xB", len(tcp), 6)
+    tcp = tcp[:16] + struct.pack("!H", csum(pseudo + tcp)) + tcp[18:]
+    ip = struct.pack("!IHBB", 6 << 28, len(tcp), 6, 64) + src.to_bytes(16, "big") + dst.to_bytes(16, "big")
+    return l2 + ip + tcp
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True)
@@ -61,12 +75,15 @@ def main() -> int:
     ap.add_argument("--vlan", type=int)
     ap.add_argument("--packets-per-flow", type=int, default=1)
     ap.add_argument("--first-flow", type=int, default=0)
+    ap.add_argument("--ipv6", action="store_true")
     a = ap.parse_args()
     if a.flows < 1 or a.first_flow < 0 or a.first_flow + a.flows > 65536 * 4096:
         ap.error("--first-flow + --flows must be 1..268435456")
     if not a.imix and not 60 <= a.size <= 9000:
         ap.error("--size must be 60..9000")
-    vip = int(ipaddress.IPv4Address(a.vip))
+    if a.ipv6 and a.vip == "10.0.0.100":
+        a.vip = "fd00::100"
+    vip = int(ipaddress.IPv6Address(a.vip) if a.ipv6 else ipaddress.IPv4Address(a.vip))
     flags = 0x02 if a.flags == "syn" else 0x10
     n = 0
     with open(a.out, "wb") as out:
@@ -74,8 +91,12 @@ def main() -> int:
         for r in range(a.packets_per_flow):
             for i in range(a.first_flow, a.first_flow + a.flows):
                 size = IMIX[n % len(IMIX)] if a.imix else a.size
-                src = 0x0A010000 + (i >> 12)
-                f = frame(src, vip, 1024 + (i & 0xFFF), a.port, flags, size, a.vlan, r)
+                if a.ipv6:
+                    src = (0xFD01 << 112) + (i >> 12)
+                    f = frame6(src, vip, 1024 + (i & 0xFFF), a.port, flags, size, r)
+                else:
+                    src = 0x0A010000 + (i >> 12)
+                    f = frame(src, vip, 1024 + (i & 0xFFF), a.port, flags, size, a.vlan, r)
                 out.write(struct.pack("<IIII", n // 1000000, n % 1000000, len(f), len(f)))
                 out.write(f)
                 n += 1

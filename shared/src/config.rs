@@ -522,7 +522,11 @@ impl HealthCheck {
             Err(ConfigError::new(hp(field), value, format!("only allowed with type = {kinds} (type is \"{kind}\")")))
         };
         let web = matches!(self.kind, Http | Https);
-        if let Some(path) = &self.path {
+        // Exactly the defaults (`path = "/"`, `expected_status = 200`, `udp_request = ""`,
+        // `udp_expect = ""`) are let through for any kind: daemons before this rule wrote
+        // them into every live-edited health check, and such a file must still load after
+        // an upgrade. Any other value for a kind that does not use it is refused.
+        if let Some(path) = self.path.as_ref().filter(|p| web || p.as_str() != "/") {
             if !web {
                 return only("path", path, "\"http\" or \"https\"");
             }
@@ -530,16 +534,16 @@ impl HealthCheck {
                 return Err(ConfigError::new(hp("path"), path, "must start with '/' and contain no spaces or control characters"));
             }
         }
-        if let Some(st) = self.expected_status {
+        if let Some(st) = self.expected_status.filter(|s| web || *s != 200) {
             if !web {
                 return only("expected_status", &st.to_string(), "\"http\" or \"https\"");
             }
         }
         let udp = self.kind == HealthCheckKind::Udp;
-        if let (Some(r), false) = (&self.udp_request, udp) {
+        if let (Some(r), false) = (self.udp_request.as_ref().filter(|r| !r.is_empty()), udp) {
             return only("udp_request", r, "\"udp\" (tcp uses request)");
         }
-        if let (Some(r), false) = (&self.udp_expect, udp) {
+        if let (Some(r), false) = (self.udp_expect.as_ref().filter(|r| !r.is_empty()), udp) {
             return only("udp_expect", r, "\"udp\" (tcp, http and https use response)");
         }
         if let Some(h) = &self.host {
