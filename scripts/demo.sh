@@ -9,7 +9,8 @@
 # binaries (cargo; rustup's cargo must already be installed), brings the topology of
 # docs/demo.md up, starts spillway in its namespace (socket /run/spillway-demo/ctl.sock),
 # makes N (default 200) HTTP requests on new connections plus keep-alive connections with
-# zonal affinity on, then stops one backend (failover: health checks mark it down, its
+# zonal affinity on, then N/2 over IPv6 to the IPv6 VIP (a second service, both families
+# through the same port), then stops one backend (failover: health checks mark it down, its
 # zone's clients spill over) and starts it again (recovery), printing per phase which
 # backends each client reached; at the end how many requests each backend served (from
 # the servers' own logs) next to `spillwayctl status`. Removes everything on exit,
@@ -24,6 +25,7 @@ HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 export SPW_TOPO="${SPW_TOPO:-demo}"
 # shellcheck source-path=SCRIPTDIR source=lib/topology.sh
 source "$HERE/lib/topology.sh"
+source "$HERE/lib/ipv6.sh"
 
 REQUESTS="${SPW_DEMO_REQUESTS:-200}"
 KA_CONNS=5      # keep-alive connections per client
@@ -89,7 +91,10 @@ topo_before_down() {
 }
 topo_trap
 topo_up
-SPW_ZONE_GROUPS=1 SPW_SERVICE_EXTRA="$SPW_DEMO_SERVICE_EXTRA" write_config "$SPW_CONFIG"
+# both families: the backends serve IPv4 and IPv6 (dual stack), the IPv6 VIP on their lo
+ipv6_topology_up
+export SPW_BACKEND_BIND=::
+SPW_ZONE_GROUPS=1 SPW_SERVICE_EXTRA="$SPW_DEMO_SERVICE_EXTRA" ipv6_write_config "$SPW_CONFIG"
 spillway_start
 spillway_wait_ready "${SPW_READY_TIMEOUT:-30}"
 
@@ -105,6 +110,11 @@ demo_body() {
     echo
     echo "== keep-alive: per client $KA_CONNS connections x $KA_REQS requests on one TCP connection"
     run_keepalive_clients "$KA_CONNS" "$KA_REQS" || true
+
+    echo
+    echo "== IPv6: $((REQUESTS / 2)) requests to http://[$SPW_VIP6]/ from c1 (${SPW_ADDR6[c1]}) and c2 (${SPW_ADDR6[c2]})"
+    echo "      through the same Spillway port (service web6, L2 DSR over IPv6, Neighbor Discovery answered by Spillway)"
+    SPW_CLIENT_URL="http://[$SPW_VIP6]:$SPW_VIP_PORT/" SPW_CURL_FAMILY=-6 run_clients $((REQUESTS / 2)) || true
 
     echo
     echo "== 2. failover: stopping b1's HTTP server; health checks (1 s interval, 2 failures) mark it down"
