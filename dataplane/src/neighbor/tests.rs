@@ -316,3 +316,22 @@ fn live_edits_start_and_stop_resolution() {
     assert!(d.shared.neighbors.outbox.is_empty(), "no request for a removed backend");
     assert!(d.status().neighbors.entries.is_empty());
 }
+
+/// Live `explain` decides over the same health as the snapshot and `status`: an endpoint
+/// whose next hop failed resolution gets no share, and the pick agrees.
+#[test]
+fn explain_agrees_with_status_on_a_failed_next_hop() {
+    let d = daemon("[[services.backends]]\nname = \"b2\"\naddress = \"10.0.0.12\"\nmac = \"02:00:00:00:00:12\"");
+    let mut republished = false;
+    for t in (0..=700).step_by(50) {
+        republished |= d.neighbor_tick_at(t);
+    }
+    assert!(republished, "b1 failed after 3 × retry_ms");
+    let st = d.status();
+    assert!(!st.backends[0].healthy && st.backends[1].healthy, "status: b1 not eligible");
+    for port in 40_000..40_020u16 {
+        let spillway_shared::proto::Response::Explain(r) = d.explain("10.1.0.5".parse().unwrap(), port, None) else { panic!() };
+        assert_eq!(r.endpoint_shares.iter().map(|(b, _, _)| b.as_str()).collect::<Vec<_>>(), vec!["b2"], "{r:?}");
+        assert_eq!(r.backend.as_deref(), Some("b2"));
+    }
+}
