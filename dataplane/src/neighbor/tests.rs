@@ -168,9 +168,10 @@ fn connections_keep_their_backend_while_its_next_hop_is_pending() {
         let mut probe = worker(9, None);
         d.shared.with_snapshot(|s| probe.process(&mut tcp(*p, crate::wire::tcp_flags::SYN), 0, s, 20)).unwrap() == Verdict::Drop(DropReason::NextHopUnresolved)
     }).expect("a SYN towards b1");
+    let new_before = w.stats.new_connections.load(Relaxed);
     let v = d.shared.with_snapshot(|s| w.process(&mut tcp(syn_port, crate::wire::tcp_flags::SYN), 0, s, 20)).unwrap();
     assert_eq!(v, Verdict::Drop(DropReason::NextHopUnresolved));
-    let new_before = w.stats.new_connections.load(Relaxed);
+    assert_eq!(w.stats.new_connections.load(Relaxed), new_before, "a SYN dropped as next_hop_unresolved is no new connection");
     // b1's first request timed out at 200 and was sent again at 250; its reply comes.
     d.neighbor_tick_at(250);
     d.shared.neighbors.seen[0].push(ArpSeen { port: 0, spa: Ipv4Addr::new(10, 0, 0, 11), sha: m1, tpa: us, at_ms: 260 }).unwrap();
