@@ -162,10 +162,10 @@ pub fn refresh(daemon: &Daemon, obs: &Observation, announced: &BTreeSet<IpAddr>,
     let drained = daemon.fleet.drained();
     let rows = {
         let st = daemon.control.lock().unwrap_or_else(|e| e.into_inner());
-        // As the snapshot sees them: an endpoint whose next hop is not resolved (ARP) is
-        // not eligible, so a VIP whose endpoints are all unresolved is not ready and is
-        // not announced (docs/operations.md "Next hops").
-        let marked = crate::control::with_unresolved(&st.cfg, &st.health, st.neighbors.view());
+        // Stricter than the snapshot: an endpoint whose next hop is not resolved (ARP) yet,
+        // pending or failed, does not make its VIP ready, so a VIP whose endpoints are all
+        // unresolved is not announced (docs/operations.md "Next hops").
+        let marked = crate::control::with_not_resolved(&st.cfg, &st.health, st.neighbors.view());
         let health = marked.as_ref().unwrap_or(&st.health);
         evaluate(&st.cfg, obs, |s, b| backend_has_healthy_endpoint(&st.cfg, health, s, b), &drained, announced)
     };

@@ -198,7 +198,7 @@ pub fn render(daemon: &Daemon) -> String {
     let n = &status.neighbors;
     b.counter("neighbor_requests", "ARP requests sent to resolve next hops", [(vec![], n.requests)]);
     b.counter("neighbor_replies", "ARP replies learned (answers to our outstanding requests)", [(vec![], n.replies)]);
-    b.counter("neighbor_ignored_replies", "ARP replies ignored: no request of ours was outstanding for that address", [(vec![], n.ignored)]);
+    b.counter("neighbor_ignored_replies", "ARP replies ignored: no request of ours was outstanding for that address, or not addressed to the port we ask on", [(vec![], n.ignored)]);
     b.counter("neighbor_timeouts", "ARP requests unanswered within neighbors.retry_ms", [(vec![], n.timeouts)]);
     b.counter("neighbor_expired", "Neighbour entries expired (neighbors.expiry_sec without a reply)", [(vec![], n.expired)]);
     b.counter("neighbor_mac_changes", "Replies that changed a known next-hop MAC", [(vec![], n.changed)]);
@@ -440,7 +440,7 @@ address = "10.0.0.13"
         assert_eq!(sample(&t, "spillway_service_bytes_total{service=\"web\"}"), Some(1560.0));
         let b2 = "{service=\"web\",backend=\"b2\",endpoint=\"b2\",address=\"10.0.0.13\"}";
         assert_eq!(sample(&t, &format!("spillway_endpoint_next_hop_resolved{b2}")), Some(0.0), "b2 has no mac and no ARP reply yet");
-        assert_eq!(sample(&t, &format!("spillway_endpoint_healthy{b2}")), Some(0.0));
+        assert_eq!(sample(&t, &format!("spillway_endpoint_healthy{b2}")), Some(1.0), "pending its first reply: still eligible");
         assert_eq!(sample(&t, &format!("spillway_endpoint_next_hop_resolved{}", ep("e1", "10.0.0.11"))), Some(1.0));
         assert_eq!(sample(&t, "spillway_neighbor_resolved{address=\"10.0.0.13\"}"), Some(0.0));
         assert_eq!(sample(&t, "spillway_neighbor_requests_total"), Some(0.0));

@@ -216,7 +216,7 @@ pub const LIMITS: &[Limit] = &[
     Limit { path: "dataplane.descriptors", range: Range::Int(64, 4096), default: "1024", unit: "descriptors per queue, clamped to the device", source: HERE },
     Limit { path: "dataplane.idle_sleep_us", range: Range::Int(0, 10_000), default: "0 (busy polling)", unit: "microseconds", source: HERE },
     Limit { path: "dataplane.socket_group", range: Range::Rule("name an existing group"), default: "absent (root only)", unit: "group name", source: "checked by --check and at start" },
-    Limit { path: "neighbors.refresh_sec", range: Range::Int(1, 3600), default: "30", unit: "seconds from a reply to the next request; a changed MAC is followed within it", source: "RFC 826, RFC 4861 §7.3 (REACHABLE time)" },
+    Limit { path: "neighbors.refresh_sec", range: Range::Int(1, 3600), default: "30", unit: "seconds from a reply to the next request (less a per-address jitter of up to a quarter); a changed MAC is followed within it", source: "RFC 826, RFC 4861 §7.3 (REACHABLE time)" },
     Limit { path: "neighbors.expiry_sec", range: Range::Int(2, 86_400), default: "120", unit: "seconds from the last reply until the entry expires; more than refresh_sec", source: HERE },
     Limit { path: "neighbors.retry_ms", range: Range::Int(100, 60_000), default: "1000", unit: "milliseconds an ARP request waits before it is a timeout and is sent again", source: "RFC 1122 §2.3.2.1 (at most one request per second per address)" },
     Limit { path: "ports[].mtu", range: Range::Int(1280, 9216), default: "1500", unit: "bytes of IP packet (L3 MTU; Ethernet header, tags and FCS excluded); above 1500 needs RX scatter or large mbufs", source: "RFC 894; RFC 8200 §5 (1280); 9216: common switch jumbo limit" },

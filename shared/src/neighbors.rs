@@ -10,7 +10,8 @@
 //!   backends), else the endpoint's own address (an on-link backend).
 //!
 //! The daemon resolves the addresses of [`wanted`] with ARP on its own port; an endpoint
-//! whose next hop is not resolved is not eligible (like an unhealthy one).
+//! whose next hop is pending its first reply stays eligible (its packets are dropped until
+//! then), one whose resolution failed is not eligible (like an unhealthy one).
 
 use crate::config::{Config, ConfigError, ForwardingMode, Member, Service};
 use serde::{Deserialize, Serialize};

@@ -675,7 +675,7 @@ pub struct NeighborStatus {
     pub requests: u64,
     /// Replies learned (answers to our outstanding requests).
     pub replies: u64,
-    /// Replies ignored (no request of ours outstanding for that address).
+    /// Replies ignored (no request of ours outstanding for that address, or not addressed to the port we ask on).
     pub ignored: u64,
     /// Requests unanswered within `retry_ms`.
     pub timeouts: u64,

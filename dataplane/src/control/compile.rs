@@ -141,16 +141,31 @@ pub fn compile(cfg: &Config, slots: &SlotMap, input: CompileInput<'_>) -> Snapsh
     compile_inner(cfg, slots, input, None)
 }
 
-/// The health view with every endpoint whose next hop is not resolved in `neighbors`
-/// marked unhealthy (issue 13: an unresolved backend is not eligible), or `None` when
-/// every next hop is known. The marks are not kept: health probes still own `healthy`.
+/// The health view with every endpoint whose next hop *failed* resolution (missing from
+/// `neighbors`: its requests timed out past the pending grace, or its entry expired)
+/// marked unhealthy (issue 13: such a backend is not eligible), or `None` when there is
+/// none. An endpoint whose next hop is merely pending its first resolution
+/// ([`crate::neighbor::driver::PENDING_MAC`]) stays eligible: connections that outlived a
+/// restart keep their backend while the workers drop their packets as
+/// `next_hop_unresolved` until the MAC is known. The marks are not kept: health probes
+/// still own `healthy`. The view the snapshot, `status` and live `explain` use.
 pub fn with_unresolved(cfg: &Config, health: &HealthView, neighbors: &NeighborView) -> Option<HealthView> {
+    mark_next_hops(cfg, health, |a| !neighbors.contains_key(a))
+}
+
+/// [`with_unresolved`] that also marks endpoints whose next hop is still pending: VIP
+/// readiness (a VIP is announced once one of its endpoints can really be reached).
+pub fn with_not_resolved(cfg: &Config, health: &HealthView, neighbors: &NeighborView) -> Option<HealthView> {
+    mark_next_hops(cfg, health, |a| neighbors.get(a).is_none_or(|m| *m == crate::neighbor::driver::PENDING_MAC))
+}
+
+fn mark_next_hops(cfg: &Config, health: &HealthView, ineligible: impl Fn(&std::net::IpAddr) -> bool) -> Option<HealthView> {
     let mut out: Option<HealthView> = None;
     for s in &cfg.services {
         for b in &s.backends {
             for m in b.members() {
                 if let NextHop::Resolve(a) = next_hop(cfg, s, &m) {
-                    if !neighbors.contains_key(&a) {
+                    if ineligible(&a) {
                         let h = out.get_or_insert_with(|| health.clone());
                         h.entry((s.name.clone(), b.name.clone(), m.name.clone())).or_default().healthy = false;
                     }
@@ -162,8 +177,9 @@ pub fn with_unresolved(cfg: &Config, health: &HealthView, neighbors: &NeighborVi
 }
 
 /// [`compile`] with resolved next hops: an endpoint without a configured `mac` takes the
-/// MAC of its next hop ([`spillway_shared::neighbors::next_hop`]) from `neighbors`, and is
-/// not eligible (counted unhealthy by the pipeline) while that is missing.
+/// MAC of its next hop ([`spillway_shared::neighbors::next_hop`]) from `neighbors` (all
+/// zero while pending), and is not eligible (counted unhealthy by the pipeline) once its
+/// resolution failed ([`with_unresolved`]).
 pub fn compile_with_neighbors(cfg: &Config, slots: &SlotMap, input: CompileInput<'_>, neighbors: &NeighborView) -> Snapshot {
     compile_inner(cfg, slots, input, Some(neighbors))
 }

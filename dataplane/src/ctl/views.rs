@@ -211,7 +211,10 @@ impl Daemon {
     fn explain_inner(&self, client: std::net::IpAddr, client_port: u16, vip: Option<&str>) -> Result<ExplainReport, String> {
         let st = self.control.lock().unwrap_or_else(|e| e.into_inner());
         let svc = pick_service(&st.cfg, vip)?;
-        let states = crate::control::backend_states(svc, &st.health);
+        // Health as the snapshot uses it (failed next hops count as unhealthy), like status.
+        let marked = crate::control::with_unresolved(&st.cfg, &st.health, st.neighbors.view());
+        let health = marked.as_ref().unwrap_or(&st.health);
+        let states = crate::control::backend_states(svc, health);
         let topo = Topology::from_config(&st.cfg);
         let class = topo.classify(client);
         let mut sst = st.states.get(&svc.name).cloned().unwrap_or_default();
@@ -257,7 +260,7 @@ impl Daemon {
         };
         let endpoint_shares = spillway_shared::pipeline::endpoints::endpoint_shares(svc, &d.weights, |b, e| {
             let bk = &svc.backends[b];
-            bk.members().get(e).is_some_and(|m| crate::control::endpoint_view(&st.health, &svc.name, &bk.name, &m.name).healthy)
+            bk.members().get(e).is_some_and(|m| crate::control::endpoint_view(health, &svc.name, &bk.name, &m.name).healthy)
         })
         .into_iter()
         .map(|x| (svc.backends[x.backend].name.clone(), svc.backends[x.backend].members()[x.endpoint].name.clone(), x.share))

@@ -239,7 +239,7 @@ impl Worker {
                     return Verdict::Reply;
                 }
                 if a.oper == wire::arp::OP_REPLY {
-                    return self.hand_over_arp_reply(buf.data(), &a, port);
+                    return self.hand_over_arp_reply(buf.data(), &a, port, now_ms);
                 }
                 return Verdict::Drop(DropReason::ArpIgnored);
             }
@@ -378,7 +378,9 @@ impl Worker {
         // A new connection is one the table recorded, or a SYN. A flow the full table could
         // not record is forwarded by the same Maglev choice; its later packets are not new
         // connections (they would inflate the load the capacity stage reads).
-        if tracked || syn {
+        // A SYN to a pending next hop is dropped (`next_hop_unresolved`): counted when its retransmission is delivered.
+        let pending = syn && !session && snap.backends.get(usize::from(b)).is_some_and(|s| s.mac == [0; 6]);
+        if (tracked || syn) && !pending {
             bump(&self.stats.new_connections, 1);
             if let Some(c) = self.stats.backend_new.get(usize::from(b)) {
                 bump(c, 1);

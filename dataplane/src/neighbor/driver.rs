@@ -10,8 +10,14 @@ use spillway_shared::config::Config;
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr};
 
-/// Resolved next hops: address → MAC (what snapshot compilation reads).
+/// Next hops as snapshot compilation reads them: address → MAC for resolved ones, and
+/// [`PENDING_MAC`] for those pending their first resolution (eligible; the workers drop
+/// their packets). An address missing from the view has failed resolution.
 pub type NeighborView = HashMap<IpAddr, [u8; 6]>;
+
+/// The MAC of a pending next hop in a [`NeighborView`]: all zero, which workers never
+/// send to (`next_hop_unresolved`).
+pub const PENDING_MAC: [u8; 6] = [0; 6];
 
 /// One port as the resolver sends on it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -31,6 +37,9 @@ pub struct DriverCounters {
     pub gratuitous: u64,
     /// Frames not queued: the outbox to worker 0 was full.
     pub outbox_full: u64,
+    /// Replies ignored before the table: they came in on a port we do not send requests
+    /// on, or their target address is not that port's address (not an answer to us).
+    pub misdirected: u64,
 }
 
 /// The resolver (module docs).
@@ -74,14 +83,25 @@ impl Resolver {
         self.refresh_view()
     }
 
-    /// One control tick at `now_ms`: learns the replies the workers handed over, runs the
-    /// table's timers, queues the requests due, and (when enabled) gratuitous ARPs for
-    /// VIPs not announced yet. Returns whether the resolved view changed (republish).
+    /// One control tick at `now_ms`: learns the replies the workers handed over (those
+    /// that came in on a port we ask on, addressed to its address, timed by their arrival),
+    /// runs the table's timers, queues the requests due (at most [`REQUESTS_PER_TICK`]
+    /// frames), and (when enabled) gratuitous ARPs for VIPs not announced yet. Returns
+    /// whether the view changed (republish).
+    ///
+    /// [`REQUESTS_PER_TICK`]: super::REQUESTS_PER_TICK
     pub fn tick(&mut self, cfg: &Config, queues: &NeighborQueues, now_ms: u64) -> bool {
         for q in &queues.seen {
             while let Some(s) = q.pop() {
                 let addr = IpAddr::V4(s.spa);
-                match self.table.on_reply(addr, s.sha, now_ms) {
+                if !self.ports.get(usize::from(s.port)).is_some_and(|p| p.forwarding && p.addr == s.tpa) {
+                    self.counters.misdirected += 1;
+                    tracing::debug!(address = %addr, target = %s.tpa, port = s.port, "ARP reply not for a request of ours on that port: ignored");
+                    continue;
+                }
+                // The worker's u32 clock has the same epoch: the signed distance to now.
+                let at = (now_ms as i64 + i64::from(s.at_ms.wrapping_sub(now_ms as u32) as i32)).max(0) as u64;
+                match self.table.on_reply(addr, s.sha, at) {
                     Learned::New => tracing::info!(address = %addr, mac = %spillway_shared::net::MacAddr(s.sha), port = s.port, "next hop resolved"),
                     Learned::Changed => tracing::warn!(address = %addr, mac = %spillway_shared::net::MacAddr(s.sha), port = s.port, "next hop MAC changed"),
                     Learned::Confirmed => {}
@@ -91,7 +111,8 @@ impl Resolver {
         }
         let mut requests = std::mem::take(&mut self.requests);
         requests.clear();
-        self.table.poll(now_ms, &mut requests);
+        let forwarding = self.ports.iter().filter(|p| p.forwarding).count().max(1);
+        self.table.poll(now_ms, &mut requests, super::REQUESTS_PER_TICK / forwarding);
         for a in &requests {
             let IpAddr::V4(target) = *a else { continue };
             for i in 0..self.ports.len() {
@@ -145,13 +166,13 @@ impl Resolver {
     }
 
     fn refresh_view(&mut self) -> bool {
-        let view: NeighborView = self.table.resolved().collect();
+        let view: NeighborView = self.table.resolved().chain(self.table.pending().map(|a| (a, PENDING_MAC))).collect();
         let changed = view != self.view;
         self.view = view;
         changed
     }
 
-    /// The resolved next hops.
+    /// The resolved and pending next hops ([`NeighborView`]).
     pub fn view(&self) -> &NeighborView {
         &self.view
     }
@@ -189,7 +210,7 @@ impl Resolver {
         spillway_shared::proto::NeighborStatus {
             requests: c.requests,
             replies: c.replies,
-            ignored: c.ignored,
+            ignored: c.ignored + self.counters.misdirected,
             timeouts: c.timeouts,
             expired: c.expired,
             changed: c.changed,
@@ -276,13 +297,13 @@ mac = "02:00:00:00:00:12"
         assert_eq!(garp, vec![Ipv4Addr::new(10, 0, 0, 1), Ipv4Addr::new(10, 0, 0, 100)], "gratuitous ARP for the port address and the VIP");
         assert_eq!(r.unresolved_reason(&"10.0.0.11".parse().unwrap(), 0).unwrap(), "ARP request for 10.0.0.11 awaiting its first reply");
         // A reply arrives through worker 1's queue.
-        q.seen[1].push(ArpSeen { port: 0, spa: Ipv4Addr::new(10, 0, 0, 11), sha: [2, 0, 0, 0, 0, 0x11] }).unwrap();
+        q.seen[1].push(ArpSeen { port: 0, spa: Ipv4Addr::new(10, 0, 0, 11), sha: [2, 0, 0, 0, 0, 0x11], tpa: Ipv4Addr::new(10, 0, 0, 1), at_ms: 90 }).unwrap();
         assert!(r.tick(&c, &q, 100), "resolution changes the view");
         assert_eq!(r.view().get(&"10.0.0.11".parse().unwrap()), Some(&[2, 0, 0, 0, 0, 0x11]));
         assert_eq!(r.unresolved_reason(&"10.0.0.11".parse().unwrap(), 100), None);
         assert!(drain(&q).is_empty(), "no gratuitous ARP twice, no request before the refresh");
         // An unsolicited reply for b1 with another MAC changes nothing.
-        q.seen[0].push(ArpSeen { port: 0, spa: Ipv4Addr::new(10, 0, 0, 11), sha: [2, 0, 0, 0, 0, 0x99] }).unwrap();
+        q.seen[0].push(ArpSeen { port: 0, spa: Ipv4Addr::new(10, 0, 0, 11), sha: [2, 0, 0, 0, 0, 0x99], tpa: Ipv4Addr::new(10, 0, 0, 1), at_ms: 190 }).unwrap();
         assert!(!r.tick(&c, &q, 200));
         assert_eq!(r.counters().ignored, 1);
         // Refresh at 2.1 s; nobody answers: expired at 6.1 s, with the reason shown.
@@ -298,6 +319,59 @@ mac = "02:00:00:00:00:12"
         assert!(r.view().is_empty());
         let reason = r.unresolved_reason(&"10.0.0.11".parse().unwrap(), now).unwrap();
         assert!(reason.starts_with("no ARP reply from 10.0.0.11 (") && reason.ends_with("requests unanswered; its entry expired)"), "{reason}");
+    }
+
+    /// A reply is learned only from a port we ask on and addressed to its address; the
+    /// request window is measured to the reply's arrival on the worker, not to the tick
+    /// that drains it.
+    #[test]
+    fn replies_count_on_the_asking_port_for_its_address_at_their_arrival() {
+        let c = cfg("gratuitous_arp = false");
+        let q = NeighborQueues::new(1);
+        let mut r = resolver(&c);
+        r.set_ports(vec![
+            PortSide { mac: OURS, addr: Ipv4Addr::new(10, 0, 0, 1), forwarding: true },
+            PortSide { mac: OURS, addr: Ipv4Addr::new(192, 0, 2, 1), forwarding: false },
+        ]);
+        r.tick(&c, &q, 0);
+        assert_eq!(drain(&q).len(), 1, "asked on the forwarding port only");
+        let b1 = Ipv4Addr::new(10, 0, 0, 11);
+        let mac = [2, 0, 0, 0, 0, 0x11];
+        q.seen[0].push(ArpSeen { port: 1, spa: b1, sha: mac, tpa: Ipv4Addr::new(192, 0, 2, 1), at_ms: 10 }).unwrap();
+        q.seen[0].push(ArpSeen { port: 0, spa: b1, sha: mac, tpa: Ipv4Addr::new(10, 0, 0, 99), at_ms: 10 }).unwrap();
+        q.seen[0].push(ArpSeen { port: 7, spa: b1, sha: mac, tpa: Ipv4Addr::new(10, 0, 0, 1), at_ms: 10 }).unwrap();
+        r.tick(&c, &q, 50);
+        assert_eq!(r.view().get(&IpAddr::V4(b1)), Some(&PENDING_MAC), "none of them is an answer to us");
+        assert_eq!(r.driver_counters().misdirected, 3);
+        assert_eq!(r.status(&c, 50).ignored, 3, "status counts them ignored");
+        // Arrived at 490 (inside the 500 ms window), drained by the tick at 520: learned.
+        q.seen[0].push(ArpSeen { port: 0, spa: b1, sha: mac, tpa: Ipv4Addr::new(10, 0, 0, 1), at_ms: 490 }).unwrap();
+        assert!(r.tick(&c, &q, 520));
+        assert_eq!(r.view().get(&IpAddr::V4(b1)), Some(&mac));
+        assert_eq!(r.counters().ignored, 0);
+    }
+
+    /// A next hop is pending (in the view with the all-zero MAC: eligible) until three
+    /// requests timed out, then failed (out of the view: the change republishes).
+    #[test]
+    fn a_next_hop_fails_after_three_unanswered_requests() {
+        let c = cfg("gratuitous_arp = false");
+        let q = NeighborQueues::new(1);
+        let mut r = resolver(&c);
+        let b1: IpAddr = "10.0.0.11".parse().unwrap();
+        assert_eq!(r.view().get(&b1), Some(&PENDING_MAC), "pending from the moment it is wanted");
+        assert!(crate::control::with_unresolved(&c, &Default::default(), r.view()).is_none(), "pending: eligible");
+        assert!(crate::control::with_not_resolved(&c, &Default::default(), r.view()).is_some(), "not ready for announcing");
+        let mut failed_at = None;
+        for now in (0..=2_000).step_by(50) {
+            if r.tick(&c, &q, now) {
+                failed_at.get_or_insert(now);
+            }
+        }
+        assert_eq!(failed_at, Some(1_500), "3 × retry_ms");
+        assert_eq!(r.view().get(&b1), None);
+        let marked = crate::control::with_unresolved(&c, &Default::default(), r.view()).unwrap();
+        assert!(!marked[&("web".to_string(), "b1".to_string(), "b1".to_string())].healthy, "failed: not eligible");
     }
 
     #[test]

@@ -9,15 +9,18 @@
 //! * [`NeighborQueues`]: how the workers and the control side meet without a lock on the
 //!   packet path.
 //!
-//! **Data flow.** A worker that receives an ARP reply pushes (port, sender address,
-//! sender MAC) into its own bounded lock-free queue ([`NeighborQueues::seen`], one per
+//! **Data flow.** A worker that receives an ARP reply addressed to its port's own address
+//! (target protocol address; others are dropped as `arp_ignored`) pushes (port, sender
+//! address, sender MAC, target address, arrival time) into its own bounded lock-free queue ([`NeighborQueues::seen`], one per
 //! worker; full = dropped and counted as `neighbor_queue_full`) and frees the frame. The
 //! control loop drains the queues, feeds the table, and pushes the request frames the
 //! table asks for into [`NeighborQueues::outbox`]; worker 0 sends them on its own TX
 //! queues ([`crate::fastpath::worker::Worker::send_control_frames`]), from mbufs of the
 //! port's pool: no lock, no heap allocation, no syscall on the worker. Resolved MACs go
 //! into the next snapshot (republished on every change); an endpoint whose next hop is
-//! not resolved is not eligible, like an unhealthy one.
+//! pending its first resolution stays eligible with the all-zero MAC (workers drop its
+//! packets as `next_hop_unresolved`); one whose resolution failed is not eligible, like
+//! an unhealthy one ([`table`]).
 
 pub mod driver;
 pub mod frames;
@@ -29,12 +32,17 @@ use std::net::Ipv4Addr;
 
 /// ARP replies each worker can hand over between two control ticks (50 ms).
 pub const SEEN_CAPACITY: usize = 256;
+/// ARP requests sent per control tick over all forwarding ports: half of
+/// [`SEEN_CAPACITY`], so the replies to one tick's requests fit one worker's queue (ARP
+/// is not RSS-hashed: every reply may land on one worker) with room for stray replies.
+pub const REQUESTS_PER_TICK: usize = SEEN_CAPACITY / 2;
 /// Frames the control side can queue for worker 0.
 pub const OUTBOX_CAPACITY: usize = 1024;
 /// Bytes of a control frame: the Ethernet minimum without FCS (ARP fits in 42).
 pub const FRAME_LEN: usize = 60;
 
-/// An ARP reply a worker received: "`spa` is at `sha`", on port `port`.
+/// An ARP reply a worker received: "`spa` is at `sha`", on port `port`, for `tpa`, at
+/// `at_ms`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ArpSeen {
     /// Port index it came in on.
@@ -43,6 +51,12 @@ pub struct ArpSeen {
     pub spa: Ipv4Addr,
     /// Sender hardware address.
     pub sha: [u8; 6],
+    /// Target protocol address (the port's own address when it answers our request).
+    pub tpa: Ipv4Addr,
+    /// When the worker received it, ms on the worker clock (the daemon's `started` epoch,
+    /// wrapping at 2^32 ms: [`crate::daemon::Daemon::now_ms`]); the reply window is
+    /// measured to it, not to when the control tick drains the queue.
+    pub at_ms: u32,
 }
 
 /// A frame for worker 0 to send on port `port`.

@@ -14,14 +14,30 @@
 //! - **timeout**: no reply within `retry_ms`: counted, and the request is sent again at once
 //!   (so at most one request per address per `retry_ms`: RFC 1122 §2.3.2.1 with the default
 //!   1 s);
-//! - **reachable**: after a reply the next request is due `refresh_ms` later (RFC 4861
-//!   §7.3.1 REACHABLE time): a changed MAC (a replaced VM) is learned within `refresh_ms`
-//!   plus one round trip;
+//! - **pending** (never resolved, fewer than [`PENDING_TIMEOUTS`] requests timed out): the
+//!   first reply may still come; its endpoints stay eligible (the snapshot gives them the
+//!   all-zero MAC, which workers drop as `next_hop_unresolved`), so connections that
+//!   outlived a restart keep their backend ([`NeighborTable::pending`]); after that many
+//!   timeouts, or once an entry expired, it has *failed* and its endpoints are not eligible;
+//! - **reachable**: after a reply the next request is due [`NeighborTable::refresh_delay`]
+//!   later: `refresh_ms` less a deterministic jitter of up to a quarter from the address's
+//!   hash (RFC 4861 §7.3.1 REACHABLE time, randomised like its ReachableTime), so entries
+//!   learned in the same tick do not refresh in the same tick forever: a changed MAC (a
+//!   replaced VM) is learned within `refresh_ms` plus one round trip;
+//! - **per-tick limit**: [`NeighborTable::poll`] sends at most `max` requests per call, the
+//!   others stay due for the next call, served round robin, so replies to one tick's
+//!   requests fit the workers' queues ([`crate::neighbor::SEEN_CAPACITY`]);
 //! - **expired**: `expiry_ms` after the last reply the MAC is forgotten; requests go on every
 //!   `retry_ms` until one is answered.
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
+use std::ops::Bound;
+
+/// Requests of a never-resolved entry that may time out before it counts as failed rather
+/// than pending (module docs): with the default `retry_ms` of 1 s, 3 s from when it was
+/// first wanted.
+pub const PENDING_TIMEOUTS: u32 = 3;
 
 /// Timers of the table, ms.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -56,6 +72,8 @@ pub struct Counters {
     pub expired: u64,
     /// Replies that changed a known MAC.
     pub changed: u64,
+    /// Requests held for a later poll by the per-poll limit (each counted once per poll).
+    pub deferred: u64,
 }
 
 /// What [`NeighborTable::on_reply`] did with a reply.
@@ -104,18 +122,27 @@ struct Entry {
     expired: bool,
 }
 
+impl Entry {
+    fn pending(&self) -> bool {
+        self.mac.is_none() && !self.expired && self.unanswered < PENDING_TIMEOUTS
+    }
+}
+
 /// The neighbour table (module docs).
 #[derive(Clone, Debug)]
 pub struct NeighborTable {
     params: Params,
     entries: BTreeMap<IpAddr, Entry>,
     counters: Counters,
+    /// The last address a request went to: the next poll starts after it (round robin
+    /// under the per-poll limit).
+    cursor: Option<IpAddr>,
 }
 
 impl NeighborTable {
     /// An empty table.
     pub fn new(params: Params) -> NeighborTable {
-        NeighborTable { params, entries: BTreeMap::new(), counters: Counters::default() }
+        NeighborTable { params, entries: BTreeMap::new(), counters: Counters::default(), cursor: None }
     }
 
     /// The timers.
@@ -138,18 +165,22 @@ impl NeighborTable {
     }
 
     /// Advances to `now_ms`: counts timeouts (and makes those requests due again),
-    /// forgets expired MACs, and appends to `requests` every address whose request is due
-    /// now (each is then outstanding). Returns whether a resolved MAC went away.
-    pub fn poll(&mut self, now_ms: u64, requests: &mut Vec<IpAddr>) -> bool {
+    /// forgets expired MACs, and appends to `requests` up to `max` addresses whose request
+    /// is due now (each is then outstanding); the other due ones wait for the next poll,
+    /// which starts after the last address served. Returns whether a resolved MAC went
+    /// away or a pending entry failed (module docs).
+    pub fn poll(&mut self, now_ms: u64, requests: &mut Vec<IpAddr>, max: usize) -> bool {
         let p = self.params;
         let mut changed = false;
-        for (a, e) in self.entries.iter_mut() {
+        for e in self.entries.values_mut() {
             if let Some(t) = e.outstanding_since {
                 if now_ms >= t.saturating_add(p.retry_ms) {
+                    let was_pending = e.pending();
                     e.outstanding_since = None;
                     e.unanswered = e.unanswered.saturating_add(1);
                     e.next_request_ms = now_ms;
                     self.counters.timeouts += 1;
+                    changed |= was_pending && !e.pending();
                 }
             }
             if let (Some(_), Some(c)) = (e.mac, e.confirmed_ms) {
@@ -160,21 +191,54 @@ impl NeighborTable {
                     changed = true;
                 }
             }
-            if e.outstanding_since.is_none() && now_ms >= e.next_request_ms {
-                e.outstanding_since = Some(now_ms);
-                self.counters.requests += 1;
-                requests.push(*a);
+        }
+        let cursor = self.cursor;
+        let mut sent = 0usize;
+        for pass in 0..2 {
+            let range = match (pass, cursor) {
+                (0, Some(c)) => (Bound::Excluded(c), Bound::Unbounded),
+                (0, None) => (Bound::Unbounded, Bound::Unbounded),
+                (1, Some(c)) => (Bound::Unbounded, Bound::Included(c)),
+                _ => break,
+            };
+            for (a, e) in self.entries.range_mut(range) {
+                if e.outstanding_since.is_none() && now_ms >= e.next_request_ms {
+                    if sent >= max {
+                        self.counters.deferred += 1;
+                        continue;
+                    }
+                    sent += 1;
+                    e.outstanding_since = Some(now_ms);
+                    self.counters.requests += 1;
+                    requests.push(*a);
+                    self.cursor = Some(*a);
+                }
             }
         }
         changed
     }
 
-    /// A reply "`addr` is at `mac`" seen at `now_ms`: learned only when a request of ours
-    /// for `addr` is outstanding (sent less than `retry_ms` ago); otherwise ignored and
-    /// counted.
+    /// From a reply for `addr` to its next request: `refresh_ms` less up to a quarter, by
+    /// a hash of the address (FNV-1a: the same on every run and host), never under
+    /// `retry_ms` (at most one request per `retry_ms`).
+    pub fn refresh_delay(&self, addr: &IpAddr) -> u64 {
+        let octets: Vec<u8> = match addr {
+            IpAddr::V4(a) => a.octets().to_vec(),
+            IpAddr::V6(a) => a.octets().to_vec(),
+        };
+        let h = octets.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3));
+        let r = self.params.refresh_ms;
+        let jitter = (r / 4).saturating_mul(h % 1024) / 1024;
+        r.saturating_sub(jitter).max(self.params.retry_ms)
+    }
+
+    /// A reply "`addr` is at `mac`" that arrived at `now_ms` (the worker's timestamp, not
+    /// the time the control side drains it): learned only when a request of ours for
+    /// `addr` is outstanding and was sent less than `retry_ms` before the reply arrived;
+    /// otherwise ignored and counted.
     pub fn on_reply(&mut self, addr: IpAddr, mac: [u8; 6], now_ms: u64) -> Learned {
         let retry = self.params.retry_ms;
-        let refresh = self.params.refresh_ms;
+        let refresh = self.refresh_delay(&addr);
         let Some(e) = self.entries.get_mut(&addr) else {
             self.counters.ignored += 1;
             return Learned::Ignored;
@@ -207,6 +271,12 @@ impl NeighborTable {
     /// Every resolved (address, MAC).
     pub fn resolved(&self) -> impl Iterator<Item = (IpAddr, [u8; 6])> + '_ {
         self.entries.iter().filter_map(|(a, e)| e.mac.map(|m| (*a, m)))
+    }
+
+    /// Every address pending its first resolution: never resolved since it was wanted,
+    /// not expired, fewer than [`PENDING_TIMEOUTS`] requests timed out.
+    pub fn pending(&self) -> impl Iterator<Item = IpAddr> + '_ {
+        self.entries.iter().filter(|(_, e)| e.pending()).map(|(a, _)| *a)
     }
 
     /// The state of `addr` at `now_ms` (`None`: not wanted).
@@ -261,7 +331,7 @@ mod tests {
 
     fn poll(t: &mut NeighborTable, now: u64) -> Vec<IpAddr> {
         let mut v = Vec::new();
-        t.poll(now, &mut v);
+        t.poll(now, &mut v, usize::MAX);
         v
     }
 
@@ -275,25 +345,32 @@ mod tests {
         assert_eq!(t.mac(&ip(1)), Some(MAC_A));
         assert_eq!(t.on_reply(ip(1), MAC_B, 700), Learned::Ignored, "a second reply answers nothing");
         assert_eq!(t.mac(&ip(1)), Some(MAC_A));
-        assert_eq!(poll(&mut t, 10_599), Vec::<IpAddr>::new());
-        assert_eq!(poll(&mut t, 10_600), vec![ip(1)], "refresh after refresh_ms");
-        assert_eq!(t.on_reply(ip(1), MAC_B, 10_650), Learned::Changed, "a replaced VM is followed");
+        let r = 600 + t.refresh_delay(&ip(1));
+        assert!((7_500 + 600..=10_600).contains(&r), "{r}");
+        assert_eq!(poll(&mut t, r - 1), Vec::<IpAddr>::new());
+        assert_eq!(poll(&mut t, r), vec![ip(1)], "refresh after refresh_ms less its jitter");
+        assert_eq!(t.on_reply(ip(1), MAC_B, r + 50), Learned::Changed, "a replaced VM is followed");
         assert_eq!(t.mac(&ip(1)), Some(MAC_B));
-        // No more replies: timeouts every retry_ms, then the MAC expires 30 s after the last reply.
-        let mut now = 20_650;
-        let mut sent = 0;
-        while now < 40_650 {
+        // No more replies: the refresh, then timeouts every retry_ms, then the MAC expires 30 s
+        // after the last reply.
+        let r2 = r + 50 + t.refresh_delay(&ip(1));
+        assert_eq!(poll(&mut t, r2), vec![ip(1)]);
+        let mut now = r2 + 1_000;
+        let mut sent = 1;
+        while now < r + 50 + 30_000 {
             sent += poll(&mut t, now).len();
             assert_eq!(t.mac(&ip(1)), Some(MAC_B), "kept until expiry ({now})");
             now += 100;
         }
-        assert_eq!(sent, 20, "one request per retry_ms while unanswered");
-        assert!(t.poll(40_650, &mut Vec::new()), "expiry reports the change");
+        let expiry = r + 50 + 30_000;
+        assert_eq!(sent as u64, (expiry - r2).div_ceil(1_000), "one request per retry_ms while unanswered");
+        assert!(t.poll(expiry, &mut Vec::new(), usize::MAX), "expiry reports the change");
+        let unanswered = t.counters().timeouts;
         assert_eq!(t.mac(&ip(1)), None);
-        assert_eq!(t.state(&ip(1), 40_650), Some(EntryState::Unresolved { unanswered: 20, expired: true }));
+        assert_eq!(t.state(&ip(1), expiry), Some(EntryState::Unresolved { unanswered: unanswered as u32, expired: true }));
         let c = t.counters();
-        assert_eq!((c.requests, c.replies, c.ignored, c.changed, c.expired), (23, 2, 1, 1, 1));
-        assert_eq!(c.timeouts, 20);
+        assert_eq!((c.requests, c.replies, c.ignored, c.changed, c.expired), (3 + unanswered, 2, 1, 1, 1));
+        assert_eq!(c.timeouts, unanswered);
     }
 
     #[test]
@@ -320,6 +397,57 @@ mod tests {
         assert_eq!(t.mac(&ip(1)), None);
         assert_eq!(poll(&mut t, 3), vec![ip(3)]);
         assert_eq!(t.next_timeout(), Some(1_003));
+    }
+
+    #[test]
+    fn pending_until_a_few_timeouts_or_an_expiry_then_failed() {
+        let mut t = NeighborTable::new(P);
+        t.set_wanted(&[ip(1), ip(2)], 0);
+        assert_eq!(t.pending().collect::<Vec<_>>(), vec![ip(1), ip(2)], "wanted: pending at once");
+        assert_eq!(poll(&mut t, 0).len(), 2);
+        t.on_reply(ip(2), MAC_B, 10);
+        assert_eq!(t.pending().collect::<Vec<_>>(), vec![ip(1)], "resolved: not pending");
+        assert!(!t.poll(1_000, &mut Vec::new(), usize::MAX));
+        assert!(!t.poll(2_000, &mut Vec::new(), usize::MAX));
+        assert_eq!(t.pending().count(), 1, "two timeouts: still pending");
+        assert!(t.poll(3_000, &mut Vec::new(), usize::MAX), "the third timeout fails it: reported");
+        assert_eq!(t.pending().count(), 0);
+        // An expired entry is failed at once, not pending again.
+        t.poll(30_010, &mut Vec::new(), usize::MAX);
+        assert_eq!(t.mac(&ip(2)), None);
+        assert_eq!(t.pending().count(), 0);
+    }
+
+    #[test]
+    fn refreshes_are_spread_and_requests_per_poll_are_limited_round_robin() {
+        let mut t = NeighborTable::new(P);
+        let addrs: Vec<IpAddr> = (1..=200).map(ip).collect();
+        t.set_wanted(&addrs, 0);
+        let mut first = Vec::new();
+        t.poll(0, &mut first, 64);
+        assert_eq!(first, addrs[..64].to_vec(), "at most 64 per poll");
+        assert_eq!(t.counters().deferred, 136);
+        let mut second = Vec::new();
+        t.poll(50, &mut second, 64);
+        assert_eq!(second, addrs[64..128].to_vec(), "the next poll goes on where the last stopped");
+        let mut rest = Vec::new();
+        t.poll(100, &mut rest, 1000);
+        assert_eq!(rest.len(), 72);
+        // All answered in the same tick: their refreshes are spread over the last quarter of refresh_ms.
+        for a in &addrs {
+            assert_ne!(t.on_reply(*a, MAC_A, 150), Learned::Ignored);
+        }
+        let due: std::collections::BTreeSet<u64> = addrs.iter().map(|a| 150 + t.refresh_delay(a)).collect();
+        assert!(due.len() > 150, "{} distinct refresh times for 200 entries", due.len());
+        assert!(due.iter().all(|d| (150 + 7_500..=150 + 10_000).contains(d)));
+        let mut per_tick = std::collections::BTreeMap::new();
+        for d in &due {
+            *per_tick.entry(d / 50).or_insert(0) += 1;
+        }
+        assert!(per_tick.values().all(|n| *n <= 10), "no tick refreshes many: {per_tick:?}");
+        assert_eq!(t.refresh_delay(&ip(7)), NeighborTable::new(P).refresh_delay(&ip(7)), "deterministic");
+        let tight = NeighborTable::new(Params { refresh_ms: 1_000, expiry_ms: 3_000, retry_ms: 1_000 });
+        assert_eq!(tight.refresh_delay(&ip(7)), 1_000, "never under retry_ms");
     }
 
     /// Events of the property test.
@@ -351,14 +479,14 @@ mod tests {
             let mut learned: BTreeMap<IpAddr, ([u8; 6], u64)> = BTreeMap::new();
             let mut ignored = 0u64;
             let mut reqs = Vec::new();
-            t.poll(now, &mut reqs);
+            t.poll(now, &mut reqs, usize::MAX);
             for a in reqs.drain(..) { last_req.insert(a, now); outstanding.insert(a, now); }
             for e in events {
                 match e {
                     Ev::Advance(dt) => {
                         now += dt;
                         outstanding.retain(|_, s| now < *s + P.retry_ms);
-                        t.poll(now, &mut reqs);
+                        t.poll(now, &mut reqs, usize::MAX);
                         for a in reqs.drain(..) {
                             if let Some(prev) = last_req.get(&a) {
                                 prop_assert!(now - prev >= P.retry_ms, "{a}: requests {prev} and {now}");

@@ -35,7 +35,7 @@ fn workers_hand_arp_replies_to_their_own_queue_and_count_a_full_one() {
     let mut w1 = worker(1, Some(q.clone()));
     let mut b = reply([10, 0, 0, 11], [2, 0, 0, 0, 0, 0x11]);
     assert_eq!(w1.process(&mut b, 0, &snap, 0), Verdict::Consumed);
-    assert_eq!(q.seen[1].pop(), Some(ArpSeen { port: 0, spa: Ipv4Addr::new(10, 0, 0, 11), sha: [2, 0, 0, 0, 0, 0x11] }));
+    assert_eq!(q.seen[1].pop(), Some(ArpSeen { port: 0, spa: Ipv4Addr::new(10, 0, 0, 11), sha: [2, 0, 0, 0, 0, 0x11], tpa: Ipv4Addr::new(10, 0, 0, 1), at_ms: 0 }));
     assert!(q.seen[0].is_empty(), "worker 1 uses its own queue");
     assert_eq!(w1.stats.arp_replies_seen.load(Relaxed), 1);
     for _ in 0..SEEN_CAPACITY {
@@ -97,19 +97,18 @@ fn slot_of_b1(d: &Daemon) -> (bool, [u8; 6]) {
 }
 
 #[test]
-fn a_backend_without_mac_is_ineligible_until_resolved_then_follows_its_mac() {
+fn a_backend_without_mac_is_pending_until_resolved_then_follows_its_mac() {
     let d = daemon("");
-    assert_eq!(slot_of_b1(&d), (false, [0; 6]), "unresolved: not eligible");
-    let st = d.status();
-    assert!(!st.backends[0].healthy);
+    assert_eq!(slot_of_b1(&d), (true, [0; 6]), "pending its first reply: eligible, all-zero MAC");
+    assert!(d.status().backends[0].healthy);
     assert!(!d.neighbor_tick_at(0), "nothing learned yet");
     let req = d.shared.neighbors.outbox.pop().expect("an ARP request for b1");
     let Ok(crate::wire::Parsed::Arp(a)) = crate::wire::parse(&req.bytes) else { panic!() };
     assert_eq!((a.oper, a.tpa), (1, Ipv4Addr::new(10, 0, 0, 11)));
     let reason = d.status().backends[0].members[0].unresolved.clone().unwrap();
     assert_eq!(reason, "ARP request for 10.0.0.11 awaiting its first reply");
-    // The reply, through the worker's queue: republished with the MAC, eligible.
-    d.shared.neighbors.seen[0].push(ArpSeen { port: 0, spa: Ipv4Addr::new(10, 0, 0, 11), sha: [2, 0, 0, 0, 0, 0x11] }).unwrap();
+    // The reply, through the worker's queue: republished with the MAC.
+    d.shared.neighbors.seen[0].push(ArpSeen { port: 0, spa: Ipv4Addr::new(10, 0, 0, 11), sha: [2, 0, 0, 0, 0, 0x11], tpa: Ipv4Addr::new(10, 0, 0, 1), at_ms: 90 }).unwrap();
     let gen = d.control.lock().unwrap().generation;
     assert!(d.neighbor_tick_at(100));
     assert_eq!(d.control.lock().unwrap().generation, gen + 1);
@@ -118,26 +117,73 @@ fn a_backend_without_mac_is_ineligible_until_resolved_then_follows_its_mac() {
     assert!(st.backends[0].healthy && st.backends[0].members[0].unresolved.is_none());
     assert_eq!(st.neighbors.replies, 1);
     assert_eq!(st.neighbors.entries, vec![("10.0.0.11".to_string(), "02:00:00:00:00:11".to_string(), 0)]);
-    // After refresh_sec the next request goes out; a new MAC in its reply is followed.
-    assert!(!d.neighbor_tick_at(1_099));
-    assert!(d.shared.neighbors.outbox.is_empty(), "no request before refresh_sec");
-    assert!(!d.neighbor_tick_at(1_100));
-    let refresh = d.shared.neighbors.outbox.pop().expect("the refresh request at refresh_sec");
+    // After refresh_sec (less its jitter) the next request goes out; a new MAC in its reply is followed.
+    let p = table::Params { refresh_ms: 1_000, expiry_ms: 3_000, retry_ms: 200 };
+    let due = 90 + table::NeighborTable::new(p).refresh_delay(&"10.0.0.11".parse().unwrap());
+    assert!(!d.neighbor_tick_at(due - 1));
+    assert!(d.shared.neighbors.outbox.is_empty(), "no request before its refresh time");
+    assert!(!d.neighbor_tick_at(due));
+    let refresh = d.shared.neighbors.outbox.pop().expect("the refresh request");
     assert_eq!(refresh.bytes, req.bytes);
-    d.shared.neighbors.seen[0].push(ArpSeen { port: 0, spa: Ipv4Addr::new(10, 0, 0, 11), sha: [2, 0, 0, 0, 0, 0x22] }).unwrap();
-    assert!(d.neighbor_tick_at(1_150));
+    d.shared.neighbors.seen[0].push(ArpSeen { port: 0, spa: Ipv4Addr::new(10, 0, 0, 11), sha: [2, 0, 0, 0, 0, 0x22], tpa: Ipv4Addr::new(10, 0, 0, 1), at_ms: due as u32 + 40 }).unwrap();
+    assert!(d.neighbor_tick_at(due + 50));
     assert_eq!(slot_of_b1(&d), (true, [2, 0, 0, 0, 0, 0x22]), "a replaced VM is followed");
     assert_eq!(d.status().neighbors.changed, 1);
     // Silence from then on: requests every retry_ms, the entry expires 3 s after the last
     // reply, and the backend is not eligible any more.
-    let mut t = 1_150;
-    while t < 4_150 {
+    let mut t = due + 50;
+    while t < due + 3_050 {
         t += 50;
-        assert!(!d.neighbor_tick_at(t) || t == 4_150, "only the expiry republishes ({t})");
+        assert!(!d.neighbor_tick_at(t) || t == due + 3_050, "only the expiry republishes ({t})");
     }
     assert!(!slot_of_b1(&d).0, "expired: not eligible");
     let reason = d.status().backends[0].members[0].unresolved.clone().unwrap();
     assert!(reason.starts_with("no ARP reply from 10.0.0.11 (") && reason.contains("its entry expired"), "{reason}");
+}
+
+/// Issue 13 review: at start (empty connection table) a mid-stream packet whose backend's
+/// next hop is still pending is dropped, not re-picked to a resolved backend, and the
+/// connection is recorded on its own backend, which it reaches once resolved (restart
+/// keeps connections). A SYN dropped so is not a new connection until delivered.
+#[test]
+fn connections_keep_their_backend_while_its_next_hop_is_pending() {
+    let d = daemon("[[services.backends]]\nname = \"b2\"\naddress = \"10.0.0.12\"");
+    let (m1, m2) = ([2, 0, 0, 0, 0, 0x11], [2, 0, 0, 0, 0, 0x12]);
+    let us = Ipv4Addr::new(10, 0, 0, 1);
+    d.neighbor_tick_at(0);
+    d.shared.neighbors.seen[0].push(ArpSeen { port: 0, spa: Ipv4Addr::new(10, 0, 0, 12), sha: m2, tpa: us, at_ms: 5 }).unwrap();
+    assert!(d.neighbor_tick_at(10), "b2 resolved, b1 pending");
+    let mut w = worker(0, None);
+    let mut to_b1 = Vec::new();
+    for port in 40_000..40_064u16 {
+        let v = d.shared.with_snapshot(|s| w.process(&mut tcp(port, crate::wire::tcp_flags::ACK), 0, s, 20)).unwrap();
+        match v {
+            Verdict::Drop(DropReason::NextHopUnresolved) => to_b1.push(port),
+            other => assert_eq!(other, Verdict::Forward),
+        }
+    }
+    assert!(!to_b1.is_empty(), "flows of b1 are dropped while pending, not moved to b2");
+    let syn_port = 41_000..;
+    let syn_port = syn_port.take(200).find(|p| {
+        let mut probe = worker(9, None);
+        d.shared.with_snapshot(|s| probe.process(&mut tcp(*p, crate::wire::tcp_flags::SYN), 0, s, 20)).unwrap() == Verdict::Drop(DropReason::NextHopUnresolved)
+    }).expect("a SYN towards b1");
+    let new_before = w.stats.new_connections.load(Relaxed);
+    let v = d.shared.with_snapshot(|s| w.process(&mut tcp(syn_port, crate::wire::tcp_flags::SYN), 0, s, 20)).unwrap();
+    assert_eq!(v, Verdict::Drop(DropReason::NextHopUnresolved));
+    assert_eq!(w.stats.new_connections.load(Relaxed), new_before, "a SYN dropped as next_hop_unresolved is no new connection");
+    // b1's first request timed out at 200 and was sent again at 250; its reply comes.
+    d.neighbor_tick_at(250);
+    d.shared.neighbors.seen[0].push(ArpSeen { port: 0, spa: Ipv4Addr::new(10, 0, 0, 11), sha: m1, tpa: us, at_ms: 260 }).unwrap();
+    assert!(d.neighbor_tick_at(300));
+    for port in &to_b1 {
+        let mut b = tcp(*port, crate::wire::tcp_flags::ACK);
+        let v = d.shared.with_snapshot(|s| w.process(&mut b, 0, s, 310)).unwrap();
+        assert_eq!((v, &b.data()[0..6]), (Verdict::Forward, &m1[..]), "port {port} reaches b1, its own backend");
+    }
+    let mut b = tcp(syn_port, crate::wire::tcp_flags::SYN);
+    assert_eq!(d.shared.with_snapshot(|s| w.process(&mut b, 0, s, 320)).unwrap(), Verdict::Forward);
+    assert_eq!(w.stats.new_connections.load(Relaxed), new_before + 1, "the dropped SYN was not counted, its retransmission is");
 }
 
 #[test]
@@ -195,15 +241,20 @@ address = "10.0.0.11"
         .collect();
     assert_eq!(asked, vec![Ipv4Addr::new(10, 0, 0, 11), Ipv4Addr::new(10, 0, 0, 254)], "the gateway, not the routed backends");
     let gw = [2, 0, 0, 0, 0, 0xfe];
-    d.shared.neighbors.seen[0].push(ArpSeen { port: 0, spa: Ipv4Addr::new(10, 0, 0, 254), sha: gw }).unwrap();
+    d.shared.neighbors.seen[0].push(ArpSeen { port: 0, spa: Ipv4Addr::new(10, 0, 0, 254), sha: gw, tpa: Ipv4Addr::new(10, 0, 0, 1), at_ms: 5 }).unwrap();
     assert!(d.neighbor_tick_at(10));
     let slots: Vec<(String, bool, [u8; 6])> = d.shared.with_snapshot(|s| s.backends.iter().filter(|b| b.present).map(|b| (b.name.clone(), b.healthy, b.mac)).collect()).unwrap();
     assert!(slots.contains(&("r1".into(), true, gw)) && slots.contains(&("r2".into(), true, gw)), "{slots:?}");
-    assert!(slots.contains(&("l1".into(), false, [0; 6])), "the L2 DSR backend waits for its own reply: {slots:?}");
+    assert!(slots.contains(&("l1".into(), true, [0; 6])), "the L2 DSR backend waits for its own reply (pending): {slots:?}");
 }
 
 /// A TCP SYN from 10.1.0.5 to 10.0.0.100:80.
 fn syn() -> MemBuf {
+    tcp(40000, crate::wire::tcp_flags::SYN)
+}
+
+/// A TCP segment with `flags` from 10.1.0.5:`sport` to 10.0.0.100:80.
+fn tcp(sport: u16, flags: u8) -> MemBuf {
     let mut f = vec![0u8; 54];
     f[0..6].copy_from_slice(&OURS);
     f[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
@@ -213,10 +264,10 @@ fn syn() -> MemBuf {
     f[23] = 6;
     f[26..30].copy_from_slice(&[10, 1, 0, 5]);
     f[30..34].copy_from_slice(&[10, 0, 0, 100]);
-    f[34..36].copy_from_slice(&40000u16.to_be_bytes());
+    f[34..36].copy_from_slice(&sport.to_be_bytes());
     f[36..38].copy_from_slice(&80u16.to_be_bytes());
     f[46] = 0x50;
-    f[47] = crate::wire::tcp_flags::SYN;
+    f[47] = flags;
     MemBuf::new(&f)
 }
 
@@ -230,7 +281,7 @@ fn packets_for_an_unresolved_next_hop_are_dropped_by_name() {
     let v = d.shared.with_snapshot(|s| w.process(&mut syn(), 0, s, 0)).unwrap();
     assert_eq!(v, Verdict::Drop(DropReason::NextHopUnresolved));
     d.neighbor_tick_at(0);
-    d.shared.neighbors.seen[0].push(ArpSeen { port: 0, spa: Ipv4Addr::new(10, 0, 0, 11), sha: [2, 0, 0, 0, 0, 0x11] }).unwrap();
+    d.shared.neighbors.seen[0].push(ArpSeen { port: 0, spa: Ipv4Addr::new(10, 0, 0, 11), sha: [2, 0, 0, 0, 0, 0x11], tpa: Ipv4Addr::new(10, 0, 0, 1), at_ms: 5 }).unwrap();
     assert!(d.neighbor_tick_at(10));
     let mut b = syn();
     let v = d.shared.with_snapshot(|s| w.process(&mut b, 0, s, 20)).unwrap();
@@ -259,10 +310,29 @@ fn live_edits_start_and_stop_resolution() {
     assert_eq!(a.tpa, Ipv4Addr::new(10, 0, 0, 12));
     let st = d.status();
     let b2 = st.backends.iter().find(|b| b.backend == "b2").unwrap();
-    assert!(!b2.healthy && b2.members[0].unresolved.is_some(), "{b2:?}");
+    assert!(b2.healthy && b2.members[0].unresolved.is_some(), "pending: eligible, shown unresolved: {b2:?}");
     let rm = spillway_shared::proto::Request::BackendRemove { service: "web".into(), name: "b2".into(), if_generation: None };
     assert!(matches!(d.edit_request(rm), spillway_shared::proto::Response::Applied(_)));
     d.neighbor_tick_at(2_000);
     assert!(d.shared.neighbors.outbox.is_empty(), "no request for a removed backend");
     assert!(d.status().neighbors.entries.is_empty());
+}
+
+/// Live `explain` decides over the same health as the snapshot and `status`: an endpoint
+/// whose next hop failed resolution gets no share, and the pick agrees.
+#[test]
+fn explain_agrees_with_status_on_a_failed_next_hop() {
+    let d = daemon("[[services.backends]]\nname = \"b2\"\naddress = \"10.0.0.12\"\nmac = \"02:00:00:00:00:12\"");
+    let mut republished = false;
+    for t in (0..=700).step_by(50) {
+        republished |= d.neighbor_tick_at(t);
+    }
+    assert!(republished, "b1 failed after 3 × retry_ms");
+    let st = d.status();
+    assert!(!st.backends[0].healthy && st.backends[1].healthy, "status: b1 not eligible");
+    for port in 40_000..40_020u16 {
+        let spillway_shared::proto::Response::Explain(r) = d.explain("10.1.0.5".parse().unwrap(), port, None) else { panic!() };
+        assert_eq!(r.endpoint_shares.iter().map(|(b, _, _)| b.as_str()).collect::<Vec<_>>(), vec!["b2"], "{r:?}");
+        assert_eq!(r.backend.as_deref(), Some("b2"));
+    }
 }

@@ -8,17 +8,23 @@ use crate::fastpath::worker::{Verdict, Worker};
 use crate::wire::{self, DropReason};
 
 impl Worker {
-    /// An ARP reply goes to the control side's neighbour table, which learns it only if
-    /// it answers a request of ours ([`crate::neighbor::table`]).
+    /// An ARP reply addressed to this port's own address (its target protocol address;
+    /// 0.0.0.0 when the port has none: the answer to an RFC 5227 probe) goes, with its
+    /// arrival time `now_ms`, to the control side's neighbour table, which learns it only
+    /// if it answers a request of ours ([`crate::neighbor::table`]); any other reply is
+    /// dropped and counted as `arp_ignored`.
     #[inline]
-    pub(crate) fn hand_over_arp_reply(&self, frame: &[u8], a: &wire::ArpInfo, port: usize) -> Verdict {
+    pub(crate) fn hand_over_arp_reply(&self, frame: &[u8], a: &wire::ArpInfo, port: usize, now_ms: u32) -> Verdict {
         let Some(q) = self.neighbors.as_ref().and_then(|n| n.seen.get(self.id)) else {
             return Verdict::Drop(DropReason::ArpIgnored);
         };
+        if self.ports.get(port).is_none_or(|p| p.addr != u32::from(a.tpa)) {
+            return Verdict::Drop(DropReason::ArpIgnored);
+        }
         let Some(Ok(arp)) = frame.get(a.offset..).map(wire::ArpPacket::new_checked) else {
             return Verdict::Drop(DropReason::ArpIgnored);
         };
-        let seen = crate::neighbor::ArpSeen { port: port as u16, spa: a.spa, sha: arp.sender_hw_addr() };
+        let seen = crate::neighbor::ArpSeen { port: port as u16, spa: a.spa, sha: arp.sender_hw_addr(), tpa: a.tpa, at_ms: now_ms };
         if q.push(seen).is_err() {
             return Verdict::Drop(DropReason::NeighborQueueFull);
         }
