@@ -150,6 +150,10 @@ e2e_ipv6() {
     wait_health b1v6 true
     local b ms
     export SPW_CLIENT_URL="http://[$SPW_VIP6]:$SPW_VIP_PORT/" SPW_CURL_FAMILY=-6
+    # A client's first connection waits for Neighbor Discovery of the VIP (and the
+    # backend's of the client); a lost first solicitation is retransmitted after 1 s
+    # (RFC 4861 RetransTimer), so give IPv6 connects 3 s instead of the IPv4 tests' 1 s.
+    export SPW_CURL_CONNECT_TIMEOUT=3
     run_clients 120 || true
     e2e_check "120 IPv6 requests made" _eq "$(req_count new)" 120
     e2e_check "all IPv6 requests answered 200 ($(req_failed new) failed)" _eq "$(req_failed new)" 0
