@@ -51,7 +51,7 @@ pub struct Resolver {
     view: NeighborView,
     counters: DriverCounters,
     /// VIPs a gratuitous ARP was sent for (new VIPs of live edits get one too).
-    announced: Vec<Ipv4Addr>,
+    announced: Vec<std::net::IpAddr>,
     gratuitous_arp: bool,
     requests: Vec<IpAddr>,
 }
@@ -130,35 +130,61 @@ impl Resolver {
         self.refresh_view()
     }
 
-    /// Gratuitous ARP on every port for VIPs (and port addresses) not announced yet.
+    /// On every port, for VIPs (and port addresses) not announced yet: a gratuitous ARP
+    /// (IPv4, RFC 5227 §3) or an unsolicited Neighbor Advertisement to all-nodes (IPv6, RFC
+    /// 4861 §7.2.6). An address counts as announced once its frames are queued on every
+    /// port; one that did not fit the outbox is tried again on the next tick.
     fn announce(&mut self, cfg: &Config, queues: &NeighborQueues) {
+        use std::net::IpAddr;
         if self.ports.is_empty() {
             return;
         }
-        // IPv4 only: IPv6 addresses are announced by unsolicited Neighbor Advertisements (not
-        // sent yet, docs/operations.md "IPv6").
-        let mut addrs: Vec<Ipv4Addr> = cfg.services.iter().filter_map(|s| match s.vip {
-            std::net::IpAddr::V4(v) => Some(v),
-            std::net::IpAddr::V6(_) => None,
-        }).chain(self.ports.iter().map(|p| p.addr).filter(|a| !a.is_unspecified())).collect();
+        let mut addrs: Vec<IpAddr> = cfg
+            .services
+            .iter()
+            .map(|s| s.vip)
+            .chain(self.ports.iter().map(|p| IpAddr::V4(p.addr)))
+            .chain(cfg.ports.iter().filter_map(|p| p.address6.map(IpAddr::V6)))
+            .chain(cfg.ports.iter().filter_map(|p| p.address.filter(IpAddr::is_ipv6)))
+            .filter(|a| !a.is_unspecified())
+            .collect();
         addrs.sort();
         addrs.dedup();
         for a in addrs {
             if self.announced.contains(&a) {
                 continue;
             }
-            self.announced.push(a);
+            let mut all = true;
             for i in 0..self.ports.len() {
                 let mac = self.ports[i].mac;
-                if self.queue(queues, i, frames::gratuitous(mac, a)) {
+                let (bytes, len) = match a {
+                    IpAddr::V4(v4) => (frames::gratuitous(mac, v4), super::ARP_FRAME_LEN),
+                    IpAddr::V6(v6) => {
+                        let mut f = [0u8; super::FRAME_LEN];
+                        match crate::wire::icmpv6::unsolicited_na(&mut f, u128::from(v6), mac) {
+                            Ok(n) => (f, n),
+                            Err(_) => continue,
+                        }
+                    }
+                };
+                if self.queue_len(queues, i, bytes, len) {
                     self.counters.gratuitous += 1;
+                } else {
+                    all = false;
                 }
+            }
+            if all {
+                self.announced.push(a);
             }
         }
     }
 
     fn queue(&mut self, queues: &NeighborQueues, port: usize, bytes: [u8; super::FRAME_LEN]) -> bool {
-        let ok = queues.outbox.push(TxFrame { port: port as u16, bytes }).is_ok();
+        self.queue_len(queues, port, bytes, super::ARP_FRAME_LEN)
+    }
+
+    fn queue_len(&mut self, queues: &NeighborQueues, port: usize, bytes: [u8; super::FRAME_LEN], len: usize) -> bool {
+        let ok = queues.outbox.push(TxFrame { port: port as u16, bytes, len: len.min(super::FRAME_LEN) as u16 }).is_ok();
         if !ok {
             self.counters.outbox_full += 1;
         }
@@ -277,7 +303,7 @@ mac = "02:00:00:00:00:12"
 
     fn drain(q: &NeighborQueues) -> Vec<crate::wire::ArpInfo> {
         std::iter::from_fn(|| q.outbox.pop())
-            .map(|f| match crate::wire::parse(&f.bytes) {
+            .map(|f| match crate::wire::parse(&f.bytes[..usize::from(f.len)]) {
                 Ok(crate::wire::Parsed::Arp(a)) => a,
                 other => panic!("not ARP: {other:?}"),
             })
@@ -382,9 +408,42 @@ mac = "02:00:00:00:00:12"
         r.tick(&c, &q, 0);
         assert_eq!(drain(&q).len(), 1, "only the request");
         for _ in 0..crate::neighbor::OUTBOX_CAPACITY {
-            q.outbox.push(TxFrame { port: 0, bytes: [0; crate::neighbor::FRAME_LEN] }).unwrap();
+            q.outbox.push(TxFrame { port: 0, bytes: [0; crate::neighbor::FRAME_LEN], len: 60 }).unwrap();
         }
         r.tick(&c, &q, 500);
         assert_eq!(r.driver_counters().outbox_full, 1, "the retry did not fit");
+    }
+
+    /// Issue 12 item 3: an IPv6 VIP and a port's IPv6 address are announced at start with
+    /// an unsolicited Neighbor Advertisement (RFC 4861 §7.2.6) to all-nodes, 86 bytes,
+    /// Solicited clear, Override set, our MAC in the Target Link-Layer Address option, a
+    /// valid checksum (checked with etherparse); once each, like the gratuitous ARPs.
+    #[test]
+    fn ipv6_addresses_are_announced_with_unsolicited_neighbor_advertisements() {
+        let c = cfg("gratuitous_arp = true\n[[ports]]\nname = \"p1\"\ndevice = \"net_null1\"\naddress6 = \"fd00::2\"\n[[services]]\nname = \"web6\"\nvip = \"fd00::100\"\nport = 80\n[[services.backends]]\nname = \"v1\"\naddress = \"fd00:21::1\"\nmac = \"02:00:00:00:21:01\"\n");
+        let q = NeighborQueues::new(1);
+        let mut r = resolver(&c);
+        r.tick(&c, &q, 0);
+        let frames: Vec<TxFrame> = std::iter::from_fn(|| q.outbox.pop()).collect();
+        let mut targets = Vec::new();
+        for f in frames.iter().filter(|f| f.bytes[12..14] == [0x86, 0xdd]) {
+            assert_eq!(usize::from(f.len), crate::wire::icmpv6::UNSOLICITED_NA_FRAME_LEN);
+            let b = &f.bytes[..usize::from(f.len)];
+            assert_eq!(&b[0..6], &[0x33, 0x33, 0, 0, 0, 1], "to all-nodes");
+            let ip = etherparse::Ipv6HeaderSlice::from_slice(&b[14..]).unwrap();
+            assert_eq!((ip.hop_limit(), ip.next_header().0), (255, 58));
+            let icmp = etherparse::Icmpv6Slice::from_slice(&b[54..]).unwrap();
+            assert_eq!(icmp.header().icmp_type.calc_checksum(ip.source(), ip.destination(), icmp.payload()).unwrap(), icmp.checksum());
+            let na = &b[54..];
+            assert_eq!(na[0], 136, "Neighbor Advertisement");
+            assert_eq!(na[4] & 0xe0, 0x20, "Override set, Solicited and Router clear");
+            assert_eq!((na[24], na[25], &na[26..32]), (2, 1, &OURS[..]), "Target Link-Layer Address option");
+            targets.push(std::net::Ipv6Addr::from(<[u8; 16]>::try_from(&na[8..24]).unwrap()));
+        }
+        targets.sort();
+        targets.dedup();
+        assert_eq!(targets, vec!["fd00::2".parse::<std::net::Ipv6Addr>().unwrap(), "fd00::100".parse().unwrap()]);
+        r.tick(&c, &q, 100);
+        assert!(std::iter::from_fn(|| q.outbox.pop()).all(|f| f.bytes[12..14] != [0x86, 0xdd]), "announced once");
     }
 }

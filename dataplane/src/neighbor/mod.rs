@@ -38,8 +38,12 @@ pub const SEEN_CAPACITY: usize = 256;
 pub const REQUESTS_PER_TICK: usize = SEEN_CAPACITY / 2;
 /// Frames the control side can queue for worker 0.
 pub const OUTBOX_CAPACITY: usize = 1024;
-/// Bytes of a control frame: the Ethernet minimum without FCS (ARP fits in 42).
-pub const FRAME_LEN: usize = 60;
+/// Room for one control frame: an unsolicited Neighbor Advertisement (86 bytes,
+/// [`crate::wire::icmpv6::UNSOLICITED_NA_FRAME_LEN`]); ARP frames use the first 60 (the
+/// Ethernet minimum without FCS; ARP fits in 42). [`TxFrame::len`] says how many are sent.
+pub const FRAME_LEN: usize = 86;
+/// Bytes of an ARP frame as sent (request or gratuitous): the Ethernet minimum.
+pub const ARP_FRAME_LEN: usize = 60;
 
 /// An ARP reply a worker received: "`spa` is at `sha`", on port `port`, for `tpa`, at
 /// `at_ms`.
@@ -64,8 +68,11 @@ pub struct ArpSeen {
 pub struct TxFrame {
     /// Port index.
     pub port: u16,
-    /// The frame (Ethernet header first), [`FRAME_LEN`] bytes.
+    /// The frame (Ethernet header first) in the first [`TxFrame::len`] of [`FRAME_LEN`]
+    /// bytes.
     pub bytes: [u8; FRAME_LEN],
+    /// Bytes of `bytes` to send (60 for ARP, 86 for an unsolicited Neighbor Advertisement).
+    pub len: u16,
 }
 
 /// The queues between the workers and the control side (module docs). Capacity is fixed

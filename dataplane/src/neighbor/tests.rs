@@ -53,11 +53,11 @@ fn worker_sends_control_frames_in_port_buffers() {
     let mut w = worker(0, None);
     let mut ports = vec![MemPort::new(OURS)];
     let f = frames::request(OURS, Ipv4Addr::new(10, 0, 0, 1), Ipv4Addr::new(10, 0, 0, 11));
-    q.outbox.push(TxFrame { port: 0, bytes: f }).unwrap();
-    q.outbox.push(TxFrame { port: 7, bytes: f }).unwrap();
+    q.outbox.push(TxFrame { port: 0, bytes: f, len: 60 }).unwrap();
+    q.outbox.push(TxFrame { port: 7, bytes: f, len: 60 }).unwrap();
     w.send_control_frames(&mut ports, &q.outbox);
     assert_eq!(ports[0].tx.len(), 1);
-    assert_eq!(ports[0].tx[0].data(), &f[..]);
+    assert_eq!(ports[0].tx[0].data(), &f[..60], "only the frame's length is sent");
     assert_eq!((w.stats.control_tx.load(Relaxed), w.stats.control_tx_failed.load(Relaxed), w.stats.tx.load(Relaxed)), (1, 1, 1));
     assert!(q.outbox.is_empty());
 }

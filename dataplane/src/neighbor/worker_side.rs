@@ -45,7 +45,7 @@ impl Worker {
                 bump(&self.stats.control_tx_failed, 1);
                 continue;
             };
-            let Some(b) = p.alloc_tx(&f.bytes) else {
+            let Some(b) = f.bytes.get(..usize::from(f.len)).and_then(|bytes| p.alloc_tx(bytes)) else {
                 bump(&self.stats.control_tx_failed, 1);
                 continue;
             };
