@@ -1144,6 +1144,17 @@ impl Service {
         }
         lim("services[].connection_drain_timeout_sec").check_int(&p("connection_drain_timeout_sec"), self.connection_drain_timeout_sec.into())?;
         lim("services[].encap_mtu").check_int(&p("encap_mtu"), self.encap_mtu.into())?;
+        // An IPv6 client is never told an MTU below 1280 (RFC 8200 §5): the tunnel must carry
+        // a 1280-byte packet plus the largest overhead (GUE over IPv6: 40 + 8), or Packet Too
+        // Big would repeat for ever.
+        const IPV6_TUNNEL_MIN: u16 = 1280 + 48;
+        if self.vip.is_ipv6() && self.forwarding_mode != ForwardingMode::L2_DSR && self.encap_mtu < IPV6_TUNNEL_MIN {
+            return Err(ConfigError::new(
+                p("encap_mtu"),
+                self.encap_mtu,
+                format!("must be at least {IPV6_TUNNEL_MIN} for an IPv6 VIP with IPIP/GUE (IPv6 minimum MTU 1280, RFC 8200 §5, plus up to 48 bytes of encapsulation)"),
+            ));
+        }
         lim("services[].maglev_table_size").check_int(&p("maglev_table_size"), self.maglev_table_size.into())?;
         if let Some(h) = &self.health_check {
             let hp = |f: &str| format!("{path}.health_check.{f}");

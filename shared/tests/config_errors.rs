@@ -373,3 +373,18 @@ fn names_are_short_and_safe() {
     let e = load("[[services]]\nname = \"web\"\nvip = \"10.0.0.100\"\nport = 80\n[[services.backends]]\nname = \"b1\"\naddress = \"10.0.1.1\"\nzone = \"z/1\"\n").unwrap_err();
     assert!(e.starts_with("services[0].backends[0].zone = \"z/1\": must be 1 to 63 characters"), "{e}");
 }
+
+/// Review finding (issue 12): an IPv6 VIP over IPIP/GUE needs `encap_mtu` ≥ 1280 + 48, or
+/// the Packet Too Big it sends (never below 1280) would repeat for ever.
+#[test]
+fn ipv6_tunnels_carry_the_ipv6_minimum_mtu() {
+    let cfg = |mtu: u16, mode: &str| {
+        format!(
+            "[[ports]]\nname = \"p0\"\ndevice = \"net_null0\"\naddress6 = \"fd00::2\"\n[[services]]\nname = \"web6\"\nvip = \"fd00::100\"\nport = 80\nforwarding_mode = \"{mode}\"\nencap_mtu = {mtu}\n[[services.backends]]\nname = \"b1\"\naddress = \"fd00:21::1\"\nmac = \"02:00:00:00:21:01\"\n"
+        )
+    };
+    let e = Config::from_toml(&cfg(1300, "GUE")).and_then(|c| c.validate().map_err(|e| e.to_string())).unwrap_err();
+    assert!(e.contains("services[0].encap_mtu = 1300") && e.contains("at least 1328"), "{e}");
+    Config::from_toml(&cfg(1328, "GUE")).unwrap().validate().unwrap();
+    Config::from_toml(&cfg(1300, "L2_DSR")).unwrap().validate().unwrap();
+}

@@ -40,7 +40,9 @@ pub enum Verdict {
     /// seen, and its VIP and protocol have several services): the poll loop holds it in its
     /// [`FragHold`] until the first fragment arrives (module docs of
     /// [`crate::fastpath::frag`]).
-    Hold(DatagramId),
+    /// The datagram is in [`Worker::held_id`] (kept out of the verdict so that it stays two
+    /// bytes, returned in registers on the hot path).
+    Hold,
     /// Handed to the control side (an ARP reply for next-hop resolution, counted in
     /// `arp_replies_seen`): the frame is freed.
     Consumed,
@@ -87,6 +89,8 @@ pub struct Worker {
     /// (so they follow their first fragment at once, before another datagram can take its
     /// fragment-table slot).
     learned_first: bool,
+    /// The datagram of the last [`Verdict::Hold`].
+    pub held_id: DatagramId,
     /// Queues to the neighbour resolver ([`crate::neighbor`]); `None`: ARP replies are
     /// dropped as `arp_ignored` (tests without a control side).
     pub neighbors: Option<Arc<crate::neighbor::NeighborQueues>>,
@@ -194,6 +198,7 @@ impl Worker {
             ports,
             svc_cache: [u16::MAX; SVC_CACHE],
             learned_first: false,
+            held_id: DatagramId { src: 0, dst: 0, proto: 0, ident: 0 },
             neighbors: None,
         }
     }
@@ -320,7 +325,10 @@ impl Worker {
         }
         match snap.by_vip_proto.get(&(p.dst, p.proto)) {
             Some(&(only, 1)) => Ok(Some(only)),
-            Some(_) => Err(Verdict::Hold(DatagramId { src: p.src, dst: p.dst, proto: p.proto, ident: id })),
+            Some(_) => {
+                self.held_id = DatagramId { src: p.src, dst: p.dst, proto: p.proto, ident: id };
+                Err(Verdict::Hold)
+            }
             None => Ok(None),
         }
     }

@@ -16,7 +16,7 @@ impl Worker {
     /// Carries out verdict `v` on buffer `b` received on port `i` (forwarding port `fwd`);
     /// returns whether it was forwarded.
     #[allow(clippy::too_many_arguments)]
-    #[inline]
+    #[inline(always)]
     pub(super) fn dispatch<P: Port>(&self, ports: &mut [P], tx: &mut [Burst<P::Buf>], held: &mut FragHold<P::Buf>, v: Verdict, b: P::Buf, i: usize, fwd: usize, now: u32) -> bool {
         match v {
             Verdict::Forward if sendable(ports, fwd, &b) => {
@@ -34,15 +34,23 @@ impl Worker {
                 bump(&self.stats.drops[r as usize], 1);
                 drop(b);
             }
-            Verdict::Hold(id) => match held.hold(Held { id, port: i, since: now, buf: b }) {
-                Ok(()) => bump(&self.stats.fragments_held, 1),
-                Err(h) => {
-                    bump(&self.stats.drops[DropReason::FragmentHoldFull as usize], 1);
-                    drop(h);
-                }
-            },
+            Verdict::Hold => self.hold(held, b, i, now),
         }
         false
+    }
+
+    /// Holds a later fragment ([`Verdict::Hold`], datagram in [`Worker::held_id`]), or drops
+    /// it as `fragment_hold_full`. Out of the hot path.
+    #[cold]
+    #[inline(never)]
+    fn hold<B>(&self, held: &mut FragHold<B>, b: B, i: usize, now: u32) {
+        match held.hold(Held { id: self.held_id, port: i, since: now, buf: b }) {
+            Ok(()) => bump(&self.stats.fragments_held, 1),
+            Err(h) => {
+                bump(&self.stats.drops[DropReason::FragmentHoldFull as usize], 1);
+                drop(h);
+            }
+        }
     }
 
     /// Processes again, in arrival order, every held fragment whose first fragment is now
@@ -59,7 +67,7 @@ impl Worker {
                     let fwd = self.ports.get(h.port).map_or(h.port, |p| p.forward_to).min(ports.len().saturating_sub(1));
                     let v = match self.process(&mut h.buf, h.port, snap, now) {
                         // cannot happen (the table knows the datagram); never hold twice
-                        Verdict::Hold(_) => Verdict::Drop(DropReason::FragmentUnknown),
+                        Verdict::Hold => Verdict::Drop(DropReason::FragmentUnknown),
                         v => v,
                     };
                     forwarded += u64::from(self.dispatch(ports, tx, held, v, h.buf, h.port, fwd, now));
