@@ -121,7 +121,7 @@ pub const HOLD_LIFETIME_MS: u32 = 500;
 
 /// The identity of an IPv4 datagram (RFC 791 §3.2): source, destination, protocol and
 /// identification, addresses in host order.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct DatagramId {
     /// Source address.
     pub src: u32,

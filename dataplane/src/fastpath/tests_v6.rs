@@ -272,7 +272,7 @@ fn encapsulation_over_either_underlay_and_packet_too_big() {
 
 #[test]
 fn packet_too_big_never_reports_below_1280() {
-    let cfg = config("forwarding_mode = \"GUE\"\nencap_mtu = 1280", &v6_backend);
+    let cfg = config("forwarding_mode = \"GUE\"\nencap_mtu = 1328", &v6_backend);
     let snap = snapshot(&cfg);
     let mut w = worker();
     let (v, out) = run(&mut w, &snap, &tcp6(client(3), 1, false, &[0u8; 1250]), 0);

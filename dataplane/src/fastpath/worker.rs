@@ -10,8 +10,7 @@ use crate::fastpath::conntrack::{ConnTable, Timeouts};
 use crate::wire::{self, tcp_flags, DropReason, Ipv4Info, Parsed};
 use crate::fastpath::port::{Burst, PacketBuf, Port};
 use crate::control::snapshot::{ClassTable, ServiceSnap, Snapshot};
-use crate::fastpath::frag::{DatagramId, FragTable};
-use crate::fastpath::segments::parse_segmented;
+use crate::fastpath::{frag::{DatagramId, FragTable}, segments::parse_segmented};
 use crate::fastpath::stats::{bump, WorkerStats};
 use spillway_shared::config::{SessionAffinity, TrackingMode};
 use spillway_shared::flow::{FlowAddr, FlowKey, FlowKeyOf};
@@ -36,12 +35,9 @@ pub enum Verdict {
     Reply,
     /// Drop and count.
     Drop(DropReason),
-    /// A later IPv4 fragment whose service is not known yet (its first fragment was not
-    /// seen, and its VIP and protocol have several services): the poll loop holds it in its
-    /// [`FragHold`] until the first fragment arrives (module docs of
-    /// [`crate::fastpath::frag`]).
-    /// The datagram is in [`Worker::held_id`] (kept out of the verdict so that it stays two
-    /// bytes, returned in registers on the hot path).
+    /// A later IPv4 fragment of an unknown service (first fragment not seen, several
+    /// services on its VIP and protocol): held until its first fragment arrives
+    /// ([`crate::fastpath::frag`]); the datagram is in [`Worker::held_id`].
     Hold,
     /// Handed to the control side (an ARP reply for next-hop resolution, counted in
     /// `arp_replies_seen`): the frame is freed.
@@ -85,9 +81,8 @@ pub struct Worker {
     /// exactly this (VIP, port, proto), which is then the only such service (config
     /// validation refuses duplicates), so a new snapshot never needs a flush.
     svc_cache: [u16; SVC_CACHE],
-    /// A first fragment was learned since the poll loop last released held fragments
-    /// (so they follow their first fragment at once, before another datagram can take its
-    /// fragment-table slot).
+    /// A first fragment was learned since held fragments were last released (they follow
+    /// it at once, before another datagram can take its fragment-table slot).
     learned_first: bool,
     /// The datagram of the last [`Verdict::Hold`].
     pub held_id: DatagramId,
@@ -198,7 +193,7 @@ impl Worker {
             ports,
             svc_cache: [u16::MAX; SVC_CACHE],
             learned_first: false,
-            held_id: DatagramId { src: 0, dst: 0, proto: 0, ident: 0 },
+            held_id: DatagramId::default(),
             neighbors: None,
         }
     }
@@ -325,10 +320,7 @@ impl Worker {
         }
         match snap.by_vip_proto.get(&(p.dst, p.proto)) {
             Some(&(only, 1)) => Ok(Some(only)),
-            Some(_) => {
-                self.held_id = DatagramId { src: p.src, dst: p.dst, proto: p.proto, ident: id };
-                Err(Verdict::Hold)
-            }
+            Some(_) => Err(self.hold_datagram(DatagramId { src: p.src, dst: p.dst, proto: p.proto, ident: id })),
             None => Ok(None),
         }
     }

@@ -39,6 +39,12 @@ impl Worker {
         false
     }
 
+    /// [`Verdict::Hold`] for datagram `id` (kept on the worker so the verdict stays two bytes).
+    pub(super) fn hold_datagram(&mut self, id: crate::fastpath::frag::DatagramId) -> Verdict {
+        self.held_id = id;
+        Verdict::Hold
+    }
+
     /// Holds a later fragment ([`Verdict::Hold`], datagram in [`Worker::held_id`]), or drops
     /// it as `fragment_hold_full`. Out of the hot path.
     #[cold]
