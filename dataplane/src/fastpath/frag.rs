@@ -41,6 +41,9 @@ struct FragEntry<A, I> {
     id: I,
     dport: u16,
     proto: u8,
+    /// The first fragment's upper-layer protocol (IPv6: may differ from the key's `proto`,
+    /// the Fragment header's Next Header, when extension headers follow it).
+    upper: u8,
     used: bool,
     /// When the first fragment was seen (worker clock, ms).
     learned: u32,
@@ -70,17 +73,32 @@ impl<A: FlowAddr, I: Copy + Default + Eq + Into<u64>> FragTable<A, I> {
     /// destination port `dport`, at time `now` (ms).
     #[inline]
     pub fn learn(&mut self, src: A, dst: A, proto: u8, id: I, dport: u16, now: u32) {
+        self.learn_upper(src, dst, proto, id, dport, proto, now);
+    }
+
+    /// [`FragTable::learn`] when the upper-layer protocol `upper` differs from the key's
+    /// `proto` (IPv6: the Fragment header's Next Header, [`crate::wire::ipv6::Frag6::next`]).
+    #[allow(clippy::too_many_arguments)]
+    #[inline]
+    pub fn learn_upper(&mut self, src: A, dst: A, proto: u8, id: I, dport: u16, upper: u8, now: u32) {
         if let Some(e) = self.slots.get_mut(slot_of(src, dst, id, proto)) {
-            *e = FragEntry { src, dst, id, dport, proto, used: true, learned: now };
+            *e = FragEntry { src, dst, id, dport, proto, upper, used: true, learned: now };
         }
+    }
+
+    /// The destination port and upper-layer protocol of the datagram's first fragment, if
+    /// it was seen less than [`FRAG_LIFETIME_MS`] ago.
+    #[inline]
+    pub fn lookup_upper(&self, src: A, dst: A, proto: u8, id: I, now: u32) -> Option<(u16, u8)> {
+        let e = self.slots.get(slot_of(src, dst, id, proto))?;
+        (e.live(now) && e.src == src && e.dst == dst && e.id == id && e.proto == proto).then_some((e.dport, e.upper))
     }
 
     /// The destination port of the datagram's first fragment, if it was seen less than
     /// [`FRAG_LIFETIME_MS`] ago.
     #[inline]
     pub fn lookup(&self, src: A, dst: A, proto: u8, id: I, now: u32) -> Option<u16> {
-        let e = self.slots.get(slot_of(src, dst, id, proto))?;
-        (e.live(now) && e.src == src && e.dst == dst && e.id == id && e.proto == proto).then_some(e.dport)
+        self.lookup_upper(src, dst, proto, id, now).map(|(dport, _)| dport)
     }
 
     /// Clears expired entries in the next `n` slots (a cursor walks the table), so that no

@@ -137,6 +137,46 @@ fn fragments(id: u32, src: [u8; 16], reversed: bool) -> Vec<Vec<u8>> {
     out
 }
 
+/// Review finding (issue 12): a Destination Options header after the Fragment header
+/// (RFC 8200 §4.1 order) shows the upper protocol only in the first fragment; every
+/// fragment must still reach the first one's service and one backend.
+#[test]
+fn fragments_with_options_after_the_fragment_header_stay_together() {
+    let snap = snapshot(&config("", &v6_backend));
+    for id in 0..6u32 {
+        let mut w = worker();
+        // Destination Options (next: UDP, 8 bytes: one PadN) + UDP to :53 + data
+        let mut inner = vec![17u8, 0, 1, 4, 0, 0, 0, 0];
+        let mut udp = Vec::new();
+        PacketBuilder::ipv6(client(9 + id as u16), VIP, 64).udp(5009, 53).write(&mut udp, &[7u8; 1500]).unwrap();
+        inner.extend_from_slice(&udp[40..]);
+        let mut frames = Vec::new();
+        for (k, chunk) in inner.chunks(608).enumerate() {
+            let more = (k + 1) * 608 < inner.len();
+            let mut f = Vec::new();
+            etherparse::Ethernet2Header { source: CLIENT_MAC, destination: LB, ether_type: etherparse::EtherType::IPV6 }.write(&mut f).unwrap();
+            let ip = etherparse::Ipv6Header { traffic_class: 0, flow_label: Default::default(), payload_length: (8 + chunk.len()) as u16, next_header: IpNumber::IPV6_FRAGMENTATION_HEADER, hop_limit: 64, source: client(9 + id as u16), destination: VIP };
+            ip.write(&mut f).unwrap();
+            // Fragment header by hand (RFC 8200 §4.5): Next Header 60, offset in 8-octet units, M
+            let off_m = ((k * 608 / 8) as u16) << 3 | u16::from(more);
+            f.extend_from_slice(&[60, 0]);
+            f.extend_from_slice(&off_m.to_be_bytes());
+            f.extend_from_slice(&(1000 + id).to_be_bytes());
+            f.extend_from_slice(chunk);
+            frames.push(f);
+        }
+        assert_eq!(frames.len(), 3);
+        let mut macs = std::collections::BTreeSet::new();
+        for (i, f) in frames.iter().enumerate() {
+            let (v, out) = run(&mut w, &snap, f, 1);
+            assert_eq!(v, Verdict::Forward, "datagram {id}, fragment {i}");
+            macs.insert(out[0..6].to_vec());
+        }
+        assert_eq!(macs.len(), 1, "datagram {id} split over backends: {macs:?}");
+        assert_eq!(&macs.iter().next().unwrap()[0..5], &[2, 0, 0, 0, 0x22], "a dns6 backend");
+    }
+}
+
 #[test]
 fn every_fragment_of_a_datagram_reaches_one_backend() {
     let snap = snapshot(&config("", &v6_backend));

@@ -92,7 +92,9 @@ impl Worker {
         let Some(svc) = snap.services.get(usize::from(svc_idx)) else {
             return Verdict::Drop(DropReason::NoService);
         };
-        let key = FlowKey6 { src: p.src, dst: p.dst, sport: p.sport, dport: p.dport, proto: p.proto };
+        // Fragments hash on the Fragment header's Next Header (the same in all of them).
+        let proto = if fragment { p.frag_next } else { p.proto };
+        let key = FlowKey6 { src: p.src, dst: p.dst, sport: p.sport, dport: p.dport, proto };
         let backend = if fragment || !p.has_ports {
             bump(&self.stats.fragments, u64::from(fragment));
             match class_table(snap, svc, p.src).and_then(|t| t.pick(selection_hash(&key, svc.affinity, true))) {
@@ -112,12 +114,14 @@ impl Worker {
     /// identification; the protocol is the one after the Fragment header).
     #[inline]
     fn fragment_service6(&mut self, p: &Ipv6Info, snap: &Snapshot, now: u32) -> Result<Option<u16>, DropReason> {
+        // Keyed on the Fragment header's Next Header, which every fragment carries (the
+        // upper protocol only shows in the first when extension headers follow it).
         if p.frag_offset == 0 && p.has_ports {
-            self.frags6.learn(p.src, p.dst, p.proto, p.ident, p.dport, now);
+            self.frags6.learn_upper(p.src, p.dst, p.frag_next, p.ident, p.dport, p.proto, now);
             return Ok(snap.by_vip6_port.get(&(p.dst, p.dport, p.proto)).copied());
         }
-        if let Some(dport) = self.frags6.lookup(p.src, p.dst, p.proto, p.ident, now) {
-            return Ok(snap.by_vip6_port.get(&(p.dst, dport, p.proto)).copied());
+        if let Some((dport, upper)) = self.frags6.lookup_upper(p.src, p.dst, p.frag_next, p.ident, now) {
+            return Ok(snap.by_vip6_port.get(&(p.dst, dport, upper)).copied());
         }
         match snap.by_vip6_proto.get(&(p.dst, p.proto)) {
             Some(&(only, 1)) => Ok(Some(only)),

@@ -154,6 +154,10 @@ pub struct Frag6 {
     pub more: bool,
     /// Identification (32 bits): with source and destination, names the datagram.
     pub ident: u32,
+    /// The Fragment header's Next Header: the same in every fragment of a datagram, unlike
+    /// the upper-layer protocol, which only the first fragment shows when more extension
+    /// headers (Destination Options, AH) follow the Fragment header (RFC 8200 §4.1, §4.5).
+    pub next: u8,
 }
 
 /// What [`walk_ext`] found after the extension headers.
@@ -202,7 +206,7 @@ pub fn walk_ext(next_header: u8, payload: &[u8]) -> Result<ExtWalk, DropReason> 
         if nh == NH_FRAGMENT {
             let f = h.first_chunk::<FRAG_HEADER_LEN>().ok_or(DropReason::TruncatedIpv6)?;
             let off_m = u16::from_be_bytes([f[2], f[3]]);
-            let fr = Frag6 { offset: off_m >> 3, more: off_m & 1 != 0, ident: u32::from_be_bytes([f[4], f[5], f[6], f[7]]) };
+            let fr = Frag6 { offset: off_m >> 3, more: off_m & 1 != 0, ident: u32::from_be_bytes([f[4], f[5], f[6], f[7]]), next };
             frag = Some(fr);
             // RFC 8200 §4.5: a fragment that is the whole datagram (offset 0, M clear) is an
             // "atomic fragment": its headers continue as usual. A non-first fragment: its
@@ -333,7 +337,7 @@ mod tests {
         }
         let b = with_exts(&[(NH_FRAGMENT, frag0)], 1, 2);
         let p = Ipv6Packet::new_checked(&b[..]).unwrap();
-        assert_eq!(walk_ext(p.next_header(), p.payload()).unwrap().frag, Some(Frag6 { offset: 0, more: true, ident: 0xdead_beef }));
+        assert_eq!(walk_ext(p.next_header(), p.payload()).unwrap().frag, Some(Frag6 { offset: 0, more: true, ident: 0xdead_beef, next: 17 }));
     }
 
     #[test]

@@ -159,6 +159,9 @@ pub struct Ipv6Info {
     pub frag_more: bool,
     /// Fragment identification (32 bits, RFC 8200 §4.5).
     pub ident: u32,
+    /// The Fragment header's Next Header ([`ipv6::Frag6::next`]; `proto` when not
+    /// fragmented): what keys and hashes a datagram's fragments alike.
+    pub frag_next: u8,
     /// Source port (TCP/UDP; 0 when absent, e.g. non-first fragments, ICMPv6).
     pub sport: u16,
     /// Destination port.
@@ -330,6 +333,7 @@ fn parse_ipv6(l3_bytes: &[u8], l3: usize) -> Result<Ipv6Info, DropReason> {
         frag_offset: frag.offset,
         frag_more: frag.more,
         ident: frag.ident,
+        frag_next: if w.frag.is_some() { frag.next } else { w.proto },
         sport: 0,
         dport: 0,
         tcp_flags: 0,
