@@ -407,14 +407,8 @@ impl Worker {
             return Verdict::Drop(DropReason::NoService);
         };
         let key = FlowKey { src: q.client, dst: q.vip, sport: q.client_port, dport: q.vip_port, proto: q.proto };
-        let (ct_key, _) = tracking_key(svc, &key);
-        // Peek without changing the entry's state (an ICMP error is not flow traffic).
-        let backend = match self.ct.peek(&ct_key, now) {
-            Some(h) if snap.backends.get(usize::from(h.backend)).is_some_and(|b| b.present && b.incarnation == h.incarnation && b.service == svc_idx) => h.backend,
-            _ => match class_table(snap, svc, q.client).and_then(|t| t.pick(selection_hash(&key, svc.affinity, false))) {
-                Some(b) => b,
-                None => return Verdict::Drop(DropReason::NoBackend),
-            },
+        let Some(backend) = self.quoted_flow_backend(&key, svc, svc_idx, snap, now) else {
+            return Verdict::Drop(DropReason::NoBackend);
         };
         let v = self.deliver(buf, Inner::V4(p), svc, backend, snap, pinfo, &key);
         if v == Verdict::Forward {

@@ -5,6 +5,7 @@
 //! allocation, syscalls or panics per packet.
 
 use super::{class_table, selection_hash, tracking_key, Inner, PortInfo, Verdict, Worker};
+use spillway_shared::flow::FlowKeyOf;
 use crate::control::snapshot::{ServiceSnap, Snapshot};
 use crate::fastpath::conntrack::ConnTable;
 use crate::fastpath::port::PacketBuf;
@@ -65,6 +66,19 @@ impl Family for u128 {
 }
 
 impl Worker {
+    /// The backend of the flow an ICMP/ICMPv6 error quotes (`key`, as the client sent it):
+    /// its connection-table entry while that still names the same backend of `svc` (slot
+    /// incarnation and service), else the fresh choice. A peek: an error is not flow
+    /// traffic, so the entry's state and age do not change. One rule for both families.
+    #[inline]
+    pub(super) fn quoted_flow_backend<A: Family>(&mut self, key: &FlowKeyOf<A>, svc: &ServiceSnap, svc_idx: u16, snap: &Snapshot, now: u32) -> Option<u16> {
+        let (ct_key, _) = tracking_key(svc, key);
+        match A::ct(self).peek(&ct_key, now) {
+            Some(h) if snap.backends.get(usize::from(h.backend)).is_some_and(|b| b.present && b.incarnation == h.incarnation && b.service == svc_idx) => Some(h.backend),
+            _ => class_table(snap, svc, key.src).and_then(|t| t.pick(selection_hash(key, svc.affinity, false))),
+        }
+    }
+
     /// The IPv6 path, next to the IPv4 one in [`Worker::process`]: ICMPv6 (Neighbor
     /// Discovery, errors quoting a flow), then service lookup, selection (connection table
     /// for TCP/UDP, the 3-tuple for fragments, all fragments of a datagram to one backend
@@ -176,13 +190,8 @@ impl Worker {
             return Verdict::Drop(DropReason::NoService);
         };
         let key = FlowKey6 { src: q.client, dst: q.vip, sport: q.client_port, dport: q.vip_port, proto: q.proto };
-        let (ct_key, _) = tracking_key(svc, &key);
-        let backend = match self.ct6.peek(&ct_key, now) {
-            Some(h) if snap.backends.get(usize::from(h.backend)).is_some_and(|b| b.present && b.incarnation == h.incarnation && b.service == svc_idx) => h.backend,
-            _ => match class_table(snap, svc, q.client).and_then(|t| t.pick(selection_hash(&key, svc.affinity, false))) {
-                Some(b) => b,
-                None => return Verdict::Drop(DropReason::NoBackend),
-            },
+        let Some(backend) = self.quoted_flow_backend(&key, svc, svc_idx, snap, now) else {
+            return Verdict::Drop(DropReason::NoBackend);
         };
         let v = self.deliver(buf, Inner::V6(p), svc, backend, snap, pinfo, &key);
         if v == Verdict::Forward {
