@@ -191,6 +191,7 @@ impl PacketBuf for MemBuf {
     fn segments(&self) -> u16 {
         u16::try_from(1 + self.rest.len()).unwrap_or(u16::MAX)
     }
+    #[inline]
     fn pkt_len(&self) -> usize {
         self.data().len() + self.rest.iter().map(Vec::len).sum::<usize>()
     }

@@ -3,7 +3,7 @@
 //! needed, ICMPv6 Packet Too Big). A child of [`super`]; same packet-path rules.
 
 use super::{PortInfo, Verdict, Worker};
-use crate::control::snapshot::{ServiceSnap, Snapshot};
+use crate::control::snapshot::{BackendSlot, ServiceSnap, Snapshot};
 use crate::fastpath::port::PacketBuf;
 use crate::fastpath::stats::bump;
 use crate::wire::{self, DropReason, Ipv4Info, Ipv6Info};
@@ -51,7 +51,7 @@ impl Worker {
     /// The flow hash of `key` (the 3-tuple for fragments, like their backend selection)
     /// seeds the GUE source port and the outer flow label; L2 DSR never computes it.
     #[allow(clippy::too_many_arguments)]
-    #[inline]
+    #[inline(always)]
     pub(super) fn deliver<B: PacketBuf, A: FlowAddr>(&mut self, buf: &mut B, p: Inner<'_>, svc: &ServiceSnap, backend: u16, snap: &Snapshot, pinfo: PortInfo, key: &FlowKeyOf<A>) -> Verdict {
         let Some(b) = snap.backends.get(usize::from(backend)) else {
             return Verdict::Drop(DropReason::NoBackend);
@@ -67,67 +67,72 @@ impl Worker {
             bump(c, buf.pkt_len() as u64);
         }
         let out_mac = self.ports.get(pinfo.forward_to).map_or(pinfo.mac, |o| o.mac);
-        match svc.mode {
-            ForwardingMode::L2_DSR => {
-                match wire::EthernetFrame::new_checked(buf.data_mut()) {
-                    Ok(mut eth) => {
-                        eth.rewrite_l2(b.mac, out_mac);
-                        Verdict::Forward
-                    }
-                    Err(r) => Verdict::Drop(r),
+        if svc.mode == ForwardingMode::L2_DSR {
+            return match wire::EthernetFrame::new_checked(buf.data_mut()) {
+                Ok(mut eth) => {
+                    eth.rewrite_l2(b.mac, out_mac);
+                    Verdict::Forward
                 }
+                Err(r) => Verdict::Drop(r),
+            };
+        }
+        self.encapsulate(buf, p, svc, b, snap, pinfo, out_mac, key)
+    }
+
+    /// IPIP/GUE delivery of [`Worker::deliver`] towards backend slot `b`, sent from
+    /// `out_mac`. Out of line, so the L2 DSR path inlined into the caller does not carry
+    /// its stack frame (docs/benchmarks.md "Per-stage budget").
+    #[allow(clippy::too_many_arguments)]
+    #[inline(never)]
+    fn encapsulate<B: PacketBuf, A: FlowAddr>(&mut self, buf: &mut B, p: Inner<'_>, svc: &ServiceSnap, b: &BackendSlot, snap: &Snapshot, pinfo: PortInfo, out_mac: [u8; 6], key: &FlowKeyOf<A>) -> Verdict {
+        // GUE source port from the flow hash (5-tuple; 3-tuple for fragments, like
+        // their backend selection) so the backend's RSS spreads a client's flows.
+        let flow_hash = if p.is_fragment() { key.three_tuple().hash() } else { key.hash() };
+        let encap = if svc.mode == ForwardingMode::GUE { wire::Encap::gue(flow_hash) } else { wire::Encap::Ipip };
+        let outer6 = b.addr6 != 0;
+        let oh = if outer6 { encap.overhead6() } else { encap.overhead() };
+        let total_len = p.total_len();
+        if total_len + oh > usize::from(svc.encap_mtu) {
+            return self.too_big(buf, p, svc.encap_mtu.saturating_sub(oh as u16), pinfo);
+        }
+        let (l3, frame_len) = (p.l3(), buf.pkt_len());
+        // drop Ethernet padding beyond the IP packet before growing
+        buf.truncate((l3 + total_len).min(frame_len));
+        if buf.segments() > 1 {
+            // A chained jumbo frame (issue 12 item 7): the headers go in front of the
+            // inner packet, which stays where it is (its bytes span segments). IPv4
+            // underlay only; an IPv6 underlay needs the inner bytes moved.
+            let Inner::V4(p4) = p else { return Verdict::Drop(DropReason::MultiSegment) };
+            if outer6 {
+                return Verdict::Drop(DropReason::MultiSegment);
             }
-            ForwardingMode::IPIP | ForwardingMode::GUE => {
-                // GUE source port from the flow hash (5-tuple; 3-tuple for fragments, like
-                // their backend selection) so the backend's RSS spreads a client's flows.
-                let flow_hash = if p.is_fragment() { key.three_tuple().hash() } else { key.hash() };
-                let encap = if svc.mode == ForwardingMode::GUE { wire::Encap::gue(flow_hash) } else { wire::Encap::Ipip };
-                let outer6 = b.addr6 != 0;
-                let oh = if outer6 { encap.overhead6() } else { encap.overhead() };
-                let total_len = p.total_len();
-                if total_len + oh > usize::from(svc.encap_mtu) {
-                    return self.too_big(buf, p, svc.encap_mtu.saturating_sub(oh as u16), pinfo);
-                }
-                let (l3, frame_len) = (p.l3(), buf.pkt_len());
-                // drop Ethernet padding beyond the IP packet before growing
-                buf.truncate((l3 + total_len).min(frame_len));
-                if buf.segments() > 1 {
-                    // A chained jumbo frame (issue 12 item 7): the headers go in front of the
-                    // inner packet, which stays where it is (its bytes span segments). IPv4
-                    // underlay only; an IPv6 underlay needs the inner bytes moved.
-                    let Inner::V4(p4) = p else { return Verdict::Drop(DropReason::MultiSegment) };
-                    if outer6 {
-                        return Verdict::Drop(DropReason::MultiSegment);
-                    }
-                    let src = snap.port_addrs.get(pinfo.forward_to).copied().filter(|a| *a != 0).unwrap_or(pinfo.addr);
-                    let tunnel = wire::Tunnel { encap, src, dst: b.addr, dst_mac: b.mac, src_mac: out_mac };
-                    if !buf.prepend(tunnel.front_room(p4.l3)) {
-                        return Verdict::Drop(DropReason::NoHeadroom);
-                    }
-                    return match tunnel.encapsulate_in_front(buf.data_mut(), p4.total_len) {
-                        Ok(_) => Verdict::Forward,
-                        Err(r) => Verdict::Drop(r),
-                    };
-                }
-                if !buf.prepend(oh) {
-                    return Verdict::Drop(DropReason::NoHeadroom);
-                }
-                let r = if outer6 {
-                    let src = snap.port_addrs6.get(pinfo.forward_to).copied().filter(|a| *a != 0).or_else(|| snap.port_addrs6.iter().copied().find(|a| *a != 0)).unwrap_or(0);
-                    let flow_label = (flow_hash >> 12) as u32 & 0x000f_ffff;
-                    wire::encap::Tunnel6 { encap, src, dst: b.addr6, dst_mac: b.mac, src_mac: out_mac, flow_label }.encapsulate(buf.data_mut(), l3, total_len)
-                } else {
-                    let src = snap.port_addrs.get(pinfo.forward_to).copied().filter(|a| *a != 0).unwrap_or(pinfo.addr);
-                    wire::Tunnel { encap, src, dst: b.addr, dst_mac: b.mac, src_mac: out_mac }.encapsulate(buf.data_mut(), l3, total_len)
-                };
-                match r {
-                    Ok(n) => {
-                        buf.truncate(n);
-                        Verdict::Forward
-                    }
-                    Err(r) => Verdict::Drop(r),
-                }
+            let src = snap.port_addrs.get(pinfo.forward_to).copied().filter(|a| *a != 0).unwrap_or(pinfo.addr);
+            let tunnel = wire::Tunnel { encap, src, dst: b.addr, dst_mac: b.mac, src_mac: out_mac };
+            if !buf.prepend(tunnel.front_room(p4.l3)) {
+                return Verdict::Drop(DropReason::NoHeadroom);
             }
+            return match tunnel.encapsulate_in_front(buf.data_mut(), p4.total_len) {
+                Ok(_) => Verdict::Forward,
+                Err(r) => Verdict::Drop(r),
+            };
+        }
+        if !buf.prepend(oh) {
+            return Verdict::Drop(DropReason::NoHeadroom);
+        }
+        let r = if outer6 {
+            let src = snap.port_addrs6.get(pinfo.forward_to).copied().filter(|a| *a != 0).or_else(|| snap.port_addrs6.iter().copied().find(|a| *a != 0)).unwrap_or(0);
+            let flow_label = (flow_hash >> 12) as u32 & 0x000f_ffff;
+            wire::encap::Tunnel6 { encap, src, dst: b.addr6, dst_mac: b.mac, src_mac: out_mac, flow_label }.encapsulate(buf.data_mut(), l3, total_len)
+        } else {
+            let src = snap.port_addrs.get(pinfo.forward_to).copied().filter(|a| *a != 0).unwrap_or(pinfo.addr);
+            wire::Tunnel { encap, src, dst: b.addr, dst_mac: b.mac, src_mac: out_mac }.encapsulate(buf.data_mut(), l3, total_len)
+        };
+        match r {
+            Ok(n) => {
+                buf.truncate(n);
+                Verdict::Forward
+            }
+            Err(r) => Verdict::Drop(r),
         }
     }
 

@@ -59,7 +59,7 @@ impl<T: AsRef<[u8]>> EthernetFrame<T> {
     /// Checks that the header and its tags (at most [`MAX_TAGS`]) fit in `buffer`.
     /// `Err(TruncatedEthernet)` otherwise. A third tag is not walked: its TPID is then the
     /// frame's EtherType (unsupported).
-    #[inline]
+    #[inline(always)]
     pub fn new_checked(buffer: T) -> Result<Self, DropReason> {
         let b = buffer.as_ref();
         let mut at = field::ETHERTYPE.start;

@@ -247,6 +247,20 @@ pub fn parse(frame: &[u8]) -> Result<Parsed, DropReason> {
     }
 }
 
+/// The IPv4 entry of [`parse`], for the packet path's common case: `Ok(Some(info))` for an
+/// IPv4 packet (untagged or VLAN/QinQ-tagged), `Err` exactly as [`parse`] gives for it, and
+/// `Ok(None)` for any other ethertype (parse those with [`parse`]). Returns the 48-byte
+/// [`Ipv4Info`] instead of a [`Parsed`] sized by its IPv6 variant, which costs a copy per
+/// packet (docs/benchmarks.md "Per-stage budget").
+#[inline(always)]
+pub fn parse_ipv4_frame(frame: &[u8]) -> Result<Option<Ipv4Info>, DropReason> {
+    let eth = EthernetFrame::new_checked(frame)?;
+    if eth.ethertype() != ETHERTYPE_IPV4 {
+        return Ok(None);
+    }
+    parse_ipv4(eth.payload(), eth.header_len()).map(Some)
+}
+
 /// Parses the first segment `head` of a frame of `frame_len` bytes spread over several
 /// buffer segments (a jumbo frame received with RX scatter, issue 12 item 7): like
 /// [`parse`], with the IPv4 total length checked against `frame_len`; every header the
@@ -267,7 +281,10 @@ pub fn parse_head(head: &[u8], frame_len: usize) -> Result<Parsed, DropReason> {
 }
 
 /// Parses the IPv4 packet `l3_bytes` (found at offset `l3` of its frame) and its ports.
-#[inline]
+/// Kept out of line on purpose: it then writes its result straight into the caller's slot
+/// (inlined, the result took an extra copy through `Result::map`: about +10 instructions
+/// per packet under callgrind, benches/examples/packet_ir.rs).
+#[inline(never)]
 fn parse_ipv4(l3_bytes: &[u8], l3: usize) -> Result<Ipv4Info, DropReason> {
     ipv4_info(Ipv4Packet::new_checked(l3_bytes)?, l3)
 }

@@ -1,0 +1,45 @@
+//! The worker's side of the control plane's flow requests (`spillwayctl flows`): count,
+//! show or flush connection-table entries, run on the worker between two polls (never
+//! concurrently with packet processing, so no lock). A child of [`super`].
+
+use super::Worker;
+
+impl Worker {
+    /// Runs a control request on this worker's connection table (see
+    /// [`crate::control::Mailbox`]); called from the poll loop only when one is pending.
+    pub fn control(&mut self, req: &crate::control::FlowRequest, now_ms: u32) -> crate::control::FlowReply {
+        use spillway_shared::proto::FlowOp;
+        let matches = |backend: u16, incarnation: u16| req.slots.as_ref().is_none_or(|s| s.contains(&(backend, incarnation)));
+        let mut reply = crate::control::FlowReply { seq: req.seq, ..Default::default() };
+        match req.op {
+            FlowOp::Count => {
+                self.ct.for_each_live(now_ms, |e| reply.count += u64::from(matches(e.backend, e.incarnation)));
+                self.ct6.for_each_live(now_ms, |e| reply.count += u64::from(matches(e.backend, e.incarnation)));
+            }
+            FlowOp::Show { limit } => {
+                let max = (limit as usize).min(crate::control::MAX_SHOW_PER_WORKER);
+                self.ct.for_each_live(now_ms, |e| {
+                    if matches(e.backend, e.incarnation) {
+                        reply.count += 1;
+                        if reply.entries.len() < max {
+                            reply.entries.push((*e, now_ms.wrapping_sub(e.last_seen)));
+                        }
+                    }
+                });
+                self.ct6.for_each_live(now_ms, |e| {
+                    if matches(e.backend, e.incarnation) {
+                        reply.count += 1;
+                        if reply.entries.len() + reply.entries6.len() < max {
+                            reply.entries6.push((*e, now_ms.wrapping_sub(e.last_seen)));
+                        }
+                    }
+                });
+            }
+            FlowOp::Flush => {
+                reply.count = self.ct.retain(|e| !matches(e.backend, e.incarnation)) as u64;
+                reply.count += self.ct6.retain(|e| !matches(e.backend, e.incarnation)) as u64;
+            }
+        }
+        reply
+    }
+}
