@@ -16,11 +16,13 @@
 //! Later fragments that arrive before their first fragment (reordering), or after their
 //! entry was replaced or expired: when their (VIP, protocol) has exactly one service they go
 //! to it (nothing to choose). Otherwise a guess could split the datagram across services,
-//! so the worker *holds* them in its [`FragHold`] (at most [`HOLD_SLOTS`] fragments, each
-//! at most [`HOLD_LIFETIME_MS`]): when the first fragment arrives, the held ones follow it
-//! to the same backend; when it does not arrive in time they are dropped as
+//! so the worker *holds* them in its [`FragHold`] (at most [`HOLD_SLOTS`] fragments of
+//! either family together, each at most [`HOLD_LIFETIME_MS`]; a held fragment is known by
+//! its [`DatagramId`], IPv4 or IPv6): when the first fragment arrives, the held ones follow
+//! it to the same backend; when it does not arrive in time they are dropped as
 //! `fragment_unknown`, and when the hold is full a new one is dropped as
-//! `fragment_hold_full` (docs/semantics.md, "Fragments").
+//! `fragment_hold_full` (docs/semantics.md, "Fragments"; issue 10 item 5 for IPv4,
+//! issue 12 for IPv6).
 
 use arrayvec::ArrayVec;
 use spillway_shared::flow::{fmix64, FlowAddr};
@@ -137,18 +139,45 @@ pub const HOLD_SLOTS: usize = 64;
 /// a long lifetime is at most [`HOLD_SLOTS`] mbufs out of the pool.
 pub const HOLD_LIFETIME_MS: u32 = 500;
 
-/// The identity of an IPv4 datagram (RFC 791 §3.2): source, destination, protocol and
-/// identification, addresses in host order.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct DatagramId {
-    /// Source address.
-    pub src: u32,
-    /// Destination address (the VIP).
-    pub dst: u32,
-    /// IP protocol number.
-    pub proto: u8,
-    /// IP identification.
-    pub ident: u16,
+/// The identity of a fragmented datagram, which a held fragment waits for: the key of
+/// its family's [`FragTable`]. Addresses in host order. 48 bytes (16-byte aligned); it
+/// lives on the worker and in [`Held`], never in [`crate::fastpath::worker::Verdict`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DatagramId {
+    /// IPv4 (RFC 791 §3.2): source, destination, protocol and 16-bit identification.
+    V4 {
+        /// Source address.
+        src: u32,
+        /// Destination address (the VIP).
+        dst: u32,
+        /// IP protocol number.
+        proto: u8,
+        /// IP identification.
+        ident: u16,
+    },
+    /// IPv6 (RFC 8200 §4.5): source, destination, the Fragment header's Next Header (the
+    /// same in every fragment, [`crate::wire::Ipv6Info::frag_next`]) and the 32-bit
+    /// Identification.
+    V6 {
+        /// Source address.
+        src: u128,
+        /// Destination address (the VIP).
+        dst: u128,
+        /// The Fragment header's Next Header.
+        next: u8,
+        /// Fragment header Identification.
+        ident: u32,
+    },
+}
+
+impl Default for DatagramId {
+    /// An all-zero IPv4 datagram (no fragment is held under it before a [`Verdict::Hold`]
+    /// sets it).
+    ///
+    /// [`Verdict::Hold`]: crate::fastpath::worker::Verdict::Hold
+    fn default() -> Self {
+        DatagramId::V4 { src: 0, dst: 0, proto: 0, ident: 0 }
+    }
 }
 
 /// One held fragment: the buffer, the port it was received on, and when (worker clock, ms).
@@ -216,7 +245,18 @@ mod tests {
     use super::*;
 
     fn held(ident: u16, since: u32) -> Held<u32> {
-        Held { id: DatagramId { src: 1, dst: 2, proto: 17, ident }, port: 0, since, buf: u32::from(ident) }
+        Held { id: DatagramId::V4 { src: 1, dst: 2, proto: 17, ident }, port: 0, since, buf: u32::from(ident) }
+    }
+
+    fn held6(ident: u32, since: u32) -> Held<u32> {
+        Held { id: DatagramId::V6 { src: 1, dst: 2, next: 17, ident }, port: 0, since, buf: ident }
+    }
+
+    fn ident(d: &DatagramId) -> u32 {
+        match *d {
+            DatagramId::V4 { ident, .. } => u32::from(ident),
+            DatagramId::V6 { ident, .. } => ident,
+        }
     }
 
     #[test]
@@ -227,19 +267,48 @@ mod tests {
         }
         assert_eq!(h.hold(held(999, 10)).map_err(|e| e.buf), Err(999), "full hold takes more");
         // datagram 5 and 7 become known: released oldest first, the others stay
-        let known = |d: &DatagramId| d.ident == 7 || d.ident == 5;
-        let got: Vec<u16> = std::iter::from_fn(|| h.take_ready(20, known)).map(|r| match r {
-            Release::Ready(x) => x.id.ident,
-            Release::Expired(x) => panic!("expired {}", x.id.ident),
+        let known = |d: &DatagramId| ident(d) == 7 || ident(d) == 5;
+        let got: Vec<u32> = std::iter::from_fn(|| h.take_ready(20, known)).map(|r| match r {
+            Release::Ready(x) => ident(&x.id),
+            Release::Expired(x) => panic!("expired {}", ident(&x.id)),
         }).collect();
         assert_eq!(got, vec![5, 7]);
         assert_eq!(h.len(), HOLD_SLOTS - 2);
         assert!(h.take_ready(10 + HOLD_LIFETIME_MS, |_| false).is_none(), "expired at exactly the lifetime");
         match h.take_ready(11 + HOLD_LIFETIME_MS, |_| false) {
-            Some(Release::Expired(x)) => assert_eq!(x.id.ident, 0),
+            Some(Release::Expired(x)) => assert_eq!(ident(&x.id), 0),
             _ => panic!("nothing expired"),
         }
         assert_eq!(h.len(), HOLD_SLOTS - 3);
+    }
+
+    /// IPv4 and IPv6 datagrams share the hold (one bound) and are told apart by family:
+    /// an IPv6 datagram is never released by an IPv4 first fragment with the same numbers,
+    /// and the 32-bit identification counts in full.
+    #[test]
+    fn hold_tells_the_families_apart() {
+        let mut h = FragHold::default();
+        assert!(h.hold(held(7, 0)).is_ok());
+        assert!(h.hold(held6(7, 1)).is_ok());
+        assert!(h.hold(held6(0x8000_0007, 2)).is_ok());
+        for i in 3..HOLD_SLOTS as u32 {
+            assert!(h.hold(held6(1000 + i, 3)).is_ok());
+        }
+        assert_eq!(h.hold(held6(1, 9)).map_err(|e| e.buf), Err(1), "one bound for both families");
+        assert_eq!(h.hold(held(1, 9)).map_err(|e| e.buf), Err(1));
+        let v6_known = |d: &DatagramId| matches!(*d, DatagramId::V6 { src: 1, dst: 2, next: 17, ident: 0x8000_0007 });
+        match h.take_ready(100, v6_known) {
+            Some(Release::Ready(x)) => assert_eq!(x.id, DatagramId::V6 { src: 1, dst: 2, next: 17, ident: 0x8000_0007 }),
+            _ => panic!("the known IPv6 datagram was not released"),
+        }
+        assert!(h.take_ready(100, v6_known).is_none(), "IPv6 ident 7 and IPv4 ident 7 stay held");
+        let v4_known = |d: &DatagramId| matches!(*d, DatagramId::V4 { ident: 7, .. });
+        assert!(matches!(h.take_ready(100, v4_known), Some(Release::Ready(Held { id: DatagramId::V4 { ident: 7, .. }, .. }))));
+        assert!(h.take_ready(100, v4_known).is_none());
+        assert_eq!(h.len(), HOLD_SLOTS - 2);
+        // expiry is the same for IPv6: the one held at 1 goes first, at 1 + lifetime + 1
+        assert!(h.take_ready(1 + HOLD_LIFETIME_MS, |_| false).is_none());
+        assert!(matches!(h.take_ready(2 + HOLD_LIFETIME_MS, |_| false), Some(Release::Expired(Held { id: DatagramId::V6 { ident: 7, .. }, .. }))));
     }
 
     #[test]
