@@ -1,17 +1,19 @@
-//! Per-worker table of IPv4 (and, as `FragTable<u128, u32>`, IPv6) datagrams seen fragmented: which service their first fragment
-//! named, so that every later fragment (which carries no ports) reaches a backend of that
-//! service, not merely of some service on the same VIP (issue 10 item 5; public case
+//! Per-worker table of IPv4 (and, as `FragTable<u128, u32>`, IPv6) datagrams seen
+//! fragmented: which service their first fragment named, so that every later fragment
+//! (which carries no ports) reaches a backend of that service, not merely of some service
+//! on the same VIP (issue 10 item 5, issue 12 for IPv6; public case
 //! `cases/packets/udp-fragments-two-services.pcap`).
 //!
 //! Key: (source, destination, protocol, IP identification), the datagram identity of
-//! RFC 791 §3.2 (for IPv6: source, destination and the 32-bit Identification of the Fragment
-//! header, RFC 8200 §4.5; the protocol is the one after the Fragment header). Value: the destination port the first fragment carried, from which the
-//! worker finds the service in the current snapshot (so a new snapshot needs no flush).
+//! RFC 791 §3.2 (for IPv6: source, destination, the Fragment header's Next Header and its
+//! 32-bit Identification, RFC 8200 §4.5). Value: the destination port the first fragment
+//! carried, from which the worker finds the service in the current snapshot (so a new
+//! snapshot needs no flush).
 //!
-//! Direct-mapped, [`FRAG_SLOTS`] entries of 16 bytes, allocated once; an entry lives
-//! [`FRAG_LIFETIME_MS`] after the first fragment. A newer datagram that maps to an occupied
-//! slot replaces it. NICs hash fragments on the 2-tuple, so all fragments of a datagram
-//! reach the same worker; the table needs no sharing.
+//! Direct-mapped, [`FRAG_SLOTS`] entries of 20 bytes (IPv4; 48 for IPv6), allocated once;
+//! an entry lives [`FRAG_LIFETIME_MS`] after the first fragment. A newer datagram that maps
+//! to an occupied slot replaces it. NICs hash fragments on the 2-tuple, so all fragments of
+//! a datagram reach the same worker; the table needs no sharing.
 //!
 //! Later fragments that arrive before their first fragment (reordering), or after their
 //! entry was replaced or expired: when their (VIP, protocol) has exactly one service they go
@@ -320,6 +322,12 @@ mod tests {
         assert_eq!(t.lookup(1, 2, 17, 8, 101), None);
         assert_eq!(t.lookup(1, 2, 6, 7, 101), None);
         assert_eq!(t.lookup(1, 2, 17, 7, 101 + FRAG_LIFETIME_MS), None);
+    }
+
+    /// The entry sizes the module docs state.
+    #[test]
+    fn entries_are_20_bytes_for_ipv4_and_48_for_ipv6() {
+        assert_eq!((std::mem::size_of::<FragEntry<u32, u16>>(), std::mem::size_of::<FragEntry<u128, u32>>()), (20, 48));
     }
 
     /// IPv6: 128-bit addresses and 32-bit identifications, every bit of both counts.
