@@ -275,7 +275,7 @@ fn later_ipv6_fragment_of_an_ambiguous_service_is_held() {
     let mut w = worker();
     let frags = fragments_to(0x8000_0007, client(7), 5353, false);
     assert_eq!(run(&mut w, &snap, &frags[2], 0).0, Verdict::Hold);
-    let id = DatagramId::V6 { src: u128::from_be_bytes(client(7)), dst: u128::from_be_bytes(VIP), next: 17, ident: 0x8000_0007 };
+    let id = DatagramId::V6 { src: client(7), dst: VIP, next: 17, ident: 0x8000_0007 };
     assert_eq!(w.held_id, id);
     // once its first fragment is known, the same fragment is placed at once
     assert_eq!(run(&mut w, &snap, &frags[0], 1).0, Verdict::Forward);

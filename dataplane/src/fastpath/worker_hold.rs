@@ -68,7 +68,7 @@ impl Worker {
     fn knows_first(&self, d: &DatagramId, now: u32) -> bool {
         match *d {
             DatagramId::V4 { src, dst, proto, ident } => self.frags.lookup(src, dst, proto, ident, now).is_some(),
-            DatagramId::V6 { src, dst, next, ident } => self.frags6.lookup(src, dst, next, ident, now).is_some(),
+            DatagramId::V6 { src, dst, next, ident } => self.frags6.lookup(u128::from_be_bytes(src), u128::from_be_bytes(dst), next, ident, now).is_some(),
         }
     }
 

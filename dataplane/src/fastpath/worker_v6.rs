@@ -145,7 +145,7 @@ impl Worker {
         }
         match snap.by_vip6_proto.get(&(p.dst, p.proto)) {
             Some(&(only, 1)) => Ok(Some(only)),
-            Some(_) => Err(self.hold_datagram(DatagramId::V6 { src: p.src, dst: p.dst, next: p.frag_next, ident: p.ident })),
+            Some(_) => Err(self.hold_datagram(DatagramId::V6 { src: p.src.to_be_bytes(), dst: p.dst.to_be_bytes(), next: p.frag_next, ident: p.ident })),
             None => Ok(None),
         }
     }
