@@ -60,6 +60,9 @@ fn fragment_of(f: &[u8]) -> ([u8; 16], u32, u16) {
     (h.source(), u32::from_be_bytes([fh[4], fh[5], fh[6], fh[7]]), u16::from_be_bytes([fh[2], fh[3]]) >> 3)
 }
 
+/// A datagram: (source, identification).
+type Datagram = ([u8; 16], u32);
+
 #[test]
 fn reordered_ipv6_fragments_with_two_services_are_held_and_follow_their_first() {
     // six datagrams, alternately to :53 and :5353, each sent last fragment first
@@ -83,7 +86,7 @@ fn reordered_ipv6_fragments_with_two_services_are_held_and_follow_their_first() 
     assert_eq!(run.status.total.forwarded, 18);
 
     // datagram → (backends, offsets in the order sent)
-    let mut seen: BTreeMap<([u8; 16], u32), (Vec<usize>, Vec<u16>)> = BTreeMap::new();
+    let mut seen: BTreeMap<Datagram, (Vec<usize>, Vec<u16>)> = BTreeMap::new();
     for f in &run.out {
         let (src, ident, offset) = fragment_of(f);
         let e = seen.entry((src, ident)).or_default();

@@ -88,7 +88,7 @@ fn vip6() -> u128 {
 }
 /// fd01::1 + i.
 fn client6(i: u8) -> u128 {
-    0xfd01u128 << 112 | u128::from(i) + 1
+    (0xfd01u128 << 112) | (u128::from(i) + 1)
 }
 fn client_port(i: u8) -> u16 {
     40_000 + u16::from(i)
