@@ -3,7 +3,7 @@
 //!
 //! A proptest drives the real [`Worker`] through [`Worker::poll`] over a [`MemPort`] (so the
 //! burst prefetch and the table sweep run as in the daemon) with a random sequence of
-//! packets (TCP SYN/ACK/FIN/RST, UDP, IPv4 fragments, ICMP errors quoting a flow), backend
+//! packets (TCP SYN/ACK/FIN/RST, UDP, IPv4 and IPv6 fragments, ICMP errors quoting a flow), backend
 //! changes (health, enable/disable, add/remove, weight; each one a new compiled snapshot),
 //! control-plane marks on the snapshot (drain deadline, evict), flushes of one backend's
 //! entries and clock jumps from 1 ms to 20 h (cases may start just below the u32 wrap of
@@ -22,6 +22,11 @@
 //! established entry is never allowed to disappear. Fragment-table slots are followed the
 //! same way (a datagram replaced by a newer one in its direct-mapped slot).
 //!
+//! IPv6 fragments (issue 12) go to two UDP services of their own on fd00::100 (:53 and
+//! :5353, fixed backends that no op changes): they share the worker's hold with the IPv4
+//! ones (one bound), are released only by a first fragment of their own family, and expire
+//! alike.
+//!
 //! Over 600 lines on purpose: the generators, the frame builders and the model's rules are
 //! one test, and a failing case (printed as a numbered op listing) is read against them.
 //!
@@ -29,7 +34,7 @@
 //! `SPILLWAY_MODEL_STEPS=10000000 cargo test --release -p spillway-dataplane --test model -- --ignored`.
 
 use etherparse::icmpv4::DestUnreachableHeader;
-use etherparse::{EtherType, Ethernet2Header, Icmpv4Type, IpFragOffset, IpNumber, Ipv4Header, PacketBuilder, TcpHeader, UdpHeader};
+use etherparse::{EtherType, Ethernet2Header, Icmpv4Type, IpFragOffset, IpNumber, Ipv4Header, Ipv6Header, PacketBuilder, TcpHeader, UdpHeader};
 use proptest::prelude::*;
 use proptest::test_runner::{Config as RunnerConfig, TestCaseError, TestRunner};
 use spillway_dataplane::control::{compile, CompileInput, FlowRequest, HealthView, SlotMap, Snapshot};
@@ -40,7 +45,7 @@ use spillway_dataplane::fastpath::stats::WorkerStats;
 use spillway_dataplane::fastpath::worker::{PollBuffers, PortInfo, Worker};
 use spillway_dataplane::wire::DropReason;
 use spillway_shared::config::{Backend, Config, Persistence, SessionAffinity, TrackingMode};
-use spillway_shared::flow::FlowKey;
+use spillway_shared::flow::{FlowKey, FlowKey6};
 use spillway_shared::net::MacAddr;
 use spillway_shared::proto::FlowOp;
 use std::collections::HashMap;
@@ -60,6 +65,13 @@ const CLIENT_MAC: [u8; 6] = [2, 0, 0, 0, 0x0c, 1];
 /// Services of every case: (name, port, protocol); index = service index in the snapshot.
 const SERVICES: [(&str, u16, u8); 3] = [("web", 80, TCP), ("tls", 443, TCP), ("dns", 53, UDP)];
 const MAX_BACKENDS: usize = 6;
+/// The IPv6 VIP of the IPv6 services.
+const VIP6: [u8; 16] = [0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0];
+/// IPv6 services (UDP on [`VIP6`]): (name, port); service index `SERVICES.len() + i`.
+/// Two, so a later fragment alone never names its service.
+const SERVICES6: [(&str, u16); 2] = [("dns6", 53), ("mdns6", 5353)];
+/// Backends of each IPv6 service (never changed by an op).
+const BACKENDS6: u8 = 3;
 /// Control-plane republication interval the model assumes: a jump longer than this
 /// recompiles the snapshot (the daemon evaluates at least once a second), so no snapshot
 /// mark outlives its deadline by 2^31 ms.
@@ -70,6 +82,13 @@ fn vip() -> u32 {
 }
 fn client(i: u8) -> u32 {
     u32::from_be_bytes([10, 1, 0, 1 + i])
+}
+fn vip6() -> u128 {
+    u128::from_be_bytes(VIP6)
+}
+/// fd01::1 + i.
+fn client6(i: u8) -> u128 {
+    (0xfd01u128 << 112) | (u128::from(i) + 1)
 }
 fn client_port(i: u8) -> u16 {
     40_000 + u16::from(i)
@@ -105,6 +124,10 @@ enum Op {
     Udp { client: u8, port: u8, two: bool },
     /// IPv4 fragment of datagram `id` to service `svc`: the first (with ports) or a later one.
     Frag { client: u8, svc: u8, id: u8, first: bool },
+    /// IPv6 fragment of datagram `id` (32-bit identification: `id` in the top byte) to
+    /// IPv6 service `svc` ([`SERVICES6`]); `kind` 0: a later one, 1: the first (with
+    /// ports), 2: a later one and then the first (reordered, same time).
+    Frag6 { client: u8, svc: u8, id: u8, kind: u8 },
     /// ICMP destination unreachable quoting the reply of flow (client, port, service).
     Icmp { client: u8, port: u8, svc: u8 },
     Health { svc: u8, b: u8 },
@@ -155,6 +178,7 @@ fn op(busy: bool) -> impl Strategy<Value = Op> {
         30 => (c.clone(), p.clone(), 0u8..2, 0u8..8).prop_map(|(client, port, svc, kind)| Op::Tcp { client, port, svc, kind }),
         10 => (c.clone(), p.clone(), any::<bool>()).prop_map(|(client, port, two)| Op::Udp { client, port, two }),
         6 => (c.clone(), s.clone(), 0u8..4, any::<bool>()).prop_map(|(client, svc, id, first)| Op::Frag { client, svc, id, first }),
+        4 => (c.clone(), 0u8..2, 0u8..4, 0u8..3).prop_map(|(client, svc, id, kind)| Op::Frag6 { client, svc, id, kind }),
         3 => (c, p, s.clone()).prop_map(|(client, port, svc)| Op::Icmp { client, port, svc }),
         3 => (s.clone(), b.clone()).prop_map(|(svc, b)| Op::Health { svc, b }),
         1 => (s.clone(), b.clone()).prop_map(|(svc, b)| Op::Enable { svc, b }),
@@ -219,6 +243,29 @@ fn frag_frame(src: u32, proto: u8, id: u16, first: bool, dport: u16) -> Vec<u8> 
     let mut out = Vec::new();
     Ethernet2Header { source: CLIENT_MAC, destination: LB_MAC, ether_type: EtherType::IPV4 }.write(&mut out).expect("eth");
     ip.write(&mut out).expect("ipv4");
+    out.extend_from_slice(&payload);
+    out
+}
+
+/// An IPv6 first fragment (offset 0, M, the UDP header to `dport` in 32 bytes) or last
+/// fragment (offset 32 bytes, 8 bytes) of datagram `ident`; the Fragment header written by
+/// hand (RFC 8200 §4.5: etherparse 0.16 writes IPv4's bit layout).
+fn frag6_frame(src: u128, ident: u32, first: bool, dport: u16) -> Vec<u8> {
+    let mut payload = Vec::new();
+    if first {
+        UdpHeader { source_port: 40_000, destination_port: dport, length: 40, checksum: 0 }.write(&mut payload).expect("udp header");
+        payload.resize(32, 0);
+    } else {
+        payload.resize(8, 0);
+    }
+    let mut out = Vec::new();
+    Ethernet2Header { source: CLIENT_MAC, destination: LB_MAC, ether_type: EtherType::IPV6 }.write(&mut out).expect("eth");
+    let ip = Ipv6Header { traffic_class: 0, flow_label: Default::default(), payload_length: (8 + payload.len()) as u16, next_header: IpNumber::IPV6_FRAGMENTATION_HEADER, hop_limit: 64, source: src.to_be_bytes(), destination: VIP6 };
+    ip.write(&mut out).expect("ipv6");
+    let offset: u16 = if first { 0 } else { 4 };
+    out.extend_from_slice(&[UDP, 0]);
+    out.extend_from_slice(&(offset << 3 | u16::from(first)).to_be_bytes());
+    out.extend_from_slice(&ident.to_be_bytes());
     out.extend_from_slice(&payload);
     out
 }
@@ -294,6 +341,14 @@ enum Outcome {
 
 type Res = Result<(), String>;
 
+/// A held fragment's datagram: IPv4 (source, protocol, IP ID) or IPv6 (source, 32-bit
+/// identification; always UDP to [`VIP6`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Dg {
+    V4((u32, u8, u16)),
+    V6((u128, u32)),
+}
+
 macro_rules! ensure {
     ($c:expr, $($fmt:tt)+) => {
         if !$c {
@@ -321,8 +376,12 @@ struct Model {
     now: u64,
     entries: HashMap<FlowKey, MEntry>,
     frags: HashMap<(u32, u8, u16), (u16, u64)>,
+    /// IPv6 first fragments seen: (source, identification) → (destination port, when).
+    frags6: HashMap<(u128, u32), (u16, u64)>,
     /// Later fragments the worker holds (datagram, arrival time), in arrival order.
-    held: Vec<((u32, u8, u16), u64)>,
+    held: Vec<(Dg, u64)>,
+    /// MAC of each IPv6 service's backend slot.
+    mac6: HashMap<u16, [u8; 6]>,
     /// Held fragments released to a backend by the last poll.
     released: u64,
     /// A poll without a frame (clock moves) that came out unlike the model.
@@ -339,6 +398,13 @@ impl Model {
         for (name, port, proto) in SERVICES {
             let p = if proto == TCP { "tcp" } else { "udp" };
             t.push_str(&format!("[[services]]\nname = \"{name}\"\nvip = \"10.0.0.100\"\nport = {port}\nprotocol = \"{p}\"\nmaglev_table_size = 251\n"));
+        }
+        for (name, port) in SERVICES6 {
+            t.push_str(&format!("[[services]]\nname = \"{name}\"\nvip = \"fd00::100\"\nport = {port}\nprotocol = \"udp\"\nmaglev_table_size = 251\n"));
+            for i in 1..=BACKENDS6 {
+                let net = if port == 53 { 0x22 } else { 0x23 };
+                t.push_str(&format!("[[services.backends]]\nname = \"{name}-{i}\"\naddress = \"fd00:{net:x}::{i}\"\nmac = \"02:00:00:66:{net:02x}:{i:02x}\"\nzone = \"z1\"\n"));
+            }
         }
         let mut cfg = Config::from_toml(&t).expect("config");
         let timeouts = Timeouts::default();
@@ -363,7 +429,9 @@ impl Model {
             now: cc.start_ms,
             entries: HashMap::new(),
             frags: HashMap::new(),
+            frags6: HashMap::new(),
             held: Vec::new(),
+            mac6: HashMap::new(),
             released: 0,
             advance_error: None,
             evicted_seen: (0, 0),
@@ -413,7 +481,14 @@ impl Model {
         self.snap = compile(&self.cfg, &self.slots, input);
         self.marks.clear();
         self.slot_info.clear();
-        for (si, s) in self.cfg.services.iter().enumerate() {
+        self.mac6.clear();
+        for s in &self.cfg.services[SERVICES.len()..] {
+            for b in &s.backends {
+                let slot = self.slots.slot(&s.name, &b.name, &b.name).expect("slot");
+                self.mac6.insert(slot, b.mac.expect("mac").0);
+            }
+        }
+        for (si, s) in self.cfg.services.iter().enumerate().take(SERVICES.len()) {
             for b in &s.backends {
                 let slot = self.slots.slot(&s.name, &b.name, &b.name).expect("slot");
                 let mac = b.mac.expect("mac").0;
@@ -490,6 +565,19 @@ impl Model {
         self.table(svc, key.src)?.pick(key.for_affinity(self.svcs[svc].affinity).hash())
     }
 
+    /// MAC of backend slot `slot` (an IPv4 service's, or an IPv6 service's).
+    fn mac_of(&self, slot: u16) -> [u8; 6] {
+        self.slot_info.get(&slot).map(|i| i.mac).or_else(|| self.mac6.get(&slot).copied()).unwrap_or([0; 6])
+    }
+
+    /// An IPv6 fragment's backend in IPv6 service `svc6` ([`SERVICES6`]; no affinity set):
+    /// the 3-tuple hash in the client's class table.
+    fn pick6(&self, svc6: usize, src: u128) -> Option<u16> {
+        let s = &self.snap.services[SERVICES.len() + svc6];
+        let t = s.tables.get(usize::from(self.snap.class_of6(src))).and_then(|t| t.as_deref())?;
+        t.pick(FlowKey6 { src, dst: vip6(), sport: 0, dport: 0, proto: UDP }.hash())
+    }
+
     /// Fragments: the datagram's 3-tuple, or the affinity tuple where it is coarser (never
     /// split a datagram; spec "Session affinity").
     fn pick_fragment(&self, svc: usize, key: &FlowKey) -> Option<u16> {
@@ -520,7 +608,7 @@ impl Model {
             match *r {
                 Expect::To(slot) => {
                     self.released += 1;
-                    to.push(self.slot_info.get(&slot).map_or([0; 6], |i| i.mac));
+                    to.push(self.mac_of(slot));
                 }
                 Expect::Drop(reason) => {
                     if reason != DropReason::FragmentUnknown {
@@ -557,23 +645,42 @@ impl Model {
     fn settle_held(&mut self) -> Vec<Expect> {
         let now = self.now;
         let mut out = Vec::new();
-        for (fk, t) in std::mem::take(&mut self.held) {
-            let mut known = self.frags.get(&fk).copied().filter(|(_, lt)| now - lt <= u64::from(FRAG_LIFETIME_MS));
-            if known.is_some() && self.worker.frags.lookup(fk.0, vip(), fk.1, fk.2, self.now32()).is_none() {
-                // replaced by a newer datagram in its direct-mapped slot
-                self.seen("fragment entry replaced");
-                self.frags.remove(&fk);
-                known = None;
-            }
-            if let Some((dport, _)) = known {
-                let svc = SERVICES.iter().position(|s| s.1 == dport && s.2 == fk.1).expect("service");
-                let key = FlowKey { src: fk.0, dst: vip(), sport: 0, dport: 0, proto: fk.1 };
-                out.push(self.pick_fragment(svc, &key).map_or(Expect::Drop(DropReason::NoBackend), Expect::To));
+        for (dg, t) in std::mem::take(&mut self.held) {
+            let ready = match dg {
+                Dg::V4(fk) => {
+                    let mut known = self.frags.get(&fk).copied().filter(|(_, lt)| now - lt <= u64::from(FRAG_LIFETIME_MS));
+                    if known.is_some() && self.worker.frags.lookup(fk.0, vip(), fk.1, fk.2, self.now32()).is_none() {
+                        // replaced by a newer datagram in its direct-mapped slot
+                        self.seen("fragment entry replaced");
+                        self.frags.remove(&fk);
+                        known = None;
+                    }
+                    known.map(|(dport, _)| {
+                        let svc = SERVICES.iter().position(|s| s.1 == dport && s.2 == fk.1).expect("service");
+                        let key = FlowKey { src: fk.0, dst: vip(), sport: 0, dport: 0, proto: fk.1 };
+                        self.pick_fragment(svc, &key)
+                    })
+                }
+                Dg::V6(fk) => {
+                    let mut known = self.frags6.get(&fk).copied().filter(|(_, lt)| now - lt <= u64::from(FRAG_LIFETIME_MS));
+                    if known.is_some() && self.worker.frags6.lookup(fk.0, vip6(), UDP, fk.1, self.now32()).is_none() {
+                        self.seen("IPv6 fragment entry replaced");
+                        self.frags6.remove(&fk);
+                        known = None;
+                    }
+                    known.map(|(dport, _)| {
+                        self.seen("IPv6 held fragment released");
+                        self.pick6(SERVICES6.iter().position(|s| s.1 == dport).expect("service"), fk.0)
+                    })
+                }
+            };
+            if let Some(backend) = ready {
+                out.push(backend.map_or(Expect::Drop(DropReason::NoBackend), Expect::To));
             } else if now - t > u64::from(HOLD_LIFETIME_MS) {
                 self.seen("held fragment expired");
                 out.push(Expect::Drop(DropReason::FragmentUnknown));
             } else {
-                self.held.push((fk, t));
+                self.held.push((dg, t));
             }
         }
         out
@@ -581,7 +688,7 @@ impl Model {
 
     fn check(&self, got: &Outcome, want: Expect) -> Res {
         let want_o = match want {
-            Expect::To(slot) => Outcome::Forward(self.slot_info.get(&slot).map_or([0; 6], |i| i.mac)),
+            Expect::To(slot) => Outcome::Forward(self.mac_of(slot)),
             Expect::Drop(r) => Outcome::Drop(r as usize),
             Expect::Held => Outcome::Held,
         };
@@ -712,7 +819,7 @@ impl Model {
                 Ok(on_proto[0])
             } else if self.held.len() < HOLD_SLOTS {
                 self.seen("later fragment held");
-                self.held.push((fk, now));
+                self.held.push((Dg::V4(fk), now));
                 Err(Expect::Held)
             } else {
                 self.seen("fragment hold full");
@@ -736,6 +843,58 @@ impl Model {
         ensure!(self.stats.new_connections.load(Relaxed) == nc0, "a fragment counted a new connection");
         if first {
             ensure!(self.worker.frags.lookup(src, vip(), proto, id, self.now32()) == Some(port), "first fragment not learned");
+        }
+        Ok(())
+    }
+
+    /// An IPv6 fragment (issue 12): as [`Model::fragment`], with the IPv6 table
+    /// (`frags6`, 32-bit identification) and the IPv6 services, which are always two on
+    /// (VIP6, UDP): a later fragment whose first is not known is held (the same hold and
+    /// bound as IPv4) until an IPv6 first fragment of its datagram arrives.
+    fn fragment6(&mut self, src: u128, svc6: usize, id: u32, first: bool) -> Res {
+        let port = SERVICES6[svc6].1;
+        let fk = (src, id);
+        let now = self.now;
+        let real = self.worker.frags6.lookup(src, vip6(), UDP, id, self.now32());
+        let known = self.frags6.get(&fk).copied().filter(|(_, t)| now - t <= u64::from(FRAG_LIFETIME_MS));
+        if !first {
+            match (known, real) {
+                (Some((d, _)), Some(r)) => ensure!(d == r, "IPv6 fragment table says port {r}, first fragment named {d}"),
+                (Some(_), None) => {
+                    self.seen("IPv6 fragment entry replaced");
+                    self.frags6.remove(&fk);
+                }
+                (None, Some(r)) => ensure!(false, "a stale IPv6 fragment entry (port {r}) answers for {fk:?}"),
+                (None, None) => {}
+            }
+        }
+        let known = self.frags6.get(&fk).copied().filter(|(_, t)| now - t <= u64::from(FRAG_LIFETIME_MS));
+        let service = if first {
+            self.frags6.insert(fk, (port, now));
+            Ok(svc6)
+        } else if let Some((d, _)) = known {
+            Ok(SERVICES6.iter().position(|s| s.1 == d).expect("service"))
+        } else if self.held.len() < HOLD_SLOTS {
+            self.seen("IPv6 later fragment held");
+            self.held.push((Dg::V6(fk), now));
+            Err(Expect::Held)
+        } else {
+            self.seen("fragment hold full");
+            Err(Expect::Drop(DropReason::FragmentHoldFull))
+        };
+        let expect = match service {
+            Err(e) => e,
+            Ok(s) => self.pick6(s, src).map_or(Expect::Drop(DropReason::NoBackend), Expect::To),
+        };
+        let (f0, nc0, h0) = (self.stats.fragments.load(Relaxed), self.stats.new_connections.load(Relaxed), self.stats.fragments_held.load(Relaxed));
+        let got = self.send(&frag6_frame(src, id, first, port))?;
+        self.check(&got, expect)?;
+        let f = self.stats.fragments.load(Relaxed) - f0;
+        ensure!(f == u64::from(service.is_ok()) + self.released, "fragments counter grew by {f}, expected {} + {} released", u64::from(service.is_ok()), self.released);
+        ensure!(self.stats.fragments_held.load(Relaxed) - h0 == u64::from(expect == Expect::Held), "fragments_held counter");
+        ensure!(self.stats.new_connections.load(Relaxed) == nc0, "an IPv6 fragment counted a new connection");
+        if first {
+            ensure!(self.worker.frags6.lookup(src, vip6(), UDP, id, self.now32()) == Some(port), "IPv6 first fragment not learned");
         }
         Ok(())
     }
@@ -862,6 +1021,15 @@ impl Model {
                 }
             }
             Op::Frag { client: c, svc, id, first } => self.fragment(client(c), usize::from(svc), u16::from(id), first)?,
+            Op::Frag6 { client: c, svc, id, kind } => {
+                let id = u32::from(id) << 24 | 0x00ab_cdef;
+                if kind != 1 {
+                    self.fragment6(client6(c), usize::from(svc), id, false)?;
+                }
+                if kind != 0 {
+                    self.fragment6(client6(c), usize::from(svc), id, true)?;
+                }
+            }
             Op::Icmp { client: c, port, svc } => self.icmp(client(c), client_port(port), usize::from(svc))?,
             Op::Health { svc, b } => {
                 let (i, _) = self.backend(usize::from(svc), b);
@@ -1027,7 +1195,7 @@ fn run(cases: u32, ops: usize) {
 }
 
 /// Situations every run of ≥ 10^5 steps reaches.
-const COVERED: [&str; 16] = [
+const COVERED: [&str; 18] = [
     "idle for 2^32 ms",
     "kept",
     "kept on an unhealthy backend",
@@ -1039,6 +1207,8 @@ const COVERED: [&str; 16] = [
     "no backend",
     "new flow not recorded (table full)",
     "later fragment without its first",
+    "IPv6 later fragment held",
+    "IPv6 held fragment released",
     "ICMP error to a recorded flow",
     "evicted SYN-only",
     "evicted closing",

@@ -490,7 +490,7 @@ pub struct Counters {
     pub icmp_frag_needed_sent: u64,
     /// IPv4 fragments forwarded.
     pub fragments: u64,
-    /// Later IPv4 fragments held until their first fragment arrived (or they expired, then
+    /// Later IPv4 and IPv6 fragments held until their first fragment arrived (or they expired, then
     /// counted as the drop `fragment_unknown`).
     pub fragments_held: u64,
     /// New connections.

@@ -1,26 +1,30 @@
-//! Per-worker table of IPv4 (and, as `FragTable<u128, u32>`, IPv6) datagrams seen fragmented: which service their first fragment
-//! named, so that every later fragment (which carries no ports) reaches a backend of that
-//! service, not merely of some service on the same VIP (issue 10 item 5; public case
+//! Per-worker table of IPv4 (and, as `FragTable<u128, u32>`, IPv6) datagrams seen
+//! fragmented: which service their first fragment named, so that every later fragment
+//! (which carries no ports) reaches a backend of that service, not merely of some service
+//! on the same VIP (issue 10 item 5, issue 12 for IPv6; public case
 //! `cases/packets/udp-fragments-two-services.pcap`).
 //!
 //! Key: (source, destination, protocol, IP identification), the datagram identity of
-//! RFC 791 §3.2 (for IPv6: source, destination and the 32-bit Identification of the Fragment
-//! header, RFC 8200 §4.5; the protocol is the one after the Fragment header). Value: the destination port the first fragment carried, from which the
-//! worker finds the service in the current snapshot (so a new snapshot needs no flush).
+//! RFC 791 §3.2 (for IPv6: source, destination, the Fragment header's Next Header and its
+//! 32-bit Identification, RFC 8200 §4.5). Value: the destination port the first fragment
+//! carried, from which the worker finds the service in the current snapshot (so a new
+//! snapshot needs no flush).
 //!
-//! Direct-mapped, [`FRAG_SLOTS`] entries of 16 bytes, allocated once; an entry lives
-//! [`FRAG_LIFETIME_MS`] after the first fragment. A newer datagram that maps to an occupied
-//! slot replaces it. NICs hash fragments on the 2-tuple, so all fragments of a datagram
-//! reach the same worker; the table needs no sharing.
+//! Direct-mapped, [`FRAG_SLOTS`] entries of 20 bytes (IPv4; 48 for IPv6), allocated once;
+//! an entry lives [`FRAG_LIFETIME_MS`] after the first fragment. A newer datagram that maps
+//! to an occupied slot replaces it. NICs hash fragments on the 2-tuple, so all fragments of
+//! a datagram reach the same worker; the table needs no sharing.
 //!
 //! Later fragments that arrive before their first fragment (reordering), or after their
 //! entry was replaced or expired: when their (VIP, protocol) has exactly one service they go
 //! to it (nothing to choose). Otherwise a guess could split the datagram across services,
-//! so the worker *holds* them in its [`FragHold`] (at most [`HOLD_SLOTS`] fragments, each
-//! at most [`HOLD_LIFETIME_MS`]): when the first fragment arrives, the held ones follow it
-//! to the same backend; when it does not arrive in time they are dropped as
+//! so the worker *holds* them in its [`FragHold`] (at most [`HOLD_SLOTS`] fragments of
+//! either family together, each at most [`HOLD_LIFETIME_MS`]; a held fragment is known by
+//! its [`DatagramId`], IPv4 or IPv6): when the first fragment arrives, the held ones follow
+//! it to the same backend; when it does not arrive in time they are dropped as
 //! `fragment_unknown`, and when the hold is full a new one is dropped as
-//! `fragment_hold_full` (docs/semantics.md, "Fragments").
+//! `fragment_hold_full` (docs/semantics.md, "Fragments"; issue 10 item 5 for IPv4,
+//! issue 12 for IPv6).
 
 use arrayvec::ArrayVec;
 use spillway_shared::flow::{fmix64, FlowAddr};
@@ -137,18 +141,47 @@ pub const HOLD_SLOTS: usize = 64;
 /// a long lifetime is at most [`HOLD_SLOTS`] mbufs out of the pool.
 pub const HOLD_LIFETIME_MS: u32 = 500;
 
-/// The identity of an IPv4 datagram (RFC 791 §3.2): source, destination, protocol and
-/// identification, addresses in host order.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct DatagramId {
-    /// Source address.
-    pub src: u32,
-    /// Destination address (the VIP).
-    pub dst: u32,
-    /// IP protocol number.
-    pub proto: u8,
-    /// IP identification.
-    pub ident: u16,
+/// The identity of a fragmented datagram, which a held fragment waits for: the key of
+/// its family's [`FragTable`]. IPv4 addresses in host order, IPv6 addresses as their 16
+/// bytes in network order: 40 bytes aligned to 4, so that it does not move the hot fields
+/// of [`crate::fastpath::worker::Worker`], which keeps the datagram of the last
+/// [`Verdict::Hold`] (never the verdict itself: it stays two bytes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DatagramId {
+    /// IPv4 (RFC 791 §3.2): source, destination, protocol and 16-bit identification.
+    V4 {
+        /// Source address.
+        src: u32,
+        /// Destination address (the VIP).
+        dst: u32,
+        /// IP protocol number.
+        proto: u8,
+        /// IP identification.
+        ident: u16,
+    },
+    /// IPv6 (RFC 8200 §4.5): source, destination, the Fragment header's Next Header (the
+    /// same in every fragment, [`crate::wire::Ipv6Info::frag_next`]) and the 32-bit
+    /// Identification.
+    V6 {
+        /// Source address (network order: `u128::from_be_bytes` gives the table's key).
+        src: [u8; 16],
+        /// Destination address (the VIP), network order.
+        dst: [u8; 16],
+        /// The Fragment header's Next Header.
+        next: u8,
+        /// Fragment header Identification.
+        ident: u32,
+    },
+}
+
+impl Default for DatagramId {
+    /// An all-zero IPv4 datagram (no fragment is held under it before a [`Verdict::Hold`]
+    /// sets it).
+    ///
+    /// [`Verdict::Hold`]: crate::fastpath::worker::Verdict::Hold
+    fn default() -> Self {
+        DatagramId::V4 { src: 0, dst: 0, proto: 0, ident: 0 }
+    }
 }
 
 /// One held fragment: the buffer, the port it was received on, and when (worker clock, ms).
@@ -216,7 +249,18 @@ mod tests {
     use super::*;
 
     fn held(ident: u16, since: u32) -> Held<u32> {
-        Held { id: DatagramId { src: 1, dst: 2, proto: 17, ident }, port: 0, since, buf: u32::from(ident) }
+        Held { id: DatagramId::V4 { src: 1, dst: 2, proto: 17, ident }, port: 0, since, buf: u32::from(ident) }
+    }
+
+    fn held6(ident: u32, since: u32) -> Held<u32> {
+        Held { id: DatagramId::V6 { src: [1; 16], dst: [2; 16], next: 17, ident }, port: 0, since, buf: ident }
+    }
+
+    fn ident(d: &DatagramId) -> u32 {
+        match *d {
+            DatagramId::V4 { ident, .. } => u32::from(ident),
+            DatagramId::V6 { ident, .. } => ident,
+        }
     }
 
     #[test]
@@ -227,19 +271,48 @@ mod tests {
         }
         assert_eq!(h.hold(held(999, 10)).map_err(|e| e.buf), Err(999), "full hold takes more");
         // datagram 5 and 7 become known: released oldest first, the others stay
-        let known = |d: &DatagramId| d.ident == 7 || d.ident == 5;
-        let got: Vec<u16> = std::iter::from_fn(|| h.take_ready(20, known)).map(|r| match r {
-            Release::Ready(x) => x.id.ident,
-            Release::Expired(x) => panic!("expired {}", x.id.ident),
+        let known = |d: &DatagramId| ident(d) == 7 || ident(d) == 5;
+        let got: Vec<u32> = std::iter::from_fn(|| h.take_ready(20, known)).map(|r| match r {
+            Release::Ready(x) => ident(&x.id),
+            Release::Expired(x) => panic!("expired {}", ident(&x.id)),
         }).collect();
         assert_eq!(got, vec![5, 7]);
         assert_eq!(h.len(), HOLD_SLOTS - 2);
         assert!(h.take_ready(10 + HOLD_LIFETIME_MS, |_| false).is_none(), "expired at exactly the lifetime");
         match h.take_ready(11 + HOLD_LIFETIME_MS, |_| false) {
-            Some(Release::Expired(x)) => assert_eq!(x.id.ident, 0),
+            Some(Release::Expired(x)) => assert_eq!(ident(&x.id), 0),
             _ => panic!("nothing expired"),
         }
         assert_eq!(h.len(), HOLD_SLOTS - 3);
+    }
+
+    /// IPv4 and IPv6 datagrams share the hold (one bound) and are told apart by family:
+    /// an IPv6 datagram is never released by an IPv4 first fragment with the same numbers,
+    /// and the 32-bit identification counts in full.
+    #[test]
+    fn hold_tells_the_families_apart() {
+        let mut h = FragHold::default();
+        assert!(h.hold(held(7, 0)).is_ok());
+        assert!(h.hold(held6(7, 1)).is_ok());
+        assert!(h.hold(held6(0x8000_0007, 2)).is_ok());
+        for i in 3..HOLD_SLOTS as u32 {
+            assert!(h.hold(held6(1000 + i, 3)).is_ok());
+        }
+        assert_eq!(h.hold(held6(1, 9)).map_err(|e| e.buf), Err(1), "one bound for both families");
+        assert_eq!(h.hold(held(1, 9)).map_err(|e| e.buf), Err(1));
+        let v6_known = |d: &DatagramId| *d == DatagramId::V6 { src: [1; 16], dst: [2; 16], next: 17, ident: 0x8000_0007 };
+        match h.take_ready(100, v6_known) {
+            Some(Release::Ready(x)) => assert_eq!(x.id, DatagramId::V6 { src: [1; 16], dst: [2; 16], next: 17, ident: 0x8000_0007 }),
+            _ => panic!("the known IPv6 datagram was not released"),
+        }
+        assert!(h.take_ready(100, v6_known).is_none(), "IPv6 ident 7 and IPv4 ident 7 stay held");
+        let v4_known = |d: &DatagramId| matches!(*d, DatagramId::V4 { ident: 7, .. });
+        assert!(matches!(h.take_ready(100, v4_known), Some(Release::Ready(Held { id: DatagramId::V4 { ident: 7, .. }, .. }))));
+        assert!(h.take_ready(100, v4_known).is_none());
+        assert_eq!(h.len(), HOLD_SLOTS - 2);
+        // expiry is the same for IPv6: the one held at 1 goes first, at 1 + lifetime + 1
+        assert!(h.take_ready(1 + HOLD_LIFETIME_MS, |_| false).is_none());
+        assert!(matches!(h.take_ready(2 + HOLD_LIFETIME_MS, |_| false), Some(Release::Expired(Held { id: DatagramId::V6 { ident: 7, .. }, .. }))));
     }
 
     #[test]
@@ -251,6 +324,15 @@ mod tests {
         assert_eq!(t.lookup(1, 2, 17, 8, 101), None);
         assert_eq!(t.lookup(1, 2, 6, 7, 101), None);
         assert_eq!(t.lookup(1, 2, 17, 7, 101 + FRAG_LIFETIME_MS), None);
+    }
+
+    /// The entry sizes the module docs state, and the datagram identity's (see [`DatagramId`]).
+    #[test]
+    fn entry_and_datagram_sizes() {
+        assert_eq!((std::mem::size_of::<FragEntry<u32, u16>>(), std::mem::size_of::<FragEntry<u128, u32>>()), (20, 48));
+        // 16-byte alignment (u128 fields) would move the worker's connection table off
+        // offset 0 and cost the established IPv4 path an instruction per packet
+        assert_eq!((std::mem::size_of::<DatagramId>(), std::mem::align_of::<DatagramId>()), (40, 4));
     }
 
     /// IPv6: 128-bit addresses and 32-bit identifications, every bit of both counts.

@@ -33,7 +33,7 @@ pub struct WorkerStats {
     pub icmp_frag_needed_sent: AtomicU64,
     /// IPv4 fragments forwarded (hashed on the 3-tuple).
     pub fragments: AtomicU64,
-    /// Later IPv4 fragments held until their first fragment arrived or they expired
+    /// Later IPv4 and IPv6 fragments held until their first fragment arrived or they expired
     /// (docs/semantics.md "Fragments").
     pub fragments_held: AtomicU64,
     /// New connections (connection-table misses that selected a backend).

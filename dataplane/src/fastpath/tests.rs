@@ -243,7 +243,7 @@
         assert_eq!(send(&mut w, &two, frag(7, 3, true, None), 1), Ok(b));
         assert_eq!(send(&mut w, &two, frag(7, 6, false, None), 2), Ok(b));
         // a later fragment whose first was never seen: ambiguous with two services, held
-        let held = crate::fastpath::frag::DatagramId { src: u32::from_be_bytes([10, 1, 0, 60]), dst: u32::from_be_bytes([10, 0, 0, 100]), proto: 17, ident: 8 };
+        let held = crate::fastpath::frag::DatagramId::V4 { src: u32::from_be_bytes([10, 1, 0, 60]), dst: u32::from_be_bytes([10, 0, 0, 100]), proto: 17, ident: 8 };
         assert_eq!(send(&mut w, &two, frag(8, 3, false, None), 3), Err(Verdict::Hold));
         assert_eq!(w.held_id, held);
         // unambiguous with one

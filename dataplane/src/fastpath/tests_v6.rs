@@ -8,8 +8,10 @@ use crate::fastpath::conntrack::Timeouts;
 use crate::fastpath::port::{MemBuf, PacketBuf};
 use crate::fastpath::stats::WorkerStats;
 use crate::fastpath::worker::*;
+use crate::fastpath::frag::{DatagramId, HOLD_LIFETIME_MS, HOLD_SLOTS};
+use crate::fastpath::port::MemPort;
 use crate::wire::DropReason;
-use etherparse::{Icmpv6Header, Icmpv6Slice, Icmpv6Type, IpNumber, Ipv6FragmentHeader, PacketBuilder, SlicedPacket};
+use etherparse::{Icmpv6Header, Icmpv6Slice, Icmpv6Type, IpNumber, PacketBuilder, SlicedPacket};
 use proptest::prelude::*;
 use spillway_shared::config::Config;
 use std::sync::atomic::Ordering::Relaxed;
@@ -116,18 +118,27 @@ fn hop_limit_zero_and_unknown_destinations_are_dropped_with_reasons() {
 
 /// UDP datagram `id` of 3 fragments (Fragment header), optionally last-first.
 fn fragments(id: u32, src: [u8; 16], reversed: bool) -> Vec<Vec<u8>> {
+    fragments_to(id, src, 53, reversed)
+}
+
+/// UDP datagram `id` to `dport` of 3 fragments (offsets 0, 100, 200 in 8-octet units),
+/// optionally last-first.
+fn fragments_to(id: u32, src: [u8; 16], dport: u16, reversed: bool) -> Vec<Vec<u8>> {
     let mut udp = Vec::new();
-    PacketBuilder::ipv6(src, VIP, 64).udp(5000 + id as u16, 53).write(&mut udp, &[7u8; 2000]).unwrap();
+    PacketBuilder::ipv6(src, VIP, 64).udp(5000 + id as u16, dport).write(&mut udp, &[7u8; 2000]).unwrap();
     let payload = &udp[40..]; // UDP header + data
     let mut out = Vec::new();
     for (k, chunk) in payload.chunks(800).enumerate() {
         let more = (k + 1) * 800 < payload.len();
-        let fh = Ipv6FragmentHeader::new(IpNumber::UDP, etherparse::IpFragOffset::try_new((k * 100) as u16).unwrap(), more, id);
         let mut f = Vec::new();
         etherparse::Ethernet2Header { source: CLIENT_MAC, destination: LB, ether_type: etherparse::EtherType::IPV6 }.write(&mut f).unwrap();
         let ip = etherparse::Ipv6Header { traffic_class: 0, flow_label: Default::default(), payload_length: (8 + chunk.len()) as u16, next_header: IpNumber::IPV6_FRAGMENTATION_HEADER, hop_limit: 64, source: src, destination: VIP };
         ip.write(&mut f).unwrap();
-        fh.write(&mut f).unwrap();
+        // Fragment header by hand (RFC 8200 §4.5): etherparse 0.16 writes the offset and
+        // the M flag in IPv4's bit layout.
+        f.extend_from_slice(&[17, 0]);
+        f.extend_from_slice(&(((k * 100) as u16) << 3 | u16::from(more)).to_be_bytes());
+        f.extend_from_slice(&id.to_be_bytes());
         f.extend_from_slice(chunk);
         out.push(f);
     }
@@ -195,6 +206,144 @@ fn every_fragment_of_a_datagram_reaches_one_backend() {
     }
     assert_eq!(used.len(), 2, "datagrams spread over both dns6 backends");
     assert!(w.stats.fragments.load(Relaxed) >= 36);
+}
+
+/// Two UDP services on the IPv6 VIP fd00::100 (dns6 :53 on MACs 02:00:00:00:22:0N,
+/// mdns6 :5353 on 02:00:00:00:23:0N) and two on the IPv4 VIP 10.0.0.100 (dns :53 on
+/// 02:00:00:00:42:0N, mdns :5353 on 02:00:00:00:43:0N): a later fragment alone names
+/// neither service of its family.
+fn two_udp_services() -> Snapshot {
+    let mut t = String::from("[[ports]]\nname = \"p0\"\ndevice = \"net_null0\"\naddress = \"10.0.0.2\"\naddress6 = \"fd00::2\"\n[[zones]]\nzone = \"z1\"\nregion = \"r1\"\n[[client_zones]]\nprefix = \"fd01::/64\"\nzone = \"z1\"\n");
+    for (name, vip, port, net, addr) in [("dns6", "fd00::100", 53, 0x22, "fd00:22::"), ("mdns6", "fd00::100", 5353, 0x23, "fd00:23::"), ("dns", "10.0.0.100", 53, 0x42, "10.0.42."), ("mdns", "10.0.0.100", 5353, 0x43, "10.0.43.")] {
+        t += &format!("[[services]]\nname = \"{name}\"\nvip = \"{vip}\"\nport = {port}\nprotocol = \"udp\"\n");
+        for i in 1..=3u8 {
+            t += &format!("[[services.backends]]\nname = \"{name}-{i}\"\naddress = \"{addr}{i}\"\nmac = \"02:00:00:00:{net:02x}:{i:02x}\"\nzone = \"z1\"\n");
+        }
+    }
+    let c = Config::from_toml(&t).unwrap();
+    c.validate().unwrap();
+    snapshot(&c)
+}
+
+/// Fragment offset (8-octet units) of an IPv6 frame with a Fragment header right after
+/// the fixed header.
+fn offset6(f: &[u8]) -> u16 {
+    u16::from_be_bytes([f[14 + 40 + 2], f[14 + 40 + 3]]) >> 3
+}
+
+/// An IPv4 UDP fragment from 10.1.0.7 to 10.0.0.100 with identification `ident`: the
+/// first (offset 0, MF, the UDP header to `dport`) or the last (offset 4, 8 bytes).
+fn frag4(ident: u16, first: bool, dport: u16) -> Vec<u8> {
+    let mut payload = Vec::new();
+    if first {
+        etherparse::UdpHeader { source_port: 7000, destination_port: dport, length: 40, checksum: 0 }.write(&mut payload).unwrap();
+        payload.resize(32, 0);
+    } else {
+        payload.resize(8, 0);
+    }
+    let mut ip = etherparse::Ipv4Header::new(payload.len() as u16, 64, IpNumber::UDP, [10, 1, 0, 7], [10, 0, 0, 100]).unwrap();
+    ip.identification = ident;
+    ip.more_fragments = first;
+    ip.fragment_offset = etherparse::IpFragOffset::try_new(if first { 0 } else { 4 }).unwrap();
+    let mut out = Vec::new();
+    etherparse::Ethernet2Header { source: CLIENT_MAC, destination: LB, ether_type: etherparse::EtherType::IPV4 }.write(&mut out).unwrap();
+    ip.write(&mut out).unwrap();
+    out.extend_from_slice(&payload);
+    out
+}
+
+/// Polls `frames` through `w` at `now`; the frames sent, in order.
+fn poll(w: &mut Worker, bufs: &mut PollBuffers<MemBuf>, snap: &Snapshot, frames: Vec<Vec<u8>>, now: u32) -> Vec<Vec<u8>> {
+    let mut ports = vec![MemPort::new(LB)];
+    ports[0].rx.extend(frames.iter().map(|f| MemBuf::new(f)));
+    w.poll(&mut ports, bufs, snap, now);
+    std::mem::take(&mut ports[0].tx).iter().map(|b| b.data().to_vec()).collect()
+}
+
+fn drops(w: &Worker, r: DropReason) -> u64 {
+    w.stats.drops[r as usize].load(Relaxed)
+}
+
+/// Issue 12, as issue 10 item 5 for IPv4: a later IPv6 fragment whose first fragment was
+/// not seen, on a VIP with two UDP services, is held (not dropped), its datagram kept on
+/// the worker with its 128-bit addresses, the Fragment header's Next Header and the full
+/// 32-bit identification; `Verdict` stays within two bytes.
+#[test]
+fn later_ipv6_fragment_of_an_ambiguous_service_is_held() {
+    assert!(std::mem::size_of::<Verdict>() <= 2, "the datagram is kept on the worker, not in the verdict");
+    let snap = two_udp_services();
+    let mut w = worker();
+    let frags = fragments_to(0x8000_0007, client(7), 5353, false);
+    assert_eq!(run(&mut w, &snap, &frags[2], 0).0, Verdict::Hold);
+    let id = DatagramId::V6 { src: client(7), dst: VIP, next: 17, ident: 0x8000_0007 };
+    assert_eq!(w.held_id, id);
+    // once its first fragment is known, the same fragment is placed at once
+    assert_eq!(run(&mut w, &snap, &frags[0], 1).0, Verdict::Forward);
+    let (v, out) = run(&mut w, &snap, &frags[2], 2);
+    assert_eq!((v, &out[0..5]), (Verdict::Forward, &[2, 0, 0, 0, 0x23][..]), "to an mdns6 backend");
+}
+
+/// Issue 12: IPv6 fragments in reverse order with two services on the VIP are held by the
+/// poll loop and follow their first fragment to its backend (first fragment first, then
+/// the held ones in arrival order); a datagram whose first fragment never comes is dropped
+/// as `fragment_unknown` after [`HOLD_LIFETIME_MS`]; beyond [`HOLD_SLOTS`] held fragments
+/// a new one is dropped as `fragment_hold_full`.
+#[test]
+fn reordered_ipv6_fragments_are_held_until_their_first_fragment() {
+    let snap = two_udp_services();
+    let mut w = worker();
+    let mut bufs = PollBuffers::new(1);
+    let held = |w: &Worker| w.stats.fragments_held.load(Relaxed);
+    for (k, dport, net) in [(1u32, 5353u16, 0x23u8), (2, 53, 0x22)] {
+        let f = fragments_to(0x8000_0000 | k, client(k as u16), dport, true); // last first
+        assert_eq!(poll(&mut w, &mut bufs, &snap, f[..2].to_vec(), 10 * k), Vec::<Vec<u8>>::new());
+        assert_eq!(held(&w), 2 * u64::from(k));
+        assert_eq!(w.stats.drops.iter().map(|c| c.load(Relaxed)).sum::<u64>(), 0, "nothing dropped while held");
+        let out = poll(&mut w, &mut bufs, &snap, vec![f[2].clone()], 10 * k + 1);
+        assert_eq!(out.iter().map(|o| offset6(o)).collect::<Vec<_>>(), vec![0, 200, 100], "first fragment, then the held ones in arrival order");
+        assert!(out.iter().all(|o| o[0..6] == out[0][0..6] && o[4] == net), "one backend of the first fragment's service (:{dport}): {:?}", out.iter().map(|o| &o[0..6]).collect::<Vec<_>>());
+        for (o, i) in out.iter().zip([&f[2], &f[0], &f[1]]) {
+            assert_eq!(&o[12..], &i[12..], "L2 DSR leaves the fragment as it came");
+        }
+    }
+    assert_eq!((w.stats.forwarded.load(Relaxed), w.stats.fragments.load(Relaxed)), (6, 6));
+    // a datagram whose first fragment never comes: held, then dropped after the lifetime
+    assert!(poll(&mut w, &mut bufs, &snap, vec![fragments_to(99, client(9), 53, false).remove(1)], 100).is_empty());
+    assert!(poll(&mut w, &mut bufs, &snap, vec![], 100 + HOLD_LIFETIME_MS).is_empty());
+    assert_eq!(drops(&w, DropReason::FragmentUnknown), 0, "dropped before the lifetime");
+    assert!(poll(&mut w, &mut bufs, &snap, vec![], 101 + HOLD_LIFETIME_MS).is_empty());
+    assert_eq!(drops(&w, DropReason::FragmentUnknown), 1);
+    // a full hold: the extra fragments are dropped and counted, the held ones still complete
+    let t = 2000;
+    for id in 0..HOLD_SLOTS as u32 + 3 {
+        poll(&mut w, &mut bufs, &snap, vec![fragments_to(1000 + id, client(20), 53, false).remove(2)], t);
+    }
+    assert_eq!(drops(&w, DropReason::FragmentHoldFull), 3);
+    assert_eq!(held(&w), 4 + 1 + HOLD_SLOTS as u64);
+    let out = poll(&mut w, &mut bufs, &snap, vec![fragments_to(1000, client(20), 53, false).remove(0)], t + 1);
+    assert_eq!(out.iter().map(|o| offset6(o)).collect::<Vec<_>>(), vec![0, 200]);
+    assert!(out[0][4] == 0x22 && out[1][0..6] == out[0][0..6], "dns6 backend for both");
+}
+
+/// IPv4 and IPv6 fragments share the hold; each is released by a first fragment of its
+/// own family only (the release consults `frags` for IPv4, `frags6` for IPv6), and goes to
+/// a backend of its own family's service.
+#[test]
+fn held_fragments_of_both_families_wait_for_their_own_first_fragment() {
+    let snap = two_udp_services();
+    let mut w = worker();
+    let mut bufs = PollBuffers::new(1);
+    let f6 = fragments_to(7, client(7), 5353, false);
+    assert!(poll(&mut w, &mut bufs, &snap, vec![frag4(7, false, 0), f6[1].clone()], 0).is_empty());
+    assert_eq!(w.stats.fragments_held.load(Relaxed), 2);
+    // the IPv6 first fragment releases the IPv6 fragment only
+    let out = poll(&mut w, &mut bufs, &snap, vec![f6[0].clone()], 1);
+    assert_eq!(out.iter().map(|o| (o[4], offset6(o))).collect::<Vec<_>>(), vec![(0x23, 0), (0x23, 100)]);
+    // the IPv4 first fragment releases the IPv4 one, to an IPv4 mdns backend
+    let out = poll(&mut w, &mut bufs, &snap, vec![frag4(7, true, 5353)], 2);
+    assert_eq!(out.len(), 2);
+    assert!(out.iter().all(|o| o[0..6] == out[0][0..6] && o[4] == 0x43), "{:?}", out.iter().map(|o| &o[0..6]).collect::<Vec<_>>());
+    assert_eq!(w.stats.drops.iter().map(|c| c.load(Relaxed)).sum::<u64>(), 0);
 }
 
 fn icmpv6(src: [u8; 16], dst: [u8; 16], hop_limit: u8, ty: u8, rest: [u8; 4], body: &[u8]) -> Vec<u8> {

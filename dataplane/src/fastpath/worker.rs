@@ -38,7 +38,7 @@ pub enum Verdict {
     Reply,
     /// Drop and count.
     Drop(DropReason),
-    /// A later IPv4 fragment of an unknown service (first fragment not seen, several
+    /// A later IPv4 or IPv6 fragment of an unknown service (first fragment not seen, several
     /// services on its VIP and protocol): held until its first fragment arrives
     /// ([`crate::fastpath::frag`]); the datagram is in [`Worker::held_id`].
     Hold,
@@ -352,7 +352,7 @@ impl Worker {
         }
         match snap.by_vip_proto.get(&(p.dst, p.proto)) {
             Some(&(only, 1)) => Ok(Some(only)),
-            Some(_) => Err(self.hold_datagram(DatagramId { src: p.src, dst: p.dst, proto: p.proto, ident: id })),
+            Some(_) => Err(self.hold_datagram(DatagramId::V4 { src: p.src, dst: p.dst, proto: p.proto, ident: id })),
             None => Ok(None),
         }
     }

@@ -1,12 +1,13 @@
-//! The poll loop's side of the fragment hold (issue 10 item 5, docs/semantics.md
-//! "Fragments"): carrying out a verdict on a buffer (forward, reply, drop, consume, or hold
-//! a later fragment whose first fragment is missing), releasing held fragments when their
-//! first fragment arrives, and the buffers a poll loop keeps across iterations. Same rules
-//! as the parent: no locks, allocation, syscalls or panics per packet.
+//! The poll loop's side of the fragment hold (issue 10 item 5, issue 12 for IPv6;
+//! docs/semantics.md "Fragments"): carrying out a verdict on a buffer (forward, reply,
+//! drop, consume, or hold a later IPv4 or IPv6 fragment whose first fragment is missing),
+//! releasing held fragments when their first fragment arrives, and the buffers a poll loop
+//! keeps across iterations. Same rules as the parent: no locks, allocation, syscalls or
+//! panics per packet.
 
 use super::{push_or_flush, Verdict, Worker};
 use crate::control::snapshot::Snapshot;
-use crate::fastpath::frag::{FragHold, Held, Release};
+use crate::fastpath::frag::{DatagramId, FragHold, Held, Release};
 use crate::fastpath::port::{Burst, Port};
 use crate::fastpath::segments::sendable;
 use crate::fastpath::stats::bump;
@@ -39,8 +40,11 @@ impl Worker {
         false
     }
 
-    /// [`Verdict::Hold`] for datagram `id` (kept on the worker so the verdict stays two bytes).
-    pub(super) fn hold_datagram(&mut self, id: crate::fastpath::frag::DatagramId) -> Verdict {
+    /// [`Verdict::Hold`] for datagram `id`, IPv4 or IPv6 (kept on the worker so the verdict
+    /// stays two bytes). Out of the hot path.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn hold_datagram(&mut self, id: DatagramId) -> Verdict {
         self.held_id = id;
         Verdict::Hold
     }
@@ -59,15 +63,24 @@ impl Worker {
         }
     }
 
-    /// Processes again, in arrival order, every held fragment whose first fragment is now
-    /// in the fragment table; drops those held longer than
+    /// Whether the fragment table of `d`'s family (`frags` for IPv4, `frags6` for IPv6)
+    /// knows the datagram's first fragment at `now`.
+    fn knows_first(&self, d: &DatagramId, now: u32) -> bool {
+        match *d {
+            DatagramId::V4 { src, dst, proto, ident } => self.frags.lookup(src, dst, proto, ident, now).is_some(),
+            DatagramId::V6 { src, dst, next, ident } => self.frags6.lookup(u128::from_be_bytes(src), u128::from_be_bytes(dst), next, ident, now).is_some(),
+        }
+    }
+
+    /// Processes again, in arrival order, every held fragment (either family) whose first
+    /// fragment is now in its family's fragment table; drops those held longer than
     /// [`crate::fastpath::frag::HOLD_LIFETIME_MS`] as `fragment_unknown`. Runs only while
     /// something is held.
     #[cold]
     pub(super) fn release_held<P: Port>(&mut self, ports: &mut [P], tx: &mut [Burst<P::Buf>], held: &mut FragHold<P::Buf>, snap: &Snapshot, now: u32) {
         self.learned_first = false;
         let mut forwarded = 0u64;
-        while let Some(r) = held.take_ready(now, |d| self.frags.lookup(d.src, d.dst, d.proto, d.ident, now).is_some()) {
+        while let Some(r) = held.take_ready(now, |d| self.knows_first(d, now)) {
             match r {
                 Release::Ready(mut h) => {
                     let fwd = self.ports.get(h.port).map_or(h.port, |p| p.forward_to).min(ports.len().saturating_sub(1));

@@ -8,6 +8,7 @@ use super::{class_table, selection_hash, tracking_key, Inner, PortInfo, Verdict,
 use spillway_shared::flow::FlowKeyOf;
 use crate::control::snapshot::{ServiceSnap, Snapshot};
 use crate::fastpath::conntrack::ConnTable;
+use crate::fastpath::frag::DatagramId;
 use crate::fastpath::port::PacketBuf;
 use crate::fastpath::stats::bump;
 use crate::wire::{self, DropReason, Ipv6Info};
@@ -82,7 +83,8 @@ impl Worker {
     /// The IPv6 path, next to the IPv4 one in [`Worker::process`]: ICMPv6 (Neighbor
     /// Discovery, errors quoting a flow), then service lookup, selection (connection table
     /// for TCP/UDP, the 3-tuple for fragments, all fragments of a datagram to one backend
-    /// through [`FragTable`] with 32-bit IDs) and delivery.
+    /// through [`FragTable`] with 32-bit IDs, later fragments held until their first
+    /// fragment is seen when the service is ambiguous) and delivery.
     #[inline]
     pub(super) fn process_v6<B: PacketBuf>(&mut self, buf: &mut B, p: &Ipv6Info, pinfo: PortInfo, snap: &Snapshot, now: u32) -> Verdict {
         if p.proto == wire::NH_ICMPV6 && !p.fragmented {
@@ -92,7 +94,7 @@ impl Worker {
         let svc_idx = if fragment {
             match self.fragment_service6(p, snap, now) {
                 Ok(s) => s,
-                Err(r) => return Verdict::Drop(r),
+                Err(v) => return v,
             }
         } else if p.has_ports {
             snap.by_vip6_port.get(&(p.dst, p.dport, p.proto)).copied()
@@ -125,13 +127,17 @@ impl Worker {
     }
 
     /// The service of an IPv6 fragment, as [`Worker::fragment_service`] for IPv4 (32-bit
-    /// identification; the protocol is the one after the Fragment header).
+    /// identification; keyed on the Fragment header's Next Header): the one its first
+    /// fragment named; for a later fragment whose first fragment was not seen, the only
+    /// service of its (VIP, protocol), else [`Verdict::Hold`] until the first fragment
+    /// arrives ([`crate::fastpath::frag`], docs/semantics.md "Fragments").
     #[inline]
-    fn fragment_service6(&mut self, p: &Ipv6Info, snap: &Snapshot, now: u32) -> Result<Option<u16>, DropReason> {
+    fn fragment_service6(&mut self, p: &Ipv6Info, snap: &Snapshot, now: u32) -> Result<Option<u16>, Verdict> {
         // Keyed on the Fragment header's Next Header, which every fragment carries (the
         // upper protocol only shows in the first when extension headers follow it).
         if p.frag_offset == 0 && p.has_ports {
             self.frags6.learn_upper(p.src, p.dst, p.frag_next, p.ident, p.dport, p.proto, now);
+            self.learned_first = true;
             return Ok(snap.by_vip6_port.get(&(p.dst, p.dport, p.proto)).copied());
         }
         if let Some((dport, upper)) = self.frags6.lookup_upper(p.src, p.dst, p.frag_next, p.ident, now) {
@@ -139,7 +145,7 @@ impl Worker {
         }
         match snap.by_vip6_proto.get(&(p.dst, p.proto)) {
             Some(&(only, 1)) => Ok(Some(only)),
-            Some(_) => Err(DropReason::FragmentUnknown),
+            Some(_) => Err(self.hold_datagram(DatagramId::V6 { src: p.src.to_be_bytes(), dst: p.dst.to_be_bytes(), next: p.frag_next, ident: p.ident })),
             None => Ok(None),
         }
     }

@@ -84,11 +84,11 @@ pub enum DropReason {
     MultiSegment,
     /// A new connection whose source address is a VIP or one of our addresses (spoofed).
     MartianSource,
-    /// A later IPv4 fragment whose first fragment was not seen (reordered, or its entry
+    /// A later IPv4 or IPv6 fragment whose first fragment was not seen (reordered, or its entry
     /// expired), on a (VIP, protocol) with several services: which service it belongs to
     /// is unknown, and a guess could split the datagram (docs/semantics.md "Fragments").
     FragmentUnknown,
-    /// A later IPv4 fragment that had to be held (as for `fragment_unknown`) while the
+    /// A later IPv4 or IPv6 fragment that had to be held (as for `fragment_unknown`) while the
     /// worker already held its maximum of fragments
     /// ([`crate::fastpath::frag::HOLD_SLOTS`]).
     FragmentHoldFull,

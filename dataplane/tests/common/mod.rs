@@ -150,7 +150,7 @@ pub struct Setup {
     pub port_address: bool,
     /// Also the IPv6 services of `cases/packets/README.md` on fd00::100: TCP/80 on backends
     /// 8–11 and UDP/53 on backends 12–13 (addresses `fd00:21::N` / `fd00:22::N`), and the
-    /// client zone fd01::/64.
+    /// client zone fd01::/64; with `udp5353`, UDP/5353 on backends 14–15 (`fd00:23::N`).
     pub ipv6: bool,
     /// `[[ports]] mtu` (absent: the default 1500).
     pub mtu: Option<u16>,
@@ -201,7 +201,9 @@ impl Setup {
         }
         if self.ipv6 {
             s += "[[client_zones]]\nprefix = \"fd01::/64\"\nzone = \"z1\"\n\n";
-            for (name, port, proto, first, n, net) in [("web6", 80u16, "tcp", 8usize, 4usize, 21), ("dns6", 53, "udp", 12, 2, 22)] {
+            let mdns6 = [("mdns6", 5353u16, "udp", 14usize, 2usize, 23)];
+            let extra = if self.udp5353 { &mdns6[..] } else { &[] };
+            for (name, port, proto, first, n, net) in [("web6", 80u16, "tcp", 8usize, 4usize, 21), ("dns6", 53, "udp", 12, 2, 22)].iter().chain(extra).copied() {
                 s += &format!("[[services]]\nname = \"{name}\"\nvip = \"fd00::100\"\nport = {port}\nprotocol = \"{proto}\"\n");
                 s += &format!("forwarding_mode = \"{}\"\nencap_mtu = {}\n\n", self.mode, self.encap_mtu);
                 for i in first..first + n {
