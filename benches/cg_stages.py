@@ -21,15 +21,15 @@ WORKER_FNS = [  # (first line, stage) in dataplane/src/fastpath/worker.rs, by `f
     ("fn keeps_backend", "snapshot/backend access"),
     ("pub fn new(", "other"),
     ("pub fn process<", "dispatch (process glue)"),
-    ("fn process_segmented<", "other"),
-    ("fn decide<", "dispatch (process glue)"),
+    ("fn process_other<", "other"),
+    ("fn decide<", "other"),
+    ("fn decide_v4<", "dispatch (process glue)"),
     ("fn service_of", "service lookup (snapshot)"),
     ("fn fragment_service", "other"),
     ("pub fn prefetch<", "prefetch pass (hint, hash, prefetch)"),
-    ("fn select(", "connection-table lookup"),
+    ("fn select<", "connection-table lookup"),
     ("fn process_icmp", "other"),
-    ("fn deliver<", "rewrite (L2 DSR)"),
-    ("pub fn control(", "other"),
+    ("pub fn poll<", "other"),
 ]
 
 
@@ -81,7 +81,11 @@ def stage(fn, fi, line, wr):
             if line >= start:
                 st = s
         return st
+    if f.endswith("fastpath/worker_deliver.rs"):
+        return "rewrite (L2 DSR)"
     if "/wire/" in f:
+        if (fn or "").startswith("spillway_dataplane::wire::parse_ipv4"):
+            return "parse"
         if in_main:
             return "prefetch pass (hint, hash, prefetch)"
         return "rewrite (L2 DSR)" if "deliver" in (fn or "") else "parse"
@@ -96,8 +100,8 @@ def stage(fn, fi, line, wr):
     fnn = fn or ""
     if in_main and f.endswith("fastpath/worker.rs"):
         return "prefetch pass (hint, hash, prefetch)"
-    for key, s in [("ipv4_info", "parse"), ("ConnTable::find", "connection-table lookup"), ("Worker::select", "connection-table lookup"),
-                   ("Worker::deliver", "rewrite (L2 DSR)"), ("Worker::service_of", "service lookup (snapshot)"), ("Worker::process", "dispatch (process glue)"), ("Worker::decide", "dispatch (process glue)")]:
+    for key, s in [("ipv4_info", "parse"), ("ConnTable::find", "connection-table lookup"), ("ConnTable<A>::find", "connection-table lookup"), ("MemBuf", "harness (MemBuf accessors; an mbuf's are inlined)"), ("Worker::select", "connection-table lookup"),
+                   ("Worker::deliver", "rewrite (L2 DSR)"), ("wire::parse_ipv4", "parse"), ("EthernetFrame", "parse"), ("Worker::service_of", "service lookup (snapshot)"), ("Worker::process", "dispatch (process glue)"), ("Worker::decide", "dispatch (process glue)")]:
         if key in fnn:
             return s
     return "harness (packet_ir loop, set_flow) and library code in it"

@@ -189,7 +189,7 @@ impl Ipv6Info {
 }
 
 /// IPv4 and L4 fields of a packet, with the offsets the rewrites need.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub struct Ipv4Info {
     /// Offset of the IPv4 header in the frame (14 + 4 per VLAN tag).
     pub l3: usize,
@@ -247,18 +247,24 @@ pub fn parse(frame: &[u8]) -> Result<Parsed, DropReason> {
     }
 }
 
-/// The IPv4 entry of [`parse`], for the packet path's common case: `Ok(Some(info))` for an
-/// IPv4 packet (untagged or VLAN/QinQ-tagged), `Err` exactly as [`parse`] gives for it, and
-/// `Ok(None)` for any other ethertype (parse those with [`parse`]). Returns the 48-byte
-/// [`Ipv4Info`] instead of a [`Parsed`] sized by its IPv6 variant, which costs a copy per
-/// packet (docs/benchmarks.md "Per-stage budget").
+/// The IPv4 entry of [`parse`], for the packet path's common case: `Ok(true)` with `out`
+/// filled for an IPv4 packet (untagged or VLAN/QinQ-tagged), `Err` exactly as [`parse`]
+/// gives for it, and `Ok(false)` (`out` untouched) for any other ethertype (parse those
+/// with [`parse`]).
+///
+/// Why an out-parameter, inlined: returned by value, the 48-byte [`Ipv4Info`] (or a
+/// [`Parsed`], sized by its IPv6 variant) was written field by field and then copied in
+/// 16-byte loads, which cannot be forwarded from those narrower stores: a store-forwarding
+/// stall per packet, the hottest spot of the worker under `perf` (docs/benchmarks.md
+/// "Per-stage budget"). Inlined into the caller's local, its fields stay in registers.
 #[inline(always)]
-pub fn parse_ipv4_frame(frame: &[u8]) -> Result<Option<Ipv4Info>, DropReason> {
+pub fn parse_ipv4_frame(frame: &[u8], out: &mut Ipv4Info) -> Result<bool, DropReason> {
     let eth = EthernetFrame::new_checked(frame)?;
     if eth.ethertype() != ETHERTYPE_IPV4 {
-        return Ok(None);
+        return Ok(false);
     }
-    parse_ipv4(eth.payload(), eth.header_len()).map(Some)
+    *out = parse_ipv4(eth.payload(), eth.header_len())?;
+    Ok(true)
 }
 
 /// Parses the first segment `head` of a frame of `frame_len` bytes spread over several
@@ -281,10 +287,7 @@ pub fn parse_head(head: &[u8], frame_len: usize) -> Result<Parsed, DropReason> {
 }
 
 /// Parses the IPv4 packet `l3_bytes` (found at offset `l3` of its frame) and its ports.
-/// Kept out of line on purpose: it then writes its result straight into the caller's slot
-/// (inlined, the result took an extra copy through `Result::map`: about +10 instructions
-/// per packet under callgrind, benches/examples/packet_ir.rs).
-#[inline(never)]
+#[inline(always)]
 fn parse_ipv4(l3_bytes: &[u8], l3: usize) -> Result<Ipv4Info, DropReason> {
     ipv4_info(Ipv4Packet::new_checked(l3_bytes)?, l3)
 }
