@@ -516,7 +516,7 @@ pub struct Counters {
     pub polls: u64,
     /// Poll iterations that received nothing.
     pub idle_polls: u64,
-    /// ARP replies handed to the neighbour resolver.
+    /// ARP replies and Neighbor Advertisements handed to the neighbour resolver.
     #[serde(default)]
     pub arp_replies_seen: u64,
     /// Frames sent for the control side (ARP requests, gratuitous ARP).
