@@ -24,7 +24,8 @@ pub const PENDING_MAC: [u8; 6] = [0; 6];
 pub struct PortSide {
     /// Source MAC of our frames.
     pub mac: [u8; 6],
-    /// Our address on the port (ARP sender address; 0.0.0.0 = none).
+    /// Our IPv4 address on the port (ARP sender address; 0.0.0.0 = none). The IPv6 source
+    /// of Neighbor Solicitations is the config's ([`port_address6`]).
     pub addr: Ipv4Addr,
     /// Requests go out here: a port some port forwards to (towards backends).
     pub forwarding: bool,
@@ -33,7 +34,7 @@ pub struct PortSide {
 /// Counters of the control side besides the table's.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct DriverCounters {
-    /// Gratuitous ARPs queued.
+    /// Gratuitous ARPs and unsolicited Neighbor Advertisements queued.
     pub gratuitous: u64,
     /// Frames not queued: the outbox to worker 0 was full.
     pub outbox_full: u64,
@@ -97,10 +98,13 @@ impl Resolver {
     }
 
     /// One control tick at `now_ms`: learns the replies the workers handed over (those
-    /// that came in on a port we ask on, addressed to its address, timed by their arrival),
-    /// runs the table's timers, queues the requests due (at most [`REQUESTS_PER_TICK`]
-    /// frames), and (when enabled) gratuitous ARPs for VIPs not announced yet. Returns
-    /// whether the view changed (republish).
+    /// that came in on a port we ask on, addressed to its address, timed by their arrival:
+    /// `learn`), runs the table's timers, queues the requests due (at most
+    /// [`REQUESTS_PER_TICK`] addresses; on every forwarding port an ARP request for an
+    /// IPv4 address, a Neighbor Solicitation from the port's IPv6 address for an IPv6 one,
+    /// none from a port without one), and (when enabled) gratuitous ARPs / unsolicited
+    /// Neighbor Advertisements for VIPs not announced yet. Returns whether the view
+    /// changed (republish).
     ///
     /// [`REQUESTS_PER_TICK`]: super::REQUESTS_PER_TICK
     pub fn tick(&mut self, cfg: &Config, queues: &NeighborQueues, now_ms: u64) -> bool {

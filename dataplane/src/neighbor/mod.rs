@@ -91,6 +91,9 @@ pub struct NeighborSeen {
     pub overrides: bool,
 }
 
+// The queue entry stays small and `Copy` (module docs): 48 bytes.
+const _: () = assert!(std::mem::size_of::<NeighborSeen>() <= 48);
+
 impl NeighborSeen {
     /// The record of an ARP reply "`spa` is at `sha`" to `tpa` (Solicited and Override
     /// set: an ARP reply answers a request and replaces a known MAC).
