@@ -74,12 +74,12 @@ pub fn render(r: &StatusReport) -> String {
             }
         }
     }
-    // Next hops resolved with ARP (issue 13): counters, and why each unresolved endpoint
+    // Next hops resolved with ARP and Neighbor Discovery (issue 13): counters, and why each unresolved endpoint
     // is not eligible.
     let n = &r.neighbors;
     if !n.entries.is_empty() {
-        let _ = writeln!(o, "\nNEXT HOPS (ARP)");
-        let _ = writeln!(o, "  requests {}  replies {}  ignored {}  timeouts {}  expired {}  changed {}  gratuitous {}", n.requests, n.replies, n.ignored, n.timeouts, n.expired, n.changed, n.gratuitous);
+        let _ = writeln!(o, "\nNEXT HOPS (ARP, NEIGHBOR DISCOVERY)");
+        let _ = writeln!(o, "  requests {}  replies {}  ignored {}  timeouts {}  expired {}  changed {}  gratuitous {}  deferred {}", n.requests, n.replies, n.ignored, n.timeouts, n.expired, n.changed, n.gratuitous, n.deferred);
         for (addr, mac, age) in &n.entries {
             if mac.is_empty() {
                 let _ = writeln!(o, "  {addr:<16} unresolved");

@@ -196,16 +196,17 @@ pub fn render(daemon: &Daemon) -> String {
 
     // Next-hop resolution (crate::neighbor).
     let n = &status.neighbors;
-    b.counter("neighbor_requests", "ARP requests sent to resolve next hops", [(vec![], n.requests)]);
-    b.counter("neighbor_replies", "ARP replies learned (answers to our outstanding requests)", [(vec![], n.replies)]);
-    b.counter("neighbor_ignored_replies", "ARP replies ignored: no request of ours was outstanding for that address, or not addressed to the port we ask on", [(vec![], n.ignored)]);
-    b.counter("neighbor_timeouts", "ARP requests unanswered within neighbors.retry_ms", [(vec![], n.timeouts)]);
+    b.counter("neighbor_requests", "ARP requests and Neighbor Solicitations sent to resolve next hops", [(vec![], n.requests)]);
+    b.counter("neighbor_replies", "ARP replies and Neighbor Advertisements learned (answers to our outstanding requests)", [(vec![], n.replies)]);
+    b.counter("neighbor_ignored_replies", "ARP replies and Neighbor Advertisements ignored: no request of ours was outstanding for that address, not addressed to the port we ask on, or not solicited", [(vec![], n.ignored)]);
+    b.counter("neighbor_timeouts", "Requests unanswered within neighbors.retry_ms", [(vec![], n.timeouts)]);
+    b.counter("neighbor_deferred_requests", "Requests postponed to a later control tick by the per-tick request limit", [(vec![], n.deferred)]);
     b.counter("neighbor_expired", "Neighbour entries expired (neighbors.expiry_sec without a reply)", [(vec![], n.expired)]);
     b.counter("neighbor_mac_changes", "Replies that changed a known next-hop MAC", [(vec![], n.changed)]);
     b.counter("gratuitous_arp_sent", "Gratuitous ARPs queued for VIPs and port addresses", [(vec![], n.gratuitous)]);
     b.gauge("neighbor_resolved", "1 when the next-hop address has a MAC", n.entries.iter().map(|(a, mac, _)| (labels(&[("address", a)]), one(!mac.is_empty()))));
-    b.counter("worker_arp_replies_seen", "ARP replies the worker handed to the neighbour resolver", workers.iter().enumerate().map(|(i, c)| (w(i), c.arp_replies_seen)));
-    b.counter("worker_control_tx_packets", "Frames the worker sent for the control side (ARP requests, gratuitous ARP)", workers.iter().enumerate().map(|(i, c)| (w(i), c.control_tx)));
+    b.counter("worker_arp_replies_seen", "ARP replies and Neighbor Advertisements the worker handed to the neighbour resolver", workers.iter().enumerate().map(|(i, c)| (w(i), c.arp_replies_seen)));
+    b.counter("worker_control_tx_packets", "Frames the worker sent for the control side (ARP requests, gratuitous ARP, Neighbor Solicitations and Advertisements)", workers.iter().enumerate().map(|(i, c)| (w(i), c.control_tx)));
 
     // VIP readiness and announcement (crate::announce).
     let vips = daemon.fleet.vips();

@@ -105,7 +105,8 @@ pub struct Config {
     /// [`crate::fleet::AnnounceConfig`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub announce: Option<crate::fleet::AnnounceConfig>,
-    /// `[neighbors]`: ARP resolution of next hops without a `mac` (defaults when absent).
+    /// `[neighbors]`: ARP / Neighbor Discovery resolution of next hops without a `mac`
+    /// (defaults when absent).
     /// See [`crate::neighbors::NeighborsConfig`].
     #[serde(default, skip_serializing_if = "crate::neighbors::NeighborsConfig::is_default")]
     pub neighbors: crate::neighbors::NeighborsConfig,

@@ -4,12 +4,13 @@
 //! Kept apart from [`crate::config`] so that file gains only a field and a call.
 //!
 //! **Next hop of an endpoint** ([`next_hop`]): its configured `mac` when present; else
-//! - L2 DSR: the endpoint's own address, resolved with ARP (the backend is on the port's
-//!   segment);
+//! - L2 DSR: the endpoint's own address, resolved with ARP or, for IPv6, Neighbor
+//!   Discovery (the backend is on the port's segment);
 //! - IPIP/GUE: the `gateway` of the first port that has one (the router towards routed
 //!   backends), else the endpoint's own address (an on-link backend).
 //!
-//! The daemon resolves the addresses of [`wanted`] with ARP on its own port; an endpoint
+//! The daemon resolves the addresses of [`wanted`] with ARP (IPv4) or Neighbor Discovery
+//! (IPv6, RFC 4861) on its own port; an endpoint
 //! whose next hop is pending its first reply stays eligible (its packets are dropped until
 //! then), one whose resolution failed is not eligible (like an unhealthy one).
 
@@ -17,7 +18,8 @@ use crate::config::{Config, ConfigError, ForwardingMode, Member, Service};
 use serde::{Deserialize, Serialize};
 use std::net::{IpAddr, Ipv4Addr};
 
-/// `[neighbors]`: ARP resolution of next hops whose `mac` is not configured.
+/// `[neighbors]`: resolution of next hops whose `mac` is not configured (ARP for IPv4,
+/// Neighbor Discovery for IPv6; the same timers for both).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct NeighborsConfig {
@@ -29,8 +31,8 @@ pub struct NeighborsConfig {
     /// eligible (2–86,400, more than `refresh_sec`; default 120).
     #[serde(default = "d_expiry", deserialize_with = "crate::config::ranged::neighbors_expiry_sec")]
     pub expiry_sec: u32,
-    /// Milliseconds an ARP request waits for its reply before it counts as a timeout and
-    /// is sent again (100–60,000; default 1,000).
+    /// Milliseconds a request (ARP request, Neighbor Solicitation) waits for its reply
+    /// before it counts as a timeout and is sent again (100–60,000; default 1,000).
     #[serde(default = "d_retry", deserialize_with = "crate::config::ranged::neighbors_retry_ms")]
     pub retry_ms: u32,
     /// Send a gratuitous ARP (RFC 5227 §3 announcement) for every VIP and port address on
@@ -109,7 +111,8 @@ pub fn validate_gateways(cfg: &Config) -> Result<(), ConfigError> {
 pub enum NextHop {
     /// The configured `mac`.
     Static([u8; 6]),
-    /// The MAC ARP resolves for this address (the endpoint's own, or the gateway's).
+    /// The MAC resolved for this address with ARP or Neighbor Discovery (the endpoint's
+    /// own, or the gateway's).
     Resolve(IpAddr),
 }
 

@@ -31,7 +31,7 @@ use std::io::{Read, Write};
 /// `StatusReport::control_socket`, `Counters::fragments_held`,
 /// `StatusReport::neighbors` (issue 13).
 /// Also IPv6 (issue 12): `Request::Explain::client` and `Request::Vip{Drain,Undrain}::vip`
-/// are `IpAddr`.
+/// are `IpAddr`; and `NeighborStatus::deferred` (issue 13).
 pub const PROTOCOL_VERSION: u16 = 5;
 /// Largest frame body accepted, bytes.
 pub const MAX_FRAME: usize = 1 << 20;
@@ -516,7 +516,7 @@ pub struct Counters {
     pub polls: u64,
     /// Poll iterations that received nothing.
     pub idle_polls: u64,
-    /// ARP replies handed to the neighbour resolver.
+    /// ARP replies and Neighbor Advertisements handed to the neighbour resolver.
     #[serde(default)]
     pub arp_replies_seen: u64,
     /// Frames sent for the control side (ARP requests, gratuitous ARP).
@@ -671,7 +671,7 @@ pub struct EndpointStatus {
 /// Next-hop resolution in [`StatusReport::neighbors`] (docs/operations.md "Next hops").
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NeighborStatus {
-    /// ARP requests sent.
+    /// Requests sent (ARP requests, Neighbor Solicitations).
     pub requests: u64,
     /// Replies learned (answers to our outstanding requests).
     pub replies: u64,
@@ -683,8 +683,11 @@ pub struct NeighborStatus {
     pub expired: u64,
     /// Replies that changed a known MAC.
     pub changed: u64,
-    /// Gratuitous ARPs sent.
+    /// Gratuitous ARPs and unsolicited Neighbor Advertisements sent.
     pub gratuitous: u64,
+    /// Requests postponed to a later control tick by the per-tick limit
+    /// (`REQUESTS_PER_TICK`), each counted once per tick it waited.
+    pub deferred: u64,
     /// Every address being resolved: (address, MAC or "", seconds since the last reply
     /// or -1 when unresolved).
     pub entries: Vec<(String, String, i64)>,

@@ -19,7 +19,8 @@ use spillway_shared::proto::{Applied, Response};
 /// Checks the daemon needs beyond [`Config::validate`]: endpoints that are health-checked
 /// or encapsulated to have a unicast address, and IPIP/GUE services have a port address as
 /// outer source. Errors name the field path. A `mac` is optional: next hops without one are
-/// resolved with ARP ([`crate::neighbor`]).
+/// resolved with ARP or, for IPv6, Neighbor Discovery, which needs a forwarding port with
+/// an IPv6 address ([`crate::neighbor`]).
 pub fn daemon_checks(cfg: &Config) -> Result<(), String> {
     for (si, s) in cfg.services.iter().enumerate() {
         for (bi, b) in s.backends.iter().enumerate() {
@@ -28,12 +29,16 @@ pub fn daemon_checks(cfg: &Config) -> Result<(), String> {
                 // An address ARP resolves must be unicast too.
                 let next_hop = spillway_shared::neighbors::next_hop(cfg, s, m);
                 let resolves = m.mac.is_none() && next_hop == spillway_shared::neighbors::NextHop::Resolve(m.address);
-                // Next hops are resolved with ARP only: Neighbor Discovery resolution of an
-                // IPv6 next hop is not implemented, so its MAC must be configured.
+                // An IPv6 next hop is resolved with Neighbor Solicitations sent from the IPv6
+                // address of a port that forwards to backends, never from `::` (RFC 4861
+                // §7.2.2; `::` would be duplicate address detection).
                 if let spillway_shared::neighbors::NextHop::Resolve(a @ std::net::IpAddr::V6(_)) = next_hop {
-                    return Err(format!(
-                        "{at}.mac: required for the IPv6 next hop {a} (Spillway resolves next hops with ARP only; IPv6 Neighbor Discovery resolution is not implemented)"
-                    ));
+                    if !forwarding_ports(cfg).any(|i| crate::neighbor::driver::port_address6(cfg, i).is_some()) {
+                        let ports = forwarding_ports(cfg).map(|i| format!("ports[{i}].address6")).collect::<Vec<_>>().join(" or ");
+                        return Err(format!(
+                            "{at}.mac: required for the IPv6 next hop {a} unless {ports} is set: Neighbor Discovery (RFC 4861) resolves it by a Neighbor Solicitation from the IPv6 address of the port that forwards to backends, never from ::"
+                        ));
+                    }
                 }
                 let needs_address = resolves || s.health_check.is_some() || s.forwarding_mode != spillway_shared::config::ForwardingMode::L2_DSR;
                 let a = m.address;
@@ -62,6 +67,18 @@ pub fn daemon_checks(cfg: &Config) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// Indices of the ports packets are forwarded out of (towards backends): those some port
+/// names in `forward_to`, or that forward to themselves (no `forward_to`). Next-hop
+/// resolution sends its requests there (as `main.rs` sets up the resolver's ports).
+fn forwarding_ports(cfg: &Config) -> impl Iterator<Item = usize> + '_ {
+    (0..cfg.ports.len()).filter(move |&i| {
+        cfg.ports.iter().enumerate().any(|(j, q)| match &q.forward_to {
+            Some(f) => *f == cfg.ports[i].name,
+            None => j == i,
+        })
+    })
 }
 
 /// Parses one `field=value` value: a TOML value (`0.5`, `true`, `"x"`, `[1, 2]`); a bare

@@ -63,7 +63,8 @@ pub struct WorkerStats {
     pub polls: AtomicU64,
     /// Polls that received nothing.
     pub idle_polls: AtomicU64,
-    /// ARP replies handed to the neighbour resolver ([`crate::neighbor`]).
+    /// ARP replies and Neighbor Advertisements handed to the neighbour resolver
+    /// ([`crate::neighbor`]).
     pub arp_replies_seen: AtomicU64,
     /// Control frames (ARP requests, gratuitous ARP) sent for the control side.
     pub control_tx: AtomicU64,

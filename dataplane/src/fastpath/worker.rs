@@ -42,8 +42,8 @@ pub enum Verdict {
     /// services on its VIP and protocol): held until its first fragment arrives
     /// ([`crate::fastpath::frag`]); the datagram is in [`Worker::held_id`].
     Hold,
-    /// Handed to the control side (an ARP reply for next-hop resolution, counted in
-    /// `arp_replies_seen`): the frame is freed.
+    /// Handed to the control side (an ARP reply or Neighbor Advertisement for next-hop
+    /// resolution, counted in `arp_replies_seen`): the frame is freed.
     Consumed,
 }
 

@@ -152,9 +152,12 @@ impl Worker {
 
     /// ICMPv6: a Neighbor Solicitation for one of our addresses (an IPv6 VIP or port
     /// address) is answered in place with a Neighbor Advertisement (RFC 4861 §7.2.4); one
-    /// for any other address is counted (`nd_not_ours`) and dropped as `nd_ignored`, as is
-    /// other Neighbor Discovery. Errors quoting one of our flows go to that flow's backend
-    /// (as [`Worker::process_icmp`]); anything else is dropped and counted.
+    /// for any other address is counted (`nd_not_ours`) and dropped as `nd_ignored`. A
+    /// Neighbor Advertisement to a port's own address goes to next-hop resolution
+    /// ([`Worker::hand_over_na`]); invalid solicitations and advertisements (§7.1) are
+    /// dropped as `nd_invalid`, other Neighbor Discovery as `nd_ignored`. Errors quoting
+    /// one of our flows go to that flow's backend (as [`Worker::process_icmp`]); anything
+    /// else is dropped and counted.
     fn process_icmpv6<B: PacketBuf>(&mut self, buf: &mut B, p: &Ipv6Info, snap: &Snapshot, pinfo: PortInfo, now: u32) -> Verdict {
         match wire::icmpv6::ns_target(buf.data(), p) {
             Ok(Some(target)) => {
@@ -177,7 +180,12 @@ impl Worker {
             Ok(None) => {}
             Err(r) => return Verdict::Drop(r),
         }
-        // Router/Neighbor Solicitation/Advertisement, Redirect (RFC 4861 §4): not ours to act on.
+        match wire::icmpv6::na_info(buf.data(), p) {
+            Ok(Some(na)) => return self.hand_over_na(p, &na, snap, now),
+            Ok(None) => {}
+            Err(r) => return Verdict::Drop(r),
+        }
+        // Router Solicitation/Advertisement, Redirect (RFC 4861 §4): not ours to act on.
         if buf.data().get(p.l4).is_some_and(|t| (133..=137).contains(t)) {
             return Verdict::Drop(DropReason::NdIgnored);
         }

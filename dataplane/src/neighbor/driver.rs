@@ -5,10 +5,10 @@
 //! device: frames go through [`NeighborQueues::outbox`].
 
 use super::table::{Counters, EntryState, Learned, NeighborTable, Params};
-use super::{frames, NeighborQueues, TxFrame};
+use super::{frames, NeighborQueues, NeighborSeen, TxFrame};
 use spillway_shared::config::Config;
 use std::collections::HashMap;
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 /// Next hops as snapshot compilation reads them: address → MAC for resolved ones, and
 /// [`PENDING_MAC`] for those pending their first resolution (eligible; the workers drop
@@ -24,7 +24,8 @@ pub const PENDING_MAC: [u8; 6] = [0; 6];
 pub struct PortSide {
     /// Source MAC of our frames.
     pub mac: [u8; 6],
-    /// Our address on the port (ARP sender address; 0.0.0.0 = none).
+    /// Our IPv4 address on the port (ARP sender address; 0.0.0.0 = none). The IPv6 source
+    /// of Neighbor Solicitations is the config's ([`port_address6`]).
     pub addr: Ipv4Addr,
     /// Requests go out here: a port some port forwards to (towards backends).
     pub forwarding: bool,
@@ -33,13 +34,26 @@ pub struct PortSide {
 /// Counters of the control side besides the table's.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct DriverCounters {
-    /// Gratuitous ARPs queued.
+    /// Gratuitous ARPs and unsolicited Neighbor Advertisements queued.
     pub gratuitous: u64,
     /// Frames not queued: the outbox to worker 0 was full.
     pub outbox_full: u64,
     /// Replies ignored before the table: they came in on a port we do not send requests
     /// on, or their target address is not that port's address (not an answer to us).
     pub misdirected: u64,
+    /// Neighbor Advertisements ignored before the table: Solicited flag clear (not an
+    /// answer), or Override clear with a MAC other than the known one (RFC 4861 §7.2.5).
+    pub not_solicited: u64,
+}
+
+/// The IPv6 address of port `i` that Neighbor Solicitations are sent from: `address` when
+/// IPv6, else `address6` (as the snapshot's `port_addrs6`); `None` when it has neither.
+pub fn port_address6(cfg: &Config, i: usize) -> Option<Ipv6Addr> {
+    let p = cfg.ports.get(i)?;
+    match (p.address, p.address6) {
+        (Some(IpAddr::V6(a)), _) | (_, Some(a)) => Some(a).filter(|a| !a.is_unspecified()),
+        _ => None,
+    }
 }
 
 /// The resolver (module docs).
@@ -84,29 +98,19 @@ impl Resolver {
     }
 
     /// One control tick at `now_ms`: learns the replies the workers handed over (those
-    /// that came in on a port we ask on, addressed to its address, timed by their arrival),
-    /// runs the table's timers, queues the requests due (at most [`REQUESTS_PER_TICK`]
-    /// frames), and (when enabled) gratuitous ARPs for VIPs not announced yet. Returns
-    /// whether the view changed (republish).
+    /// that came in on a port we ask on, addressed to its address, timed by their arrival:
+    /// `learn`), runs the table's timers, queues the requests due (at most
+    /// [`REQUESTS_PER_TICK`] addresses; on every forwarding port an ARP request for an
+    /// IPv4 address, a Neighbor Solicitation from the port's IPv6 address for an IPv6 one,
+    /// none from a port without one), and (when enabled) gratuitous ARPs / unsolicited
+    /// Neighbor Advertisements for VIPs not announced yet. Returns whether the view
+    /// changed (republish).
     ///
     /// [`REQUESTS_PER_TICK`]: super::REQUESTS_PER_TICK
     pub fn tick(&mut self, cfg: &Config, queues: &NeighborQueues, now_ms: u64) -> bool {
         for q in &queues.seen {
             while let Some(s) = q.pop() {
-                let addr = IpAddr::V4(s.spa);
-                if !self.ports.get(usize::from(s.port)).is_some_and(|p| p.forwarding && p.addr == s.tpa) {
-                    self.counters.misdirected += 1;
-                    tracing::debug!(address = %addr, target = %s.tpa, port = s.port, "ARP reply not for a request of ours on that port: ignored");
-                    continue;
-                }
-                // The worker's u32 clock has the same epoch: the signed distance to now.
-                let at = (now_ms as i64 + i64::from(s.at_ms.wrapping_sub(now_ms as u32) as i32)).max(0) as u64;
-                match self.table.on_reply(addr, s.sha, at) {
-                    Learned::New => tracing::info!(address = %addr, mac = %spillway_shared::net::MacAddr(s.sha), port = s.port, "next hop resolved"),
-                    Learned::Changed => tracing::warn!(address = %addr, mac = %spillway_shared::net::MacAddr(s.sha), port = s.port, "next hop MAC changed"),
-                    Learned::Confirmed => {}
-                    Learned::Ignored => tracing::debug!(address = %addr, mac = %spillway_shared::net::MacAddr(s.sha), "ARP reply without a request of ours: ignored"),
-                }
+                self.learn(cfg, s, now_ms);
             }
         }
         let mut requests = std::mem::take(&mut self.requests);
@@ -114,13 +118,23 @@ impl Resolver {
         let forwarding = self.ports.iter().filter(|p| p.forwarding).count().max(1);
         self.table.poll(now_ms, &mut requests, super::REQUESTS_PER_TICK / forwarding);
         for a in &requests {
-            let IpAddr::V4(target) = *a else { continue };
             for i in 0..self.ports.len() {
                 let p = self.ports[i];
                 if !p.forwarding {
                     continue;
                 }
-                self.queue(queues, i, frames::request(p.mac, p.addr, target));
+                match *a {
+                    IpAddr::V4(target) => {
+                        self.queue(queues, i, frames::request(p.mac, p.addr, target));
+                    }
+                    // A port without an IPv6 address sends no solicitation (daemon_checks
+                    // refuses a config where no forwarding port has one).
+                    IpAddr::V6(target) => {
+                        if let Some((bytes, len)) = port_address6(cfg, i).and_then(|src| frames::solicitation(p.mac, src, target)) {
+                            self.queue_len(queues, i, bytes, len);
+                        }
+                    }
+                }
             }
         }
         self.requests = requests;
@@ -128,6 +142,40 @@ impl Resolver {
             self.announce(cfg, queues);
         }
         self.refresh_view()
+    }
+
+    /// One reply a worker handed over: learned when it came in on a port we ask on and was
+    /// sent to that port's own address of its family (ARP target protocol address, NA
+    /// destination = `ports[].address6`), else counted `misdirected`. An NA must carry the
+    /// Solicited flag (RFC 4861 §7.2.5: an unsolicited one answers no request of ours),
+    /// and one without the Override flag does not replace a known, different MAC (§7.2.5);
+    /// both are counted ignored. The table then learns it only as the answer to our
+    /// outstanding request, timed by its arrival on the worker.
+    fn learn(&mut self, cfg: &Config, s: NeighborSeen, now_ms: u64) {
+        let addr = s.addr;
+        let ours = match s.to {
+            IpAddr::V4(to) => self.ports.get(usize::from(s.port)).is_some_and(|p| p.forwarding && p.addr == to),
+            IpAddr::V6(to) => self.ports.get(usize::from(s.port)).is_some_and(|p| p.forwarding) && port_address6(cfg, usize::from(s.port)) == Some(to),
+        };
+        if !ours || addr.is_ipv4() != s.to.is_ipv4() {
+            self.counters.misdirected += 1;
+            tracing::debug!(address = %addr, to = %s.to, port = s.port, "neighbour reply not for a request of ours on that port: ignored");
+            return;
+        }
+        let mac = spillway_shared::net::MacAddr(s.mac);
+        if !s.solicited || (!s.overrides && self.table.mac(&addr).is_some_and(|m| m != s.mac)) {
+            self.counters.not_solicited += 1;
+            tracing::debug!(address = %addr, %mac, solicited = s.solicited, overrides = s.overrides, "Neighbor Advertisement not solicited, or not overriding a known MAC: ignored");
+            return;
+        }
+        // The worker's u32 clock has the same epoch: the signed distance to now.
+        let at = (now_ms as i64 + i64::from(s.at_ms.wrapping_sub(now_ms as u32) as i32)).max(0) as u64;
+        match self.table.on_reply(addr, s.mac, at) {
+            Learned::New => tracing::info!(address = %addr, %mac, port = s.port, "next hop resolved"),
+            Learned::Changed => tracing::warn!(address = %addr, %mac, port = s.port, "next hop MAC changed"),
+            Learned::Confirmed => {}
+            Learned::Ignored => tracing::debug!(address = %addr, %mac, "reply without a request of ours: ignored"),
+        }
     }
 
     /// On every port, for VIPs (and port addresses) not announced yet: a gratuitous ARP
@@ -204,13 +252,18 @@ impl Resolver {
     }
 
     /// Why `addr` is not resolved (`None` when it is, or is not wanted), as `status`
-    /// shows it: `no ARP reply from 10.0.0.11 (3 requests unanswered)`.
+    /// shows it: `no ARP reply from 10.0.0.11 (3 requests unanswered)`, `no Neighbor
+    /// Advertisement from fd00::11 (3 solicitations unanswered)`.
     pub fn unresolved_reason(&self, addr: &IpAddr, now_ms: u64) -> Option<String> {
+        let (request, reply, requests) = match addr {
+            IpAddr::V4(_) => ("ARP request", "ARP reply", "request"),
+            IpAddr::V6(_) => ("Neighbor Solicitation", "Neighbor Advertisement", "solicitation"),
+        };
         match self.table.state(addr, now_ms)? {
             EntryState::Resolved { .. } => None,
-            EntryState::Unresolved { unanswered: 0, expired: false } => Some(format!("ARP request for {addr} awaiting its first reply")),
+            EntryState::Unresolved { unanswered: 0, expired: false } => Some(format!("{request} for {addr} awaiting its first reply")),
             EntryState::Unresolved { unanswered, expired } => Some(format!(
-                "no ARP reply from {addr} ({unanswered} request{} unanswered{})",
+                "no {reply} from {addr} ({unanswered} {requests}{} unanswered{})",
                 if unanswered == 1 { "" } else { "s" },
                 if expired { "; its entry expired" } else { "" }
             )),
@@ -236,11 +289,12 @@ impl Resolver {
         spillway_shared::proto::NeighborStatus {
             requests: c.requests,
             replies: c.replies,
-            ignored: c.ignored + self.counters.misdirected,
+            ignored: c.ignored + self.counters.misdirected + self.counters.not_solicited,
             timeouts: c.timeouts,
             expired: c.expired,
             changed: c.changed,
             gratuitous: self.counters.gratuitous,
+            deferred: c.deferred,
             entries,
         }
     }
@@ -259,7 +313,7 @@ impl Resolver {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::neighbor::ArpSeen;
+    use crate::neighbor::NeighborSeen;
 
     fn cfg(extra: &str) -> Config {
         let extra = if extra.contains("gratuitous_arp") { extra.to_string() } else { format!("gratuitous_arp = true\n{extra}") };
@@ -323,13 +377,13 @@ mac = "02:00:00:00:00:12"
         assert_eq!(garp, vec![Ipv4Addr::new(10, 0, 0, 1), Ipv4Addr::new(10, 0, 0, 100)], "gratuitous ARP for the port address and the VIP");
         assert_eq!(r.unresolved_reason(&"10.0.0.11".parse().unwrap(), 0).unwrap(), "ARP request for 10.0.0.11 awaiting its first reply");
         // A reply arrives through worker 1's queue.
-        q.seen[1].push(ArpSeen { port: 0, spa: Ipv4Addr::new(10, 0, 0, 11), sha: [2, 0, 0, 0, 0, 0x11], tpa: Ipv4Addr::new(10, 0, 0, 1), at_ms: 90 }).unwrap();
+        q.seen[1].push(NeighborSeen::arp(0, Ipv4Addr::new(10, 0, 0, 11), [2, 0, 0, 0, 0, 0x11], Ipv4Addr::new(10, 0, 0, 1), 90)).unwrap();
         assert!(r.tick(&c, &q, 100), "resolution changes the view");
         assert_eq!(r.view().get(&"10.0.0.11".parse().unwrap()), Some(&[2, 0, 0, 0, 0, 0x11]));
         assert_eq!(r.unresolved_reason(&"10.0.0.11".parse().unwrap(), 100), None);
         assert!(drain(&q).is_empty(), "no gratuitous ARP twice, no request before the refresh");
         // An unsolicited reply for b1 with another MAC changes nothing.
-        q.seen[0].push(ArpSeen { port: 0, spa: Ipv4Addr::new(10, 0, 0, 11), sha: [2, 0, 0, 0, 0, 0x99], tpa: Ipv4Addr::new(10, 0, 0, 1), at_ms: 190 }).unwrap();
+        q.seen[0].push(NeighborSeen::arp(0, Ipv4Addr::new(10, 0, 0, 11), [2, 0, 0, 0, 0, 0x99], Ipv4Addr::new(10, 0, 0, 1), 190)).unwrap();
         assert!(!r.tick(&c, &q, 200));
         assert_eq!(r.counters().ignored, 1);
         // Refresh at 2.1 s; nobody answers: expired at 6.1 s, with the reason shown.
@@ -363,15 +417,15 @@ mac = "02:00:00:00:00:12"
         assert_eq!(drain(&q).len(), 1, "asked on the forwarding port only");
         let b1 = Ipv4Addr::new(10, 0, 0, 11);
         let mac = [2, 0, 0, 0, 0, 0x11];
-        q.seen[0].push(ArpSeen { port: 1, spa: b1, sha: mac, tpa: Ipv4Addr::new(192, 0, 2, 1), at_ms: 10 }).unwrap();
-        q.seen[0].push(ArpSeen { port: 0, spa: b1, sha: mac, tpa: Ipv4Addr::new(10, 0, 0, 99), at_ms: 10 }).unwrap();
-        q.seen[0].push(ArpSeen { port: 7, spa: b1, sha: mac, tpa: Ipv4Addr::new(10, 0, 0, 1), at_ms: 10 }).unwrap();
+        q.seen[0].push(NeighborSeen::arp(1, b1, mac, Ipv4Addr::new(192, 0, 2, 1), 10)).unwrap();
+        q.seen[0].push(NeighborSeen::arp(0, b1, mac, Ipv4Addr::new(10, 0, 0, 99), 10)).unwrap();
+        q.seen[0].push(NeighborSeen::arp(7, b1, mac, Ipv4Addr::new(10, 0, 0, 1), 10)).unwrap();
         r.tick(&c, &q, 50);
         assert_eq!(r.view().get(&IpAddr::V4(b1)), Some(&PENDING_MAC), "none of them is an answer to us");
         assert_eq!(r.driver_counters().misdirected, 3);
         assert_eq!(r.status(&c, 50).ignored, 3, "status counts them ignored");
         // Arrived at 490 (inside the 500 ms window), drained by the tick at 520: learned.
-        q.seen[0].push(ArpSeen { port: 0, spa: b1, sha: mac, tpa: Ipv4Addr::new(10, 0, 0, 1), at_ms: 490 }).unwrap();
+        q.seen[0].push(NeighborSeen::arp(0, b1, mac, Ipv4Addr::new(10, 0, 0, 1), 490)).unwrap();
         assert!(r.tick(&c, &q, 520));
         assert_eq!(r.view().get(&IpAddr::V4(b1)), Some(&mac));
         assert_eq!(r.counters().ignored, 0);

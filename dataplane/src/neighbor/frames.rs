@@ -1,9 +1,10 @@
-//! ARP frames the control side sends (built off the packet path, into fixed arrays).
+//! Request frames the control side sends (built off the packet path, into fixed arrays):
+//! ARP requests and announcements, and Neighbor Solicitations (RFC 4861 §7.2.2).
 
 use super::FRAME_LEN;
 use crate::wire::arp::{field, OP_REQUEST};
 use crate::wire::{ETHERTYPE_ARP, ETH_LEN};
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 
 /// Broadcast MAC.
 pub const BROADCAST: [u8; 6] = [0xff; 6];
@@ -19,6 +20,20 @@ pub fn request(our_mac: [u8; 6], our_addr: Ipv4Addr, target: Ipv4Addr) -> [u8; F
 /// and target address are both `addr`), so neighbours update their caches at start.
 pub fn gratuitous(our_mac: [u8; 6], addr: Ipv4Addr) -> [u8; FRAME_LEN] {
     arp(our_mac, addr, addr)
+}
+
+/// A Neighbor Solicitation from `our_mac`/`our_addr` asking for `target`
+/// ([`crate::wire::icmpv6::neighbor_solicitation`]: to its solicited-node multicast
+/// address, Source Link-Layer Address option, hop limit 255), and its length (86 bytes).
+/// `our_addr` is the port's IPv6 address, never `::` (that would be duplicate address
+/// detection, RFC 4862 §5.4): `None` when it is unspecified.
+pub fn solicitation(our_mac: [u8; 6], our_addr: Ipv6Addr, target: Ipv6Addr) -> Option<([u8; FRAME_LEN], usize)> {
+    if our_addr.is_unspecified() {
+        return None;
+    }
+    let mut f = [0u8; FRAME_LEN];
+    let n = crate::wire::icmpv6::neighbor_solicitation(&mut f, u128::from(our_addr), u128::from(target), our_mac).ok()?;
+    Some((f, n))
 }
 
 fn arp(sha: [u8; 6], spa: Ipv4Addr, tpa: Ipv4Addr) -> [u8; FRAME_LEN] {

@@ -1,26 +1,39 @@
 //! Next-hop resolution (issue 13 item 3): the MACs of backends, endpoints and the gateway
-//! whose `mac` is not configured, learned with ARP on Spillway's own ports.
+//! whose `mac` is not configured, learned on Spillway's own ports with ARP (IPv4, RFC 826)
+//! and Neighbor Discovery (IPv6, RFC 4861).
 //!
-//! * [`table`]: the neighbour table, sans-IO, keyed by `IpAddr` (IPv6 Neighbor Discovery
-//!   plugs in later), property-tested against a model;
-//! * [`frames`]: ARP request and gratuitous-ARP frames (RFC 826, RFC 5227 §3);
+//! * [`table`]: the neighbour table, sans-IO, keyed by `IpAddr` (both families alike),
+//!   property-tested against a model;
+//! * [`frames`]: ARP request and gratuitous-ARP frames (RFC 826, RFC 5227 §3), and the
+//!   Neighbor Solicitation (RFC 4861 §7.2.2, built by [`crate::wire::icmpv6`]);
 //! * [`driver`]: the control side: wanted addresses from the config, the table's timers,
 //!   the resolved view for snapshots and the reason `status` shows;
 //! * [`NeighborQueues`]: how the workers and the control side meet without a lock on the
 //!   packet path.
 //!
 //! **Data flow.** A worker that receives an ARP reply addressed to its port's own address
-//! (target protocol address; others are dropped as `arp_ignored`) pushes (port, sender
-//! address, sender MAC, target address, arrival time) into its own bounded lock-free queue ([`NeighborQueues::seen`], one per
-//! worker; full = dropped and counted as `neighbor_queue_full`) and frees the frame. The
-//! control loop drains the queues, feeds the table, and pushes the request frames the
-//! table asks for into [`NeighborQueues::outbox`]; worker 0 sends them on its own TX
-//! queues ([`crate::fastpath::worker::Worker::send_control_frames`]), from mbufs of the
-//! port's pool: no lock, no heap allocation, no syscall on the worker. Resolved MACs go
-//! into the next snapshot (republished on every change); an endpoint whose next hop is
-//! pending its first resolution stays eligible with the all-zero MAC (workers drop its
-//! packets as `next_hop_unresolved`); one whose resolution failed is not eligible, like
-//! an unhealthy one ([`table`]).
+//! (target protocol address; others are dropped as `arp_ignored`), or a valid Neighbor
+//! Advertisement (RFC 4861 §7.1.2; invalid ones are dropped as `nd_invalid`) addressed to a
+//! port's own IPv6 address (`address6`) with a Target Link-Layer Address option (others are
+//! dropped as `nd_ignored`), pushes a [`NeighborSeen`] record (port, sender address, its
+//! MAC, our address it was sent to, arrival time, NA flags) into its own bounded lock-free
+//! queue ([`NeighborQueues::seen`], one per worker; full = dropped and counted as
+//! `neighbor_queue_full`) and frees the frame. The control loop drains the queues, feeds
+//! the table (learning only answers to our own outstanding requests; an NA without the
+//! Solicited flag is no answer), and pushes the request frames the table asks for (ARP
+//! request or Neighbor Solicitation, by the address family) into [`NeighborQueues::outbox`];
+//! worker 0 sends them on its own TX queues
+//! ([`crate::fastpath::worker::Worker::send_control_frames`]), from mbufs of the port's
+//! pool: no lock, no heap allocation, no syscall on the worker. Resolved MACs go into the
+//! next snapshot (republished on every change); an endpoint whose next hop is pending its
+//! first resolution stays eligible with the all-zero MAC (workers drop its packets as
+//! `next_hop_unresolved`); one whose resolution failed is not eligible, like an unhealthy
+//! one ([`table`]).
+//!
+//! A Neighbor Solicitation is sent from the port's IPv6 address (`ports[].address6`, or an
+//! IPv6 `ports[].address`), never from `::` (that is duplicate address detection, RFC 4862
+//! §5.4): the daemon refuses a config with a mac-less IPv6 next hop and no forwarding port
+//! with an IPv6 address ([`crate::ctl::edits::daemon_checks`]).
 
 pub mod driver;
 pub mod frames;
@@ -28,39 +41,65 @@ pub mod table;
 mod worker_side;
 
 use crossbeam_queue::ArrayQueue;
-use std::net::Ipv4Addr;
+use std::net::IpAddr;
 
-/// ARP replies each worker can hand over between two control ticks (50 ms).
+/// Replies (ARP replies, Neighbor Advertisements) each worker can hand over between two
+/// control ticks (50 ms).
 pub const SEEN_CAPACITY: usize = 256;
-/// ARP requests sent per control tick over all forwarding ports: half of
-/// [`SEEN_CAPACITY`], so the replies to one tick's requests fit one worker's queue (ARP
-/// is not RSS-hashed: every reply may land on one worker) with room for stray replies.
+/// Requests (ARP requests, Neighbor Solicitations) sent per control tick over all
+/// forwarding ports: half of [`SEEN_CAPACITY`], so the replies to one tick's requests fit
+/// one worker's queue (ARP is not RSS-hashed, ND replies need not spread: every reply may
+/// land on one worker) with room for stray replies. Requests over the limit wait for the
+/// next tick (counted as `deferred`).
 pub const REQUESTS_PER_TICK: usize = SEEN_CAPACITY / 2;
 /// Frames the control side can queue for worker 0.
 pub const OUTBOX_CAPACITY: usize = 1024;
-/// Room for one control frame: an unsolicited Neighbor Advertisement (86 bytes,
-/// [`crate::wire::icmpv6::UNSOLICITED_NA_FRAME_LEN`]); ARP frames use the first 60 (the
+/// Room for one control frame: an unsolicited Neighbor Advertisement or a Neighbor
+/// Solicitation (86 bytes each, [`crate::wire::icmpv6::UNSOLICITED_NA_FRAME_LEN`],
+/// [`crate::wire::icmpv6::SOLICITATION_FRAME_LEN`]); ARP frames use the first 60 (the
 /// Ethernet minimum without FCS; ARP fits in 42). [`TxFrame::len`] says how many are sent.
 pub const FRAME_LEN: usize = 86;
 /// Bytes of an ARP frame as sent (request or gratuitous): the Ethernet minimum.
 pub const ARP_FRAME_LEN: usize = 60;
 
-/// An ARP reply a worker received: "`spa` is at `sha`", on port `port`, for `tpa`, at
-/// `at_ms`.
+/// A reply a worker received, of either family: "`addr` is at `mac`", on port `port`,
+/// sent to our address `to`, at `at_ms`. From an ARP reply (RFC 826: `addr` = sender
+/// protocol address, `mac` = sender hardware address, `to` = target protocol address) or a
+/// Neighbor Advertisement (RFC 4861 §4.4: `addr` = Target Address, `mac` = Target
+/// Link-Layer Address option, `to` = IPv6 destination). `Copy`, 48 bytes: queued without
+/// allocation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ArpSeen {
-    /// Port index it came in on.
+pub struct NeighborSeen {
+    /// Port index it came in on (for an NA: the port whose IPv6 address it is sent to).
     pub port: u16,
-    /// Sender protocol address.
-    pub spa: Ipv4Addr,
-    /// Sender hardware address.
-    pub sha: [u8; 6],
-    /// Target protocol address (the port's own address when it answers our request).
-    pub tpa: Ipv4Addr,
+    /// The address resolved.
+    pub addr: IpAddr,
+    /// Its MAC.
+    pub mac: [u8; 6],
+    /// Our address the reply was sent to (the port's own address when it answers our
+    /// request).
+    pub to: IpAddr,
     /// When the worker received it, ms on the worker clock (the daemon's `started` epoch,
     /// wrapping at 2^32 ms: [`crate::daemon::Daemon::now_ms`]); the reply window is
     /// measured to it, not to when the control tick drains the queue.
     pub at_ms: u32,
+    /// The NA's Solicited flag (RFC 4861 §4.4): it answers a solicitation. Always set for
+    /// an ARP reply.
+    pub solicited: bool,
+    /// The NA's Override flag (§7.2.5): it may replace a known MAC. Always set for an ARP
+    /// reply.
+    pub overrides: bool,
+}
+
+// The queue entry stays small and `Copy` (module docs): 48 bytes.
+const _: () = assert!(std::mem::size_of::<NeighborSeen>() <= 48);
+
+impl NeighborSeen {
+    /// The record of an ARP reply "`spa` is at `sha`" to `tpa` (Solicited and Override
+    /// set: an ARP reply answers a request and replaces a known MAC).
+    pub fn arp(port: u16, spa: std::net::Ipv4Addr, sha: [u8; 6], tpa: std::net::Ipv4Addr, at_ms: u32) -> NeighborSeen {
+        NeighborSeen { port, addr: IpAddr::V4(spa), mac: sha, to: IpAddr::V4(tpa), at_ms, solicited: true, overrides: true }
+    }
 }
 
 /// A frame for worker 0 to send on port `port`.
@@ -71,7 +110,8 @@ pub struct TxFrame {
     /// The frame (Ethernet header first) in the first [`TxFrame::len`] of [`FRAME_LEN`]
     /// bytes.
     pub bytes: [u8; FRAME_LEN],
-    /// Bytes of `bytes` to send (60 for ARP, 86 for an unsolicited Neighbor Advertisement).
+    /// Bytes of `bytes` to send (60 for ARP, 86 for a Neighbor Solicitation or an
+    /// unsolicited Neighbor Advertisement).
     pub len: u16,
 }
 
@@ -79,8 +119,8 @@ pub struct TxFrame {
 /// at creation; push and pop never allocate nor lock.
 #[derive(Debug)]
 pub struct NeighborQueues {
-    /// Worker `i` → control: ARP replies it received.
-    pub seen: Vec<ArrayQueue<ArpSeen>>,
+    /// Worker `i` → control: ARP replies and Neighbor Advertisements it received.
+    pub seen: Vec<ArrayQueue<NeighborSeen>>,
     /// Control → worker 0: frames to send.
     pub outbox: ArrayQueue<TxFrame>,
 }
@@ -94,3 +134,5 @@ impl NeighborQueues {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_nd;

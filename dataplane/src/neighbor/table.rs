@@ -1,16 +1,19 @@
 //! The neighbour table: which MAC each next-hop address has, sans-IO and driven by
 //! explicit time (quinn-proto style), so every rule is tested without DPDK.
 //!
-//! Keyed by [`IpAddr`] so IPv6 Neighbor Discovery (RFC 4861) can use the same table; the
-//! daemon resolves IPv4 with ARP (RFC 826) today.
+//! Keyed by [`IpAddr`]: one table for both families, IPv4 next hops resolved with ARP (RFC
+//! 826) and IPv6 ones with Neighbor Discovery (RFC 4861; the request is a Neighbor
+//! Solicitation, the reply a solicited Neighbor Advertisement). The rules below hold for
+//! both; "request"/"reply" name either.
 //!
 //! Per address, the life of an entry:
 //! - **wanted** ([`NeighborTable::set_wanted`]): a request is due at once;
 //! - **request** ([`NeighborTable::poll`] returns the address): one request is
 //!   *outstanding* for `retry_ms`; only a reply within that window is learned
 //!   ([`NeighborTable::on_reply`]); any other reply (unsolicited, duplicate, late, for an
-//!   address we do not want) is ignored and counted, so a forged or stray ARP reply cannot
-//!   redirect traffic (RFC 826 would learn it; we do not);
+//!   address we do not want) is ignored and counted, so a forged or stray ARP reply or
+//!   Neighbor Advertisement cannot redirect traffic (RFC 826 would learn it, and RFC 4861
+//!   §7.2.5 an unsolicited NA with Override; we do not);
 //! - **timeout**: no reply within `retry_ms`: counted, and the request is sent again at once
 //!   (so at most one request per address per `retry_ms`: RFC 1122 §2.3.2.1 with the default
 //!   1 s);

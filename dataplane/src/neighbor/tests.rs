@@ -10,6 +10,7 @@ use crate::fastpath::worker::{PortInfo, Verdict, Worker};
 use crate::wire::DropReason;
 use spillway_shared::config::Config;
 use std::sync::atomic::Ordering::Relaxed;
+use std::net::Ipv4Addr;
 use std::sync::Arc;
 
 const OURS: [u8; 6] = [2, 0, 0, 0, 0, 1];
@@ -35,7 +36,7 @@ fn workers_hand_arp_replies_to_their_own_queue_and_count_a_full_one() {
     let mut w1 = worker(1, Some(q.clone()));
     let mut b = reply([10, 0, 0, 11], [2, 0, 0, 0, 0, 0x11]);
     assert_eq!(w1.process(&mut b, 0, &snap, 0), Verdict::Consumed);
-    assert_eq!(q.seen[1].pop(), Some(ArpSeen { port: 0, spa: Ipv4Addr::new(10, 0, 0, 11), sha: [2, 0, 0, 0, 0, 0x11], tpa: Ipv4Addr::new(10, 0, 0, 1), at_ms: 0 }));
+    assert_eq!(q.seen[1].pop(), Some(NeighborSeen::arp(0, Ipv4Addr::new(10, 0, 0, 11), [2, 0, 0, 0, 0, 0x11], Ipv4Addr::new(10, 0, 0, 1), 0)));
     assert!(q.seen[0].is_empty(), "worker 1 uses its own queue");
     assert_eq!(w1.stats.arp_replies_seen.load(Relaxed), 1);
     for _ in 0..SEEN_CAPACITY {
@@ -108,7 +109,7 @@ fn a_backend_without_mac_is_pending_until_resolved_then_follows_its_mac() {
     let reason = d.status().backends[0].members[0].unresolved.clone().unwrap();
     assert_eq!(reason, "ARP request for 10.0.0.11 awaiting its first reply");
     // The reply, through the worker's queue: republished with the MAC.
-    d.shared.neighbors.seen[0].push(ArpSeen { port: 0, spa: Ipv4Addr::new(10, 0, 0, 11), sha: [2, 0, 0, 0, 0, 0x11], tpa: Ipv4Addr::new(10, 0, 0, 1), at_ms: 90 }).unwrap();
+    d.shared.neighbors.seen[0].push(NeighborSeen::arp(0, Ipv4Addr::new(10, 0, 0, 11), [2, 0, 0, 0, 0, 0x11], Ipv4Addr::new(10, 0, 0, 1), 90)).unwrap();
     let gen = d.control.lock().unwrap().generation;
     assert!(d.neighbor_tick_at(100));
     assert_eq!(d.control.lock().unwrap().generation, gen + 1);
@@ -125,7 +126,7 @@ fn a_backend_without_mac_is_pending_until_resolved_then_follows_its_mac() {
     assert!(!d.neighbor_tick_at(due));
     let refresh = d.shared.neighbors.outbox.pop().expect("the refresh request");
     assert_eq!(refresh.bytes, req.bytes);
-    d.shared.neighbors.seen[0].push(ArpSeen { port: 0, spa: Ipv4Addr::new(10, 0, 0, 11), sha: [2, 0, 0, 0, 0, 0x22], tpa: Ipv4Addr::new(10, 0, 0, 1), at_ms: due as u32 + 40 }).unwrap();
+    d.shared.neighbors.seen[0].push(NeighborSeen::arp(0, Ipv4Addr::new(10, 0, 0, 11), [2, 0, 0, 0, 0, 0x22], Ipv4Addr::new(10, 0, 0, 1), due as u32 + 40)).unwrap();
     assert!(d.neighbor_tick_at(due + 50));
     assert_eq!(slot_of_b1(&d), (true, [2, 0, 0, 0, 0, 0x22]), "a replaced VM is followed");
     assert_eq!(d.status().neighbors.changed, 1);
@@ -151,7 +152,7 @@ fn connections_keep_their_backend_while_its_next_hop_is_pending() {
     let (m1, m2) = ([2, 0, 0, 0, 0, 0x11], [2, 0, 0, 0, 0, 0x12]);
     let us = Ipv4Addr::new(10, 0, 0, 1);
     d.neighbor_tick_at(0);
-    d.shared.neighbors.seen[0].push(ArpSeen { port: 0, spa: Ipv4Addr::new(10, 0, 0, 12), sha: m2, tpa: us, at_ms: 5 }).unwrap();
+    d.shared.neighbors.seen[0].push(NeighborSeen::arp(0, Ipv4Addr::new(10, 0, 0, 12), m2, us, 5)).unwrap();
     assert!(d.neighbor_tick_at(10), "b2 resolved, b1 pending");
     let mut w = worker(0, None);
     let mut to_b1 = Vec::new();
@@ -174,7 +175,7 @@ fn connections_keep_their_backend_while_its_next_hop_is_pending() {
     assert_eq!(w.stats.new_connections.load(Relaxed), new_before, "a SYN dropped as next_hop_unresolved is no new connection");
     // b1's first request timed out at 200 and was sent again at 250; its reply comes.
     d.neighbor_tick_at(250);
-    d.shared.neighbors.seen[0].push(ArpSeen { port: 0, spa: Ipv4Addr::new(10, 0, 0, 11), sha: m1, tpa: us, at_ms: 260 }).unwrap();
+    d.shared.neighbors.seen[0].push(NeighborSeen::arp(0, Ipv4Addr::new(10, 0, 0, 11), m1, us, 260)).unwrap();
     assert!(d.neighbor_tick_at(300));
     for port in &to_b1 {
         let mut b = tcp(*port, crate::wire::tcp_flags::ACK);
@@ -241,7 +242,7 @@ address = "10.0.0.11"
         .collect();
     assert_eq!(asked, vec![Ipv4Addr::new(10, 0, 0, 11), Ipv4Addr::new(10, 0, 0, 254)], "the gateway, not the routed backends");
     let gw = [2, 0, 0, 0, 0, 0xfe];
-    d.shared.neighbors.seen[0].push(ArpSeen { port: 0, spa: Ipv4Addr::new(10, 0, 0, 254), sha: gw, tpa: Ipv4Addr::new(10, 0, 0, 1), at_ms: 5 }).unwrap();
+    d.shared.neighbors.seen[0].push(NeighborSeen::arp(0, Ipv4Addr::new(10, 0, 0, 254), gw, Ipv4Addr::new(10, 0, 0, 1), 5)).unwrap();
     assert!(d.neighbor_tick_at(10));
     let slots: Vec<(String, bool, [u8; 6])> = d.shared.with_snapshot(|s| s.backends.iter().filter(|b| b.present).map(|b| (b.name.clone(), b.healthy, b.mac)).collect()).unwrap();
     assert!(slots.contains(&("r1".into(), true, gw)) && slots.contains(&("r2".into(), true, gw)), "{slots:?}");
@@ -281,7 +282,7 @@ fn packets_for_an_unresolved_next_hop_are_dropped_by_name() {
     let v = d.shared.with_snapshot(|s| w.process(&mut syn(), 0, s, 0)).unwrap();
     assert_eq!(v, Verdict::Drop(DropReason::NextHopUnresolved));
     d.neighbor_tick_at(0);
-    d.shared.neighbors.seen[0].push(ArpSeen { port: 0, spa: Ipv4Addr::new(10, 0, 0, 11), sha: [2, 0, 0, 0, 0, 0x11], tpa: Ipv4Addr::new(10, 0, 0, 1), at_ms: 5 }).unwrap();
+    d.shared.neighbors.seen[0].push(NeighborSeen::arp(0, Ipv4Addr::new(10, 0, 0, 11), [2, 0, 0, 0, 0, 0x11], Ipv4Addr::new(10, 0, 0, 1), 5)).unwrap();
     assert!(d.neighbor_tick_at(10));
     let mut b = syn();
     let v = d.shared.with_snapshot(|s| w.process(&mut b, 0, s, 20)).unwrap();
@@ -304,7 +305,9 @@ fn live_edits_start_and_stop_resolution() {
     };
     let r = d.edit_request(add);
     assert!(matches!(r, spillway_shared::proto::Response::Applied(_)), "{r:?}");
-    d.neighbor_tick_at(10);
+    // The edit starts the entry at the daemon's real clock: tick after it (a fixed 10 ms
+    // raced with a loaded machine).
+    d.neighbor_tick_at(u64::from(d.now_ms()) + 10);
     let f = d.shared.neighbors.outbox.pop().expect("a request for the new backend");
     let Ok(crate::wire::Parsed::Arp(a)) = crate::wire::parse(&f.bytes) else { panic!() };
     assert_eq!(a.tpa, Ipv4Addr::new(10, 0, 0, 12));
@@ -313,7 +316,7 @@ fn live_edits_start_and_stop_resolution() {
     assert!(b2.healthy && b2.members[0].unresolved.is_some(), "pending: eligible, shown unresolved: {b2:?}");
     let rm = spillway_shared::proto::Request::BackendRemove { service: "web".into(), name: "b2".into(), if_generation: None };
     assert!(matches!(d.edit_request(rm), spillway_shared::proto::Response::Applied(_)));
-    d.neighbor_tick_at(2_000);
+    d.neighbor_tick_at(u64::from(d.now_ms()) + 2_000);
     assert!(d.shared.neighbors.outbox.is_empty(), "no request for a removed backend");
     assert!(d.status().neighbors.entries.is_empty());
 }

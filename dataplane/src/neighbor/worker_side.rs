@@ -1,11 +1,15 @@
 //! The worker's side of next-hop resolution, kept out of `fastpath/worker.rs`: handing a
-//! received ARP reply to the control side, and sending the control side's frames (worker
-//! 0). Hot path rules apply: no lock, no heap allocation, no syscall, no panic.
+//! received ARP reply or Neighbor Advertisement to the control side, and sending the
+//! control side's frames (worker 0). Hot path rules apply: no lock, no heap allocation, no
+//! syscall, no panic.
 
+use super::NeighborSeen;
+use crate::control::snapshot::Snapshot;
 use crate::fastpath::port::{Burst, Port};
 use crate::fastpath::stats::bump;
 use crate::fastpath::worker::{Verdict, Worker};
 use crate::wire::{self, DropReason};
+use std::net::{IpAddr, Ipv6Addr};
 
 impl Worker {
     /// An ARP reply addressed to this port's own address (its target protocol address;
@@ -24,7 +28,7 @@ impl Worker {
         let Some(Ok(arp)) = frame.get(a.offset..).map(wire::ArpPacket::new_checked) else {
             return Verdict::Drop(DropReason::ArpIgnored);
         };
-        let seen = crate::neighbor::ArpSeen { port: port as u16, spa: a.spa, sha: arp.sender_hw_addr(), tpa: a.tpa, at_ms: now_ms };
+        let seen = NeighborSeen::arp(port as u16, a.spa, arp.sender_hw_addr(), a.tpa, now_ms);
         if q.push(seen).is_err() {
             return Verdict::Drop(DropReason::NeighborQueueFull);
         }
@@ -32,7 +36,40 @@ impl Worker {
         Verdict::Consumed
     }
 
-    /// Sends up to one burst of the control side's frames (ARP requests, gratuitous ARP)
+    /// A valid Neighbor Advertisement `na` (RFC 4861 §7.1.2, checked by
+    /// [`wire::icmpv6::na_info`]) in the packet `p`, addressed to a port's own IPv6
+    /// address (`snap.port_addrs6`: `ports[].address6`) and carrying a Target Link-Layer
+    /// Address, goes with its flags and arrival time `now_ms` to the control side's
+    /// neighbour table, which learns it only if it answers a solicitation of ours; the
+    /// port recorded is the one owning that address. Any other NA (to a VIP, to a
+    /// multicast group, without the option) is dropped as `nd_ignored`. Counted in
+    /// `arp_replies_seen` with the ARP replies (replies handed to the resolver).
+    #[inline]
+    pub(crate) fn hand_over_na(&self, p: &wire::Ipv6Info, na: &wire::icmpv6::NaInfo, snap: &Snapshot, now_ms: u32) -> Verdict {
+        let Some(q) = self.neighbors.as_ref().and_then(|n| n.seen.get(self.id)) else {
+            return Verdict::Drop(DropReason::NdIgnored);
+        };
+        let (Some(port), Some(mac)) = (snap.port_addrs6.iter().position(|a| *a != 0 && *a == p.dst), na.mac) else {
+            return Verdict::Drop(DropReason::NdIgnored);
+        };
+        let seen = NeighborSeen {
+            port: port as u16,
+            addr: IpAddr::V6(Ipv6Addr::from(na.target)),
+            mac,
+            to: IpAddr::V6(Ipv6Addr::from(p.dst)),
+            at_ms: now_ms,
+            solicited: na.solicited,
+            overrides: na.overrides,
+        };
+        if q.push(seen).is_err() {
+            return Verdict::Drop(DropReason::NeighborQueueFull);
+        }
+        bump(&self.stats.arp_replies_seen, 1);
+        Verdict::Consumed
+    }
+
+    /// Sends up to one burst of the control side's frames (ARP requests, gratuitous ARP,
+    /// Neighbor Solicitations, unsolicited Neighbor Advertisements)
     /// from `outbox` on their ports, in buffers of the port ([`Port::alloc_tx`]); worker 0
     /// calls it once per iteration. A frame for an unknown port, or without a buffer, is
     /// dropped and counted (`control_tx_failed`).

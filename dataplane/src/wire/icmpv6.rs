@@ -1,6 +1,7 @@
 //! ICMPv6 (RFC 4443) and Neighbor Discovery (RFC 4861): reading the flow an error message
 //! quotes, answering a Neighbor Solicitation for one of our addresses in place, building an
-//! unsolicited Neighbor Advertisement, and writing a Packet Too Big.
+//! unsolicited Neighbor Advertisement and the Neighbor Solicitation that resolves a next
+//! hop, reading the Neighbor Advertisement that answers it, and writing a Packet Too Big.
 //!
 //! Checksums cover the IPv6 pseudo-header (RFC 4443 §2.3, RFC 8200 §8.1,
 //! [`super::ipv6::upper_checksum`]).
@@ -44,6 +45,25 @@ pub const IPV6_MIN_MTU: u16 = 1280;
 pub const REPLY_HOP_LIMIT: u8 = 64;
 /// All-nodes multicast address ff02::1 (host-order `u128`).
 pub const ALL_NODES: u128 = 0xff02_0000_0000_0000_0000_0000_0000_0001;
+/// Our Neighbor Solicitation: header, target and one 8-octet Source Link-Layer option.
+pub const NS_LEN: usize = ND_LEN + 8;
+/// Length of a Neighbor Solicitation frame ([`neighbor_solicitation`]): 14 + 40 + 32 = 86.
+pub const SOLICITATION_FRAME_LEN: usize = ETH_LEN + IPV6_LEN + NS_LEN;
+
+/// The solicited-node multicast address of `target` (RFC 4291 §2.7.1):
+/// ff02::1:ff00:0/104 with the low 24 bits of `target`.
+#[inline]
+pub const fn solicited_node(target: u128) -> u128 {
+    0xff02_0000_0000_0000_0000_0001_ff00_0000 | (target & 0xff_ffff)
+}
+
+/// The Ethernet address of IPv6 multicast address `group` (RFC 2464 §7): 33:33 and its
+/// low 32 bits.
+#[inline]
+pub const fn multicast_mac(group: u128) -> MacAddr {
+    let low = (group as u32).to_be_bytes();
+    [0x33, 0x33, low[0], low[1], low[2], low[3]]
+}
 
 /// The flow an ICMPv6 error quotes, reversed to the direction client → VIP (as
 /// [`super::IcmpQuote`] for IPv4): the quoted packet is the backend's reply VIP → client.
@@ -118,19 +138,73 @@ pub fn icmpv6_quote(frame: &[u8], p: &Ipv6Info) -> Result<Option<Icmpv6Quote>, D
 /// The target of a valid Neighbor Solicitation in `frame` (parsed as `p`), or `Ok(None)`
 /// when the ICMPv6 message is not a Neighbor Solicitation. RFC 4861 §7.1.1 validity:
 /// hop limit 255, code 0, ICMPv6 length ≥ 24, valid checksum, target not multicast;
-/// an invalid one is `Err(NdIgnored)`.
+/// an invalid one is `Err(NdInvalid)`.
 #[inline]
 pub fn ns_target(frame: &[u8], p: &Ipv6Info) -> Result<Option<u128>, DropReason> {
     let m = message(frame, p)?;
     if m.first() != Some(&TYPE_NEIGHBOR_SOLICITATION) {
         return Ok(None);
     }
-    let target = m.get(8..24).and_then(|t| <[u8; 16]>::try_from(t).ok()).map(u128::from_be_bytes).ok_or(DropReason::NdIgnored)?;
+    let target = m.get(8..24).and_then(|t| <[u8; 16]>::try_from(t).ok()).map(u128::from_be_bytes).ok_or(DropReason::NdInvalid)?;
     let valid = p.hop_limit == ND_HOP_LIMIT && m.get(1) == Some(&0) && upper_checksum(p.src, p.dst, NH_ICMPV6, m) == 0 && target >> 120 != 0xff;
     if !valid {
-        return Err(DropReason::NdIgnored);
+        return Err(DropReason::NdInvalid);
     }
     Ok(Some(target))
+}
+
+/// A valid Neighbor Advertisement ([`na_info`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NaInfo {
+    /// The Target Address: whose link-layer address is advertised (host-order `u128`).
+    pub target: u128,
+    /// The Target Link-Layer Address option (RFC 4861 §4.6.1), if present.
+    pub mac: Option<MacAddr>,
+    /// Solicited flag: the advertisement answers a Neighbor Solicitation (§4.4).
+    pub solicited: bool,
+    /// Override flag: the advertised address should replace a cached one (§7.2.5).
+    pub overrides: bool,
+}
+
+/// The valid Neighbor Advertisement in `frame` (parsed as `p`), or `Ok(None)` when the
+/// ICMPv6 message is not a Neighbor Advertisement. RFC 4861 §7.1.2 validity: hop limit
+/// 255, valid checksum, code 0, ICMPv6 length ≥ 24, target not multicast, Solicited clear
+/// when sent to a multicast address, every option of non-zero length within the message;
+/// an invalid one is `Err(NdInvalid)`. Options are walked to the end of the message (at
+/// most one per 8 bytes of it: bounded by the packet).
+#[inline]
+pub fn na_info(frame: &[u8], p: &Ipv6Info) -> Result<Option<NaInfo>, DropReason> {
+    let m = message(frame, p)?;
+    if m.first() != Some(&TYPE_NEIGHBOR_ADVERTISEMENT) {
+        return Ok(None);
+    }
+    let target = m.get(8..24).and_then(|t| <[u8; 16]>::try_from(t).ok()).map(u128::from_be_bytes).ok_or(DropReason::NdInvalid)?;
+    let flags = m.get(4).copied().unwrap_or(0);
+    let solicited = flags & NA_FLAG_SOLICITED != 0;
+    let valid = p.hop_limit == ND_HOP_LIMIT
+        && m.get(1) == Some(&0)
+        && target >> 120 != 0xff
+        && !(solicited && p.dst >> 120 == 0xff)
+        && upper_checksum(p.src, p.dst, NH_ICMPV6, m) == 0;
+    if !valid {
+        return Err(DropReason::NdInvalid);
+    }
+    let mut mac = None;
+    let mut opts = m.get(ND_LEN..).unwrap_or(&[]);
+    while let [ty, len, ..] = *opts {
+        let n = usize::from(len) * 8;
+        let Some(opt) = opts.get(..n).filter(|_| n > 0) else {
+            return Err(DropReason::NdInvalid);
+        };
+        if ty == OPT_TARGET_LL && mac.is_none() {
+            mac = opt.get(2..8).and_then(|b| MacAddr::try_from(b).ok());
+        }
+        opts = opts.get(n..).unwrap_or(&[]);
+    }
+    if !opts.is_empty() {
+        return Err(DropReason::NdInvalid);
+    }
+    Ok(Some(NaInfo { target, mac, solicited, overrides: flags & NA_FLAG_OVERRIDE != 0 }))
 }
 
 /// Writes a Neighbor Advertisement for `target` at `our_mac` into `frame` from offset `l3`
@@ -184,6 +258,29 @@ pub const UNSOLICITED_NA_FRAME_LEN: usize = ETH_LEN + IPV6_LEN + NA_LEN;
 pub fn unsolicited_na(frame: &mut [u8], target: u128, our_mac: MacAddr) -> Result<usize, DropReason> {
     emit_header(frame, [0x33, 0x33, 0, 0, 0, 1], our_mac, ETHERTYPE_IPV6)?;
     emit_na(frame, ETH_LEN, target, ALL_NODES, false, our_mac)
+}
+
+/// Writes a Neighbor Solicitation (RFC 4861 §4.3, §7.2.2) asking for `target` into
+/// `frame`: from `our_mac` and our address `src` (never `::`, which would make it a
+/// duplicate address detection probe, §7.2.2) to the solicited-node multicast address of
+/// `target` (RFC 4291 §2.7.1) at its Ethernet multicast address (RFC 2464 §7), hop limit
+/// 255, a Source Link-Layer Address option with `our_mac`, valid checksum. Returns its
+/// length, [`SOLICITATION_FRAME_LEN`] (86 bytes).
+pub fn neighbor_solicitation(frame: &mut [u8], src: u128, target: u128, our_mac: MacAddr) -> Result<usize, DropReason> {
+    let dst = solicited_node(target);
+    emit_header(frame, multicast_mac(dst), our_mac, ETHERTYPE_IPV6)?;
+    let ip = frame.get_mut(ETH_LEN..SOLICITATION_FRAME_LEN).ok_or(DropReason::NoHeadroom)?;
+    Ipv6Repr { src, dst, next_header: NH_ICMPV6, payload_len: NS_LEN, hop_limit: ND_HOP_LIMIT, flow_label: 0 }.emit(ip)?;
+    let ns = ip.get_mut(IPV6_LEN..).and_then(|m| m.first_chunk_mut::<NS_LEN>()).ok_or(DropReason::NoHeadroom)?;
+    *ns = [0; NS_LEN];
+    ns[0] = TYPE_NEIGHBOR_SOLICITATION;
+    ns[8..24].copy_from_slice(&target.to_be_bytes());
+    ns[24] = OPT_SOURCE_LL;
+    ns[25] = 1; // length in 8-octet units
+    ns[26..32].copy_from_slice(&our_mac);
+    let c = upper_checksum(src, dst, NH_ICMPV6, ns);
+    ns[2..4].copy_from_slice(&c.to_be_bytes());
+    Ok(SOLICITATION_FRAME_LEN)
 }
 
 /// Bytes of the offending packet an ICMPv6 error quotes: as much as fits in the minimum MTU

@@ -81,12 +81,12 @@ fn dad_solicitation_is_answered_to_all_nodes_unsolicited() {
 fn invalid_solicitations_are_ignored() {
     // hop limit below 255: may have come through a router (RFC 4861 §7.1.1)
     let f = ns(CLIENT, VIP, 254);
-    assert_eq!(ns_target(&f, &v6(&f)), Err(DropReason::NdIgnored));
+    assert_eq!(ns_target(&f, &v6(&f)), Err(DropReason::NdInvalid));
     // bad checksum
     let mut f = ns(CLIENT, VIP, 255);
     let last = f.len() - 1;
     f[last] ^= 1;
-    assert_eq!(ns_target(&f, &v6(&f)), Err(DropReason::NdIgnored));
+    assert_eq!(ns_target(&f, &v6(&f)), Err(DropReason::NdInvalid));
     // not a solicitation
     let f = icmpv6_frame(CLIENT, VIP, 64, 128, 0, [0; 4], &[1, 2, 3, 4]);
     assert_eq!(ns_target(&f, &v6(&f)), Ok(None));
@@ -98,6 +98,89 @@ fn unsolicited_advertisement_is_valid() {
     let n = unsolicited_na(&mut f, VIP, OUR_MAC).unwrap();
     assert_eq!(n, f.len());
     check_na(&f, VIP, ALL_NODES, false);
+}
+
+/// Issue 13: the Neighbor Solicitation resolving a next hop, checked with etherparse:
+/// Ethernet 33:33:ff + the target's low 24 bits (RFC 2464 §7), IPv6 from our address to
+/// the solicited-node group ff02::1:ffXX:XXXX (RFC 4291 §2.7.1), hop limit 255, ICMPv6
+/// type 135 code 0 with a valid checksum, the target, and our MAC in a Source Link-Layer
+/// Address option; 86 bytes, the control-frame size. Our own parser takes it as a valid
+/// solicitation for that target.
+#[test]
+fn neighbor_solicitation_asks_the_solicited_node_group() {
+    let target: u128 = 0xfd00_0000_0000_0000_0000_0000_21ab_cdef;
+    let mut f = [0xeeu8; SOLICITATION_FRAME_LEN];
+    assert_eq!(neighbor_solicitation(&mut f, CLIENT, target, OUR_MAC), Ok(86));
+    assert_eq!(&f[0..6], &[0x33, 0x33, 0xff, 0xab, 0xcd, 0xef]);
+    assert_eq!(&f[6..12], &OUR_MAC);
+    let ip = Ipv6HeaderSlice::from_slice(&f[ETH_LEN..]).unwrap();
+    let snm: std::net::Ipv6Addr = "ff02::1:ffab:cdef".parse().unwrap();
+    assert_eq!((ip.hop_limit(), ip.source(), ip.destination(), ip.payload_length()), (255, CLIENT.to_be_bytes(), snm.octets(), 32));
+    let icmp = Icmpv6Slice::from_slice(&f[ETH_LEN + IPV6_LEN..]).unwrap();
+    assert!(icmp.is_checksum_valid(ip.source(), ip.destination()), "NS checksum");
+    assert_eq!((icmp.type_u8(), icmp.code_u8(), icmp.bytes5to8()), (TYPE_NEIGHBOR_SOLICITATION, 0, [0; 4]));
+    let body = icmp.payload();
+    assert_eq!(&body[..16], &target.to_be_bytes());
+    assert_eq!((body[16], body[17], &body[18..24]), (OPT_SOURCE_LL, 1, &OUR_MAC[..]));
+    assert_eq!(ns_target(&f, &v6(&f)), Ok(Some(target)));
+    assert_eq!(neighbor_solicitation(&mut [0u8; 85], CLIENT, target, OUR_MAC), Err(DropReason::NoHeadroom), "a short buffer is an error, not a panic");
+}
+
+const BACKEND: u128 = 0xfd00_0000_0000_0000_0000_0000_0000_0011;
+
+/// A Neighbor Advertisement for `target` from `src` to `dst` with `flags` (first body byte)
+/// and `opts` after the target, valid checksum (etherparse).
+fn na(dst: u128, hop_limit: u8, code: u8, flags: u8, target: u128, opts: &[u8]) -> Vec<u8> {
+    let mut body = target.to_be_bytes().to_vec();
+    body.extend_from_slice(opts);
+    icmpv6_frame(target, dst, hop_limit, TYPE_NEIGHBOR_ADVERTISEMENT, code, [flags, 0, 0, 0], &body)
+}
+
+const TLLA: [u8; 8] = [OPT_TARGET_LL, 1, 2, 0, 0, 0, 0, 0x11];
+const S_O: u8 = NA_FLAG_SOLICITED | NA_FLAG_OVERRIDE;
+
+#[test]
+fn advertisements_are_read_with_their_flags_and_target_link_layer_address() {
+    let f = na(CLIENT, 255, 0, S_O, BACKEND, &TLLA);
+    let want = NaInfo { target: BACKEND, mac: Some([2, 0, 0, 0, 0, 0x11]), solicited: true, overrides: true };
+    assert_eq!(na_info(&f, &v6(&f)), Ok(Some(want)));
+    let f = na(CLIENT, 255, 0, NA_FLAG_SOLICITED, BACKEND, &TLLA);
+    assert_eq!(na_info(&f, &v6(&f)), Ok(Some(NaInfo { overrides: false, ..want })));
+    // Unsolicited to all-nodes (as our own announcements): valid, Solicited clear.
+    let f = na(ALL_NODES, 255, 0, NA_FLAG_OVERRIDE, BACKEND, &TLLA);
+    assert_eq!(na_info(&f, &v6(&f)), Ok(Some(NaInfo { solicited: false, ..want })));
+    // No option: valid (RFC 4861 §4.4 allows it for unicast solicitations), no MAC.
+    let f = na(CLIENT, 255, 0, S_O, BACKEND, &[]);
+    assert_eq!(na_info(&f, &v6(&f)), Ok(Some(NaInfo { mac: None, ..want })));
+    // An unknown option before the TLLA is skipped.
+    let opts = [[14, 1, 0, 0, 0, 0, 0, 0], TLLA].concat();
+    let f = na(CLIENT, 255, 0, S_O, BACKEND, &opts);
+    assert_eq!(na_info(&f, &v6(&f)), Ok(Some(want)));
+    // Not an advertisement.
+    let f = ns(CLIENT, VIP, 255);
+    assert_eq!(na_info(&f, &v6(&f)), Ok(None));
+}
+
+/// RFC 4861 §7.1.2: each of these is invalid (`nd_invalid`).
+#[test]
+fn invalid_advertisements_are_refused() {
+    let cases: Vec<(&str, Vec<u8>)> = vec![
+        ("hop limit 254: may come from off-link", na(CLIENT, 254, 0, S_O, BACKEND, &TLLA)),
+        ("code 1", na(CLIENT, 255, 1, S_O, BACKEND, &TLLA)),
+        ("multicast target", na(CLIENT, 255, 0, S_O, ALL_NODES, &TLLA)),
+        ("Solicited set to a multicast destination", na(ALL_NODES, 255, 0, S_O, BACKEND, &TLLA)),
+        ("zero-length option", na(CLIENT, 255, 0, S_O, BACKEND, &[OPT_TARGET_LL, 0, 2, 0, 0, 0, 0, 0x11])),
+        ("option past the message", na(CLIENT, 255, 0, S_O, BACKEND, &[OPT_TARGET_LL, 2, 2, 0, 0, 0, 0, 0x11])),
+        ("trailing byte", na(CLIENT, 255, 0, S_O, BACKEND, &[TLLA.as_slice(), &[0]].concat())),
+        ("ICMPv6 length 20 < 24", icmpv6_frame(BACKEND, CLIENT, 255, TYPE_NEIGHBOR_ADVERTISEMENT, 0, [S_O, 0, 0, 0], &BACKEND.to_be_bytes()[..12])),
+    ];
+    for (what, f) in cases {
+        assert_eq!(na_info(&f, &v6(&f)), Err(DropReason::NdInvalid), "{what}");
+    }
+    let mut f = na(CLIENT, 255, 0, S_O, BACKEND, &TLLA);
+    let last = f.len() - 1;
+    f[last] ^= 1;
+    assert_eq!(na_info(&f, &v6(&f)), Err(DropReason::NdInvalid), "bad checksum");
 }
 
 /// An ICMPv6 error of `ty` from a router to the VIP quoting the backend's reply
@@ -155,6 +238,7 @@ proptest! {
         if let Ok(Parsed::Ipv6(p)) = parse(&f) {
             let _ = icmpv6_quote(&f, &p);
             let _ = ns_target(&f, &p);
+            let _ = na_info(&f, &p);
             let mut g = f.clone();
             g.resize(p.l3 + IPV6_LEN + NA_LEN, 0);
             let _ = na_reply_in_place(&mut g, &p, target, OUR_MAC);

@@ -110,8 +110,13 @@ pub enum DropReason {
     /// IPv6 hop limit 0: never forwarded (RFC 8200 §3; as `ttl_exceeded` for IPv4).
     HopLimitExceeded,
     /// A Neighbor Solicitation for an address that is not ours (not a VIP nor a port
-    /// address), an invalid one (RFC 4861 §7.1.1), or other Neighbor Discovery traffic.
+    /// address), a Neighbor Advertisement not addressed to a port's own IPv6 address or
+    /// without a Target Link-Layer Address, or other Neighbor Discovery traffic.
     NdIgnored,
+    /// A Neighbor Solicitation or Advertisement failing RFC 4861 §7.1.1/§7.1.2 validation
+    /// (hop limit ≠ 255, code ≠ 0, shorter than 24 bytes, bad checksum, multicast target,
+    /// a zero-length option; an advertisement to a multicast address with Solicited set).
+    NdInvalid,
 }
 
 impl DropReason {

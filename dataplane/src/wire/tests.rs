@@ -105,6 +105,7 @@ fn drop_reason_names_are_stable() {
             "ipv6_ext_chain",
             "hop_limit_exceeded",
             "nd_ignored",
+            "nd_invalid",
         ]
     );
     assert_eq!(DropReason::COUNT, names.len());
