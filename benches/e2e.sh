@@ -114,10 +114,6 @@ region = "r1"
 prefix = "10.1.0.0/16"
 zone = "z1"
 
-[[client_zones]]
-prefix = "fd01::/64"
-zone = "z1"
-
 [[services]]
 name = "web"
 vip = "10.0.0.100"
@@ -128,11 +124,15 @@ CFG
     for b in 1 2 3 4 5 6 7 8; do
         printf '[[services.backends]]\nname = "b%d"\naddress = "10.10.0.%d"\nmac = "02:00:00:00:10:%02x"\nzone = "z1"\n\n' "$b" "$b" "$b" >> "$file"
     done
-    # the same service over IPv6 (run spillway_est64_v6)
-    printf '[[services]]\nname = "web6"\nvip = "fd00::100"\nport = 80\nprotocol = "tcp"\n\n' >> "$file"
-    for b in 1 2 3 4 5 6 7 8; do
-        printf '[[services.backends]]\nname = "v%d"\naddress = "fd00:10::%d"\nmac = "02:00:00:00:16:%02x"\nzone = "z1"\n\n' "$b" "$b" "$b" >> "$file"
-    done
+    # the same service over IPv6 (run spillway_est64_v6), only when that run is on: with
+    # IPV6_RUN=0 the file is IPv4 only, so an older build can be measured with this harness
+    if ((IPV6_RUN)); then
+        printf '[[client_zones]]\nprefix = "fd01::/64"\nzone = "z1"\n\n' >> "$file"
+        printf '[[services]]\nname = "web6"\nvip = "fd00::100"\nport = 80\nprotocol = "tcp"\n\n' >> "$file"
+        for b in 1 2 3 4 5 6 7 8; do
+            printf '[[services.backends]]\nname = "v%d"\naddress = "fd00:10::%d"\nmac = "02:00:00:00:16:%02x"\nzone = "z1"\n\n' "$b" "$b" "$b" >> "$file"
+        done
+    fi
     # UDP service on the same VIP:port, for testpmd txonly generators (UDP only)
     printf '[[services]]\nname = "web-udp"\nvip = "10.0.0.100"\nport = 80\nprotocol = "udp"\n\n' >> "$file"
     for b in 1 2 3 4; do

@@ -31,8 +31,9 @@ use std::io::{Read, Write};
 /// `StatusReport::control_socket`, `Counters::fragments_held`,
 /// `StatusReport::neighbors` (issue 13).
 /// Also IPv6 (issue 12): `Request::Explain::client` and `Request::Vip{Drain,Undrain}::vip`
-/// are `IpAddr`; and `NeighborStatus::deferred` (issue 13).
-pub const PROTOCOL_VERSION: u16 = 5;
+/// are `IpAddr`.
+/// Version 6: `NeighborStatus::deferred` and the drop reason `nd_invalid` (issue 13).
+pub const PROTOCOL_VERSION: u16 = 6;
 /// Largest frame body accepted, bytes.
 pub const MAX_FRAME: usize = 1 << 20;
 

@@ -489,3 +489,50 @@ proptest! {
         let _ = run(&mut w, &snap, &f, 0);
     }
 }
+
+/// A fragment of UDP datagram `id` with a Destination Options header after the Fragment
+/// header (RFC 8200 §4.5: in the fragmentable part): the first carries it and the UDP
+/// header, a later one only data, its Fragment header naming Destination Options (60).
+fn frag_with_dest_opts(id: u32, src: [u8; 16], dport: u16, first: bool) -> Vec<u8> {
+    let mut body = Vec::new();
+    if first {
+        body.extend_from_slice(&[17, 0, 1, 4, 0, 0, 0, 0]); // DestOpts: next UDP, len 0, PadN
+        body.extend_from_slice(&7000u16.to_be_bytes());
+        body.extend_from_slice(&dport.to_be_bytes());
+        body.extend_from_slice(&64u16.to_be_bytes());
+        body.extend_from_slice(&[0, 0]);
+        body.resize(8 + 32, 0);
+    } else {
+        body.resize(16, 0);
+    }
+    let mut f = Vec::new();
+    etherparse::Ethernet2Header { source: CLIENT_MAC, destination: LB, ether_type: etherparse::EtherType::IPV6 }.write(&mut f).unwrap();
+    let ip = etherparse::Ipv6Header { traffic_class: 0, flow_label: Default::default(), payload_length: (8 + body.len()) as u16, next_header: IpNumber::IPV6_FRAGMENTATION_HEADER, hop_limit: 64, source: src, destination: VIP };
+    ip.write(&mut f).unwrap();
+    let off: u16 = if first { 0 } else { 5 };
+    f.extend_from_slice(&[60, 0]);
+    f.extend_from_slice(&(off << 3 | u16::from(first)).to_be_bytes());
+    f.extend_from_slice(&id.to_be_bytes());
+    f.extend_from_slice(&body);
+    f
+}
+
+/// (Review finding.) a later fragment whose Fragment header's Next Header is Destination
+/// Options arrives before its first fragment, on a VIP with two UDP services: it should
+/// be held like any other (docs/semantics.md "Fragments"), and then follow its first.
+#[test]
+fn later_fragment_behind_destination_options_is_held() {
+    let snap = two_udp_services();
+    let mut w = worker();
+    let later = frag_with_dest_opts(42, client(3), 5353, false);
+    let first = frag_with_dest_opts(42, client(3), 5353, true);
+    // sanity: in order, both reach one mdns6 backend
+    let (v1, o1) = run(&mut w, &snap, &first, 0);
+    let (v2, o2) = run(&mut w, &snap, &later, 1);
+    assert_eq!((v1, v2), (Verdict::Forward, Verdict::Forward));
+    assert_eq!((o1[4], &o1[0..6]), (0x23, &o2[0..6]));
+    // reordered (another datagram): the later one first
+    let mut w = worker();
+    let later = frag_with_dest_opts(43, client(3), 5353, false);
+    assert_eq!(run(&mut w, &snap, &later, 0).0, Verdict::Hold);
+}

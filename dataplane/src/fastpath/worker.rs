@@ -269,7 +269,7 @@ impl Worker {
             Parsed::Ipv4(p) => self.decide_v4(buf, p, pinfo, snap, now_ms),
             Parsed::Ipv6(p) => {
                 self.ipv6_seen = true;
-                self.process_v6(buf, p, pinfo, snap, now_ms)
+                self.process_v6(buf, p, port, pinfo, snap, now_ms)
             }
         }
     }

@@ -86,9 +86,9 @@ impl Worker {
     /// through [`FragTable`] with 32-bit IDs, later fragments held until their first
     /// fragment is seen when the service is ambiguous) and delivery.
     #[inline]
-    pub(super) fn process_v6<B: PacketBuf>(&mut self, buf: &mut B, p: &Ipv6Info, pinfo: PortInfo, snap: &Snapshot, now: u32) -> Verdict {
+    pub(super) fn process_v6<B: PacketBuf>(&mut self, buf: &mut B, p: &Ipv6Info, port: usize, pinfo: PortInfo, snap: &Snapshot, now: u32) -> Verdict {
         if p.proto == wire::NH_ICMPV6 && !p.fragmented {
-            return self.process_icmpv6(buf, p, snap, pinfo, now);
+            return self.process_icmpv6(buf, p, snap, port, pinfo, now);
         }
         let fragment = p.is_fragment();
         let svc_idx = if fragment {
@@ -146,6 +146,12 @@ impl Worker {
         match snap.by_vip6_proto.get(&(p.dst, p.proto)) {
             Some(&(only, 1)) => Ok(Some(only)),
             Some(_) => Err(self.hold_datagram(DatagramId::V6 { src: p.src.to_be_bytes(), dst: p.dst.to_be_bytes(), next: p.frag_next, ident: p.ident })),
+            // Extension headers after the Fragment header (RFC 8200 §4.5: Destination
+            // Options, Routing, AH in the fragmentable part): the upper protocol shows only
+            // in the first fragment, so a later one for our VIP waits for it.
+            None if crate::wire::ipv6::is_extension_header(p.frag_next) && snap.nd_addrs.contains_key(&p.dst) => {
+                Err(self.hold_datagram(DatagramId::V6 { src: p.src.to_be_bytes(), dst: p.dst.to_be_bytes(), next: p.frag_next, ident: p.ident }))
+            }
             None => Ok(None),
         }
     }
@@ -158,7 +164,7 @@ impl Worker {
     /// dropped as `nd_invalid`, other Neighbor Discovery as `nd_ignored`. Errors quoting
     /// one of our flows go to that flow's backend (as [`Worker::process_icmp`]); anything
     /// else is dropped and counted.
-    fn process_icmpv6<B: PacketBuf>(&mut self, buf: &mut B, p: &Ipv6Info, snap: &Snapshot, pinfo: PortInfo, now: u32) -> Verdict {
+    fn process_icmpv6<B: PacketBuf>(&mut self, buf: &mut B, p: &Ipv6Info, snap: &Snapshot, port: usize, pinfo: PortInfo, now: u32) -> Verdict {
         match wire::icmpv6::ns_target(buf.data(), p) {
             Ok(Some(target)) => {
                 if !snap.nd_addrs.contains_key(&target) {
@@ -181,7 +187,7 @@ impl Worker {
             Err(r) => return Verdict::Drop(r),
         }
         match wire::icmpv6::na_info(buf.data(), p) {
-            Ok(Some(na)) => return self.hand_over_na(p, &na, snap, now),
+            Ok(Some(na)) => return self.hand_over_na(p, &na, snap, port, now),
             Ok(None) => {}
             Err(r) => return Verdict::Drop(r),
         }

@@ -44,6 +44,10 @@ pub struct DriverCounters {
     /// Neighbor Advertisements ignored before the table: Solicited flag clear (not an
     /// answer), or Override clear with a MAC other than the known one (RFC 4861 §7.2.5).
     pub not_solicited: u64,
+    /// Replies ignored because the MAC they give is all-zero (the "pending" mark of the
+    /// resolved view), multicast or broadcast (group bit set): never a next hop's address
+    /// (RFC 1812 §3.3.2 for ARP; the same for Neighbor Discovery).
+    pub bad_mac: u64,
 }
 
 /// The IPv6 address of port `i` that Neighbor Solicitations are sent from: `address` when
@@ -149,7 +153,8 @@ impl Resolver {
     /// destination = `ports[].address6`), else counted `misdirected`. An NA must carry the
     /// Solicited flag (RFC 4861 §7.2.5: an unsolicited one answers no request of ours),
     /// and one without the Override flag does not replace a known, different MAC (§7.2.5);
-    /// both are counted ignored. The table then learns it only as the answer to our
+    /// both are counted ignored. A reply naming an all-zero or group MAC is ignored too
+    /// (`bad_mac`). The table then learns it only as the answer to our
     /// outstanding request, timed by its arrival on the worker.
     fn learn(&mut self, cfg: &Config, s: NeighborSeen, now_ms: u64) {
         let addr = s.addr;
@@ -163,6 +168,11 @@ impl Resolver {
             return;
         }
         let mac = spillway_shared::net::MacAddr(s.mac);
+        if s.mac == [0; 6] || s.mac[0] & 1 == 1 {
+            self.counters.bad_mac += 1;
+            tracing::warn!(address = %addr, %mac, port = s.port, "neighbour reply names an all-zero or group MAC: ignored");
+            return;
+        }
         if !s.solicited || (!s.overrides && self.table.mac(&addr).is_some_and(|m| m != s.mac)) {
             self.counters.not_solicited += 1;
             tracing::debug!(address = %addr, %mac, solicited = s.solicited, overrides = s.overrides, "Neighbor Advertisement not solicited, or not overriding a known MAC: ignored");
@@ -289,7 +299,7 @@ impl Resolver {
         spillway_shared::proto::NeighborStatus {
             requests: c.requests,
             replies: c.replies,
-            ignored: c.ignored + self.counters.misdirected + self.counters.not_solicited,
+            ignored: c.ignored + self.counters.misdirected + self.counters.not_solicited + self.counters.bad_mac,
             timeouts: c.timeouts,
             expired: c.expired,
             changed: c.changed,

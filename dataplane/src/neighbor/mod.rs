@@ -70,7 +70,7 @@ pub const ARP_FRAME_LEN: usize = 60;
 /// allocation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct NeighborSeen {
-    /// Port index it came in on (for an NA: the port whose IPv6 address it is sent to).
+    /// Port index it came in on (addressed to that port's own address).
     pub port: u16,
     /// The address resolved.
     pub addr: IpAddr,

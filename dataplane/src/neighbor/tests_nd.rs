@@ -279,3 +279,65 @@ fn the_daemon_forwards_ipv6_traffic_to_the_learned_mac() {
     assert!(st.backends[0].members[0].unresolved.is_none());
     assert_eq!(st.neighbors.entries, vec![("fd00::11".to_string(), "02:00:00:00:21:01".to_string(), 0)]);
 }
+fn two_port_cfg() -> Config {
+    let mut c = cfg();
+    c.ports[0].forward_to = Some("p0".into());
+    let mut p = c.ports[0].clone();
+    p.name = "p1".into();
+    p.device = "net_null1".into();
+    p.address = None;
+    p.address6 = Some(a6("fd00:9::2"));
+    p.forward_to = Some("p0".into());
+    c.ports.push(p);
+    c.validate().unwrap();
+    c
+}
+
+/// (Review finding.) an NA that arrives on the client-facing port p1, addressed to p0's
+/// address, is handed over as if it came in on p0 and is learned, while the same
+/// ARP reply on p1 is refused (arp_ignored). RFC 4861 §7.2.5: the neighbour cache is per
+/// interface; docs/operations.md "Only answers count": "came in on a port Spillway sends
+/// requests on".
+#[test]
+fn an_advertisement_received_on_another_port_is_not_learned() {
+    let c = two_port_cfg();
+    let mut slots = crate::control::SlotMap::default();
+    slots.sync(&c).unwrap();
+    let snap = crate::control::compile(&c, &slots, crate::control::CompileInput { health: &Default::default(), states: &mut Default::default(), now_sec: 0.0, generation: 1, port_addrs: vec![0x0a00_0001, 0] });
+    let q = Arc::new(NeighborQueues::new(1));
+    let mut w = Worker::new(0, 1024, 1, Timeouts::default(), Arc::new(WorkerStats::default()), vec![PortInfo { mac: OURS, forward_to: 0, addr: 0x0a00_0001 }, PortInfo { mac: OURS, forward_to: 0, addr: 0 }]);
+    w.neighbors = Some(q.clone());
+    // The resolver asks for b1 on p0 only.
+    let mut r = Resolver::new(&c);
+    r.set_ports(vec![PortSide { mac: OURS, addr: Ipv4Addr::new(10, 0, 0, 1), forwarding: true }, PortSide { mac: OURS, addr: Ipv4Addr::UNSPECIFIED, forwarding: false }]);
+    r.set_config(&c, 0);
+    let nq = NeighborQueues::new(1);
+    r.tick(&c, &nq, 0);
+    // A forged NA arrives on p1 (the client side) to p0's address.
+    let evil = [2, 0, 0, 0, 0xee, 0xee];
+    let mut b = MemBuf::new(&na_frame(a6("fd00::11"), evil, a6("fd00::2"), 255, S_O));
+    let v = w.process(&mut b, 1, &snap, 10);
+    let s = q.seen[0].pop();
+    if let Some(s) = s {
+        nq.seen[0].push(s).unwrap();
+    }
+    r.tick(&c, &nq, 20);
+    let b1: IpAddr = "fd00::11".parse().unwrap();
+    assert_eq!(r.view().get(&b1), Some(&driver::PENDING_MAC), "verdict {v:?}, seen {s:?}: an NA received on p1 was learned for a next hop resolved on p0");
+}
+
+/// (Review finding.) a solicited NA whose Target Link-Layer Address is all-zero (our
+/// PENDING_MAC sentinel) or multicast is learned as the next hop's MAC.
+#[test]
+fn an_advertisement_naming_a_zero_or_group_mac_is_not_learned() {
+    for bad in [[0u8; 6], [0x33, 0x33, 0, 0, 0, 1], [0xff; 6]] {
+        let c = cfg();
+        let q = NeighborQueues::new(1);
+        let mut r = resolver(&c);
+        r.tick(&c, &q, 0);
+        q.seen[0].push(seen(bad, 10, true, true)).unwrap();
+        r.tick(&c, &q, 20);
+        let b1: IpAddr = "fd00::11".parse().unwrap();
+        assert!(r.unresolved_reason(&b1, 20).is_some(), "learned {bad:02x?}: view {:?}", r.view().get(&b1));
+    }
+}

@@ -37,19 +37,21 @@ impl Worker {
     }
 
     /// A valid Neighbor Advertisement `na` (RFC 4861 §7.1.2, checked by
-    /// [`wire::icmpv6::na_info`]) in the packet `p`, addressed to a port's own IPv6
-    /// address (`snap.port_addrs6`: `ports[].address6`) and carrying a Target Link-Layer
-    /// Address, goes with its flags and arrival time `now_ms` to the control side's
-    /// neighbour table, which learns it only if it answers a solicitation of ours; the
-    /// port recorded is the one owning that address. Any other NA (to a VIP, to a
-    /// multicast group, without the option) is dropped as `nd_ignored`. Counted in
+    /// [`wire::icmpv6::na_info`]) in the packet `p`, received on port `port` and addressed
+    /// to that port's own IPv6 address (`snap.port_addrs6`: `ports[].address6`), carrying
+    /// a Target Link-Layer Address, goes with its flags and arrival time `now_ms` to the
+    /// control side's neighbour table, which learns it only if it answers a solicitation
+    /// of ours on that port (neighbour state is per interface, RFC 4861 §7.2.5). Any other
+    /// NA (to a VIP, to a multicast group, to another port's address, without the option)
+    /// is dropped as `nd_ignored`, as an ARP reply for another port's address is. Counted in
     /// `arp_replies_seen` with the ARP replies (replies handed to the resolver).
     #[inline]
-    pub(crate) fn hand_over_na(&self, p: &wire::Ipv6Info, na: &wire::icmpv6::NaInfo, snap: &Snapshot, now_ms: u32) -> Verdict {
+    pub(crate) fn hand_over_na(&self, p: &wire::Ipv6Info, na: &wire::icmpv6::NaInfo, snap: &Snapshot, port: usize, now_ms: u32) -> Verdict {
         let Some(q) = self.neighbors.as_ref().and_then(|n| n.seen.get(self.id)) else {
             return Verdict::Drop(DropReason::NdIgnored);
         };
-        let (Some(port), Some(mac)) = (snap.port_addrs6.iter().position(|a| *a != 0 && *a == p.dst), na.mac) else {
+        let ours = snap.port_addrs6.get(port).is_some_and(|a| *a != 0 && *a == p.dst);
+        let (true, Some(mac)) = (ours, na.mac) else {
             return Verdict::Drop(DropReason::NdIgnored);
         };
         let seen = NeighborSeen {

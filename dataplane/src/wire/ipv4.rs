@@ -183,7 +183,7 @@ impl<T: AsRef<[u8]>> Ipv4Packet<T> {
 
     /// The payload: bytes `header_len..total_len` (padding after it excluded), or up to
     /// the end of the buffer for a [`Self::new_checked_head`] view.
-    #[inline]
+    #[inline(always)]
     pub fn payload(&self) -> &[u8] {
         let b = self.buffer.as_ref();
         b.get(self.header_len()..self.total_len().min(b.len())).unwrap_or(&[])

@@ -40,6 +40,14 @@ pub const NH_NONE: u8 = 59;
 pub const NH_DEST_OPTS: u8 = 60;
 /// Most extension headers [`walk_ext`] follows before dropping the packet.
 pub const MAX_EXT_HEADERS: usize = 8;
+
+/// Whether Next Header value `nh` names an extension header the walk steps over (Hop-by-Hop,
+/// Routing, Fragment, Destination Options, AH; RFC 8200 §4, RFC 4302), i.e. not an
+/// upper-layer protocol nor ESP / No Next Header, where the walk stops.
+#[inline]
+pub fn is_extension_header(nh: u8) -> bool {
+    matches!(nh, NH_HOP_BY_HOP | NH_ROUTING | NH_FRAGMENT | NH_DEST_OPTS | NH_AH)
+}
 /// Fragment header length (RFC 8200 §4.5).
 pub const FRAG_HEADER_LEN: usize = 8;
 

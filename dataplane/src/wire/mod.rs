@@ -268,7 +268,7 @@ pub fn parse_ipv4_frame(frame: &[u8], out: &mut Ipv4Info) -> Result<bool, DropRe
     if eth.ethertype() != ETHERTYPE_IPV4 {
         return Ok(false);
     }
-    *out = parse_ipv4(eth.payload(), eth.header_len())?;
+    fill_ipv4(Ipv4Packet::new_checked(eth.payload())?, eth.header_len(), out)?;
     Ok(true)
 }
 
@@ -302,35 +302,43 @@ fn parse_ipv4(l3_bytes: &[u8], l3: usize) -> Result<Ipv4Info, DropReason> {
 /// single-segment path did not pay before `parse_head` existed.
 #[inline(always)]
 fn ipv4_info(ip: Ipv4Packet<&[u8]>, l3: usize) -> Result<Ipv4Info, DropReason> {
-    let frag = ip.frag();
-    let mut info = Ipv4Info {
-        l3,
-        ihl: ip.header_len(),
-        total_len: ip.total_len(),
-        src: ip.src_addr(),
-        dst: ip.dst_addr(),
-        proto: ip.protocol(),
-        ttl: ip.ttl(),
-        frag,
-        ident: ip.ident(),
-        sport: 0,
-        dport: 0,
-        tcp_flags: 0,
-        has_ports: false,
-    };
-    if info.ttl == 0 {
+    let mut info = Ipv4Info::default();
+    fill_ipv4(ip, l3, &mut info)?;
+    Ok(info)
+}
+
+/// [`ipv4_info`] written field by field into `info` (untouched on `Err`: every check comes
+/// before the first store), so [`parse_ipv4_frame`] builds no temporary to copy.
+#[inline(always)]
+fn fill_ipv4(ip: Ipv4Packet<&[u8]>, l3: usize, info: &mut Ipv4Info) -> Result<(), DropReason> {
+    let (frag, proto, ttl) = (ip.frag(), ip.protocol(), ip.ttl());
+    if ttl == 0 {
         return Err(DropReason::TtlExceeded);
     }
+    let (mut sport, mut dport, mut tcp_flags, mut has_ports) = (0, 0, 0, false);
     if frag.offset == 0 {
-        if info.proto == PROTO_TCP {
+        if proto == PROTO_TCP {
             let tcp = TcpPacket::new_checked(ip.payload())?;
-            (info.sport, info.dport, info.tcp_flags, info.has_ports) = (tcp.src_port(), tcp.dst_port(), tcp.flags(), true);
-        } else if info.proto == PROTO_UDP {
+            (sport, dport, tcp_flags, has_ports) = (tcp.src_port(), tcp.dst_port(), tcp.flags(), true);
+        } else if proto == PROTO_UDP {
             let udp = UdpPacket::new_checked(ip.payload())?;
-            (info.sport, info.dport, info.has_ports) = (udp.src_port(), udp.dst_port(), true);
+            (sport, dport, has_ports) = (udp.src_port(), udp.dst_port(), true);
         }
     }
-    Ok(info)
+    info.l3 = l3;
+    info.ihl = ip.header_len();
+    info.total_len = ip.total_len();
+    info.src = ip.src_addr();
+    info.dst = ip.dst_addr();
+    info.proto = proto;
+    info.ttl = ttl;
+    info.frag = frag;
+    info.ident = ip.ident();
+    info.sport = sport;
+    info.dport = dport;
+    info.tcp_flags = tcp_flags;
+    info.has_ports = has_ports;
+    Ok(())
 }
 
 /// Parses the IPv6 packet `l3_bytes` (at offset `l3` of its frame): the fixed header
