@@ -1416,14 +1416,22 @@ impl Config {
                     return Err(ConfigError::new(format!("ports[{i}].forward_to"), f, "must name a port in [[ports]]"));
                 }
             }
+            // A port address is the source of ARP requests, Neighbor Solicitations and
+            // tunnels on the wire: loopback and IPv4-mapped IPv6 (RFC 4291 §2.5.3, §2.5.5.2)
+            // never reach a neighbour.
+            let unusable6 = |a: Ipv6Addr| a.is_unspecified() || a.is_multicast() || a.is_loopback() || a.to_ipv4_mapped().is_some();
             if let Some(a) = pcfg.address {
-                if a.is_unspecified() || a.is_multicast() || a == IpAddr::V4(Ipv4Addr::BROADCAST) {
-                    return Err(ConfigError::new(format!("ports[{i}].address"), a, "must be a unicast IPv4 or IPv6 address"));
+                let bad = match a {
+                    IpAddr::V4(v4) => v4.is_unspecified() || v4.is_multicast() || v4.is_loopback() || v4 == Ipv4Addr::BROADCAST,
+                    IpAddr::V6(v6) => unusable6(v6),
+                };
+                if bad {
+                    return Err(ConfigError::new(format!("ports[{i}].address"), a, "must be a unicast IPv4 or IPv6 address that can be on a wire (not unspecified, multicast, broadcast, loopback or IPv4-mapped)"));
                 }
             }
             if let Some(a6) = pcfg.address6 {
-                if a6.is_unspecified() || a6.is_multicast() {
-                    return Err(ConfigError::new(format!("ports[{i}].address6"), a6, "must be a unicast IPv6 address"));
+                if unusable6(a6) {
+                    return Err(ConfigError::new(format!("ports[{i}].address6"), a6, "must be a unicast IPv6 address that can be on a wire (not unspecified, multicast, loopback ::1 or IPv4-mapped ::ffff:a.b.c.d)"));
                 }
                 if let Some(a @ IpAddr::V6(_)) = pcfg.address {
                     return Err(ConfigError::new(format!("ports[{i}].address6"), a6,
@@ -1671,6 +1679,10 @@ zone = "z1"
         let mut c = Config::from_toml(&example6()).unwrap();
         c.ports[0].address6 = Some("ff02::1".parse().unwrap());
         assert_eq!(c.validate().unwrap_err().path, "ports[0].address6");
+        for bad in ["::1", "::ffff:10.30.0.2"] {
+            c.ports[0].address6 = Some(bad.parse().unwrap());
+            assert_eq!(c.validate().unwrap_err().path, "ports[0].address6", "{bad}");
+        }
         let e = Config::from_toml(&example6().replace("fd01::/64", "fd01::1/64")).unwrap_err();
         assert!(e.contains("host bits") && e.contains("fd01::/64"), "{e}");
         let e = Config::from_toml(&example6().replace("\"fd00::100\"", "\"fd00::zz\"")).unwrap_err();

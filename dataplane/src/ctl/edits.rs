@@ -36,7 +36,7 @@ pub fn daemon_checks(cfg: &Config) -> Result<(), String> {
                     if !forwarding_ports(cfg).any(|i| crate::neighbor::driver::port_address6(cfg, i).is_some()) {
                         let ports = forwarding_ports(cfg).map(|i| format!("ports[{i}].address6")).collect::<Vec<_>>().join(" or ");
                         return Err(format!(
-                            "{at}.mac: required for the IPv6 next hop {a} unless {ports} is set: Neighbor Discovery (RFC 4861) resolves it by a Neighbor Solicitation from the IPv6 address of the port that forwards to backends, never from ::"
+                            "{at}.mac: required for the IPv6 next hop {a} unless {ports} is set: Neighbor Discovery (RFC 4861) resolves it by a Neighbor Solicitation from the IPv6 address of the port that forwards to backends, never from :: ([[ports]] cannot change live: edit the file and restart)"
                         ));
                     }
                 }

@@ -287,7 +287,7 @@ impl<A: FlowAddr> ConnTable<A> {
     /// Looks `k` up; on a hit refreshes `last_seen` and advances the state with the TCP
     /// `flags` of this packet (SYN-only → established on a non-SYN packet; → closing on
     /// FIN/RST). Expired entries are misses.
-    #[inline]
+    #[inline(always)]
     pub fn lookup(&mut self, k: &FlowKeyOf<A>, flags: u8, now: u32, t: &Timeouts) -> Option<Hit> {
         if let Some((b, i)) = self.find(k) {
             if let Some(e) = self.buckets.get_mut(b).and_then(|bk| bk.0.get_mut(i)) {

@@ -166,7 +166,7 @@ pub fn tracking_key<A: Family>(svc: &ServiceSnap, key: &FlowKeyOf<A>) -> (FlowKe
 /// - in the pool that is no longer active (failover/failback) it stays until the drain
 ///   deadline. Draining protects flows on live backends; it never overrides the
 ///   persistence rule for a dead one.
-#[inline]
+#[inline(always)]
 fn keeps_backend<A: Family>(snap: &Snapshot, svc: &ServiceSnap, svc_idx: u16, backend: u16, incarnation: u16, src: A, now: u32) -> bool {
     let Some(b) = snap.backends.get(usize::from(backend)) else { return false };
     // The slot (with its incarnation) names one (service, backend) pair; `b.service` is that
@@ -318,7 +318,7 @@ impl Worker {
     }
 
     /// Service index of (VIP, port, protocol), through the worker's direct-mapped cache.
-    #[inline]
+    #[inline(always)]
     fn service_of(&mut self, dst: u32, dport: u16, proto: u8, snap: &Snapshot) -> Option<u16> {
         let slot = svc_slot(dst, dport, proto);
         let cached = self.svc_cache.get(slot).copied().unwrap_or(u16::MAX);
@@ -373,7 +373,7 @@ impl Worker {
 
     /// Connection-table lookup, then (on a miss, or when the entry must move) a new
     /// selection recorded in the table. Returns the backend slot.
-    #[inline]
+    #[inline(always)]
     fn select<A: Family>(&mut self, key: &FlowKeyOf<A>, flags: u8, svc: &ServiceSnap, svc_idx: u16, snap: &Snapshot, now: u32) -> Result<u16, DropReason> {
         let (ct_key, session) = tracking_key(svc, key);
         let syn = flags & (tcp_flags::SYN | tcp_flags::ACK) == tcp_flags::SYN && key.proto == wire::PROTO_TCP;
@@ -404,14 +404,22 @@ impl Worker {
         let b = class_table(snap, svc, key.src)
             .and_then(|t| t.pick(selection_hash(key, svc.affinity, false)))
             .ok_or(DropReason::NoBackend)?;
-        let inc = snap.backends.get(usize::from(b)).map_or(0, |s| s.incarnation);
+        let (inc, pending) = snap.backends.get(usize::from(b)).map_or((0, false), |s| (s.incarnation, s.mac == [0; 6]));
+        if pending {
+            // An endpoint pending its first ARP reply / Neighbor Advertisement (eligible,
+            // docs/operations.md "Next hops"): the packet is dropped (`next_hop_unresolved`)
+            // and the choice is not recorded, so it is made again for the next packet once
+            // the next hop is resolved, or failed and no longer eligible. Recorded, a
+            // mid-stream packet after a restart would pin its connection to an endpoint
+            // that may never answer (TCP keeps connections on unhealthy backends). A SYN is
+            // counted as a new connection when its retransmission is delivered.
+            return Ok(b);
+        }
         let tracked = A::ct(self).insert(&ct_key, b, inc, svc_idx, now, &t);
         // A new connection is one the table recorded, or a SYN. A flow the full table could
         // not record is forwarded by the same Maglev choice; its later packets are not new
         // connections (they would inflate the load the capacity stage reads).
-        // A SYN to a pending next hop is dropped (`next_hop_unresolved`): counted when its retransmission is delivered.
-        let pending = syn && !session && snap.backends.get(usize::from(b)).is_some_and(|s| s.mac == [0; 6]);
-        if (tracked || syn) && !pending {
+        if tracked || syn {
             bump(&self.stats.new_connections, 1);
             if let Some(c) = self.stats.backend_new.get(usize::from(b)) {
                 bump(c, 1);
