@@ -17,7 +17,11 @@
 # makes one pool per port, and with --no-huge (4 KiB pages) one pool of 1 M ~2.3 KiB
 # mbufs was measured at ~4.3 GiB resident, apparently a page per mbuf: ~9 GiB in all), and sizes
 # `conntrack.capacity_per_worker` to >= 2 x FLOWS_1M (2,097,152 for 1 M: 64 MiB). It
-# refuses to start when MemAvailable is below MEM_1M_MB + 1 GiB.
+# refuses to start when MemAvailable is below MEM_1M_MB + 1 GiB. HUGE_1M=1 runs this case
+# (Spillway and testpmd) on 2 MiB hugepages instead: it reserves HUGE_1M_PAGES (default
+# 3500 = 7 GiB) in /sys and mounts hugetlbfs on /dev/hugepages when nothing is mounted
+# there, with EAL memory MEM_1M_HUGE_MB (default 6144); it lifts the TLB misses of 1 M
+# mbufs on 4 KiB pages that bound the generator itself (docs/benchmarks.md "1 M flows").
 # IPv6 case (pcap mode, on by default; IPV6_RUN=0 skips it): run `spillway_est64_v6` (the
 # same N_FLOWS flows over IPv6 to fd00::100, 74-byte frames) right after the IPv4 run, and
 # `ratio_v6_vs_v4=X.XX` (spillway_est64_v6 Mpps / spillway_est64 Mpps, same invocation).
@@ -82,7 +86,9 @@ fi
 # spillway_config FILE RX_DEVICE TX_DEVICE [extra eal args...]
 spillway_config() {
     local file="$1" rx="$2" tx="$3"; shift 3
-    local eal="\"--no-huge\", \"--no-shconf\", \"-m\", \"${SPW_MEM_MB:-512}\", \"--no-pci\"" a
+    local huge="\"--no-huge\""
+    [[ -n "${SPW_HUGE:-}" ]] && huge="\"--huge-dir\", \"/dev/hugepages\""
+    local eal="$huge, \"--no-shconf\", \"-m\", \"${SPW_MEM_MB:-512}\", \"--no-pci\"" a
     for a in "$@"; do eal+=", \"$a\""; done
     cat > "$file" <<CFG
 [dataplane]
@@ -226,7 +232,9 @@ run_testpmd() {
     local fwd="$1" pcap="$2" sfx="${3:-}" flows="${4:-$N_FLOWS}" mbufs="${5:-16384}" mem="${6:-512}"
     local log="$WORK/testpmd_$1$sfx.log"
     # a pool of 1 M mbufs takes testpmd tens of seconds to set up: more time before the samples
-    timeout -s INT "$((DURATION + 3 + (mbufs > 16384 ? 40 : 0)))" "$TESTPMD" --no-huge --no-shconf -m "$mem" --no-pci -l "0,$CORE" \
+    local huge=(--no-huge)
+    [[ -n "${SPW_HUGE:-}" ]] && huge=(--huge-dir /dev/hugepages)
+    timeout -s INT "$((DURATION + 3 + (mbufs > 16384 ? 40 : 0)))" "$TESTPMD" "${huge[@]}" --no-shconf -m "$mem" --no-pci -l "0,$CORE" \
         --vdev "net_pcap0,rx_pcap=$pcap,infinite_rx=1" --vdev "net_null0,no-rx=1" -- \
         --forward-mode="$fwd" --total-num-mbufs="$mbufs" --stats-period 1 --nb-cores=1 \
         --rxq=1 --txq=1 > "$log" 2>&1 < /dev/null || true
@@ -306,13 +314,22 @@ many_flows() {
     local pcap="$WORK/est64_1m.pcap" cap=1048576 avail_mb
     ((MBUFS_1M <= 1048575)) || die "MBUFS_1M=$MBUFS_1M: dataplane.mbufs_per_port allows 1023-1048575"
     ((FLOWS_1M + 8192 <= MBUFS_1M)) || die "FLOWS_1M=$FLOWS_1M needs MBUFS_1M >= FLOWS_1M + 8192 (net_pcap keeps one mbuf per packet; descriptors and caches need the rest); MBUFS_1M=$MBUFS_1M"
-    avail_mb="$(awk '/^MemAvailable:/ { print int($2 / 1024) }' /proc/meminfo)"
-    ((avail_mb >= MEM_1M_MB + 1024)) || die "the ${FLOWS_1M}-flow run needs MEM_1M_MB=$MEM_1M_MB MiB + 1 GiB free, MemAvailable is $avail_mb MiB (FLOWS_1M=0 skips it)"
+    local mem="$MEM_1M_MB" huge=""
+    if [[ "${HUGE_1M:-0}" == 1 ]]; then
+        mem="${MEM_1M_HUGE_MB:-6144}" huge=1
+        echo "${HUGE_1M_PAGES:-3500}" > /sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages
+        mountpoint -q /dev/hugepages || { mkdir -p /dev/hugepages && mount -t hugetlbfs nodev /dev/hugepages; }
+        local free_mb=$(($(awk '/^HugePages_Free:/ { print $2 }' /proc/meminfo) * 2))
+        ((free_mb >= mem)) || die "HUGE_1M=1: only $free_mb MiB of hugepages free for MEM_1M_HUGE_MB=$mem"
+    else
+        avail_mb="$(awk '/^MemAvailable:/ { print int($2 / 1024) }' /proc/meminfo)"
+        ((avail_mb >= MEM_1M_MB + 1024)) || die "the ${FLOWS_1M}-flow run needs MEM_1M_MB=$MEM_1M_MB MiB + 1 GiB free, MemAvailable is $avail_mb MiB (FLOWS_1M=0 skips it)"
+    fi
     while ((cap < 2 * FLOWS_1M)); do cap=$((cap * 2)); done
     python3 "$HERE/gen_pcap.py" --out "$pcap" --flows "$FLOWS_1M" --size "$SIZE" 2>/dev/null
-    SPW_MBUFS="$MBUFS_1M" SPW_MEM_MB="$MEM_1M_MB" SPW_CAPACITY="$cap" run_spillway est64_1m "$pcap" "$FLOWS_1M"
+    SPW_HUGE="$huge" SPW_MBUFS="$MBUFS_1M" SPW_MEM_MB="$mem" SPW_CAPACITY="$cap" run_spillway est64_1m "$pcap" "$FLOWS_1M"
     # one pool in testpmd (per socket), so half the memory does
-    run_testpmd io "$pcap" _1m "$FLOWS_1M" "$MBUFS_1M" "$((MEM_1M_MB / 2))"
+    SPW_HUGE="$huge" run_testpmd io "$pcap" _1m "$FLOWS_1M" "$MBUFS_1M" "$((mem / 2))"
     rm -f "$pcap"   # ~80 MB for 1 M flows
 }
 
