@@ -124,7 +124,10 @@ fn split(len: usize, first: usize, chunk: usize) -> Vec<usize> {
 
 /// One packet through fresh workers, in one buffer and split as `segs` (first segment
 /// growable to 2,048 bytes, as an mbuf): (verdict, bytes) of both, and the segment count.
-fn both(s: &Snapshot, f: &[u8], segs: &[usize]) -> ((Verdict, Vec<u8>), (Verdict, Vec<u8>, u16)) {
+/// A verdict, the bytes sent, the segment count.
+type Outcome = (Verdict, Vec<u8>, u16);
+
+fn both(s: &Snapshot, f: &[u8], segs: &[usize]) -> ((Verdict, Vec<u8>), Outcome) {
     let mut one = MemBuf::new(f);
     let v1 = worker().process(&mut one, 0, s, 0);
     let mut many = MemBuf::segmented(f, segs, 2048);
@@ -197,7 +200,7 @@ fn too_big_for_the_tunnel_gets_packet_too_big_from_the_first_segment() {
 fn ipv6_headers_beyond_the_first_segment_are_counted_drops() {
     // extension headers longer than the pull-up, in a first segment too short for them
     let long = frame6(0, &[40], 3000, 40000, 0); // 328-byte Destination Options
-    assert!(14 + 40 + 328 + 20 > SEGMENTED_HEADERS_MAX_V6);
+    const { assert!(14 + 40 + 328 + 20 > SEGMENTED_HEADERS_MAX_V6) };
     let s = snap("L2_DSR", 1500, true);
     let mut b = MemBuf::segmented(&long, &[100, 4096], 2048);
     assert_eq!(worker().process(&mut b, 0, &s, 0), Verdict::Drop(DropReason::TruncatedIpv6));
