@@ -102,7 +102,8 @@ pub enum DropReason {
     /// IPv6 header shorter than 40 bytes or version ≠ 6.
     MalformedIpv6,
     /// IPv6 payload length beyond the frame, or an extension header running past the
-    /// payload.
+    /// payload (or, in a jumbo frame of chained mbufs, past its first segment after the
+    /// pull-up: `crate::fastpath::segments::SEGMENTED_HEADERS_MAX_V6`).
     TruncatedIpv6,
     /// More IPv6 extension headers than [`ipv6::MAX_EXT_HEADERS`] (a bound on per-packet
     /// work).
