@@ -241,7 +241,7 @@ impl Tunnel6 {
     /// As [`Tunnel::encapsulate_in_front`] with an IPv6 outer header, for a multi-segment
     /// jumbo frame (issue 12 item 7): the caller prepended [`Tunnel6::front_room`] bytes,
     /// so the inner packet (`inner_len` bytes, continuing in later segments) starts at
-    /// `ETH_LEN + overhead6` of `head`; this writes Ethernet | IPv6 | [UDP] in front of
+    /// `ETH_LEN + overhead6` of `head`; this writes Ethernet | IPv6 | \[UDP\] in front of
     /// it. Same bytes as [`Tunnel6::encapsulate`], lengths covering the whole inner packet.
     ///
     /// `inner_sum` is the one's complement sum ([`super::checksum::sum_words`], carries
