@@ -184,6 +184,20 @@ impl PacketBuf for Mbuf {
         Mbuf::pkt_len(self)
     }
 
+    fn for_each_segment<F: FnMut(&[u8])>(&self, mut f: F) {
+        let mut seg = self.0.as_ptr();
+        while !seg.is_null() {
+            // SAFETY: as in `to_vec`: seg is a segment of the chain self owns, holding
+            // data_len initialised bytes at buf_addr + data_off, borrowed for the call.
+            unsafe {
+                let m = &*seg;
+                let p = (m.buf_addr as *const u8).add(usize::from(m.data_off));
+                f(std::slice::from_raw_parts(p, usize::from(m.data_len)));
+                seg = m.next;
+            }
+        }
+    }
+
     fn pull_up(&mut self, len: usize) -> bool {
         if self.len() >= len.min(self.pkt_len()) {
             return true;

@@ -55,6 +55,13 @@ pub trait PacketBuf {
     fn pull_up(&mut self, len: usize) -> bool {
         self.data().len() >= len.min(self.pkt_len())
     }
+    /// Calls `f` with the bytes of each segment, first (`data()`) to last; no allocation.
+    /// For checksums over a whole multi-segment packet
+    /// ([`crate::fastpath::segments::sum_words_from`]).
+    #[inline]
+    fn for_each_segment<F: FnMut(&[u8])>(&self, mut f: F) {
+        f(self.data())
+    }
 }
 
 /// One RX queue + one TX queue of a port, owned by one worker.
@@ -190,6 +197,10 @@ impl PacketBuf for MemBuf {
     }
     fn segments(&self) -> u16 {
         u16::try_from(1 + self.rest.len()).unwrap_or(u16::MAX)
+    }
+    fn for_each_segment<F: FnMut(&[u8])>(&self, mut f: F) {
+        f(self.data());
+        self.rest.iter().for_each(|s| f(s));
     }
     #[inline]
     fn pkt_len(&self) -> usize {

@@ -98,31 +98,40 @@ impl Worker {
         let (l3, frame_len) = (p.l3(), buf.pkt_len());
         // drop Ethernet padding beyond the IP packet before growing
         buf.truncate((l3 + total_len).min(frame_len));
+        let src6 = || snap.port_addrs6.get(pinfo.forward_to).copied().filter(|a| *a != 0).or_else(|| snap.port_addrs6.iter().copied().find(|a| *a != 0)).unwrap_or(0);
+        let flow_label = (flow_hash >> 12) as u32 & 0x000f_ffff;
         if buf.segments() > 1 {
-            // A chained jumbo frame (issue 12 item 7): the headers go in front of the
-            // inner packet, which stays where it is (its bytes span segments). IPv4
-            // underlay only; an IPv6 underlay needs the inner bytes moved.
-            let Inner::V4(p4) = p else { return Verdict::Drop(DropReason::MultiSegment) };
-            if outer6 {
-                return Verdict::Drop(DropReason::MultiSegment);
-            }
-            let src = snap.port_addrs.get(pinfo.forward_to).copied().filter(|a| *a != 0).unwrap_or(pinfo.addr);
-            let tunnel = wire::Tunnel { encap, src, dst: b.addr, dst_mac: b.mac, src_mac: out_mac };
-            if !buf.prepend(tunnel.front_room(p4.l3)) {
-                return Verdict::Drop(DropReason::NoHeadroom);
-            }
-            return match tunnel.encapsulate_in_front(buf.data_mut(), p4.total_len) {
-                Ok(_) => Verdict::Forward,
-                Err(r) => Verdict::Drop(r),
+            // A chained jumbo frame (issue 12 item 7), either family over either underlay:
+            // the headers go in front of the inner packet, which stays where it is (its
+            // bytes span segments); the outer lengths cover all of it.
+            return if outer6 {
+                let tunnel = wire::encap::Tunnel6 { encap, src: src6(), dst: b.addr6, dst_mac: b.mac, src_mac: out_mac, flow_label };
+                // GUE's UDP checksum over IPv6 covers the inner bytes of every segment.
+                let inner_sum = if matches!(encap, wire::Encap::Gue { .. }) { crate::fastpath::segments::sum_words_from(buf, l3, 0) } else { 0 };
+                if !buf.prepend(tunnel.front_room(l3)) {
+                    return Verdict::Drop(DropReason::NoHeadroom);
+                }
+                match tunnel.encapsulate_in_front(buf.data_mut(), total_len, inner_sum) {
+                    Ok(_) => Verdict::Forward,
+                    Err(r) => Verdict::Drop(r),
+                }
+            } else {
+                let src = snap.port_addrs.get(pinfo.forward_to).copied().filter(|a| *a != 0).unwrap_or(pinfo.addr);
+                let tunnel = wire::Tunnel { encap, src, dst: b.addr, dst_mac: b.mac, src_mac: out_mac };
+                if !buf.prepend(tunnel.front_room(l3)) {
+                    return Verdict::Drop(DropReason::NoHeadroom);
+                }
+                match tunnel.encapsulate_in_front(buf.data_mut(), total_len) {
+                    Ok(_) => Verdict::Forward,
+                    Err(r) => Verdict::Drop(r),
+                }
             };
         }
         if !buf.prepend(oh) {
             return Verdict::Drop(DropReason::NoHeadroom);
         }
         let r = if outer6 {
-            let src = snap.port_addrs6.get(pinfo.forward_to).copied().filter(|a| *a != 0).or_else(|| snap.port_addrs6.iter().copied().find(|a| *a != 0)).unwrap_or(0);
-            let flow_label = (flow_hash >> 12) as u32 & 0x000f_ffff;
-            wire::encap::Tunnel6 { encap, src, dst: b.addr6, dst_mac: b.mac, src_mac: out_mac, flow_label }.encapsulate(buf.data_mut(), l3, total_len)
+            wire::encap::Tunnel6 { encap, src: src6(), dst: b.addr6, dst_mac: b.mac, src_mac: out_mac, flow_label }.encapsulate(buf.data_mut(), l3, total_len)
         } else {
             let src = snap.port_addrs.get(pinfo.forward_to).copied().filter(|a| *a != 0).unwrap_or(pinfo.addr);
             wire::Tunnel { encap, src, dst: b.addr, dst_mac: b.mac, src_mac: out_mac }.encapsulate(buf.data_mut(), l3, total_len)
@@ -161,6 +170,10 @@ impl Worker {
                     return Verdict::Drop(DropReason::EncapTooBig);
                 }
                 let need = p.l3 + wire::ipv6::IPV6_LEN + wire::icmpv6::ICMPV6_HEADER_LEN + p.total_len().min(wire::icmpv6::MAX_QUOTE);
+                // A chained jumbo frame: the quote (up to 1,232 bytes) into the first segment.
+                if buf.segments() > 1 && !buf.pull_up(need) {
+                    return Verdict::Drop(DropReason::MultiSegment);
+                }
                 let have = buf.data().len();
                 if have < need && !buf.append(need - have) {
                     return Verdict::Drop(DropReason::NoHeadroom);

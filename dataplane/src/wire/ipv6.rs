@@ -90,12 +90,25 @@ impl<T: AsRef<[u8]>> Ipv6Packet<T> {
     /// `Err(TruncatedIpv6)` when the payload length runs past the buffer.
     #[inline]
     pub fn new_checked(buffer: T) -> Result<Self, DropReason> {
+        let len = buffer.as_ref().len();
+        Self::new_checked_head(buffer, len)
+    }
+
+    /// Like [`Self::new_checked`] for the first bytes of a packet that is `packet_len`
+    /// bytes long from this header on (the first segment of a jumbo frame received into
+    /// chained mbufs, issue 12 item 7; as [`super::Ipv4Packet::new_checked_head`]): the
+    /// payload length is checked against `packet_len` (`Err(TruncatedIpv6)` when
+    /// `40 + payload length` exceeds it), and [`Self::payload`] stops at the end of
+    /// `buffer`. The fixed header must be in `buffer` (`Err(MalformedIpv6)` otherwise).
+    #[inline]
+    pub fn new_checked_head(buffer: T, packet_len: usize) -> Result<Self, DropReason> {
         let b = buffer.as_ref();
+        let packet_len = packet_len.max(b.len());
         let h = b.first_chunk::<IPV6_LEN>().ok_or(DropReason::MalformedIpv6)?;
         if h[0] >> 4 != 6 {
             return Err(DropReason::MalformedIpv6);
         }
-        if IPV6_LEN + usize::from(be16(h, field::PAYLOAD_LEN)) > b.len() {
+        if IPV6_LEN + usize::from(be16(h, field::PAYLOAD_LEN)) > packet_len {
             return Err(DropReason::TruncatedIpv6);
         }
         Ok(Ipv6Packet { buffer })
@@ -146,10 +159,12 @@ impl<T: AsRef<[u8]>> Ipv6Packet<T> {
         be128(self.fixed(), field::DST)
     }
 
-    /// The payload: bytes `40..40 + payload length` (padding after it excluded).
+    /// The payload: bytes `40..40 + payload length` (padding after it excluded); for a
+    /// [`Self::new_checked_head`] view, up to the end of the buffer (the first segment).
     #[inline]
     pub fn payload(&self) -> &[u8] {
-        self.buffer.as_ref().get(IPV6_LEN..IPV6_LEN + self.payload_len()).unwrap_or(&[])
+        let b = self.buffer.as_ref();
+        b.get(IPV6_LEN..(IPV6_LEN + self.payload_len()).min(b.len())).unwrap_or(&[])
     }
 }
 

@@ -102,7 +102,8 @@ pub enum DropReason {
     /// IPv6 header shorter than 40 bytes or version ≠ 6.
     MalformedIpv6,
     /// IPv6 payload length beyond the frame, or an extension header running past the
-    /// payload.
+    /// payload (or, in a jumbo frame of chained mbufs, past its first segment after the
+    /// pull-up: `crate::fastpath::segments::SEGMENTED_HEADERS_MAX_V6`).
     TruncatedIpv6,
     /// More IPv6 extension headers than [`ipv6::MAX_EXT_HEADERS`] (a bound on per-packet
     /// work).
@@ -274,9 +275,17 @@ pub fn parse_ipv4_frame(frame: &[u8], out: &mut Ipv4Info) -> Result<bool, DropRe
 
 /// Parses the first segment `head` of a frame of `frame_len` bytes spread over several
 /// buffer segments (a jumbo frame received with RX scatter, issue 12 item 7): like
-/// [`parse`], with the IPv4 total length checked against `frame_len`; every header the
-/// worker reads (Ethernet, tags, ARP, IPv4, the TCP/UDP header) must be in `head`
-/// (`Err(TruncatedL4)` / `Err(MalformedIpv4)` otherwise: the caller pulls them up first).
+/// [`parse`], with the IPv4 total length or the IPv6 payload length checked against
+/// `frame_len` ([`Ipv4Packet::new_checked_head`], [`Ipv6Packet::new_checked_head`]); every
+/// header the worker reads must be in `head`, the caller pulls them up first
+/// (`crate::fastpath::segments::parse_segmented`):
+/// - Ethernet and its tags, ARP, the fixed IPv4 or IPv6 header (`Err(TruncatedEthernet)`,
+///   `Err(MalformedIpv4)`, `Err(MalformedIpv6)` otherwise);
+/// - IPv6 extension headers ([`ipv6::walk_ext`]): `Err(TruncatedIpv6)` when one runs past
+///   `head` (or past the payload);
+/// - the TCP/UDP header: `Err(TruncatedL4)`.
+///
+/// The [`Ipv6Info`] / [`Ipv4Info`] lengths are those of the whole packet.
 #[inline]
 pub fn parse_head(head: &[u8], frame_len: usize) -> Result<Parsed, DropReason> {
     let eth = EthernetFrame::new_checked(head)?;
@@ -284,9 +293,7 @@ pub fn parse_head(head: &[u8], frame_len: usize) -> Result<Parsed, DropReason> {
     match eth.ethertype() {
         ETHERTYPE_IPV4 => ipv4_info(Ipv4Packet::new_checked_head(eth.payload(), frame_len.saturating_sub(l3))?, l3).map(Parsed::Ipv4),
         ETHERTYPE_ARP => Ok(Parsed::Arp(ArpPacket::new_checked(eth.payload())?.info(l3))),
-        // An IPv6 jumbo frame in chained mbufs is not parsed yet: it needs mbufs sized for
-        // the MTU (docs/operations.md "Jumbo frames"), and is counted as such.
-        ETHERTYPE_IPV6 => Err(DropReason::MultiSegment),
+        ETHERTYPE_IPV6 => ipv6_info(Ipv6Packet::new_checked_head(eth.payload(), frame_len.saturating_sub(l3))?, l3).map(Parsed::Ipv6),
         _ => Err(DropReason::UnsupportedEthertype),
     }
 }
@@ -347,7 +354,13 @@ fn fill_ipv4(ip: Ipv4Packet<&[u8]>, l3: usize, info: &mut Ipv4Info) -> Result<()
 /// the ports (and TCP flags). Non-first fragments are never read past their Fragment header.
 #[inline]
 fn parse_ipv6(l3_bytes: &[u8], l3: usize) -> Result<Ipv6Info, DropReason> {
-    let ip = Ipv6Packet::new_checked(l3_bytes)?;
+    ipv6_info(Ipv6Packet::new_checked(l3_bytes)?, l3)
+}
+
+/// The fields of a checked IPv6 view at offset `l3` (whole or, from [`parse_head`], the
+/// first segment), as [`parse_ipv6`] describes. Always inlined, as [`ipv4_info`] is.
+#[inline(always)]
+fn ipv6_info(ip: Ipv6Packet<&[u8]>, l3: usize) -> Result<Ipv6Info, DropReason> {
     if ip.hop_limit() == 0 {
         return Err(DropReason::HopLimitExceeded);
     }
