@@ -20,7 +20,8 @@
 # refuses to start when MemAvailable is below MEM_1M_MB + 1 GiB. HUGE_1M=1 runs this case
 # (Spillway and testpmd) on 2 MiB hugepages instead: it reserves HUGE_1M_PAGES (default
 # 3500 = 7 GiB) in /sys and mounts hugetlbfs on /dev/hugepages when nothing is mounted
-# there, with EAL memory MEM_1M_HUGE_MB (default 6144); it lifts the TLB misses of 1 M
+# there (both given back after the case), with EAL memory MEM_1M_HUGE_MB (default 6144);
+# it lifts the TLB misses of 1 M
 # mbufs on 4 KiB pages that bound the generator itself (docs/benchmarks.md "1 M flows").
 # IPv6 case (pcap mode, on by default; IPV6_RUN=0 skips it): run `spillway_est64_v6` (the
 # same N_FLOWS flows over IPv6 to fd00::100, 74-byte frames) right after the IPv4 run, and
@@ -317,8 +318,9 @@ many_flows() {
     local mem="$MEM_1M_MB" huge=""
     if [[ "${HUGE_1M:-0}" == 1 ]]; then
         mem="${MEM_1M_HUGE_MB:-6144}" huge=1
+        HUGE_PREV="$(cat /sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages)"
         echo "${HUGE_1M_PAGES:-3500}" > /sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages
-        mountpoint -q /dev/hugepages || { mkdir -p /dev/hugepages && mount -t hugetlbfs nodev /dev/hugepages; }
+        mountpoint -q /dev/hugepages || { mkdir -p /dev/hugepages && mount -t hugetlbfs nodev /dev/hugepages && HUGE_MOUNTED=1; }
         local free_mb=$(($(awk '/^HugePages_Free:/ { print $2 }' /proc/meminfo) * 2))
         ((free_mb >= mem)) || die "HUGE_1M=1: only $free_mb MiB of hugepages free for MEM_1M_HUGE_MB=$mem"
     else
@@ -331,6 +333,10 @@ many_flows() {
     # one pool in testpmd (per socket), so half the memory does
     SPW_HUGE="$huge" run_testpmd io "$pcap" _1m "$FLOWS_1M" "$MBUFS_1M" "$((mem / 2))"
     rm -f "$pcap"   # ~80 MB for 1 M flows
+    # give back what HUGE_1M=1 took
+    [[ -n "${HUGE_MOUNTED:-}" ]] && umount /dev/hugepages 2>/dev/null
+    [[ -n "${HUGE_PREV:-}" ]] && echo "$HUGE_PREV" > /sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages
+    true
 }
 
 # --------------------------------------------------------------- memif mode ----
