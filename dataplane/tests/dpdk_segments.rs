@@ -7,16 +7,14 @@
 
 use proptest::test_runner::{Config, TestRunner};
 use spillway_dataplane::control::snapshot::Snapshot;
-use spillway_dataplane::control::{compile, CompileInput, HealthView, SlotMap};
 use spillway_dataplane::dpdk::{Eal, EthPort, Mempool};
-use spillway_dataplane::fastpath::conntrack::Timeouts;
 use spillway_dataplane::fastpath::port::{Burst, MemBuf, PacketBuf, Port};
-use spillway_dataplane::fastpath::stats::WorkerStats;
-use spillway_dataplane::fastpath::worker::{PollBuffers, PortInfo, Verdict, Worker};
+use spillway_dataplane::fastpath::worker::{PollBuffers, Verdict};
 use spillway_dataplane::wire::{Ipv4Repr, PROTO_TCP};
-use std::sync::Arc;
 
-const LB: [u8; 6] = [2, 0, 0, 0, 0, 1];
+#[path = "common/chains.rs"]
+mod chains;
+use chains::{split, worker, LB};
 
 fn snap(mode: &str, encap_mtu: u16) -> Snapshot {
     let mut t = String::from("[[zones]]\nzone = \"z1\"\nregion = \"r1\"\n");
@@ -24,16 +22,9 @@ fn snap(mode: &str, encap_mtu: u16) -> Snapshot {
     for i in 1..=4 {
         t += &format!("[[services.backends]]\nname = \"b{i}\"\naddress = \"10.0.11.{i}\"\nmac = \"02:00:00:00:0b:0{i}\"\nzone = \"z1\"\n");
     }
-    let cfg = spillway_shared::config::Config::from_toml(&t).unwrap();
-    let mut slots = SlotMap::default();
-    slots.sync(&cfg).unwrap();
-    let mut states = std::collections::HashMap::new();
-    compile(&cfg, &slots, CompileInput { health: &HealthView::new(), states: &mut states, now_sec: 0.0, generation: 1, port_addrs: vec![0x0a00_0002] })
+    chains::snapshot(&t)
 }
 
-fn worker() -> Worker {
-    Worker::new(0, 1024, 7, Timeouts::default(), Arc::new(WorkerStats::default()), vec![PortInfo { mac: LB, forward_to: 0, addr: 0x0a00_0002 }])
-}
 
 /// TCP to the VIP with `tags` VLAN tags and an IP packet of `ip_len` bytes, DF as given,
 /// then `pad` bytes after it.
@@ -58,15 +49,6 @@ fn frame(tags: usize, ip_len: usize, df: bool, pad: usize) -> Vec<u8> {
     f
 }
 
-fn split(len: usize, first: usize, chunk: usize) -> Vec<usize> {
-    let mut v = vec![first];
-    let mut at = first;
-    while at < len {
-        v.push(chunk);
-        at += chunk;
-    }
-    v
-}
 
 #[test]
 fn chained_mbufs() {

@@ -9,17 +9,15 @@
 use etherparse::{NetSlice, SlicedPacket, TransportSlice};
 use proptest::test_runner::{Config, TestRunner};
 use spillway_dataplane::control::snapshot::Snapshot;
-use spillway_dataplane::control::{compile, CompileInput, HealthView, SlotMap};
 use spillway_dataplane::dpdk::{Eal, EthPort, Mempool};
-use spillway_dataplane::fastpath::conntrack::Timeouts;
 use spillway_dataplane::fastpath::port::{Burst, MemBuf, PacketBuf, Port};
-use spillway_dataplane::fastpath::stats::WorkerStats;
-use spillway_dataplane::fastpath::worker::{PollBuffers, PortInfo, Verdict, Worker};
+use spillway_dataplane::fastpath::worker::{PollBuffers, Verdict};
 use spillway_dataplane::wire::ipv6::Ipv6Repr;
 use spillway_dataplane::wire::PROTO_TCP;
-use std::sync::Arc;
 
-const LB: [u8; 6] = [2, 0, 0, 0, 0, 1];
+#[path = "common/chains.rs"]
+mod chains;
+use chains::{split, worker, LB};
 
 /// fd00::100 tcp/80 in `mode`, backends IPv6 (`under6`) or IPv4; port addresses 10.0.0.2
 /// and fd00::2.
@@ -30,17 +28,9 @@ fn snap(mode: &str, encap_mtu: u16, under6: bool) -> Snapshot {
         let addr = if under6 { format!("fd00:21::{i}") } else { format!("10.0.11.{i}") };
         t += &format!("[[services.backends]]\nname = \"b{i}\"\naddress = \"{addr}\"\nmac = \"02:00:00:00:0b:0{i}\"\nzone = \"z1\"\n");
     }
-    let cfg = spillway_shared::config::Config::from_toml(&t).unwrap();
-    cfg.validate().unwrap();
-    let mut slots = SlotMap::default();
-    slots.sync(&cfg).unwrap();
-    let mut states = std::collections::HashMap::new();
-    compile(&cfg, &slots, CompileInput { health: &HealthView::new(), states: &mut states, now_sec: 0.0, generation: 1, port_addrs: vec![0x0a00_0002] })
+    chains::snapshot(&t)
 }
 
-fn worker() -> Worker {
-    Worker::new(0, 1024, 7, Timeouts::default(), Arc::new(WorkerStats::default()), vec![PortInfo { mac: LB, forward_to: 0, addr: 0x0a00_0002 }])
-}
 
 /// TCP (ACK) from fd01::5 to fd00::100 with `tags` VLAN tags, a Destination Options
 /// header of `opt_units` 8-octet units when given, an IPv6 payload of `payload_len`
@@ -74,15 +64,6 @@ fn frame6(tags: usize, opt_units: Option<u8>, payload_len: usize, pad: usize) ->
     f
 }
 
-fn split(len: usize, first: usize, chunk: usize) -> Vec<usize> {
-    let mut v = vec![first];
-    let mut at = first;
-    while at < len {
-        v.push(chunk);
-        at += chunk;
-    }
-    v
-}
 
 /// etherparse reads a forwarded frame; a GUE-over-IPv6 UDP checksum is valid.
 fn check_with_etherparse(out: &[u8]) {

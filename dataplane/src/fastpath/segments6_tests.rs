@@ -6,17 +6,15 @@
 
 use crate::control::snapshot::Snapshot;
 use crate::control::{compile, CompileInput, HealthView, SlotMap};
-use crate::fastpath::conntrack::Timeouts;
-use crate::fastpath::port::{MemBuf, PacketBuf};
+use crate::fastpath::port::MemBuf;
 use crate::fastpath::segments::{sum_words_from, SEGMENTED_HEADERS_MAX_V6};
-use crate::fastpath::stats::WorkerStats;
-use crate::fastpath::worker::{PortInfo, Verdict, Worker};
+use crate::fastpath::worker::Verdict;
 use crate::wire::ipv6::{Ipv6Repr, NH_DEST_OPTS, NH_HOP_BY_HOP};
 use crate::wire::{checksum, DropReason, PROTO_TCP};
 use etherparse::{NetSlice, SlicedPacket, TransportSlice};
 use proptest::prelude::*;
 use spillway_shared::config::Config;
-use std::sync::Arc;
+use super::tests::{contiguous_and_chained, split, worker, Outcome};
 
 const LB: [u8; 6] = [2, 0, 0, 0, 0, 1];
 const VIP6: u128 = 0xfd00_0000_0000_0000_0000_0000_0000_0100;
@@ -44,9 +42,6 @@ fn snap(mode: &str, encap_mtu: u16, under6: bool) -> Snapshot {
     compile(&cfg, &slots, CompileInput { health: &HealthView::new(), states: &mut states, now_sec: 0.0, generation: 1, port_addrs: vec![0x0a00_0002] })
 }
 
-fn worker() -> Worker {
-    Worker::new(0, 1024, 7, Timeouts::default(), Arc::new(WorkerStats::default()), vec![PortInfo { mac: LB, forward_to: 0, addr: 0x0a00_0002 }])
-}
 
 /// Ethernet with `tags` VLAN tags and `ethertype`.
 fn l2(tags: usize, ethertype: u16) -> Vec<u8> {
@@ -111,29 +106,10 @@ fn frame4(tags: usize, payload: usize, sport: u16) -> Vec<u8> {
     f
 }
 
-/// Segment lengths: a first segment of `first` bytes, then chunks of `chunk`.
-fn split(len: usize, first: usize, chunk: usize) -> Vec<usize> {
-    let mut v = vec![first];
-    let mut at = first;
-    while at < len {
-        v.push(chunk);
-        at += chunk;
-    }
-    v
-}
-
 /// One packet through fresh workers, in one buffer and split as `segs` (first segment
 /// growable to 2,048 bytes, as an mbuf): (verdict, bytes) of both, and the segment count.
-/// A verdict, the bytes sent, the segment count.
-type Outcome = (Verdict, Vec<u8>, u16);
-
 fn both(s: &Snapshot, f: &[u8], segs: &[usize]) -> ((Verdict, Vec<u8>), Outcome) {
-    let mut one = MemBuf::new(f);
-    let v1 = worker().process(&mut one, 0, s, 0);
-    let mut many = MemBuf::segmented(f, segs, 2048);
-    assert_eq!(many.to_vec(), f);
-    let v2 = worker().process(&mut many, 0, s, 0);
-    ((v1, one.to_vec()), (v2, many.to_vec(), many.segments()))
+    contiguous_and_chained(s, f, segs, 2048)
 }
 
 /// Checks a forwarded frame with etherparse: the inner IP packet (at `l3` of the received

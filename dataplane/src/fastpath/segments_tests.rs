@@ -31,7 +31,7 @@ fn snap(mode: &str, encap_mtu: u16) -> Snapshot {
     compile(&cfg, &slots, CompileInput { health: &HealthView::new(), states: &mut states, now_sec: 0.0, generation: 1, port_addrs: vec![0x0a00_0002] })
 }
 
-fn worker() -> Worker {
+pub(super) fn worker() -> Worker {
     let ports = vec![PortInfo { mac: LB, forward_to: 0, addr: 0x0a00_0002 }];
     Worker::new(0, 1024, 7, Timeouts::default(), Arc::new(WorkerStats::default()), ports)
 }
@@ -65,7 +65,7 @@ fn frame(tags: usize, payload: usize, sport: u16, flags: u8, df: bool, pad: usiz
 
 /// Segment lengths summing to at least `len`: a first segment of `first` bytes, then
 /// chunks of `chunk`.
-fn split(len: usize, first: usize, chunk: usize) -> Vec<usize> {
+pub(super) fn split(len: usize, first: usize, chunk: usize) -> Vec<usize> {
     let mut v = vec![first];
     let mut at = first;
     while at < len {
@@ -76,17 +76,22 @@ fn split(len: usize, first: usize, chunk: usize) -> Vec<usize> {
 }
 
 /// A verdict, the bytes sent, the segment count.
-type Outcome = (Verdict, Vec<u8>, u16);
+pub(super) type Outcome = (Verdict, Vec<u8>, u16);
 
 /// Runs one packet through a fresh worker, contiguous and segmented; returns both
 /// (verdict, bytes) and (verdict, bytes, segment count).
 fn both(mode: &str, encap_mtu: u16, f: &[u8], segs: &[usize]) -> ((Verdict, Vec<u8>), Outcome) {
-    let s = snap(mode, encap_mtu);
+    contiguous_and_chained(&snap(mode, encap_mtu), f, segs, usize::MAX)
+}
+
+/// [`both`] for snapshot `s`, the chain's first segment growable to `head_cap` bytes
+/// (`usize::MAX`: unbounded; 2,048: an mbuf's data room).
+pub(super) fn contiguous_and_chained(s: &Snapshot, f: &[u8], segs: &[usize], head_cap: usize) -> ((Verdict, Vec<u8>), Outcome) {
     let mut one = MemBuf::new(f);
-    let v1 = worker().process(&mut one, 0, &s, 0);
-    let mut many = MemBuf::segmented(f, segs, usize::MAX);
+    let v1 = worker().process(&mut one, 0, s, 0);
+    let mut many = MemBuf::segmented(f, segs, head_cap);
     assert_eq!(many.to_vec(), f);
-    let v2 = worker().process(&mut many, 0, &s, 0);
+    let v2 = worker().process(&mut many, 0, s, 0);
     ((v1, one.to_vec()), (v2, many.to_vec(), many.segments()))
 }
 
