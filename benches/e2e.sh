@@ -3,26 +3,36 @@
 #
 #   benches/e2e.sh            # pcap mode: net_pcap (infinite_rx) -> net_null, one worker
 #   benches/e2e.sh memif      # two processes over net_memif (see docs/benchmarks.md)
+#   benches/e2e.sh flows      # only the many-flows case (flowgen, N_FLOWS then FLOWS_1M)
 #
 # Environment: N_FLOWS (default 1000), DURATION seconds per run (default 5), SIZE (64),
 # IMIX=1 to add an IMIX run, SYN=1 to add a SYN (new-connection) run, SKIP_BUILD=1,
 # SPILLWAY_BIN / SPILLWAYCTL_BIN (default $CARGO_TARGET_DIR or target, release),
 # WORK (scratch dir, default a mktemp dir), CORE (forwarding core, default 1).
-# Many-flows case (pcap mode, on by default): FLOWS_1M (default 1000000; 0 skips it) flows,
-# one packet each, replayed; run `spillway_est64_1m` right after the N_FLOWS run, then
-# `testpmd_io_1m` (the generator's own ceiling with that capture). net_pcap holds one mbuf
-# per packet of the capture, so this case raises `dataplane.mbufs_per_port` to MBUFS_1M
-# (default 1048575, the maximum of docs/config.md; must exceed FLOWS_1M by the RX
-# descriptors and mempool caches) and the EAL memory to MEM_1M_MB (default 10240: Spillway
-# makes one pool per port, and with --no-huge (4 KiB pages) one pool of 1 M ~2.3 KiB
-# mbufs was measured at ~4.3 GiB resident, apparently a page per mbuf: ~9 GiB in all), and sizes
-# `conntrack.capacity_per_worker` to >= 2 x FLOWS_1M (2,097,152 for 1 M: 64 MiB). It
-# refuses to start when MemAvailable is below MEM_1M_MB + 1 GiB. HUGE_1M=1 runs this case
-# (Spillway and testpmd) on 2 MiB hugepages instead: it reserves HUGE_1M_PAGES (default
-# 3500 = 7 GiB) in /sys and mounts hugetlbfs on /dev/hugepages when nothing is mounted
-# there (both given back after the case), with EAL memory MEM_1M_HUGE_MB (default 6144);
-# it lifts the TLB misses of 1 M
-# mbufs on 4 KiB pages that bound the generator itself (docs/benchmarks.md "1 M flows").
+# Many-flows case (pcap mode, on by default; FLOWS_1M=0 skips it): FLOWS_1M (default
+# 1000000) flows, one packet each per round. With GEN_1M=flowgen (the default) the
+# generator is `benches/examples/flowgen` on core GEN_CORE (default 0): it builds each
+# frame from a template in the mbuf (the flows of gen_pcap.py), so its work is the same
+# for 1 K and 1 M flows, and sends them over net_memif to Spillway (memif client, worker on
+# CORE, out to net_null). Runs `spillway_est64_memif` (N_FLOWS flows) and
+# `spillway_est64_1m` (FLOWS_1M flows) on that same path, one after the other, then
+# `testpmd_io_memif` (testpmd io on Spillway's core and ports, FLOWS_1M flows: the path's
+# own ceiling), and prints `ratio_1m_vs_1k=X.XX` (spillway_est64_1m Mpps /
+# spillway_est64_memif Mpps: same generator, same ports, only the number of flows
+# differs). Each spillway run prints `idle_polls` (share of the worker's polls that
+# received nothing between the samples: ~0 means Spillway, not the generator, is the
+# limit). `conntrack.capacity_per_worker` is sized >= 2 x FLOWS_1M (2,097,152 for 1 M:
+# 64 MiB). GEN_1M=pcap runs the older form of this case instead: the capture replayed by
+# net_pcap on Spillway's own core (`run=spillway_est64_1m` against the main N_FLOWS run);
+# net_pcap keeps one mbuf per packet of the capture, so the generator itself slows down
+# at 1 M packets (cache misses on 1 M stored mbufs: testpmd io drops from ~88 to ~20 Mpps;
+# docs/benchmarks.md "1 M flows"). That form raises `dataplane.mbufs_per_port` to MBUFS_1M
+# (default 1048575) and the EAL memory to MEM_1M_MB (default 10240 with --no-huge), and
+# refuses to start when MemAvailable is below MEM_1M_MB + 1 GiB; HUGE_1M=1 runs it on
+# 2 MiB hugepages instead: it reserves HUGE_1M_PAGES (default 3500 = 7 GiB) in /sys and
+# mounts hugetlbfs on /dev/hugepages when nothing is mounted there (both given back
+# after), with EAL memory MEM_1M_HUGE_MB (default 6144). MBUF_ROOM sets
+# `[[ports]] mbuf_data_room` of the RX port and testpmd's --mbuf-size in every run.
 # IPv6 case (pcap mode, on by default; IPV6_RUN=0 skips it): run `spillway_est64_v6` (the
 # same N_FLOWS flows over IPv6 to fd00::100, 74-byte frames) right after the IPv4 run, and
 # `ratio_v6_vs_v4=X.XX` (spillway_est64_v6 Mpps / spillway_est64 Mpps, same invocation).
@@ -39,7 +49,7 @@
 # the scaling figure that does not depend on what the scheduler left to the workers.
 # Prints one line per run (`run=<name> mpps=<x> ...`), then `ratio_vs_5tswap=X.XX`
 # (Spillway established 64-byte Mpps / testpmd 5tswap Mpps) and, with the many-flows case,
-# `ratio_1m_vs_1k=X.XX` (spillway_est64_1m Mpps / spillway_est64 Mpps, same invocation).
+# `ratio_1m_vs_1k=X.XX` (see the many-flows case).
 # Exit status non-zero on any failure (build, a run that forwarded nothing, unparsable
 # counters).
 # Needs: cargo, python3, dpdk-testpmd (apt: dpdk, dpdk-dev, libpcap-dev). Runs as root
@@ -52,6 +62,8 @@ ROOT="$(cd "$HERE/.." && pwd)"
 N_FLOWS="${N_FLOWS:-1000}"
 FLOWS_1M="${FLOWS_1M:-1000000}"
 MBUFS_1M="${MBUFS_1M:-1048575}"
+GEN_1M="${GEN_1M:-flowgen}"
+GEN_CORE="${GEN_CORE:-0}"
 MEM_1M_MB="${MEM_1M_MB:-10240}"
 DURATION="${DURATION:-5}"
 TWO_WORKERS="${TWO_WORKERS:-1}"
@@ -62,6 +74,7 @@ CORE="${CORE:-1}"
 TARGET="${CARGO_TARGET_DIR:-$ROOT/target}"
 SPILLWAY_BIN="${SPILLWAY_BIN:-$TARGET/release/spillway}"
 SPILLWAYCTL_BIN="${SPILLWAYCTL_BIN:-$TARGET/release/spillwayctl}"
+FLOWGEN_BIN="${FLOWGEN_BIN:-$TARGET/release/examples/flowgen}"
 TESTPMD="${TESTPMD:-dpdk-testpmd}"
 
 die() { echo "e2e.sh: error: $*" >&2; exit 1; }
@@ -80,6 +93,9 @@ if [[ -z "${SKIP_BUILD:-}" ]]; then
     command -v cargo >/dev/null || die "cargo not found"
     echo "# building release (cargo build --release -p spillway-dataplane -p spillway-ctl)" >&2
     (cd "$ROOT" && cargo build --release -p spillway-dataplane -p spillway-ctl >&2) || die "build failed"
+    if [[ "$MODE" == flows || ("$MODE" == pcap && "$GEN_1M" == flowgen) ]] && ((FLOWS_1M > 0)); then
+        (cd "$ROOT" && cargo build --release -p spillway-benches --example flowgen >&2) || die "build failed (flowgen)"
+    fi
 fi
 [[ -x "$SPILLWAY_BIN" ]] || die "no $SPILLWAY_BIN"
 
@@ -89,7 +105,10 @@ spillway_config() {
     local file="$1" rx="$2" tx="$3"; shift 3
     local huge="\"--no-huge\""
     [[ -n "${SPW_HUGE:-}" ]] && huge="\"--huge-dir\", \"/dev/hugepages\""
-    local eal="$huge, \"--no-shconf\", \"-m\", \"${SPW_MEM_MB:-512}\", \"--no-pci\"" a
+    # net_memif needs the EAL multi-process channel: a file prefix instead of --no-shconf
+    local shconf="\"--no-shconf\""
+    [[ -n "${SPW_FILE_PREFIX:-}" ]] && shconf="\"--file-prefix\", \"$SPW_FILE_PREFIX\""
+    local eal="$huge, $shconf, \"-m\", \"${SPW_MEM_MB:-512}\", \"--no-pci\"" a
     for a in "$@"; do eal+=", \"$a\""; done
     cat > "$file" <<CFG
 [dataplane]
@@ -107,6 +126,7 @@ name = "in"
 device = "$rx"
 forward_to = "null"
 mac = "02:00:00:00:00:01"
+$([[ -n "${MBUF_ROOM:-}" ]] && echo "mbuf_data_room = $MBUF_ROOM")
 
 [[ports]]
 name = "null"
@@ -160,7 +180,7 @@ run_spillway() {
     spillway_config "$cfg" "${SPW_RX_DEV:-net_pcap0,rx_pcap=$pcap,infinite_rx=1}" "net_null0,no-rx=1"
     rm -f "$WORK/ctl.sock"
     "$SPILLWAY_BIN" --config "$cfg" --socket "$WORK/ctl.sock" --duration "$((DURATION + 2))" > "$log" 2>&1 &
-    local pid=$! t=0 mpps=""
+    local pid=$! t=0 mpps="" idle=""
     # up to 300 s: two pools of 1 M mbufs and a 1 M-packet capture take minutes on a busy host
     while [[ ! -S "$WORK/ctl.sock" ]] && ((t < 3000)) && kill -0 "$pid" 2>/dev/null; do sleep 0.1; t=$((t + 1)); done
     local cpu1="" cpu2=""
@@ -179,6 +199,13 @@ dt = b["uptime_sec"] - a["uptime_sec"]
 print("%.3f" % ((b["total"]["forwarded"] - a["total"]["forwarded"]) / dt / 1e6))
 PY
 )"
+            idle="$(python3 - "$WORK/$name.s1.json" "$WORK/$name.s2.json" <<'PY'
+import json, sys
+a, b = (json.load(open(f))["total"] for f in sys.argv[1:3])
+polls = b["polls"] - a["polls"]
+print("%.3f" % ((b["idle_polls"] - a["idle_polls"]) / polls if polls else 0))
+PY
+)" || idle=""
         fi
     fi
     wait "$pid" || die "spillway ($name) failed; log: $log"
@@ -210,6 +237,7 @@ PY
 )"
         eval "MPPS_CPU_$name=${split##*mpps_per_worker_cpu=}"
     fi
+    [[ -n "$idle" ]] && split+=" idle_polls=$idle"
     echo "run=spillway_$name mpps=$mpps rx=$rx forwarded=$fwd new_connections=$newc flows=$flows$split"
     eval "MPPS_$name=$mpps"
 }
@@ -237,7 +265,7 @@ run_testpmd() {
     [[ -n "${SPW_HUGE:-}" ]] && huge=(--huge-dir /dev/hugepages)
     timeout -s INT "$((DURATION + 3 + (mbufs > 16384 ? 40 : 0)))" "$TESTPMD" "${huge[@]}" --no-shconf -m "$mem" --no-pci -l "0,$CORE" \
         --vdev "net_pcap0,rx_pcap=$pcap,infinite_rx=1" --vdev "net_null0,no-rx=1" -- \
-        --forward-mode="$fwd" --total-num-mbufs="$mbufs" --stats-period 1 --nb-cores=1 \
+        --forward-mode="$fwd" --total-num-mbufs="$mbufs" ${MBUF_ROOM:+--mbuf-size="$MBUF_ROOM"} --stats-period 1 --nb-cores=1 \
         --rxq=1 --txq=1 > "$log" 2>&1 < /dev/null || true
     local mpps
     mpps="$(awk '/NIC statistics for port/ { port = $(NF-1) }
@@ -265,7 +293,11 @@ pcap_mode() {
         two_workers
     fi
     if ((FLOWS_1M > 0)); then
-        many_flows
+        case "$GEN_1M" in
+            flowgen) many_flows_flowgen ;;
+            pcap) many_flows ;;
+            *) die "GEN_1M=$GEN_1M: flowgen | pcap" ;;
+        esac
     fi
     if [[ -n "${IMIX:-}" ]]; then
         python3 "$HERE/gen_pcap.py" --out "$WORK/imix.pcap" --flows "$N_FLOWS" --imix 2>/dev/null
@@ -294,7 +326,7 @@ pcap_mode() {
     fi
     if ((FLOWS_1M > 0)); then
         # shellcheck disable=SC2154  # set by eval in run_spillway
-        python3 -c "print('ratio_1m_vs_1k=%.2f' % ($MPPS_est64_1m / $MPPS_est64))"
+        python3 -c "print('ratio_1m_vs_1k=%.2f' % ($MPPS_est64_1m / ${MPPS_est64_memif:-$MPPS_est64}))"
     fi
 }
 
@@ -309,7 +341,48 @@ two_workers() {
         run_spillway est64_2w "$a" "$N_FLOWS"
 }
 
-# many_flows: the FLOWS_1M case (header). One packet per flow, so every replay round
+# flowgen_run NAME FLOWS: flowgen (net_memif server, core GEN_CORE) -> Spillway (memif
+# client, worker on CORE) -> net_null, FLOWS flows; `run=spillway_NAME`, then the
+# generator's own line (`flowgen ... sent= unsent=`: unsent > 0 means the generator offered
+# more than Spillway took).
+flowgen_run() {
+    local name="$1" flows="$2" cap=1048576 sock="$WORK/gen.sock"
+    while ((cap < 2 * flows)); do cap=$((cap * 2)); done
+    "$FLOWGEN_BIN" --device "net_memif0,role=server,socket=$sock,id=0" --flows "$flows" --seconds 600 \
+        -- --no-huge -m 256 --no-pci --file-prefix spw-gen -l "$GEN_CORE" > "$WORK/flowgen_$name.log" 2>&1 &
+    local gen=$! t=0
+    # (memif's socket is in the abstract namespace by default: no file to wait for)
+    while ! grep -q '^flowgen: .* started' "$WORK/flowgen_$name.log" && ((t < 300)) && kill -0 "$gen" 2>/dev/null; do sleep 0.1; t=$((t + 1)); done
+    grep -q '^flowgen: .* started' "$WORK/flowgen_$name.log" || die "flowgen did not start; log: $WORK/flowgen_$name.log"
+    SPW_FILE_PREFIX=spw-lb SPW_RX_DEV="net_memif0,role=client,socket=$sock,id=0" SPW_CAPACITY="$cap" \
+        run_spillway "$name" "" "$flows"
+    kill -INT "$gen" 2>/dev/null || true
+    wait "$gen" 2>/dev/null || true
+}
+
+# many_flows_flowgen: the FLOWS_1M case with GEN_1M=flowgen (header).
+many_flows_flowgen() {
+    [[ -x "$FLOWGEN_BIN" ]] || die "no $FLOWGEN_BIN (cargo build --release -p spillway-benches --example flowgen)"
+    flowgen_run est64_memif "$N_FLOWS"
+    flowgen_run est64_1m "$FLOWS_1M"
+    # the path's own ceiling: testpmd io on Spillway's core between the same ports
+    local sock="$WORK/gen.sock" log="$WORK/testpmd_io_memif.log" mpps
+    "$FLOWGEN_BIN" --device "net_memif0,role=server,socket=$sock,id=0" --flows "$FLOWS_1M" --seconds 600 \
+        -- --no-huge -m 256 --no-pci --file-prefix spw-gen -l "$GEN_CORE" > "$WORK/flowgen_testpmd.log" 2>&1 &
+    local gen=$!
+    sleep 1
+    timeout -s INT "$((DURATION + 3))" "$TESTPMD" --no-huge -m 512 --no-pci --file-prefix spw-tp -l "$GEN_CORE,$CORE" \
+        --vdev "net_memif0,role=client,socket=$sock,id=0" --vdev "net_null0,no-rx=1" -- --no-mlockall \
+        --forward-mode=io --total-num-mbufs=16384 --stats-period 1 --nb-cores=1 > "$log" 2>&1 < /dev/null || true
+    kill -INT "$gen" 2>/dev/null || true
+    wait "$gen" 2>/dev/null || true
+    mpps="$(awk '/NIC statistics for port/ { port = $(NF-1) }
+                 /Tx-pps:/ && port == "1" { n++; if (n > 2) { s += $2; k++ } }
+                 END { if (k) printf "%.3f", s / k / 1e6 }' "$log")"
+    echo "run=testpmd_io_memif mpps=${mpps:-NA} flows=$FLOWS_1M"
+}
+
+# many_flows: the FLOWS_1M case with GEN_1M=pcap (header). One packet per flow, so every replay round
 # touches every flow once: the connection table's working set is FLOWS_1M entries.
 many_flows() {
     local pcap="$WORK/est64_1m.pcap" cap=1048576 avail_mb
@@ -372,8 +445,17 @@ memif_mode() {
     echo "run=spillway_memif mpps=$(python3 -c "print('%.3f' % ($fwd / $up / 1e6))") tx_mpps=$(python3 -c "print('%.3f' % ($tx / $up / 1e6))") forwarded=$fwd tx=$tx (testpmd txonly UDP to VIP:80 --txonly-multi-flow -> spillway -> testpmd rxonly)"
 }
 
+# flows mode: only the many-flows case with flowgen (N_FLOWS, then FLOWS_1M flows).
+flows_mode() {
+    ((FLOWS_1M > 0)) || die "flows mode needs FLOWS_1M > 0"
+    many_flows_flowgen
+    # shellcheck disable=SC2154  # set by eval in run_spillway
+    python3 -c "print('ratio_1m_vs_1k=%.2f' % ($MPPS_est64_1m / $MPPS_est64_memif))"
+}
+
 case "$MODE" in
     pcap) pcap_mode ;;
+    flows) flows_mode ;;
     memif) memif_mode ;;
-    *) die "unknown mode '$MODE' (pcap | memif)" ;;
+    *) die "unknown mode '$MODE' (pcap | memif | flows)" ;;
 esac
