@@ -15,14 +15,16 @@
 # frame from a template in the mbuf (the flows of gen_pcap.py), so its work is the same
 # for 1 K and 1 M flows, and sends them over net_memif to Spillway (memif client, worker on
 # CORE, out to net_null). Runs `spillway_est64_memif` (N_FLOWS flows) and
-# `spillway_est64_1m` (FLOWS_1M flows) on that same path, one after the other, then
-# `testpmd_io_memif` (testpmd io on Spillway's core and ports, FLOWS_1M flows: the path's
-# own ceiling), and prints `ratio_1m_vs_1k=X.XX` (spillway_est64_1m Mpps /
-# spillway_est64_memif Mpps: same generator, same ports, only the number of flows
-# differs). Each spillway run prints `idle_polls` (share of the worker's polls that
-# received nothing between the samples: ~0 means Spillway, not the generator, is the
-# limit). `conntrack.capacity_per_worker` is sized >= 2 x FLOWS_1M (2,097,152 for 1 M:
-# 64 MiB). GEN_1M=pcap runs the older form of this case instead: the capture replayed by
+# `spillway_est64_1m` (FLOWS_1M flows) on that same path, one after the other, each
+# followed by flowgen's own line (`flowgen ... sent= unsent= mpps=`, counted while the
+# memif link was up), then `testpmd_io_memif` (testpmd io on Spillway's core and ports,
+# FLOWS_1M flows: the path's own ceiling), and prints `ratio_1m_vs_1k=X.XX`
+# (spillway_est64_1m Mpps / spillway_est64_memif Mpps: same generator, ports and config,
+# `conntrack.capacity_per_worker` >= 2 x FLOWS_1M in both (2,097,152 for 1 M: 64 MiB);
+# only the number of flows differs). Spillway is the limit, not the generator, when
+# flowgen's `unsent` > 0 (it offered more than Spillway took) and the run's `mean_burst`
+# (packets per poll that received any) is ~32; `idle_polls` is the share of polls that
+# received nothing (an empty poll costs ~0.1 us against ~2 us for a full burst). GEN_1M=pcap runs the older form of this case instead: the capture replayed by
 # net_pcap on Spillway's own core (`run=spillway_est64_1m` against the main N_FLOWS run);
 # net_pcap keeps one mbuf per packet of the capture, so the generator itself slows down
 # at 1 M packets (cache misses on 1 M stored mbufs: testpmd io drops from ~88 to ~20 Mpps;
@@ -31,8 +33,7 @@
 # refuses to start when MemAvailable is below MEM_1M_MB + 1 GiB; HUGE_1M=1 runs it on
 # 2 MiB hugepages instead: it reserves HUGE_1M_PAGES (default 3500 = 7 GiB) in /sys and
 # mounts hugetlbfs on /dev/hugepages when nothing is mounted there (both given back
-# after), with EAL memory MEM_1M_HUGE_MB (default 6144). MBUF_ROOM sets
-# `[[ports]] mbuf_data_room` of the RX port and testpmd's --mbuf-size in every run.
+# after), with EAL memory MEM_1M_HUGE_MB (default 6144).
 # IPv6 case (pcap mode, on by default; IPV6_RUN=0 skips it): run `spillway_est64_v6` (the
 # same N_FLOWS flows over IPv6 to fd00::100, 74-byte frames) right after the IPv4 run, and
 # `ratio_v6_vs_v4=X.XX` (spillway_est64_v6 Mpps / spillway_est64 Mpps, same invocation).
@@ -98,6 +99,9 @@ if [[ -z "${SKIP_BUILD:-}" ]]; then
     fi
 fi
 [[ -x "$SPILLWAY_BIN" ]] || die "no $SPILLWAY_BIN"
+if [[ "$MODE" == flows || ("$MODE" == pcap && "$GEN_1M" == flowgen) ]] && ((FLOWS_1M > 0)); then
+    [[ -x "$FLOWGEN_BIN" ]] || die "no $FLOWGEN_BIN (cargo build --release -p spillway-benches --example flowgen; FLOWS_1M=0 skips the many-flows case)"
+fi
 
 # ------------------------------------------------------------------ helpers ----
 # spillway_config FILE RX_DEVICE TX_DEVICE [extra eal args...]
@@ -126,7 +130,6 @@ name = "in"
 device = "$rx"
 forward_to = "null"
 mac = "02:00:00:00:00:01"
-$([[ -n "${MBUF_ROOM:-}" ]] && echo "mbuf_data_room = $MBUF_ROOM")
 
 [[ports]]
 name = "null"
@@ -180,7 +183,7 @@ run_spillway() {
     spillway_config "$cfg" "${SPW_RX_DEV:-net_pcap0,rx_pcap=$pcap,infinite_rx=1}" "net_null0,no-rx=1"
     rm -f "$WORK/ctl.sock"
     "$SPILLWAY_BIN" --config "$cfg" --socket "$WORK/ctl.sock" --duration "$((DURATION + 2))" > "$log" 2>&1 &
-    local pid=$! t=0 mpps="" idle=""
+    local pid=$! t=0 mpps="" idle="" burst=""
     # up to 300 s: two pools of 1 M mbufs and a 1 M-packet capture take minutes on a busy host
     while [[ ! -S "$WORK/ctl.sock" ]] && ((t < 3000)) && kill -0 "$pid" 2>/dev/null; do sleep 0.1; t=$((t + 1)); done
     local cpu1="" cpu2=""
@@ -203,9 +206,11 @@ PY
 import json, sys
 a, b = (json.load(open(f))["total"] for f in sys.argv[1:3])
 polls = b["polls"] - a["polls"]
-print("%.3f" % ((b["idle_polls"] - a["idle_polls"]) / polls if polls else 0))
+busy = polls - (b["idle_polls"] - a["idle_polls"])
+print("%.3f %.2f" % ((polls - busy) / polls if polls else 0, (b["rx"] - a["rx"]) / busy if busy else 0))
 PY
 )" || idle=""
+            burst="${idle#* }" idle="${idle% *}"
         fi
     fi
     wait "$pid" || die "spillway ($name) failed; log: $log"
@@ -238,6 +243,7 @@ PY
         eval "MPPS_CPU_$name=${split##*mpps_per_worker_cpu=}"
     fi
     [[ -n "$idle" ]] && split+=" idle_polls=$idle"
+    [[ -n "$burst" ]] && split+=" mean_burst=$burst"
     echo "run=spillway_$name mpps=$mpps rx=$rx forwarded=$fwd new_connections=$newc flows=$flows$split"
     eval "MPPS_$name=$mpps"
 }
@@ -265,7 +271,7 @@ run_testpmd() {
     [[ -n "${SPW_HUGE:-}" ]] && huge=(--huge-dir /dev/hugepages)
     timeout -s INT "$((DURATION + 3 + (mbufs > 16384 ? 40 : 0)))" "$TESTPMD" "${huge[@]}" --no-shconf -m "$mem" --no-pci -l "0,$CORE" \
         --vdev "net_pcap0,rx_pcap=$pcap,infinite_rx=1" --vdev "net_null0,no-rx=1" -- \
-        --forward-mode="$fwd" --total-num-mbufs="$mbufs" ${MBUF_ROOM:+--mbuf-size="$MBUF_ROOM"} --stats-period 1 --nb-cores=1 \
+        --forward-mode="$fwd" --total-num-mbufs="$mbufs" --stats-period 1 --nb-cores=1 \
         --rxq=1 --txq=1 > "$log" 2>&1 < /dev/null || true
     local mpps
     mpps="$(awk '/NIC statistics for port/ { port = $(NF-1) }
@@ -341,41 +347,50 @@ two_workers() {
         run_spillway est64_2w "$a" "$N_FLOWS"
 }
 
-# flowgen_run NAME FLOWS: flowgen (net_memif server, core GEN_CORE) -> Spillway (memif
-# client, worker on CORE) -> net_null, FLOWS flows; `run=spillway_NAME`, then the
-# generator's own line (`flowgen ... sent= unsent=`: unsent > 0 means the generator offered
-# more than Spillway took).
-flowgen_run() {
-    local name="$1" flows="$2" cap=1048576 sock="$WORK/gen.sock"
-    while ((cap < 2 * flows)); do cap=$((cap * 2)); done
-    "$FLOWGEN_BIN" --device "net_memif0,role=server,socket=$sock,id=0" --flows "$flows" --seconds 600 \
-        -- --no-huge -m 256 --no-pci --file-prefix spw-gen -l "$GEN_CORE" > "$WORK/flowgen_$name.log" 2>&1 &
-    local gen=$! t=0
+# flowgen_start NAME FLOWS: starts flowgen (net_memif server on core GEN_CORE, FLOWS flows)
+# in the background and waits until its port is up; FLOWGEN_PID is its pid.
+flowgen_start() {
+    local log="$WORK/flowgen_$1.log" t=0
+    "$FLOWGEN_BIN" --device "net_memif0,role=server,socket=$WORK/gen.sock,id=0" --flows "$2" --size "$SIZE" --seconds 600 \
+        -- --no-huge -m 256 --no-pci --file-prefix spw-gen -l "$GEN_CORE" > "$log" 2>&1 &
+    FLOWGEN_PID=$!
     # (memif's socket is in the abstract namespace by default: no file to wait for)
-    while ! grep -q '^flowgen: .* started' "$WORK/flowgen_$name.log" && ((t < 300)) && kill -0 "$gen" 2>/dev/null; do sleep 0.1; t=$((t + 1)); done
-    grep -q '^flowgen: .* started' "$WORK/flowgen_$name.log" || die "flowgen did not start; log: $WORK/flowgen_$name.log"
-    SPW_FILE_PREFIX=spw-lb SPW_RX_DEV="net_memif0,role=client,socket=$sock,id=0" SPW_CAPACITY="$cap" \
+    while ! grep -q '^flowgen: .* started' "$log" && ((t < 300)) && kill -0 "$FLOWGEN_PID" 2>/dev/null; do sleep 0.1; t=$((t + 1)); done
+    grep -q '^flowgen: .* started' "$log" || die "flowgen did not start; log: $log"
+}
+
+# flowgen_stop NAME: stops flowgen (it also stops by itself when the receiver leaves) and
+# prints its line; fails when flowgen failed (a generator that died mid-run would
+# otherwise leave a low figure without an error).
+flowgen_stop() {
+    local log="$WORK/flowgen_$1.log"
+    kill -INT "$FLOWGEN_PID" 2>/dev/null || true
+    wait "$FLOWGEN_PID" || die "flowgen failed; log: $log"
+    grep '^flowgen flows=' "$log" || die "no flowgen summary; log: $log"
+}
+
+# flowgen_run NAME FLOWS: flowgen -> Spillway (memif client, worker on CORE) -> net_null,
+# FLOWS flows, table sized for FLOWS_1M; `run=spillway_NAME`, then flowgen's line.
+flowgen_run() {
+    local name="$1" flows="$2" cap=1048576
+    while ((cap < 2 * FLOWS_1M)); do cap=$((cap * 2)); done
+    flowgen_start "$name" "$flows"
+    SPW_FILE_PREFIX=spw-lb SPW_RX_DEV="net_memif0,role=client,socket=$WORK/gen.sock,id=0" SPW_CAPACITY="$cap" \
         run_spillway "$name" "" "$flows"
-    kill -INT "$gen" 2>/dev/null || true
-    wait "$gen" 2>/dev/null || true
+    flowgen_stop "$name"
 }
 
 # many_flows_flowgen: the FLOWS_1M case with GEN_1M=flowgen (header).
 many_flows_flowgen() {
-    [[ -x "$FLOWGEN_BIN" ]] || die "no $FLOWGEN_BIN (cargo build --release -p spillway-benches --example flowgen)"
     flowgen_run est64_memif "$N_FLOWS"
     flowgen_run est64_1m "$FLOWS_1M"
     # the path's own ceiling: testpmd io on Spillway's core between the same ports
-    local sock="$WORK/gen.sock" log="$WORK/testpmd_io_memif.log" mpps
-    "$FLOWGEN_BIN" --device "net_memif0,role=server,socket=$sock,id=0" --flows "$FLOWS_1M" --seconds 600 \
-        -- --no-huge -m 256 --no-pci --file-prefix spw-gen -l "$GEN_CORE" > "$WORK/flowgen_testpmd.log" 2>&1 &
-    local gen=$!
-    sleep 1
+    local log="$WORK/testpmd_io_memif.log" mpps
+    flowgen_start testpmd "$FLOWS_1M"
     timeout -s INT "$((DURATION + 3))" "$TESTPMD" --no-huge -m 512 --no-pci --file-prefix spw-tp -l "$GEN_CORE,$CORE" \
-        --vdev "net_memif0,role=client,socket=$sock,id=0" --vdev "net_null0,no-rx=1" -- --no-mlockall \
+        --vdev "net_memif0,role=client,socket=$WORK/gen.sock,id=0" --vdev "net_null0,no-rx=1" -- --no-mlockall \
         --forward-mode=io --total-num-mbufs=16384 --stats-period 1 --nb-cores=1 > "$log" 2>&1 < /dev/null || true
-    kill -INT "$gen" 2>/dev/null || true
-    wait "$gen" 2>/dev/null || true
+    flowgen_stop testpmd > /dev/null
     mpps="$(awk '/NIC statistics for port/ { port = $(NF-1) }
                  /Tx-pps:/ && port == "1" { n++; if (n > 2) { s += $2; k++ } }
                  END { if (k) printf "%.3f", s / k / 1e6 }' "$log")"

@@ -15,10 +15,12 @@
 //! flowgen --device DEV --flows N --seconds S [--size 64] [--vip 10.0.0.100] [--port 80] -- EAL_ARGS...
 //! ```
 //!
-//! Stops after `--seconds` or on SIGINT/SIGTERM, then prints
-//! `flowgen flows=N sent=P unsent=U seconds=S mpps=X`: `sent` frames the
-//! port accepted, `unsent` the ones it refused (its ring full: the receiver is slower), and
-//! exits 1 with a message on a bad argument or a DPDK error.
+//! Counts from the moment the port's link is up (for net_memif: the receiver connected) and
+//! stops after `--seconds`, on SIGINT/SIGTERM, or when the link goes down (the receiver
+//! left), then prints `flowgen flows=N sent=P unsent=U seconds=S mpps=X` over that window:
+//! `sent` frames the port accepted, `unsent` the ones it refused (its ring full: the
+//! receiver was slower than the generator). Exits 1 with a message on a bad argument, a
+//! DPDK error, or a link that never came up.
 
 use spillway_dataplane::dpdk::{Eal, EthPort, Mempool};
 use std::net::Ipv4Addr;
@@ -149,12 +151,22 @@ fn run(a: &Args) -> Result<(u64, u64, f64), String> {
     let tmpl = template(a.size, a.vip, a.port);
     let (mut sent, mut unsent, mut flow) = (0u64, 0u64, 0u32);
     let mut mbufs: [*mut sys::rte_mbuf; BURST] = [std::ptr::null_mut(); BURST];
+    let deadline = Instant::now() + Duration::from_secs_f64(a.seconds);
+    // Count only while the peer is there: memif's TX refuses everything while the link is
+    // down (before the receiver connects, after it leaves), which is not "receiver slower".
+    let link_up = |port: &EthPort| port.link().map(|l| l.up).unwrap_or(false);
+    while !link_up(&port) {
+        if Instant::now() >= deadline || STOP.load(Ordering::Relaxed) {
+            return Err("the link never came up (no receiver connected)".into());
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    eprintln!("flowgen: link up, counting");
     let start = Instant::now();
-    let end = start + Duration::from_secs_f64(a.seconds);
     let mut n_iter = 0u32;
     loop {
         n_iter = n_iter.wrapping_add(1);
-        if n_iter % 1024 == 0 && (Instant::now() >= end || STOP.load(Ordering::Relaxed)) {
+        if n_iter % 1024 == 0 && (Instant::now() >= deadline || STOP.load(Ordering::Relaxed) || !link_up(&port)) {
             break;
         }
         // SAFETY: the pool is live; on success BURST valid mbufs are written to `mbufs`.
@@ -188,6 +200,9 @@ fn run(a: &Args) -> Result<(u64, u64, f64), String> {
     }
     let secs = start.elapsed().as_secs_f64();
     let _ = port.stop();
+    // the port's queues use the pool: close the port first
+    drop(port);
+    drop(pool);
     Ok((sent, unsent, secs))
 }
 

@@ -153,12 +153,12 @@ fn run(args: Args) -> Result<(), String> {
     for (i, p) in cfg.ports.iter().enumerate() {
         let mut port = EthPort::by_name(&p.device).map_err(|e| format!("ports[{i}] ({}): {e}", p.name))?;
         // Jumbo frames (issue 12 item 7): RX scatter, or mbufs sized for the MTU.
-        let plan = port.rx_plan(&format!("ports[{i}]"), p.mtu, p.mbuf_data_room).map_err(|e| format!("ports[{i}] ({}): {e}", p.name))?;
+        let plan = port.rx_plan(&format!("ports[{i}]"), p.mtu).map_err(|e| format!("ports[{i}] ({}): {e}", p.name))?;
         let pool = Mempool::with_data_room(&format!("mbuf_{i}"), cfg.dataplane.mbufs_per_port, 256, plan.data_room, port.socket_id())
             .map_err(|e| format!("ports[{i}] ({}): mbuf pool: {e}", p.name))?;
         port.configure_plan(workers as u16, workers as u16, cfg.dataplane.descriptors, &pool, &plan)
             .map_err(|e| format!("ports[{i}] ({}): {e}", p.name))?;
-        if p.mtu != spillway_shared::config::DEFAULT_PORT_MTU || p.mbuf_data_room.is_some() {
+        if p.mtu != spillway_shared::config::DEFAULT_PORT_MTU {
             tracing::info!(port = %p.name, mtu = plan.mtu, rx_scatter = plan.rx_scatter, tx_multi_seg = plan.tx_multi_seg, mbuf_data_room = plan.data_room, "jumbo frames");
         }
         if let Err(e) = port.promiscuous(true) {

@@ -205,14 +205,6 @@ pub struct PortConfig {
     /// sized for the frame, as the device allows (docs/operations.md "Jumbo frames").
     #[serde(default = "d_port_mtu", deserialize_with = "ranged::port_mtu", skip_serializing_if = "is_default_port_mtu")]
     pub mtu: u16,
-    /// Buffer bytes of each mbuf of the port's pool, headroom (128) included
-    /// (`rte_pktmbuf_pool_create`'s `data_room_size`), 640–65,535; absent: DPDK's default
-    /// (2,176), or larger for a jumbo `mtu` on a device that cannot chain mbufs. A frame
-    /// larger than one mbuf arrives in chained mbufs (RX scatter), which the device must
-    /// support. Smaller mbufs take less memory and fewer cache lines per packet: pools of
-    /// many mbufs (docs/operations.md "Jumbo frames", docs/benchmarks.md "1 M flows").
-    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "ranged::mbuf_data_room")]
-    pub mbuf_data_room: Option<u16>,
 }
 
 /// Default [`PortConfig::mtu`]: the Ethernet MTU (RFC 894).
@@ -997,7 +989,6 @@ pub(crate) mod ranged {
         idle_timeout_sec: u32 = "services[].idle_timeout_sec";
         failover_health_threshold: u32 = "services[].failover_health_threshold";
         hc_port: u16 = "services[].health_check.port";
-        mbuf_data_room: u16 = "ports[].mbuf_data_room";
         expected_status: u16 = "services[].health_check.expected_status";
     }
 
@@ -1418,9 +1409,6 @@ impl Config {
             }
             let mtu_path = format!("ports[{i}].mtu");
             lim("ports[].mtu").check_int(&mtu_path, pcfg.mtu.into())?;
-            if let Some(room) = pcfg.mbuf_data_room {
-                lim("ports[].mbuf_data_room").check_int(&format!("ports[{i}].mbuf_data_room"), room.into())?;
-            }
         }
         for (i, pcfg) in self.ports.iter().enumerate() {
             if let Some(f) = &pcfg.forward_to {

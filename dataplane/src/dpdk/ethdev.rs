@@ -184,13 +184,12 @@ impl EthPort {
         self.configure_plan(rx_queues, tx_queues, descriptors, pool, &plan)
     }
 
-    /// The [`RxPlan`] of this device for `mtu` (issue 12 item 7) and the configured mbuf
-    /// data `room` (`[[ports]] mbuf_data_room`, bytes); `path` names the port in the error
-    /// (`ports[0]`). Decide it before creating the port's pool: the pool's data
+    /// The [`RxPlan`] of this device for `mtu` (issue 12 item 7); `path` names the port in
+    /// the error (`ports[0]`). Decide it before creating the port's pool: the pool's data
     /// room comes from it.
-    pub fn rx_plan(&self, path: &str, mtu: u16, room: Option<u16>) -> Result<RxPlan> {
+    pub fn rx_plan(&self, path: &str, mtu: u16) -> Result<RxPlan> {
         let info = self.info()?;
-        rx_plan(path, mtu, room, &DeviceCaps::of(&info)).map_err(|m| DpdkError::new("rte_eth_dev_configure", libc::EINVAL, m))
+        rx_plan(path, mtu, &DeviceCaps::of(&info)).map_err(|m| DpdkError::new("rte_eth_dev_configure", libc::EINVAL, m))
     }
 
     /// [`EthPort::configure`] with the MTU and offloads of `plan`: `rxmode.mtu`, and

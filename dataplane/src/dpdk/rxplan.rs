@@ -11,8 +11,6 @@
 //!   Ethernet header + two VLAN tags), one mbuf per frame.
 //! - An MTU outside the device's range, or a frame no single mbuf can hold on a device
 //!   that cannot chain them: an error naming `ports[i].mtu`, the value and the range.
-//! - `[[ports]] mbuf_data_room` set: the pool has that room whatever the MTU; a frame
-//!   larger than one mbuf needs chaining (else an error naming `ports[i].mbuf_data_room`).
 
 use dpdk_sys as sys;
 
@@ -92,12 +90,10 @@ impl RxPlan {
     }
 }
 
-/// The plan for `mtu` on a device with `caps`, with the operator's `room`
-/// (`[[ports]] mbuf_data_room`, bytes, headroom included) if any; `port` is the config path
-/// of the port (`ports[0]`) for the error. The default data room
-/// (`RTE_MBUF_DEFAULT_BUF_SIZE`, 2,048 bytes + 128 of headroom) and headroom
-/// (`RTE_PKTMBUF_HEADROOM`) are DPDK's.
-pub fn rx_plan(port: &str, mtu: u16, room: Option<u16>, caps: &DeviceCaps) -> Result<RxPlan, String> {
+/// The plan for `mtu` on a device with `caps`; `port` is the config path of the port
+/// (`ports[0]`) for the error. The default data room (`RTE_MBUF_DEFAULT_BUF_SIZE`, 2,048
+/// bytes + 128 of headroom) and headroom (`RTE_PKTMBUF_HEADROOM`) are DPDK's.
+pub fn rx_plan(port: &str, mtu: u16, caps: &DeviceCaps) -> Result<RxPlan, String> {
     let default_room = sys::RTE_MBUF_DEFAULT_BUF_SIZE;
     let headroom = sys::RTE_PKTMBUF_HEADROOM;
     // ethdev's own check (eth_dev_validate_mtu): min_mtu ≤ mtu ≤ max_mtu and
@@ -115,20 +111,6 @@ pub fn rx_plan(port: &str, mtu: u16, room: Option<u16>, caps: &DeviceCaps) -> Re
         ));
     }
     let frame = u32::from(mtu) + L2_MAX;
-    if let Some(room) = room {
-        if frame + headroom <= u32::from(room) {
-            return Ok(RxPlan { mtu, rx_scatter: false, tx_multi_seg: false, data_room: room });
-        }
-        if caps.can_chain() {
-            return Ok(RxPlan { mtu, rx_scatter: true, tx_multi_seg: true, data_room: room });
-        }
-        return Err(format!(
-            "{port}.mbuf_data_room = {room}: holds frames up to {} bytes, and mtu = {mtu} needs {frame}; this device \
-             cannot chain mbufs (RX scatter and multi-segment TX): raise it to {} or remove it",
-            u32::from(room).saturating_sub(headroom),
-            (frame + headroom).div_ceil(64) * 64
-        ));
-    }
     if frame + headroom <= default_room {
         return Ok(RxPlan { mtu, rx_scatter: false, tx_multi_seg: false, data_room: default_room as u16 });
     }
@@ -150,42 +132,19 @@ pub fn rx_plan(port: &str, mtu: u16, room: Option<u16>, caps: &DeviceCaps) -> Re
 mod tests {
     use super::*;
 
-    fn rx_plan_default(port: &str, mtu: u16, caps: &DeviceCaps) -> Result<RxPlan, String> {
-        rx_plan(port, mtu, None, caps)
-    }
-
-    #[test]
-    fn configured_room_is_kept() {
-        let chain = caps(rx_scatter(), tx_multi_segs());
-        // small mbufs: a 1500-byte MTU arrives chained on a device that chains
-        let p = rx_plan("ports[0]", 1500, Some(1152), &chain).unwrap();
-        assert_eq!(p, RxPlan { mtu: 1500, rx_scatter: true, tx_multi_seg: true, data_room: 1152 });
-        // a room that holds the frame: no offload asked, the room as given
-        let p = rx_plan("ports[0]", 1500, Some(1664), &caps(0, 0)).unwrap();
-        assert_eq!(p, RxPlan { mtu: 1500, rx_scatter: false, tx_multi_seg: false, data_room: 1664 });
-        let p = rx_plan("ports[0]", 1500, Some(4096), &chain).unwrap();
-        assert_eq!((p.data_room, p.rx_scatter), (4096, false));
-        // too small on a device that cannot chain: the field, what it holds, what is needed
-        let e = rx_plan("ports[2]", 1500, Some(1152), &caps(rx_scatter(), 0)).unwrap_err();
-        assert!(e.contains("ports[2].mbuf_data_room = 1152") && e.contains("1024 bytes") && e.contains("1522") && e.contains("1664"), "{e}");
-        // exactly headroom + frame fits
-        assert!(!rx_plan("p", 1500, Some(1650), &caps(0, 0)).unwrap().rx_scatter);
-        assert!(rx_plan("p", 1500, Some(1649), &caps(0, 0)).is_err());
-    }
-
     fn caps(rx: u64, tx: u64) -> DeviceCaps {
         DeviceCaps { min_mtu: 68, max_mtu: u16::MAX, max_rx_pktlen: u32::MAX, rx_offload_capa: rx, tx_offload_capa: tx }
     }
 
     #[test]
     fn default_mtu_needs_nothing() {
-        let p = rx_plan_default("ports[0]", 1500, &caps(u64::MAX, u64::MAX)).unwrap();
+        let p = rx_plan("ports[0]", 1500, &caps(u64::MAX, u64::MAX)).unwrap();
         assert_eq!(p, RxPlan { mtu: 1500, rx_scatter: false, tx_multi_seg: false, data_room: 2048 + 128 });
     }
 
     #[test]
     fn jumbo_chains_when_the_device_can() {
-        let p = rx_plan_default("ports[0]", 9000, &caps(rx_scatter(), tx_multi_segs())).unwrap();
+        let p = rx_plan("ports[0]", 9000, &caps(rx_scatter(), tx_multi_segs())).unwrap();
         assert!(p.rx_scatter && p.tx_multi_seg);
         assert_eq!(p.data_room, 2048 + 128);
     }
@@ -193,37 +152,37 @@ mod tests {
     #[test]
     fn jumbo_without_chaining_gets_big_mbufs() {
         for (rx, tx) in [(0, 0), (rx_scatter(), 0), (0, tx_multi_segs())] {
-            let p = rx_plan_default("ports[0]", 9000, &caps(rx, tx)).unwrap();
+            let p = rx_plan("ports[0]", 9000, &caps(rx, tx)).unwrap();
             assert!(!p.rx_scatter && !p.tx_multi_seg);
             // headroom + 9000 + 22, rounded up to 64
             assert_eq!(p.data_room, 9152);
             assert!(u32::from(p.data_room) >= 128 + 9000 + L2_MAX);
         }
         // up to 2,048 bytes of frame fit the default room (2,176 with its 128 of headroom)
-        let p = rx_plan_default("ports[0]", 2048 - 22, &caps(0, 0)).unwrap();
+        let p = rx_plan("ports[0]", 2048 - 22, &caps(0, 0)).unwrap();
         assert_eq!((p.data_room, p.rx_scatter), (2176, false));
-        let p = rx_plan_default("ports[0]", 2048 - 21, &caps(0, 0)).unwrap();
+        let p = rx_plan("ports[0]", 2048 - 21, &caps(0, 0)).unwrap();
         assert_eq!(p.data_room, 2240);
     }
 
     #[test]
     fn device_limits_are_named() {
         let small = DeviceCaps { min_mtu: 68, max_mtu: 1500, max_rx_pktlen: 1518, rx_offload_capa: 0, tx_offload_capa: 0 };
-        let e = rx_plan_default("ports[1]", 9000, &small).unwrap_err();
+        let e = rx_plan("ports[1]", 9000, &small).unwrap_err();
         assert!(e.contains("ports[1].mtu = 9000") && e.contains("68..=1500") && e.contains("1518"), "{e}");
-        assert!(rx_plan_default("ports[1]", 1500, &small).is_ok());
+        assert!(rx_plan("ports[1]", 1500, &small).is_ok());
         // no max_mtu: the frame limit with DPDK's default overhead
         let c = DeviceCaps { max_rx_pktlen: 9018, ..caps(0, 0) };
-        assert!(rx_plan_default("p", 9000, &c).is_ok());
-        let e = rx_plan_default("p", 9001, &c).unwrap_err();
+        assert!(rx_plan("p", 9000, &c).is_ok());
+        let e = rx_plan("p", 9001, &c).unwrap_err();
         assert!(e.contains("p.mtu = 9001") && e.contains("68..=9000"), "{e}");
         let c = DeviceCaps { min_mtu: 1500, ..caps(0, 0) };
-        assert!(rx_plan_default("p", 1280, &c).unwrap_err().contains("1500..="));
+        assert!(rx_plan("p", 1280, &c).unwrap_err().contains("1500..="));
     }
 
     #[test]
     fn pool_memory() {
-        let p = rx_plan_default("p", 9000, &caps(0, 0)).unwrap();
+        let p = rx_plan("p", 9000, &caps(0, 0)).unwrap();
         assert_eq!(p.pool_bytes(8191), 8191 * (9152 + 192));
     }
 }
