@@ -194,6 +194,8 @@ run_spillway() {
         sleep "$DURATION"
         "$SPILLWAYCTL_BIN" --socket "$WORK/ctl.sock" status --json > "$WORK/$name.s2.json" || true
         cpu2="$(worker_cpu_ticks "$pid")"
+        # e.g. pause the generator while Spillway still runs (flowgen_run)
+        if [[ -n "${SPW_AFTER_SAMPLES:-}" ]]; then $SPW_AFTER_SAMPLES; fi
         if [[ -s "$WORK/$name.s1.json" && -s "$WORK/$name.s2.json" ]]; then
             mpps="$(python3 - "$WORK/$name.s1.json" "$WORK/$name.s2.json" <<'PY'
 import json, sys
@@ -375,9 +377,18 @@ flowgen_run() {
     local name="$1" flows="$2" cap=1048576
     while ((cap < 2 * FLOWS_1M)); do cap=$((cap * 2)); done
     flowgen_start "$name" "$flows"
+    # flowgen pauses (stops sending, port open) right after the second sample; Spillway
+    # then leaves; then flowgen stops: DPDK 22.11's memif can crash the side that still
+    # sends or polls while its peer disconnects (seen with either side)
     SPW_FILE_PREFIX=spw-lb SPW_RX_DEV="net_memif0,role=client,socket=$WORK/gen.sock,id=0" SPW_CAPACITY="$cap" \
-        run_spillway "$name" "" "$flows"
+        SPW_AFTER_SAMPLES="flowgen_pause" run_spillway "$name" "" "$flows"
     flowgen_stop "$name"
+}
+
+# flowgen_pause: flowgen stops sending and counting (SIGUSR1) but keeps its port open.
+flowgen_pause() {
+    kill -USR1 "$FLOWGEN_PID" 2>/dev/null || die "flowgen stopped before the measurement ended"
+    sleep 0.2
 }
 
 # many_flows_flowgen: the FLOWS_1M case with GEN_1M=flowgen (header).
@@ -387,12 +398,17 @@ many_flows_flowgen() {
     # the path's own ceiling: testpmd io on Spillway's core between the same ports
     local log="$WORK/testpmd_io_memif.log" mpps
     flowgen_start testpmd "$FLOWS_1M"
-    timeout -s INT "$((DURATION + 3))" "$TESTPMD" --no-huge -m 512 --no-pci --file-prefix spw-tp -l "$GEN_CORE,$CORE" \
+    timeout -s INT "$((DURATION + 6))" "$TESTPMD" --no-huge -m 512 --no-pci --file-prefix spw-tp -l "$GEN_CORE,$CORE" \
         --vdev "net_memif0,role=client,socket=$WORK/gen.sock,id=0" --vdev "net_null0,no-rx=1" -- --no-mlockall \
-        --forward-mode=io --total-num-mbufs=16384 --stats-period 1 --nb-cores=1 > "$log" 2>&1 < /dev/null || true
+        --forward-mode=io --total-num-mbufs=16384 --stats-period 1 --nb-cores=1 > "$log" 2>&1 < /dev/null &
+    local tp=$!
+    # the generator pauses first (see flowgen_run); samples after it (0 pps) are left out
+    sleep "$((DURATION + 3))"
+    flowgen_pause
+    wait "$tp" || true
     flowgen_stop testpmd > /dev/null
     mpps="$(awk '/NIC statistics for port/ { port = $(NF-1) }
-                 /Tx-pps:/ && port == "1" { n++; if (n > 2) { s += $2; k++ } }
+                 /Tx-pps:/ && port == "1" && $2 > 0 { n++; if (n > 2) { s += $2; k++ } }
                  END { if (k) printf "%.3f", s / k / 1e6 }' "$log")"
     echo "run=testpmd_io_memif mpps=${mpps:-NA} flows=$FLOWS_1M"
 }

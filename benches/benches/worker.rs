@@ -16,10 +16,10 @@
 
 use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use spillway_benches::{bench_config, set_flow, snapshot, tcp_frame, xorshift};
-use spillway_dataplane::fastpath::conntrack::Timeouts;
+use spillway_dataplane::fastpath::conntrack::{PrefetchTarget, Timeouts};
 use spillway_dataplane::fastpath::port::{MemBuf, PacketBuf};
 use spillway_dataplane::fastpath::stats::WorkerStats;
-use spillway_dataplane::fastpath::worker::{PortInfo, Verdict, Worker};
+use spillway_dataplane::fastpath::worker::{PortInfo, Verdict, Worker, PREFETCH_DISTANCE};
 use std::sync::Arc;
 
 const SYN: u8 = 0x02;
@@ -69,7 +69,8 @@ fn bench(c: &mut Criterion) {
     });
     eprintln!("syn_new: {:?}", w.ct.counters);
 
-    // SYNs in bursts of 32 as `Worker::poll` runs them (prefetch pass, then process).
+    // SYNs in bursts of 32 with the all-at-once prefetch pass (`Worker::poll` issues the
+    // same prefetches PREFETCH_DISTANCE packets ahead instead; see established_burst32_*).
     let mut w = worker(1 << 20);
     let mut bufs: Vec<MemBuf> = (0..32).map(|_| MemBuf::new(&tcp_frame(0, 0, SYN))).collect();
     g.throughput(Throughput::Elements(32));
@@ -106,20 +107,32 @@ fn bench(c: &mut Criterion) {
         });
         let mut bufs: Vec<MemBuf> = (0..32).map(|_| MemBuf::new(&tcp_frame(0, 0, ACK))).collect();
         g.throughput(Throughput::Elements(32));
-        for prefetch in [false, true] {
-            let id = if prefetch { "established_burst32_prefetch" } else { "established_burst32_noprefetch" };
-            g.bench_function(BenchmarkId::new(id, name), |b| {
+        // noprefetch; prefetch: every bucket of the burst first; pipelined: as
+        // `Worker::poll` does, each bucket PREFETCH_DISTANCE packets ahead of its lookup
+        for mode in ["noprefetch", "prefetch", "pipelined"] {
+            g.bench_function(BenchmarkId::new(format!("established_burst32_{mode}"), name), |b| {
                 b.iter(|| {
                     for m in bufs.iter_mut() {
                         set_flow(m.data_mut(), xorshift(&mut s) as u32 & mask);
                     }
-                    if prefetch {
-                        for m in bufs.iter() {
-                            w.prefetch(m);
+                    let mut targets = [PrefetchTarget::NONE; 32];
+                    match mode {
+                        "prefetch" => bufs.iter().for_each(|m| w.prefetch(m)),
+                        "pipelined" => {
+                            for (t, m) in targets.iter_mut().zip(bufs.iter()) {
+                                *t = w.prefetch_target(m);
+                            }
+                            targets.iter().take(PREFETCH_DISTANCE).for_each(|t| t.issue());
                         }
+                        _ => {}
                     }
                     let mut fwd = 0;
-                    for m in bufs.iter_mut() {
+                    for (j, m) in bufs.iter_mut().enumerate() {
+                        if mode == "pipelined" {
+                            if let Some(t) = targets.get(j + PREFETCH_DISTANCE) {
+                                t.issue();
+                            }
+                        }
                         fwd += usize::from(w.process(m, 0, &snap, 3) == Verdict::Forward);
                     }
                     fwd

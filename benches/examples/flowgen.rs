@@ -17,7 +17,8 @@
 //!
 //! Counts from the moment the port's link is up (for net_memif: the receiver connected) and
 //! stops after `--seconds`, on SIGINT/SIGTERM, or when the link goes down (the receiver
-//! left), then prints `flowgen flows=N sent=P unsent=U seconds=S mpps=X` over that window:
+//! left); SIGUSR1 stops sending and counting but keeps the port open until the receiver
+//! leaves (or SIGINT/SIGTERM/`--seconds`). Then it prints `flowgen flows=N sent=P unsent=U seconds=S mpps=X` over that window:
 //! `sent` frames the port accepted, `unsent` the ones it refused (its ring full: the
 //! receiver was slower than the generator). Exits 1 with a message on a bad argument, a
 //! DPDK error, or a link that never came up.
@@ -34,9 +35,16 @@ const BURST: usize = 32;
 
 /// Set by SIGINT/SIGTERM: stop sending and report.
 static STOP: AtomicBool = AtomicBool::new(false);
+/// Set by SIGUSR1: stop sending and counting, keep the port open until the receiver leaves
+/// (or SIGINT/SIGTERM), then report.
+static PAUSE: AtomicBool = AtomicBool::new(false);
 
-extern "C" fn on_signal(_: libc::c_int) {
-    STOP.store(true, Ordering::Relaxed);
+extern "C" fn on_signal(sig: libc::c_int) {
+    if sig == libc::SIGUSR1 {
+        PAUSE.store(true, Ordering::Relaxed);
+    } else {
+        STOP.store(true, Ordering::Relaxed);
+    }
 }
 
 struct Args {
@@ -166,7 +174,7 @@ fn run(a: &Args) -> Result<(u64, u64, f64), String> {
     let mut n_iter = 0u32;
     loop {
         n_iter = n_iter.wrapping_add(1);
-        if n_iter % 1024 == 0 && (Instant::now() >= deadline || STOP.load(Ordering::Relaxed) || !link_up(&port)) {
+        if n_iter % 1024 == 0 && (Instant::now() >= deadline || STOP.load(Ordering::Relaxed) || PAUSE.load(Ordering::Relaxed) || !link_up(&port)) {
             break;
         }
         // SAFETY: the pool is live; on success BURST valid mbufs are written to `mbufs`.
@@ -199,6 +207,12 @@ fn run(a: &Args) -> Result<(u64, u64, f64), String> {
         }
     }
     let secs = start.elapsed().as_secs_f64();
+    // Paused: nothing is sent any more; close only after the receiver left. DPDK 22.11's
+    // memif can crash the side still polling or sending while its peer disconnects, so
+    // the harness pauses the generator, lets the receiver exit, then stops the generator.
+    while PAUSE.load(Ordering::Relaxed) && !STOP.load(Ordering::Relaxed) && Instant::now() < deadline && link_up(&port) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
     let _ = port.stop();
     // the port's queues use the pool: close the port first
     drop(port);
@@ -208,7 +222,7 @@ fn run(a: &Args) -> Result<(u64, u64, f64), String> {
 
 fn main() {
     let a = parse_args();
-    for sig in [libc::SIGINT, libc::SIGTERM] {
+    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGUSR1] {
         // SAFETY: the handler only stores to an atomic (async-signal-safe).
         unsafe { libc::signal(sig, on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t) };
     }

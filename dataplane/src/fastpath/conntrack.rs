@@ -260,15 +260,10 @@ impl<A: FlowAddr> ConnTable<A> {
     }
 
     /// Starts loading `k`'s first-choice bucket into the cache (both of its cache lines)
-    /// without waiting for it. The worker calls this for every packet of a burst before
-    /// processing the first one, so the DRAM misses of a large table overlap instead of
-    /// being paid one after another (docs/benchmarks.md, "conntrack at 1 M flows").
+    /// without waiting for it: [`Self::prefetch_target`] issued at once.
     #[inline]
     pub fn prefetch(&self, k: &FlowKeyOf<A>) {
-        let (b, _) = self.buckets_of(k);
-        if let Some(bucket) = self.buckets.get(b) {
-            prefetch_lines(bucket as *const Bucket<A> as *const u8, std::mem::size_of::<Bucket<A>>());
-        }
+        self.prefetch_target(k, false).issue();
     }
 
     /// Like [`prefetch`](Self::prefetch), for both candidate buckets: for packets that
@@ -276,12 +271,20 @@ impl<A: FlowAddr> ConnTable<A> {
     /// — always the case in a SYN flood against a full table.
     #[inline]
     pub fn prefetch_both(&self, k: &FlowKeyOf<A>) {
+        self.prefetch_target(k, true).issue();
+    }
+
+    /// Where `k`'s lookup will read: its first-choice bucket, and with `both` (a packet that
+    /// will insert) its second. The worker computes the targets of a whole burst first and
+    /// issues them a few packets ahead of their lookups ([`PrefetchTarget::issue`],
+    /// `worker::PREFETCH_DISTANCE`), so the DRAM misses of a large table overlap with the
+    /// processing of earlier packets instead of being waited for (docs/benchmarks.md,
+    /// "conntrack at 1 M flows").
+    #[inline]
+    pub fn prefetch_target(&self, k: &FlowKeyOf<A>, both: bool) -> PrefetchTarget {
         let (b1, b2) = self.buckets_of(k);
-        for b in [b1, b2] {
-            if let Some(bucket) = self.buckets.get(b) {
-                prefetch_lines(bucket as *const Bucket<A> as *const u8, std::mem::size_of::<Bucket<A>>());
-            }
-        }
+        let at = |b: usize| self.buckets.get(b).map_or(std::ptr::null(), |bk| bk as *const Bucket<A> as *const u8);
+        PrefetchTarget { first: at(b1), second: if both { at(b2) } else { std::ptr::null() }, len: std::mem::size_of::<Bucket<A>>() as u32 }
     }
 
     /// Looks `k` up; on a hit refreshes `last_seen` and advances the state with the TCP
@@ -535,6 +538,30 @@ impl<A> Drop for BucketMem<A> {
     fn drop(&mut self) {
         // SAFETY: allocated in `new` with exactly this layout.
         unsafe { std::alloc::dealloc(self.ptr.as_ptr() as *mut u8, self.layout) };
+    }
+}
+
+/// The buckets one packet's lookup will read ([`ConnTable::prefetch_target`]): addresses
+/// only, never dereferenced (a prefetch is a hint), so a stale target is harmless.
+#[derive(Clone, Copy, Debug)]
+pub struct PrefetchTarget {
+    first: *const u8,
+    second: *const u8,
+    len: u32,
+}
+
+impl PrefetchTarget {
+    /// Nothing to prefetch (a packet that is not TCP/UDP over IPv4).
+    pub const NONE: PrefetchTarget = PrefetchTarget { first: std::ptr::null(), second: std::ptr::null(), len: 0 };
+
+    /// Starts loading the target's buckets into the cache (PREFETCHT0 of each line).
+    #[inline(always)]
+    pub fn issue(&self) {
+        for p in [self.first, self.second] {
+            if !p.is_null() {
+                prefetch_lines(p, self.len as usize);
+            }
+        }
     }
 }
 

@@ -6,9 +6,9 @@
 //! one iteration over generic [`Port`]s. Nothing here locks, allocates or makes a syscall
 //! per packet, and nothing panics on any input.
 
-use crate::fastpath::conntrack::{ConnTable, Timeouts};
+use crate::fastpath::conntrack::{ConnTable, PrefetchTarget, Timeouts};
 use crate::wire::{self, tcp_flags, DropReason, Ipv4Info, Parsed};
-use crate::fastpath::port::{Burst, PacketBuf, Port};
+use crate::fastpath::port::{Burst, PacketBuf, Port, BURST};
 use crate::control::snapshot::{ClassTable, ServiceSnap, Snapshot};
 use crate::fastpath::{frag::{DatagramId, FragTable}, segments::parse_segmented};
 use crate::fastpath::stats::{bump, WorkerStats};
@@ -101,6 +101,12 @@ pub struct Worker {
 /// iterations per second a 1 M-entry table (262,144 buckets) is swept every 13 s to
 /// 3 min; the clock wraps only after 49.7 days.
 pub const SWEEP_BUCKETS_PER_POLL: usize = 2;
+
+/// How many packets ahead of its lookup [`Worker::poll`] starts loading a packet's
+/// connection-table bucket (docs/benchmarks.md "conntrack at 1 M flows"): far enough that
+/// the DRAM miss is over when the lookup comes, near enough that the lines in flight fit
+/// the core's outstanding-miss slots.
+pub const PREFETCH_DISTANCE: usize = 8;
 
 /// Fragment-table slots [`Worker::poll`] sweeps per iteration (16 B each: 512 contiguous
 /// bytes): the 1,024-slot table is swept every 32 iterations.
@@ -357,17 +363,22 @@ impl Worker {
     }
 
     /// Prefetches the connection-table bucket of `buf`'s 5-tuple (TCP/UDP, unfragmented).
-    /// [`Worker::poll`] calls it for a whole burst before processing it. Uses the 5-tuple
-    /// key: for PER_SESSION services the prefetch is wasted, not wrong.
+    /// Issued at once (the criterion benches' all-at-once variant); [`Worker::poll`] issues
+    /// [`Worker::prefetch_target`]s [`PREFETCH_DISTANCE`] packets ahead instead. Uses the
+    /// 5-tuple key: for PER_SESSION services the prefetch is wasted, not wrong.
     #[inline]
     pub fn prefetch<B: PacketBuf>(&self, buf: &B) {
-        if let Some((src, dst, sport, dport, proto)) = wire::flow_tuple_hint(buf.data()) {
-            let k = FlowKey { src, dst, sport, dport, proto };
-            if wire::syn_hint(buf.data()) {
-                self.ct.prefetch_both(&k);
-            } else {
-                self.ct.prefetch(&k);
-            }
+        self.prefetch_target(buf).issue();
+    }
+
+    /// The connection-table buckets [`Worker::prefetch`] would load for `buf`, to issue
+    /// later ([`PrefetchTarget::issue`]): [`Worker::poll`] issues them
+    /// [`PREFETCH_DISTANCE`] packets ahead.
+    #[inline]
+    pub fn prefetch_target<B: PacketBuf>(&self, buf: &B) -> PrefetchTarget {
+        match wire::flow_tuple_hint(buf.data()) {
+            Some((src, dst, sport, dport, proto)) => self.ct.prefetch_target(&FlowKey { src, dst, sport, dport, proto }, wire::syn_hint(buf.data())),
+            None => PrefetchTarget::NONE,
         }
     }
 
@@ -474,12 +485,21 @@ impl Worker {
             total += n;
             bump(&self.stats.rx, n as u64);
             let fwd = self.ports.get(i).map_or(i, |p| p.forward_to).min(ports.len() - 1);
-            // Start every packet's table load before the first lookup waits on its own.
-            for b in rx.iter() {
-                self.prefetch(b);
+            // Table loads a few packets ahead of their lookups: all of a burst's at once
+            // would queue behind the core's few outstanding-miss slots (line fill buffers)
+            // at the start of the burst; this way they overlap with the processing.
+            let mut targets = [PrefetchTarget::NONE; BURST];
+            for (t, b) in targets.iter_mut().zip(rx.iter()) {
+                *t = self.prefetch_target(b);
+            }
+            for t in targets.iter().take(PREFETCH_DISTANCE) {
+                t.issue();
             }
             let mut forwarded = 0u64;
-            for mut b in rx.drain(..) {
+            for (j, mut b) in rx.drain(..).enumerate() {
+                if let Some(t) = targets.get(j + PREFETCH_DISTANCE) {
+                    t.issue();
+                }
                 let v = self.process(&mut b, i, snap, now_ms);
                 forwarded += u64::from(self.dispatch(ports, tx, held, v, b, i, fwd, now_ms));
                 if self.learned_first && !held.is_empty() {
