@@ -24,11 +24,14 @@
 # only the number of flows differs). Spillway is the limit, not the generator, when
 # flowgen's `unsent` > 0 (it offered more than Spillway took) and the run's `mean_burst`
 # (packets per poll that received any) is ~32; `idle_polls` is the share of polls that
-# received nothing (an empty poll costs ~0.1 us against ~2 us for a full burst). GEN_1M=pcap runs the older form of this case instead: the capture replayed by
-# net_pcap on Spillway's own core (`run=spillway_est64_1m` against the main N_FLOWS run);
-# net_pcap keeps one mbuf per packet of the capture, so the generator itself slows down
-# at 1 M packets (cache misses on 1 M stored mbufs: testpmd io drops from ~88 to ~20 Mpps;
-# docs/benchmarks.md "1 M flows"). That form raises `dataplane.mbufs_per_port` to MBUFS_1M
+# received nothing (an empty poll costs ~0.1 us against ~2 us for a full burst). flowgen
+# is paused (SIGUSR1) after Spillway's last sample and stopped after Spillway left: DPDK
+# 22.11's memif can crash the side still sending or polling while its peer disconnects.
+# GEN_1M=pcap runs the older form of this case instead: the capture replayed by net_pcap
+# on Spillway's own core (`run=spillway_est64_1m` against the main N_FLOWS run); net_pcap
+# keeps one mbuf per packet of the capture, so the generator itself slows down at 1 M
+# packets (cache misses on 1 M stored mbufs: testpmd io drops from ~88 to ~20 Mpps;
+# docs/benchmarks.md "conntrack at 1 M flows"). That form raises `dataplane.mbufs_per_port` to MBUFS_1M
 # (default 1048575) and the EAL memory to MEM_1M_MB (default 10240 with --no-huge), and
 # refuses to start when MemAvailable is below MEM_1M_MB + 1 GiB; HUGE_1M=1 runs it on
 # 2 MiB hugepages instead: it reserves HUGE_1M_PAGES (default 3500 = 7 GiB) in /sys and
