@@ -82,6 +82,10 @@ FLOWGEN_BIN="${FLOWGEN_BIN:-$TARGET/release/examples/flowgen}"
 TESTPMD="${TESTPMD:-dpdk-testpmd}"
 
 die() { echo "e2e.sh: error: $*" >&2; exit 1; }
+for v in N_FLOWS FLOWS_1M DURATION SIZE; do
+    [[ "${!v}" =~ ^[0-9]+$ ]] || die "$v=${!v}: a whole number"
+done
+[[ "$MODE" != flows ]] || ((FLOWS_1M > 0)) || die "flows mode needs FLOWS_1M > 0"
 for c in python3 "$TESTPMD"; do command -v "$c" >/dev/null || die "$c not found (apt-get install -y python3 dpdk)"; done
 [[ $EUID -eq 0 ]] || die "DPDK EAL needs root"
 
@@ -90,6 +94,9 @@ mkdir -p "$WORK"
 cleanup() {
     local p
     for p in $(jobs -p); do kill "$p" 2>/dev/null || true; done
+    # wait for them: a re-run right after would collide on the EAL file prefixes
+    wait 2>/dev/null || true
+    echo "# logs and configs of this run: $WORK" >&2
 }
 trap cleanup EXIT
 
@@ -103,7 +110,7 @@ if [[ -z "${SKIP_BUILD:-}" ]]; then
 fi
 [[ -x "$SPILLWAY_BIN" ]] || die "no $SPILLWAY_BIN"
 if [[ "$MODE" == flows || ("$MODE" == pcap && "$GEN_1M" == flowgen) ]] && ((FLOWS_1M > 0)); then
-    [[ -x "$FLOWGEN_BIN" ]] || die "no $FLOWGEN_BIN (cargo build --release -p spillway-benches --example flowgen; FLOWS_1M=0 skips the many-flows case)"
+    [[ -x "$FLOWGEN_BIN" ]] || die "no $FLOWGEN_BIN (cargo build --release -p spillway-benches --example flowgen$([[ "$MODE" == pcap ]] && echo "; FLOWS_1M=0 skips the many-flows case"))"
 fi
 
 # ------------------------------------------------------------------ helpers ----
@@ -361,7 +368,7 @@ flowgen_start() {
     FLOWGEN_PID=$!
     # (memif's socket is in the abstract namespace by default: no file to wait for)
     while ! grep -q '^flowgen: .* started' "$log" && ((t < 300)) && kill -0 "$FLOWGEN_PID" 2>/dev/null; do sleep 0.1; t=$((t + 1)); done
-    grep -q '^flowgen: .* started' "$log" || die "flowgen did not start; log: $log"
+    grep -q '^flowgen: .* started' "$log" || die "flowgen did not start ($(grep '^flowgen: ' "$log" | tail -1)); log: $log"
 }
 
 # flowgen_stop NAME: stops flowgen (it also stops by itself when the receiver leaves) and
@@ -388,16 +395,41 @@ flowgen_run() {
     flowgen_stop "$name"
 }
 
+# flowgen_check NAME: what makes the flowgen run NAME a measurement of Spillway: every frame
+# flowgen sent arrived (its `sent` = Spillway's `rx`; fails otherwise), and Spillway, not the
+# generator, was the limit (flowgen offered more than it took: `unsent` > 0, and full bursts:
+# `mean_burst` >= 30; a warning otherwise, the figure is then the generator's).
+flowgen_check() {
+    local sent unsent rx burst
+    sent="$(sed -n 's/^flowgen flows=.* sent=\([0-9]*\) .*/\1/p' "$WORK/flowgen_$1.log")"
+    unsent="$(sed -n 's/^flowgen flows=.* unsent=\([0-9]*\) .*/\1/p' "$WORK/flowgen_$1.log")"
+    rx="$(json_get "$WORK/$1.final.json" 'd["total"]["rx"]')"
+    [[ -n "$sent" && "$sent" == "$rx" ]] || die "run $1: flowgen sent ${sent:-?} frames, Spillway received $rx: the path lost or added frames; logs in $WORK"
+    burst="$(python3 - "$WORK/$1.s1.json" "$WORK/$1.s2.json" <<'PY'
+import json, sys
+a, b = (json.load(open(f))["total"] for f in sys.argv[1:3])
+busy = (b["polls"] - a["polls"]) - (b["idle_polls"] - a["idle_polls"])
+print("%.2f" % ((b["rx"] - a["rx"]) / busy if busy else 0))
+PY
+)"
+    if ((unsent == 0)) || python3 -c "import sys; sys.exit(0 if float('$burst') < 30 else 1)"; then
+        echo "warning: run $1: the generator may have been the limit (flowgen unsent=$unsent, mean_burst=$burst)"
+    fi
+}
+
 # flowgen_pause: flowgen stops sending and counting (SIGUSR1) but keeps its port open.
 flowgen_pause() {
-    kill -USR1 "$FLOWGEN_PID" 2>/dev/null || die "flowgen stopped before the measurement ended"
+    kill -USR1 "$FLOWGEN_PID" 2>/dev/null ||
+        die "flowgen is no longer running before the end of the measurement: it stops when its receiver leaves (did Spillway or testpmd exit early? see their logs in $WORK) or on its own error ($WORK/flowgen_*.log)"
     sleep 0.2
 }
 
 # many_flows_flowgen: the FLOWS_1M case with GEN_1M=flowgen (header).
 many_flows_flowgen() {
     flowgen_run est64_memif "$N_FLOWS"
+    flowgen_check est64_memif
     flowgen_run est64_1m "$FLOWS_1M"
+    flowgen_check est64_1m
     # the path's own ceiling: testpmd io on Spillway's core between the same ports
     local log="$WORK/testpmd_io_memif.log" mpps
     flowgen_start testpmd "$FLOWS_1M"
@@ -481,7 +513,6 @@ memif_mode() {
 
 # flows mode: only the many-flows case with flowgen (N_FLOWS, then FLOWS_1M flows).
 flows_mode() {
-    ((FLOWS_1M > 0)) || die "flows mode needs FLOWS_1M > 0"
     many_flows_flowgen
     # shellcheck disable=SC2154  # set by eval in run_spillway
     python3 -c "print('ratio_1m_vs_1k=%.2f' % ($MPPS_est64_1m / $MPPS_est64_memif))"

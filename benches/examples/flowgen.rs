@@ -12,7 +12,8 @@
 //! 1 K and 1 M flows cost it the same.
 //!
 //! ```text
-//! flowgen --device DEV --flows N --seconds S [--size 64] [--vip 10.0.0.100] [--port 80] -- EAL_ARGS...
+//! flowgen --device DEV [--flows N (1000)] [--seconds S (5)] [--size 60..=1514 (64)]
+//!         [--vip A.B.C.D (10.0.0.100)] [--port P (80)] -- EAL_ARGS...
 //! ```
 //!
 //! Counts from the moment the port's link is up (for net_memif: the receiver connected) and
@@ -20,8 +21,10 @@
 //! left); SIGUSR1 stops sending and counting but keeps the port open until the receiver
 //! leaves (or SIGINT/SIGTERM/`--seconds`). Then it prints `flowgen flows=N sent=P unsent=U seconds=S mpps=X` over that window:
 //! `sent` frames the port accepted, `unsent` the ones it refused (its ring full: the
-//! receiver was slower than the generator). Exits 1 with a message on a bad argument, a
-//! DPDK error, or a link that never came up.
+//! receiver was slower than the generator; `mpps` is over the whole counting window, ramp-up
+//! included, so it reads a little below a receiver's steady-state rate). Exits 1 with a
+//! message on a bad argument, a DPDK error, or a link that never came up, and 2 (after the
+//! line) when the link went down while sending: the receiver left mid-run.
 
 use spillway_dataplane::dpdk::{Eal, EthPort, Mempool};
 use std::net::Ipv4Addr;
@@ -57,8 +60,10 @@ struct Args {
     eal: Vec<String>,
 }
 
+const USAGE: &str = "usage: flowgen --device DEV [--flows N (1000)] [--seconds S (5)] [--size 60..=1514 (64)] [--vip A.B.C.D (10.0.0.100)] [--port P (80)] -- EAL_ARGS...";
+
 fn usage(msg: &str) -> ! {
-    eprintln!("flowgen: {msg}\nusage: flowgen --device DEV --flows N --seconds S [--size 60..=1514] [--vip A.B.C.D] [--port P] -- EAL_ARGS...");
+    eprintln!("flowgen: {msg}\n{USAGE}");
     std::process::exit(1)
 }
 
@@ -69,6 +74,10 @@ fn parse_args() -> Args {
         if k == "--" {
             a.eal = it.by_ref().collect();
             break;
+        }
+        if k == "-h" || k == "--help" {
+            println!("{USAGE}");
+            std::process::exit(0);
         }
         let v = it.next().unwrap_or_else(|| usage(&format!("{k} needs a value")));
         let bad = |what: &str| -> ! { usage(&format!("{k} {v:?}: {what}")) };
@@ -146,7 +155,9 @@ fn write_flow(frame: &mut [u8], i: u32) {
     frame[50..52].copy_from_slice(&tcp_csum.to_be_bytes());
 }
 
-fn run(a: &Args) -> Result<(u64, u64, f64), String> {
+/// Sends until told to stop; `(sent, unsent, seconds, lost)`, `lost`: the link went down
+/// while sending (the receiver left before the generator was paused or stopped).
+fn run(a: &Args) -> Result<(u64, u64, f64, bool), String> {
     let mut eal_args = a.eal.clone();
     eal_args.push(format!("--vdev={}", a.device));
     let _eal = Eal::init(&eal_args).map_err(|e| e.to_string())?;
@@ -172,10 +183,17 @@ fn run(a: &Args) -> Result<(u64, u64, f64), String> {
     eprintln!("flowgen: link up, counting");
     let start = Instant::now();
     let mut n_iter = 0u32;
+    let mut lost = false;
     loop {
         n_iter = n_iter.wrapping_add(1);
-        if n_iter % 1024 == 0 && (Instant::now() >= deadline || STOP.load(Ordering::Relaxed) || PAUSE.load(Ordering::Relaxed) || !link_up(&port)) {
-            break;
+        if n_iter % 1024 == 0 {
+            if Instant::now() >= deadline || STOP.load(Ordering::Relaxed) || PAUSE.load(Ordering::Relaxed) {
+                break;
+            }
+            if !link_up(&port) {
+                lost = true;
+                break;
+            }
         }
         // SAFETY: the pool is live; on success BURST valid mbufs are written to `mbufs`.
         if unsafe { sys::spw_pktmbuf_alloc_bulk(pool.as_ptr(), mbufs.as_mut_ptr(), BURST as u32) } != 0 {
@@ -217,7 +235,7 @@ fn run(a: &Args) -> Result<(u64, u64, f64), String> {
     // the port's queues use the pool: close the port first
     drop(port);
     drop(pool);
-    Ok((sent, unsent, secs))
+    Ok((sent, unsent, secs, lost))
 }
 
 fn main() {
@@ -227,8 +245,12 @@ fn main() {
         unsafe { libc::signal(sig, on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t) };
     }
     match run(&a) {
-        Ok((sent, unsent, secs)) => {
+        Ok((sent, unsent, secs, lost)) => {
             println!("flowgen flows={} sent={sent} unsent={unsent} seconds={secs:.2} mpps={:.3}", a.flows, sent as f64 / secs / 1e6);
+            if lost {
+                eprintln!("flowgen: the link went down while sending (the receiver left): the run was cut short");
+                std::process::exit(2);
+            }
         }
         Err(e) => {
             eprintln!("flowgen: {e}");

@@ -8,7 +8,9 @@ so a client can tell which backend served it. Logs one line per request to
     <unix-time>  <name>  <client-ip>  <client-port>  <local-ip>  <method>  <path>  <status>  <conn-seq>
 
 `local-ip` is the address the request arrived on (the VIP for load-balanced
-traffic, the backend's own address for direct/health-check traffic);
+traffic, the backend's own address for direct/health-check traffic); IPv4 addresses
+are logged as such also when the server listens on `::` (dual stack), not in their
+IPv4-mapped form `::ffff:a.b.c.d` (RFC 4291 §2.5.5.2);
 `conn-seq` is the request's number on its TCP connection (1, 2, ...).
 
 `GET /slow/<S>` is a long download: a body of S x 10 chunks of 1,000 bytes (first line
@@ -26,6 +28,12 @@ import socket
 import sys
 import threading
 import time
+
+
+def plain(addr: str) -> str:
+    """`addr` with an IPv4-mapped IPv6 address (`::ffff:a.b.c.d`, what a dual-stack socket
+    reports for IPv4 peers) written as the IPv4 address it maps."""
+    return addr[7:] if addr.lower().startswith("::ffff:") and "." in addr else addr
 
 
 def main():
@@ -61,9 +69,9 @@ def main():
                     status = int(self.path.split("/")[2])
                 except ValueError:
                     status = 400
-            local_ip = self.connection.getsockname()[0]
+            local_ip = plain(self.connection.getsockname()[0])
             body = (f"backend={args.name}\n"
-                    f"client={self.client_address[0]}:{self.client_address[1]}\n"
+                    f"client={plain(self.client_address[0])}:{self.client_address[1]}\n"
                     f"local={local_ip}\nconn_seq={self.conn_seq}\n").encode()
             self.send_response(status)
             self.send_header("Content-Type", "text/plain")
@@ -75,7 +83,7 @@ def main():
             self.end_headers()
             if with_body:
                 self.wfile.write(body)
-            line = "\t".join([f"{time.time():.6f}", args.name, self.client_address[0],
+            line = "\t".join([f"{time.time():.6f}", args.name, plain(self.client_address[0]),
                               str(self.client_address[1]), local_ip, self.command,
                               self.path, str(status), str(self.conn_seq)])
             with lock:
@@ -104,8 +112,8 @@ def main():
             except OSError:
                 status = 499  # the client went away mid-body
                 self.close_connection = True
-            local_ip = self.connection.getsockname()[0]
-            line = "\t".join([f"{time.time():.6f}", args.name, self.client_address[0],
+            local_ip = plain(self.connection.getsockname()[0])
+            line = "\t".join([f"{time.time():.6f}", args.name, plain(self.client_address[0]),
                               str(self.client_address[1]), local_ip, self.command,
                               self.path, str(status), str(self.conn_seq)])
             with lock:

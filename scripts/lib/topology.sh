@@ -574,7 +574,8 @@ clients_summary() {
 }
 
 # backend_counts: requests per backend from the servers' own logs: load-balanced ones
-# (arrived on the VIP, path "/") and others (own address, health checks).
+# (arrived on the VIP or, once IPv6 is up, the IPv6 VIP; path "/") and others (own
+# address, health checks).
 backend_counts() {
     local b f vip other
     printf '  %-8s %-14s %-6s %8s %8s\n' backend address zone via-VIP other
@@ -582,8 +583,8 @@ backend_counts() {
         f="$(backend_log "$b")"
         vip=0; other=0
         if [[ -f "$f" ]]; then
-            vip="$(awk -F'\t' -v v="$SPW_VIP" '$5 == v && $7 == "/" {n++} END {print n + 0}' "$f")"
-            other="$(awk -F'\t' -v v="$SPW_VIP" '!($5 == v && $7 == "/") {n++} END {print n + 0}' "$f")"
+            vip="$(awk -F'\t' -v v="$SPW_VIP" -v v6="${SPW_VIP6:-}" '($5 == v || ($5 == v6 && v6 != "")) && $7 == "/" {n++} END {print n + 0}' "$f")"
+            other="$(awk -F'\t' -v v="$SPW_VIP" -v v6="${SPW_VIP6:-}" '!(($5 == v || ($5 == v6 && v6 != "")) && $7 == "/") {n++} END {print n + 0}' "$f")"
         fi
         printf '  %-8s %-14s %-6s %8d %8d\n' "$b" "${SPW_ADDR[$b]}" "${SPW_ZONE[$b]}" "$vip" "$other"
     done
@@ -592,5 +593,5 @@ backend_counts() {
 backend_served() {
     local f; f="$(backend_log "$1")"
     [[ -f "$f" ]] || { echo 0; return; }
-    awk -F'\t' -v v="$SPW_VIP" '$5 == v && $7 == "/" {n++} END {print n + 0}' "$f"
+    awk -F'\t' -v v="$SPW_VIP" -v v6="${SPW_VIP6:-}" '($5 == v || ($5 == v6 && v6 != "")) && $7 == "/" {n++} END {print n + 0}' "$f"
 }
