@@ -37,6 +37,10 @@
 
 use spillway_shared::flow::{fmix64, FlowAddr, FlowKeyOf};
 
+#[path = "conntrack_prefetch.rs"]
+mod prefetch;
+pub use prefetch::PrefetchTarget;
+
 /// Entries per bucket.
 pub const WAYS: usize = 4;
 
@@ -284,7 +288,7 @@ impl<A: FlowAddr> ConnTable<A> {
     pub fn prefetch_target(&self, k: &FlowKeyOf<A>, both: bool) -> PrefetchTarget {
         let (b1, b2) = self.buckets_of(k);
         let at = |b: usize| self.buckets.get(b).map_or(std::ptr::null(), |bk| bk as *const Bucket<A> as *const u8);
-        PrefetchTarget { first: at(b1), second: if both { at(b2) } else { std::ptr::null() }, len: std::mem::size_of::<Bucket<A>>() as u32 }
+        PrefetchTarget::new(at(b1), if both { at(b2) } else { std::ptr::null() }, std::mem::size_of::<Bucket<A>>())
     }
 
     /// Looks `k` up; on a hit refreshes `last_seen` and advances the state with the TCP
@@ -539,49 +543,6 @@ impl<A> Drop for BucketMem<A> {
         // SAFETY: allocated in `new` with exactly this layout.
         unsafe { std::alloc::dealloc(self.ptr.as_ptr() as *mut u8, self.layout) };
     }
-}
-
-/// The buckets one packet's lookup will read ([`ConnTable::prefetch_target`]): addresses
-/// only, never dereferenced (a prefetch is a hint), so a stale target is harmless.
-#[derive(Clone, Copy, Debug)]
-pub struct PrefetchTarget {
-    first: *const u8,
-    second: *const u8,
-    len: u32,
-}
-
-impl PrefetchTarget {
-    /// Nothing to prefetch (a packet that is not TCP/UDP over IPv4).
-    pub const NONE: PrefetchTarget = PrefetchTarget { first: std::ptr::null(), second: std::ptr::null(), len: 0 };
-
-    /// Starts loading the target's buckets into the cache (PREFETCHT0 of each line).
-    #[inline(always)]
-    pub fn issue(&self) {
-        for p in [self.first, self.second] {
-            if !p.is_null() {
-                prefetch_lines(p, self.len as usize);
-            }
-        }
-    }
-}
-
-/// Prefetches the cache lines of a bucket of `len` bytes at `p` (two for IPv4's 128-byte
-/// buckets, four for IPv6's 256; a no-op off x86-64).
-#[inline(always)]
-fn prefetch_lines(p: *const u8, len: usize) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        let mut off = 0;
-        while off < len {
-            // SAFETY: PREFETCHT0 is a hint: it never faults and has no architectural
-            // effect, whatever the address; the lines are inside one bucket anyway.
-            unsafe { _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(off) as *const i8) };
-            off += 64;
-        }
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = (p, len);
 }
 
 /// TCP state machine of an entry for one packet's `flags`.

@@ -27,6 +27,10 @@ mod hold;
 
 #[path = "worker_control.rs"]
 mod control;
+
+#[path = "worker_prefetch.rs"]
+mod prefetch;
+pub use prefetch::PREFETCH_DISTANCE;
 pub use hold::PollBuffers;
 
 /// What to do with one frame.
@@ -101,12 +105,6 @@ pub struct Worker {
 /// iterations per second a 1 M-entry table (262,144 buckets) is swept every 13 s to
 /// 3 min; the clock wraps only after 49.7 days.
 pub const SWEEP_BUCKETS_PER_POLL: usize = 2;
-
-/// How many packets ahead of its lookup [`Worker::poll`] starts loading a packet's
-/// connection-table bucket (docs/benchmarks.md "conntrack at 1 M flows"): far enough that
-/// the DRAM miss is over when the lookup comes, near enough that the lines in flight fit
-/// the core's outstanding-miss slots.
-pub const PREFETCH_DISTANCE: usize = 8;
 
 /// Fragment-table slots [`Worker::poll`] sweeps per iteration (16 B each: 512 contiguous
 /// bytes): the 1,024-slot table is swept every 32 iterations.
@@ -359,26 +357,6 @@ impl Worker {
             Some(&(only, 1)) => Ok(Some(only)),
             Some(_) => Err(self.hold_datagram(DatagramId::V4 { src: p.src, dst: p.dst, proto: p.proto, ident: id })),
             None => Ok(None),
-        }
-    }
-
-    /// Prefetches the connection-table bucket of `buf`'s 5-tuple (TCP/UDP, unfragmented).
-    /// Issued at once (the criterion benches' all-at-once variant); [`Worker::poll`] issues
-    /// [`Worker::prefetch_target`]s [`PREFETCH_DISTANCE`] packets ahead instead. Uses the
-    /// 5-tuple key: for PER_SESSION services the prefetch is wasted, not wrong.
-    #[inline]
-    pub fn prefetch<B: PacketBuf>(&self, buf: &B) {
-        self.prefetch_target(buf).issue();
-    }
-
-    /// The connection-table buckets [`Worker::prefetch`] would load for `buf`, to issue
-    /// later ([`PrefetchTarget::issue`]): [`Worker::poll`] issues them
-    /// [`PREFETCH_DISTANCE`] packets ahead.
-    #[inline]
-    pub fn prefetch_target<B: PacketBuf>(&self, buf: &B) -> PrefetchTarget {
-        match wire::flow_tuple_hint(buf.data()) {
-            Some((src, dst, sport, dport, proto)) => self.ct.prefetch_target(&FlowKey { src, dst, sport, dport, proto }, wire::syn_hint(buf.data())),
-            None => PrefetchTarget::NONE,
         }
     }
 
