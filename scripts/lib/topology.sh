@@ -583,8 +583,8 @@ backend_counts() {
         f="$(backend_log "$b")"
         vip=0; other=0
         if [[ -f "$f" ]]; then
-            vip="$(awk -F'\t' -v v="$SPW_VIP" -v v6="${SPW_VIP6:-}" '($5 == v || ($5 == v6 && v6 != "")) && $7 == "/" {n++} END {print n + 0}' "$f")"
-            other="$(awk -F'\t' -v v="$SPW_VIP" -v v6="${SPW_VIP6:-}" '!(($5 == v || ($5 == v6 && v6 != "")) && $7 == "/") {n++} END {print n + 0}' "$f")"
+            vip="$(backend_served "$b")"
+            other=$(($(wc -l < "$f") - vip))
         fi
         printf '  %-8s %-14s %-6s %8d %8d\n' "$b" "${SPW_ADDR[$b]}" "${SPW_ZONE[$b]}" "$vip" "$other"
     done

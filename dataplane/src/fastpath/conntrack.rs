@@ -263,23 +263,10 @@ impl<A: FlowAddr> ConnTable<A> {
         second.0.iter().position(|e| e.matches(k)).map(|i| (b2, i))
     }
 
-    /// Starts loading `k`'s first-choice bucket into the cache (both of its cache lines)
-    /// without waiting for it: [`Self::prefetch_target`] issued at once.
-    #[inline]
-    pub fn prefetch(&self, k: &FlowKeyOf<A>) {
-        self.prefetch_target(k, false).issue();
-    }
-
-    /// Like [`prefetch`](Self::prefetch), for both candidate buckets: for packets that
-    /// will insert (a SYN), whose insertion reads the second bucket when the first is full
-    /// — always the case in a SYN flood against a full table.
-    #[inline]
-    pub fn prefetch_both(&self, k: &FlowKeyOf<A>) {
-        self.prefetch_target(k, true).issue();
-    }
-
-    /// Where `k`'s lookup will read: its first-choice bucket, and with `both` (a packet that
-    /// will insert) its second. The worker computes the targets of a whole burst first and
+    /// Where `k`'s lookup will read: its first-choice bucket (both of its cache lines), and
+    /// with `both` its second: for packets that will insert (a SYN), whose insertion reads
+    /// the second bucket when the first is full — always the case in a SYN flood against a
+    /// full table. The worker computes the targets of a whole burst first and
     /// issues them a few packets ahead of their lookups ([`PrefetchTarget::issue`],
     /// `worker::PREFETCH_DISTANCE`), so the DRAM misses of a large table overlap with the
     /// processing of earlier packets instead of being waited for (docs/benchmarks.md,
