@@ -26,7 +26,13 @@ source "$HERE/lib/topology.sh"
 # shellcheck source-path=SCRIPTDIR source=lib/fleet.sh
 source "$HERE/lib/fleet.sh"   # ecmp / vip-drain / prometheus topology (issue 13)
 # shellcheck source-path=SCRIPTDIR source=lib/ipv6.sh
-source "$HERE/lib/ipv6.sh"    # IPv6 addressing of test `ipv6` (issue 12)
+source "$HERE/lib/ipv6.sh"    # IPv6 addressing of test `ipv6`
+# Tests by topic (scripts/e2e/*.sh): run after the tests of this file, in file order.
+E2E_TOPIC_FILES=("$HERE"/e2e/*.sh)
+for _f in "${E2E_TOPIC_FILES[@]}"; do
+    # shellcheck disable=SC1090
+    source "$_f"
+done
 E2E_LOG_ROOT="$SPW_RUN_DIR/logs"
 _e2e_child=
 
@@ -745,9 +751,9 @@ e2e_neighbors() {
 # ------------------------------------------------------------------ runner ---
 _e2e_list() { declare -F | awk '{print $3}' | grep -E '^e2e_[a-z0-9_]+$' |
     grep -vE '^e2e_(check|fail|done|setup)$' | sed 's/^e2e_//'; }
-_e2e_describe() { sed -n "s/^## $1: //p" "${BASH_SOURCE[0]}"; }
+_e2e_describe() { sed -n "s/^## $1: //p" "${BASH_SOURCE[0]}" "${E2E_TOPIC_FILES[@]}"; }
 # tests in the order they appear in this file
-_e2e_all_in_order() { grep -oE '^e2e_[a-z0-9_]+\(\)' "${BASH_SOURCE[0]}" | sed 's/^e2e_//; s/()$//' |
+_e2e_all_in_order() { grep -ohE '^e2e_[a-z0-9_]+\(\)' "${BASH_SOURCE[0]}" "${E2E_TOPIC_FILES[@]}" | sed 's/^e2e_//; s/()$//' |
     while read -r t; do _e2e_list | grep -qx "$t" && echo "$t"; done; }
 
 _e2e_run_one() {

@@ -322,7 +322,7 @@ fn explain(args: &ExplainArgs) -> Result<String, String> {
     let ep_name = |b: usize, e: usize| svc.backends[b].members()[e].name.clone();
     let hash_names: Vec<String> = eps
         .iter()
-        .map(|x| if svc.backends[x.backend].is_group() { format!("{}/{}", svc.backends[x.backend].name, ep_name(x.backend, x.endpoint)) } else { svc.backends[x.backend].name.clone() })
+        .map(|x| svc.backends[x.backend].maglev_name(&ep_name(x.backend, x.endpoint)))
         .collect();
     let entries: Vec<MaglevEntry<'_>> = eps.iter().zip(&hash_names).map(|(x, n)| MaglevEntry { name: n, weight: x.share }).collect();
     let table = MaglevTable::build(&entries, svc.maglev_table_size);

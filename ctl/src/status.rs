@@ -74,8 +74,9 @@ pub fn render(r: &StatusReport) -> String {
             }
         }
     }
-    // Next hops resolved with ARP and Neighbor Discovery (issue 13): counters, and why each unresolved endpoint
-    // is not eligible.
+    render_sync(&mut o, &r.sync);
+    // Next hops resolved with ARP and Neighbor Discovery: counters, and why each unresolved
+    // endpoint is not eligible.
     let n = &r.neighbors;
     if !n.entries.is_empty() {
         let _ = writeln!(o, "\nNEXT HOPS (ARP, NEIGHBOR DISCOVERY)");
@@ -97,6 +98,25 @@ pub fn render(r: &StatusReport) -> String {
         }
     }
     o
+}
+
+/// The FLOW SYNC section (docs/bgp.md "Flow-state sync"); nothing without `[sync]`.
+fn render_sync(o: &mut String, s: &spillway_shared::sync::SyncStatus) {
+    if !s.enabled {
+        return;
+    }
+    let _ = writeln!(o, "\nFLOW SYNC ({}, sender {}, config digest {})", s.listen, s.sender, s.digest);
+    let _ = writeln!(o, "  start-up: {}", s.startup);
+    let _ = writeln!(o, "  sent {} messages, {} records, {} bytes, {} errors; received {} messages, {} records; lag {} ms (max {})", s.sent_messages, s.sent_records, s.sent_bytes, s.send_errors, s.received_messages, s.received_records, s.lag_ms_last, s.lag_ms_max);
+    let _ = writeln!(o, "  installed {}  updated {}  adopted {}  removed {}  conflicts {}  no_room {}  unknown_service {}  unknown_endpoint {}", s.installed, s.updated, s.adopted, s.removed, s.conflicts, s.no_room, s.unknown_service, s.unknown_endpoint);
+    let _ = writeln!(o, "  queue full: outbound {}  inbound {};  stale_slot {};  dumps sent {}", s.outbound_queue_full, s.inbound_queue_full, s.stale_slot, s.dumps_sent);
+    let rejected: Vec<String> = s.rejected.iter().map(|(r, n)| format!("{r} {n}")).collect();
+    let _ = writeln!(o, "  rejected: {}", if rejected.is_empty() { "none".to_string() } else { rejected.join("  ") });
+    for p in &s.peers {
+        let heard = p.last_heard_sec.map_or("never heard".to_string(), |t| format!("heard {t:.1} s ago"));
+        let drift = if p.drift { "  CONFIG DRIFT (digest differs: Maglev picks may differ)" } else { "" };
+        let _ = writeln!(o, "  peer {:<22} {heard}  digest {}  dump {}{drift}", p.address, p.digest.as_deref().unwrap_or("-"), if p.dump_received { "received" } else { "-" });
+    }
 }
 
 fn trunc(s: &str, n: usize) -> String {

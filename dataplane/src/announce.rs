@@ -1,11 +1,16 @@
-//! VIP readiness and announcement (issue 13, docs/decisions.md "VIP announcement through
-//! BIRD", docs/bgp.md).
+//! VIP readiness and announcement (docs/decisions.md "VIP announcement through BIRD",
+//! docs/bgp.md "Readiness").
 //!
 //! A VIP is *ready* when (1) every worker's poll counter advanced within
 //! `announce.worker_stall_sec`, (2) every worker has used a published snapshot, (3) at
-//! least one service on the VIP has a healthy, enabled backend and (4) the operator has not
-//! drained it (`spillwayctl vip drain VIP`). Drain state lives in memory only: a restarted
-//! daemon announces again (docs/bgp.md).
+//! least one service on the VIP would serve a new connection — the routing pipeline gives
+//! it a backend whose next hop is resolved (with every backend unhealthy that is the
+//! last-resort set of spec/backend-selection.md, unless `drop_traffic_if_unhealthy`), (4)
+//! the operator has not drained it (`spillwayctl vip drain VIP`), and (5) at start, the
+//! first round of health probes and the flow-state dump from the peers are over. So a VIP
+//! is withdrawn only when this host would drop its traffic, and a restarted host takes no
+//! flow before it knows which backends are down and which connections its peers carry.
+//! Drain state lives in memory only: a restarted daemon announces again.
 //!
 //! With `[announce]` configured, the daemon owns a non-persistent TUN interface (default
 //! `spw-vip0`) and keeps exactly one point-to-point address `LOCAL peer VIP/32` on it per
@@ -108,26 +113,32 @@ pub struct Observation {
     pub stalled_workers: Vec<usize>,
     /// Every worker has used a published snapshot (generation ≥ 1).
     pub snapshot_in_use: bool,
+    /// Start-up conditions still pending (first probe round, peers' dumps), as reasons.
+    pub starting: Vec<String>,
 }
 
-/// Readiness of every configured VIP (sorted by address). `healthy(service, backend)` gives
-/// the health the dataplane uses; `announced` the VIPs currently announced.
+/// Readiness of every configured VIP (sorted by address). `serves(service)` says whether
+/// the dataplane would give that service's new connections a backend (`Err`: why not);
+/// `announced` the VIPs currently announced.
 pub fn evaluate(
     cfg: &Config,
     obs: &Observation,
-    healthy: impl Fn(&str, &str) -> bool,
+    serves: impl Fn(&str) -> Result<(), String>,
     drained: &BTreeSet<IpAddr>,
     announced: &BTreeSet<IpAddr>,
 ) -> Vec<VipRow> {
-    let mut by_vip: BTreeMap<IpAddr, (Vec<String>, bool)> = BTreeMap::new();
+    let mut by_vip: BTreeMap<IpAddr, (Vec<String>, bool, Vec<String>)> = BTreeMap::new();
     for s in &cfg.services {
         let e = by_vip.entry(s.vip).or_default();
         e.0.push(s.name.clone());
-        e.1 |= s.backends.iter().any(|b| b.enabled && healthy(&s.name, &b.name));
+        match serves(&s.name) {
+            Ok(()) => e.1 = true,
+            Err(why) => e.2.push(format!("{}: {why}", s.name)),
+        }
     }
     by_vip
         .into_iter()
-        .map(|(vip, (services, has_backend))| {
+        .map(|(vip, (services, serving, dropping))| {
             let mut why = Vec::new();
             if !obs.stalled_workers.is_empty() {
                 why.push(format!("workers not polling: {:?}", obs.stalled_workers));
@@ -135,8 +146,9 @@ pub fn evaluate(
             if !obs.snapshot_in_use {
                 why.push("no snapshot used by every worker yet".to_string());
             }
-            if !has_backend {
-                why.push("no healthy enabled backend".to_string());
+            why.extend(obs.starting.iter().cloned());
+            if !serving {
+                why.push(format!("would drop new connections ({})", dropping.join("; ")));
             }
             let is_drained = drained.contains(&vip);
             if is_drained {
@@ -147,13 +159,73 @@ pub fn evaluate(
         .collect()
 }
 
-/// Observes the workers (poll progress, snapshot use) through the daemon's counters.
+/// Observes the workers (poll progress, snapshot use) through the daemon's counters, and
+/// the start-up conditions (first probe round, peers' dumps).
 pub fn observe(daemon: &Daemon, stall: Duration, now: Instant) -> Observation {
     let polls: Vec<u64> = daemon.shared.stats.iter().map(|w| w.polls.load(Relaxed)).collect();
     let still = daemon.fleet.observe_polls(&polls, now);
+    let mut starting = Vec::new();
+    if !first_probe_round_over(daemon, now) {
+        starting.push("waiting for the first round of health probes".to_string());
+    }
+    if let Some(s) = daemon.sync.get() {
+        if !s.startup_done() {
+            starting.push("waiting for the peers' flow-state dumps".to_string());
+        }
+    }
     Observation {
         stalled_workers: still.iter().enumerate().filter(|(_, d)| **d > stall).map(|(i, _)| i).collect(),
         snapshot_in_use: daemon.shared.stats.iter().all(|w| w.generation.load(Relaxed) >= 1),
+        starting,
+    }
+}
+
+/// Whether the first round of health probes is over: every target had a result, or the
+/// longest check's interval + timeout has passed twice since start (+ 1 s), so a probe
+/// that is never run (a local shortage) cannot hold the announcement forever. Latches.
+fn first_probe_round_over(daemon: &Daemon, now: Instant) -> bool {
+    use std::sync::atomic::Ordering::{Acquire, Release};
+    if daemon.first_probe_round.load(Acquire) {
+        return true;
+    }
+    let done = daemon.checker.lock().unwrap_or_else(|e| e.into_inner()).as_ref().is_none_or(|c| c.first_round_done());
+    let limit = {
+        let st = daemon.control.lock().unwrap_or_else(|e| e.into_inner());
+        st.cfg.services.iter().filter_map(|s| s.health_check.as_ref()).map(|h| h.check_interval_sec + h.timeout_sec).fold(0.0, f64::max)
+    };
+    let late = now.saturating_duration_since(daemon.started) > Duration::from_secs_f64(2.0 * limit + 1.0);
+    if done || late {
+        daemon.first_probe_round.store(true, Release);
+        if late && !done {
+            tracing::warn!(after_sec = 2.0 * limit + 1.0, "first round of health probes not complete: announcing anyway");
+        } else {
+            tracing::info!("first round of health probes complete");
+        }
+    }
+    done || late
+}
+
+/// Whether the dataplane gives service `si` of `snap` a backend for some client class:
+/// a class table with an endpoint whose next hop is resolved. `Err` says why not.
+pub fn service_serves(cfg: &Config, snap: &crate::control::snapshot::Snapshot, si: usize) -> Result<(), String> {
+    let Some(svc) = snap.services.get(si) else { return Err("not in the snapshot".into()) };
+    let mut tables = svc.tables.iter().flatten().peekable();
+    if tables.peek().is_none() {
+        let c = cfg.services.get(si);
+        let enabled = c.is_some_and(|s| s.backends.iter().any(|b| b.enabled && b.members().iter().any(|m| m.enabled)));
+        return Err(if !enabled {
+            "no enabled backend".into()
+        } else if c.is_some_and(|s| s.drop_traffic_if_unhealthy) {
+            "no healthy backend and drop_traffic_if_unhealthy".into()
+        } else {
+            "the routing pipeline drops every client class".into()
+        });
+    }
+    let resolved = tables.any(|t| t.backends.iter().any(|b| snap.backends.get(usize::from(*b)).is_some_and(|s| s.mac != [0; 6])));
+    if resolved {
+        Ok(())
+    } else {
+        Err("no endpoint with a resolved next hop".into())
     }
 }
 
@@ -162,12 +234,15 @@ pub fn refresh(daemon: &Daemon, obs: &Observation, announced: &BTreeSet<IpAddr>,
     let drained = daemon.fleet.drained();
     let rows = {
         let st = daemon.control.lock().unwrap_or_else(|e| e.into_inner());
-        // Stricter than the snapshot: an endpoint whose next hop is not resolved (ARP) yet,
-        // pending or failed, does not make its VIP ready, so a VIP whose endpoints are all
-        // unresolved is not announced (docs/operations.md "Next hops").
-        let marked = crate::control::with_not_resolved(&st.cfg, &st.health, st.neighbors.view());
-        let health = marked.as_ref().unwrap_or(&st.health);
-        evaluate(&st.cfg, obs, |s, b| backend_has_healthy_endpoint(&st.cfg, health, s, b), &drained, announced)
+        // What the workers do: the published snapshot's tables (an endpoint whose next hop
+        // is not resolved yet does not make its VIP ready, docs/operations.md "Next hops").
+        daemon
+            .shared
+            .with_snapshot(|snap| {
+                let index = |name: &str| st.cfg.services.iter().position(|s| s.name == name);
+                evaluate(&st.cfg, obs, |s| index(s).map_or(Err("not configured".into()), |i| service_serves(&st.cfg, snap, i)), &drained, announced)
+            })
+            .unwrap_or_default()
     };
     daemon.fleet.store(rows.clone(), announcing);
     rows
@@ -310,13 +385,6 @@ fn ip(args: &[&str]) -> Result<(), String> {
     }
 }
 
-/// Whether backend `b` of service `s` has an enabled endpoint that is healthy (an endpoint
-/// missing from the health view counts as healthy, as in the snapshot).
-fn backend_has_healthy_endpoint(cfg: &spillway_shared::config::Config, health: &crate::control::HealthView, s: &str, b: &str) -> bool {
-    let Some(backend) = cfg.service(s).and_then(|svc| svc.backends.iter().find(|x| x.name == b)) else { return false };
-    backend.members().into_iter().filter(|m| m.enabled).any(|m| health.get(&(s.to_string(), b.to_string(), m.name)).is_none_or(|h| h.healthy))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -337,49 +405,96 @@ mod tests {
     }
 
     fn ok() -> Observation {
-        Observation { stalled_workers: vec![], snapshot_in_use: true }
+        Observation { stalled_workers: vec![], snapshot_in_use: true, starting: vec![] }
+    }
+
+    fn serving(names: &'static [&'static str]) -> impl Fn(&str) -> Result<(), String> {
+        move |s: &str| if names.contains(&s) { Ok(()) } else { Err("no enabled backend".into()) }
     }
 
     #[test]
     fn ready_when_everything_holds() {
-        let rows = evaluate(&cfg(), &ok(), |_, _| true, &BTreeSet::new(), &BTreeSet::new());
+        let rows = evaluate(&cfg(), &ok(), |_| Ok(()), &BTreeSet::new(), &BTreeSet::new());
         assert_eq!(rows.iter().map(|r| r.vip.as_str()).collect::<Vec<_>>(), ["10.0.0.53", "10.0.0.100"]);
         assert!(rows.iter().all(|r| r.ready && r.not_ready_because.is_empty()));
         assert_eq!(rows[1].services, ["web", "tls"]);
     }
 
     #[test]
-    fn one_service_with_a_healthy_backend_is_enough() {
-        let rows = evaluate(&cfg(), &ok(), |s, _| s == "tls", &BTreeSet::new(), &BTreeSet::new());
-        assert!(rows[1].ready, "10.0.0.100 has tls healthy");
+    fn one_serving_service_is_enough() {
+        let rows = evaluate(&cfg(), &ok(), serving(&["tls"]), &BTreeSet::new(), &BTreeSet::new());
+        assert!(rows[1].ready, "10.0.0.100 has tls serving");
         assert!(!rows[0].ready);
-        assert_eq!(rows[0].not_ready_because, ["no healthy enabled backend"]);
+        assert_eq!(rows[0].not_ready_because, ["would drop new connections (dns: no enabled backend)"]);
     }
 
     #[test]
-    fn disabled_backends_do_not_count() {
-        let mut c = cfg();
-        for s in &mut c.services {
-            for b in &mut s.backends {
-                b.enabled = false;
-            }
-        }
-        assert!(evaluate(&c, &ok(), |_, _| true, &BTreeSet::new(), &BTreeSet::new()).iter().all(|r| !r.ready));
-    }
-
-    #[test]
-    fn stall_and_snapshot_and_drain_each_block() {
-        let stalled = Observation { stalled_workers: vec![1], snapshot_in_use: true };
-        let rows = evaluate(&cfg(), &stalled, |_, _| true, &BTreeSet::new(), &BTreeSet::new());
+    fn stall_and_snapshot_and_drain_and_start_up_each_block() {
+        let stalled = Observation { stalled_workers: vec![1], ..ok() };
+        let rows = evaluate(&cfg(), &stalled, |_| Ok(()), &BTreeSet::new(), &BTreeSet::new());
         assert!(rows.iter().all(|r| !r.ready && r.not_ready_because[0].contains("[1]")));
-        let unpublished = Observation { stalled_workers: vec![], snapshot_in_use: false };
-        assert!(evaluate(&cfg(), &unpublished, |_, _| true, &BTreeSet::new(), &BTreeSet::new()).iter().all(|r| !r.ready));
+        let unpublished = Observation { snapshot_in_use: false, ..ok() };
+        assert!(evaluate(&cfg(), &unpublished, |_| Ok(()), &BTreeSet::new(), &BTreeSet::new()).iter().all(|r| !r.ready));
+        let starting = Observation { starting: vec!["waiting for the first round of health probes".into()], ..ok() };
+        let rows = evaluate(&cfg(), &starting, |_| Ok(()), &BTreeSet::new(), &BTreeSet::new());
+        assert!(rows.iter().all(|r| !r.ready && r.not_ready_because == ["waiting for the first round of health probes"]));
         let drained: BTreeSet<IpAddr> = [IpAddr::from(Ipv4Addr::new(10, 0, 0, 53))].into();
         let announced: BTreeSet<IpAddr> = [IpAddr::from(Ipv4Addr::new(10, 0, 0, 53))].into();
-        let rows = evaluate(&cfg(), &ok(), |_, _| true, &drained, &announced);
+        let rows = evaluate(&cfg(), &ok(), |_| Ok(()), &drained, &announced);
         assert!(!rows[0].ready && rows[0].drained && rows[0].announced);
         assert_eq!(rows[0].not_ready_because, ["drained by the operator"]);
         assert!(rows[1].ready && !rows[1].drained && !rows[1].announced);
+    }
+
+    fn daemon(extra: &str) -> Daemon {
+        let text = format!(
+            "[[ports]]\nname = \"p0\"\ndevice = \"net_null0\"\naddress = \"10.0.0.2\"\n[[services]]\nname = \"web\"\nvip = \"10.0.0.100\"\nport = 80\n{extra}\n[[services.backends]]\nname = \"b1\"\naddress = \"10.0.1.1\"\nmac = \"02:00:00:00:0b:01\"\n[[services.backends]]\nname = \"b2\"\naddress = \"10.0.1.2\"\nmac = \"02:00:00:00:0b:02\"\n"
+        );
+        Daemon::new(Config::from_toml(&text).unwrap(), 1, vec![0], Box::new(|_| Default::default())).unwrap()
+    }
+
+    /// With every backend unhealthy the pipeline serves the last-resort set (all backends,
+    /// spec/backend-selection.md), so the VIP stays announced: withdrawing it on every host
+    /// of the fleet would drop traffic the pipeline serves. Only `drop_traffic_if_unhealthy`
+    /// (or no enabled backend) withdraws it.
+    #[test]
+    fn a_vip_is_withdrawn_only_when_the_pipeline_would_drop_its_traffic() {
+        let d = daemon("");
+        assert!(refresh(&d, &ok(), &BTreeSet::new(), false)[0].ready);
+        d.set_health("web", "b1", false, None);
+        d.set_health("web", "b2", false, None);
+        let rows = refresh(&d, &ok(), &BTreeSet::new(), false);
+        assert!(rows[0].ready, "last resort: every backend unhealthy still serves: {:?}", rows[0].not_ready_because);
+        let d = daemon("drop_traffic_if_unhealthy = true");
+        d.set_health("web", "b1", false, None);
+        d.set_health("web", "b2", false, None);
+        let rows = refresh(&d, &ok(), &BTreeSet::new(), false);
+        assert!(!rows[0].ready);
+        assert_eq!(rows[0].not_ready_because, ["would drop new connections (web: no healthy backend and drop_traffic_if_unhealthy)"]);
+    }
+
+    /// At start the VIPs wait for the first probe round: the checker's targets begin
+    /// healthy, and a host that announced before its first results would pin moved flows to
+    /// backends that are in fact down.
+    #[test]
+    fn a_starting_daemon_waits_for_its_first_probe_round() {
+        let d = daemon("[services.health_check]\ntype = \"tcp\"\ncheck_interval_sec = 30\ntimeout_sec = 5");
+        d.first_probe_round.store(false, std::sync::atomic::Ordering::SeqCst);
+        let (tx, _rx) = std::sync::mpsc::channel();
+        // Probes to TEST-NET-1 (RFC 5737) never answer within the test: the round is not over.
+        let target = crate::health::Target {
+            service: "web".into(),
+            backend: "b1".into(),
+            endpoint: "b1".into(),
+            addr: "192.0.2.1:80".parse().unwrap(),
+            check: d.control.lock().unwrap().cfg.services[0].health_check.clone().unwrap(),
+        };
+        let opts = crate::health::CheckerOptions { first_result_decides: true, ..Default::default() };
+        *d.checker.lock().unwrap() = Some(crate::health::HealthChecker::start_with(vec![target], tx, opts).unwrap());
+        let obs = observe(&d, Duration::from_secs(60), Instant::now());
+        assert_eq!(obs.starting, ["waiting for the first round of health probes"]);
+        let late = observe(&d, Duration::from_secs(60), Instant::now() + Duration::from_secs(72));
+        assert!(late.starting.is_empty(), "announces after 2 x (interval + timeout) + 1 s at the latest");
     }
 
     #[test]
@@ -394,19 +509,18 @@ mod tests {
     }
 
     proptest! {
-        /// Ready exactly when no worker stalls, the snapshot is in use, some backend of the
-        /// VIP is healthy and enabled, and the VIP is not drained.
+        /// Ready exactly when no worker stalls, the snapshot is in use, start-up is over,
+        /// some service of the VIP serves, and the VIP is not drained.
         #[test]
-        fn readiness_is_the_conjunction(stalled in any::<bool>(), in_use in any::<bool>(), health in proptest::collection::vec(any::<bool>(), 6), drain in proptest::collection::vec(any::<bool>(), 2)) {
-            let obs = Observation { stalled_workers: if stalled { vec![0] } else { vec![] }, snapshot_in_use: in_use };
-            let idx = |s: &str, b: &str| ["web", "tls", "dns"].iter().position(|x| *x == s).unwrap() * 2 + usize::from(b == "b2");
+        fn readiness_is_the_conjunction(stalled in any::<bool>(), in_use in any::<bool>(), starting in any::<bool>(), serve in proptest::collection::vec(any::<bool>(), 3), drain in proptest::collection::vec(any::<bool>(), 2)) {
+            let obs = Observation { stalled_workers: if stalled { vec![0] } else { vec![] }, snapshot_in_use: in_use, starting: if starting { vec!["x".into()] } else { vec![] } };
+            let idx = |s: &str| ["web", "tls", "dns"].iter().position(|x| *x == s).unwrap();
             let vips = [IpAddr::from(Ipv4Addr::new(10, 0, 0, 53)), IpAddr::from(Ipv4Addr::new(10, 0, 0, 100))];
             let drained: BTreeSet<IpAddr> = vips.iter().zip(&drain).filter(|(_, d)| **d).map(|(v, _)| *v).collect();
-            let rows = evaluate(&cfg(), &obs, |s, b| health[idx(s, b)], &drained, &BTreeSet::new());
-            let healthy53 = health[4] || health[5];
-            let healthy100 = health[..4].iter().any(|h| *h);
-            prop_assert_eq!(rows[0].ready, !stalled && in_use && healthy53 && !drain[0]);
-            prop_assert_eq!(rows[1].ready, !stalled && in_use && healthy100 && !drain[1]);
+            let rows = evaluate(&cfg(), &obs, |s| if serve[idx(s)] { Ok(()) } else { Err("no".into()) }, &drained, &BTreeSet::new());
+            let base = !stalled && in_use && !starting;
+            prop_assert_eq!(rows[0].ready, base && serve[2] && !drain[0]);
+            prop_assert_eq!(rows[1].ready, base && (serve[0] || serve[1]) && !drain[1]);
             for r in &rows {
                 prop_assert_eq!(r.ready, r.not_ready_because.is_empty());
             }

@@ -88,6 +88,11 @@ pub struct Daemon {
     pub fleet: crate::announce::FleetState,
     /// Counters of the control socket (its server counts into them; `status` shows them).
     pub ctl_stats: Arc<crate::ctl::server::ServerStats>,
+    /// Fleet flow-state sync, when `[sync]` is configured (set once at start).
+    pub sync: std::sync::OnceLock<Arc<crate::sync::SyncRuntime>>,
+    /// Whether the health checker has finished its first round of probes (every target
+    /// started at daemon start has a result); VIPs are announced only after it.
+    pub first_probe_round: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Daemon {
@@ -142,6 +147,8 @@ impl Daemon {
             config_path: None,
             fleet: Default::default(),
             ctl_stats: Arc::default(),
+            sync: std::sync::OnceLock::new(),
+            first_probe_round: Arc::new(std::sync::atomic::AtomicBool::new(true)),
         })
     }
 

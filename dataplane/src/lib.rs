@@ -19,3 +19,4 @@ pub mod announce;
 pub mod metrics;
 pub mod neighbor;
 pub mod systemd;
+pub mod sync;

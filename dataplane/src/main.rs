@@ -257,11 +257,23 @@ fn run(args: Args) -> Result<(), String> {
     *daemon.health_events.lock().unwrap_or_else(|e| e.into_inner()) = Some(health_tx.clone());
     if !targets.is_empty() {
         let n = targets.len();
-        let checker = HealthChecker::start(targets, health_tx.clone()).map_err(|e| format!("cannot start the health checker: {e}"))?;
+        // The first result of each target decides its state, and the VIPs wait for that
+        // round (docs/bgp.md "Readiness").
+        let opts = health::CheckerOptions { first_result_decides: true, ..Default::default() };
+        let checker = HealthChecker::start_with(targets, health_tx.clone(), opts).map_err(|e| format!("cannot start the health checker: {e}"))?;
+        daemon.first_probe_round.store(false, Ordering::SeqCst);
         *daemon.checker.lock().unwrap_or_else(|e| e.into_inner()) = Some(checker);
         tracing::info!(targets = n, "health checker started");
     }
     drop(health_tx);
+
+    // Fleet flow-state sync: socket and key before the workers start (docs/bgp.md).
+    if let Some(sc) = &cfg.sync {
+        let placement = if workers == 1 { spillway_dataplane::sync::Placement::Single } else { spillway_dataplane::sync::Placement::Broadcast(workers) };
+        let rt = spillway_dataplane::sync::SyncRuntime::start(sc, workers, placement, spillway_shared::sync::routing_digest(&cfg))?;
+        let _ = daemon.shared.sync.set(rt.queues.clone());
+        let _ = daemon.sync.set(Arc::new(rt));
+    }
 
     let server = Server::start_with_stats(&socket, group, daemon.clone(), daemon.ctl_stats.clone()).map_err(|e| format!("control socket {}: {e}", socket.display()))?;
     tracing::info!(socket = %socket.display(), "control socket listening");
@@ -321,6 +333,13 @@ fn run(args: Args) -> Result<(), String> {
                 .name("metrics".into())
                 .spawn_scoped(scope, move || spillway_dataplane::metrics::serve(l, &d.shared.stop, || spillway_dataplane::metrics::render(d)))
                 .map_err(|e| format!("cannot start the metrics thread: {e}"))?;
+        }
+        if let Some(rt) = daemon.sync.get() {
+            let d = &*daemon;
+            std::thread::Builder::new()
+                .name("sync".into())
+                .spawn_scoped(scope, move || spillway_dataplane::sync::run(rt, d, &d.shared.stop))
+                .map_err(|e| format!("cannot start the sync thread: {e}"))?;
         }
         {
             let d = &*daemon;

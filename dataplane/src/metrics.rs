@@ -194,6 +194,41 @@ pub fn render(daemon: &Daemon) -> String {
         probes.iter().map(|t| (tl(t), t.rtt_histogram.sum_sec, t.rtt_histogram.count(), t.rtt_histogram.buckets())).collect(),
     );
 
+    // Fleet flow-state sync (crate::sync; docs/bgp.md "Flow-state sync").
+    let sy = &status.sync;
+    if sy.enabled {
+        b.counter("sync_sent_messages", "Flow-sync messages sent to peers", [(vec![], sy.sent_messages)]);
+        b.counter("sync_sent_records", "Connection records sent to peers", [(vec![], sy.sent_records)]);
+        b.counter("sync_sent_bytes", "Flow-sync bytes sent (UDP payload)", [(vec![], sy.sent_bytes)]);
+        b.counter("sync_send_errors", "Flow-sync messages the kernel refused to send", [(vec![], sy.send_errors)]);
+        b.counter("sync_received_messages", "Flow-sync messages accepted from peers", [(vec![], sy.received_messages)]);
+        b.counter("sync_received_records", "Connection records in accepted messages", [(vec![], sy.received_records)]);
+        let reasons: Vec<(Labels, u64)> = <spillway_shared::sync::Reject as strum::IntoEnumIterator>::iter()
+            .map(|r| {
+                let name: &str = r.into();
+                (labels(&[("reason", name)]), sy.rejected.iter().find(|(n, _)| n == name).map_or(0, |x| x.1))
+            })
+            .collect();
+        b.counter("sync_rejected_messages", "Flow-sync messages refused, by reason (never installed)", reasons);
+        let outcomes = [
+            ("installed", sy.installed),
+            ("updated", sy.updated),
+            ("conflict_local", sy.conflicts),
+            ("no_room", sy.no_room),
+            ("unknown_service", sy.unknown_service),
+            ("unknown_endpoint", sy.unknown_endpoint),
+            ("removed", sy.removed),
+        ];
+        b.counter("sync_records", "Peers' connection records by outcome", outcomes.iter().map(|(o, n)| (labels(&[("outcome", o)]), *n)));
+        b.counter("sync_adopted_connections", "Flows that arrived here and kept their backend through a peer's synced entry", [(vec![], sy.adopted)]);
+        b.counter("sync_queue_drops", "Records dropped because a worker queue was full, by direction", [(labels(&[("direction", "outbound")]), sy.outbound_queue_full), (labels(&[("direction", "inbound")]), sy.inbound_queue_full)]);
+        b.gauge("sync_lag_seconds", "Receive time minus send time of the last accepted record message", [(vec![], sy.lag_ms_last as f64 / 1e3)]);
+        b.gauge("sync_config_digest_info", "Always 1; the digest label is this host's routing-config digest (equal on hosts whose configs route alike)", [(labels(&[("digest", &sy.digest)]), 1.0)]);
+        b.gauge("sync_startup_done", "1 once the start-up dump from the peers is over (VIPs may be announced)", [(vec![], one(sy.startup_done))]);
+        b.gauge("sync_config_digest_drift", "1 when the peer's routing-config digest differs from this host's", sy.peers.iter().map(|p| (labels(&[("peer", &p.address)]), one(p.drift))));
+        b.gauge("sync_peer_last_heard_seconds", "Seconds since the peer's last accepted message", sy.peers.iter().filter_map(|p| p.last_heard_sec.map(|t| (labels(&[("peer", &p.address)]), t))));
+    }
+
     // Next-hop resolution (crate::neighbor).
     let n = &status.neighbors;
     b.counter("neighbor_requests", "ARP requests and Neighbor Solicitations sent to resolve next hops", [(vec![], n.requests)]);

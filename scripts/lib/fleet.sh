@@ -17,15 +17,20 @@
 # = its Spillway port address; rt installs them as one multipath route
 # (fib_multipath_hash_policy=1: L4 hash).
 
-FLEET_HOSTS=(lb1 lb2)
+FLEET_HOSTS=(${FLEET_HOSTS_OVERRIDE:-lb1 lb2})   # FLEET_HOSTS_OVERRIDE="lb1 lb2 lb3": a third host (scale-out)
 FLEET_RT_LAN=10.200.0.1
 FLEET_RT_CL=10.201.0.1
 FLEET_CLIENT=c1
 FLEET_CLIENT_ADDR=10.201.0.10
-declare -gA FLEET_PORT_ADDR=([lb1]=10.200.0.21 [lb2]=10.200.0.22)
-declare -gA FLEET_PORT_MAC=([lb1]=02:00:00:00:00:21 [lb2]=02:00:00:00:00:22)
-declare -gA FLEET_MGMT_ADDR=([lb1]=10.200.0.31 [lb2]=10.200.0.32)
-declare -gA FLEET_MGMT_MAC=([lb1]=02:00:00:00:00:31 [lb2]=02:00:00:00:00:32)
+declare -gA FLEET_PORT_ADDR=([lb1]=10.200.0.21 [lb2]=10.200.0.22 [lb3]=10.200.0.23)
+declare -gA FLEET_PORT_MAC=([lb1]=02:00:00:00:00:21 [lb2]=02:00:00:00:00:22 [lb3]=02:00:00:00:00:23)
+declare -gA FLEET_MGMT_ADDR=([lb1]=10.200.0.31 [lb2]=10.200.0.32 [lb3]=10.200.0.33)
+declare -gA FLEET_MGMT_MAC=([lb1]=02:00:00:00:00:31 [lb2]=02:00:00:00:00:32 [lb3]=02:00:00:00:00:33)
+FLEET_SYNC="${FLEET_SYNC:-1}"          # [sync] between the hosts (docs/bgp.md "Flow-state sync")
+FLEET_SYNC_PORT=7946
+# FLEET_BACKENDS: the backends in the config files (default: all of SPW_BACKENDS);
+# FLEET_WEIGHT_<name> / FLEET_DISABLED_<name>: their weight / disabled state.
+fleet_sync_key() { printf '%s/sync.key' "$SPW_RUN_DIR"; }
 FLEET_BFD_MS="${FLEET_BFD_MS:-100}"   # BFD interval; detection = 3 x this
 
 fleet_sock() { printf '%s/%s.sock' "$SPW_RUN_DIR" "$1"; }
@@ -56,6 +61,9 @@ fleet_up() {
     command -v bird >/dev/null && command -v birdc >/dev/null || topo_die "bird2 not installed (apt-get install bird2)"
     topo_down || topo_die "cannot remove the stale topology"
     mkdir -p "$SPW_RUN_DIR" "$SPW_LOG_DIR" "$SPW_PID_DIR"
+    # Host configs of an earlier test (edits are written back to them) and its fleet key.
+    for h in lb1 lb2 lb3; do rm -f "$SPW_RUN_DIR/$h.toml"; done
+    rm -f "$(fleet_sync_key)"
     local r h
     for r in sw rt "$FLEET_CLIENT" "${FLEET_HOSTS[@]}" "${SPW_BACKENDS[@]}"; do _topo_ns_add "$r"; done
     nsx sw ip link add br0 type bridge stp_state 0 forward_delay 0
@@ -141,7 +149,11 @@ EOF
 # fleet_config HOST FILE: the Spillway config of HOST. Services and backends are the same
 # on every host (same Maglev tables); only the port, EAL file prefix and socket differ.
 fleet_config() {
-    local h="$1" f="$2" b
+    local h="$1" f="$2" b p peers="" w en
+    if [[ "$FLEET_SYNC" == 1 && ! -f "$(fleet_sync_key)" ]]; then
+        (umask 077; head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$(fleet_sync_key)")
+    fi
+    for p in "${FLEET_HOSTS[@]}"; do peers+="\"${FLEET_MGMT_ADDR[$p]}:$FLEET_SYNC_PORT\", "; done
     {
         cat <<EOF
 # Fleet e2e host $h (scripts/lib/fleet.sh).
@@ -162,6 +174,7 @@ listen = "${FLEET_MGMT_ADDR[$h]}:9101"
 
 [announce]
 interface = "spw-vip0"
+$(if [[ "$FLEET_SYNC" == 1 ]]; then printf '\n[sync]\nlisten = "%s:%s"\npeers = [%s]\nkey_file = "%s"\nstartup_sync_timeout_sec = 3\nrefresh_interval_sec = 2\n' "${FLEET_MGMT_ADDR[$h]}" "$FLEET_SYNC_PORT" "${peers%, }" "$(fleet_sync_key)"; fi)
 
 [[services]]
 name = "web"
@@ -177,8 +190,10 @@ timeout_sec = 0.5
 healthy_threshold = 1
 unhealthy_threshold = 2
 EOF
-        for b in "${SPW_BACKENDS[@]}"; do
-            printf '\n[[services.backends]]\nname = "%s"\naddress = "%s"\nmac = "%s"\n' "$b" "${SPW_ADDR[$b]}" "${SPW_MAC[$b]}"
+        for b in ${FLEET_BACKENDS:-${SPW_BACKENDS[*]}}; do
+            w="FLEET_WEIGHT_$b"; en="FLEET_DISABLED_$b"
+            printf '\n[[services.backends]]\nname = "%s"\naddress = "%s"\nmac = "%s"\nweight = %s\n' "$b" "${SPW_ADDR[$b]}" "${SPW_MAC[$b]}" "${!w:-50}"
+            [[ "${!en:-0}" == 1 ]] && printf 'enabled = false\n'
         done
     } >"$f"
 }
@@ -205,12 +220,26 @@ fleet_pid() { cat "$SPW_PID_DIR/spillway-$1.pid" 2>/dev/null; }
 fleet_new_connections() {
     fleet_ctl "$1" status --json | "$SPW_PYTHON" -c "import json,sys; print(json.load(sys.stdin)['total']['new_connections'])"
 }
-# fleet_flow_ports HOST: client ports of the connections HOST tracks (one per line).
+# fleet_flow_ports HOST: client ports of the connections HOST carries itself (one per line;
+# a peer's synced entry that has seen no packet there is not one of them).
 fleet_flow_ports() {
     fleet_ctl "$1" flows show --limit 100000 --json | "$SPW_PYTHON" -c "
 import json, sys
 for e in json.load(sys.stdin)['entries']:
-    print(e['client'].rsplit(':', 1)[1])" | sort -u
+    if e['state'] != 'synced':
+        print(e['client'].rsplit(':', 1)[1])" | sort -u
+}
+# fleet_sync HOST KEY: a field of HOST's status.sync (JSON); KEY "rejected.bad_tag" reads a
+# rejection count.
+fleet_sync() {
+    fleet_ctl "$1" status --json | "$SPW_PYTHON" -c "
+import json, sys
+s = json.load(sys.stdin)['sync']
+k = sys.argv[1]
+if k.startswith('rejected.'):
+    print(dict(s['rejected']).get(k.split('.', 1)[1], 0))
+else:
+    print(s[k])" "$2"
 }
 # fleet_explain HOST PORT: the backend HOST's live Maglev table picks for client PORT.
 fleet_explain() {

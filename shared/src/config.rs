@@ -105,6 +105,10 @@ pub struct Config {
     /// [`crate::fleet::AnnounceConfig`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub announce: Option<crate::fleet::AnnounceConfig>,
+    /// `[sync]`: flow-state sync with the other hosts of a fleet (absent = off). See
+    /// [`crate::sync::SyncConfig`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sync: Option<crate::sync::SyncConfig>,
     /// `[neighbors]`: ARP / Neighbor Discovery resolution of next hops without a `mac`
     /// (defaults when absent).
     /// See [`crate::neighbors::NeighborsConfig`].
@@ -903,6 +907,21 @@ impl Backend {
             .collect()
     }
 
+    /// The Maglev identity of endpoint `endpoint` of this backend (docs/maglev.md
+    /// "Identity"): the backend's name for its endpoint named like it (the one-address
+    /// form, or a group whose one endpoint is named like the backend: the same thing
+    /// written two ways), `backend/endpoint` for any other endpoint of a group. It depends
+    /// only on what the endpoint is, so equal configs give equal Maglev tables however they
+    /// were written or edited, and every key of a one-address backend or of a group
+    /// endpoint with a name of its own keeps its place.
+    pub fn maglev_name(&self, endpoint: &str) -> String {
+        if endpoint == self.name {
+            self.name.clone()
+        } else {
+            format!("{}/{}", self.name, endpoint)
+        }
+    }
+
     /// Index in `endpoints` of the endpoint called `name` (by [`Endpoint::label`]).
     pub fn endpoint_index(&self, name: &str) -> Option<usize> {
         self.endpoints.iter().position(|e| e.label() == name)
@@ -1527,6 +1546,9 @@ impl Config {
         }
         if let Some(a) = &self.announce {
             a.validate(&self.services.iter().map(|s| s.vip).collect::<Vec<_>>())?;
+        }
+        if let Some(s) = &self.sync {
+            s.validate()?;
         }
         // [neighbors] and ports[].gateway (crate::neighbors).
         self.neighbors.validate()?;

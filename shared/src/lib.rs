@@ -5,6 +5,7 @@
 //! - [`device`]: `[[ports]] device` strings checked without DPDK;
 //! - [`net`]: MAC addresses, IPv4 prefixes, longest-prefix match;
 //! - [`fleet`]: the `[metrics]` and `[announce]` config sections;
+//! - [`sync`]: the `[sync]` section and the fleet flow-state sync protocol (sans-IO);
 //! - [`neighbors`]: the `[neighbors]` section and every endpoint's next hop;
 //! - [`flow`]: flow keys and the deterministic flow hash;
 //! - [`martian`]: the `martian_source` rule for new connections (worker and `explain`);
@@ -29,3 +30,4 @@ pub mod pipeline;
 pub mod proto;
 pub mod real;
 pub mod scenario;
+pub mod sync;

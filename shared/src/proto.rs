@@ -33,7 +33,7 @@ use std::io::{Read, Write};
 /// Also IPv6 (issue 12): `Request::Explain::client` and `Request::Vip{Drain,Undrain}::vip`
 /// are `IpAddr`.
 /// Version 6: `NeighborStatus::deferred` and the drop reason `nd_invalid` (issue 13).
-pub const PROTOCOL_VERSION: u16 = 6;
+pub const PROTOCOL_VERSION: u16 = 7;
 /// Largest frame body accepted, bytes.
 pub const MAX_FRAME: usize = 1 << 20;
 
@@ -299,7 +299,8 @@ pub struct FlowRow {
     pub service: String,
     /// Backend name (`?` when removed).
     pub backend: String,
-    /// `syn_only`, `established` or `closing`.
+    /// `syn_only`, `established` or `closing`; `synced` for a peer's entry that has seen no
+    /// packet here yet (fleet flow sync, docs/bgp.md).
     pub state: String,
     /// Milliseconds since its last packet.
     pub idle_ms: u32,
@@ -721,6 +722,9 @@ pub struct StatusReport {
     /// Counters of the control socket since start.
     #[serde(default)]
     pub control_socket: ControlSocketStatus,
+    /// Fleet flow-state sync (`enabled: false` without `[sync]`).
+    #[serde(default)]
+    pub sync: crate::sync::SyncStatus,
 }
 
 /// Counters of the control socket, in [`StatusReport::control_socket`].

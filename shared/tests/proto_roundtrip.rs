@@ -124,6 +124,7 @@ fn status() -> impl Strategy<Value = StatusReport> {
             backends: vec![BackendStatus { backend: name.clone(), packets: n, new_connections: n, ..Default::default() }],
             health_checker: HealthCheckerStatus { started: true, dead: Some(name.clone()), targets: n, probes_skipped: n, nofile_limit: n },
             control_socket: ControlSocketStatus { accepted: n, refused: 0, bad_frames: n, requests: u64::MAX },
+            sync: Default::default(),
             neighbors: NeighborStatus { requests: n, ignored: n, entries: vec![(name.clone(), name, -1)], ..Default::default() },
         },
     )

@@ -251,13 +251,13 @@ fn compile_inner(cfg: &Config, slots: &SlotMap, input: CompileInput<'_>, neighbo
         // Slots per endpoint: slot_of[backend][endpoint]; health per endpoint.
         let mut slot_of: Vec<Vec<u16>> = Vec::with_capacity(svc.backends.len());
         let mut healthy_of: Vec<Vec<bool>> = Vec::with_capacity(svc.backends.len());
-        // Maglev names: `backend/endpoint` for a group's endpoints, the backend's name for
-        // a single-endpoint backend (its table is the same as before groups existed).
+        // Maglev names (`Backend::maglev_name`): the backend's name for its endpoint named
+        // like it, `backend/endpoint` for the other endpoints of a group.
         let mut hash_names: Vec<Vec<String>> = Vec::with_capacity(svc.backends.len());
         for b in &svc.backends {
             let mut row = Vec::new();
             let mut hrow = Vec::new();
-            hash_names.push(b.members().iter().map(|m| if b.is_group() { format!("{}/{}", b.name, m.name) } else { b.name.clone() }).collect());
+            hash_names.push(b.members().iter().map(|m| b.maglev_name(&m.name)).collect());
             for m in b.members() {
                 let slot = slots.slot(&svc.name, &b.name, &m.name).unwrap_or(0);
                 let healthy = endpoint_view(health, &svc.name, &b.name, &m.name).healthy;
@@ -268,7 +268,7 @@ fn compile_inner(cfg: &Config, slots: &SlotMap, input: CompileInput<'_>, neighbo
                         present: true,
                         incarnation: slots.incarnation(slot),
                         service: si as u16,
-                        name: if b.is_group() { format!("{}/{}", b.name, m.name) } else { b.name.clone() },
+                        name: b.maglev_name(&m.name),
                         mac: match next_hop(cfg, svc, &m) {
                             NextHop::Static(mac) => mac,
                             NextHop::Resolve(a) => neighbors.and_then(|n| n.get(&a)).copied().unwrap_or([0; 6]),

@@ -54,6 +54,9 @@ pub struct Shared {
     pub mailbox_lock: std::sync::Mutex<u64>,
     /// Queues between the workers and the neighbour resolver ([`crate::neighbor`]).
     pub neighbors: Arc<crate::neighbor::NeighborQueues>,
+    /// Queues to the fleet-sync thread, set once at start when `[sync]` is configured
+    /// (before the workers start; [`crate::sync`]).
+    pub sync: std::sync::OnceLock<Arc<crate::sync::SyncQueues>>,
 }
 
 impl Shared {
@@ -70,6 +73,7 @@ impl Shared {
             mailboxes: (0..workers).map(|_| Arc::new(Mailbox::default())).collect(),
             mailbox_lock: std::sync::Mutex::new(0),
             neighbors: Arc::new(crate::neighbor::NeighborQueues::new(workers)),
+            sync: std::sync::OnceLock::new(),
         }
     }
 

@@ -283,6 +283,9 @@ impl Daemon {
         if cand.conntrack != st.cfg.conntrack {
             return Err("[conntrack] cannot change while the daemon runs (tables are sized at start); edit the file and restart".into());
         }
+        if cand.sync != st.cfg.sync {
+            return Err("[sync] cannot change while the daemon runs (socket, key and peers are set up at start); edit the file and restart".into());
+        }
         if cand.metrics != st.cfg.metrics || cand.announce != st.cfg.announce {
             return Err("[metrics] and [announce] cannot change while the daemon runs (listener and interface are set up at start); edit the file and restart".into());
         }

@@ -242,3 +242,62 @@ fn a_field_given_twice_is_refused() {
     assert_eq!(d.control.lock().unwrap().config_generation, 1);
     assert_eq!(d.control.lock().unwrap().cfg.services[0].backends[0].weight, 50);
 }
+
+/// The Maglev picks of service `web` for 3,000 spread hashes (backend slots).
+fn picks(d: &Daemon) -> Vec<Option<u16>> {
+    d.shared
+        .with_snapshot(|s| {
+            let t = s.services[0].tables.iter().flatten().next().cloned();
+            (0..3000u64).map(|i| t.as_ref().and_then(|t| t.pick(spillway_shared::flow::fmix64(i + 1)))).collect()
+        })
+        .unwrap()
+}
+
+/// An edit that changes nothing moves no flow: `endpoint set web b1 b1 weight=50` on a
+/// one-address backend writes it as a group of one endpoint named like it — the same
+/// endpoint, so the same Maglev identity and the same table (docs/maglev.md "Identity").
+/// So does adding an endpoint and removing it again.
+#[test]
+fn a_no_op_endpoint_edit_moves_no_pick() {
+    let d = daemon();
+    let before = picks(&d);
+    let r = d.edit_request(ep_req("set", "b1", "b1", &[("weight", "50")]));
+    assert!(matches!(r, Response::Applied(_)), "{r:?}");
+    assert_eq!(picks(&d), before, "the same endpoint written as a group");
+    assert!(matches!(d.edit_request(ep_req("add", "b1", "e2", &[("address", "10.0.1.11"), ("mac", "02:00:00:00:0b:11")])), Response::Applied(_)));
+    assert_ne!(picks(&d), before, "a new endpoint takes its share");
+    assert!(matches!(d.edit_request(ep_req("remove", "b1", "e2", &[])), Response::Applied(_)));
+    assert_eq!(picks(&d), before, "back to the same endpoints");
+}
+
+/// Two hosts whose files say the same thing in two spellings build the same tables.
+#[test]
+fn equal_configs_in_two_spellings_build_equal_tables() {
+    let single = daemon();
+    let text = r#"
+[[ports]]
+name = "p0"
+device = "net_null0"
+address = "10.0.0.2"
+[[services]]
+name = "web"
+vip = "10.0.0.100"
+port = 80
+[[services.backends]]
+name = "b2"
+address = "10.0.1.2"
+mac = "02:00:00:00:0b:02"
+[[services.backends]]
+name = "b1"
+[[services.backends.endpoints]]
+name = "b1"
+address = "10.0.1.1"
+mac = "02:00:00:00:0b:01"
+"#;
+    let grouped = Daemon::new(Config::from_toml(text).unwrap(), 1, vec![0], Box::new(|_| Default::default())).unwrap();
+    let name = |d: &Daemon| -> Vec<Option<String>> {
+        let p = picks(d);
+        d.shared.with_snapshot(|s| p.iter().map(|x| x.map(|slot| s.backends[usize::from(slot)].name.clone())).collect()).unwrap()
+    };
+    assert_eq!(name(&single), name(&grouped));
+}

@@ -86,6 +86,7 @@ impl Daemon {
             health_checker,
             control_socket: self.ctl_stats.report(),
             neighbors: st.neighbors.status(&st.cfg, now_ms),
+            sync: self.sync.get().map(|s| s.status()).unwrap_or_default(),
         }
     }
 
@@ -170,9 +171,11 @@ impl Daemon {
         use crate::fastpath::conntrack::Entry;
         use spillway_shared::flow::FlowAddr;
         // Both tables' entries, IPv4 first; addresses printed by family ([fd01::5]:40000).
-        fn row<A: FlowAddr>(e: &Entry<A>) -> (std::net::SocketAddr, std::net::SocketAddr, u8, crate::fastpath::conntrack::State, u16, u16) {
+        // A peer's entry that has seen no packet here shows as `synced` (fleet sync).
+        fn row<A: FlowAddr>(e: &Entry<A>) -> (std::net::SocketAddr, std::net::SocketAddr, u8, Option<crate::fastpath::conntrack::State>, u16, u16) {
             let k = e.key();
-            (std::net::SocketAddr::new(k.src.ip(), k.sport), std::net::SocketAddr::new(k.dst.ip(), k.dport), k.proto, e.state(), e.backend, e.incarnation)
+            let state = if e.is_remote() { None } else { Some(e.state()) };
+            (std::net::SocketAddr::new(k.src.ip(), k.sport), std::net::SocketAddr::new(k.dst.ip(), k.dport), k.proto, state, e.backend, e.incarnation)
         }
         for (w, r) in replies.iter().enumerate() {
             let rows = r.entries.iter().map(|(e, idle)| (row(e), idle)).chain(r.entries6.iter().map(|(e, idle)| (row(e), idle)));
@@ -186,10 +189,11 @@ impl Daemon {
                     service: owner.map_or("?".into(), |o| o.2.clone()),
                     backend: owner.map_or("?".into(), |o| o.3.clone()),
                     state: match state {
-                        crate::fastpath::conntrack::State::SynOnly => "syn_only",
-                        crate::fastpath::conntrack::State::Established => "established",
-                        crate::fastpath::conntrack::State::Closing => "closing",
-                        crate::fastpath::conntrack::State::Empty => "empty",
+                        None => "synced",
+                        Some(crate::fastpath::conntrack::State::SynOnly) => "syn_only",
+                        Some(crate::fastpath::conntrack::State::Established) => "established",
+                        Some(crate::fastpath::conntrack::State::Closing) => "closing",
+                        Some(crate::fastpath::conntrack::State::Empty) => "empty",
                     }
                     .into(),
                     idle_ms: *idle,

@@ -40,6 +40,18 @@ use spillway_shared::flow::{fmix64, FlowAddr, FlowKeyOf};
 #[path = "conntrack_prefetch.rs"]
 mod prefetch;
 pub use prefetch::PrefetchTarget;
+#[path = "conntrack_sync.rs"]
+mod sync;
+#[path = "conntrack_mem.rs"]
+mod mem;
+use mem::BucketMem;
+pub use sync::{InstallOutcome, SyncWalk, Synced};
+
+/// Flag in [`Entry::state`]: the entry was installed from a peer's sync message
+/// ([`ConnTable::install`]) and has seen no packet here yet. It is the fleet's connection,
+/// not this host's: never sent back to peers by the refresh walk, and replaced by a peer's
+/// newer record. Its first packet here clears the flag ([`ConnTable::lookup`]).
+pub const REMOTE: u8 = 0x80;
 
 /// Entries per bucket.
 pub const WAYS: usize = 4;
@@ -114,14 +126,22 @@ impl<A: FlowAddr> Entry<A> {
         let age = now.wrapping_sub(self.last_seen);
         self.state == State::Empty as u8 || (age > self.timeout_ms && age < SKEW_MS.wrapping_neg())
     }
-    /// The entry's state.
+    /// The entry's state ([`REMOTE`] masked off).
     pub fn state(&self) -> State {
-        match self.state {
+        match self.state & !REMOTE {
             1 => State::SynOnly,
             2 => State::Established,
             3 => State::Closing,
             _ => State::Empty,
         }
+    }
+    /// Whether the entry came from a peer and has seen no packet here ([`REMOTE`]).
+    pub fn is_remote(&self) -> bool {
+        self.state & REMOTE != 0
+    }
+    /// Lifetime left at `now` if no packet arrives, ms.
+    pub fn remaining_ms(&self, now: u32) -> u32 {
+        self.timeout_ms.saturating_sub(now.wrapping_sub(self.last_seen))
     }
     /// The key of the entry.
     pub fn key(&self) -> FlowKeyOf<A> {
@@ -131,7 +151,7 @@ impl<A: FlowAddr> Entry<A> {
 
 #[derive(Clone, Copy)]
 #[repr(C, align(128))]
-struct Bucket<A>([Entry<A>; WAYS]);
+pub(super) struct Bucket<A>([Entry<A>; WAYS]);
 
 /// Counters of the table (plain integers: the table is owned by one worker).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -154,6 +174,17 @@ pub struct CtCounters {
     pub syn_not_tracked: u64,
     /// Expired entries cleared by [`ConnTable::sweep`].
     pub swept: u64,
+    /// Peers' entries installed ([`ConnTable::install`]) in a free, expired or evictable slot.
+    pub sync_installed: u64,
+    /// Peers' entries that replaced an older copy of theirs.
+    pub sync_updated: u64,
+    /// Peers' entries not installed because this host has a live entry of its own for the
+    /// key (a synced entry never overrides a live local one).
+    pub sync_conflicts: u64,
+    /// Peers' entries not installed because both buckets held only established entries.
+    pub sync_no_room: u64,
+    /// Lookups that found a peer's entry (a flow moved here and kept its backend).
+    pub sync_adopted: u64,
 }
 
 /// What a lookup found.
@@ -169,6 +200,11 @@ pub struct Hit {
     pub state: State,
     /// Creation time, ms.
     pub created: u32,
+    /// State after this packet.
+    pub after: State,
+    /// The entry was a peer's ([`REMOTE`]) and this is its first packet here: a flow that
+    /// moved to this host and kept its backend through fleet sync.
+    pub adopted: bool,
 }
 
 /// Timeouts per state, ms (from `[conntrack]` of the config).
@@ -199,6 +235,8 @@ pub struct ConnTable<A: FlowAddr = u32> {
     seed: u64,
     /// Next bucket [`ConnTable::sweep`] visits.
     cursor: usize,
+    /// Next bucket the sync refresh walk visits ([`ConnTable::sync_walk`]).
+    sync_cursor: usize,
     /// Counters.
     pub counters: CtCounters,
 }
@@ -213,6 +251,7 @@ impl<A: FlowAddr> ConnTable<A> {
             mask: n_buckets as u64 - 1,
             seed,
             cursor: 0,
+            sync_cursor: 0,
             counters: CtCounters::default(),
         }
     }
@@ -288,11 +327,16 @@ impl<A: FlowAddr> ConnTable<A> {
                 if e.expired(now) {
                     e.state = State::Empty as u8;
                 } else {
+                    let adopted = e.state & REMOTE != 0;
+                    if adopted {
+                        sync::adopt(e, t);
+                        self.counters.sync_adopted += 1;
+                    }
                     let before = e.state();
                     advance(e, flags, t);
                     e.last_seen = now;
                     self.counters.hits += 1;
-                    return Some(Hit { backend: e.backend, incarnation: e.incarnation, service: e.service, state: before, created: e.created });
+                    return Some(Hit { backend: e.backend, incarnation: e.incarnation, service: e.service, state: before, created: e.created, after: e.state(), adopted });
                 }
             }
         }
@@ -312,6 +356,8 @@ impl<A: FlowAddr> ConnTable<A> {
             service: e.service,
             state: e.state(),
             created: e.created,
+            after: e.state(),
+            adopted: false,
         })
     }
 
@@ -324,53 +370,13 @@ impl<A: FlowAddr> ConnTable<A> {
     pub fn insert(&mut self, k: &FlowKeyOf<A>, backend: u16, incarnation: u16, service: u16, now: u32, t: &Timeouts) -> bool {
         let (b, i) = match self.find(k) {
             Some(found) => found,
-            None => {
-                // Best victim over both buckets; rank: lower is evicted first, ties: older
-                // first. An empty or expired slot of the first bucket wins outright.
-                let (b1, b2) = self.buckets_of(k);
-                let mut victim = (b1, 0usize);
-                let mut rank = (u8::MAX, 0u32);
-                'scan: for b in [b1, b2] {
-                    let Some(bucket) = self.buckets.get(b) else { continue };
-                    for (i, e) in bucket.0.iter().enumerate() {
-                        let age = now.wrapping_sub(e.last_seen);
-                        let class = if e.expired(now) {
-                            0
-                        } else {
-                            match e.state() {
-                                State::SynOnly => 1,
-                                State::Closing => 2,
-                                State::Established => 3,
-                                State::Empty => 0,
-                            }
-                        };
-                        if class < rank.0 || (class == rank.0 && age > rank.1 && class != 0) {
-                            victim = (b, i);
-                            rank = (class, age);
-                            if class == 0 {
-                                break 'scan;
-                            }
-                        }
-                    }
+            None => match self.victim(k, now) {
+                Some(v) => v,
+                None => {
+                    self.counters.syn_not_tracked += 1;
+                    return false;
                 }
-                // A new entry is unconfirmed (SYN-only class): it never evicts an
-                // established connection, so neither a SYN flood nor a flood of stray
-                // ACKs/UDP datagrams can push real connections out of the table.
-                match rank.0 {
-                    0 => {
-                        if self.buckets.get(victim.0).is_some_and(|b| b.0[victim.1].state != State::Empty as u8) {
-                            self.counters.expired_reused += 1;
-                        }
-                    }
-                    1 => self.counters.evicted_syn_only += 1,
-                    2 => self.counters.evicted_closing += 1,
-                    _ => {
-                        self.counters.syn_not_tracked += 1;
-                        return false;
-                    }
-                }
-                victim
-            }
+            },
         };
         let Some(bucket) = self.buckets.get_mut(b) else { return false };
         let e = &mut bucket.0[i];
@@ -394,6 +400,56 @@ impl<A: FlowAddr> ConnTable<A> {
         e.timeout_ms = if k.proto == crate::wire::PROTO_TCP { t.syn_ms } else { t.udp_ms };
         self.counters.inserts += 1;
         true
+    }
+
+    /// The slot a new entry for `k` takes when `k` has none: the best victim over both
+    /// buckets in the documented order (an empty or expired slot, else the oldest SYN-only
+    /// entry, else the oldest closing one), counted; `None` when both buckets hold only
+    /// established entries (a new entry never evicts one).
+    #[inline]
+    fn victim(&mut self, k: &FlowKeyOf<A>, now: u32) -> Option<(usize, usize)> {
+        // Rank: lower is evicted first, ties: older first. An empty or expired slot of the
+        // first bucket wins outright.
+        let (b1, b2) = self.buckets_of(k);
+        let mut victim = (b1, 0usize);
+        let mut rank = (u8::MAX, 0u32);
+        'scan: for b in [b1, b2] {
+            let Some(bucket) = self.buckets.get(b) else { continue };
+            for (i, e) in bucket.0.iter().enumerate() {
+                let age = now.wrapping_sub(e.last_seen);
+                let class = if e.expired(now) {
+                    0
+                } else {
+                    match e.state() {
+                        State::SynOnly => 1,
+                        State::Closing => 2,
+                        State::Established => 3,
+                        State::Empty => 0,
+                    }
+                };
+                if class < rank.0 || (class == rank.0 && age > rank.1 && class != 0) {
+                    victim = (b, i);
+                    rank = (class, age);
+                    if class == 0 {
+                        break 'scan;
+                    }
+                }
+            }
+        }
+        // A new entry is unconfirmed (SYN-only class): it never evicts an established
+        // connection, so neither a SYN flood nor a flood of stray ACKs/UDP datagrams can
+        // push real connections out of the table.
+        match rank.0 {
+            0 => {
+                if self.buckets.get(victim.0).is_some_and(|b| b.0[victim.1].state != State::Empty as u8) {
+                    self.counters.expired_reused += 1;
+                }
+            }
+            1 => self.counters.evicted_syn_only += 1,
+            2 => self.counters.evicted_closing += 1,
+            _ => return None,
+        }
+        Some(victim)
     }
 
     /// Clears expired entries in the next `buckets` buckets (a cursor walks the table
@@ -459,76 +515,6 @@ impl<A: FlowAddr> ConnTable<A> {
                 }
             }
         }
-    }
-}
-
-/// The buckets: one zeroed allocation aligned to 2 MiB and advised for transparent huge
-/// pages (`MADV_HUGEPAGE`), then touched page by page so no page fault happens on the
-/// packet path. With 4 KiB pages a 1 M-entry table (32 MiB) spans 8,192 pages and every
-/// lookup of a flow in a cold page also missed the TLB (page walk); with THP it spans 16
-/// (docs/benchmarks.md). An all-zero [`Entry`] is an empty slot, so zeroed memory is an
-/// empty table.
-struct BucketMem<A> {
-    ptr: std::ptr::NonNull<Bucket<A>>,
-    len: usize,
-    layout: std::alloc::Layout,
-}
-
-// SAFETY: BucketMem owns its allocation exclusively (like a Box<[Bucket]>).
-unsafe impl<A: Send> Send for BucketMem<A> {}
-// SAFETY: shared access only hands out `&[Bucket]`.
-unsafe impl<A: Sync> Sync for BucketMem<A> {}
-
-const HUGE_PAGE: usize = 2 << 20;
-
-impl<A> BucketMem<A> {
-    fn new(len: usize) -> BucketMem<A> {
-        let bytes = len * std::mem::size_of::<Bucket<A>>();
-        let align = if bytes >= HUGE_PAGE { HUGE_PAGE } else { std::mem::align_of::<Bucket<A>>() };
-        let layout = std::alloc::Layout::from_size_align(bytes.max(std::mem::size_of::<Bucket<A>>()), align)
-            .unwrap_or_else(|_| std::alloc::Layout::new::<Bucket<A>>());
-        // Not alloc_zeroed: that would write (fault in) every 4 KiB page before the advice.
-        // SAFETY: layout has non-zero size.
-        let raw = unsafe { std::alloc::alloc(layout) };
-        let Some(ptr) = std::ptr::NonNull::new(raw as *mut Bucket<A>) else {
-            std::alloc::handle_alloc_error(layout)
-        };
-        #[cfg(target_os = "linux")]
-        if align == HUGE_PAGE {
-            // SAFETY: [raw, raw + size) is our own allocation, 2 MiB aligned; MADV_HUGEPAGE
-            // only changes how the kernel backs it (ignored where THP is off).
-            unsafe {
-                libc::madvise(raw as *mut libc::c_void, layout.size(), libc::MADV_HUGEPAGE);
-            }
-        }
-        // Zero it now (an all-zero table is empty), faulting every page in at start, not
-        // on the packet path.
-        // SAFETY: the whole allocation is ours and u8 has no invalid values.
-        unsafe { std::ptr::write_bytes(raw, 0, layout.size()) };
-        const { assert!(State::Empty as u8 == 0) };
-        BucketMem { ptr, len, layout }
-    }
-}
-
-impl<A> std::ops::Deref for BucketMem<A> {
-    type Target = [Bucket<A>];
-    fn deref(&self) -> &[Bucket<A>] {
-        // SAFETY: ptr points at `len` initialised (zeroed = empty) buckets we own.
-        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
-    }
-}
-
-impl<A> std::ops::DerefMut for BucketMem<A> {
-    fn deref_mut(&mut self) -> &mut [Bucket<A>] {
-        // SAFETY: as in deref, with exclusive access through &mut self.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
-    }
-}
-
-impl<A> Drop for BucketMem<A> {
-    fn drop(&mut self) {
-        // SAFETY: allocated in `new` with exactly this layout.
-        unsafe { std::alloc::dealloc(self.ptr.as_ptr() as *mut u8, self.layout) };
     }
 }
 

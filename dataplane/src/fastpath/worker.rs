@@ -30,6 +30,13 @@ mod control;
 
 #[path = "worker_prefetch.rs"]
 mod prefetch;
+
+#[path = "worker_sync.rs"]
+mod sync;
+
+#[path = "worker_loop.rs"]
+mod run;
+pub use run::{on_worker_thread, run_loop, LoopParams};
 pub use prefetch::PREFETCH_DISTANCE;
 pub use hold::PollBuffers;
 
@@ -99,6 +106,13 @@ pub struct Worker {
     /// Whether an IPv6 packet has been processed: until then the IPv6 tables are empty and
     /// [`Worker::poll`] does not sweep them.
     pub ipv6_seen: bool,
+    /// Queues to the fleet-sync thread ([`crate::sync`]); `None`: sync off.
+    pub sync: Option<Arc<crate::sync::SyncQueues>>,
+    /// Refresh-walk state of the IPv4 and IPv6 tables.
+    sync_walk: crate::fastpath::conntrack::SyncWalk,
+    sync_walk6: crate::fastpath::conntrack::SyncWalk,
+    /// Last dump epoch this worker started a pass for.
+    sync_epoch: u64,
 }
 
 /// Connection-table buckets [`Worker::poll`] sweeps per iteration: at 10^4 to 10^7
@@ -206,6 +220,10 @@ impl Worker {
             held_id: DatagramId::default(),
             neighbors: None,
             ipv6_seen: false,
+            sync: None,
+            sync_walk: Default::default(),
+            sync_walk6: Default::default(),
+            sync_epoch: 0,
         }
     }
 
@@ -380,6 +398,10 @@ impl Worker {
             let ct_flags = if session { tcp_flags::ACK } else { flags };
             if let Some(hit) = A::ct(self).lookup(&ct_key, ct_flags, now, &t) {
                 if keeps_backend(snap, svc, svc_idx, hit.backend, hit.incarnation, key.src, now) {
+                    if hit.after != hit.state && self.sync.is_some() {
+                        // confirmed or closing: peers learn it (fleet sync)
+                        self.sync_state_change(&ct_key, &hit, &t);
+                    }
                     return Ok(hit.backend);
                 }
                 bump(&self.stats.rebalanced, 1);
@@ -510,6 +532,9 @@ impl Worker {
             self.ct6.sweep(now_ms, SWEEP_BUCKETS_PER_POLL);
             self.frags6.sweep(now_ms, FRAG_SWEEP_PER_POLL);
         }
+        if self.sync.is_some() {
+            self.sync_poll(now_ms);
+        }
         // Both families' tables count in the same counters.
         let (c, c6) = (&self.ct.counters, &self.ct6.counters);
         let s = &self.stats;
@@ -521,53 +546,6 @@ impl Worker {
         s.ct_syn_not_tracked.store(c.syn_not_tracked + c6.syn_not_tracked, Relaxed);
         total
     }
-}
-
-thread_local! {
-    static ON_WORKER: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-}
-
-/// Whether the calling thread runs a worker loop ([`run_loop`]).
-pub fn on_worker_thread() -> bool {
-    ON_WORKER.with(|f| f.get())
-}
-
-/// Parameters of [`run_loop`].
-#[derive(Clone, Copy, Debug)]
-pub struct LoopParams {
-    /// Worker index (its counters, mailbox and quiescent-state slot in `Shared`).
-    pub index: usize,
-    /// Start of the worker clock (ms since then are the connection table's time).
-    pub epoch: std::time::Instant,
-    /// Sleep after an iteration that received nothing (0: busy polling).
-    pub idle_sleep: std::time::Duration,
-}
-
-/// The worker thread's loop, until `shared.stop`: each iteration reads the clock once, loads
-/// the current snapshot (no guard, no atomic read-modify-write), polls every port, reports
-/// its quiescent state (the generation it used, in [`Worker::poll`]), then serves a pending
-/// control request. Snapshots are never dropped here: reclamation runs on the control side.
-pub fn run_loop<P: Port>(worker: &mut Worker, queues: &mut [P], shared: &crate::control::Shared, params: LoopParams) {
-    ON_WORKER.with(|f| f.set(true));
-    let mut bufs = PollBuffers::new(queues.len());
-    let Some(mailbox) = shared.mailboxes.get(params.index).cloned() else { return };
-    worker.neighbors = Some(shared.neighbors.clone());
-    let outbox = if params.index == 0 { Some(shared.neighbors.clone()) } else { None };
-    while !shared.stop.load(std::sync::atomic::Ordering::Relaxed) {
-        let now = params.epoch.elapsed().as_millis() as u32;
-        // SAFETY: this worker (index `params.index`) reports its quiescent state at the end
-        // of `poll` and does not keep `snap` past this iteration.
-        let snap = unsafe { shared.worker_snapshot() };
-        let n = worker.poll(queues, &mut bufs, snap, now);
-        if let Some(o) = &outbox {
-            worker.send_control_frames(queues, &o.outbox);
-        }
-        mailbox.serve(|req| worker.control(req, now));
-        if n == 0 && !params.idle_sleep.is_zero() {
-            std::thread::sleep(params.idle_sleep);
-        }
-    }
-    ON_WORKER.with(|f| f.set(false));
 }
 
 #[inline]

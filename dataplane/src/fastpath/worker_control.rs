@@ -36,8 +36,22 @@ impl Worker {
                 });
             }
             FlowOp::Flush => {
-                reply.count = self.ct.retain(|e| !matches(e.backend, e.incarnation)) as u64;
-                reply.count += self.ct6.retain(|e| !matches(e.backend, e.incarnation)) as u64;
+                // Flushed connections of this host end on the peers too (fleet sync).
+                let (sync, id) = (self.sync.clone(), self.id);
+                reply.count = self.ct.retain(|e| {
+                    let keep = !matches(e.backend, e.incarnation);
+                    if let (false, Some(q)) = (keep, &sync) {
+                        Worker::sync_removed(q, id, e, now_ms);
+                    }
+                    keep
+                }) as u64;
+                reply.count += self.ct6.retain(|e| {
+                    let keep = !matches(e.backend, e.incarnation);
+                    if let (false, Some(q)) = (keep, &sync) {
+                        Worker::sync_removed(q, id, e, now_ms);
+                    }
+                    keep
+                }) as u64;
             }
         }
         reply

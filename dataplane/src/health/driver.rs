@@ -49,6 +49,8 @@ struct Shared {
     skipped_total: AtomicU64,
     /// Kernel thread id, for [`HealthChecker::cpu_time`] (0 until known).
     tid: AtomicI32,
+    /// Every target of the first set has had a probe result ([`HealthChecker::first_round_done`]).
+    first_round: std::sync::atomic::AtomicBool,
 }
 
 /// The health checker: one thread probing all targets through the kernel stack.
@@ -84,6 +86,9 @@ impl HealthChecker {
             shared: shared.clone(),
         };
         lp.update(opts.generation, targets, &HashMap::new(), Instant::now());
+        if opts.first_result_decides {
+            lp.set.make_provisional();
+        }
         let sh = shared.clone();
         let thread = std::thread::Builder::new().name("spillway-health".into()).spawn(move || {
             sh.tid.store(rustix::thread::gettid().as_raw_nonzero().get(), Ordering::Release);
@@ -99,6 +104,13 @@ impl HealthChecker {
             *sh.death.lock().unwrap_or_else(|e| e.into_inner()) = Some(death);
         })?;
         Ok(HealthChecker { cmds: tx, waker, thread: Some(thread), shared })
+    }
+
+    /// Whether every target of the first set has had at least one probe result (the
+    /// first round of probes is over; targets added later by live edits do not count).
+    /// The daemon announces its VIPs only after it (docs/bgp.md "Readiness").
+    pub fn first_round_done(&self) -> bool {
+        self.shared.first_round.load(Ordering::Acquire)
     }
 
     fn send(&self, c: Command) -> bool {
@@ -247,10 +259,15 @@ fn spread_offset(t: &Target, interval: Duration) -> Duration {
     interval.mul_f64(frac)
 }
 
+/// How often the loop checks whether the first round of probes is over (a scan of the
+/// targets, until it is).
+const FIRST_ROUND_CHECK: std::time::Duration = std::time::Duration::from_millis(50);
+
 impl Loop {
     /// Runs until Stop (`Ok`) or a poll failure (`Err`).
     fn run(&mut self) -> Result<(), String> {
         let mut events = Events::with_capacity(1024);
+        let mut last_round_check = Instant::now() - FIRST_ROUND_CHECK;
         loop {
             let wait = self.timers.peek().map_or(MAX_WAIT, |Reverse(t)| t.at.saturating_duration_since(Instant::now()).min(MAX_WAIT));
             if let Err(e) = self.poll.poll(&mut events, Some(wait)) {
@@ -276,6 +293,12 @@ impl Loop {
             while self.timers.peek().is_some_and(|Reverse(t)| t.at <= now) {
                 let Some(Reverse(t)) = self.timers.pop() else { break };
                 self.timer(now, t);
+            }
+            if !self.shared.first_round.load(Ordering::Relaxed) && last_round_check.elapsed() >= FIRST_ROUND_CHECK {
+                last_round_check = now;
+                if !self.set.any_provisional() {
+                    self.shared.first_round.store(true, Ordering::Release);
+                }
             }
         }
     }

@@ -399,7 +399,7 @@ fn health_events_carry_the_generation_of_the_set() {
     let dead = closed_port();
     let chk = check(HealthCheckKind::Tcp, 0.05, 0.05, 1, 1);
     let (tx, rx) = mpsc::channel();
-    let c = HealthChecker::start_with(vec![target("d", dead, chk.clone())], tx, CheckerOptions { initially_healthy: true, generation: 7 }).unwrap();
+    let c = HealthChecker::start_with(vec![target("d", dead, chk.clone())], tx, CheckerOptions { initially_healthy: true, generation: 7, first_result_decides: false }).unwrap();
     let ev = event_for(&rx, "d", GENEROUS);
     assert_eq!((ev.healthy, ev.generation), (false, 7));
     // Restarted healthy at generation 8: the state read back is the new one, and the next

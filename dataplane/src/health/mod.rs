@@ -123,11 +123,15 @@ pub struct CheckerOptions {
     pub initially_healthy: bool,
     /// Generation of the first target set (default 0); see [`HealthEvent::generation`].
     pub generation: u64,
+    /// The first probe result of each target of the first set decides its state outright
+    /// ([`tracker::HealthTracker::provisional`]); the daemon sets it at start (default
+    /// `false`).
+    pub first_result_decides: bool,
 }
 
 impl Default for CheckerOptions {
     fn default() -> Self {
-        CheckerOptions { initially_healthy: true, generation: 0 }
+        CheckerOptions { initially_healthy: true, generation: 0, first_result_decides: false }
     }
 }
 

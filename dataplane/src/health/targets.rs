@@ -173,6 +173,19 @@ impl<X> TargetSet<X> {
         slots
     }
 
+    /// Makes every current target's state a guess that its first probe result replaces
+    /// ([`HealthTracker::provisional`]).
+    pub fn make_provisional(&mut self) {
+        for e in self.slots.iter_mut().flatten() {
+            e.tracker = e.tracker.clone().provisional();
+        }
+    }
+
+    /// Whether some target has had no probe result since [`make_provisional`](Self::make_provisional).
+    pub fn any_provisional(&self) -> bool {
+        self.slots.iter().flatten().any(|e| e.tracker.is_provisional())
+    }
+
     /// The entry in slot `i`, if live.
     pub fn get(&self, i: usize) -> Option<&Entry<X>> {
         self.slots.get(i).and_then(Option::as_ref)

@@ -56,6 +56,9 @@ pub struct HealthTracker {
     probes: u64,
     probes_failed: u64,
     rtt_histogram: RttHistogram,
+    /// The state is a guess until the first result, which then decides it outright
+    /// ([`HealthTracker::provisional`]): targets of a starting daemon.
+    provisional: bool,
 }
 
 /// Upper bounds (seconds) of the probe RTT histogram's buckets; a last `+Inf` bucket
@@ -109,12 +112,52 @@ impl HealthTracker {
             probes: 0,
             probes_failed: 0,
             rtt_histogram: RttHistogram::default(),
+            provisional: false,
         }
+    }
+
+    /// Makes the current state a guess that the first probe result replaces outright: a
+    /// starting daemon's targets begin healthy so that nothing is refused before the first
+    /// probe round, but a backend that is in fact down must not keep that state for
+    /// `unhealthy_threshold` rounds while the host announces its VIPs (docs/bgp.md
+    /// "Readiness"). Thresholds apply from the second result on.
+    pub fn provisional(mut self) -> HealthTracker {
+        self.provisional = true;
+        self
+    }
+
+    /// Whether the state is still the guess of [`provisional`](Self::provisional).
+    pub fn is_provisional(&self) -> bool {
+        self.provisional
     }
 
     /// Feeds one probe result observed at `now`; returns the transition when the state
     /// changed.
     pub fn record(&mut self, now: Instant, result: ProbeResult) -> Option<Transition> {
+        if !self.provisional {
+            return self.record_counted(now, result);
+        }
+        self.provisional = false;
+        let ok = matches!(result, ProbeResult::Success { .. });
+        if let Some(t) = self.record_counted(now, result) {
+            return Some(t);
+        }
+        if ok == self.healthy {
+            return None;
+        }
+        self.healthy = ok;
+        self.last_change = now;
+        Some(Transition {
+            healthy: ok,
+            reason: if ok {
+                "first probe at start succeeded".to_string()
+            } else {
+                format!("first probe at start failed: {}", self.last_error.as_deref().unwrap_or(""))
+            },
+        })
+    }
+
+    fn record_counted(&mut self, now: Instant, result: ProbeResult) -> Option<Transition> {
         self.probes += 1;
         match result {
             ProbeResult::Success { rtt } => {

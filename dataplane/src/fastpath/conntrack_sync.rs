@@ -1,0 +1,260 @@
+//! The connection table's side of fleet flow sync (docs/bgp.md "Flow-state sync"):
+//! installing peers' entries, and the refresh walk that finds this host's entries to send.
+//! A child of [`super`]; the worker calls these between packets, never the control side.
+//!
+//! Rules (docs/decisions.md "Where synced entries live"):
+//! - a peer's entry goes into the table of the worker that RSS gives the flow, so the
+//!   flow's first packet here finds it with the ordinary lookup (no second table, no extra
+//!   read on a miss);
+//! - it never overrides a live entry of this host (`sync_conflicts`), and it takes a slot
+//!   by the insertion order of new entries: expired → oldest SYN-only → oldest closing,
+//!   never an established entry (`sync_no_room`);
+//! - it lives as long as the origin's entry would (its remaining lifetime), unless a
+//!   refresh extends it; its first packet here makes it this host's entry with the full
+//!   timeout of its state ([`adopt`]).
+
+use super::{ConnTable, Entry, FlowAddr, FlowKeyOf, State, Timeouts, REMOTE};
+
+/// What [`ConnTable::install`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InstallOutcome {
+    /// A new entry.
+    Installed,
+    /// A peer's older copy (or an expired entry of the same key) replaced.
+    Updated,
+    /// This host has a live entry of its own for the key: nothing changed.
+    Conflict,
+    /// Both buckets hold only established entries: nothing changed.
+    NoRoom,
+}
+
+/// What a peer says of a connection, resolved to this host's slots ([`ConnTable::install`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Synced {
+    /// Endpoint slot here.
+    pub backend: u16,
+    /// Its incarnation.
+    pub incarnation: u16,
+    /// Service index here.
+    pub service: u16,
+    /// Established or closing.
+    pub state: State,
+    /// Lifetime left, ms.
+    pub remaining_ms: u32,
+}
+
+/// Pacing state of the refresh walk of one table: how far it got and when it last ran.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SyncWalk {
+    /// Worker time of the last walk step, ms.
+    pub last_ms: u32,
+    /// Bucket credit not yet walked (fractions of a bucket, × 1024).
+    pub credit: u64,
+    /// Buckets left in the current full pass (a dump for a starting peer); 0 = none.
+    pub full_pass_left: usize,
+}
+
+/// Makes a peer's entry this host's on its first packet here: the flag goes and the
+/// timeout becomes its state's (the origin's lifetime left no longer applies).
+#[cold]
+pub(super) fn adopt<A: FlowAddr>(e: &mut Entry<A>, t: &Timeouts) {
+    e.state &= !REMOTE;
+    e.timeout_ms = match e.state() {
+        State::Closing => t.closing_ms,
+        _ if e.proto == crate::wire::PROTO_TCP => t.tcp_ms,
+        _ => t.udp_ms,
+    };
+}
+
+impl<A: FlowAddr> ConnTable<A> {
+    /// Installs a peer's entry for `k` ([`Synced`]: on its endpoint slot, in its state,
+    /// living its remaining time unless a packet arrives; module docs give the rules). `now`
+    /// is the worker clock, ms.
+    pub fn install(&mut self, k: &FlowKeyOf<A>, x: Synced, now: u32) -> InstallOutcome {
+        let Synced { backend, incarnation, service, state, remaining_ms } = x;
+        let (b, i, outcome) = match self.find(k) {
+            Some((b, i)) => {
+                let e = &self.buckets[b].0[i];
+                if !e.expired(now) && !e.is_remote() {
+                    self.counters.sync_conflicts += 1;
+                    return InstallOutcome::Conflict;
+                }
+                (b, i, InstallOutcome::Updated)
+            }
+            None => match self.victim(k, now) {
+                Some((b, i)) => (b, i, InstallOutcome::Installed),
+                None => {
+                    self.counters.sync_no_room += 1;
+                    return InstallOutcome::NoRoom;
+                }
+            },
+        };
+        let state = if state == State::Closing { State::Closing } else { State::Established };
+        self.buckets[b].0[i] = Entry {
+            src: k.src,
+            dst: k.dst,
+            sport: k.sport,
+            dport: k.dport,
+            proto: k.proto,
+            state: state as u8 | REMOTE,
+            backend,
+            incarnation,
+            service,
+            last_seen: now,
+            timeout_ms: remaining_ms.max(1),
+            created: now,
+        };
+        match outcome {
+            InstallOutcome::Installed => self.counters.sync_installed += 1,
+            _ => self.counters.sync_updated += 1,
+        }
+        outcome
+    }
+
+    /// Removes a peer's entry for `k` (the connection was flushed there); a live entry of
+    /// this host's own stays. Returns whether one was removed.
+    pub fn remove_synced(&mut self, k: &FlowKeyOf<A>) -> bool {
+        match self.find(k) {
+            Some((b, i)) if self.buckets[b].0[i].is_remote() => {
+                self.buckets[b].0[i].state = State::Empty as u8;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Buckets of the table.
+    pub fn buckets_len(&self) -> usize {
+        self.buckets.len()
+    }
+
+    /// One step of the refresh walk: visits up to `buckets` buckets from where the last
+    /// step stopped and offers `send` the entries to tell peers about:
+    /// - normally, this host's own confirmed entries (established or closing, not a peer's)
+    ///   that saw a packet within the last `active_ms`: a walk that covers the table once
+    ///   per refresh interval sends each active connection once per interval, and an idle
+    ///   one not at all (its peers' copies expire when it would);
+    /// - with `all`, every live confirmed entry, peers' included (a dump for a starting
+    ///   peer, which must learn the connections of a host that died too).
+    ///
+    /// `send` returns `false` when its queue is full: the walk stops at that bucket and
+    /// resumes there, so nothing is skipped. Returns the buckets visited.
+    pub fn sync_walk(&mut self, now: u32, buckets: usize, active_ms: u32, all: bool, mut send: impl FnMut(&Entry<A>) -> bool) -> usize {
+        let len = self.buckets.len();
+        let mut visited = 0;
+        while visited < buckets.min(len) {
+            let at = self.sync_cursor;
+            let Some(bucket) = self.buckets.get(at) else { break };
+            for e in bucket.0.iter() {
+                if e.expired(now) || e.state() == State::SynOnly {
+                    continue;
+                }
+                let wanted = if all { true } else { !e.is_remote() && now.wrapping_sub(e.last_seen) < active_ms };
+                if wanted && !send(e) {
+                    // Resume at this bucket: the entries already offered are offered again,
+                    // which a peer takes as a refresh.
+                    return visited;
+                }
+            }
+            self.sync_cursor = (at + 1) & (len - 1);
+            visited += 1;
+        }
+        visited
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use spillway_shared::flow::FlowKey;
+
+    fn key(i: u32) -> FlowKey {
+        FlowKey { src: 0x0a00_0000 + i, dst: 0x0a00_0064, sport: 40_000, dport: 80, proto: crate::wire::PROTO_TCP }
+    }
+    fn syn(backend: u16, remaining_ms: u32) -> Synced {
+        Synced { backend, incarnation: 1, service: 0, state: State::Established, remaining_ms }
+    }
+    const T: Timeouts = Timeouts { syn_ms: 5_000, tcp_ms: 600_000, closing_ms: 10_000, udp_ms: 30_000 };
+
+    #[test]
+    fn a_peer_entry_never_overrides_a_live_local_one() {
+        let mut t = ConnTable::<u32>::new(64, 1);
+        assert!(t.insert(&key(1), 3, 1, 0, 0, &T));
+        assert_eq!(t.install(&key(1), syn(9, 60_000), 10), InstallOutcome::Conflict);
+        assert_eq!(t.lookup(&key(1), 0x10, 20, &T).map(|h| h.backend), Some(3));
+        assert_eq!(t.install(&key(2), syn(9, 60_000), 10), InstallOutcome::Installed);
+        assert_eq!(t.install(&key(2), syn(8, 60_000), 11), InstallOutcome::Updated, "a newer record of the peer's");
+        assert!(!t.remove_synced(&key(1)), "a local entry is not the peer's to remove");
+    }
+
+    #[test]
+    fn a_peer_entry_lives_its_remaining_time_then_is_adopted_with_the_full_timeout() {
+        let mut t = ConnTable::<u32>::new(64, 1);
+        t.install(&key(1), syn(9, 1_000), 0);
+        assert!(t.peek(&key(1), 999).is_some());
+        assert!(t.peek(&key(1), 1_001).is_none(), "expires when the origin's would");
+        t.install(&key(2), syn(9, 1_000), 0);
+        let h = t.lookup(&key(2), 0x10, 500, &T).unwrap();
+        assert!(h.adopted && h.backend == 9 && h.after == State::Established);
+        assert!(t.peek(&key(2), 500 + 599_000).is_some(), "the full TCP timeout once the flow is here");
+        assert!(!t.lookup(&key(2), 0x10, 600, &T).unwrap().adopted, "adopted once");
+        assert_eq!(t.counters.sync_adopted, 1);
+    }
+
+    #[test]
+    fn peer_entries_never_evict_established_ones_and_are_never_evicted_by_syns() {
+        let mut t = ConnTable::<u32>::new(8, 1); // 2 buckets of 4: every key has both
+        for i in 0..8 {
+            assert!(t.insert(&key(i), 1, 1, 0, 0, &T));
+            t.lookup(&key(i), 0x10, 1, &T);
+        }
+        assert_eq!(t.install(&key(100), syn(9, 60_000), 2), InstallOutcome::NoRoom);
+        let mut t = ConnTable::<u32>::new(8, 1);
+        for i in 0..8 {
+            assert_eq!(t.install(&key(i), syn(9, 60_000), 0), InstallOutcome::Installed);
+        }
+        assert!(!t.insert(&key(200), 1, 1, 0, 1, &T), "a SYN does not evict the fleet's connections");
+        assert_eq!((0..8).filter(|i| t.peek(&key(*i), 2).is_some()).count(), 8);
+    }
+
+    #[test]
+    fn the_walk_offers_active_local_entries_and_resumes_where_the_queue_filled() {
+        let mut t = ConnTable::<u32>::new(256, 7);
+        for i in 0..100 {
+            t.insert(&key(i), 1, 1, 0, 0, &T);
+            if i % 2 == 0 {
+                t.lookup(&key(i), 0x10, 0, &T); // confirmed
+            }
+        }
+        t.install(&key(500), syn(9, 60_000), 0);
+        let mut seen = std::collections::HashSet::new();
+        let mut budget = 7;
+        // a queue of 7 places per step: the walk must still offer every wanted entry
+        for _ in 0..200 {
+            budget = 7;
+            t.sync_walk(10, 8, 5_000, false, |e| {
+                if budget == 0 {
+                    return false;
+                }
+                budget -= 1;
+                seen.insert(e.src);
+                true
+            });
+        }
+        let _ = budget;
+        let want: std::collections::HashSet<u32> = (0..100).filter(|i| i % 2 == 0).map(|i| key(i).src).collect();
+        assert_eq!(seen, want, "confirmed local entries only: no SYN-only, no peer's");
+        let mut all = std::collections::HashSet::new();
+        t.sync_walk(10, t.buckets_len(), 5_000, true, |e| {
+            all.insert(e.src);
+            true
+        });
+        assert!(all.contains(&key(500).src) && all.len() == 51, "a dump includes the peers' entries");
+        let mut idle = 0;
+        t.sync_walk(10_000, t.buckets_len(), 5_000, false, |_| {
+            idle += 1;
+            true
+        });
+        assert_eq!(idle, 0, "idle entries are not refreshed");
+    }
+}

@@ -1,0 +1,172 @@
+//! The worker's side of fleet flow sync ([`crate::sync`]): records of this worker's
+//! confirmed connections go to the `sync` thread through a bounded lock-free queue, and
+//! peers' entries come back through another, installed between two receive bursts. A child
+//! of [`super`]. Nothing here locks, allocates or makes a syscall; with sync off the packet
+//! path pays one well-predicted branch per state change and one per poll iteration.
+
+use super::{Family, Worker};
+use crate::fastpath::conntrack::{ConnTable, Entry, Hit, State, SyncWalk, Synced, Timeouts};
+use crate::sync::{bump, SyncOut, SyncQueues, WorkerSyncCounters, INSTALL_PER_POLL, WALK_MAX_PER_POLL};
+use crossbeam_queue::ArrayQueue;
+use spillway_shared::flow::{FlowAddr, FlowKeyOf};
+use spillway_shared::sync::Op;
+use std::sync::atomic::Ordering::Relaxed;
+
+/// The address as the sync records carry it (IPv4 in the low 32 bits) and its family.
+#[inline]
+fn wide<A: FlowAddr>(a: A) -> (u128, bool) {
+    match a.ip() {
+        std::net::IpAddr::V4(v) => (u128::from(u32::from(v)), false),
+        std::net::IpAddr::V6(v) => (u128::from(v), true),
+    }
+}
+
+fn record<A: FlowAddr>(e: &Entry<A>, op: Op, now: u32) -> SyncOut {
+    let (src, ipv6) = wide(e.src);
+    SyncOut {
+        op,
+        ipv6,
+        src,
+        dst: wide(e.dst).0,
+        sport: e.sport,
+        dport: e.dport,
+        proto: e.proto,
+        closing: e.state() == State::Closing,
+        backend: e.backend,
+        incarnation: e.incarnation,
+        remaining_ms: e.remaining_ms(now),
+    }
+}
+
+/// Queues `r`, counting a full queue.
+#[inline]
+fn offer(out: &ArrayQueue<SyncOut>, c: &WorkerSyncCounters, r: SyncOut) -> bool {
+    if out.push(r).is_ok() {
+        bump(&c.queued, 1);
+        true
+    } else {
+        bump(&c.queue_full, 1);
+        false
+    }
+}
+
+/// One refresh-walk step over `ct` (see [`ConnTable::sync_walk`]), paced so the walk
+/// covers the table once per `refresh_ms`, faster while a dump pass runs.
+fn walk<A: FlowAddr>(ct: &mut ConnTable<A>, w: &mut SyncWalk, out: &ArrayQueue<SyncOut>, c: &WorkerSyncCounters, now: u32, refresh_ms: u32) {
+    let elapsed = u64::from(now.wrapping_sub(w.last_ms).min(1_000));
+    w.last_ms = now;
+    let n_buckets = ct.buckets_len() as u64;
+    w.credit = (w.credit + elapsed * n_buckets * 1024 / u64::from(refresh_ms.max(1))).min(n_buckets * 1024);
+    let all = w.full_pass_left > 0;
+    let budget = if all { WALK_MAX_PER_POLL } else { ((w.credit / 1024) as usize).min(WALK_MAX_PER_POLL) };
+    if budget == 0 {
+        return;
+    }
+    let visited = ct.sync_walk(now, budget, refresh_ms, all, |e| offer(out, c, record(e, Op::Upsert, now)));
+    w.credit = w.credit.saturating_sub(visited as u64 * 1024);
+    w.full_pass_left = w.full_pass_left.saturating_sub(visited);
+}
+
+impl Worker {
+    /// The entry of `ct_key` changed state on this packet (`hit`): a confirmed or closing
+    /// connection is told to the peers. Out of line: once or twice per connection.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn sync_state_change<A: Family>(&mut self, ct_key: &FlowKeyOf<A>, hit: &Hit, t: &Timeouts) {
+        let Some(q) = self.sync.as_ref() else { return };
+        let remaining_ms = match hit.after {
+            State::Established if ct_key.proto == crate::wire::PROTO_TCP => t.tcp_ms,
+            State::Established => t.udp_ms,
+            State::Closing => t.closing_ms,
+            _ => return,
+        };
+        let (src, ipv6) = wide(ct_key.src);
+        let r = SyncOut {
+            op: Op::Upsert,
+            ipv6,
+            src,
+            dst: wide(ct_key.dst).0,
+            sport: ct_key.sport,
+            dport: ct_key.dport,
+            proto: ct_key.proto,
+            closing: hit.after == State::Closing,
+            backend: hit.backend,
+            incarnation: hit.incarnation,
+            remaining_ms,
+        };
+        if let (Some(out), Some(c)) = (q.out.get(self.id), q.counters.get(self.id)) {
+            offer(out, c, r);
+        }
+    }
+
+    /// Queues a removal for a flushed entry of this host (peers drop their copies).
+    pub(super) fn sync_removed<A: FlowAddr>(q: &SyncQueues, id: usize, e: &Entry<A>, now: u32) {
+        if e.is_remote() || e.state() == State::SynOnly {
+            return;
+        }
+        if let (Some(out), Some(c)) = (q.out.get(id), q.counters.get(id)) {
+            offer(out, c, record(e, Op::Remove, now));
+        }
+    }
+
+    /// Once per poll iteration with sync on: install up to [`INSTALL_PER_POLL`] peers'
+    /// entries, take one refresh-walk step per table, start a dump pass when a peer asked,
+    /// and publish the counters.
+    #[inline(never)]
+    pub(super) fn sync_poll(&mut self, now: u32) {
+        let Some(q) = self.sync.take() else { return };
+        let id = self.id;
+        if let (Some(inbound), Some(c)) = (q.inbound.get(id), q.counters.get(id)) {
+            for _ in 0..INSTALL_PER_POLL {
+                let Some(r) = inbound.pop() else { break };
+                let x = Synced { backend: r.backend, incarnation: r.incarnation, service: r.service, state: if r.closing { State::Closing } else { State::Established }, remaining_ms: r.remaining_ms };
+                let removed = if r.ipv6 {
+                    self.ipv6_seen = true;
+                    let k = FlowKeyOf { src: r.src, dst: r.dst, sport: r.sport, dport: r.dport, proto: r.proto };
+                    match r.op {
+                        Op::Upsert => {
+                            self.ct6.install(&k, x, now);
+                            false
+                        }
+                        Op::Remove => self.ct6.remove_synced(&k),
+                    }
+                } else {
+                    let k = FlowKeyOf { src: r.src as u32, dst: r.dst as u32, sport: r.sport, dport: r.dport, proto: r.proto };
+                    match r.op {
+                        Op::Upsert => {
+                            self.ct.install(&k, x, now);
+                            false
+                        }
+                        Op::Remove => self.ct.remove_synced(&k),
+                    }
+                };
+                if removed {
+                    bump(&c.removed, 1);
+                }
+            }
+        }
+        if let (Some(out), Some(c)) = (q.out.get(id), q.counters.get(id)) {
+            let epoch = q.dump_epoch.load(Relaxed);
+            if epoch != self.sync_epoch {
+                self.sync_epoch = epoch;
+                self.sync_walk.full_pass_left = self.ct.buckets_len();
+                self.sync_walk6.full_pass_left = if self.ipv6_seen { self.ct6.buckets_len() } else { 0 };
+            }
+            let refresh_ms = q.refresh_ms.load(Relaxed);
+            walk(&mut self.ct, &mut self.sync_walk, out, c, now, refresh_ms);
+            if self.ipv6_seen {
+                walk(&mut self.ct6, &mut self.sync_walk6, out, c, now, refresh_ms);
+            }
+            if self.sync_walk.full_pass_left == 0 && self.sync_walk6.full_pass_left == 0 {
+                c.dump_done.store(epoch, Relaxed);
+            }
+            let (a, b) = (&self.ct.counters, &self.ct6.counters);
+            c.installed.store(a.sync_installed + b.sync_installed, Relaxed);
+            c.updated.store(a.sync_updated + b.sync_updated, Relaxed);
+            c.conflicts.store(a.sync_conflicts + b.sync_conflicts, Relaxed);
+            c.no_room.store(a.sync_no_room + b.sync_no_room, Relaxed);
+            c.adopted.store(a.sync_adopted + b.sync_adopted, Relaxed);
+        }
+        self.sync = Some(q);
+    }
+}

@@ -1,0 +1,167 @@
+# shellcheck shell=bash
+# Fleet flow-state sync e2e tests (docs/bgp.md "Flow-state sync"), sourced by scripts/e2e.sh:
+# real keep-alive HTTP clients behind a BIRD router with ECMP over Spillway hosts that sync
+# their connection entries (scripts/lib/fleet.sh: [sync] on every host, one shared key).
+# The promise under test: a connection keeps its backend when a host dies, restarts or is
+# added *while* backends change.
+
+# The backend edits every churn test makes on every running host: b1's weight 50 -> 300,
+# b4 added, b2 disabled (new connections avoid it; its connections stay).
+fleet_churn_edits() {
+    local h
+    for h in "$@"; do
+        fleet_ctl "$h" backend set web b1 weight=300 >/dev/null || e2e_fail "edit on $h refused"
+        fleet_ctl "$h" backend add web b4 "address=${SPW_ADDR[b4]}" "mac=${SPW_MAC[b4]}" >/dev/null || e2e_fail "backend add on $h refused"
+        fleet_ctl "$h" backend set web b2 enabled=false >/dev/null || e2e_fail "disable on $h refused"
+    done
+}
+# The config files of hosts that start after the edits say the same thing.
+fleet_churned_config() { FLEET_BACKENDS="b1 b2 b3 b4" FLEET_WEIGHT_b1=300 FLEET_DISABLED_b2=1 fleet_config "$1" "$SPW_RUN_DIR/$1.toml"; }
+
+# fleet_moved HOST KA PORTS: how many of the connections (client ports in PORTS) run on a
+# backend that HOST's live Maglev table no longer picks for them: without flow sync, these
+# break when ECMP moves them to HOST.
+fleet_moved() {
+    local p b n=0 want
+    while read -r p; do
+        b="$(awk -F'\t' -v p="$p" '$7 == p && $5 == "200" {print $6; exit}' "$2")"
+        want="$(fleet_explain "$1" "$p")"
+        [[ -n "$b" && "$b" != "$want" ]] && n=$((n + 1))
+    done <"$3"
+    echo "$n"
+}
+
+## fleet_churn: keep-alive connections over two syncing hosts; a weight change, a backend added and a backend disabled on both; SIGKILL host 1 -> every connection of host 1 keeps working through host 2 on the same backend (also those whose Maglev pick moved)
+e2e_fleet_churn() {
+    local ms t_kill s1 a s2 b moved adopted
+    export FLEET_BACKENDS="b1 b2 b3"   # b4 joins live
+    fleet_up
+    fleet_start lb1
+    fleet_start lb2
+    ms="$(fleet_wait_nexthops 2 40)" || e2e_fail "router has no two-path VIP route within 40 s: '$(fleet_route)'"
+    echo "  router: $(fleet_route) (after $ms ms)"
+    fleet_ka_start "${E2E_FLEET_CONNS:-60}" 14 "$SPW_LOG_DIR/ka.tsv"
+    sleep 1.5
+    fleet_churn_edits lb1 lb2
+    sleep 2.5   # confirmations and refreshes reach the peer (refresh_interval_sec = 2)
+    fleet_flow_ports lb1 >"$SPW_LOG_DIR/ports-lb1"
+    fleet_flow_ports lb2 >"$SPW_LOG_DIR/ports-lb2"
+    moved="$(fleet_moved lb2 "$SPW_LOG_DIR/ka.tsv" "$SPW_LOG_DIR/ports-lb1")"
+    echo "  host 1 carries $(wc -l <"$SPW_LOG_DIR/ports-lb1") connections, host 2 $(wc -l <"$SPW_LOG_DIR/ports-lb2"); $moved of host 1's are on a backend host 2's Maglev table no longer picks"
+    echo "  lb2 sync: installed $(fleet_sync lb2 installed), received records $(fleet_sync lb2 received_records), lag max $(fleet_sync lb2 lag_ms_max) ms"
+    t_kill="$(date +%s.%N)"
+    kill -KILL "$(fleet_pid lb1)"
+    ms="$(fleet_wait_nexthops 1 5)" || ms=99999
+    echo "  SIGKILL host 1: route withdrawn after $ms ms"
+    wait "$FLEET_KA_PID" || true
+    read -r s1 a < <(fleet_ka_report "$SPW_LOG_DIR/ka.tsv" "$t_kill" "$SPW_LOG_DIR/ports-lb1")
+    read -r s2 b < <(fleet_ka_report "$SPW_LOG_DIR/ka.tsv" "$t_kill" "$SPW_LOG_DIR/ports-lb2")
+    adopted="$(fleet_sync lb2 adopted)"
+    echo "  FIGURE: host 1's connections that kept working on their backend through host 2: $s1 of $a ($moved of them moved by the edits); host 2's: $s2 of $b; adopted on host 2: $adopted"
+    e2e_check "host 1 carried keep-alive connections ($a)" _gt0 "$a"
+    e2e_check "the edits moved some of host 1's Maglev picks ($moved), so the test can fail without sync" _gt0 "$moved"
+    e2e_check "every connection of host 1 keeps working on its backend ($s1 of $a)" _eq "$s1" "$a"
+    e2e_check "no connection through host 2 breaks ($s2 of $b)" _eq "$s2" "$b"
+    e2e_check "host 2 found host 1's connections in its table ($adopted adopted)" _ge "$adopted" "$a"
+    e2e_done
+}
+
+## fleet_scale_out: a third host joins ECMP after backends changed on the two running hosts; it asks them for a dump before it announces; no keep-alive connection breaks and the third host serves moved ones from synced entries
+e2e_fleet_scale_out() {
+    local ms s a adopted
+    FLEET_HOSTS=(lb1 lb2 lb3)
+    export FLEET_BACKENDS="b1 b2 b3"
+    fleet_up
+    fleet_start lb1
+    fleet_start lb2
+    ms="$(fleet_wait_nexthops 2 40)" || e2e_fail "router has no two-path VIP route within 40 s: '$(fleet_route)'"
+    fleet_ka_start "${E2E_FLEET_CONNS:-60}" 16 "$SPW_LOG_DIR/ka.tsv"
+    sleep 1.5
+    fleet_churn_edits lb1 lb2
+    sleep 1
+    { fleet_flow_ports lb1; fleet_flow_ports lb2; } | sort -u >"$SPW_LOG_DIR/ports-all"
+    fleet_churned_config lb3
+    fleet_start lb3
+    ms="$(fleet_wait_nexthops 3 30)" || e2e_fail "host 3 not announced within 30 s: '$(fleet_route)'"
+    echo "  host 3 announced after $ms ms: $(fleet_route)"
+    echo "  host 3 sync start-up: $(fleet_sync lb3 startup)"
+    e2e_check "host 3's start-up waited for both peers' dumps" grep -q "every peer's dump received" <<<"$(fleet_sync lb3 startup)"
+    e2e_check "host 3's config digest equals host 1's (no drift)" _eq "$(fleet_sync lb3 digest)" "$(fleet_sync lb1 digest)"
+    wait "$FLEET_KA_PID" || true
+    read -r s a < <(fleet_ka_report "$SPW_LOG_DIR/ka.tsv" 0 "$SPW_LOG_DIR/ports-all")
+    adopted="$(fleet_sync lb3 adopted)"
+    echo "  FIGURE: keep-alive connections unbroken across the scale-out: $s of $a; moved to host 3 and kept their backend: $adopted"
+    e2e_check "keep-alive connections were tracked ($a)" _gt0 "$a"
+    e2e_check "no connection breaks ($s of $a)" _eq "$s" "$a"
+    e2e_check "host 3 took over some connections through synced entries ($adopted)" _gt0 "$adopted"
+    e2e_done
+}
+
+## fleet_rolling_upgrade: under constant new-connection load and keep-alive connections, each host in turn is drained, restarted (SIGTERM, start) with a backend change meanwhile, and undrained: 0 failed requests, 0 broken connections
+e2e_fleet_rolling_upgrade() {
+    local ms h other s a load_pid stop="$SPW_RUN_DIR/load.stop" w=50
+    fleet_up
+    fleet_start lb1
+    fleet_start lb2
+    ms="$(fleet_wait_nexthops 2 40)" || e2e_fail "router has no two-path VIP route within 40 s: '$(fleet_route)'"
+    fleet_ka_start "${E2E_FLEET_CONNS:-40}" 45 "$SPW_LOG_DIR/ka.tsv"
+    rm -f "$stop"
+    ( while [[ ! -f "$stop" ]]; do fleet_new_requests 10 2>/dev/null; sleep 0.1; done ) &
+    load_pid=$!
+    sleep 2
+    for h in lb1 lb2; do
+        other=lb2; [[ "$h" == lb2 ]] && other=lb1
+        fleet_ctl "$h" vip drain "$SPW_VIP" >/dev/null
+        fleet_wait_nexthops 1 5 >/dev/null || e2e_fail "drain of $h not withdrawn within 5 s"
+        sleep 1
+        kill -TERM "$(fleet_pid "$h")"
+        topo_wait_for 10 bash -c "! kill -0 $(fleet_pid "$h") 2>/dev/null" || e2e_fail "$h did not exit on SIGTERM"
+        # a deploy meanwhile: b3's weight changes on the running host and in the file
+        w=$((w + 40))
+        fleet_ctl "$other" backend set web b3 "weight=$w" >/dev/null || e2e_fail "edit on $other refused"
+        FLEET_WEIGHT_b3=$w fleet_config "$h" "$SPW_RUN_DIR/$h.toml"
+        fleet_start "$h"
+        ms="$(fleet_wait_nexthops 2 30)" || e2e_fail "$h not announced again within 30 s"
+        fleet_ctl "$h" vip undrain "$SPW_VIP" >/dev/null
+        echo "  $h: drained, restarted with b3 weight $w, announced again after $ms ms ($(fleet_sync "$h" startup))"
+        sleep 3
+    done
+    touch "$stop"; wait "$load_pid" || true
+    wait "$FLEET_KA_PID" || true
+    fleet_ctl lb1 flows show --limit 100000 --json >/dev/null
+    read -r s a < <(fleet_ka_report "$SPW_LOG_DIR/ka.tsv" 0 <(awk -F'\t' '$7 ~ /^[0-9]+$/ {print $7}' "$SPW_LOG_DIR/ka.tsv" | sort -u))
+    echo "  FIGURE: new-connection requests $(req_count new), failed $(req_failed new); keep-alive connections unbroken $s of $a"
+    e2e_check "made new-connection requests throughout ($(req_count new))" _ge "$(req_count new)" 100
+    e2e_check "0 failed new-connection requests ($(req_failed new))" _eq "$(req_failed new)" 0
+    e2e_check "keep-alive connections were open ($a)" _gt0 "$a"
+    e2e_check "0 broken keep-alive connections ($s of $a unbroken)" _eq "$s" "$a"
+    e2e_done
+}
+
+## fleet_sync_security: forged, wrong-key, stale, replayed and unknown-source sync messages change no routing: no entry is installed, the client's real connection goes to the Maglev pick, and the counters show each by reason
+e2e_fleet_sync_security() {
+    local ms port=45555 pick evil e out got
+    fleet_up
+    fleet_start lb1
+    fleet_start lb2
+    ms="$(fleet_wait_nexthops 2 40)" || e2e_fail "router has no two-path VIP route within 40 s: '$(fleet_route)'"
+    pick="$(fleet_explain lb1 "$port")"
+    for e in "${SPW_BACKENDS[@]}"; do [[ "$e" != "$pick" ]] && { evil="$e"; break; }; done
+    echo "  client port $port: Maglev picks $pick; the messages try to pin it to $evil"
+    out="$(nsx rt "$SPW_PYTHON" "$SPW_LIB_DIR/sync_forge.py" --key-file "$(fleet_sync_key)" --target "${FLEET_MGMT_ADDR[lb1]}:$FLEET_SYNC_PORT" \
+        --client "$FLEET_CLIENT_ADDR" --client-port "$port" --vip "$SPW_VIP" --endpoint "${SPW_ADDR[$evil]}" \
+        --kind forged --kind wrongkey --kind stale --kind replay --kind unknown)"
+    sed 's/^/    /' <<<"$out"
+    sleep 0.5
+    e2e_check "bad_tag counts the forged and the wrong-key message ($(fleet_sync lb1 rejected.bad_tag))" _ge "$(fleet_sync lb1 rejected.bad_tag)" 2
+    e2e_check "stale counted ($(fleet_sync lb1 rejected.stale))" _ge "$(fleet_sync lb1 rejected.stale)" 1
+    e2e_check "replayed counted ($(fleet_sync lb1 rejected.replayed))" _ge "$(fleet_sync lb1 rejected.replayed)" 1
+    e2e_check "unknown_peer counted ($(fleet_sync lb1 rejected.unknown_peer))" _ge "$(fleet_sync lb1 rejected.unknown_peer)" 2
+    fleet_ctl lb1 flows show --limit 100000 --json >"$SPW_LOG_DIR/flows-lb1.json"
+    e2e_check "no entry for client port $port was installed" bash -c "! grep -q ':$port\"' '$SPW_LOG_DIR/flows-lb1.json'"
+    e2e_check "lb1 holds no synced entry at all (installed $(fleet_sync lb1 installed))" _eq "$(fleet_sync lb1 installed)" 0
+    got="$(nsx "$FLEET_CLIENT" curl -s --local-port "$port" --max-time 3 "http://$SPW_VIP:$SPW_VIP_PORT/" | "$SPW_PYTHON" -c "import sys; sys.path.insert(0, '$SPW_LIB_DIR'); from keepalive_client import backend_of; print(backend_of(sys.stdin.buffer.read()))" || true)"
+    echo "  a real connection from port $port was answered by: $got"
+    e2e_check "the client's connection went to the Maglev pick $pick ($got)" _eq "$got" "$pick"
+    e2e_done
+}

@@ -1,0 +1,78 @@
+#!/usr/bin/env python3
+"""Hostile flow-sync messages for the e2e test `fleet_sync_security` (scripts/e2e/fleet.sh).
+
+An independent writer of the message layout of shared/src/sync.rs (version 1): 40-byte
+header, 64-byte records, HMAC-SHA-256 tag. Sends, to TARGET (IP:PORT), one message per
+kind given with --kind, each carrying one record that would steer client CLIENT:PORT of
+VIP:VPORT/tcp to ENDPOINT:
+
+    forged     random tag
+    wrongkey   tagged with another key
+    stale      the right key, sent-at 10 minutes ago
+    replay     the right key, sent twice (the second copy is a replay)
+    unknown    the right key, fresh, from an address that is not a peer
+
+Prints one line per message sent.
+"""
+import argparse
+import hashlib
+import hmac
+import ipaddress
+import os
+import socket
+import struct
+import time
+
+
+def record(client, cport, vip, vport, endpoint):
+    def a16(ip):
+        return int(ipaddress.IPv4Address(ip)).to_bytes(16, "big")
+    return struct.pack(">BBBBHHIB3x", 1, 4, 6, 2, cport, vport, 600_000, 0) + a16(client) + a16(vip) + a16(endpoint)
+
+
+def message(key, sender, seq, sent_ms, rec):
+    body = b"SPWS" + struct.pack(">BBHQQQQ", 1, 1, 1, sender, seq, sent_ms, 0) + rec
+    return body + hmac.new(key, body, hashlib.sha256).digest()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--key-file", required=True)
+    ap.add_argument("--target", required=True)
+    ap.add_argument("--client", required=True)
+    ap.add_argument("--client-port", type=int, required=True)
+    ap.add_argument("--vip", required=True)
+    ap.add_argument("--vip-port", type=int, default=80)
+    ap.add_argument("--endpoint", required=True)
+    ap.add_argument("--kind", action="append", required=True)
+    a = ap.parse_args()
+    key = open(a.key_file, "rb").read().strip()
+    host, port = a.target.rsplit(":", 1)
+    to = (host, int(port))
+    rec = record(a.client, a.client_port, a.vip, a.vip_port, a.endpoint)
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    now = int(time.time() * 1000)
+    sender = int.from_bytes(os.urandom(8), "big")
+    seq = now * 1000
+    for kind in a.kind:
+        seq += 1
+        if kind == "forged":
+            m = message(key, sender, seq, now, rec)
+            m = m[:-32] + os.urandom(32)
+        elif kind == "wrongkey":
+            m = message(os.urandom(32), sender, seq, now, rec)
+        elif kind == "stale":
+            m = message(key, sender, seq, now - 600_000, rec)
+        elif kind in ("replay", "unknown"):
+            m = message(key, sender, seq, now, rec)
+        else:
+            raise SystemExit(f"unknown kind {kind}")
+        s.sendto(m, to)
+        if kind == "replay":
+            time.sleep(0.05)
+            s.sendto(m, to)
+        print(f"sent {kind} ({len(m)} bytes) to {a.target}")
+
+
+if __name__ == "__main__":
+    main()
