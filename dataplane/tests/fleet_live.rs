@@ -242,7 +242,7 @@ fn metrics_systemd_and_announcement() {
     let (_, json, _) = d.ctl(&["vip", "show", "--json"]);
     let rows: serde_json::Value = serde_json::from_str(&json).unwrap();
     assert_eq!(rows[0]["vip"], "10.0.0.53");
-    assert_eq!(rows[0]["not_ready_because"][0], "no healthy enabled backend");
+    assert_eq!(rows[0]["not_ready_because"][0], "would drop new connections (dns: no enabled backend)");
 
     // [metrics]/[announce] are set up at start: a live edit of them is refused.
     let edited = d.dir.join("edited.toml");
