@@ -88,6 +88,9 @@ pub struct Daemon {
     pub fleet: crate::announce::FleetState,
     /// Counters of the control socket (its server counts into them; `status` shows them).
     pub ctl_stats: Arc<crate::ctl::server::ServerStats>,
+    /// Bumped by every iteration of the control loop; the systemd watchdog is fed only
+    /// while it moves ([`crate::systemd::Heartbeat`]).
+    pub control_heartbeat: crate::systemd::Heartbeat,
 }
 
 impl Daemon {
@@ -142,6 +145,7 @@ impl Daemon {
             config_path: None,
             fleet: Default::default(),
             ctl_stats: Arc::default(),
+            control_heartbeat: Default::default(),
         })
     }
 

@@ -337,6 +337,7 @@ fn run(args: Args) -> Result<(), String> {
         let deadline = args.duration.map(|d| Instant::now() + Duration::from_secs_f64(d));
         let mut last_latency = Instant::now();
         while !STOP.load(Ordering::SeqCst) && deadline.is_none_or(|d| Instant::now() < d) {
+            daemon.control_heartbeat.beat(); // the watchdog is fed only while this moves
             match health_rx.recv_timeout(Duration::from_millis(50)) {
                 Ok(ev) => {
                     daemon.apply_health_event(&ev);
