@@ -1,8 +1,9 @@
 //! The control socket: `spillwayctl`'s way into the running daemon.
 //!
 //! One job: turn control-socket requests into answers. [`server`] accepts connections on
-//! the Unix socket, checks peer credentials and speaks the framed protocol of
-//! [`spillway_shared::proto`]; [`edits`] applies live configuration edits as a diff;
+//! the Unix socket ([`socket`] binds it, before DPDK starts), checks peer credentials and
+//! speaks the framed protocol of [`spillway_shared::proto`]; [`edits`] applies live
+//! configuration edits as a diff;
 //! [`persist`] writes the edited config back to the operator's file; [`views`] answers the
 //! read-only requests (status, health, flows, explain, snapshot).
 //!
@@ -14,4 +15,5 @@
 pub mod edits;
 pub mod persist;
 pub mod server;
+pub mod socket;
 pub mod views;
