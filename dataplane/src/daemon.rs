@@ -91,6 +91,10 @@ pub struct Daemon {
     /// Bumped by every iteration of the control loop; the systemd watchdog is fed only
     /// while it moves ([`crate::systemd::Heartbeat`]).
     pub control_heartbeat: crate::systemd::Heartbeat,
+    /// Serialises live edits (`mutate`), which write the config file without holding
+    /// `control` (a slow disk must not block the control loop, the fleet thread or
+    /// readers); the config generation changes only under it.
+    pub edit_lock: Mutex<()>,
 }
 
 impl Daemon {
@@ -146,6 +150,7 @@ impl Daemon {
             fleet: Default::default(),
             ctl_stats: Arc::default(),
             control_heartbeat: Default::default(),
+            edit_lock: Mutex::new(()),
         })
     }
 

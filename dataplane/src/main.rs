@@ -141,6 +141,8 @@ fn run(args: Args) -> Result<(), String> {
     // The control socket is taken before EAL starts: a second daemon on the same socket is
     // refused here, before it touches any port; requests wait until it is served below.
     let bound = spillway_dataplane::ctl::socket::Bound::bind(&socket, group).map_err(|e| format!("control socket {}: {e}", socket.display()))?;
+    // The file as loaded is the last good one (FILE.bak, docs/operations.md).
+    spillway_dataplane::ctl::persist::keep_loaded(&args.config, &cfg);
     // Metrics listener and announcement interface, like the control socket taken before
     // EAL: a bad [metrics]/[announce], or one another daemon holds, fails the start with
     // the field named before any port is touched (nothing is announced before readiness).
@@ -226,11 +228,12 @@ fn run(args: Args) -> Result<(), String> {
         }
     });
     let port_addrs = port_infos.iter().map(|p| p.addr).collect();
-    // Live edits are written to the real file (a symlinked config stays a symlink), and the
-    // config generation continues from the one the file was last written with, so an
+    // Live edits are written to the file the path names at each write (a symlinked config
+    // stays a symlink, and one re-pointed while running is followed), and the config
+    // generation continues from the one the file was last written with, so an
     // `--if-generation` read before a restart cannot match an edit made after it.
-    let real_path = std::fs::canonicalize(&args.config).unwrap_or_else(|_| args.config.clone());
-    let daemon = Arc::new(Daemon::new(cfg.clone(), workers, port_addrs, port_stats)?.with_config_path(real_path));
+    let config_path = std::path::absolute(&args.config).unwrap_or_else(|_| args.config.clone());
+    let daemon = Arc::new(Daemon::new(cfg.clone(), workers, port_addrs, port_stats)?.with_config_path(config_path));
     // Next-hop resolution sends on the ports packets are forwarded out of (towards backends).
     let sides = port_infos
         .iter()
