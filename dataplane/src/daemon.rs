@@ -93,6 +93,13 @@ pub struct Daemon {
     /// Whether the health checker has finished its first round of probes (every target
     /// started at daemon start has a result); VIPs are announced only after it.
     pub first_probe_round: Arc<std::sync::atomic::AtomicBool>,
+    /// Bumped by every iteration of the control loop; the systemd watchdog is fed only
+    /// while it moves ([`crate::systemd::Heartbeat`]).
+    pub control_heartbeat: crate::systemd::Heartbeat,
+    /// Serialises live edits (`mutate`), which write the config file without holding
+    /// `control` (a slow disk must not block the control loop, the fleet thread or
+    /// readers); the config generation changes only under it.
+    pub edit_lock: Mutex<()>,
 }
 
 impl Daemon {
@@ -149,6 +156,8 @@ impl Daemon {
             ctl_stats: Arc::default(),
             sync: std::sync::OnceLock::new(),
             first_probe_round: Arc::new(std::sync::atomic::AtomicBool::new(true)),
+            control_heartbeat: Default::default(),
+            edit_lock: Mutex::new(()),
         })
     }
 

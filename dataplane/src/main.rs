@@ -7,7 +7,7 @@
 
 use clap::Parser;
 use spillway_dataplane::fastpath::conntrack::Timeouts;
-use spillway_dataplane::ctl::server::{group_gid, Server};
+use spillway_dataplane::ctl::server::group_gid;
 use spillway_dataplane::daemon::Daemon;
 use spillway_dataplane::health::{self, HealthChecker};
 use spillway_dataplane::dpdk::{self, Eal, EthPort, Mempool};
@@ -138,6 +138,25 @@ fn run(args: Args) -> Result<(), String> {
     }
     let socket = args.socket.clone().unwrap_or_else(|| PathBuf::from(&cfg.dataplane.socket));
     install_signals()?;
+    // The control socket is taken before EAL starts: a second daemon on the same socket is
+    // refused here, before it touches any port; requests wait until it is served below.
+    let bound = spillway_dataplane::ctl::socket::Bound::bind(&socket, group).map_err(|e| format!("control socket {}: {e}", socket.display()))?;
+    // The file as loaded is the last good one (FILE.bak, docs/operations.md).
+    spillway_dataplane::ctl::persist::keep_loaded(&args.config, &cfg);
+    // Metrics listener and announcement interface, like the control socket taken before
+    // EAL: a bad [metrics]/[announce], or one another daemon holds, fails the start with
+    // the field named before any port is touched (nothing is announced before readiness).
+    let metrics_listener = match &cfg.metrics {
+        Some(m) => Some(spillway_dataplane::metrics::bind(m.addr().map_err(|e| e.to_string())?)?),
+        None => None,
+    };
+    if let Some(l) = &metrics_listener {
+        tracing::info!(listen = %l.local_addr().map_or_else(|e| e.to_string(), |a| a.to_string()), "metrics listening (GET /metrics)");
+    }
+    let announcer = match &cfg.announce {
+        Some(a) => Some(spillway_dataplane::announce::Announcer::start(a)?),
+        None => None,
+    };
 
     if cfg.dataplane.worker_cores.is_empty() && workers >= avail.len().max(1) {
         tracing::warn!(workers, cores = avail.len(), "more workers than spare cores: workers share cores with each other or the control thread");
@@ -209,11 +228,12 @@ fn run(args: Args) -> Result<(), String> {
         }
     });
     let port_addrs = port_infos.iter().map(|p| p.addr).collect();
-    // Live edits are written to the real file (a symlinked config stays a symlink), and the
-    // config generation continues from the one the file was last written with, so an
+    // Live edits are written to the file the path names at each write (a symlinked config
+    // stays a symlink, and one re-pointed while running is followed), and the config
+    // generation continues from the one the file was last written with, so an
     // `--if-generation` read before a restart cannot match an edit made after it.
-    let real_path = std::fs::canonicalize(&args.config).unwrap_or_else(|_| args.config.clone());
-    let daemon = Arc::new(Daemon::new(cfg.clone(), workers, port_addrs, port_stats)?.with_config_path(real_path));
+    let config_path = std::path::absolute(&args.config).unwrap_or_else(|_| args.config.clone());
+    let daemon = Arc::new(Daemon::new(cfg.clone(), workers, port_addrs, port_stats)?.with_config_path(config_path));
     // Next-hop resolution sends on the ports packets are forwarded out of (towards backends).
     let sides = port_infos
         .iter()
@@ -229,21 +249,8 @@ fn run(args: Args) -> Result<(), String> {
         daemon.control.lock().unwrap_or_else(|e| e.into_inner()).config_generation = g;
         tracing::info!(config_generation = g, "continuing the config generation of the file");
     }
-    // Fleet (issue 13): metrics listener and announcement interface, opened before the
-    // workers so that a bad [metrics]/[announce] fails the start with the field named.
-    let metrics_listener = match &cfg.metrics {
-        Some(m) => Some(spillway_dataplane::metrics::bind(m.addr().map_err(|e| e.to_string())?)?),
-        None => None,
-    };
-    if let Some(l) = &metrics_listener {
-        tracing::info!(listen = %l.local_addr().map_or_else(|e| e.to_string(), |a| a.to_string()), "metrics listening (GET /metrics)");
-    }
-    let announcer = match &cfg.announce {
-        Some(a) => Some(spillway_dataplane::announce::Announcer::start(a)?),
-        None => None,
-    };
     // Health checks from the host stack: one descriptor per target in flight. Started before
-    // the control socket opens, so no live edit can come between the checker's first target
+    // the control socket is served, so no live edit can come between the checker's first target
     // set (generation 0) and the daemon's health generation (a race that froze health).
     match health::raise_nofile_limit() {
         Ok(n) => {
@@ -275,7 +282,7 @@ fn run(args: Args) -> Result<(), String> {
         let _ = daemon.sync.set(Arc::new(rt));
     }
 
-    let server = Server::start_with_stats(&socket, group, daemon.clone(), daemon.ctl_stats.clone()).map_err(|e| format!("control socket {}: {e}", socket.display()))?;
+    let server = bound.serve(daemon.clone(), daemon.ctl_stats.clone()).map_err(|e| format!("control socket {}: {e}", socket.display()))?;
     tracing::info!(socket = %socket.display(), "control socket listening");
 
     // Workers.
@@ -356,6 +363,7 @@ fn run(args: Args) -> Result<(), String> {
         let deadline = args.duration.map(|d| Instant::now() + Duration::from_secs_f64(d));
         let mut last_latency = Instant::now();
         while !STOP.load(Ordering::SeqCst) && deadline.is_none_or(|d| Instant::now() < d) {
+            daemon.control_heartbeat.beat(); // the watchdog is fed only while this moves
             match health_rx.recv_timeout(Duration::from_millis(50)) {
                 Ok(ev) => {
                     daemon.apply_health_event(&ev);

@@ -104,7 +104,9 @@ impl Shared {
     }
 
     /// Control side: posts `op` to every worker's mailbox and waits up to `timeout` for all
-    /// replies. Errors name the workers that did not answer in time (stopped or stuck).
+    /// replies. Errors name the workers that did not answer in time (stopped or stuck). A
+    /// worker still running a request that timed out answers the next one afterwards: the
+    /// replies are matched by sequence number ([`Mailbox`]).
     pub fn ask_workers(
         &self,
         op: spillway_shared::proto::FlowOp,
@@ -115,19 +117,14 @@ impl Shared {
         *seq += 1;
         let seq = *seq;
         for mb in &self.mailboxes {
-            *mb.reply.lock().unwrap_or_else(|e| e.into_inner()) = None;
-            *mb.request.lock().unwrap_or_else(|e| e.into_inner()) = Some(FlowRequest { seq, op, slots: slots.clone() });
-            mb.pending.store(true, Ordering::Release);
+            mb.post(FlowRequest { seq, op, slots: slots.clone() });
         }
         let deadline = std::time::Instant::now() + timeout;
         let mut out: Vec<Option<FlowReply>> = vec![None; self.mailboxes.len()];
         loop {
             for (i, mb) in self.mailboxes.iter().enumerate() {
-                if out[i].is_none() && !mb.pending.load(Ordering::Acquire) {
-                    let r = mb.reply.lock().unwrap_or_else(|e| e.into_inner()).take();
-                    if let Some(r) = r.filter(|r| r.seq == seq) {
-                        out[i] = Some(r);
-                    }
+                if out[i].is_none() {
+                    out[i] = mb.take_reply(seq);
                 }
             }
             if out.iter().all(Option::is_some) {
@@ -246,5 +243,44 @@ mod tests {
         // nobody serving: a timeout naming the workers, not a hang
         let e = shared.ask_workers(FlowOp::Count, None, Duration::from_millis(50)).unwrap_err();
         assert!(e.contains("worker(s) 0, 1 did not answer"), "{e}");
+    }
+
+    /// A worker still busy with a request the control side gave up on (timeout) must serve
+    /// the next request once it is done, and its late reply must not be taken for it.
+    #[test]
+    fn a_slow_worker_answers_the_request_after_a_timeout() {
+        let shared = Arc::new(Shared::new(Snapshot::default(), 1));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
+        let (sh, st) = (shared.clone(), stop.clone());
+        let worker = std::thread::spawn(move || {
+            let mut served = Vec::new();
+            while !st.load(Ordering::Relaxed) {
+                sh.mailboxes[0].serve(|req| {
+                    served.push(req.seq);
+                    if req.seq == 1 {
+                        // slow: still running after the control side's timeout
+                        let _ = release_rx.recv();
+                    }
+                    FlowReply { seq: req.seq, count: 100 + req.seq, ..FlowReply::default() }
+                });
+                std::thread::sleep(Duration::from_micros(100));
+            }
+            served
+        });
+        let e = shared.ask_workers(FlowOp::Count, None, Duration::from_millis(50)).unwrap_err();
+        assert!(e.contains("worker(s) 0 did not answer"), "{e}");
+        // The worker finishes request 1 while request 2 waits.
+        let releaser = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(100));
+            let _ = release_tx.send(());
+        });
+        let r = shared.ask_workers(FlowOp::Count, None, Duration::from_secs(5)).expect("request 2 answered after the slow request 1");
+        assert_eq!(r.iter().map(|r| (r.seq, r.count)).collect::<Vec<_>>(), [(2, 102)], "the reply to request 2, not the late one to 1");
+        let r = shared.ask_workers(FlowOp::Count, None, Duration::from_secs(5)).unwrap();
+        assert_eq!(r[0].count, 103);
+        releaser.join().unwrap();
+        stop.store(true, Ordering::Relaxed);
+        assert_eq!(worker.join().unwrap(), [1, 2, 3], "every request served once, in order");
     }
 }

@@ -1,20 +1,20 @@
 //! The edit engine: live configuration edits from `spillwayctl` (`service|backend|endpoint
 //! add|remove|set`, `config apply`), validated like the file, refused when they need a
 //! restart, written back to the config file ([`super::persist`]) and applied as a diff:
-//! slots, health state and connections of unchanged backends are kept.
+//! slots, health state and connections of unchanged backends are kept (the steps and their
+//! locking: [`super::transaction`]).
 //!
-//! Generations: the *config generation* ([`ControlState::config_generation`]) starts at 1
+//! Generations: the *config generation* ([`crate::daemon::ControlState::config_generation`]) starts at 1
 //! and increases by one with every applied mutation; `--if-generation` compares against it.
-//! The *snapshot generation* ([`ControlState::generation`]) increases with every published
+//! The *snapshot generation* ([`crate::daemon::ControlState::generation`]) increases with every published
 //! snapshot (config edits, health changes, load ticks).
 
 use super::views::no_service;
-use crate::control::SlotMap;
-use crate::daemon::{ControlState, Daemon};
+use crate::daemon::Daemon;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use spillway_shared::config::{Backend, Config, Endpoint, Service};
-use spillway_shared::proto::{Applied, Response};
+use spillway_shared::proto::Response;
 
 /// Checks the daemon needs beyond [`Config::validate`]: endpoints that are health-checked
 /// or encapsulated to have a unicast address, and IPIP/GUE services have a port address as
@@ -246,136 +246,14 @@ mod erased {
     }
 }
 
-fn stale(cur: u64, want: u64) -> String {
-    format!("config generation is {cur}, not {want}: someone else changed it; re-read and retry")
-}
-
 impl Daemon {
-    /// Runs one mutation: checks `if_generation`, edits a copy of the config with `f`,
-    /// validates it (the same rules as the file, plus [`daemon_checks`]), refuses changes
-    /// that need a restart, writes the config file atomically, applies the diff (slots,
-    /// health and connections of unchanged backends kept), republishes and answers with the
-    /// new config generation.
-    pub fn mutate(&self, if_generation: Option<u64>, f: impl FnOnce(&mut Config) -> Result<(), String>) -> Response {
-        let mut st = self.control.lock().unwrap_or_else(|e| e.into_inner());
-        match self.mutate_locked(&mut st, if_generation, f) {
-            Ok(a) => Response::Applied(a),
-            Err(message) => Response::Error { message },
-        }
-    }
-
-    fn mutate_locked(&self, st: &mut ControlState, if_generation: Option<u64>, f: impl FnOnce(&mut Config) -> Result<(), String>) -> Result<Applied, String> {
-        if let Some(want) = if_generation {
-            if want != st.config_generation {
-                return Err(stale(st.config_generation, want));
-            }
-        }
-        let mut cand = st.cfg.clone();
-        f(&mut cand)?;
-        cand.validate().map_err(|e| e.to_string())?;
-        daemon_checks(&cand)?;
-        if cand.dataplane != st.cfg.dataplane {
-            return Err("[dataplane] cannot change while the daemon runs (EAL, workers, socket); edit the file and restart".into());
-        }
-        if cand.ports != st.cfg.ports {
-            return Err("[[ports]] cannot change while the daemon runs; edit the file and restart".into());
-        }
-        if cand.conntrack != st.cfg.conntrack {
-            return Err("[conntrack] cannot change while the daemon runs (tables are sized at start); edit the file and restart".into());
-        }
-        if cand.sync != st.cfg.sync {
-            return Err("[sync] cannot change while the daemon runs (socket, key and peers are set up at start); edit the file and restart".into());
-        }
-        if cand.metrics != st.cfg.metrics || cand.announce != st.cfg.announce {
-            return Err("[metrics] and [announce] cannot change while the daemon runs (listener and interface are set up at start); edit the file and restart".into());
-        }
-        if cand.neighbors != st.cfg.neighbors {
-            return Err("[neighbors] cannot change while the daemon runs (resolver timers are set at start); edit the file and restart".into());
-        }
-        let changes = describe_changes(&st.cfg, &cand);
-        if changes.is_empty() {
-            return Ok(Applied { generation: st.config_generation, snapshot_generation: st.generation, changes: vec!["no change".into()] });
-        }
-        let mut slots: SlotMap = st.slots.clone();
-        slots.sync(&cand)?;
-        let next_gen = st.config_generation + 1;
-        if let Some(path) = &self.config_path {
-            let w = super::persist::write_back(path, &st.cfg, &cand, next_gen)
-                .map_err(|e| format!("cannot write {}: {e}; the edit was not applied", path.display()))?;
-            if !w.layout_kept {
-                tracing::warn!(path = %path.display(), "live edit written in canonical form: the file's comments and layout were not kept");
-            }
-        }
-        // Health entries of endpoints that stay keep their state, also when only the health
-        // check or port changed (an endpoint known to be down stays down until a probe says
-        // otherwise). An endpoint that is new or whose address changed starts afresh: with
-        // a health check it starts unhealthy until `healthy_threshold` probes pass; without
-        // one it is healthy (static). Removed endpoints are forgotten.
-        let old = std::mem::replace(&mut st.cfg, cand);
-        let cfg = &st.cfg;
-        let present = |(s, b, e): &crate::control::EndpointKey| {
-            cfg.service(s).and_then(|ns| ns.backends.iter().find(|x| &x.name == b)).is_some_and(|nb| nb.members().iter().any(|m| &m.name == e))
-        };
-        st.health.retain(|k, _| present(k));
-        st.last_new.retain(|k, _| present(k));
-        let mut initial = std::collections::HashMap::new();
-        for ns in &cfg.services {
-            let os = old.service(&ns.name);
-            for nb in &ns.backends {
-                let ob = os.and_then(|os| os.backends.iter().find(|x| x.name == nb.name));
-                for m in nb.members() {
-                    let same_endpoint = ob.is_some_and(|ob| ob.members().iter().any(|om| om.name == m.name && om.address == m.address));
-                    let key = (ns.name.clone(), nb.name.clone(), m.name);
-                    if !same_endpoint {
-                        let e = st.health.entry(key.clone()).or_default();
-                        e.healthy = ns.health_check.is_none();
-                        e.latency_ms = None;
-                    } else if ns.health_check.is_none() && os.is_some_and(|os| os.health_check.is_some()) {
-                        // the check was removed: static, healthy; the state it left behind
-                        // must not keep the endpoint down for good
-                        let e = st.health.entry(key.clone()).or_default();
-                        e.healthy = true;
-                        e.latency_ms = None;
-                    }
-                    if ns.health_check.is_some() {
-                        let healthy = st.health.get(&key).map(|v| v.healthy).unwrap_or(true);
-                        initial.insert(key, healthy);
-                    }
-                }
-            }
-        }
-        st.states.retain(|s, _| cfg.service(s).is_some());
-        st.pools.retain(|s, _| cfg.service(s).is_some());
-        st.slots = slots;
-        st.config_generation = next_gen;
-        self.update_health_checker(st, initial);
-        let snapshot_generation = self.republish(st);
-        for c in &changes {
-            tracing::info!(config_generation = next_gen, "config change: {c}");
-        }
-        Ok(Applied { generation: next_gen, snapshot_generation, changes })
-    }
-
-    /// Hands the new targets to the health checker at a new target-set generation
-    /// (starting one when the first health check appears) and reconciles the health view
-    /// with it; health events of older generations are dropped from then on
-    /// ([`crate::health::sync_after_edit`]).
-    fn update_health_checker(&self, st: &mut ControlState, initial: std::collections::HashMap<crate::control::EndpointKey, bool>) {
-        let tx = self.health_events.lock().unwrap_or_else(|e| e.into_inner()).clone();
-        let mut ch = self.checker.lock().unwrap_or_else(|e| e.into_inner());
-        st.health_generation += 1;
-        crate::health::sync_after_edit(&mut ch, tx, &st.cfg, initial, st.health_generation, &mut st.health);
-    }
-
-
-
     /// `config apply`: replaces the config by `text` (a complete config file).
     pub fn config_apply(&self, text: &str, if_generation: Option<u64>) -> Response {
         let new = match Config::from_toml(text) {
             Ok(c) => c,
             Err(e) => return Response::Error { message: format!("config: {e}") },
         };
-        self.mutate(if_generation, move |c| {
+        self.mutate_with(if_generation, Some(text), move |c| {
             *c = new;
             Ok(())
         })

@@ -14,11 +14,13 @@
 //!
 //! The first line is a header naming the config generation (`# Written by spillway (config
 //! generation N) ...`); at start the daemon continues from it ([`header_generation`]).
-//! Writes are atomic ([`write_atomic`]).
+//! Writes are atomic and keep the file's owner, group and mode; the path is resolved at
+//! every write, and the last good text is kept beside the file as `FILE.bak`
+//! ([`super::persist_file`]).
 
+pub use super::persist_file::{backup_path, keep_last_good, resolve, write_atomic, Durable};
 use spillway_shared::config::Config;
-use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use toml_edit::{ArrayOfTables, DocumentMut, InlineTable, Item, Table, TableLike, Value};
 
 /// How every header written by the daemon starts; the generation and `)` follow.
@@ -39,51 +41,153 @@ pub struct Written {
     /// True when the operator's layout and comments were kept; false when the config was
     /// written in canonical form (see the module docs).
     pub layout_kept: bool,
+    /// The file written: the config path with its symlinks resolved at this write.
+    pub path: PathBuf,
+    /// Set when the file was replaced (it holds the edit) but its directory could not be
+    /// fsynced afterwards: the error's text. The edit is then applied, but may not survive
+    /// a power failure.
+    pub not_durable: Option<String>,
 }
 
 /// The new text of a config file whose current text is `current` (`None`: no file), after
 /// a live edit changed the running config from `old` to `new`; `generation` is the new
 /// config generation. Parsing the result always gives exactly `new`.
-pub fn render(current: Option<&str>, old: &Config, new: &Config, generation: u64) -> Written {
+pub fn render(current: Option<&str>, old: &Config, new: &Config, generation: u64) -> (String, bool) {
     if let Some(text) = current.and_then(|c| merged(c, old, new, generation)) {
-        return Written { text, layout_kept: true };
+        return (text, true);
     }
-    let text = format!("{HEADER_PREFIX}{generation}) after a live edit; the file's comments could not be kept.\n{}", new.to_toml());
-    Written { text, layout_kept: false }
+    (canonical(new, generation), false)
 }
 
-/// Reads `path`, [`render`]s the edit into it and writes it back atomically.
-pub fn write_back(path: &Path, old: &Config, new: &Config, generation: u64) -> std::io::Result<Written> {
-    let current = match std::fs::read_to_string(path) {
+fn canonical(new: &Config, generation: u64) -> String {
+    format!("{HEADER_PREFIX}{generation}) after a live edit; the file's comments could not be kept.\n{}", new.to_toml())
+}
+
+/// `text` (a complete config file given to `config apply`, which parses to `new`) with
+/// our header in front instead of any it had; canonical form if it does not parse to `new`.
+fn replacement_text(text: &str, new: &Config, generation: u64) -> (String, bool) {
+    let body = match text.strip_prefix(HEADER_PREFIX) {
+        Some(rest) => rest.split_once('\n').map_or("", |(_, tail)| tail),
+        None => text,
+    };
+    let out = format!("{HEADER_PREFIX}{generation}) by config apply; the applied file's comments are kept.\n{body}");
+    match Config::from_toml(&out) {
+        Ok(back) if &back == new => (out, true),
+        _ => (canonical(new, generation), false),
+    }
+}
+
+/// Reads the config file at `path`, [`render`]s the edit `old` -> `new` into it and writes
+/// it back atomically ([`write_atomic`]), then refreshes `FILE.bak` ([`keep_last_good`]).
+/// `path` is resolved at this write ([`resolve`]): a symlink re-pointed since start is
+/// followed to its new target. `replacement`: the complete text of a `config apply`.
+///
+/// Refused (`Err`, the file untouched), naming the file and the way out:
+/// * the file was changed by hand (it parses, but neither to `old` nor to `new`): the
+///   hand edit would be lost; `spillwayctl config apply FILE` applies it;
+/// * the file does not load (it does not parse or fails validation), or is missing
+///   (deleted or moved; a dangling symlink): a
+///   live edit would write it without the operator's comments. Recovery: fix or restore it
+///   by hand (`FILE.bak` is the last good text), or `config apply GOOD.toml`, whose
+///   `replacement` text, comments included, is then written as the new file;
+/// * reading or writing fails before the rename (nothing changed).
+///
+/// A failure to fsync the directory after the rename is not an error: the file holds the
+/// edit, and [`Written::not_durable`] says so.
+pub fn write_back(path: &Path, old: &Config, new: &Config, generation: u64, replacement: Option<&str>) -> std::io::Result<Written> {
+    let real = resolve(path)?;
+    let shown = if real == path { path.display().to_string() } else { format!("{} (-> {})", path.display(), real.display()) };
+    let bak = backup_path(&real);
+    let current = match std::fs::read_to_string(&real) {
         Ok(t) => Some(t),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-        Err(e) => return Err(e),
+        Err(e) => return Err(std::io::Error::new(e.kind(), format!("cannot read {shown}: {e}"))),
     };
-    if let Some(text) = &current {
-        // An edit by hand since the daemon loaded the file would be overwritten silently:
-        // refuse instead, unless the file already holds what we are about to write (e.g.
-        // `spillwayctl config apply` of the edited file itself).
-        match Config::from_toml(text) {
-            Ok(on_disk) if &on_disk == old || &on_disk == new => {}
+    let (text, layout_kept) = match (&current, replacement) {
+        (Some(text), _) => match loads(text) {
+            // An edit by hand since the daemon loaded the file would be overwritten
+            // silently: refuse instead, unless the file already holds what we are about to
+            // write (e.g. `spillwayctl config apply` of the edited file itself).
+            Ok(on_disk) if &on_disk == old || &on_disk == new => render(Some(text), old, new, generation),
             Ok(_) => {
                 return Err(std::io::Error::other(format!(
-                    "{} was changed by hand since the daemon loaded it (it no longer matches the running config); \
+                    "{shown} was changed by hand since the daemon loaded it (it no longer matches the running config); \
                      apply it with `spillwayctl config apply {}` or restart, then retry the edit",
-                    path.display(),
                     path.display()
                 )))
             }
+            Err(_) if replacement.is_some() => replacement_text(replacement.unwrap_or_default(), new, generation),
             Err(e) => {
                 return Err(std::io::Error::other(format!(
-                    "{} does not parse any more (edited by hand?): {e}; fix it, or apply a good file with `spillwayctl config apply`, then retry the edit",
-                    path.display()
+                    "{shown} does not load any more (edited by hand?): {e}. Live edits are refused until it does: \
+                     fix it by hand (the last good version is {}), or replace it with `spillwayctl config apply GOOD.toml` \
+                     (the applied file's text, comments included, is written to it), then retry the edit",
+                    bak.display()
                 )))
             }
+        },
+        (None, Some(r)) => replacement_text(r, new, generation),
+        (None, None) => {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                format!(
+                    "{shown} no longer exists (deleted or moved since the daemon loaded it); a live edit would write it anew \
+                     without its comments. Restore it (the last good version is {}), or write it with \
+                     `spillwayctl config apply GOOD.toml`, then retry the edit",
+                    bak.display()
+                ),
+            ))
         }
+    };
+    let durable = write_atomic(&real, &text)?;
+    keep_last_good(&real, &text);
+    let not_durable = match durable {
+        Durable::Yes => None,
+        Durable::DirectoryNotSynced(e) => Some(e.to_string()),
+    };
+    Ok(Written { text, layout_kept, path: real, not_durable })
+}
+
+/// `text` as the daemon would load it at start: parsed and validated (`Config::load`'s
+/// rules), so that a file that parses but would not start the daemon counts as broken.
+fn loads(text: &str) -> Result<Config, String> {
+    let cfg = Config::from_toml(text)?;
+    cfg.validate().map_err(|e| e.to_string())?;
+    Ok(cfg)
+}
+
+/// For a `config apply` of `text` that leaves the running config `running` unchanged:
+/// writes the config file anew from `text` (our header with `generation` in front) when the
+/// file is missing or does not load (parse and validate), and refreshes `FILE.bak`;
+/// `Ok(None)` (nothing written) when the file loads. Errors: reading or writing before the rename.
+pub fn restore(path: &Path, running: &Config, generation: u64, text: &str) -> std::io::Result<Option<Written>> {
+    let real = resolve(path)?;
+    match std::fs::read_to_string(&real) {
+        Ok(t) if loads(&t).is_ok() => return Ok(None),
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
     }
-    let w = render(current.as_deref(), old, new, generation);
-    write_atomic(path, &w.text)?;
-    Ok(w)
+    let (text, layout_kept) = replacement_text(text, running, generation);
+    let durable = write_atomic(&real, &text)?;
+    keep_last_good(&real, &text);
+    let not_durable = match durable {
+        Durable::Yes => None,
+        Durable::DirectoryNotSynced(e) => Some(e.to_string()),
+    };
+    Ok(Some(Written { text, layout_kept, path: real, not_durable }))
+}
+
+/// At start: keeps the config file at `path` as `FILE.bak` ([`keep_last_good`]) if it
+/// still parses to `loaded`, the config the daemon started from (a file changed since it
+/// was read is not taken as good). Failures are logged, never fatal.
+pub fn keep_loaded(path: &Path, loaded: &Config) {
+    let Ok(real) = resolve(path) else { return };
+    match std::fs::read_to_string(&real) {
+        Ok(text) if Config::from_toml(&text).is_ok_and(|c| &c == loaded) => keep_last_good(&real, &text),
+        Ok(_) => tracing::warn!(path = %real.display(), "the config file changed while the daemon started: not kept as the last good file"),
+        Err(e) => tracing::warn!(path = %real.display(), error = %e, "cannot read the config file again to keep it as the last good file"),
+    }
 }
 
 /// `current` with the difference between `old` and `new` applied, if it re-parses to `new`.
@@ -249,32 +353,6 @@ fn new_value(v: &toml::Value) -> Value {
             Value::InlineTable(it)
         }
     }
-}
-
-/// Writes `text` to `path` atomically: a temporary file in the same directory, written and
-/// fsynced, renamed over `path`, then the directory fsynced. Keeps the old file's mode.
-pub fn write_atomic(path: &Path, text: &str) -> std::io::Result<()> {
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-        _ => std::path::PathBuf::from("."),
-    };
-    let name = path.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_else(|| "config".into());
-    let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
-    let res = (|| {
-        let mut f = std::fs::File::create(&tmp)?;
-        if let Ok(m) = std::fs::metadata(path) {
-            let _ = f.set_permissions(m.permissions());
-        }
-        f.write_all(text.as_bytes())?;
-        f.sync_all()?;
-        drop(f);
-        std::fs::rename(&tmp, path)?;
-        std::fs::File::open(&dir)?.sync_all()
-    })();
-    if res.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    res
 }
 
 #[cfg(test)]

@@ -367,3 +367,153 @@ fn endpoint_edits_round_trip_with_comments_kept() {
     assert_eq!(b2.members().iter().map(|m| (m.name.clone(), m.address.to_string())).collect::<Vec<_>>(),
         [("b2".to_string(), "10.0.2.1".to_string()), ("x".to_string(), "10.0.2.2".to_string())]);
 }
+
+fn refused(r: Response) -> String {
+    match r {
+        Response::Error { message } => message,
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+}
+
+fn weight_of_b2(d: &Daemon, w: u32) -> Response {
+    d.edit_request(Request::BackendSet { service: "web".into(), name: "b2".into(), fields: fields(&[("weight", &w.to_string())]), if_generation: None })
+}
+
+/// A file broken by hand: the refusal names the ways out, and `config apply` of a good
+/// file is one of them (it writes that file's text, comments included).
+#[test]
+fn a_broken_file_is_recovered_by_config_apply_of_a_good_one() {
+    let f = fixture("broken");
+    applied(weight_of_b2(&f.daemon, 71));
+    let good = std::fs::read_to_string(&f.path).unwrap();
+    assert_eq!(std::fs::read_to_string(backup_path(&f.path)).unwrap(), good, "FILE.bak holds the last good file");
+    std::fs::write(&f.path, "[dataplane\nthis is not toml").unwrap();
+    let m = refused(weight_of_b2(&f.daemon, 72));
+    assert!(m.contains("does not load") && m.contains("spillway.toml.bak") && m.contains("config apply"), "{m}");
+    // the way out the message gives works: a good file with its own comments
+    let fixed = COMMENTED.replace("weight = 70", "weight = 73 # restored");
+    applied(f.daemon.config_apply(&fixed, None));
+    let text = std::fs::read_to_string(&f.path).unwrap();
+    assert!(text.starts_with(HEADER_PREFIX) && text.contains("weight = 73 # restored"), "{text}");
+    assert_eq!(header_generation(&text), Some(3));
+    check_file(&f).unwrap();
+    // and live edits work again
+    applied(weight_of_b2(&f.daemon, 74));
+    check_file(&f).unwrap();
+}
+
+/// A file that parses but would not start the daemon (a value out of range) is broken
+/// too: `config apply` of a good file recovers it, instead of a "changed by hand" refusal
+/// that only `config apply` of the broken file itself (refused too) would answer.
+#[test]
+fn a_file_that_fails_validation_is_recovered_like_a_broken_one() {
+    let f = fixture("invalid");
+    std::fs::write(&f.path, COMMENTED.replace("weight = 70", "weight = 0")).unwrap();
+    let m = refused(weight_of_b2(&f.daemon, 72));
+    assert!(m.contains("does not load") && m.contains("weight") && m.contains("config apply GOOD"), "{m}");
+    applied(f.daemon.config_apply(&COMMENTED.replace("weight = 70", "weight = 75"), None));
+    check_file(&f).unwrap();
+    applied(weight_of_b2(&f.daemon, 76));
+    check_file(&f).unwrap();
+}
+
+/// A deleted file is not silently recreated without its comments by the next edit.
+#[test]
+fn a_deleted_file_is_not_recreated_by_an_edit() {
+    let f = fixture("deleted");
+    std::fs::remove_file(&f.path).unwrap();
+    let before = f.daemon.control.lock().unwrap().cfg.clone();
+    let m = refused(weight_of_b2(&f.daemon, 72));
+    assert!(m.contains("no longer exists") && m.contains(".bak") && m.contains("config apply"), "{m}");
+    assert!(!f.path.exists(), "not recreated");
+    assert_eq!(f.daemon.control.lock().unwrap().cfg, before, "not applied");
+    // `config apply` writes it anew, with the applied file's comments, also when it
+    // changes nothing in the running config
+    match f.daemon.config_apply(COMMENTED, None) {
+        Response::Applied(a) => assert!(a.changes.iter().any(|c| c.contains("written anew")), "{:?}", a.changes),
+        other => panic!("{other:?}"),
+    }
+    check_file(&f).unwrap();
+    assert_eq!(f.daemon.control.lock().unwrap().config_generation, 1, "no change: same generation");
+    applied(weight_of_b2(&f.daemon, 72));
+    check_file(&f).unwrap();
+}
+
+/// `--config` a symlink re-pointed while the daemon runs: edits go to the new target (the
+/// link stays a link), never to the old one.
+#[test]
+fn edits_follow_a_re_pointed_config_symlink() {
+    let f = fixture("symlink");
+    let a = f.dir.join("a.toml");
+    let b = f.dir.join("b.toml");
+    std::fs::write(&a, COMMENTED).unwrap();
+    std::fs::write(&b, COMMENTED).unwrap();
+    let link = f.dir.join("link.toml");
+    std::os::unix::fs::symlink("a.toml", &link).unwrap();
+    let cfg = f.daemon.control.lock().unwrap().cfg.clone();
+    let d = Daemon::new(cfg, 1, vec![0], Box::new(|_| Default::default())).unwrap().with_config_path(link.clone());
+    applied(weight_of_b2(&d, 71));
+    assert!(std::fs::read_to_string(&a).unwrap().contains("weight = 71"));
+    // re-pointed (as `ln -sfn b.toml link.toml` does)
+    std::fs::remove_file(&link).unwrap();
+    std::os::unix::fs::symlink("b.toml", &link).unwrap();
+    std::fs::write(&b, std::fs::read_to_string(&a).unwrap()).unwrap();
+    let a_before = std::fs::read_to_string(&a).unwrap();
+    applied(weight_of_b2(&d, 72));
+    assert!(std::fs::read_to_string(&b).unwrap().contains("weight = 72"), "the new target holds the edit");
+    assert_eq!(std::fs::read_to_string(&a).unwrap(), a_before, "the old target is left alone");
+    assert!(std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink(), "the link stays a link");
+}
+
+/// A directory fsync that fails after the rename: the file holds the edit, so the edit is
+/// applied (with a warning), and the next edit is not refused as a hand edit.
+#[test]
+fn a_failed_directory_fsync_does_not_leave_file_and_daemon_apart() {
+    let f = fixture("dirsync");
+    crate::ctl::persist_file::set_test_hooks(crate::ctl::persist_file::TestHooks { dir_sync_error: Some(libc::EIO), ..Default::default() });
+    let r = weight_of_b2(&f.daemon, 71);
+    crate::ctl::persist_file::set_test_hooks(Default::default());
+    match r {
+        Response::Applied(a) => assert!(a.changes.iter().any(|c| c.starts_with("warning: ") && c.contains("could not be fsynced")), "{:?}", a.changes),
+        other => panic!("the edit the file holds was reported as not applied: {other:?}"),
+    }
+    check_file(&f).unwrap();
+    applied(weight_of_b2(&f.daemon, 72));
+    check_file(&f).unwrap();
+}
+
+/// The file is written without the control mutex: while the write stalls (a slow disk),
+/// the control state can be locked and still shows the old generation; the edit then
+/// applies with the next one.
+#[test]
+fn the_control_mutex_is_free_while_the_file_is_written() {
+    let f = fixture("unlocked");
+    let d = &f.daemon;
+    let (in_write_tx, in_write_rx) = std::sync::mpsc::channel::<()>();
+    let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+    let go_rx = std::sync::Mutex::new(go_rx);
+    std::thread::scope(|s| {
+        let edit = s.spawn(move || {
+            crate::ctl::persist_file::set_test_hooks(crate::ctl::persist_file::TestHooks {
+                before_rename: Some(Box::new(move || {
+                    let _ = in_write_tx.send(());
+                    let _ = go_rx.lock().unwrap().recv_timeout(std::time::Duration::from_secs(10));
+                })),
+                ..Default::default()
+            });
+            let r = weight_of_b2(d, 71);
+            crate::ctl::persist_file::set_test_hooks(Default::default());
+            r
+        });
+        in_write_rx.recv_timeout(std::time::Duration::from_secs(10)).expect("the edit reached the write");
+        let st = d.control.try_lock().expect("the control mutex is free during the write");
+        assert_eq!(st.config_generation, 1, "the generation moves only once the edit applies");
+        drop(st);
+        // another edit waits for this one (edits stay serialised)
+        assert!(d.edit_lock.try_lock().is_err());
+        go_tx.send(()).unwrap();
+        applied(edit.join().unwrap());
+    });
+    assert_eq!(d.control.lock().unwrap().config_generation, 2);
+    check_file(&f).unwrap();
+}

@@ -13,7 +13,6 @@
 
 use spillway_shared::proto::{self, FrameError, Request, Response};
 use std::io::Write;
-use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -122,50 +121,12 @@ impl Server {
 
     /// [`Server::start`], counting into `stats` (the daemon's, so `status` can show them).
     pub fn start_with_stats(path: &Path, group: Option<u32>, handler: Arc<dyn Handler>, stats: Arc<ServerStats>) -> std::io::Result<Server> {
-        use std::os::unix::fs::FileTypeExt;
-        if let Some(dir) = path.parent() {
-            if !dir.as_os_str().is_empty() && !dir.exists() {
-                create_socket_dir(dir, group)?;
-            } else if let (Some(g), Ok(m)) = (group, std::fs::metadata(dir)) {
-                use std::os::unix::fs::MetadataExt;
-                if !dir.as_os_str().is_empty() && m.mode() & 0o001 == 0 && !(m.gid() == g && m.mode() & 0o010 != 0) {
-                    tracing::warn!(dir = %dir.display(), mode = format!("{:o}", m.mode() & 0o7777), gid = m.gid(), socket_group = g,
-                        "the existing socket directory is not searchable by the socket group: its members cannot connect");
-                }
-            }
-        }
-        match std::fs::symlink_metadata(path) {
-            Ok(m) if !m.file_type().is_socket() => {
-                return Err(std::io::Error::new(
-                    std::io::ErrorKind::AlreadyExists,
-                    format!("{} exists and is not a socket; refusing to replace it", path.display()),
-                ));
-            }
-            Ok(_) => {
-                // A live daemon on this path? Refuse to steal its socket.
-                if UnixStream::connect(path).is_ok() {
-                    return Err(std::io::Error::new(
-                        std::io::ErrorKind::AddrInUse,
-                        format!("{} is in use by a running daemon", path.display()),
-                    ));
-                }
-                std::fs::remove_file(path)?;
-            }
-            Err(_) => {}
-        }
-        let listener = UnixListener::bind(path)?;
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o660))?;
-        if let Some(g) = group {
-            std::os::unix::fs::chown(path, None, Some(g))
-                .map_err(|e| std::io::Error::new(e.kind(), format!("cannot give the socket to dataplane.socket_group (gid {g}): {e}")))?;
-        }
-        listener.set_nonblocking(true)?;
-        let stop = Arc::new(AtomicBool::new(false));
-        let (st, stp) = (stats.clone(), stop.clone());
-        let thread = std::thread::Builder::new().name("ctl-server".into()).spawn(move || {
-            accept_loop(listener, group, handler, st, stp);
-        })?;
-        Ok(Server { path: path.to_path_buf(), stats, stop, thread: Some(thread) })
+        super::socket::Bound::bind(path, group)?.serve(handler, stats)
+    }
+
+    /// A server whose accept loop runs in `thread` ([`super::socket::Bound::serve`]).
+    pub(super) fn running(path: PathBuf, stats: Arc<ServerStats>, stop: Arc<AtomicBool>, thread: std::thread::JoinHandle<()>) -> Server {
+        Server { path, stats, stop, thread: Some(thread) }
     }
 
     /// Stops accepting, joins the thread and removes the socket file.
@@ -179,20 +140,6 @@ impl Server {
             let _ = std::fs::remove_file(&self.path);
         }
     }
-}
-
-/// Creates the socket's directory (the last level only): mode 0750, and with a socket
-/// group, group-owned by it, so that members can reach the socket (0750 gives them search,
-/// which `connect` needs, but not the right to create or remove files; path_resolution(7)).
-/// Without a group it stays root-only in effect (owner plus the daemon's own group).
-fn create_socket_dir(dir: &Path, group: Option<u32>) -> std::io::Result<()> {
-    std::fs::create_dir(dir).map_err(|e| std::io::Error::new(e.kind(), format!("cannot create the socket directory {}: {e}", dir.display())))?;
-    if let Some(g) = group {
-        std::os::unix::fs::chown(dir, None, Some(g)).map_err(|e| {
-            std::io::Error::new(e.kind(), format!("cannot give the socket directory {} to dataplane.socket_group (gid {g}): {e}", dir.display()))
-        })?;
-    }
-    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o750))
 }
 
 /// Most connections served at once; more are answered with an error and closed.
@@ -274,7 +221,7 @@ fn evict_idlest(registry: &std::sync::Mutex<Registry>) -> bool {
     }
 }
 
-fn accept_loop(listener: UnixListener, group: Option<u32>, handler: Arc<dyn Handler>, stats: Arc<ServerStats>, stop: Arc<AtomicBool>) {
+pub(super) fn accept_loop(listener: UnixListener, group: Option<u32>, handler: Arc<dyn Handler>, stats: Arc<ServerStats>, stop: Arc<AtomicBool>) {
     let active = Arc::new(AtomicU64::new(0));
     let registry = Arc::new(std::sync::Mutex::new(Registry::default()));
     // Connection threads are scoped: this function (and so `Server::shutdown`) returns only
@@ -441,6 +388,7 @@ fn serve_conn_tracked(mut stream: UnixStream, handler: &dyn Handler, stats: &Ser
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::PermissionsExt;
 
     #[test]
     fn only_root_and_the_group_are_authorised() {

@@ -32,12 +32,35 @@ const WAKER: Token = Token(usize::MAX);
 /// Longest poll wait with no timer due.
 const MAX_WAIT: Duration = Duration::from_secs(60);
 
+/// Longest wait for the checker thread to answer a request of the control side
+/// ([`HealthChecker::snapshot`], [`HealthChecker::update_at`]). The thread answers between
+/// two poll wake-ups, normally in well under a millisecond; a thread that does not answer
+/// in this time is wedged, and the caller (the control loop, or a live edit) must not
+/// hang with it: the systemd watchdog is fed only while the control loop progresses.
+pub const REPLY_TIMEOUT: Duration = Duration::from_millis(500);
+
 enum Command {
     Update { generation: Option<u64>, targets: Vec<Target>, initial: HashMap<TargetKey, bool>, reply: Option<Sender<Vec<TargetStatus>>> },
     Snapshot(Sender<Vec<TargetStatus>>),
     Stop,
     #[cfg(test)]
     Crash,
+    /// Test only: the thread blocks this long (a wedged checker).
+    #[cfg(test)]
+    Stall(Duration),
+}
+
+/// The checker thread's answer on `rx`, or nothing (logged) when it does not come within
+/// [`REPLY_TIMEOUT`] or the thread is gone.
+fn wait_reply(rx: &Receiver<Vec<TargetStatus>>, what: &str) -> Vec<TargetStatus> {
+    match rx.recv_timeout(REPLY_TIMEOUT) {
+        Ok(v) => v,
+        Err(mpsc::RecvTimeoutError::Timeout) => {
+            tracing::warn!(request = what, timeout_ms = REPLY_TIMEOUT.as_millis() as u64, "the health checker did not answer in time; going on without its answer");
+            Vec::new()
+        }
+        Err(mpsc::RecvTimeoutError::Disconnected) => Vec::new(),
+    }
 }
 
 /// State shared between the handle and the thread.
@@ -129,22 +152,24 @@ impl HealthChecker {
     /// produced afterwards carries it), starts added or changed targets in the state
     /// `initial` gives for their key (else the default), and waits for the result: the
     /// state of every target right after the change, from which the daemon reconciles its
-    /// view ([`super::view::reconcile`]). Empty if the thread is gone.
+    /// view ([`super::view::reconcile`]). Empty if the thread is gone or does not answer
+    /// within [`REPLY_TIMEOUT`] (the update still applies when the thread gets to it).
     pub fn update_at(&self, generation: u64, targets: Vec<Target>, initial: HashMap<TargetKey, bool>) -> Vec<TargetStatus> {
         let (tx, rx) = mpsc::channel();
         if !self.send(Command::Update { generation: Some(generation), targets, initial, reply: Some(tx) }) {
             return Vec::new();
         }
-        rx.recv().unwrap_or_default()
+        wait_reply(&rx, "update")
     }
 
-    /// The state of every target, in no particular order (empty if the thread is gone).
+    /// The state of every target, in no particular order (empty if the thread is gone or
+    /// does not answer within [`REPLY_TIMEOUT`]).
     pub fn snapshot(&self) -> Vec<TargetStatus> {
         let (tx, rx) = mpsc::channel();
         if !self.send(Command::Snapshot(tx)) {
             return Vec::new();
         }
-        rx.recv().unwrap_or_default()
+        wait_reply(&rx, "snapshot")
     }
 
     /// Why the checker thread died, or `None` while it runs.
@@ -185,6 +210,12 @@ impl HealthChecker {
     #[cfg(test)]
     pub(crate) fn crash_for_test(&self) {
         self.send(Command::Crash);
+    }
+
+    /// Makes the thread block for `d`, to test callers of a wedged checker.
+    #[cfg(test)]
+    pub(crate) fn stall_for_test(&self, d: Duration) {
+        self.send(Command::Stall(d));
     }
 
     /// Stops the thread and waits for it (in-flight probes are abandoned).
@@ -320,6 +351,8 @@ impl Loop {
                 Ok(Command::Stop) | Err(TryRecvError::Disconnected) => return false,
                 #[cfg(test)]
                 Ok(Command::Crash) => panic!("crash requested by a test"),
+                #[cfg(test)]
+                Ok(Command::Stall(d)) => std::thread::sleep(d),
                 Err(TryRecvError::Empty) => return true,
             }
         }

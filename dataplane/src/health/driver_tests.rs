@@ -434,6 +434,22 @@ fn health_dead_thread_is_reported() {
     assert!(c.update_at(2, Vec::new(), HashMap::new()).is_empty());
 }
 
+/// A wedged checker thread does not wedge its caller: `snapshot` and `update_at` give up
+/// after [`REPLY_TIMEOUT`] (the control loop calls them, and the systemd watchdog is fed
+/// only while that loop progresses).
+#[test]
+fn health_requests_to_a_wedged_checker_time_out() {
+    let (c, _rx) = start(vec![target("x", closed_port(), check(HealthCheckKind::Tcp, 300.0, 5.0, 2, 2))], true);
+    assert_eq!(c.snapshot().len(), 1, "a running checker answers");
+    c.stall_for_test(Duration::from_secs(5));
+    let t = Instant::now();
+    assert!(c.snapshot().is_empty(), "no answer from a wedged checker");
+    assert!(c.update_at(2, Vec::new(), HashMap::new()).is_empty());
+    let took = t.elapsed();
+    assert!(took < REPLY_TIMEOUT * 2 + Duration::from_millis(500), "waited {took:?} for a wedged checker");
+    assert!(took >= REPLY_TIMEOUT * 2, "each request waited its timeout: {took:?}");
+}
+
 /// Probes that cannot get a socket (EMFILE) are skipped and counted, never failed. Runs
 /// the body in a child process (this test binary again), whose descriptor limit it lowers.
 #[test]

@@ -1,0 +1,104 @@
+//! Unit tests of the config file's side of the write-back ([`super`]).
+
+use super::*;
+use std::os::unix::fs::PermissionsExt;
+
+fn dir(tag: &str) -> PathBuf {
+    static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let d = std::env::temp_dir().join(format!("spw-pfile-{}-{tag}-{n}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// Owner, group and mode survive the replace (a `root:spillway 0640` file stays so).
+/// Needs root to give the file another owner; skipped otherwise.
+#[test]
+fn atomic_write_keeps_owner_group_and_mode() {
+    if !nix::unistd::Uid::effective().is_root() {
+        eprintln!("SKIP needs root to chown the test file");
+        return;
+    }
+    let d = dir("owner");
+    let p = d.join("c.toml");
+    std::fs::write(&p, "old").unwrap();
+    std::os::unix::fs::chown(&p, Some(4343), Some(4242)).unwrap();
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o640)).unwrap();
+    assert!(matches!(write_atomic(&p, "new").unwrap(), Durable::Yes));
+    let m = std::fs::metadata(&p).unwrap();
+    assert_eq!((m.uid(), m.gid(), m.mode() & 0o7777), (4343, 4242, 0o640), "owner, group and mode kept");
+    assert_eq!(std::fs::read_to_string(&p).unwrap(), "new");
+    assert_eq!(std::fs::read_dir(&d).unwrap().count(), 1, "no temporary file left");
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+/// A new file (none before) gets NEW_FILE_MODE, whatever the umask.
+#[test]
+fn a_new_file_gets_the_documented_mode() {
+    let d = dir("new");
+    let p = d.join("c.toml");
+    write_atomic(&p, "x").unwrap();
+    assert_eq!(std::fs::metadata(&p).unwrap().mode() & 0o7777, NEW_FILE_MODE);
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+/// The rename is the commit point: a failing directory fsync after it is reported as
+/// not durable, not as a failed write (the file holds the new text).
+#[test]
+fn a_failed_directory_fsync_after_the_rename_is_not_a_failed_write() {
+    let d = dir("dirsync");
+    let p = d.join("c.toml");
+    std::fs::write(&p, "old").unwrap();
+    set_test_hooks(TestHooks { dir_sync_error: Some(libc::EIO), ..TestHooks::default() });
+    let r = write_atomic(&p, "new");
+    set_test_hooks(TestHooks::default());
+    match r {
+        Ok(Durable::DirectoryNotSynced(e)) => assert_eq!(e.raw_os_error(), Some(libc::EIO)),
+        other => panic!("expected DirectoryNotSynced, got {other:?}"),
+    }
+    assert_eq!(std::fs::read_to_string(&p).unwrap(), "new");
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn resolve_follows_links_at_every_call() {
+    let d = dir("resolve");
+    std::fs::write(d.join("a.toml"), "a").unwrap();
+    std::fs::write(d.join("b.toml"), "b").unwrap();
+    let link = d.join("spillway.toml");
+    std::os::unix::fs::symlink("a.toml", &link).unwrap();
+    assert_eq!(resolve(&link).unwrap(), d.join("a.toml"), "relative target, from the link's directory");
+    std::fs::remove_file(&link).unwrap();
+    std::os::unix::fs::symlink(d.join("b.toml"), &link).unwrap();
+    assert_eq!(resolve(&link).unwrap(), d.join("b.toml"), "re-pointed: the new target");
+    let chain = d.join("chain.toml");
+    std::os::unix::fs::symlink("spillway.toml", &chain).unwrap();
+    assert_eq!(resolve(&chain).unwrap(), d.join("b.toml"), "links to links");
+    std::os::unix::fs::symlink("gone.toml", d.join("dangling.toml")).unwrap();
+    assert_eq!(resolve(&d.join("dangling.toml")).unwrap(), d.join("gone.toml"), "a dangling link names its missing target");
+    assert_eq!(resolve(&d.join("plain.toml")).unwrap(), d.join("plain.toml"), "a missing plain path is itself");
+    std::os::unix::fs::symlink("loop2", d.join("loop1")).unwrap();
+    std::os::unix::fs::symlink("loop1", d.join("loop2")).unwrap();
+    assert!(resolve(&d.join("loop1")).unwrap_err().to_string().contains("symbolic links"));
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn the_last_good_file_is_kept_beside_the_target() {
+    let d = dir("bak");
+    let p = d.join("c.toml");
+    std::fs::write(&p, "good").unwrap();
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).unwrap();
+    keep_last_good(&p, "good");
+    let bak = backup_path(&p);
+    assert_eq!(bak, d.join("c.toml.bak"));
+    assert_eq!(std::fs::read_to_string(&bak).unwrap(), "good");
+    assert_eq!(std::fs::metadata(&bak).unwrap().mode() & 0o7777, 0o600, "the backup is as private as the file");
+    let before = std::fs::metadata(&bak).unwrap().modified().unwrap();
+    keep_last_good(&p, "good");
+    assert_eq!(std::fs::metadata(&bak).unwrap().modified().unwrap(), before, "unchanged text: not rewritten");
+    keep_last_good(&p, "better");
+    assert_eq!(std::fs::read_to_string(&bak).unwrap(), "better");
+    let _ = std::fs::remove_dir_all(&d);
+}

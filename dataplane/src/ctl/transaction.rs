@@ -1,0 +1,219 @@
+//! The edit transaction behind every live edit ([`Daemon::mutate`]): plan the edit under
+//! the control mutex (generation check, validation, restart-only sections), write the
+//! config file back without it ([`super::persist`]), then apply the diff under it again.
+//! Kept apart from `edits.rs`, which turns each request into a change of the config: this
+//! file is the locking and the order of those steps, and their failure cases.
+
+use super::edits::{daemon_checks, describe_changes};
+use crate::control::SlotMap;
+use crate::daemon::{ControlState, Daemon};
+use spillway_shared::config::Config;
+use spillway_shared::proto::{Applied, Response};
+
+/// Checks `if_generation`, edits a copy of the running config with `f` and validates it;
+/// `Ok(Err(..))` when it changes nothing. Errors: a stale generation, `f`'s error, a
+/// validation error, or a change that needs a restart.
+fn plan(st: &ControlState, if_generation: Option<u64>, f: impl FnOnce(&mut Config) -> Result<(), String>) -> Result<Result<Planned, Applied>, String> {
+    if let Some(want) = if_generation {
+        if want != st.config_generation {
+            return Err(stale(st.config_generation, want));
+        }
+    }
+    let mut cand = st.cfg.clone();
+    f(&mut cand)?;
+    cand.validate().map_err(|e| e.to_string())?;
+    daemon_checks(&cand)?;
+    if cand.dataplane != st.cfg.dataplane {
+        return Err("[dataplane] cannot change while the daemon runs (EAL, workers, socket); edit the file and restart".into());
+    }
+    if cand.ports != st.cfg.ports {
+        return Err("[[ports]] cannot change while the daemon runs; edit the file and restart".into());
+    }
+    if cand.conntrack != st.cfg.conntrack {
+        return Err("[conntrack] cannot change while the daemon runs (tables are sized at start); edit the file and restart".into());
+    }
+    if cand.sync != st.cfg.sync {
+        return Err("[sync] cannot change while the daemon runs (socket, key and peers are set up at start); edit the file and restart".into());
+    }
+    if cand.metrics != st.cfg.metrics || cand.announce != st.cfg.announce {
+        return Err("[metrics] and [announce] cannot change while the daemon runs (listener and interface are set up at start); edit the file and restart".into());
+    }
+    if cand.neighbors != st.cfg.neighbors {
+        return Err("[neighbors] cannot change while the daemon runs (resolver timers are set at start); edit the file and restart".into());
+    }
+    let changes = describe_changes(&st.cfg, &cand);
+    if changes.is_empty() {
+        return Ok(Err(Applied { generation: st.config_generation, snapshot_generation: st.generation, changes: vec!["no change".into()] }));
+    }
+    // Refused now, before the file is written, if the backend slots cannot take it.
+    st.slots.clone().sync(&cand)?;
+    Ok(Ok(Planned { old: st.cfg.clone(), cand, changes, next_gen: st.config_generation + 1 }))
+}
+
+pub(super) fn stale(cur: u64, want: u64) -> String {
+    format!("config generation is {cur}, not {want}: someone else changed it; re-read and retry")
+}
+
+/// A validated edit, waiting for its write-back ([`Daemon::mutate`]).
+struct Planned {
+    /// The running config when the edit was planned.
+    old: Config,
+    /// The config after the edit.
+    cand: Config,
+    /// What changes, one line each.
+    changes: Vec<String>,
+    /// The config generation the edit gets.
+    next_gen: u64,
+}
+
+impl Daemon {
+    /// Runs one mutation: checks `if_generation`, edits a copy of the config with `f`,
+    /// validates it (the same rules as the file, plus [`daemon_checks`]), refuses changes
+    /// that need a restart, writes the config file atomically, applies the diff (slots,
+    /// health and connections of unchanged backends kept), republishes and answers with the
+    /// new config generation.
+    ///
+    /// Mutations are serialised by [`Daemon::edit_lock`]. The control mutex is held while
+    /// the edit is planned and while it is applied, but not while the file is written and
+    /// fsynced: a slow disk delays only other edits, not the control loop, the fleet thread
+    /// (systemd watchdog) or readers. Only mutations change the config and its generation,
+    /// so both are the same after the write as when the edit was planned.
+    pub fn mutate(&self, if_generation: Option<u64>, f: impl FnOnce(&mut Config) -> Result<(), String>) -> Response {
+        self.mutate_with(if_generation, None, f)
+    }
+
+    /// [`Daemon::mutate`]; `replacement` is the complete file text of a `config apply`,
+    /// which may replace a config file that is missing or does not parse
+    /// ([`super::persist::write_back`]).
+    pub(super) fn mutate_with(&self, if_generation: Option<u64>, replacement: Option<&str>, f: impl FnOnce(&mut Config) -> Result<(), String>) -> Response {
+        let _edit = self.edit_lock.lock().unwrap_or_else(|e| e.into_inner());
+        let planned = {
+            let st = self.control.lock().unwrap_or_else(|e| e.into_inner());
+            match plan(&st, if_generation, f) {
+                Ok(Ok(p)) => p,
+                Ok(Err(a)) => {
+                    let running = replacement.is_some().then(|| st.cfg.clone());
+                    drop(st);
+                    return self.restore_file(a, replacement.zip(running));
+                }
+                Err(message) => return Response::Error { message },
+            }
+        };
+        let mut warnings = Vec::new();
+        if let Some(path) = &self.config_path {
+            match super::persist::write_back(path, &planned.old, &planned.cand, planned.next_gen, replacement) {
+                Ok(w) => {
+                    if !w.layout_kept {
+                        tracing::warn!(path = %w.path.display(), "live edit written in canonical form: the file's comments and layout were not kept");
+                    }
+                    if let Some(e) = w.not_durable {
+                        // The rename is the commit point: the file holds the edit, so it is
+                        // applied; only its survival of a power failure is in doubt.
+                        tracing::warn!(path = %w.path.display(), error = %e, "config written, but its directory could not be fsynced");
+                        warnings.push(format!("warning: {} holds the edit, but its directory could not be fsynced ({e}): the edit may not survive a power failure", w.path.display()));
+                    }
+                }
+                Err(e) => return Response::Error { message: format!("cannot write {}: {e}; the edit was not applied", path.display()) },
+            }
+        }
+        let mut st = self.control.lock().unwrap_or_else(|e| e.into_inner());
+        match self.apply_planned(&mut st, planned) {
+            Ok(mut a) => {
+                a.changes.extend(warnings);
+                Response::Applied(a)
+            }
+            Err(message) => Response::Error { message },
+        }
+    }
+
+    /// Answers an edit that changes nothing; for a `config apply` (`apply`: its text and
+    /// the running config), first writes the config file anew from the applied text if the
+    /// file is missing or does not parse ([`super::persist::restore`]), so that the way out
+    /// the refusals of a broken file give also works when the running config is unchanged.
+    fn restore_file(&self, mut a: Applied, apply: Option<(&str, Config)>) -> Response {
+        let (Some((text, running)), Some(path)) = (apply, &self.config_path) else { return Response::Applied(a) };
+        match super::persist::restore(path, &running, a.generation, text) {
+            Ok(None) => Response::Applied(a),
+            Ok(Some(w)) => {
+                tracing::warn!(path = %w.path.display(), "config file written anew from the applied file (it was missing or did not parse)");
+                a.changes = vec![format!("no change; {} was missing or did not parse and is written anew from the applied file", w.path.display())];
+                if let Some(e) = w.not_durable {
+                    a.changes.push(format!("warning: {} could not have its directory fsynced ({e})", w.path.display()));
+                }
+                Response::Applied(a)
+            }
+            Err(e) => Response::Error { message: format!("cannot write {}: {e}", path.display()) },
+        }
+    }
+
+    /// Applies an edit [`plan`]ned under [`Daemon::edit_lock`] (held), after its write-back.
+    fn apply_planned(&self, st: &mut ControlState, planned: Planned) -> Result<Applied, String> {
+        let Planned { old: planned_old, cand, changes, next_gen } = planned;
+        if st.config_generation + 1 != next_gen || st.cfg != planned_old {
+            // Cannot happen while every mutation goes through `mutate` (edit_lock).
+            return Err(format!("the config changed while the edit was written (config generation {}); re-read and retry", st.config_generation));
+        }
+        // Slots are synced again: republication may have taken the fresh ones since.
+        let mut slots: SlotMap = st.slots.clone();
+        slots.sync(&cand)?;
+        // Health entries of endpoints that stay keep their state, also when only the health
+        // check or port changed (an endpoint known to be down stays down until a probe says
+        // otherwise). An endpoint that is new or whose address changed starts afresh: with
+        // a health check it starts unhealthy until `healthy_threshold` probes pass; without
+        // one it is healthy (static). Removed endpoints are forgotten.
+        let old = std::mem::replace(&mut st.cfg, cand);
+        let cfg = &st.cfg;
+        let present = |(s, b, e): &crate::control::EndpointKey| {
+            cfg.service(s).and_then(|ns| ns.backends.iter().find(|x| &x.name == b)).is_some_and(|nb| nb.members().iter().any(|m| &m.name == e))
+        };
+        st.health.retain(|k, _| present(k));
+        st.last_new.retain(|k, _| present(k));
+        let mut initial = std::collections::HashMap::new();
+        for ns in &cfg.services {
+            let os = old.service(&ns.name);
+            for nb in &ns.backends {
+                let ob = os.and_then(|os| os.backends.iter().find(|x| x.name == nb.name));
+                for m in nb.members() {
+                    let same_endpoint = ob.is_some_and(|ob| ob.members().iter().any(|om| om.name == m.name && om.address == m.address));
+                    let key = (ns.name.clone(), nb.name.clone(), m.name);
+                    if !same_endpoint {
+                        let e = st.health.entry(key.clone()).or_default();
+                        e.healthy = ns.health_check.is_none();
+                        e.latency_ms = None;
+                    } else if ns.health_check.is_none() && os.is_some_and(|os| os.health_check.is_some()) {
+                        // the check was removed: static, healthy; the state it left behind
+                        // must not keep the endpoint down for good
+                        let e = st.health.entry(key.clone()).or_default();
+                        e.healthy = true;
+                        e.latency_ms = None;
+                    }
+                    if ns.health_check.is_some() {
+                        let healthy = st.health.get(&key).map(|v| v.healthy).unwrap_or(true);
+                        initial.insert(key, healthy);
+                    }
+                }
+            }
+        }
+        st.states.retain(|s, _| cfg.service(s).is_some());
+        st.pools.retain(|s, _| cfg.service(s).is_some());
+        st.slots = slots;
+        st.config_generation = next_gen;
+        self.update_health_checker(st, initial);
+        let snapshot_generation = self.republish(st);
+        for c in &changes {
+            tracing::info!(config_generation = next_gen, "config change: {c}");
+        }
+        Ok(Applied { generation: next_gen, snapshot_generation, changes })
+    }
+
+    /// Hands the new targets to the health checker at a new target-set generation
+    /// (starting one when the first health check appears) and reconciles the health view
+    /// with it; health events of older generations are dropped from then on
+    /// ([`crate::health::sync_after_edit`]).
+    fn update_health_checker(&self, st: &mut ControlState, initial: std::collections::HashMap<crate::control::EndpointKey, bool>) {
+        let tx = self.health_events.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let mut ch = self.checker.lock().unwrap_or_else(|e| e.into_inner());
+        st.health_generation += 1;
+        crate::health::sync_after_edit(&mut ch, tx, &st.cfg, initial, st.health_generation, &mut st.health);
+    }
+}
