@@ -363,6 +363,7 @@ impl Window {
 pub struct Receiver {
     own: u64,
     max_age_ms: u64,
+    not_before_ms: u64,
     windows: std::collections::HashMap<u64, Window>,
 }
 
@@ -370,7 +371,15 @@ impl Receiver {
     /// A receiver for the host whose sender id is `own`, refusing messages older than
     /// `max_age_ms`.
     pub fn new(own: u64, max_age_ms: u64) -> Receiver {
-        Receiver { own, max_age_ms, windows: std::collections::HashMap::new() }
+        Receiver { own, max_age_ms, not_before_ms: 0, windows: std::collections::HashMap::new() }
+    }
+
+    /// Refuses, as stale, messages sent before `start_ms` − 1 s (Unix ms): a receiver that
+    /// just started has no replay windows, so without this a capture younger than
+    /// `max_message_age_sec` could be replayed to it once.
+    pub fn not_before(mut self, start_ms: u64) -> Receiver {
+        self.not_before_ms = start_ms.saturating_sub(1_000);
+        self
     }
 
     /// Applies rules 3–5 to a verified header at `now_ms` (Unix ms); on success the
@@ -379,7 +388,7 @@ impl Receiver {
         if h.sender == self.own {
             return Err(Reject::Own);
         }
-        if now_ms.abs_diff(h.sent_ms) > self.max_age_ms {
+        if now_ms.abs_diff(h.sent_ms) > self.max_age_ms || h.sent_ms < self.not_before_ms {
             return Err(Reject::Stale);
         }
         if !self.windows.contains_key(&h.sender) && self.windows.len() >= MAX_SENDERS {
@@ -510,7 +519,7 @@ impl SyncConfig {
     /// Checks every field's range (the key file itself is checked by the daemon at start).
     pub fn validate(&self) -> Result<(), ConfigError> {
         let l = self.listen_addr()?;
-        if l.port() == 0 || l.ip().is_multicast() {
+        if l.port() == 0 || l.ip().is_multicast() || l.ip().is_unspecified() {
             return Err(ConfigError::new("sync.listen", &self.listen, "must be a unicast IP:PORT with a port other than 0"));
         }
         if self.peers.len() > MAX_PEERS {
@@ -534,82 +543,9 @@ impl SyncConfig {
     }
 }
 
-/// Flow-state sync as `spillwayctl status` shows it (docs/bgp.md "Flow-state sync").
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct SyncStatus {
-    /// `[sync]` is configured.
-    pub enabled: bool,
-    /// Listen address.
-    pub listen: String,
-    /// This host's sender id (hex).
-    pub sender: String,
-    /// This host's routing-config digest (hex, [`routing_digest`]).
-    pub digest: String,
-    /// Start-up state: `done`, `waiting for N peer dumps`, `timed out waiting for …`.
-    pub startup: String,
-    /// Whether the start-up sync is over (VIPs may be announced).
-    pub startup_done: bool,
-    /// Messages and records sent, bytes sent, send errors.
-    pub sent_messages: u64,
-    /// Records sent.
-    pub sent_records: u64,
-    /// Bytes sent (UDP payload).
-    pub sent_bytes: u64,
-    /// `sendto` failures.
-    pub send_errors: u64,
-    /// Messages accepted.
-    pub received_messages: u64,
-    /// Records in accepted messages.
-    pub received_records: u64,
-    /// Messages refused, by [`Reject`] name.
-    pub rejected: Vec<(String, u64)>,
-    /// Records not installed: no service of this VIP, port and protocol here.
-    pub unknown_service: u64,
-    /// Records not installed: the service has no endpoint of that address here.
-    pub unknown_endpoint: u64,
-    /// Records of this host not sent: the endpoint slot was removed meanwhile.
-    pub stale_slot: u64,
-    /// Records this host's workers could not queue (outbound queue full).
-    pub outbound_queue_full: u64,
-    /// Records not handed to a worker (inbound queue full).
-    pub inbound_queue_full: u64,
-    /// Peers' entries installed, updated, refused for a live local entry, refused for want
-    /// of room, removed, and used by a flow that moved here (adopted).
-    pub installed: u64,
-    /// See `installed`.
-    pub updated: u64,
-    /// See `installed`.
-    pub conflicts: u64,
-    /// See `installed`.
-    pub no_room: u64,
-    /// See `installed`.
-    pub removed: u64,
-    /// See `installed`.
-    pub adopted: u64,
-    /// Dumps sent to starting peers.
-    pub dumps_sent: u64,
-    /// Sync lag of the last accepted record message: receive time − send time, ms.
-    pub lag_ms_last: u64,
-    /// Largest sync lag seen, ms.
-    pub lag_ms_max: u64,
-    /// Per configured peer.
-    pub peers: Vec<SyncPeerStatus>,
-}
-
-/// One peer in [`SyncStatus::peers`].
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct SyncPeerStatus {
-    /// `IP:PORT`.
-    pub address: String,
-    /// Seconds since its last accepted message (`None`: never heard).
-    pub last_heard_sec: Option<f64>,
-    /// Its routing-config digest (hex), once heard.
-    pub digest: Option<String>,
-    /// Its digest differs from ours: the configs differ, so Maglev picks may differ.
-    pub drift: bool,
-    /// Its dump for our start-up was received.
-    pub dump_received: bool,
-}
+#[path = "sync_status.rs"]
+mod status;
+pub use status::{SyncPeerStatus, SyncStatus};
 
 #[cfg(test)]
 #[path = "sync_tests.rs"]

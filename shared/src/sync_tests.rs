@@ -109,6 +109,9 @@ fn replay_window_accepts_each_sequence_once() {
     assert_eq!(r.accept(&Header { sender: 1, ..header(300) }, now), Err(Reject::Own));
     assert_eq!(r.accept(&header(300), now + 30_001), Err(Reject::Stale));
     assert_eq!(r.accept(&header(301), now - 30_001), Err(Reject::Stale), "from the future");
+    let mut fresh = Receiver::new(1, 30_000).not_before(now);
+    assert_eq!(fresh.accept(&Header { sent_ms: now - 2_000, ..header(400) }, now), Err(Reject::Stale), "sent before this receiver started");
+    assert_eq!(fresh.accept(&Header { sent_ms: now, ..header(401) }, now), Ok(()));
 }
 
 #[test]

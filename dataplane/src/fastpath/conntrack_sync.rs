@@ -15,6 +15,10 @@
 
 use super::{ConnTable, Entry, FlowAddr, FlowKeyOf, State, Timeouts, REMOTE};
 
+/// Longest lifetime a peer's entry is installed with, ms (the longest configurable idle
+/// timeout, 57,600 s).
+pub const MAX_SYNCED_LIFETIME_MS: u32 = 57_600_000;
+
 /// What [`ConnTable::install`] did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum InstallOutcome {
@@ -101,7 +105,9 @@ impl<A: FlowAddr> ConnTable<A> {
             incarnation,
             service,
             last_seen: now,
-            timeout_ms: remaining_ms.max(1),
+            // A peer's lifetime is bounded by the longest idle timeout a config can set
+            // (57,600 s), so no synced entry can outlive the sweep's clock guarantee.
+            timeout_ms: remaining_ms.clamp(1, MAX_SYNCED_LIFETIME_MS),
             created: now,
         };
         match outcome {
@@ -185,6 +191,8 @@ mod tests {
         assert_eq!(t.install(&key(2), syn(9, 60_000), 10), InstallOutcome::Installed);
         assert_eq!(t.install(&key(2), syn(8, 60_000), 11), InstallOutcome::Updated, "a newer record of the peer's");
         assert!(!t.remove_synced(&key(1)), "a local entry is not the peer's to remove");
+        t.install(&key(3), syn(9, u32::MAX), 0);
+        assert!(t.peek(&key(3), MAX_SYNCED_LIFETIME_MS + 1).is_none(), "a peer's lifetime is bounded");
     }
 
     #[test]

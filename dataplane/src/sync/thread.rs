@@ -265,7 +265,7 @@ pub fn run(rt: &SyncRuntime, daemon: &Daemon, stop: &AtomicBool) {
     let mut batch: Vec<Record> = Vec::with_capacity(wire::MAX_RECORDS);
     let mut batch_since: Option<Instant> = None;
     let mut index: Option<Index> = None;
-    let mut receiver = wire::Receiver::new(rt.sender, u64::from(rt.cfg.max_message_age_sec) * 1000);
+    let mut receiver = wire::Receiver::new(rt.sender, u64::from(rt.cfg.max_message_age_sec) * 1000).not_before(unix_ms());
     let mut buf = vec![0u8; 2048];
     let mut pending_dumps: Vec<(u64, SocketAddr)> = Vec::new();
     let mut last_dump_request: Option<Instant> = None;
