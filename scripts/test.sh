@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Spillway test suite (README command 2; .ci/run calls it).
 #
-#   sudo scripts/test.sh [--no-install] [--no-e2e]
+#   sudo scripts/test.sh [--no-install] [--no-package] [--no-e2e]
 #
 # As root on Debian 12: installs the packages the tests need (apt-get), builds, then runs
 #   0. clippy (-D warnings) and the 600-line rule (scripts/check-file-sizes.sh),
@@ -9,7 +9,9 @@
 #      dataplane: packet, connection table, worker over in-memory ports; ctl),
 #   2. DPDK integration tests: the `spillway` binary as a child process on net_ring /
 #      net_pcap / net_null ports, output captures checked with etherparse,
-#   3. the end-to-end tests in network namespaces (scripts/e2e.sh all): real HTTP clients
+#   3. the Debian package (scripts/lib/package_test.sh): built from the release build with
+#      scripts/package.sh, lintian, installed with apt-get, checked, removed and purged,
+#   4. the end-to-end tests in network namespaces (scripts/e2e.sh all): real HTTP clients
 #      and servers through Spillway on a net_af_packet port.
 # Prints a closing line "N passed, N failed" and exits non-zero if anything failed.
 set -euo pipefail
@@ -17,11 +19,13 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 NO_INSTALL=0
 NO_E2E=0
+NO_PACKAGE=0
 for a in "$@"; do
     case "$a" in
         --no-install) NO_INSTALL=1 ;;
         --no-e2e) NO_E2E=1 ;;
-        -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+        --no-package) NO_PACKAGE=1 ;;
+        -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
         *) echo "test.sh: unknown argument $a (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -30,7 +34,8 @@ log() { printf '[test %s] %s\n' "$(date +%H:%M:%S)" "$*"; }
 [[ $EUID -eq 0 ]] || { echo "test.sh: run as root (DPDK and network namespaces need it)" >&2; exit 2; }
 
 PACKAGES=(libdpdk-dev dpdk dpdk-dev clang libclang-dev pkg-config iproute2 ethtool curl python3 tcpdump util-linux procps
-          prometheus bird2)  # prometheus: promtool + e2e scrape; bird2: e2e ecmp (issue 13)
+          prometheus bird2  # prometheus: promtool + e2e scrape; bird2: e2e ecmp (issue 13)
+          dpkg-dev lintian man-db bash-completion systemd)  # the package step: dpkg-shlibdeps, checks
 if [[ $NO_INSTALL == 0 ]]; then
     missing=()
     for p in "${PACKAGES[@]}"; do
@@ -70,6 +75,9 @@ step clippy cargo clippy --workspace --all-targets -- -D warnings
 step file-sizes scripts/check-file-sizes.sh
 step cargo-test cargo test --workspace --no-fail-fast
 step scenarios "${CARGO_TARGET_DIR:-target}/release/spillwayctl" scenario run shared/tests/cases/policy/*.json
+if [[ $NO_PACKAGE == 0 ]]; then
+    step package scripts/lib/package_test.sh
+fi
 if [[ $NO_E2E == 0 ]]; then
     step e2e scripts/e2e.sh all
 fi

@@ -18,7 +18,7 @@ use std::path::PathBuf;
 
 /// Command line.
 #[derive(Parser, Debug)]
-#[command(name = "spillwayctl", version, about = "Control and inspect the Spillway L4 load balancer")]
+#[command(name = "spillwayctl", version = spillway_cli_support::VERSION, about = "Control and inspect the Spillway L4 load balancer")]
 struct Cli {
     /// Control socket of the daemon.
     #[arg(long, global = true, value_name = "PATH", default_value = spillway_shared::config::DEFAULT_SOCKET)]
@@ -102,7 +102,8 @@ fn main() {
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
-    let cli = Cli::parse();
+    // Also `--generate-assets DIR` (hidden): man pages and completions, for the package.
+    let cli: Cli = spillway_cli_support::parse("1");
     let code = match &cli.command {
         Command::Scenario(ScenarioCmd::Run { files }) => scenario::run(files),
         Command::Explain(args) => explain::run(args, &cli.socket),

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 /// Command line of the daemon.
 #[derive(Parser, Debug)]
-#[command(name = "spillway", version, about = "Spillway: userspace L4 passthrough load balancer on DPDK")]
+#[command(name = "spillway", version = spillway_cli_support::VERSION, about = "Spillway: userspace L4 passthrough load balancer on DPDK")]
 struct Args {
     /// Configuration file (TOML; see docs/config.md).
     #[arg(long, value_name = "FILE")]
@@ -88,7 +88,8 @@ fn eal_args(cfg: &Config) -> Vec<String> {
 }
 
 fn main() {
-    let args = Args::parse();
+    // Also `--generate-assets DIR` (hidden): man page and completions, for the package.
+    let args: Args = spillway_cli_support::parse("8");
     init_logging(&args.log_format);
     match run(args) {
         Ok(()) => {}

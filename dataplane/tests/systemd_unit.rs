@@ -17,7 +17,9 @@ fn verify(text: &str, name: &str) -> Option<(bool, String)> {
     std::fs::create_dir_all(&dir).unwrap();
     let file = dir.join(name);
     std::fs::write(&file, text.replace("/usr/bin/spillway", env!("CARGO_BIN_EXE_spillway"))).unwrap();
-    let o = Command::new("systemd-analyze").arg("verify").arg(&file).output().ok()?;
+    // --man=no: the unit's `Documentation=man:spillway(8)` is installed by the package, not
+    // by a source build (the package step of scripts/test.sh verifies it with the page).
+    let o = Command::new("systemd-analyze").arg("verify").arg("--man=no").arg(&file).output().ok()?;
     Some((o.status.success(), format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))))
 }
 
