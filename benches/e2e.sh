@@ -4,6 +4,7 @@
 #   benches/e2e.sh            # pcap mode: net_pcap (infinite_rx) -> net_null, one worker
 #   benches/e2e.sh memif      # two processes over net_memif (see docs/benchmarks.md)
 #   benches/e2e.sh flows      # only the many-flows case (flowgen, N_FLOWS then FLOWS_1M)
+#   benches/e2e.sh sync       # fleet flow sync off vs on (the sync case below)
 #
 # Environment: N_FLOWS (default 1000), DURATION seconds per run (default 5), SIZE (64),
 # IMIX=1 to add an IMIX run, SYN=1 to add a SYN (new-connection) run, SKIP_BUILD=1,
@@ -54,6 +55,12 @@
 # Prints one line per run (`run=<name> mpps=<x> ...`), then `ratio_vs_5tswap=X.XX`
 # (Spillway established 64-byte Mpps / testpmd 5tswap Mpps) and, with the many-flows case,
 # `ratio_1m_vs_1k=X.XX` (see the many-flows case).
+# Sync case (`benches/e2e.sh sync`): the established N_FLOWS run and a new-connection run
+# (SYNC_FLOWS flows, default 100000, each round a SYN then an ACK per flow: a confirmed new
+# connection, the path fleet sync records) each without and with `[sync]` (one peer on
+# loopback, a UDP sink counting what arrives), alternating off/on SYNC_ROUNDS times
+# (default 2). Prints `ratio_sync_est=X.XX` and `ratio_sync_newconn=X.XX` (on / off, best
+# of each) and `sync_bytes_per_new_connection=N` (UDP payload sent / new connections).
 # Exit status non-zero on any failure (build, a run that forwarded nothing, unparsable
 # counters).
 # Needs: cargo, python3, dpdk-testpmd (apt: dpdk, dpdk-dev, libpcap-dev). Runs as root
@@ -134,6 +141,7 @@ mbufs_per_port = ${SPW_MBUFS:-8191}
 
 [conntrack]
 capacity_per_worker = ${SPW_CAPACITY:-1048576}
+$(if [[ -n "${SPW_SYNC:-}" ]]; then printf '\n[sync]\nlisten = "127.0.0.1:17946"\npeers = ["127.0.0.1:17947"]\nkey_file = "%s"\nstartup_sync_timeout_sec = 0\n' "$WORK/sync.key"; fi)
 
 [[ports]]
 name = "in"
@@ -506,6 +514,45 @@ memif_mode() {
     echo "run=spillway_memif mpps=$(python3 -c "print('%.3f' % ($fwd / $up / 1e6))") tx_mpps=$(python3 -c "print('%.3f' % ($tx / $up / 1e6))") forwarded=$fwd tx=$tx (testpmd txonly UDP to VIP:80 --txonly-multi-flow -> spillway -> testpmd rxonly)"
 }
 
+# sync mode: fleet flow sync off vs on (header, "Sync case").
+sync_mode() {
+    local r best
+    (umask 077; head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$WORK/sync.key")
+    python3 "$HERE/gen_pcap.py" --out "$WORK/est64.pcap" --flows "$N_FLOWS" --size "$SIZE" 2>/dev/null
+    python3 "$HERE/gen_pcap.py" --out "$WORK/hs64.pcap" --flows "${SYNC_FLOWS:-100000}" --size "$SIZE" --flags handshake 2>/dev/null
+    python3 -c '
+import socket, sys
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
+s.bind(("127.0.0.1", 17947))
+n = b = 0
+while True:
+    b += len(s.recv(2048)); n += 1
+    if n % 1000 == 0:
+        open(sys.argv[1], "w").write("%d %d\n" % (n, b))
+' "$WORK/sink.count" &
+    SINK_PID=$!
+    for ((r = 1; r <= ${SYNC_ROUNDS:-2}; r++)); do
+        run_spillway "est64_off$r" "$WORK/est64.pcap"
+        SPW_SYNC=1 run_spillway "est64_sync$r" "$WORK/est64.pcap"
+        run_spillway "hs64_off$r" "$WORK/hs64.pcap" "${SYNC_FLOWS:-100000}"
+        SPW_SYNC=1 run_spillway "hs64_sync$r" "$WORK/hs64.pcap" "${SYNC_FLOWS:-100000}"
+    done
+    kill "$SINK_PID" 2>/dev/null || true
+    best() { local p="$1" m=0 v; for ((r = 1; r <= ${SYNC_ROUNDS:-2}; r++)); do v="MPPS_${p}$r"; m="$(python3 -c "print(max($m, ${!v}))")"; done; echo "$m"; }
+    python3 -c "print('ratio_sync_est=%.2f' % ($(best est64_sync) / $(best est64_off)))"
+    python3 -c "print('ratio_sync_newconn=%.2f' % ($(best hs64_sync) / $(best hs64_off)))"
+    python3 - "$WORK/hs64_sync1.s1.json" "$WORK/hs64_sync1.s2.json" <<'PY'
+import json, sys
+a, b = (json.load(open(f)) for f in sys.argv[1:3])
+conns = b["total"]["new_connections"] - a["total"]["new_connections"]
+sent = b["sync"]["sent_bytes"] - a["sync"]["sent_bytes"]
+recs = b["sync"]["sent_records"] - a["sync"]["sent_records"]
+full = b["sync"]["outbound_queue_full"] - a["sync"]["outbound_queue_full"]
+print("sync_bytes_per_new_connection=%.1f sync_records_per_new_connection=%.3f new_connections=%d outbound_queue_full=%d" % (sent / max(conns, 1), recs / max(conns, 1), conns, full))
+PY
+}
+
 # flows mode: only the many-flows case with flowgen (N_FLOWS, then FLOWS_1M flows).
 flows_mode() {
     many_flows_flowgen
@@ -517,5 +564,6 @@ case "$MODE" in
     pcap) pcap_mode ;;
     flows) flows_mode ;;
     memif) memif_mode ;;
-    *) die "unknown mode '$MODE' (pcap | memif | flows)" ;;
+    sync) sync_mode ;;
+    *) die "unknown mode '$MODE' (pcap | memif | flows | sync)" ;;
 esac

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Writes a pcap of client -> VIP TCP packets for the Spillway benchmarks (no third-party deps).
 
-    gen_pcap.py --out FILE [--flows N] [--size 64 | --imix] [--flags ack|syn]
+    gen_pcap.py --out FILE [--flows N] [--size 64 | --imix] [--flags ack|syn|handshake]
                 [--vip 10.0.0.100] [--port 80] [--vlan ID] [--packets-per-flow K]
                 [--first-flow F] [--ipv6]
 
@@ -13,7 +13,9 @@ Sizes are frame lengths without FCS (64-byte frames = 64 bytes of data, as testp
 txonly default). IMIX: 7:4:1 of 64, 570 and 1514 bytes (simple IMIX, "64/570/1514").
 --flags ack (default) sends ACK packets: the first one of a flow creates its connection
 entry, later ones hit it (established traffic). --flags syn sends SYNs: every packet is a
-new connection (the new-connection path, as a SYN flood).
+new connection (the new-connection path, as a SYN flood). --flags handshake sends, per flow
+and round, a SYN then an ACK: every pair is a new connection that is confirmed (the path
+that fleet flow sync records), replayed rounds included (a SYN always starts a new one).
 IPv4 header checksum and TCP checksum (with pseudo-header) are correct.
 --ipv6: the same flows over IPv6 (source fd01::/64 + i // 4096, VIP fd00::100 unless --vip
 names an IPv6 one); the smallest frame is 74 bytes (14 + 40 + 20), so --size 64 gives 74.
@@ -69,7 +71,7 @@ def main() -> int:
     ap.add_argument("--flows", type=int, default=1000)
     ap.add_argument("--size", type=int, default=64)
     ap.add_argument("--imix", action="store_true")
-    ap.add_argument("--flags", choices=["ack", "syn"], default="ack")
+    ap.add_argument("--flags", choices=["ack", "syn", "handshake"], default="ack")
     ap.add_argument("--vip", default="10.0.0.100")
     ap.add_argument("--port", type=int, default=80)
     ap.add_argument("--vlan", type=int)
@@ -84,22 +86,23 @@ def main() -> int:
     if a.ipv6 and a.vip == "10.0.0.100":
         a.vip = "fd00::100"
     vip = int(ipaddress.IPv6Address(a.vip) if a.ipv6 else ipaddress.IPv4Address(a.vip))
-    flags = 0x02 if a.flags == "syn" else 0x10
+    seqs = {"syn": [0x02], "ack": [0x10], "handshake": [0x02, 0x10]}[a.flags]
     n = 0
     with open(a.out, "wb") as out:
         out.write(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 1))
         for r in range(a.packets_per_flow):
             for i in range(a.first_flow, a.first_flow + a.flows):
-                size = IMIX[n % len(IMIX)] if a.imix else a.size
-                if a.ipv6:
-                    src = (0xFD01 << 112) + (i >> 12)
-                    f = frame6(src, vip, 1024 + (i & 0xFFF), a.port, flags, size, r)
-                else:
-                    src = 0x0A010000 + (i >> 12)
-                    f = frame(src, vip, 1024 + (i & 0xFFF), a.port, flags, size, a.vlan, r)
-                out.write(struct.pack("<IIII", n // 1000000, n % 1000000, len(f), len(f)))
-                out.write(f)
-                n += 1
+                for flags in seqs:
+                    size = IMIX[n % len(IMIX)] if a.imix else a.size
+                    if a.ipv6:
+                        src = (0xFD01 << 112) + (i >> 12)
+                        f = frame6(src, vip, 1024 + (i & 0xFFF), a.port, flags, size, r)
+                    else:
+                        src = 0x0A010000 + (i >> 12)
+                        f = frame(src, vip, 1024 + (i & 0xFFF), a.port, flags, size, a.vlan, r)
+                    out.write(struct.pack("<IIII", n // 1000000, n % 1000000, len(f), len(f)))
+                    out.write(f)
+                    n += 1
     print(f"{a.out}: {n} packets, {a.flows} flows, {'IMIX' if a.imix else str(a.size) + ' bytes'}, {a.flags}", file=sys.stderr)
     return 0
 

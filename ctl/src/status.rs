@@ -109,13 +109,13 @@ fn render_sync(o: &mut String, s: &spillway_shared::sync::SyncStatus) {
     let _ = writeln!(o, "  start-up: {}", s.startup);
     let _ = writeln!(o, "  sent {} messages, {} records, {} bytes, {} errors; received {} messages, {} records; lag {} ms (max {})", s.sent_messages, s.sent_records, s.sent_bytes, s.send_errors, s.received_messages, s.received_records, s.lag_ms_last, s.lag_ms_max);
     let _ = writeln!(o, "  installed {}  updated {}  adopted {}  removed {}  conflicts {}  no_room {}  unknown_service {}  unknown_endpoint {}", s.installed, s.updated, s.adopted, s.removed, s.conflicts, s.no_room, s.unknown_service, s.unknown_endpoint);
-    let _ = writeln!(o, "  queue full: outbound {}  inbound {};  stale_slot {};  dumps sent {}", s.outbound_queue_full, s.inbound_queue_full, s.stale_slot, s.dumps_sent);
+    let _ = writeln!(o, "  older {}  bad_records {}  lost_messages {};  queue full: outbound {}  inbound {};  stale_slot {};  dumps sent {}", s.older, s.bad_records, s.lost_messages, s.outbound_queue_full, s.inbound_queue_full, s.stale_slot, s.dumps_sent);
     let rejected: Vec<String> = s.rejected.iter().map(|(r, n)| format!("{r} {n}")).collect();
     let _ = writeln!(o, "  rejected: {}", if rejected.is_empty() { "none".to_string() } else { rejected.join("  ") });
     for p in &s.peers {
         let heard = p.last_heard_sec.map_or("never heard".to_string(), |t| format!("heard {t:.1} s ago"));
         let drift = if p.drift { "  CONFIG DRIFT (digest differs: Maglev picks may differ)" } else { "" };
-        let _ = writeln!(o, "  peer {:<22} {heard}  digest {}  dump {}{drift}", p.address, p.digest.as_deref().unwrap_or("-"), if p.dump_received { "received" } else { "-" });
+        let _ = writeln!(o, "  peer {:<22} {heard}  digest {}  dump {}  lost {}{drift}", p.address, p.digest.as_deref().unwrap_or("-"), if p.dump_received { "received" } else { "-" }, p.lost_messages);
     }
 }
 

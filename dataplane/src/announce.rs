@@ -180,15 +180,16 @@ pub fn observe(daemon: &Daemon, stall: Duration, now: Instant) -> Observation {
     }
 }
 
-/// Whether the first round of health probes is over: every target had a result, or the
-/// longest check's interval + timeout has passed twice since start (+ 1 s), so a probe
-/// that is never run (a local shortage) cannot hold the announcement forever. Latches.
+/// Whether the first round of health probes is over: every target decided and its
+/// results published (latched by the control loop, [`Daemon::first_round_pending_and_over`]),
+/// or the longest check's interval + timeout has passed twice since start (+ 1 s), so a
+/// probe that is never run (a local shortage) cannot hold the announcement forever.
 fn first_probe_round_over(daemon: &Daemon, now: Instant) -> bool {
     use std::sync::atomic::Ordering::{Acquire, Release};
     if daemon.first_probe_round.load(Acquire) {
         return true;
     }
-    let done = daemon.checker.lock().unwrap_or_else(|e| e.into_inner()).as_ref().is_none_or(|c| c.first_round_done());
+    let done = daemon.checker.lock().unwrap_or_else(|e| e.into_inner()).is_none();
     let limit = {
         let st = daemon.control.lock().unwrap_or_else(|e| e.into_inner());
         st.cfg.services.iter().filter_map(|s| s.health_check.as_ref()).map(|h| h.check_interval_sec + h.timeout_sec).fold(0.0, f64::max)

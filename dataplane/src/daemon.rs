@@ -92,7 +92,7 @@ pub struct Daemon {
     pub sync: std::sync::OnceLock<Arc<crate::sync::SyncRuntime>>,
     /// Whether the health checker has finished its first round of probes (every target
     /// started at daemon start has a result); VIPs are announced only after it.
-    pub first_probe_round: Arc<std::sync::atomic::AtomicBool>,
+    pub first_probe_round: std::sync::atomic::AtomicBool,
     /// Bumped by every iteration of the control loop; the systemd watchdog is fed only
     /// while it moves ([`crate::systemd::Heartbeat`]).
     pub control_heartbeat: crate::systemd::Heartbeat,
@@ -155,10 +155,18 @@ impl Daemon {
             fleet: Default::default(),
             ctl_stats: Arc::default(),
             sync: std::sync::OnceLock::new(),
-            first_probe_round: Arc::new(std::sync::atomic::AtomicBool::new(true)),
+            first_probe_round: std::sync::atomic::AtomicBool::new(true),
             control_heartbeat: Default::default(),
             edit_lock: Mutex::new(()),
         })
+    }
+
+    /// Whether the health checker's first round of probes is over while the daemon has not
+    /// latched it yet ([`Daemon::first_probe_round`]); the control loop latches it after
+    /// applying the events already sent.
+    pub fn first_round_pending_and_over(&self) -> bool {
+        !self.first_probe_round.load(std::sync::atomic::Ordering::Acquire)
+            && self.checker.lock().unwrap_or_else(|e| e.into_inner()).as_ref().is_some_and(|c| c.first_round_done())
     }
 
     /// Sets the config file live edits are persisted to.

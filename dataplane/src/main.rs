@@ -277,7 +277,17 @@ fn run(args: Args) -> Result<(), String> {
 
     // Fleet flow-state sync: socket and key before the workers start (docs/bgp.md).
     if let Some(sc) = &cfg.sync {
-        let placement = if workers == 1 { spillway_dataplane::sync::Placement::Single } else { spillway_dataplane::sync::Placement::Broadcast(workers) };
+        // Peers' entries go to the worker RSS gives the flow on the first port; where the
+        // device does not report its key and table, to every worker.
+        use spillway_dataplane::sync::Placement;
+        let placement = match (workers, ports.first().and_then(|p| p.rss_key_and_reta())) {
+            (1, _) => Placement::Single,
+            (_, Some((key, reta))) => Placement::Rss { key, reta },
+            (n, None) => {
+                tracing::warn!(workers = n, "the first port reports no RSS key and redirection table: peers' synced entries go to every worker (docs/bgp.md)");
+                Placement::Broadcast(n)
+            }
+        };
         let rt = spillway_dataplane::sync::SyncRuntime::start(sc, workers, placement, spillway_shared::sync::routing_digest(&cfg))?;
         let _ = daemon.shared.sync.set(rt.queues.clone());
         let _ = daemon.sync.set(Arc::new(rt));
@@ -365,15 +375,29 @@ fn run(args: Args) -> Result<(), String> {
         let mut last_latency = Instant::now();
         while !STOP.load(Ordering::SeqCst) && deadline.is_none_or(|d| Instant::now() < d) {
             daemon.control_heartbeat.beat(); // the watchdog is fed only while this moves
+            // Read before draining: once the checker's first round is over, every event of
+            // it is in the channel, so after the drain below the published snapshot holds
+            // the first round's health and the VIPs may be announced (docs/bgp.md).
+            let first_round_over = daemon.first_round_pending_and_over();
+            let apply = |ev: health::HealthEvent| {
+                daemon.apply_health_event(&ev);
+                if !ev.healthy {
+                    tracing::warn!(service = %ev.service, backend = %ev.backend, reason = %ev.reason, "backend unhealthy");
+                }
+            };
             match health_rx.recv_timeout(Duration::from_millis(50)) {
                 Ok(ev) => {
-                    daemon.apply_health_event(&ev);
-                    if !ev.healthy {
-                        tracing::warn!(service = %ev.service, backend = %ev.backend, reason = %ev.reason, "backend unhealthy");
+                    apply(ev);
+                    while let Ok(ev) = health_rx.try_recv() {
+                        apply(ev);
                     }
                 }
                 Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
                 Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => std::thread::sleep(Duration::from_millis(50)),
+            }
+            if first_round_over {
+                daemon.first_probe_round.store(true, Ordering::Release);
+                tracing::info!("first round of health probes complete and published");
             }
             daemon.tick();
             daemon.neighbor_tick();

@@ -218,10 +218,14 @@ pub fn render(daemon: &Daemon) -> String {
             ("unknown_service", sy.unknown_service),
             ("unknown_endpoint", sy.unknown_endpoint),
             ("removed", sy.removed),
+            ("older", sy.older),
+            ("bad_record", sy.bad_records),
         ];
         b.counter("sync_records", "Peers' connection records by outcome", outcomes.iter().map(|(o, n)| (labels(&[("outcome", o)]), *n)));
         b.counter("sync_adopted_connections", "Flows that arrived here and kept their backend through a peer's synced entry", [(vec![], sy.adopted)]);
         b.counter("sync_queue_drops", "Records dropped because a worker queue was full, by direction", [(labels(&[("direction", "outbound")]), sy.outbound_queue_full), (labels(&[("direction", "inbound")]), sy.inbound_queue_full)]);
+        b.counter("sync_lost_messages", "Peers' messages that never arrived (gaps in their numbering)", [(vec![], sy.lost_messages)]);
+        b.counter("sync_stale_slot_records", "Records of this host not sent: the endpoint slot no longer held the entry's endpoint", [(vec![], sy.stale_slot)]);
         b.gauge("sync_lag_seconds", "Receive time minus send time of the last accepted record message", [(vec![], sy.lag_ms_last as f64 / 1e3)]);
         b.gauge("sync_config_digest_info", "Always 1; the digest label is this host's routing-config digest (equal on hosts whose configs route alike)", [(labels(&[("digest", &sy.digest)]), 1.0)]);
         b.gauge("sync_startup_done", "1 once the start-up dump from the peers is over (VIPs may be announced)", [(vec![], one(sy.startup_done))]);

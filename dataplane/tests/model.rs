@@ -1091,7 +1091,7 @@ impl Model {
                 let (_, slot) = self.backend(usize::from(svc), b);
                 let inc = self.slot_info[&slot].inc;
                 let req = FlowRequest { seq: 1, op: FlowOp::Flush, slots: Some(vec![(slot, inc)]) };
-                let reply = self.worker.control(&req, self.now32());
+                let reply = self.worker.control(&req, &self.snap, self.now32());
                 let before = self.entries.len();
                 self.entries.retain(|_, e| !(e.slot == slot && e.inc == inc));
                 let n = (before - self.entries.len()) as u64;

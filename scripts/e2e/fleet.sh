@@ -68,7 +68,7 @@ e2e_fleet_churn() {
 
 ## fleet_scale_out: a third host joins ECMP after backends changed on the two running hosts; it asks them for a dump before it announces; no keep-alive connection breaks and the third host serves moved ones from synced entries
 e2e_fleet_scale_out() {
-    local ms s a adopted
+    local ms s a adopted moved
     FLEET_HOSTS=(lb1 lb2 lb3)
     export FLEET_BACKENDS="b1 b2 b3"
     fleet_up
@@ -83,6 +83,9 @@ e2e_fleet_scale_out() {
     fleet_churned_config lb3
     fleet_start lb3
     ms="$(fleet_wait_nexthops 3 30)" || e2e_fail "host 3 not announced within 30 s: '$(fleet_route)'"
+    moved="$(fleet_moved lb3 "$SPW_LOG_DIR/ka.tsv" "$SPW_LOG_DIR/ports-all")"
+    echo "  $moved of the $(wc -l <"$SPW_LOG_DIR/ports-all") connections run on a backend host 3's Maglev table does not pick for them"
+    e2e_check "the edits moved some picks ($moved), so connections moved to host 3 need sync" _gt0 "$moved"
     echo "  host 3 announced after $ms ms: $(fleet_route)"
     echo "  host 3 sync start-up: $(fleet_sync lb3 startup)"
     e2e_check "host 3's start-up waited for both peers' dumps" grep -q "every peer's dump received" <<<"$(fleet_sync lb3 startup)"
@@ -99,7 +102,7 @@ e2e_fleet_scale_out() {
 
 ## fleet_rolling_upgrade: under constant new-connection load and keep-alive connections, each host in turn is drained, restarted (SIGTERM, start) with a backend change meanwhile, and undrained: 0 failed requests, 0 broken connections
 e2e_fleet_rolling_upgrade() {
-    local ms h other s a load_pid stop="$SPW_RUN_DIR/load.stop" w=50
+    local ms h other s a moved load_pid stop="$SPW_RUN_DIR/load.stop" w=50
     fleet_up
     fleet_start lb1
     fleet_start lb2
@@ -126,10 +129,13 @@ e2e_fleet_rolling_upgrade() {
         echo "  $h: drained, restarted with b3 weight $w, announced again after $ms ms ($(fleet_sync "$h" startup))"
         sleep 3
     done
+    awk -F'\t' '$7 ~ /^[0-9]+$/ {print $7}' "$SPW_LOG_DIR/ka.tsv" | sort -u >"$SPW_LOG_DIR/ports-all"
+    moved="$(fleet_moved lb1 "$SPW_LOG_DIR/ka.tsv" "$SPW_LOG_DIR/ports-all")"
     touch "$stop"; wait "$load_pid" || true
     wait "$FLEET_KA_PID" || true
-    fleet_ctl lb1 flows show --limit 100000 --json >/dev/null
-    read -r s a < <(fleet_ka_report "$SPW_LOG_DIR/ka.tsv" 0 <(awk -F'\t' '$7 ~ /^[0-9]+$/ {print $7}' "$SPW_LOG_DIR/ka.tsv" | sort -u))
+    read -r s a < <(fleet_ka_report "$SPW_LOG_DIR/ka.tsv" 0 "$SPW_LOG_DIR/ports-all")
+    echo "  $moved of the $a keep-alive connections run on a backend the final Maglev table does not pick for them"
+    e2e_check "the weight changes moved some picks ($moved), so the restarts needed sync" _gt0 "$moved"
     echo "  FIGURE: new-connection requests $(req_count new), failed $(req_failed new); keep-alive connections unbroken $s of $a"
     e2e_check "made new-connection requests throughout ($(req_count new))" _ge "$(req_count new)" 100
     e2e_check "0 failed new-connection requests ($(req_failed new))" _eq "$(req_failed new)" 0
@@ -138,30 +144,38 @@ e2e_fleet_rolling_upgrade() {
     e2e_done
 }
 
-## fleet_sync_security: forged, wrong-key, stale, replayed and unknown-source sync messages change no routing: no entry is installed, the client's real connection goes to the Maglev pick, and the counters show each by reason
+## fleet_sync_security: forged, wrong-key, stale and unknown-source sync messages install nothing and are counted by reason; the same record from a peer's address (the positive control) is installed, and its replay is refused
 e2e_fleet_sync_security() {
-    local ms port=45555 pick evil e out got
+    local ms port=45555 port_ok=45556 pick evil e out flows
     fleet_up
     fleet_start lb1
     fleet_start lb2
     ms="$(fleet_wait_nexthops 2 40)" || e2e_fail "router has no two-path VIP route within 40 s: '$(fleet_route)'"
     pick="$(fleet_explain lb1 "$port")"
     for e in "${SPW_BACKENDS[@]}"; do [[ "$e" != "$pick" ]] && { evil="$e"; break; }; done
-    echo "  client port $port: Maglev picks $pick; the messages try to pin it to $evil"
-    out="$(nsx rt "$SPW_PYTHON" "$SPW_LIB_DIR/sync_forge.py" --key-file "$(fleet_sync_key)" --target "${FLEET_MGMT_ADDR[lb1]}:$FLEET_SYNC_PORT" \
-        --client "$FLEET_CLIENT_ADDR" --client-port "$port" --vip "$SPW_VIP" --endpoint "${SPW_ADDR[$evil]}" \
-        --kind forged --kind wrongkey --kind stale --kind replay --kind unknown)"
+    echo "  client port $port: Maglev picks $pick; the messages try to pin it (and port $port_ok) to $evil"
+    forge() {
+        nsx rt "$SPW_PYTHON" "$SPW_LIB_DIR/sync_forge.py" --key-file "$(fleet_sync_key)" --target "${FLEET_MGMT_ADDR[lb1]}:$FLEET_SYNC_PORT" \
+            --client "$FLEET_CLIENT_ADDR" --vip "$SPW_VIP" --endpoint "${SPW_ADDR[$evil]}" "$@"
+    }
+    out="$(forge --client-port "$port" --kind forged --kind wrongkey --kind stale --kind unknown)"
+    # The positive control: the router may send from host 2's management address
+    # (ip_nonlocal_bind), as an attacker who has the key and spoofs a peer could.
+    nssysctl rt net.ipv4.ip_nonlocal_bind=1
+    out+=$'\n'"$(forge --client-port "$port_ok" --kind peer --source "${FLEET_MGMT_ADDR[lb2]}:$FLEET_SYNC_PORT")"
     sed 's/^/    /' <<<"$out"
     sleep 0.5
-    e2e_check "bad_tag counts the forged and the wrong-key message ($(fleet_sync lb1 rejected.bad_tag))" _ge "$(fleet_sync lb1 rejected.bad_tag)" 2
-    e2e_check "stale counted ($(fleet_sync lb1 rejected.stale))" _ge "$(fleet_sync lb1 rejected.stale)" 1
-    e2e_check "replayed counted ($(fleet_sync lb1 rejected.replayed))" _ge "$(fleet_sync lb1 rejected.replayed)" 1
-    e2e_check "unknown_peer counted ($(fleet_sync lb1 rejected.unknown_peer))" _ge "$(fleet_sync lb1 rejected.unknown_peer)" 2
     fleet_ctl lb1 flows show --limit 100000 --json >"$SPW_LOG_DIR/flows-lb1.json"
-    e2e_check "no entry for client port $port was installed" bash -c "! grep -q ':$port\"' '$SPW_LOG_DIR/flows-lb1.json'"
-    e2e_check "lb1 holds no synced entry at all (installed $(fleet_sync lb1 installed))" _eq "$(fleet_sync lb1 installed)" 0
-    got="$(nsx "$FLEET_CLIENT" curl -s --local-port "$port" --max-time 3 "http://$SPW_VIP:$SPW_VIP_PORT/" | "$SPW_PYTHON" -c "import sys; sys.path.insert(0, '$SPW_LIB_DIR'); from keepalive_client import backend_of; print(backend_of(sys.stdin.buffer.read()))" || true)"
-    echo "  a real connection from port $port was answered by: $got"
-    e2e_check "the client's connection went to the Maglev pick $pick ($got)" _eq "$got" "$pick"
+    flows="$SPW_LOG_DIR/flows-lb1.json"
+    e2e_check "bad_tag counts the forged and the wrong-key message ($(fleet_sync lb1 rejected.bad_tag))" _eq "$(fleet_sync lb1 rejected.bad_tag)" 2
+    e2e_check "stale counted ($(fleet_sync lb1 rejected.stale))" _eq "$(fleet_sync lb1 rejected.stale)" 1
+    e2e_check "unknown_peer counted ($(fleet_sync lb1 rejected.unknown_peer))" _eq "$(fleet_sync lb1 rejected.unknown_peer)" 1
+    e2e_check "the replay of the accepted message is refused ($(fleet_sync lb1 rejected.replayed))" _eq "$(fleet_sync lb1 rejected.replayed)" 1
+    e2e_check "no entry for client port $port was installed" bash -c "! grep -q ':$port\"' '$flows'"
+    e2e_check "the peer's record for port $port_ok was installed on $evil (the control: installation works)" "$SPW_PYTHON" -c "
+import json, sys
+rows = [e for e in json.load(open('$flows'))['entries'] if e['client'].endswith(':$port_ok')]
+sys.exit(0 if len(rows) == 1 and rows[0]['backend'] == '$evil' and rows[0]['state'] == 'synced' else 1)"
+    e2e_check "exactly one record installed ($(fleet_sync lb1 installed))" _eq "$(fleet_sync lb1 installed)" 1
     e2e_done
 }

@@ -9,8 +9,9 @@ VIP:VPORT/tcp to ENDPOINT:
     forged     random tag
     wrongkey   tagged with another key
     stale      the right key, sent-at 10 minutes ago
-    replay     the right key, sent twice (the second copy is a replay)
     unknown    the right key, fresh, from an address that is not a peer
+    peer       the right key, fresh, from --source (a peer's address: the positive
+               control, installed), then the same bytes again (a replay)
 
 Prints one line per message sent.
 """
@@ -45,12 +46,19 @@ def main():
     ap.add_argument("--vip-port", type=int, default=80)
     ap.add_argument("--endpoint", required=True)
     ap.add_argument("--kind", action="append", required=True)
+    ap.add_argument("--source", help="IP:PORT to send `peer` messages from (needs ip_nonlocal_bind)")
     a = ap.parse_args()
     key = open(a.key_file, "rb").read().strip()
     host, port = a.target.rsplit(":", 1)
     to = (host, int(port))
     rec = record(a.client, a.client_port, a.vip, a.vip_port, a.endpoint)
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    peer = None
+    if a.source:
+        ip, p = a.source.rsplit(":", 1)
+        peer = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        peer.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        peer.bind((ip, int(p)))
     now = int(time.time() * 1000)
     sender = int.from_bytes(os.urandom(8), "big")
     seq = now * 1000
@@ -63,14 +71,14 @@ def main():
             m = message(os.urandom(32), sender, seq, now, rec)
         elif kind == "stale":
             m = message(key, sender, seq, now - 600_000, rec)
-        elif kind in ("replay", "unknown"):
+        elif kind in ("unknown", "peer"):
             m = message(key, sender, seq, now, rec)
         else:
             raise SystemExit(f"unknown kind {kind}")
-        s.sendto(m, to)
-        if kind == "replay":
+        (peer if kind == "peer" else s).sendto(m, to)
+        if kind == "peer":
             time.sleep(0.05)
-            s.sendto(m, to)
+            peer.sendto(m, to)
         print(f"sent {kind} ({len(m)} bytes) to {a.target}")
 
 

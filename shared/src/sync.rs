@@ -28,8 +28,11 @@
 //! ```text
 //!  0 op (1 upsert, 2 remove)   1 family (4, 6)   2 protocol   3 state (2 established, 3 closing)
 //!  4 client port  6 VIP port (the tracking key's ports: 0 for a session entry's client port)
-//!  8 remaining lifetime, ms (u32)   12 flags (bit 0: session entry)   13..16 zero
-//! 16 client address (16 bytes; IPv4 in the last 4)   32 VIP (16)   48 endpoint address (16)
+//!  8 remaining lifetime, ms (u32)   12 flags: bit 0 session entry, bit 1 IPv6 endpoint,
+//!    bit 2 relayed (the sender holds it as another host's copy)   13..16 zero
+//! 16 client address (16 bytes; IPv4 in the last 4)   32 VIP (16)
+//! 48 endpoint address (16; its family is flag bit 1, which may differ from the key's:
+//!    an IPv4 service with IPv6 endpoints over IPIP/GUE)
 //! ```
 //!
 //! # Acceptance rules (in order; every refusal is counted by its [`Reject`] reason)
@@ -40,7 +43,8 @@
 //!    (`stale`);
 //! 5. its sequence number was not seen from that sender: a 64-message window above the
 //!    highest seen, as the IPsec anti-replay window of RFC 4303 §3.4.3 (`replayed`);
-//! 6. every record is well formed (`bad_record`; the whole message is refused).
+//! 6. every record is well formed (a bad one is skipped and counted as `bad_record`; the
+//!    others of the message are taken).
 //!
 //! Nothing here does I/O or reads a clock: callers pass the time.
 
@@ -146,8 +150,11 @@ pub struct Record {
     pub state: SyncState,
     /// Lifetime left if no packet arrives, ms.
     pub remaining_ms: u32,
-    /// Address of the endpoint the connection uses.
+    /// Address of the endpoint the connection uses (of either family).
     pub endpoint: IpAddr,
+    /// The sender holds the entry as another host's copy (a dump relays those): such a
+    /// record never replaces a copy that came from the connection's own host.
+    pub relayed: bool,
 }
 
 /// Why a message (or record) was refused. The names are the metric labels.
@@ -164,8 +171,6 @@ pub enum Reject {
     Stale,
     /// A sequence number already seen, or below the window.
     Replayed,
-    /// A record with invalid fields.
-    BadRecord,
     /// From an address that is not one of `sync.peers` (checked after the tag).
     UnknownPeer,
 }
@@ -230,7 +235,7 @@ pub fn encode(h: &Header, records: &[Record], key: &SyncKey) -> Vec<u8> {
         o[4..6].copy_from_slice(&r.sport.to_be_bytes());
         o[6..8].copy_from_slice(&r.dport.to_be_bytes());
         o[8..12].copy_from_slice(&r.remaining_ms.to_be_bytes());
-        o[12] = u8::from(r.session);
+        o[12] = u8::from(r.session) | u8::from(r.endpoint.is_ipv6()) << 1 | u8::from(r.relayed) << 2;
         put_addr(&mut o[16..32], r.ipv6, r.src);
         put_addr(&mut o[32..48], r.ipv6, r.dst);
         put_addr(&mut o[48..64], r.endpoint.is_ipv6(), ip_to_u128(r.endpoint));
@@ -278,15 +283,19 @@ pub fn verify(buf: &[u8], key: &SyncKey) -> Result<Header, Reject> {
     Ok(Header { kind, sender: be64(buf, 8), seq: be64(buf, 16), sent_ms: be64(buf, 24), digest: be64(buf, 32) })
 }
 
-/// Decodes the records of a verified message (rule 6). Never panics on any input.
-pub fn records(buf: &[u8]) -> Result<Vec<Record>, Reject> {
-    let count = usize::from(be16(buf, 6));
-    let mut out = Vec::with_capacity(count.min(MAX_RECORDS));
-    for i in 0..count.min(MAX_RECORDS) {
-        let o = buf.get(HEADER_LEN + i * RECORD_LEN..HEADER_LEN + (i + 1) * RECORD_LEN).ok_or(Reject::Malformed)?;
-        out.push(record(o).ok_or(Reject::BadRecord)?);
+/// Decodes the records of a verified message (rule 6): the well-formed ones, and how many
+/// were not (skipped). Never panics on any input; bytes past the buffer are not records.
+pub fn records(buf: &[u8]) -> (Vec<Record>, usize) {
+    let count = usize::from(be16(buf, 6)).min(MAX_RECORDS);
+    let mut out = Vec::with_capacity(count);
+    let mut bad = 0;
+    for i in 0..count {
+        match buf.get(HEADER_LEN + i * RECORD_LEN..HEADER_LEN + (i + 1) * RECORD_LEN).and_then(record) {
+            Some(r) => out.push(r),
+            None => bad += 1,
+        }
     }
-    Ok(out)
+    (out, bad)
 }
 
 fn record(o: &[u8]) -> Option<Record> {
@@ -310,20 +319,21 @@ fn record(o: &[u8]) -> Option<Record> {
         _ => return None,
     };
     let flags = *o.get(12)?;
-    if flags > 1 || o.get(13..16)? != [0, 0, 0] {
+    if flags > 7 || o.get(13..16)? != [0, 0, 0] {
         return None;
     }
-    let addr = |r: std::ops::Range<usize>| -> Option<u128> {
+    let (session, ep_v6, relayed) = (flags & 1 != 0, flags & 2 != 0, flags & 4 != 0);
+    let addr = |r: std::ops::Range<usize>, v6: bool| -> Option<u128> {
         let a = be128(o.get(r)?);
-        (ipv6 || a <= u128::from(u32::MAX)).then_some(a)
+        (v6 || a <= u128::from(u32::MAX)).then_some(a)
     };
-    let (src, dst, ep) = (addr(16..32)?, addr(32..48)?, addr(48..64)?);
-    let endpoint = if ipv6 { IpAddr::V6(Ipv6Addr::from(ep)) } else { IpAddr::V4(Ipv4Addr::from(ep as u32)) };
+    let (src, dst, ep) = (addr(16..32, ipv6)?, addr(32..48, ipv6)?, addr(48..64, ep_v6)?);
+    let endpoint = if ep_v6 { IpAddr::V6(Ipv6Addr::from(ep)) } else { IpAddr::V4(Ipv4Addr::from(ep as u32)) };
     let (sport, dport) = (be16(o, 4), be16(o, 6));
-    if dst == 0 || src == 0 || ep == 0 || dport == 0 || (flags == 0 && sport == 0) {
+    if dst == 0 || src == 0 || ep == 0 || dport == 0 || (!session && sport == 0) {
         return None;
     }
-    Some(Record { op, ipv6, src, dst, sport, dport, proto, session: flags == 1, state, remaining_ms: be32(o, 8), endpoint })
+    Some(Record { op, ipv6, src, dst, sport, dport, proto, session, state, remaining_ms: be32(o, 8), endpoint, relayed })
 }
 
 /// Per-sender anti-replay state (RFC 4303 §3.4.3's sliding window).
@@ -383,8 +393,11 @@ impl Receiver {
     }
 
     /// Applies rules 3–5 to a verified header at `now_ms` (Unix ms); on success the
-    /// sequence number is recorded, so the same message is refused next time.
-    pub fn accept(&mut self, h: &Header, now_ms: u64) -> Result<(), Reject> {
+    /// sequence number is recorded, so the same message is refused next time, and the
+    /// number of sequence numbers skipped since the sender's highest is returned (messages
+    /// lost or still in flight: senders number each peer's messages on their own, so a gap
+    /// means loss or reordering).
+    pub fn accept(&mut self, h: &Header, now_ms: u64) -> Result<u64, Reject> {
         if h.sender == self.own {
             return Err(Reject::Own);
         }
@@ -397,11 +410,12 @@ impl Receiver {
             }
         }
         let w = self.windows.entry(h.sender).or_default();
+        let gap = if w.bits != 0 && h.seq > w.highest { h.seq - w.highest - 1 } else { 0 };
         if !w.check_and_set(h.seq) {
             return Err(Reject::Replayed);
         }
         w.last_heard = now_ms;
-        Ok(())
+        Ok(gap)
     }
 
     /// Senders heard from (replay windows kept).

@@ -36,8 +36,14 @@ pub struct SyncStatus {
     pub unknown_service: u64,
     /// Records not installed: the service has no endpoint of that address here.
     pub unknown_endpoint: u64,
-    /// Records of this host not sent: the endpoint slot was removed meanwhile.
+    /// Records of this host not sent: the endpoint slot no longer held the entry's endpoint.
     pub stale_slot: u64,
+    /// Records skipped in accepted messages (bad fields).
+    pub bad_records: u64,
+    /// Messages of peers' numbering that never arrived (gaps: loss or reordering).
+    pub lost_messages: u64,
+    /// Peers' relayed copies not installed over a copy from the connection's own host.
+    pub older: u64,
     /// Records this host's workers could not queue (outbound queue full).
     pub outbound_queue_full: u64,
     /// Records not handed to a worker (inbound queue full).
@@ -78,5 +84,7 @@ pub struct SyncPeerStatus {
     pub drift: bool,
     /// Its dump for our start-up was received.
     pub dump_received: bool,
+    /// Messages of its numbering that never arrived (a dump with losses is incomplete).
+    pub lost_messages: u64,
 }
 

@@ -22,26 +22,28 @@ fn rec(sport: u16) -> Record {
         state: SyncState::Established,
         remaining_ms: 599_000,
         endpoint: IpAddr::V4(Ipv4Addr::new(10, 200, 11, 1)),
+        relayed: false,
     }
 }
 
 fn arb_record() -> impl Strategy<Value = Record> {
-    (any::<bool>(), any::<bool>(), 1u128.., 1u128.., any::<u16>(), 1u16.., prop_oneof![Just(6u8), Just(17u8)], any::<bool>(), any::<bool>(), any::<u32>(), 1u128..)
-        .prop_map(|(upsert, ipv6, src, dst, sport, dport, proto, session, closing, remaining_ms, ep)| {
-            let fit = |a: u128| if ipv6 { a } else { (a % u128::from(u32::MAX)).max(1) };
-            let ep = fit(ep);
+    (any::<bool>(), any::<bool>(), 1u128.., 1u128.., any::<u16>(), 1u16.., prop_oneof![Just(6u8), Just(17u8)], any::<bool>(), any::<bool>(), any::<u32>(), 1u128.., (any::<bool>(), any::<bool>()))
+        .prop_map(|(upsert, ipv6, src, dst, sport, dport, proto, session, closing, remaining_ms, ep, (ep_v6, relayed))| {
+            let fit = |a: u128, v6: bool| if v6 { a } else { (a % u128::from(u32::MAX)).max(1) };
+            let ep = fit(ep, ep_v6);
             Record {
                 op: if upsert { Op::Upsert } else { Op::Remove },
                 ipv6,
-                src: fit(src),
-                dst: fit(dst),
+                src: fit(src, ipv6),
+                dst: fit(dst, ipv6),
                 sport: if session { 0 } else { sport.max(1) },
                 dport,
                 proto,
                 session,
                 state: if closing { SyncState::Closing } else { SyncState::Established },
                 remaining_ms,
-                endpoint: if ipv6 { IpAddr::V6(Ipv6Addr::from(ep)) } else { IpAddr::V4(Ipv4Addr::from(ep as u32)) },
+                endpoint: if ep_v6 { IpAddr::V6(Ipv6Addr::from(ep)) } else { IpAddr::V4(Ipv4Addr::from(ep as u32)) },
+                relayed,
             }
         })
 }
@@ -53,7 +55,7 @@ fn a_message_round_trips_and_has_the_documented_size() {
     assert_eq!(m.len(), MAX_MESSAGE_LEN);
     assert!(m.len() <= 1500 - 40 - 8, "fits an IPv6/UDP datagram on a 1500-byte MTU");
     assert_eq!(verify(&m, &key()), Ok(header(5)));
-    assert_eq!(records(&m).unwrap(), rs);
+    assert_eq!(records(&m), (rs, 0));
 }
 
 #[test]
@@ -84,34 +86,53 @@ fn framing_errors_are_malformed() {
 }
 
 #[test]
-fn a_record_with_bad_fields_refuses_the_message() {
+fn a_record_with_bad_fields_is_skipped_and_the_others_taken() {
     // A validly tagged message (a peer of a newer version, or a bug) with a bad record.
-    let mut body = encode(&header(1), &[rec(40000)], &key());
+    let mut body = encode(&header(1), &[rec(40000), rec(40001)], &key());
     body.truncate(body.len() - TAG_LEN);
     body[HEADER_LEN + 2] = 1; // ICMP is never tracked
     let mut mac = key().mac();
     mac.update(&body);
     body.extend_from_slice(&mac.finalize().into_bytes());
     assert!(verify(&body, &key()).is_ok());
-    assert_eq!(records(&body), Err(Reject::BadRecord));
+    assert_eq!(records(&body), (vec![rec(40001)], 1));
 }
 
 #[test]
 fn replay_window_accepts_each_sequence_once() {
     let mut r = Receiver::new(1, 30_000);
     let now = 1_000_000;
-    assert_eq!(r.accept(&header(100), now), Ok(()));
+    assert_eq!(r.accept(&header(100), now).map(|_| ()), Ok(()));
     assert_eq!(r.accept(&header(100), now), Err(Reject::Replayed));
-    assert_eq!(r.accept(&header(98), now), Ok(()), "late but inside the window");
+    assert_eq!(r.accept(&header(98), now).map(|_| ()), Ok(()), "late but inside the window");
     assert_eq!(r.accept(&header(98), now), Err(Reject::Replayed));
-    assert_eq!(r.accept(&header(200), now), Ok(()));
+    assert_eq!(r.accept(&header(200), now).map(|_| ()), Ok(()));
     assert_eq!(r.accept(&header(100), now), Err(Reject::Replayed), "below the window");
     assert_eq!(r.accept(&Header { sender: 1, ..header(300) }, now), Err(Reject::Own));
     assert_eq!(r.accept(&header(300), now + 30_001), Err(Reject::Stale));
     assert_eq!(r.accept(&header(301), now - 30_001), Err(Reject::Stale), "from the future");
     let mut fresh = Receiver::new(1, 30_000).not_before(now);
     assert_eq!(fresh.accept(&Header { sent_ms: now - 2_000, ..header(400) }, now), Err(Reject::Stale), "sent before this receiver started");
-    assert_eq!(fresh.accept(&Header { sent_ms: now, ..header(401) }, now), Ok(()));
+    assert_eq!(fresh.accept(&Header { sent_ms: now, ..header(401) }, now), Ok(0));
+}
+
+/// An IPv4 service whose endpoints are IPv6 (IPIP/GUE) sends an IPv6 endpoint address.
+#[test]
+fn an_endpoint_of_the_other_family_round_trips() {
+    let r = Record { endpoint: IpAddr::V6("fd00::11".parse().unwrap()), ..rec(40000) };
+    let r6 = Record { ipv6: true, src: 0xfd01 << 112 | 7, dst: 0xfd02 << 112 | 1, endpoint: IpAddr::V4(Ipv4Addr::new(10, 0, 1, 1)), ..rec(40001) };
+    let m = encode(&header(1), &[r, r6], &key());
+    assert_eq!(records(&m), (vec![r, r6], 0));
+}
+
+/// Senders number each peer's messages on their own: a gap is a lost message.
+#[test]
+fn gaps_in_a_senders_numbers_are_reported() {
+    let mut r = Receiver::new(0, 30_000);
+    assert_eq!(r.accept(&header(10), 1_000_000), Ok(0));
+    assert_eq!(r.accept(&header(11), 1_000_000), Ok(0));
+    assert_eq!(r.accept(&header(15), 1_000_000), Ok(3));
+    assert_eq!(r.accept(&header(13), 1_000_000), Ok(0), "late, inside the window");
 }
 
 #[test]
@@ -172,7 +193,7 @@ proptest! {
         let h = Header { kind: Kind::Records, sender, seq, sent_ms: 123, digest };
         let m = encode(&h, &rs, &key());
         prop_assert_eq!(verify(&m, &key()), Ok(h));
-        prop_assert_eq!(records(&m).unwrap(), rs);
+        prop_assert_eq!(records(&m), (rs, 0));
     }
 
     /// Random bytes never panic and never verify.

@@ -220,7 +220,7 @@ mod tests {
                     worker.ct.insert(&k, slot, inc, 0, 5, &Timeouts::default());
                 }
                 while !stop.load(Ordering::Relaxed) {
-                    sh.mailboxes[w].serve(|req| worker.control(req, 10));
+                    sh.mailboxes[w].serve(|req| worker.control(req, &Snapshot::default(), 10));
                     std::thread::sleep(Duration::from_micros(100));
                 }
             }));

@@ -24,8 +24,8 @@ fn edit_reports_unknown_fields_and_types() {
     assert!(d.is_empty());
 }
 
-fn daemon() -> Daemon {
-    let text = r#"
+/// The config of [`daemon`]: service `web` with one-address backends b1 and b2.
+const TWO_BACKENDS: &str = r#"
 [[ports]]
 name = "p0"
 device = "net_null0"
@@ -43,8 +43,13 @@ name = "b2"
 address = "10.0.1.2"
 mac = "02:00:00:00:0b:02"
 "#;
-    let cfg = Config::from_toml(text).unwrap();
-    Daemon::new(cfg, 1, vec![0], Box::new(|_| Default::default())).unwrap()
+
+fn daemon_of(text: &str) -> Daemon {
+    Daemon::new(Config::from_toml(text).unwrap(), 1, vec![0], Box::new(|_| Default::default())).unwrap()
+}
+
+fn daemon() -> Daemon {
+    daemon_of(TWO_BACKENDS)
 }
 
 fn set(service: &str, name: &str, f: &[(&str, &str)], g: Option<u64>) -> spillway_shared::proto::Request {
@@ -274,27 +279,12 @@ fn a_no_op_endpoint_edit_moves_no_pick() {
 #[test]
 fn equal_configs_in_two_spellings_build_equal_tables() {
     let single = daemon();
-    let text = r#"
-[[ports]]
-name = "p0"
-device = "net_null0"
-address = "10.0.0.2"
-[[services]]
-name = "web"
-vip = "10.0.0.100"
-port = 80
-[[services.backends]]
-name = "b2"
-address = "10.0.1.2"
-mac = "02:00:00:00:0b:02"
-[[services.backends]]
-name = "b1"
-[[services.backends.endpoints]]
-name = "b1"
-address = "10.0.1.1"
-mac = "02:00:00:00:0b:01"
-"#;
-    let grouped = Daemon::new(Config::from_toml(text).unwrap(), 1, vec![0], Box::new(|_| Default::default())).unwrap();
+    // The same config with b1 written as a group of one endpoint named like it, listed
+    // after b2.
+    let b1 = "[[services.backends]]\nname = \"b1\"\naddress = \"10.0.1.1\"\nmac = \"02:00:00:00:0b:01\"\n";
+    assert!(TWO_BACKENDS.contains(b1));
+    let grouped_b1 = "[[services.backends]]\nname = \"b1\"\n[[services.backends.endpoints]]\nname = \"b1\"\naddress = \"10.0.1.1\"\nmac = \"02:00:00:00:0b:01\"\n";
+    let grouped = daemon_of(&(TWO_BACKENDS.replace(b1, "") + grouped_b1));
     let name = |d: &Daemon| -> Vec<Option<String>> {
         let p = picks(d);
         d.shared.with_snapshot(|s| p.iter().map(|x| x.map(|slot| s.backends[usize::from(slot)].name.clone())).collect()).unwrap()

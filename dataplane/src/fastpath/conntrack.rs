@@ -45,13 +45,18 @@ mod sync;
 #[path = "conntrack_mem.rs"]
 mod mem;
 use mem::BucketMem;
-pub use sync::{InstallOutcome, SyncWalk, Synced};
+pub use sync::{InstallOutcome, Offer, SyncWalk, Synced};
 
 /// Flag in [`Entry::state`]: the entry was installed from a peer's sync message
 /// ([`ConnTable::install`]) and has seen no packet here yet. It is the fleet's connection,
 /// not this host's: never sent back to peers by the refresh walk, and replaced by a peer's
 /// newer record. Its first packet here clears the flag ([`ConnTable::lookup`]).
 pub const REMOTE: u8 = 0x80;
+
+/// Flag in [`Entry::state`], with [`REMOTE`]: the peer that sent the entry held it as
+/// another host's copy (a dump relays those), so it never replaces a copy that came from
+/// the connection's own host ([`ConnTable::install`]).
+pub const RELAYED: u8 = 0x40;
 
 /// Entries per bucket.
 pub const WAYS: usize = 4;
@@ -126,9 +131,9 @@ impl<A: FlowAddr> Entry<A> {
         let age = now.wrapping_sub(self.last_seen);
         self.state == State::Empty as u8 || (age > self.timeout_ms && age < SKEW_MS.wrapping_neg())
     }
-    /// The entry's state ([`REMOTE`] masked off).
+    /// The entry's state ([`REMOTE`] and [`RELAYED`] masked off).
     pub fn state(&self) -> State {
-        match self.state & !REMOTE {
+        match self.state & !(REMOTE | RELAYED) {
             1 => State::SynOnly,
             2 => State::Established,
             3 => State::Closing,
@@ -138,6 +143,11 @@ impl<A: FlowAddr> Entry<A> {
     /// Whether the entry came from a peer and has seen no packet here ([`REMOTE`]).
     pub fn is_remote(&self) -> bool {
         self.state & REMOTE != 0
+    }
+    /// Whether a peer's entry was relayed by a host that was not the connection's own
+    /// ([`RELAYED`]).
+    pub fn is_relayed(&self) -> bool {
+        self.state & RELAYED != 0
     }
     /// Lifetime left at `now` if no packet arrives, ms.
     pub fn remaining_ms(&self, now: u32) -> u32 {
@@ -185,6 +195,8 @@ pub struct CtCounters {
     pub sync_no_room: u64,
     /// Lookups that found a peer's entry (a flow moved here and kept its backend).
     pub sync_adopted: u64,
+    /// Relayed copies not installed over a copy from the connection's own host.
+    pub sync_older: u64,
 }
 
 /// What a lookup found.

@@ -6,14 +6,16 @@
 //! - a peer's entry goes into the table of the worker that RSS gives the flow, so the
 //!   flow's first packet here finds it with the ordinary lookup (no second table, no extra
 //!   read on a miss);
-//! - it never overrides a live entry of this host (`sync_conflicts`), and it takes a slot
+//! - it never overrides a live entry of this host (`sync_conflicts`), a copy relayed by a
+//!   third host never replaces one from the connection's own host (`sync_older`), and it
+//!   takes a slot
 //!   by the insertion order of new entries: expired → oldest SYN-only → oldest closing,
 //!   never an established entry (`sync_no_room`);
 //! - it lives as long as the origin's entry would (its remaining lifetime), unless a
 //!   refresh extends it; its first packet here makes it this host's entry with the full
 //!   timeout of its state ([`adopt`]).
 
-use super::{ConnTable, Entry, FlowAddr, FlowKeyOf, State, Timeouts, REMOTE};
+use super::{ConnTable, Entry, FlowAddr, FlowKeyOf, State, Timeouts, RELAYED, REMOTE};
 
 /// Longest lifetime a peer's entry is installed with, ms (the longest configurable idle
 /// timeout, 57,600 s).
@@ -28,6 +30,9 @@ pub enum InstallOutcome {
     Updated,
     /// This host has a live entry of its own for the key: nothing changed.
     Conflict,
+    /// A relayed copy, and the entry here came from the connection's own host: nothing
+    /// changed.
+    Older,
     /// Both buckets hold only established entries: nothing changed.
     NoRoom,
 }
@@ -45,6 +50,8 @@ pub struct Synced {
     pub state: State,
     /// Lifetime left, ms.
     pub remaining_ms: u32,
+    /// Relayed by a host that holds it as another host's copy.
+    pub relayed: bool,
 }
 
 /// Pacing state of the refresh walk of one table: how far it got and when it last ran.
@@ -58,11 +65,20 @@ pub struct SyncWalk {
     pub full_pass_left: usize,
 }
 
+/// Why the refresh walk offers an entry ([`ConnTable::sync_walk`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Offer {
+    /// This host's connection carried traffic within the interval: due to every peer.
+    Refresh,
+    /// Only part of a dump (idle, or another host's copy): for the dump's requesters.
+    DumpOnly,
+}
+
 /// Makes a peer's entry this host's on its first packet here: the flag goes and the
 /// timeout becomes its state's (the origin's lifetime left no longer applies).
 #[cold]
 pub(super) fn adopt<A: FlowAddr>(e: &mut Entry<A>, t: &Timeouts) {
-    e.state &= !REMOTE;
+    e.state &= !(REMOTE | RELAYED);
     e.timeout_ms = match e.state() {
         State::Closing => t.closing_ms,
         _ if e.proto == crate::wire::PROTO_TCP => t.tcp_ms,
@@ -75,13 +91,17 @@ impl<A: FlowAddr> ConnTable<A> {
     /// living its remaining time unless a packet arrives; module docs give the rules). `now`
     /// is the worker clock, ms.
     pub fn install(&mut self, k: &FlowKeyOf<A>, x: Synced, now: u32) -> InstallOutcome {
-        let Synced { backend, incarnation, service, state, remaining_ms } = x;
+        let Synced { backend, incarnation, service, state, remaining_ms, relayed } = x;
         let (b, i, outcome) = match self.find(k) {
             Some((b, i)) => {
                 let e = &self.buckets[b].0[i];
                 if !e.expired(now) && !e.is_remote() {
                     self.counters.sync_conflicts += 1;
                     return InstallOutcome::Conflict;
+                }
+                if !e.expired(now) && relayed && !e.is_relayed() {
+                    self.counters.sync_older += 1;
+                    return InstallOutcome::Older;
                 }
                 (b, i, InstallOutcome::Updated)
             }
@@ -100,7 +120,7 @@ impl<A: FlowAddr> ConnTable<A> {
             sport: k.sport,
             dport: k.dport,
             proto: k.proto,
-            state: state as u8 | REMOTE,
+            state: state as u8 | REMOTE | if relayed { RELAYED } else { 0 },
             backend,
             incarnation,
             service,
@@ -135,17 +155,19 @@ impl<A: FlowAddr> ConnTable<A> {
     }
 
     /// One step of the refresh walk: visits up to `buckets` buckets from where the last
-    /// step stopped and offers `send` the entries to tell peers about:
-    /// - normally, this host's own confirmed entries (established or closing, not a peer's)
-    ///   that saw a packet within the last `active_ms`: a walk that covers the table once
-    ///   per refresh interval sends each active connection once per interval, and an idle
-    ///   one not at all (its peers' copies expire when it would);
-    /// - with `all`, every live confirmed entry, peers' included (a dump for a starting
-    ///   peer, which must learn the connections of a host that died too).
+    /// step stopped and offers `send` the entries to tell peers about, with why
+    /// ([`Offer`]):
+    /// - this host's own confirmed entries (established or closing, not a peer's) that saw
+    ///   a packet within the last `active_ms` ([`Offer::Refresh`]): a walk that covers the
+    ///   table once per refresh interval sends each active connection once per interval,
+    ///   and an idle one not at all (its peers' copies expire when it would);
+    /// - with `all`, also every other live confirmed entry, peers' included
+    ///   ([`Offer::DumpOnly`]: a dump for a starting peer, which must learn the connections
+    ///   of a host that died too).
     ///
     /// `send` returns `false` when its queue is full: the walk stops at that bucket and
     /// resumes there, so nothing is skipped. Returns the buckets visited.
-    pub fn sync_walk(&mut self, now: u32, buckets: usize, active_ms: u32, all: bool, mut send: impl FnMut(&Entry<A>) -> bool) -> usize {
+    pub fn sync_walk(&mut self, now: u32, buckets: usize, active_ms: u32, all: bool, mut send: impl FnMut(&Entry<A>, Offer) -> bool) -> usize {
         let len = self.buckets.len();
         let mut visited = 0;
         while visited < buckets.min(len) {
@@ -155,8 +177,14 @@ impl<A: FlowAddr> ConnTable<A> {
                 if e.expired(now) || e.state() == State::SynOnly {
                     continue;
                 }
-                let wanted = if all { true } else { !e.is_remote() && now.wrapping_sub(e.last_seen) < active_ms };
-                if wanted && !send(e) {
+                let offer = if !e.is_remote() && now.wrapping_sub(e.last_seen) < active_ms {
+                    Offer::Refresh
+                } else if all {
+                    Offer::DumpOnly
+                } else {
+                    continue;
+                };
+                if !send(e, offer) {
                     // Resume at this bucket: the entries already offered are offered again,
                     // which a peer takes as a refresh.
                     return visited;
@@ -178,7 +206,7 @@ mod tests {
         FlowKey { src: 0x0a00_0000 + i, dst: 0x0a00_0064, sport: 40_000, dport: 80, proto: crate::wire::PROTO_TCP }
     }
     fn syn(backend: u16, remaining_ms: u32) -> Synced {
-        Synced { backend, incarnation: 1, service: 0, state: State::Established, remaining_ms }
+        Synced { backend, incarnation: 1, service: 0, state: State::Established, remaining_ms, relayed: false }
     }
     const T: Timeouts = Timeouts { syn_ms: 5_000, tcp_ms: 600_000, closing_ms: 10_000, udp_ms: 30_000 };
 
@@ -191,6 +219,9 @@ mod tests {
         assert_eq!(t.install(&key(2), syn(9, 60_000), 10), InstallOutcome::Installed);
         assert_eq!(t.install(&key(2), syn(8, 60_000), 11), InstallOutcome::Updated, "a newer record of the peer's");
         assert!(!t.remove_synced(&key(1)), "a local entry is not the peer's to remove");
+        let relayed = Synced { relayed: true, ..syn(7, 60_000) };
+        assert_eq!(t.install(&key(2), relayed, 12), InstallOutcome::Older, "a relayed copy does not replace the origin's");
+        assert_eq!(t.lookup(&key(2), 0x10, 13, &T).map(|h| h.backend), Some(8));
         t.install(&key(3), syn(9, u32::MAX), 0);
         assert!(t.peek(&key(3), MAX_SYNCED_LIFETIME_MS + 1).is_none(), "a peer's lifetime is bounded");
     }
@@ -240,7 +271,7 @@ mod tests {
         // a queue of 7 places per step: the walk must still offer every wanted entry
         for _ in 0..200 {
             budget = 7;
-            t.sync_walk(10, 8, 5_000, false, |e| {
+            t.sync_walk(10, 8, 5_000, false, |e, _| {
                 if budget == 0 {
                     return false;
                 }
@@ -253,13 +284,14 @@ mod tests {
         let want: std::collections::HashSet<u32> = (0..100).filter(|i| i % 2 == 0).map(|i| key(i).src).collect();
         assert_eq!(seen, want, "confirmed local entries only: no SYN-only, no peer's");
         let mut all = std::collections::HashSet::new();
-        t.sync_walk(10, t.buckets_len(), 5_000, true, |e| {
+        t.sync_walk(10, t.buckets_len(), 5_000, true, |e, offer| {
+            assert_eq!(offer == Offer::DumpOnly, e.is_remote(), "every local entry here is active");
             all.insert(e.src);
             true
         });
         assert!(all.contains(&key(500).src) && all.len() == 51, "a dump includes the peers' entries");
         let mut idle = 0;
-        t.sync_walk(10_000, t.buckets_len(), 5_000, false, |_| {
+        t.sync_walk(10_000, t.buckets_len(), 5_000, false, |_, _| {
             idle += 1;
             true
         });

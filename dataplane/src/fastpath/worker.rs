@@ -113,6 +113,8 @@ pub struct Worker {
     sync_walk6: crate::fastpath::conntrack::SyncWalk,
     /// Last dump epoch this worker started a pass for.
     sync_epoch: u64,
+    /// The dump pass whose end marker is still to be queued.
+    sync_pass_end: Option<u64>,
 }
 
 /// Connection-table buckets [`Worker::poll`] sweeps per iteration: at 10^4 to 10^7
@@ -224,6 +226,7 @@ impl Worker {
             sync_walk: Default::default(),
             sync_walk6: Default::default(),
             sync_epoch: 0,
+            sync_pass_end: None,
         }
     }
 
@@ -400,7 +403,7 @@ impl Worker {
                 if keeps_backend(snap, svc, svc_idx, hit.backend, hit.incarnation, key.src, now) {
                     if hit.after != hit.state && self.sync.is_some() {
                         // confirmed or closing: peers learn it (fleet sync)
-                        self.sync_state_change(&ct_key, &hit, &t);
+                        self.sync_state_change(snap, &ct_key, &hit, &t);
                     }
                     return Ok(hit.backend);
                 }
@@ -533,7 +536,7 @@ impl Worker {
             self.frags6.sweep(now_ms, FRAG_SWEEP_PER_POLL);
         }
         if self.sync.is_some() {
-            self.sync_poll(now_ms);
+            self.sync_poll(snap, now_ms);
         }
         // Both families' tables count in the same counters.
         let (c, c6) = (&self.ct.counters, &self.ct6.counters);

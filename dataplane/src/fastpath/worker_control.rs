@@ -6,8 +6,10 @@ use super::Worker;
 
 impl Worker {
     /// Runs a control request on this worker's connection table (see
-    /// [`crate::control::Mailbox`]); called from the poll loop only when one is pending.
-    pub fn control(&mut self, req: &crate::control::FlowRequest, now_ms: u32) -> crate::control::FlowReply {
+    /// [`crate::control::Mailbox`]); called from the poll loop only when one is pending,
+    /// with the snapshot of that iteration (flushed connections' endpoints are named from
+    /// it for the peers).
+    pub fn control(&mut self, req: &crate::control::FlowRequest, snap: &crate::control::snapshot::Snapshot, now_ms: u32) -> crate::control::FlowReply {
         use spillway_shared::proto::FlowOp;
         let matches = |backend: u16, incarnation: u16| req.slots.as_ref().is_none_or(|s| s.contains(&(backend, incarnation)));
         let mut reply = crate::control::FlowReply { seq: req.seq, ..Default::default() };
@@ -37,23 +39,30 @@ impl Worker {
             }
             FlowOp::Flush => {
                 // Flushed connections of this host end on the peers too (fleet sync).
-                let (sync, id) = (self.sync.clone(), self.id);
-                reply.count = self.ct.retain(|e| {
-                    let keep = !matches(e.backend, e.incarnation);
-                    if let (false, Some(q)) = (keep, &sync) {
-                        Worker::sync_removed(q, id, e, now_ms);
-                    }
-                    keep
-                }) as u64;
-                reply.count += self.ct6.retain(|e| {
-                    let keep = !matches(e.backend, e.incarnation);
-                    if let (false, Some(q)) = (keep, &sync) {
-                        Worker::sync_removed(q, id, e, now_ms);
-                    }
-                    keep
-                }) as u64;
+                let sync = self.sync.as_deref();
+                reply.count = flush(&mut self.ct, &matches, sync, self.id, snap, now_ms) as u64;
+                reply.count += flush(&mut self.ct6, &matches, sync, self.id, snap, now_ms) as u64;
             }
         }
         reply
     }
+}
+
+/// Removes the entries of `ct` on a listed endpoint; with sync on, this host's own
+/// confirmed ones are removed on the peers too. Returns how many.
+fn flush<A: spillway_shared::flow::FlowAddr>(
+    ct: &mut crate::fastpath::conntrack::ConnTable<A>,
+    matches: &impl Fn(u16, u16) -> bool,
+    sync: Option<&crate::sync::SyncQueues>,
+    id: usize,
+    snap: &crate::control::snapshot::Snapshot,
+    now_ms: u32,
+) -> usize {
+    ct.retain(|e| {
+        let flushed = matches(e.backend, e.incarnation);
+        if let (true, Some(q)) = (flushed, sync) {
+            Worker::sync_removed(q, id, snap, e, now_ms);
+        }
+        !flushed
+    })
 }

@@ -44,7 +44,7 @@ pub fn run_loop<P: Port>(worker: &mut Worker, queues: &mut [P], shared: &crate::
         if let Some(o) = &outbox {
             worker.send_control_frames(queues, &o.outbox);
         }
-        mailbox.serve(|req| worker.control(req, now));
+        mailbox.serve(|req| worker.control(req, snap, now));
         if n == 0 && !params.idle_sleep.is_zero() {
             std::thread::sleep(params.idle_sleep);
         }

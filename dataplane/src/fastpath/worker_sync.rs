@@ -5,37 +5,69 @@
 //! path pays one well-predicted branch per state change and one per poll iteration.
 
 use super::{Family, Worker};
-use crate::fastpath::conntrack::{ConnTable, Entry, Hit, State, SyncWalk, Synced, Timeouts};
+use crate::control::snapshot::Snapshot;
+use crate::fastpath::conntrack::{ConnTable, Entry, Hit, Offer, State, SyncWalk, Synced, Timeouts};
 use crate::sync::{bump, SyncOut, SyncQueues, WorkerSyncCounters, INSTALL_PER_POLL, WALK_MAX_PER_POLL};
 use crossbeam_queue::ArrayQueue;
 use spillway_shared::flow::{FlowAddr, FlowKeyOf};
-use spillway_shared::sync::Op;
+use spillway_shared::sync::{Op, Record, SyncState};
+use std::net::IpAddr;
 use std::sync::atomic::Ordering::Relaxed;
 
 /// The address as the sync records carry it (IPv4 in the low 32 bits) and its family.
 #[inline]
 fn wide<A: FlowAddr>(a: A) -> (u128, bool) {
     match a.ip() {
-        std::net::IpAddr::V4(v) => (u128::from(u32::from(v)), false),
-        std::net::IpAddr::V6(v) => (u128::from(v), true),
+        IpAddr::V4(v) => (u128::from(u32::from(v)), false),
+        IpAddr::V6(v) => (u128::from(v), true),
     }
 }
 
-fn record<A: FlowAddr>(e: &Entry<A>, op: Op, now: u32) -> SyncOut {
-    let (src, ipv6) = wide(e.src);
-    SyncOut {
+/// The address of the endpoint in slot `backend` if it still holds incarnation
+/// `incarnation`, in the slot's own family (it may differ from the key's: IPIP/GUE).
+fn endpoint_of(snap: &Snapshot, backend: u16, incarnation: u16) -> Option<IpAddr> {
+    let b = snap.backends.get(usize::from(backend)).filter(|b| b.present && b.incarnation == incarnation)?;
+    Some(if b.addr6 != 0 { IpAddr::V6(b.addr6.into()) } else { IpAddr::V4(b.addr.into()) })
+}
+
+/// What a record says of a connection besides its key.
+struct Fields {
+    op: Op,
+    closing: bool,
+    backend: u16,
+    incarnation: u16,
+    remaining_ms: u32,
+    relayed: bool,
+}
+
+/// The wire record of `key`, or `None` (counted) when the slot no longer holds the
+/// endpoint the entry names.
+fn record<A: FlowAddr>(snap: &Snapshot, c: &WorkerSyncCounters, key: &FlowKeyOf<A>, f: Fields) -> Option<Record> {
+    let Fields { op, closing, backend, incarnation, remaining_ms, relayed } = f;
+    let Some(endpoint) = endpoint_of(snap, backend, incarnation) else {
+        bump(&c.stale_slot, 1);
+        return None;
+    };
+    let (src, ipv6) = wide(key.src);
+    Some(Record {
         op,
         ipv6,
         src,
-        dst: wide(e.dst).0,
-        sport: e.sport,
-        dport: e.dport,
-        proto: e.proto,
-        closing: e.state() == State::Closing,
-        backend: e.backend,
-        incarnation: e.incarnation,
-        remaining_ms: e.remaining_ms(now),
-    }
+        dst: wide(key.dst).0,
+        sport: key.sport,
+        dport: key.dport,
+        proto: key.proto,
+        session: key.sport == 0,
+        state: if closing { SyncState::Closing } else { SyncState::Established },
+        remaining_ms,
+        endpoint,
+        relayed,
+    })
+}
+
+fn entry_record<A: FlowAddr>(snap: &Snapshot, c: &WorkerSyncCounters, e: &Entry<A>, op: Op, now: u32) -> Option<Record> {
+    let f = Fields { op, closing: e.state() == State::Closing, backend: e.backend, incarnation: e.incarnation, remaining_ms: e.remaining_ms(now), relayed: e.is_remote() };
+    record(snap, c, &e.key(), f)
 }
 
 /// Queues `r`, counting a full queue.
@@ -51,8 +83,8 @@ fn offer(out: &ArrayQueue<SyncOut>, c: &WorkerSyncCounters, r: SyncOut) -> bool 
 }
 
 /// One refresh-walk step over `ct` (see [`ConnTable::sync_walk`]), paced so the walk
-/// covers the table once per `refresh_ms`, faster while a dump pass runs.
-fn walk<A: FlowAddr>(ct: &mut ConnTable<A>, w: &mut SyncWalk, out: &ArrayQueue<SyncOut>, c: &WorkerSyncCounters, now: u32, refresh_ms: u32) {
+/// covers the table once per `refresh_ms`, at full speed while a dump pass runs.
+fn walk<A: FlowAddr>(ct: &mut ConnTable<A>, w: &mut SyncWalk, snap: &Snapshot, out: &ArrayQueue<SyncOut>, c: &WorkerSyncCounters, now: u32, refresh_ms: u32) {
     let elapsed = u64::from(now.wrapping_sub(w.last_ms).min(1_000));
     w.last_ms = now;
     let n_buckets = ct.buckets_len() as u64;
@@ -62,7 +94,10 @@ fn walk<A: FlowAddr>(ct: &mut ConnTable<A>, w: &mut SyncWalk, out: &ArrayQueue<S
     if budget == 0 {
         return;
     }
-    let visited = ct.sync_walk(now, budget, refresh_ms, all, |e| offer(out, c, record(e, Op::Upsert, now)));
+    let visited = ct.sync_walk(now, budget, refresh_ms, all, |e, why| match entry_record(snap, c, e, Op::Upsert, now) {
+        Some(rec) => offer(out, c, SyncOut::Entry { rec, dump_only: why == Offer::DumpOnly }),
+        None => true,
+    });
     w.credit = w.credit.saturating_sub(visited as u64 * 1024);
     w.full_pass_left = w.full_pass_left.saturating_sub(visited);
 }
@@ -72,7 +107,7 @@ impl Worker {
     /// connection is told to the peers. Out of line: once or twice per connection.
     #[cold]
     #[inline(never)]
-    pub(super) fn sync_state_change<A: Family>(&mut self, ct_key: &FlowKeyOf<A>, hit: &Hit, t: &Timeouts) {
+    pub(super) fn sync_state_change<A: Family>(&mut self, snap: &Snapshot, ct_key: &FlowKeyOf<A>, hit: &Hit, t: &Timeouts) {
         let Some(q) = self.sync.as_ref() else { return };
         let remaining_ms = match hit.after {
             State::Established if ct_key.proto == crate::wire::PROTO_TCP => t.tcp_ms,
@@ -80,50 +115,49 @@ impl Worker {
             State::Closing => t.closing_ms,
             _ => return,
         };
-        let (src, ipv6) = wide(ct_key.src);
-        let r = SyncOut {
-            op: Op::Upsert,
-            ipv6,
-            src,
-            dst: wide(ct_key.dst).0,
-            sport: ct_key.sport,
-            dport: ct_key.dport,
-            proto: ct_key.proto,
-            closing: hit.after == State::Closing,
-            backend: hit.backend,
-            incarnation: hit.incarnation,
-            remaining_ms,
-        };
-        if let (Some(out), Some(c)) = (q.out.get(self.id), q.counters.get(self.id)) {
-            offer(out, c, r);
+        let (Some(out), Some(c)) = (q.out.get(self.id), q.counters.get(self.id)) else { return };
+        let f = Fields { op: Op::Upsert, closing: hit.after == State::Closing, backend: hit.backend, incarnation: hit.incarnation, remaining_ms, relayed: false };
+        if let Some(rec) = record(snap, c, ct_key, f) {
+            offer(out, c, SyncOut::Entry { rec, dump_only: false });
         }
     }
 
     /// Queues a removal for a flushed entry of this host (peers drop their copies).
-    pub(super) fn sync_removed<A: FlowAddr>(q: &SyncQueues, id: usize, e: &Entry<A>, now: u32) {
+    pub(super) fn sync_removed<A: FlowAddr>(q: &SyncQueues, id: usize, snap: &Snapshot, e: &Entry<A>, now: u32) {
         if e.is_remote() || e.state() == State::SynOnly {
             return;
         }
         if let (Some(out), Some(c)) = (q.out.get(id), q.counters.get(id)) {
-            offer(out, c, record(e, Op::Remove, now));
+            if let Some(rec) = entry_record(snap, c, e, Op::Remove, now) {
+                offer(out, c, SyncOut::Entry { rec, dump_only: false });
+            }
         }
     }
 
     /// Once per poll iteration with sync on: install up to [`INSTALL_PER_POLL`] peers'
-    /// entries, take one refresh-walk step per table, start a dump pass when a peer asked,
-    /// and publish the counters.
+    /// entries, take one refresh-walk step per table, run a dump pass when the `sync`
+    /// thread started one (ending it with a [`SyncOut::PassEnd`] marker), and publish the
+    /// counters.
     #[inline(never)]
-    pub(super) fn sync_poll(&mut self, now: u32) {
+    pub(super) fn sync_poll(&mut self, snap: &Snapshot, now: u32) {
         let Some(q) = self.sync.take() else { return };
         let id = self.id;
         if let (Some(inbound), Some(c)) = (q.inbound.get(id), q.counters.get(id)) {
             for _ in 0..INSTALL_PER_POLL {
                 let Some(r) = inbound.pop() else { break };
-                let x = Synced { backend: r.backend, incarnation: r.incarnation, service: r.service, state: if r.closing { State::Closing } else { State::Established }, remaining_ms: r.remaining_ms };
-                let removed = if r.ipv6 {
+                let rec = &r.rec;
+                let x = Synced {
+                    backend: r.backend,
+                    incarnation: r.incarnation,
+                    service: r.service,
+                    state: if rec.state == SyncState::Closing { State::Closing } else { State::Established },
+                    remaining_ms: rec.remaining_ms,
+                    relayed: rec.relayed,
+                };
+                let removed = if rec.ipv6 {
                     self.ipv6_seen = true;
-                    let k = FlowKeyOf { src: r.src, dst: r.dst, sport: r.sport, dport: r.dport, proto: r.proto };
-                    match r.op {
+                    let k = FlowKeyOf { src: rec.src, dst: rec.dst, sport: rec.sport, dport: rec.dport, proto: rec.proto };
+                    match rec.op {
                         Op::Upsert => {
                             self.ct6.install(&k, x, now);
                             false
@@ -131,8 +165,8 @@ impl Worker {
                         Op::Remove => self.ct6.remove_synced(&k),
                     }
                 } else {
-                    let k = FlowKeyOf { src: r.src as u32, dst: r.dst as u32, sport: r.sport, dport: r.dport, proto: r.proto };
-                    match r.op {
+                    let k = FlowKeyOf { src: rec.src as u32, dst: rec.dst as u32, sport: rec.sport, dport: rec.dport, proto: rec.proto };
+                    match rec.op {
                         Op::Upsert => {
                             self.ct.install(&k, x, now);
                             false
@@ -149,16 +183,19 @@ impl Worker {
             let epoch = q.dump_epoch.load(Relaxed);
             if epoch != self.sync_epoch {
                 self.sync_epoch = epoch;
+                self.sync_pass_end = Some(epoch);
                 self.sync_walk.full_pass_left = self.ct.buckets_len();
                 self.sync_walk6.full_pass_left = if self.ipv6_seen { self.ct6.buckets_len() } else { 0 };
             }
             let refresh_ms = q.refresh_ms.load(Relaxed);
-            walk(&mut self.ct, &mut self.sync_walk, out, c, now, refresh_ms);
+            walk(&mut self.ct, &mut self.sync_walk, snap, out, c, now, refresh_ms);
             if self.ipv6_seen {
-                walk(&mut self.ct6, &mut self.sync_walk6, out, c, now, refresh_ms);
+                walk(&mut self.ct6, &mut self.sync_walk6, snap, out, c, now, refresh_ms);
             }
-            if self.sync_walk.full_pass_left == 0 && self.sync_walk6.full_pass_left == 0 {
-                c.dump_done.store(epoch, Relaxed);
+            if let Some(e) = self.sync_pass_end {
+                if self.sync_walk.full_pass_left == 0 && self.sync_walk6.full_pass_left == 0 && offer(out, c, SyncOut::PassEnd { epoch: e }) {
+                    self.sync_pass_end = None;
+                }
             }
             let (a, b) = (&self.ct.counters, &self.ct6.counters);
             c.installed.store(a.sync_installed + b.sync_installed, Relaxed);
@@ -166,6 +203,7 @@ impl Worker {
             c.conflicts.store(a.sync_conflicts + b.sync_conflicts, Relaxed);
             c.no_room.store(a.sync_no_room + b.sync_no_room, Relaxed);
             c.adopted.store(a.sync_adopted + b.sync_adopted, Relaxed);
+            c.older.store(a.sync_older + b.sync_older, Relaxed);
         }
         self.sync = Some(q);
     }

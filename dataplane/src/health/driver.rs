@@ -111,6 +111,7 @@ impl HealthChecker {
         lp.update(opts.generation, targets, &HashMap::new(), Instant::now());
         if opts.first_result_decides {
             lp.set.make_provisional();
+            lp.start_first_round(Instant::now());
         }
         let sh = shared.clone();
         let thread = std::thread::Builder::new().name("spillway-health".into()).spawn(move || {
@@ -293,6 +294,11 @@ fn spread_offset(t: &Target, interval: Duration) -> Duration {
 /// How often the loop checks whether the first round of probes is over (a scan of the
 /// targets, until it is).
 const FIRST_ROUND_CHECK: std::time::Duration = std::time::Duration::from_millis(50);
+/// The first probes of a starting daemon's targets are spread over at most this.
+const FIRST_ROUND_SPREAD: Duration = Duration::from_secs(1);
+/// An undecided target (a failed first probe at start) is probed again this soon, until
+/// `unhealthy_threshold` failures or a success decide it.
+const FIRST_ROUND_RETRY: Duration = Duration::from_millis(200);
 
 impl Loop {
     /// Runs until Stop (`Ok`) or a poll failure (`Err`).
@@ -434,7 +440,8 @@ impl Loop {
         }
     }
 
-    /// Ends the in-flight probe of slot `i` (closing its socket) and records `r`.
+    /// Ends the in-flight probe of slot `i` (closing its socket) and records `r`. A target
+    /// still undecided at start is probed again soon ([`FIRST_ROUND_RETRY`]).
     fn finish(&mut self, now: Instant, i: usize, r: ProbeResult) {
         let Some(e) = self.set.get_mut(i) else { return };
         e.extra.probe = None;
@@ -442,6 +449,33 @@ impl Loop {
             tracing::info!(service = %ev.service, backend = %ev.backend, healthy = ev.healthy, generation = ev.generation, "health: {}", ev.reason);
             let _ = self.events.send(ev);
         }
+        if self.set.get(i).is_some_and(|e| e.tracker.is_provisional()) {
+            self.reschedule(i, now + FIRST_ROUND_RETRY);
+        }
+    }
+
+    /// The first probes of a starting daemon's targets: spread over at most
+    /// [`FIRST_ROUND_SPREAD`] instead of a whole interval, so a host restarted in a fleet
+    /// announces its VIPs within about a second, whatever the check interval.
+    fn start_first_round(&mut self, now: Instant) {
+        let slots: Vec<(usize, Duration)> = (0..self.set.slots_len())
+            .filter_map(|i| self.set.get(i).map(|e| (i, spread_offset(&e.target, e.extra.interval.min(FIRST_ROUND_SPREAD)))))
+            .collect();
+        for (i, offset) in slots {
+            self.reschedule(i, now + offset);
+        }
+    }
+
+    /// Moves slot `i`'s next probe to `at`: a new schedule incarnation, so the timer of
+    /// the old schedule is ignored when it fires.
+    fn reschedule(&mut self, i: usize, at: Instant) {
+        let id = self.next_incarnation;
+        self.next_incarnation += 1;
+        let Some(e) = self.set.get_mut(i) else { return };
+        let at = at.min(e.extra.next_start);
+        e.extra.incarnation = id;
+        e.extra.next_start = at;
+        self.timers.push(Reverse(Timer { at, kind: TimerKind::Start, slot: i, id }));
     }
 }
 

@@ -181,7 +181,12 @@ impl<X> TargetSet<X> {
         }
     }
 
-    /// Whether some target has had no probe result since [`make_provisional`](Self::make_provisional).
+    /// Slots (used or free): the bound of [`get`](Self::get)'s index.
+    pub fn slots_len(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// Whether some target is undecided since [`make_provisional`](Self::make_provisional).
     pub fn any_provisional(&self) -> bool {
         self.slots.iter().flatten().any(|e| e.tracker.is_provisional())
     }

@@ -116,17 +116,18 @@ impl HealthTracker {
         }
     }
 
-    /// Makes the current state a guess that the first probe result replaces outright: a
-    /// starting daemon's targets begin healthy so that nothing is refused before the first
-    /// probe round, but a backend that is in fact down must not keep that state for
-    /// `unhealthy_threshold` rounds while the host announces its VIPs (docs/bgp.md
-    /// "Readiness"). Thresholds apply from the second result on.
+    /// Marks the state as not yet decided: a starting daemon's targets begin in their
+    /// initial state, and the host announces its VIPs only once every target is decided
+    /// (docs/bgp.md "Readiness"): by its first success (healthy at once), or by
+    /// `unhealthy_threshold` consecutive failures (spec/backend-selection.md "Health
+    /// checks"), which the checker probes in quick succession while the target is
+    /// undecided.
     pub fn provisional(mut self) -> HealthTracker {
         self.provisional = true;
         self
     }
 
-    /// Whether the state is still the guess of [`provisional`](Self::provisional).
+    /// Whether the target is still undecided ([`provisional`](Self::provisional)).
     pub fn is_provisional(&self) -> bool {
         self.provisional
     }
@@ -137,24 +138,28 @@ impl HealthTracker {
         if !self.provisional {
             return self.record_counted(now, result);
         }
-        self.provisional = false;
         let ok = matches!(result, ProbeResult::Success { .. });
-        if let Some(t) = self.record_counted(now, result) {
-            return Some(t);
+        let t = self.record_counted(now, result);
+        if ok {
+            // A first success decides at once.
+            self.provisional = false;
+            if !self.healthy {
+                self.healthy = true;
+                self.last_change = now;
+                return Some(Transition { healthy: true, reason: "first probe at start succeeded".to_string() });
+            }
+        } else if self.consecutive_failures >= self.unhealthy_threshold {
+            self.provisional = false;
+            if self.healthy {
+                self.healthy = false;
+                self.last_change = now;
+                return Some(Transition {
+                    healthy: false,
+                    reason: format!("{} consecutive failures at start: {}", self.consecutive_failures, self.last_error.as_deref().unwrap_or("")),
+                });
+            }
         }
-        if ok == self.healthy {
-            return None;
-        }
-        self.healthy = ok;
-        self.last_change = now;
-        Some(Transition {
-            healthy: ok,
-            reason: if ok {
-                "first probe at start succeeded".to_string()
-            } else {
-                format!("first probe at start failed: {}", self.last_error.as_deref().unwrap_or(""))
-            },
-        })
+        t
     }
 
     fn record_counted(&mut self, now: Instant, result: ProbeResult) -> Option<Transition> {
@@ -255,6 +260,25 @@ mod tests {
     }
     fn fail(r: &str) -> ProbeResult {
         ProbeResult::Failure { reason: r.into() }
+    }
+
+    /// At start a target is undecided until its first success (healthy at once, even if it
+    /// began unhealthy) or `unhealthy_threshold` consecutive failures: one lost probe does
+    /// not mark a backend down (spec/backend-selection.md "Health checks").
+    #[test]
+    fn an_undecided_target_is_decided_by_a_success_or_by_the_threshold() {
+        let t0 = Instant::now();
+        let mut t = HealthTracker::new(&hc(3, 2), true, t0).provisional();
+        assert_eq!(t.record(t0, fail("refused")), None);
+        assert!(t.is_provisional() && t.healthy(), "one failure decides nothing");
+        let tr = t.record(t0, fail("refused")).unwrap();
+        assert!(!tr.healthy && !t.is_provisional() && !t.healthy());
+        let mut t = HealthTracker::new(&hc(3, 2), false, t0).provisional();
+        assert!(t.record(t0, fail("x")).is_none());
+        assert!(t.record(t0, ok(1)).unwrap().healthy, "a first success decides at once, below healthy_threshold");
+        assert!(!t.is_provisional());
+        let mut t = HealthTracker::new(&hc(3, 2), true, t0).provisional();
+        assert!(t.record(t0, ok(1)).is_none() && !t.is_provisional() && t.healthy());
     }
 
     #[test]

@@ -28,9 +28,10 @@ pub use placement::Placement;
 pub use thread::{run, SyncRuntime};
 
 use crossbeam_queue::ArrayQueue;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
+use spillway_shared::sync::Record;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
 
-/// Places in each worker's outbound and inbound queue (48-byte records: 3 MiB per worker
+/// Places in each worker's outbound and inbound queue (~80-byte records: ~5 MiB per worker
 /// and direction). At 100,000 new connections per second per worker the `sync` thread,
 /// which drains every millisecond, needs ~100 places.
 pub const QUEUE_CAPACITY: usize = 65_536;
@@ -42,60 +43,39 @@ pub const INSTALL_PER_POLL: usize = 256;
 /// Buckets the refresh walk visits per poll iteration at most (two cache lines each).
 pub const WALK_MAX_PER_POLL: usize = 256;
 
-/// A connection entry a worker tells the `sync` thread about.
+/// What a worker tells the `sync` thread.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct SyncOut {
-    /// Upsert (created, confirmed, closing, refreshed) or remove (flushed).
-    pub op: spillway_shared::sync::Op,
-    /// IPv6 key.
-    pub ipv6: bool,
-    /// Tracking key: client address (IPv4 in the low 32 bits).
-    pub src: u128,
-    /// Tracking key: VIP.
-    pub dst: u128,
-    /// Tracking key: client port (0 in a session entry).
-    pub sport: u16,
-    /// Tracking key: VIP port.
-    pub dport: u16,
-    /// Tracking key: protocol.
-    pub proto: u8,
-    /// Entry state (established or closing).
-    pub closing: bool,
-    /// Endpoint slot in the worker's snapshot.
-    pub backend: u16,
-    /// That slot's incarnation (a removed endpoint's entry is not sent).
-    pub incarnation: u16,
-    /// Lifetime left, ms.
-    pub remaining_ms: u32,
+pub enum SyncOut {
+    /// A connection record, its endpoint resolved by the worker from the snapshot it used
+    /// (so a record of an endpoint removed meanwhile still names it). `dump_only`: part of
+    /// a dump pass and not due to the peers otherwise (an idle entry, or another host's
+    /// copy): sent to the dump's requesters only.
+    Entry {
+        /// The record as it goes on the wire.
+        rec: Record,
+        /// For the current dump's requesters only.
+        dump_only: bool,
+    },
+    /// This worker's dump pass of `epoch` is over: every record of the pass is ahead of
+    /// this marker in the queue.
+    PassEnd {
+        /// The dump epoch ([`SyncQueues::dump_epoch`]).
+        epoch: u64,
+    },
 }
 
-/// A peer's entry the `sync` thread hands to the worker that owns the flow.
+/// A peer's record the `sync` thread hands to the worker that owns the flow, resolved to
+/// this host's service index and endpoint slot.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SyncIn {
-    /// Install (upsert) or remove.
-    pub op: spillway_shared::sync::Op,
-    /// IPv6 key.
-    pub ipv6: bool,
-    /// Tracking key: client address.
-    pub src: u128,
-    /// Tracking key: VIP.
-    pub dst: u128,
-    /// Tracking key: client port.
-    pub sport: u16,
-    /// Tracking key: VIP port.
-    pub dport: u16,
-    /// Tracking key: protocol.
-    pub proto: u8,
-    /// Closing (else established).
-    pub closing: bool,
+    /// The record as received.
+    pub rec: Record,
     /// Endpoint slot in this host's snapshot.
     pub backend: u16,
     /// Its incarnation.
     pub incarnation: u16,
     /// Service index in this host's snapshot.
     pub service: u16,
-    /// Lifetime left, ms.
-    pub remaining_ms: u32,
 }
 
 /// One worker's sync counters (written by that worker only, relaxed load + store; summed
@@ -118,8 +98,10 @@ pub struct WorkerSyncCounters {
     pub adopted: AtomicU64,
     /// Peers' entries removed on their request.
     pub removed: AtomicU64,
-    /// Dump passes completed (the last requested epoch this worker finished).
-    pub dump_done: AtomicU64,
+    /// Peers' relayed copies not installed over a copy from the connection's own host.
+    pub older: AtomicU64,
+    /// Records not sent: the endpoint slot no longer holds the endpoint the entry names.
+    pub stale_slot: AtomicU64,
 }
 
 /// The queues and flags shared by the workers and the `sync` thread.
@@ -133,12 +115,10 @@ pub struct SyncQueues {
     pub counters: Vec<WorkerSyncCounters>,
     /// Refresh interval, ms (the walk covers the table once per interval).
     pub refresh_ms: AtomicU32,
-    /// Bumped by the `sync` thread when a peer asks for a dump: each worker then walks its
-    /// whole table once, offering every live confirmed entry, and stores the epoch in
-    /// [`WorkerSyncCounters::dump_done`].
+    /// Bumped by the `sync` thread when it starts a dump for starting peers (one pass at a
+    /// time): each worker then walks its whole table once, offering every live confirmed
+    /// entry, and ends with a [`SyncOut::PassEnd`] marker of the epoch.
     pub dump_epoch: AtomicU64,
-    /// Sync is configured (workers skip everything otherwise).
-    pub enabled: AtomicBool,
 }
 
 impl SyncQueues {
@@ -150,18 +130,12 @@ impl SyncQueues {
             counters: (0..workers).map(|_| WorkerSyncCounters::default()).collect(),
             refresh_ms: AtomicU32::new(refresh_ms.max(1)),
             dump_epoch: AtomicU64::new(0),
-            enabled: AtomicBool::new(true),
         }
     }
 
     /// Sums a worker counter over the workers.
     pub fn sum(&self, f: impl Fn(&WorkerSyncCounters) -> &AtomicU64) -> u64 {
         self.counters.iter().map(|c| f(c).load(Relaxed)).sum()
-    }
-
-    /// Whether every worker has finished the dump pass of `epoch`.
-    pub fn dump_finished(&self, epoch: u64) -> bool {
-        self.counters.iter().all(|c| c.dump_done.load(Relaxed) >= epoch)
     }
 }
 

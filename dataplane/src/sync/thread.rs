@@ -1,13 +1,20 @@
 //! The `sync` thread: drains the workers' records, sends them to the peers in
 //! authenticated batches over kernel UDP, receives the peers' messages, and hands their
-//! entries to the workers that own the flows. Also the start-up dump (a starting host asks
-//! every peer for its entries and is not ready to announce until they arrived or
-//! `startup_sync_timeout_sec` passed). Control side only.
+//! entries to the workers that own the flows. Control side only.
+//!
+//! The start-up dump: a starting host asks every peer for its entries and is not ready to
+//! announce until they arrived or `startup_sync_timeout_sec` passed. A host asked for a
+//! dump runs one pass at a time: it bumps the dump epoch, every worker walks its whole
+//! table once and ends with a marker, and when the markers of every worker have been
+//! popped (so every record of the pass is sent) the requesters of that pass get DumpEnd.
+//! Requests that arrive meanwhile wait for the next pass; a repeated request of a waiting
+//! or served requester changes nothing. Records only due to a dump (idle entries, other
+//! hosts' copies) go to its requesters alone, paced to [`DUMP_MESSAGES_PER_SEC`].
 
 use super::{Placement, SyncIn, SyncOut, SyncQueues};
 use crate::control::snapshot::Snapshot;
 use crate::daemon::Daemon;
-use spillway_shared::sync::{self as wire, Header, Kind, Record, Reject, SyncConfig, SyncKey, SyncPeerStatus, SyncState, SyncStatus};
+use spillway_shared::sync::{self as wire, Header, Kind, Record, Reject, SyncConfig, SyncKey, SyncPeerStatus, SyncStatus};
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
@@ -18,6 +25,11 @@ use std::time::{Duration, Instant};
 const BATCH_DELAY: Duration = Duration::from_millis(2);
 /// How often a starting host repeats its dump request to peers that have not answered.
 const DUMP_RETRY: Duration = Duration::from_secs(1);
+/// Dump messages sent per second at most (400,000 records/s: a 1 M-entry table in 2.5 s),
+/// so a starting peer's receive buffer keeps up.
+pub const DUMP_MESSAGES_PER_SEC: f64 = 20_000.0;
+/// Receive buffer asked of the kernel for the sync socket, bytes (~3,000 messages).
+pub const RECV_BUFFER: usize = 4 << 20;
 
 #[derive(Default)]
 struct Counters {
@@ -30,7 +42,8 @@ struct Counters {
     rejected: Mutex<HashMap<Reject, u64>>,
     unknown_service: AtomicU64,
     unknown_endpoint: AtomicU64,
-    stale_slot: AtomicU64,
+    bad_records: AtomicU64,
+    lost_messages: AtomicU64,
     inbound_full: AtomicU64,
     dumps_sent: AtomicU64,
     lag_last: AtomicU64,
@@ -43,6 +56,8 @@ struct Peer {
     last_heard: Option<Instant>,
     digest: Option<u64>,
     dump_received: bool,
+    /// Messages of this peer's numbering that never arrived (gaps).
+    lost: u64,
 }
 
 /// The sync runtime: configuration, key, socket, queues and counters; shared by the `sync`
@@ -56,7 +71,9 @@ pub struct SyncRuntime {
     peers_addr: Vec<SocketAddr>,
     /// This host's sender id (random per start).
     pub sender: u64,
-    seq: AtomicU64,
+    /// Next sequence number, per peer (each peer's messages are numbered on their own, so
+    /// a gap at the receiver is a lost message).
+    seqs: Vec<AtomicU64>,
     placement: Placement,
     counters: Counters,
     peers: Mutex<Vec<Peer>>,
@@ -92,6 +109,11 @@ impl SyncRuntime {
         let peers_addr = cfg.peer_addrs().map_err(|e| e.to_string())?;
         let socket = UdpSocket::bind(listen).map_err(|e| format!("sync.listen = {listen}: cannot bind: {e}"))?;
         socket.set_read_timeout(Some(Duration::from_millis(1))).map_err(|e| format!("sync socket: {e}"))?;
+        let sock = socket2::SockRef::from(&socket);
+        if let Err(e) = sock.set_recv_buffer_size(RECV_BUFFER) {
+            tracing::warn!(error = %e, "sync socket: cannot raise the receive buffer");
+        }
+        let rcvbuf = sock.recv_buffer_size().unwrap_or(0);
         let sender = getrandom::u64().map_err(|e| format!("sync: no random sender id: {e}"))?;
         // Sequence numbers start at the wall clock in µs: a restarted host (new sender id
         // anyway) never reuses one, and nothing depends on the clock beyond that.
@@ -103,9 +125,9 @@ impl SyncRuntime {
             key,
             socket,
             peers: Mutex::new(peers_addr.iter().map(|a| Peer { addr: Some(*a), ..Peer::default() }).collect()),
+            seqs: peers_addr.iter().map(|_| AtomicU64::new(seq)).collect(),
             peers_addr,
             sender,
-            seq: AtomicU64::new(seq),
             placement,
             counters: Counters::default(),
             digest: AtomicU64::new(digest),
@@ -118,7 +140,7 @@ impl SyncRuntime {
         } else {
             *rt.startup_note.lock().unwrap_or_else(|e| e.into_inner()) = format!("waiting for {n_peers} peer dumps");
         }
-        tracing::info!(listen = %listen, peers = n_peers, sender = format!("{sender:016x}"), "flow-state sync listening");
+        tracing::info!(listen = %listen, peers = n_peers, sender = format!("{sender:016x}"), rcvbuf, "flow-state sync listening");
         Ok(rt)
     }
 
@@ -138,13 +160,12 @@ impl SyncRuntime {
         *self.counters.rejected.lock().unwrap_or_else(|e| e.into_inner()).entry(r).or_default() += 1;
     }
 
-    fn header(&self, kind: Kind) -> Header {
-        Header { kind, sender: self.sender, seq: self.seq.fetch_add(1, Relaxed), sent_ms: unix_ms(), digest: self.digest.load(Relaxed) }
-    }
-
     fn send_to(&self, kind: Kind, records: &[Record], to: &[SocketAddr]) {
-        let msg = wire::encode(&self.header(kind), records, &self.key);
         for a in to {
+            let Some(i) = self.peers_addr.iter().position(|p| p == a) else { continue };
+            let seq = self.seqs[i].fetch_add(1, Relaxed);
+            let h = Header { kind, sender: self.sender, seq, sent_ms: unix_ms(), digest: self.digest.load(Relaxed) };
+            let msg = wire::encode(&h, records, &self.key);
             match self.socket.send_to(&msg, a) {
                 Ok(n) => {
                     self.counters.sent_messages.fetch_add(1, Relaxed);
@@ -182,7 +203,10 @@ impl SyncRuntime {
             rejected,
             unknown_service: c.unknown_service.load(Relaxed),
             unknown_endpoint: c.unknown_endpoint.load(Relaxed),
-            stale_slot: c.stale_slot.load(Relaxed),
+            bad_records: c.bad_records.load(Relaxed),
+            lost_messages: c.lost_messages.load(Relaxed),
+            older: q.sum(|w| &w.older),
+            stale_slot: q.sum(|w| &w.stale_slot),
             outbound_queue_full: q.sum(|w| &w.queue_full),
             inbound_queue_full: c.inbound_full.load(Relaxed),
             installed: q.sum(|w| &w.installed),
@@ -205,6 +229,7 @@ impl SyncRuntime {
                     digest: p.digest.map(|d| format!("{d:016x}")),
                     drift: p.digest.is_some_and(|d| d != own),
                     dump_received: p.dump_received,
+                    lost_messages: p.lost,
                 })
                 .collect(),
         }
@@ -224,8 +249,8 @@ impl Index {
             if !b.present {
                 continue;
             }
-            let ipv6 = s.services.get(usize::from(b.service)).is_some_and(|x| x.ipv6);
-            let a = if ipv6 { IpAddr::V6(b.addr6.into()) } else { IpAddr::V4(b.addr.into()) };
+            // The endpoint's own family (an IPv4 service may have IPv6 endpoints: IPIP/GUE).
+            let a = if b.addr6 != 0 { IpAddr::V6(b.addr6.into()) } else { IpAddr::V4(b.addr.into()) };
             endpoints.insert((b.service, a), (slot as u16, b.incarnation));
         }
         Index { generation: s.generation, endpoints }
@@ -240,34 +265,77 @@ fn service_of(s: &Snapshot, r: &Record) -> Option<u16> {
     }
 }
 
-/// One of this host's records, resolved for the wire (`None`: its endpoint slot no longer
-/// holds that endpoint).
-fn to_record(s: &Snapshot, o: &SyncOut) -> Option<Record> {
-    let b = s.backends.get(usize::from(o.backend)).filter(|b| b.present && b.incarnation == o.incarnation)?;
-    let endpoint = if o.ipv6 { IpAddr::V6(b.addr6.into()) } else { IpAddr::V4(b.addr.into()) };
-    Some(Record {
-        op: o.op,
-        ipv6: o.ipv6,
-        src: o.src,
-        dst: o.dst,
-        sport: o.sport,
-        dport: o.dport,
-        proto: o.proto,
-        session: o.sport == 0,
-        state: if o.closing { SyncState::Closing } else { SyncState::Established },
-        remaining_ms: o.remaining_ms,
-        endpoint,
-    })
+/// One dump pass being sent: its epoch, its requesters, the workers whose end marker has
+/// been popped.
+struct Pass {
+    epoch: u64,
+    to: Vec<SocketAddr>,
+    ended: Vec<bool>,
+}
+
+/// The dumps this host owes: the pass being sent and the requesters waiting for the next.
+#[derive(Default)]
+struct Dumps {
+    current: Option<Pass>,
+    waiting: Vec<SocketAddr>,
+}
+
+impl Dumps {
+    /// A peer asks for a dump: served by the current pass if it is already a requester of
+    /// it (a retry), else by the next one.
+    fn request(&mut self, from: SocketAddr) {
+        if self.current.as_ref().is_some_and(|p| p.to.contains(&from)) || self.waiting.contains(&from) {
+            return;
+        }
+        self.waiting.push(from);
+    }
+
+    /// Starts the next pass if none runs and someone waits.
+    fn start(&mut self, q: &SyncQueues) {
+        if self.current.is_none() && !self.waiting.is_empty() {
+            let epoch = q.dump_epoch.load(Relaxed) + 1;
+            self.current = Some(Pass { epoch, to: std::mem::take(&mut self.waiting), ended: vec![false; q.out.len()] });
+            q.dump_epoch.store(epoch, Relaxed);
+            tracing::info!(epoch, "flow-state dump pass started");
+        }
+    }
+}
+
+/// The records popped from the workers, batched: for every peer, and for the dump's
+/// requesters only.
+struct Batches {
+    all: Vec<Record>,
+    all_since: Option<Instant>,
+    dump: Vec<Record>,
+    dump_tokens: f64,
+    last_refill: Instant,
+}
+
+impl Batches {
+    fn flush_all(&mut self, rt: &SyncRuntime) {
+        if !self.all.is_empty() {
+            rt.send_to(Kind::Records, &self.all, &rt.peers_addr);
+            self.all.clear();
+        }
+        self.all_since = None;
+    }
+
+    fn flush_dump(&mut self, rt: &SyncRuntime, to: &[SocketAddr]) {
+        if !self.dump.is_empty() {
+            rt.send_to(Kind::Records, &self.dump, to);
+            self.dump.clear();
+            self.dump_tokens -= 1.0;
+        }
+    }
 }
 
 /// Runs the `sync` thread until `stop`.
 pub fn run(rt: &SyncRuntime, daemon: &Daemon, stop: &AtomicBool) {
-    let mut batch: Vec<Record> = Vec::with_capacity(wire::MAX_RECORDS);
-    let mut batch_since: Option<Instant> = None;
+    let mut b = Batches { all: Vec::with_capacity(wire::MAX_RECORDS), all_since: None, dump: Vec::with_capacity(wire::MAX_RECORDS), dump_tokens: 64.0, last_refill: Instant::now() };
     let mut index: Option<Index> = None;
     let mut receiver = wire::Receiver::new(rt.sender, u64::from(rt.cfg.max_message_age_sec) * 1000).not_before(unix_ms());
     let mut buf = vec![0u8; 2048];
-    let mut pending_dumps: Vec<(u64, SocketAddr)> = Vec::new();
+    let mut dumps = Dumps::default();
     let mut last_dump_request: Option<Instant> = None;
     let mut config_generation = 0;
     let startup_deadline = rt.started + Duration::from_secs(u64::from(rt.cfg.startup_sync_timeout_sec));
@@ -281,49 +349,26 @@ pub fn run(rt: &SyncRuntime, daemon: &Daemon, stop: &AtomicBool) {
                 rt.digest.store(wire::routing_digest(&cfg), Relaxed);
             }
         }
-        // 1. this host's records → batches → peers.
-        daemon.shared.with_snapshot(|s| {
-            for q in &rt.queues.out {
-                while let Some(o) = q.pop() {
-                    match to_record(s, &o) {
-                        Some(r) => batch.push(r),
-                        None => {
-                            rt.counters.stale_slot.fetch_add(1, Relaxed);
-                            continue;
-                        }
-                    }
-                    batch_since.get_or_insert_with(Instant::now);
-                    if batch.len() == wire::MAX_RECORDS {
-                        rt.send_to(Kind::Records, &batch, &rt.peers_addr);
-                        batch.clear();
-                        batch_since = None;
-                    }
-                }
-            }
-        });
-        if batch_since.is_some_and(|t| t.elapsed() >= BATCH_DELAY) {
-            rt.send_to(Kind::Records, &batch, &rt.peers_addr);
-            batch.clear();
-            batch_since = None;
+        // 1. this host's records → batches → peers; dump records paced.
+        let now = Instant::now();
+        b.dump_tokens = (b.dump_tokens + now.duration_since(b.last_refill).as_secs_f64() * DUMP_MESSAGES_PER_SEC).min(64.0);
+        b.last_refill = now;
+        pop_records(rt, &mut b, &mut dumps);
+        if b.all_since.is_some_and(|t| t.elapsed() >= BATCH_DELAY) {
+            b.flush_all(rt);
         }
-        // 2. dumps asked of us: done once every worker finished its pass and its records
-        // were sent (the queues are drained above, so what remains is in `batch`).
-        if !pending_dumps.is_empty() {
-            let done: Vec<(u64, SocketAddr)> = pending_dumps.iter().filter(|(e, _)| rt.queues.dump_finished(*e)).copied().collect();
-            if !done.is_empty() && rt.queues.out.iter().all(|q| q.is_empty()) {
-                if !batch.is_empty() {
-                    rt.send_to(Kind::Records, &batch, &rt.peers_addr);
-                    batch.clear();
-                    batch_since = None;
-                }
-                for (_, to) in &done {
-                    rt.send_to(Kind::DumpEnd, &[], &[*to]);
-                    rt.counters.dumps_sent.fetch_add(1, Relaxed);
-                    tracing::info!(peer = %to, "flow-state dump sent");
-                }
-                pending_dumps.retain(|p| !done.contains(p));
+        // 2. a pass whose every worker marker was popped is complete: its records are all
+        // in a batch or sent, so flush and tell its requesters.
+        if dumps.current.as_ref().is_some_and(|p| p.ended.iter().all(|e| *e)) {
+            if let Some(p) = dumps.current.take() {
+                b.flush_all(rt);
+                b.flush_dump(rt, &p.to);
+                rt.send_to(Kind::DumpEnd, &[], &p.to);
+                rt.counters.dumps_sent.fetch_add(p.to.len() as u64, Relaxed);
+                tracing::info!(epoch = p.epoch, peers = ?p.to, "flow-state dump sent");
             }
         }
+        dumps.start(&rt.queues);
         // 3. start-up: ask the peers for their entries until each answered or time is up.
         if !rt.startup_done() {
             let missing: Vec<SocketAddr> = rt.peers.lock().unwrap_or_else(|e| e.into_inner()).iter().filter(|p| !p.dump_received).filter_map(|p| p.addr).collect();
@@ -343,12 +388,51 @@ pub fn run(rt: &SyncRuntime, daemon: &Daemon, stop: &AtomicBool) {
                 Ok(x) => x,
                 Err(_) => break,
             };
-            receive(rt, daemon, &buf[..n], from, &mut receiver, &mut index, &mut pending_dumps);
+            receive(rt, daemon, &buf[..n], from, &mut receiver, &mut index, &mut dumps);
         }
     }
 }
 
-fn receive(rt: &SyncRuntime, daemon: &Daemon, msg: &[u8], from: SocketAddr, receiver: &mut wire::Receiver, index: &mut Option<Index>, dumps: &mut Vec<(u64, SocketAddr)>) {
+/// Pops the workers' queues into the batches. Stops early while a dump batch is full and
+/// the dump's rate allows no message (the rest waits in the queues).
+fn pop_records(rt: &SyncRuntime, b: &mut Batches, dumps: &mut Dumps) {
+    for (w, q) in rt.queues.out.iter().enumerate() {
+        loop {
+            if b.dump.len() == wire::MAX_RECORDS {
+                if b.dump_tokens < 1.0 {
+                    return;
+                }
+                let to = dumps.current.as_ref().map(|p| p.to.clone()).unwrap_or_default();
+                b.flush_dump(rt, &to);
+            }
+            let Some(o) = q.pop() else { break };
+            match o {
+                SyncOut::Entry { rec, dump_only: false } => {
+                    b.all.push(rec);
+                    b.all_since.get_or_insert_with(Instant::now);
+                    if b.all.len() == wire::MAX_RECORDS {
+                        b.flush_all(rt);
+                    }
+                }
+                // Records of a pass with no requester left (none: passes start only with one).
+                SyncOut::Entry { rec, dump_only: true } => {
+                    if dumps.current.is_some() {
+                        b.dump.push(rec);
+                    }
+                }
+                SyncOut::PassEnd { epoch } => {
+                    if let Some(p) = dumps.current.as_mut().filter(|p| p.epoch == epoch) {
+                        if let Some(e) = p.ended.get_mut(w) {
+                            *e = true;
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn receive(rt: &SyncRuntime, daemon: &Daemon, msg: &[u8], from: SocketAddr, receiver: &mut wire::Receiver, index: &mut Option<Index>, dumps: &mut Dumps) {
     let h = match wire::verify(msg, &rt.key) {
         Ok(h) => h,
         Err(r) => return rt.reject(r),
@@ -356,33 +440,33 @@ fn receive(rt: &SyncRuntime, daemon: &Daemon, msg: &[u8], from: SocketAddr, rece
     // Own, stale and replayed before the source check, so a captured message replayed from
     // anywhere is counted as what it is.
     let now = unix_ms();
-    if let Err(r) = receiver.accept(&h, now) {
-        return rt.reject(r);
-    }
+    let gap = match receiver.accept(&h, now) {
+        Ok(g) => g,
+        Err(r) => return rt.reject(r),
+    };
     if !rt.peers_addr.contains(&from) {
         return rt.reject(Reject::UnknownPeer);
     }
-    let records = match wire::records(msg) {
-        Ok(r) => r,
-        Err(r) => return rt.reject(r),
-    };
+    let (records, bad) = wire::records(msg);
     rt.counters.received_messages.fetch_add(1, Relaxed);
+    rt.counters.bad_records.fetch_add(bad as u64, Relaxed);
+    rt.counters.lost_messages.fetch_add(gap, Relaxed);
     {
         let mut peers = rt.peers.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(p) = peers.iter_mut().find(|p| p.addr == Some(from)) {
             p.last_heard = Some(Instant::now());
             p.digest = Some(h.digest);
-            if h.kind == Kind::DumpEnd {
+            p.lost += gap;
+            if h.kind == Kind::DumpEnd && !p.dump_received {
                 p.dump_received = true;
-                tracing::info!(peer = %from, "flow-state dump received");
+                tracing::info!(peer = %from, lost_messages = p.lost, "flow-state dump received");
             }
         }
     }
     match h.kind {
         Kind::DumpRequest => {
-            let epoch = rt.queues.dump_epoch.fetch_add(1, Relaxed) + 1;
-            dumps.push((epoch, from));
-            tracing::info!(peer = %from, epoch, "flow-state dump requested");
+            dumps.request(from);
+            tracing::info!(peer = %from, "flow-state dump requested");
         }
         Kind::DumpEnd => {}
         Kind::Records => {
@@ -396,14 +480,17 @@ fn receive(rt: &SyncRuntime, daemon: &Daemon, msg: &[u8], from: SocketAddr, rece
                 }
                 let Some(ix) = index.as_ref() else { return };
                 for r in &records {
-                    install(rt, s, ix, r);
+                    install(rt, s, ix, r, lag);
                 }
             });
         }
     }
 }
 
-fn install(rt: &SyncRuntime, s: &Snapshot, ix: &Index, r: &Record) {
+/// Resolves a peer's record to this host's service and endpoint slot and hands it to the
+/// worker(s) that own the flow. The lifetime is shortened by the message's lag, so a copy
+/// never outlives the origin's entry; a record with nothing left is dropped.
+fn install(rt: &SyncRuntime, s: &Snapshot, ix: &Index, r: &Record, lag_ms: u64) {
     let Some(service) = service_of(s, r) else {
         rt.counters.unknown_service.fetch_add(1, Relaxed);
         return;
@@ -412,20 +499,11 @@ fn install(rt: &SyncRuntime, s: &Snapshot, ix: &Index, r: &Record) {
         rt.counters.unknown_endpoint.fetch_add(1, Relaxed);
         return;
     };
-    let rec = SyncIn {
-        op: r.op,
-        ipv6: r.ipv6,
-        src: r.src,
-        dst: r.dst,
-        sport: r.sport,
-        dport: r.dport,
-        proto: r.proto,
-        closing: r.state == SyncState::Closing,
-        backend,
-        incarnation,
-        service,
-        remaining_ms: r.remaining_ms,
-    };
+    let remaining_ms = r.remaining_ms.saturating_sub(u32::try_from(lag_ms).unwrap_or(u32::MAX));
+    if remaining_ms == 0 && r.op == wire::Op::Upsert {
+        return;
+    }
+    let rec = SyncIn { rec: Record { remaining_ms, ..*r }, backend, incarnation, service };
     for w in rt.placement.workers(r.ipv6, r.src, r.dst, r.sport, r.dport) {
         if let Some(q) = rt.queues.inbound.get(w) {
             if q.push(rec).is_err() {
