@@ -56,7 +56,7 @@
 # (Spillway established 64-byte Mpps / testpmd 5tswap Mpps) and, with the many-flows case,
 # `ratio_1m_vs_1k=X.XX` (see the many-flows case).
 # Sync case (`benches/e2e.sh sync`): the established N_FLOWS run and a new-connection run
-# (SYNC_FLOWS flows, default 100000, each round a SYN then an ACK per flow: a confirmed new
+# (SYNC_FLOWS flows, default 20000, each round a SYN then an ACK per flow: a confirmed new
 # connection, the path fleet sync records) each without and with `[sync]` (one peer on
 # loopback, a UDP sink counting what arrives), alternating off/on SYNC_ROUNDS times
 # (default 2). Prints `ratio_sync_est=X.XX` and `ratio_sync_newconn=X.XX` (on / off, best
@@ -519,7 +519,7 @@ sync_mode() {
     local r best
     (umask 077; head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$WORK/sync.key")
     python3 "$HERE/gen_pcap.py" --out "$WORK/est64.pcap" --flows "$N_FLOWS" --size "$SIZE" 2>/dev/null
-    python3 "$HERE/gen_pcap.py" --out "$WORK/hs64.pcap" --flows "${SYNC_FLOWS:-100000}" --size "$SIZE" --flags handshake 2>/dev/null
+    python3 "$HERE/gen_pcap.py" --out "$WORK/hs64.pcap" --flows "${SYNC_FLOWS:-20000}" --size "$SIZE" --flags handshake 2>/dev/null
     python3 -c '
 import socket, sys
 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -535,8 +535,9 @@ while True:
     for ((r = 1; r <= ${SYNC_ROUNDS:-2}; r++)); do
         run_spillway "est64_off$r" "$WORK/est64.pcap"
         SPW_SYNC=1 run_spillway "est64_sync$r" "$WORK/est64.pcap"
-        run_spillway "hs64_off$r" "$WORK/hs64.pcap" "${SYNC_FLOWS:-100000}"
-        SPW_SYNC=1 run_spillway "hs64_sync$r" "$WORK/hs64.pcap" "${SYNC_FLOWS:-100000}"
+        # net_pcap keeps the whole capture in mbufs (2 packets per flow)
+        SPW_MBUFS=65535 SPW_MEM_MB=1024 run_spillway "hs64_off$r" "$WORK/hs64.pcap" "${SYNC_FLOWS:-20000}"
+        SPW_MBUFS=65535 SPW_MEM_MB=1024 SPW_SYNC=1 run_spillway "hs64_sync$r" "$WORK/hs64.pcap" "${SYNC_FLOWS:-20000}"
     done
     kill "$SINK_PID" 2>/dev/null || true
     best() { local p="$1" m=0 v; for ((r = 1; r <= ${SYNC_ROUNDS:-2}; r++)); do v="MPPS_${p}$r"; m="$(python3 -c "print(max($m, ${!v}))")"; done; echo "$m"; }

@@ -159,10 +159,13 @@ e2e_fleet_sync_security() {
             --client "$FLEET_CLIENT_ADDR" --vip "$SPW_VIP" --endpoint "${SPW_ADDR[$evil]}" "$@"
     }
     out="$(forge --client-port "$port" --kind forged --kind wrongkey --kind stale --kind unknown)"
-    # The positive control: the router may send from host 2's management address
-    # (ip_nonlocal_bind), as an attacker who has the key and spoofs a peer could.
-    nssysctl rt net.ipv4.ip_nonlocal_bind=1
+    # The positive control: the router sends from host 2's management address, as an
+    # attacker who has the key and spoofs a peer could (the address on its loopback, never
+    # answered in ARP, so host 2 keeps its traffic).
+    nssysctl rt net.ipv4.conf.all.arp_ignore=1 net.ipv4.conf.lan0.arp_ignore=1 net.ipv4.conf.all.arp_announce=2 net.ipv4.conf.lan0.arp_announce=2
+    nsx rt ip addr add "${FLEET_MGMT_ADDR[lb2]}/32" dev lo
     out+=$'\n'"$(forge --client-port "$port_ok" --kind peer --source "${FLEET_MGMT_ADDR[lb2]}:$FLEET_SYNC_PORT")"
+    nsx rt ip addr del "${FLEET_MGMT_ADDR[lb2]}/32" dev lo
     sed 's/^/    /' <<<"$out"
     sleep 0.5
     fleet_ctl lb1 flows show --limit 100000 --json >"$SPW_LOG_DIR/flows-lb1.json"

@@ -46,7 +46,7 @@ def main():
     ap.add_argument("--vip-port", type=int, default=80)
     ap.add_argument("--endpoint", required=True)
     ap.add_argument("--kind", action="append", required=True)
-    ap.add_argument("--source", help="IP:PORT to send `peer` messages from (needs ip_nonlocal_bind)")
+    ap.add_argument("--source", help="IP:PORT to send `peer` messages from (a local address)")
     a = ap.parse_args()
     key = open(a.key_file, "rb").read().strip()
     host, port = a.target.rsplit(":", 1)
