@@ -182,8 +182,9 @@ pub fn observe(daemon: &Daemon, stall: Duration, now: Instant) -> Observation {
 
 /// Whether the first round of health probes is over: every target decided and its
 /// results published (latched by the control loop, [`Daemon::first_round_pending_and_over`]),
-/// or the longest check's interval + timeout has passed twice since start (+ 1 s), so a
-/// probe that is never run (a local shortage) cannot hold the announcement forever.
+/// or the first round's longest possible time has passed (twice the longest check's
+/// interval + timeout, + its `unhealthy_threshold` quick re-probes, + 1 s), so a probe that
+/// is never run (a local shortage) cannot hold the announcement forever.
 fn first_probe_round_over(daemon: &Daemon, now: Instant) -> bool {
     use std::sync::atomic::Ordering::{Acquire, Release};
     if daemon.first_probe_round.load(Acquire) {
@@ -192,13 +193,18 @@ fn first_probe_round_over(daemon: &Daemon, now: Instant) -> bool {
     let done = daemon.checker.lock().unwrap_or_else(|e| e.into_inner()).is_none();
     let limit = {
         let st = daemon.control.lock().unwrap_or_else(|e| e.into_inner());
-        st.cfg.services.iter().filter_map(|s| s.health_check.as_ref()).map(|h| h.check_interval_sec + h.timeout_sec).fold(0.0, f64::max)
+        st.cfg
+            .services
+            .iter()
+            .filter_map(|s| s.health_check.as_ref())
+            .map(|h| 2.0 * (h.check_interval_sec + h.timeout_sec) + f64::from(h.unhealthy_threshold.max(1)) * (h.timeout_sec + 0.2))
+            .fold(0.0, f64::max)
     };
-    let late = now.saturating_duration_since(daemon.started) > Duration::from_secs_f64(2.0 * limit + 1.0);
+    let late = now.saturating_duration_since(daemon.started) > Duration::from_secs_f64(limit + 1.0);
     if done || late {
         daemon.first_probe_round.store(true, Release);
         if late && !done {
-            tracing::warn!(after_sec = 2.0 * limit + 1.0, "first round of health probes not complete: announcing anyway");
+            tracing::warn!(after_sec = limit + 1.0, "first round of health probes not complete: announcing anyway");
         } else {
             tracing::info!("first round of health probes complete");
         }
@@ -494,8 +500,8 @@ mod tests {
         *d.checker.lock().unwrap() = Some(crate::health::HealthChecker::start_with(vec![target], tx, opts).unwrap());
         let obs = observe(&d, Duration::from_secs(60), Instant::now());
         assert_eq!(obs.starting, ["waiting for the first round of health probes"]);
-        let late = observe(&d, Duration::from_secs(60), Instant::now() + Duration::from_secs(72));
-        assert!(late.starting.is_empty(), "announces after 2 x (interval + timeout) + 1 s at the latest");
+        let late = observe(&d, Duration::from_secs(60), Instant::now() + Duration::from_secs(100));
+        assert!(late.starting.is_empty(), "announces after the first round's longest time at the latest");
     }
 
     #[test]

@@ -277,14 +277,15 @@ fn run(args: Args) -> Result<(), String> {
 
     // Fleet flow-state sync: socket and key before the workers start (docs/bgp.md).
     if let Some(sc) = &cfg.sync {
-        // Peers' entries go to the worker RSS gives the flow on the first port; where the
-        // device does not report its key and table, to every worker.
+        // Peers' entries go to the worker RSS gives the flow: every port must report the
+        // same key and table (flows may arrive on any of them); else to every worker.
         use spillway_dataplane::sync::Placement;
-        let placement = match (workers, ports.first().and_then(|p| p.rss_key_and_reta())) {
+        let rss: Vec<Option<(Vec<u8>, Vec<u16>)>> = ports.iter().map(|p| p.rss_key_and_reta()).collect();
+        let placement = match (workers, rss.first().cloned().flatten()) {
             (1, _) => Placement::Single,
-            (_, Some((key, reta))) => Placement::Rss { key, reta },
-            (n, None) => {
-                tracing::warn!(workers = n, "the first port reports no RSS key and redirection table: peers' synced entries go to every worker (docs/bgp.md)");
+            (_, Some((key, reta))) if rss.iter().all(|r| r.as_ref() == Some(&(key.clone(), reta.clone()))) => Placement::rss(key, reta),
+            (n, _) => {
+                tracing::warn!(workers = n, "the ports report no common RSS key and redirection table hashing TCP/UDP ports: peers' synced entries go to every worker (docs/bgp.md)");
                 Placement::Broadcast(n)
             }
         };

@@ -300,7 +300,11 @@ impl EthPort {
         let mut conf = sys::rte_eth_rss_conf { rss_key: key.as_mut_ptr(), rss_key_len: info.hash_key_size, rss_hf: 0 };
         // SAFETY: conf points at a key buffer of rss_key_len bytes that outlives the call.
         let ret = unsafe { sys::rte_eth_dev_rss_hash_conf_get(self.port_id, &mut conf) };
-        if ret != 0 || conf.rss_hf == 0 {
+        // Software placement hashes the addresses and ports of TCP and UDP over both
+        // families: the device must hash them so too (rte_ethdev.h: RTE_ETH_RSS_NONFRAG_
+        // IPV4_TCP = 1 << 4, _IPV4_UDP = 1 << 5, _IPV6_TCP = 1 << 10, _IPV6_UDP = 1 << 11).
+        const PORTS_BOTH_FAMILIES: u64 = 1 << 4 | 1 << 5 | 1 << 10 | 1 << 11;
+        if ret != 0 || conf.rss_hf & PORTS_BOTH_FAMILIES != PORTS_BOTH_FAMILIES {
             return None;
         }
         let mut groups: Vec<sys::rte_eth_rss_reta_entry64> = (0..reta_len / 64).map(|_| sys::rte_eth_rss_reta_entry64 { mask: u64::MAX, reta: [0; 64] }).collect();

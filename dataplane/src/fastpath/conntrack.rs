@@ -45,7 +45,7 @@ mod sync;
 #[path = "conntrack_mem.rs"]
 mod mem;
 use mem::BucketMem;
-pub use sync::{InstallOutcome, Offer, SyncWalk, Synced};
+pub use sync::{InstallOutcome, SyncWalk, Synced};
 
 /// Flag in [`Entry::state`]: the entry was installed from a peer's sync message
 /// ([`ConnTable::install`]) and has seen no packet here yet. It is the fleet's connection,

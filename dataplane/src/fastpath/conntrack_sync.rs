@@ -65,15 +65,6 @@ pub struct SyncWalk {
     pub full_pass_left: usize,
 }
 
-/// Why the refresh walk offers an entry ([`ConnTable::sync_walk`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Offer {
-    /// This host's connection carried traffic within the interval: due to every peer.
-    Refresh,
-    /// Only part of a dump (idle, or another host's copy): for the dump's requesters.
-    DumpOnly,
-}
-
 /// Makes a peer's entry this host's on its first packet here: the flag goes and the
 /// timeout becomes its state's (the origin's lifetime left no longer applies).
 #[cold]
@@ -155,19 +146,17 @@ impl<A: FlowAddr> ConnTable<A> {
     }
 
     /// One step of the refresh walk: visits up to `buckets` buckets from where the last
-    /// step stopped and offers `send` the entries to tell peers about, with why
-    /// ([`Offer`]):
-    /// - this host's own confirmed entries (established or closing, not a peer's) that saw
-    ///   a packet within the last `active_ms` ([`Offer::Refresh`]): a walk that covers the
-    ///   table once per refresh interval sends each active connection once per interval,
-    ///   and an idle one not at all (its peers' copies expire when it would);
-    /// - with `all`, also every other live confirmed entry, peers' included
-    ///   ([`Offer::DumpOnly`]: a dump for a starting peer, which must learn the connections
-    ///   of a host that died too).
+    /// step stopped and offers `send` the entries to tell peers about:
+    /// - normally, this host's own confirmed entries (established or closing, not a peer's)
+    ///   that saw a packet within the last `active_ms`: a walk that covers the table once
+    ///   per refresh interval sends each active connection once per interval, and an idle
+    ///   one not at all (its peers' copies expire when it would);
+    /// - with `all`, every live confirmed entry, peers' included (a dump for a starting
+    ///   peer, which must learn the connections of a host that died too).
     ///
     /// `send` returns `false` when its queue is full: the walk stops at that bucket and
     /// resumes there, so nothing is skipped. Returns the buckets visited.
-    pub fn sync_walk(&mut self, now: u32, buckets: usize, active_ms: u32, all: bool, mut send: impl FnMut(&Entry<A>, Offer) -> bool) -> usize {
+    pub fn sync_walk(&mut self, now: u32, buckets: usize, active_ms: u32, all: bool, mut send: impl FnMut(&Entry<A>) -> bool) -> usize {
         let len = self.buckets.len();
         let mut visited = 0;
         while visited < buckets.min(len) {
@@ -177,14 +166,10 @@ impl<A: FlowAddr> ConnTable<A> {
                 if e.expired(now) || e.state() == State::SynOnly {
                     continue;
                 }
-                let offer = if !e.is_remote() && now.wrapping_sub(e.last_seen) < active_ms {
-                    Offer::Refresh
-                } else if all {
-                    Offer::DumpOnly
-                } else {
+                if !all && (e.is_remote() || now.wrapping_sub(e.last_seen) >= active_ms) {
                     continue;
-                };
-                if !send(e, offer) {
+                }
+                if !send(e) {
                     // Resume at this bucket: the entries already offered are offered again,
                     // which a peer takes as a refresh.
                     return visited;
@@ -271,7 +256,7 @@ mod tests {
         // a queue of 7 places per step: the walk must still offer every wanted entry
         for _ in 0..200 {
             budget = 7;
-            t.sync_walk(10, 8, 5_000, false, |e, _| {
+            t.sync_walk(10, 8, 5_000, false, |e| {
                 if budget == 0 {
                     return false;
                 }
@@ -284,14 +269,13 @@ mod tests {
         let want: std::collections::HashSet<u32> = (0..100).filter(|i| i % 2 == 0).map(|i| key(i).src).collect();
         assert_eq!(seen, want, "confirmed local entries only: no SYN-only, no peer's");
         let mut all = std::collections::HashSet::new();
-        t.sync_walk(10, t.buckets_len(), 5_000, true, |e, offer| {
-            assert_eq!(offer == Offer::DumpOnly, e.is_remote(), "every local entry here is active");
+        t.sync_walk(10, t.buckets_len(), 5_000, true, |e| {
             all.insert(e.src);
             true
         });
         assert!(all.contains(&key(500).src) && all.len() == 51, "a dump includes the peers' entries");
         let mut idle = 0;
-        t.sync_walk(10_000, t.buckets_len(), 5_000, false, |_, _| {
+        t.sync_walk(10_000, t.buckets_len(), 5_000, false, |_| {
             idle += 1;
             true
         });

@@ -403,7 +403,7 @@ impl Worker {
                 if keeps_backend(snap, svc, svc_idx, hit.backend, hit.incarnation, key.src, now) {
                     if hit.after != hit.state && self.sync.is_some() {
                         // confirmed or closing: peers learn it (fleet sync)
-                        self.sync_state_change(snap, &ct_key, &hit, &t);
+                        self.sync_state_change(snap, &ct_key, &hit, &t, now);
                     }
                     return Ok(hit.backend);
                 }

@@ -6,8 +6,8 @@
 
 use super::{Family, Worker};
 use crate::control::snapshot::Snapshot;
-use crate::fastpath::conntrack::{ConnTable, Entry, Hit, Offer, State, SyncWalk, Synced, Timeouts};
-use crate::sync::{bump, SyncOut, SyncQueues, WorkerSyncCounters, INSTALL_PER_POLL, WALK_MAX_PER_POLL};
+use crate::fastpath::conntrack::{ConnTable, Entry, Hit, State, SyncWalk, Synced, Timeouts};
+use crate::sync::{bump, DumpItem, SyncOut, SyncQueues, WorkerSyncCounters, INSTALL_PER_POLL, WALK_MAX_PER_POLL};
 use crossbeam_queue::ArrayQueue;
 use spillway_shared::flow::{FlowAddr, FlowKeyOf};
 use spillway_shared::sync::{Op, Record, SyncState};
@@ -83,8 +83,11 @@ fn offer(out: &ArrayQueue<SyncOut>, c: &WorkerSyncCounters, r: SyncOut) -> bool 
 }
 
 /// One refresh-walk step over `ct` (see [`ConnTable::sync_walk`]), paced so the walk
-/// covers the table once per `refresh_ms`, at full speed while a dump pass runs.
-fn walk<A: FlowAddr>(ct: &mut ConnTable<A>, w: &mut SyncWalk, snap: &Snapshot, out: &ArrayQueue<SyncOut>, c: &WorkerSyncCounters, now: u32, refresh_ms: u32) {
+/// covers the table once per `refresh_ms`. While a dump pass runs, the walk offers every
+/// entry to the dump queue instead, as fast as the `sync` thread takes them (a full dump
+/// queue pauses the pass where it is).
+fn walk<A: FlowAddr>(ct: &mut ConnTable<A>, w: &mut SyncWalk, snap: &Snapshot, q: (&ArrayQueue<SyncOut>, &ArrayQueue<DumpItem>), c: &WorkerSyncCounters, now: u32, refresh_ms: u32) {
+    let (out, dump) = q;
     let elapsed = u64::from(now.wrapping_sub(w.last_ms).min(1_000));
     w.last_ms = now;
     let n_buckets = ct.buckets_len() as u64;
@@ -94,8 +97,9 @@ fn walk<A: FlowAddr>(ct: &mut ConnTable<A>, w: &mut SyncWalk, snap: &Snapshot, o
     if budget == 0 {
         return;
     }
-    let visited = ct.sync_walk(now, budget, refresh_ms, all, |e, why| match entry_record(snap, c, e, Op::Upsert, now) {
-        Some(rec) => offer(out, c, SyncOut::Entry { rec, dump_only: why == Offer::DumpOnly }),
+    let visited = ct.sync_walk(now, budget, refresh_ms, all, |e| match entry_record(snap, c, e, Op::Upsert, now) {
+        Some(rec) if all => dump.push(DumpItem::Entry(SyncOut { rec, at_ms: now })).is_ok(),
+        Some(rec) => offer(out, c, SyncOut { rec, at_ms: now }),
         None => true,
     });
     w.credit = w.credit.saturating_sub(visited as u64 * 1024);
@@ -107,7 +111,7 @@ impl Worker {
     /// connection is told to the peers. Out of line: once or twice per connection.
     #[cold]
     #[inline(never)]
-    pub(super) fn sync_state_change<A: Family>(&mut self, snap: &Snapshot, ct_key: &FlowKeyOf<A>, hit: &Hit, t: &Timeouts) {
+    pub(super) fn sync_state_change<A: Family>(&mut self, snap: &Snapshot, ct_key: &FlowKeyOf<A>, hit: &Hit, t: &Timeouts, now: u32) {
         let Some(q) = self.sync.as_ref() else { return };
         let remaining_ms = match hit.after {
             State::Established if ct_key.proto == crate::wire::PROTO_TCP => t.tcp_ms,
@@ -118,7 +122,7 @@ impl Worker {
         let (Some(out), Some(c)) = (q.out.get(self.id), q.counters.get(self.id)) else { return };
         let f = Fields { op: Op::Upsert, closing: hit.after == State::Closing, backend: hit.backend, incarnation: hit.incarnation, remaining_ms, relayed: false };
         if let Some(rec) = record(snap, c, ct_key, f) {
-            offer(out, c, SyncOut::Entry { rec, dump_only: false });
+            offer(out, c, SyncOut { rec, at_ms: now });
         }
     }
 
@@ -129,14 +133,14 @@ impl Worker {
         }
         if let (Some(out), Some(c)) = (q.out.get(id), q.counters.get(id)) {
             if let Some(rec) = entry_record(snap, c, e, Op::Remove, now) {
-                offer(out, c, SyncOut::Entry { rec, dump_only: false });
+                offer(out, c, SyncOut { rec, at_ms: now });
             }
         }
     }
 
     /// Once per poll iteration with sync on: install up to [`INSTALL_PER_POLL`] peers'
     /// entries, take one refresh-walk step per table, run a dump pass when the `sync`
-    /// thread started one (ending it with a [`SyncOut::PassEnd`] marker), and publish the
+    /// thread started one (ending it with a [`DumpItem::End`] marker), and publish the
     /// counters.
     #[inline(never)]
     pub(super) fn sync_poll(&mut self, snap: &Snapshot, now: u32) {
@@ -179,7 +183,7 @@ impl Worker {
                 }
             }
         }
-        if let (Some(out), Some(c)) = (q.out.get(id), q.counters.get(id)) {
+        if let (Some(out), Some(dump), Some(c)) = (q.out.get(id), q.dump.get(id), q.counters.get(id)) {
             let epoch = q.dump_epoch.load(Relaxed);
             if epoch != self.sync_epoch {
                 self.sync_epoch = epoch;
@@ -188,12 +192,12 @@ impl Worker {
                 self.sync_walk6.full_pass_left = if self.ipv6_seen { self.ct6.buckets_len() } else { 0 };
             }
             let refresh_ms = q.refresh_ms.load(Relaxed);
-            walk(&mut self.ct, &mut self.sync_walk, snap, out, c, now, refresh_ms);
+            walk(&mut self.ct, &mut self.sync_walk, snap, (out, dump), c, now, refresh_ms);
             if self.ipv6_seen {
-                walk(&mut self.ct6, &mut self.sync_walk6, snap, out, c, now, refresh_ms);
+                walk(&mut self.ct6, &mut self.sync_walk6, snap, (out, dump), c, now, refresh_ms);
             }
             if let Some(e) = self.sync_pass_end {
-                if self.sync_walk.full_pass_left == 0 && self.sync_walk6.full_pass_left == 0 && offer(out, c, SyncOut::PassEnd { epoch: e }) {
+                if self.sync_walk.full_pass_left == 0 && self.sync_walk6.full_pass_left == 0 && dump.push(DumpItem::End { epoch: e }).is_ok() {
                     self.sync_pass_end = None;
                 }
             }

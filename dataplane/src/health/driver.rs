@@ -306,7 +306,10 @@ impl Loop {
         let mut events = Events::with_capacity(1024);
         let mut last_round_check = Instant::now() - FIRST_ROUND_CHECK;
         loop {
-            let wait = self.timers.peek().map_or(MAX_WAIT, |Reverse(t)| t.at.saturating_duration_since(Instant::now()).min(MAX_WAIT));
+            let mut wait = self.timers.peek().map_or(MAX_WAIT, |Reverse(t)| t.at.saturating_duration_since(Instant::now()).min(MAX_WAIT));
+            if !self.shared.first_round.load(Ordering::Relaxed) {
+                wait = wait.min(FIRST_ROUND_CHECK); // the round's end is noticed at once
+            }
             if let Err(e) = self.poll.poll(&mut events, Some(wait)) {
                 if e.kind() == io::ErrorKind::Interrupted {
                     continue;

@@ -36,6 +36,10 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
 /// which drains every millisecond, needs ~100 places.
 pub const QUEUE_CAPACITY: usize = 65_536;
 
+/// Places in each worker's dump queue: a few hundred dump messages' worth, refilled as
+/// the `sync` thread sends them.
+pub const DUMP_QUEUE_CAPACITY: usize = 8_192;
+
 /// Inbound records a worker installs per poll iteration at most (bounded work between
 /// two receive bursts).
 pub const INSTALL_PER_POLL: usize = 256;
@@ -43,22 +47,25 @@ pub const INSTALL_PER_POLL: usize = 256;
 /// Buckets the refresh walk visits per poll iteration at most (two cache lines each).
 pub const WALK_MAX_PER_POLL: usize = 256;
 
-/// What a worker tells the `sync` thread.
+/// A connection record a worker tells the `sync` thread about, its endpoint resolved by
+/// the worker from the snapshot it used (so a record of an endpoint removed meanwhile still
+/// names it).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SyncOut {
-    /// A connection record, its endpoint resolved by the worker from the snapshot it used
-    /// (so a record of an endpoint removed meanwhile still names it). `dump_only`: part of
-    /// a dump pass and not due to the peers otherwise (an idle entry, or another host's
-    /// copy): sent to the dump's requesters only.
-    Entry {
-        /// The record as it goes on the wire.
-        rec: Record,
-        /// For the current dump's requesters only.
-        dump_only: bool,
-    },
-    /// This worker's dump pass of `epoch` is over: every record of the pass is ahead of
-    /// this marker in the queue.
-    PassEnd {
+pub struct SyncOut {
+    /// The record as it goes on the wire (its lifetime as of `at_ms`).
+    pub rec: Record,
+    /// Worker clock when the record was made, ms (the `sync` thread takes the time it
+    /// waited off the lifetime).
+    pub at_ms: u32,
+}
+
+/// What a worker's dump pass queues ([`SyncQueues::dump`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DumpItem {
+    /// An entry of the pass.
+    Entry(SyncOut),
+    /// This worker's pass of `epoch` is over: every entry of it is ahead in the queue.
+    End {
         /// The dump epoch ([`SyncQueues::dump_epoch`]).
         epoch: u64,
     },
@@ -107,8 +114,12 @@ pub struct WorkerSyncCounters {
 /// The queues and flags shared by the workers and the `sync` thread.
 #[derive(Debug)]
 pub struct SyncQueues {
-    /// Per worker: records to send.
+    /// Per worker: records due to every peer (confirmations, closes, flushes, refreshes).
     pub out: Vec<ArrayQueue<SyncOut>>,
+    /// Per worker: the entries of a dump pass, for the dump's requesters, and the pass's
+    /// end marker. Apart from `out` so that a dump, paced by the `sync` thread, never holds
+    /// up the records every peer needs; a full queue pauses the pass (nothing is lost).
+    pub dump: Vec<ArrayQueue<DumpItem>>,
     /// Per worker: peers' records to install.
     pub inbound: Vec<ArrayQueue<SyncIn>>,
     /// Per worker counters.
@@ -116,8 +127,8 @@ pub struct SyncQueues {
     /// Refresh interval, ms (the walk covers the table once per interval).
     pub refresh_ms: AtomicU32,
     /// Bumped by the `sync` thread when it starts a dump for starting peers (one pass at a
-    /// time): each worker then walks its whole table once, offering every live confirmed
-    /// entry, and ends with a [`SyncOut::PassEnd`] marker of the epoch.
+    /// time): each worker then walks its whole table once, queueing every live confirmed
+    /// entry in its dump queue, and ends with a [`DumpItem::End`] marker of the epoch.
     pub dump_epoch: AtomicU64,
 }
 
@@ -126,6 +137,7 @@ impl SyncQueues {
     pub fn new(workers: usize, refresh_ms: u32) -> SyncQueues {
         SyncQueues {
             out: (0..workers).map(|_| ArrayQueue::new(QUEUE_CAPACITY)).collect(),
+            dump: (0..workers).map(|_| ArrayQueue::new(DUMP_QUEUE_CAPACITY)).collect(),
             inbound: (0..workers).map(|_| ArrayQueue::new(QUEUE_CAPACITY)).collect(),
             counters: (0..workers).map(|_| WorkerSyncCounters::default()).collect(),
             refresh_ms: AtomicU32::new(refresh_ms.max(1)),

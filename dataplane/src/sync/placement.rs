@@ -13,12 +13,15 @@
 pub enum Placement {
     /// One worker: everything goes to worker 0.
     Single,
-    /// The port's RSS key and redirection table (queue per entry, length a power of two).
+    /// The port's RSS key and redirection table (queue per entry, length a power of two);
+    /// made by [`Placement::rss`].
     Rss {
         /// Toeplitz key (40 bytes for most NICs; 52 for some).
         key: Vec<u8>,
         /// Redirection table: queue (worker) per entry.
         reta: Vec<u16>,
+        /// Workers the table names (highest queue + 1): where a session entry goes.
+        workers: usize,
     },
     /// Every one of this many workers.
     Broadcast(usize),
@@ -45,23 +48,25 @@ pub fn toeplitz(key: &[u8], input: &[u8]) -> u32 {
     h
 }
 
-/// RSS input of a flow: source address, destination address, source port, destination
-/// port, all in network byte order (IPv4: 12 bytes, IPv6: 36).
-fn rss_input(ipv6: bool, src: u128, dst: u128, sport: u16, dport: u16) -> Vec<u8> {
-    let mut v = Vec::with_capacity(36);
-    if ipv6 {
-        v.extend_from_slice(&src.to_be_bytes());
-        v.extend_from_slice(&dst.to_be_bytes());
-    } else {
-        v.extend_from_slice(&(src as u32).to_be_bytes());
-        v.extend_from_slice(&(dst as u32).to_be_bytes());
-    }
-    v.extend_from_slice(&sport.to_be_bytes());
-    v.extend_from_slice(&dport.to_be_bytes());
-    v
+/// RSS input of a flow into `buf`: source address, destination address, source port,
+/// destination port, all in network byte order; returns its length (IPv4: 12, IPv6: 36).
+fn rss_input(buf: &mut [u8; 36], ipv6: bool, src: u128, dst: u128, sport: u16, dport: u16) -> usize {
+    let a = if ipv6 { 16 } else { 4 };
+    let (s, d) = (src.to_be_bytes(), dst.to_be_bytes());
+    buf[..a].copy_from_slice(&s[16 - a..]);
+    buf[a..2 * a].copy_from_slice(&d[16 - a..]);
+    buf[2 * a..2 * a + 2].copy_from_slice(&sport.to_be_bytes());
+    buf[2 * a + 2..2 * a + 4].copy_from_slice(&dport.to_be_bytes());
+    2 * a + 4
 }
 
 impl Placement {
+    /// RSS placement over `key` and `reta` (queue per entry).
+    pub fn rss(key: Vec<u8>, reta: Vec<u16>) -> Placement {
+        let workers = reta.iter().map(|q| usize::from(*q) + 1).max().unwrap_or(1);
+        Placement::Rss { key, reta, workers }
+    }
+
     /// The workers that get the entry of the flow `src:sport → dst:dport` (the client's
     /// direction; a session entry, whose client port is 0, goes to every worker: its
     /// connections may hash anywhere).
@@ -69,12 +74,13 @@ impl Placement {
         match self {
             Placement::Single => 0..1,
             Placement::Broadcast(n) => 0..*n,
-            Placement::Rss { key, reta } => {
-                let n = reta.iter().map(|q| usize::from(*q) + 1).max().unwrap_or(1);
+            Placement::Rss { key, reta, workers } => {
                 if sport == 0 || reta.is_empty() {
-                    return 0..n;
+                    return 0..*workers;
                 }
-                let h = toeplitz(key, &rss_input(ipv6, src, dst, sport, dport));
+                let mut buf = [0u8; 36];
+                let len = rss_input(&mut buf, ipv6, src, dst, sport, dport);
+                let h = toeplitz(key, &buf[..len]);
                 let q = usize::from(reta[h as usize & (reta.len() - 1)]);
                 q..q + 1
             }
@@ -120,7 +126,7 @@ mod tests {
 
     #[test]
     fn placement_follows_the_redirection_table() {
-        let p = Placement::Rss { key: KEY.to_vec(), reta: (0..128).map(|i| (i % 2) as u16).collect() };
+        let p = Placement::rss(KEY.to_vec(), (0..128).map(|i| (i % 2) as u16).collect());
         let src = u128::from(u32::from(Ipv4Addr::new(66, 9, 149, 187)));
         let dst = u128::from(u32::from(Ipv4Addr::new(161, 142, 100, 80)));
         // 0x51ccc178 & 127 = 0x78 = 120 → queue 0

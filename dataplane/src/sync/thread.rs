@@ -11,7 +11,7 @@
 //! or served requester changes nothing. Records only due to a dump (idle entries, other
 //! hosts' copies) go to its requesters alone, paced to [`DUMP_MESSAGES_PER_SEC`].
 
-use super::{Placement, SyncIn, SyncOut, SyncQueues};
+use super::{DumpItem, Placement, SyncIn, SyncOut, SyncQueues};
 use crate::control::snapshot::Snapshot;
 use crate::daemon::Daemon;
 use spillway_shared::sync::{self as wire, Header, Kind, Record, Reject, SyncConfig, SyncKey, SyncPeerStatus, SyncStatus};
@@ -100,6 +100,28 @@ pub fn read_key(path: &str) -> Result<SyncKey, String> {
     SyncKey::from_file_contents(&bytes).map_err(|e| format!("sync.key_file = {path}: {e}"))
 }
 
+/// Asks for a [`RECV_BUFFER`]-byte receive buffer: `SO_RCVBUFFORCE` (root, past
+/// `net.core.rmem_max`), else `SO_RCVBUF` (capped by `net.core.rmem_max` without an
+/// error). Warns when the kernel gave less than asked; returns what it gave (the kernel
+/// reports twice the payload size, its bookkeeping included).
+fn raise_recv_buffer(socket: &UdpSocket) -> usize {
+    use std::os::fd::AsRawFd;
+    let want = RECV_BUFFER as libc::c_int;
+    // SAFETY: setsockopt reads an int of the given size from a live local.
+    let forced = unsafe {
+        libc::setsockopt(socket.as_raw_fd(), libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, (&want as *const libc::c_int).cast(), std::mem::size_of::<libc::c_int>() as libc::socklen_t)
+    } == 0;
+    let sock = socket2::SockRef::from(socket);
+    if !forced {
+        let _ = sock.set_recv_buffer_size(RECV_BUFFER);
+    }
+    let got = sock.recv_buffer_size().unwrap_or(0);
+    if got < RECV_BUFFER {
+        tracing::warn!(asked = RECV_BUFFER, got, "sync socket: smaller receive buffer than asked (raise net.core.rmem_max): a peer's dump may lose messages (lost_messages)");
+    }
+    got
+}
+
 impl SyncRuntime {
     /// Reads the key, binds the UDP socket and makes the queues for `workers` workers.
     /// Errors name the field and the cause.
@@ -109,11 +131,7 @@ impl SyncRuntime {
         let peers_addr = cfg.peer_addrs().map_err(|e| e.to_string())?;
         let socket = UdpSocket::bind(listen).map_err(|e| format!("sync.listen = {listen}: cannot bind: {e}"))?;
         socket.set_read_timeout(Some(Duration::from_millis(1))).map_err(|e| format!("sync socket: {e}"))?;
-        let sock = socket2::SockRef::from(&socket);
-        if let Err(e) = sock.set_recv_buffer_size(RECV_BUFFER) {
-            tracing::warn!(error = %e, "sync socket: cannot raise the receive buffer");
-        }
-        let rcvbuf = sock.recv_buffer_size().unwrap_or(0);
+        let rcvbuf = raise_recv_buffer(&socket);
         let sender = getrandom::u64().map_err(|e| format!("sync: no random sender id: {e}"))?;
         // Sequence numbers start at the wall clock in µs: a restarted host (new sender id
         // anyway) never reuses one, and nothing depends on the clock beyond that.
@@ -265,50 +283,71 @@ fn service_of(s: &Snapshot, r: &Record) -> Option<u16> {
     }
 }
 
+/// A requester of a dump: its address and its sender id (a requester that restarted is
+/// a new one, even at the same address).
+type Requester = (SocketAddr, u64);
+
 /// One dump pass being sent: its epoch, its requesters, the workers whose end marker has
-/// been popped.
+/// been popped, when it started.
 struct Pass {
     epoch: u64,
-    to: Vec<SocketAddr>,
+    to: Vec<Requester>,
     ended: Vec<bool>,
+    started: Instant,
 }
 
-/// The dumps this host owes: the pass being sent and the requesters waiting for the next.
+/// A pass that takes longer than this is given up (a worker that stopped polling would
+/// hold every later dump): its requesters time out and announce without it.
+const PASS_TIMEOUT: Duration = Duration::from_secs(120);
+/// A request from a requester served this recently is its late retry, not a new one.
+const SERVED_MEMORY: Duration = Duration::from_secs(5);
+
+/// The dumps this host owes: the pass being sent, the requesters waiting for the next,
+/// and those served recently.
 #[derive(Default)]
 struct Dumps {
     current: Option<Pass>,
-    waiting: Vec<SocketAddr>,
+    waiting: Vec<Requester>,
+    served: Vec<(Requester, Instant)>,
 }
 
 impl Dumps {
-    /// A peer asks for a dump: served by the current pass if it is already a requester of
-    /// it (a retry), else by the next one.
-    fn request(&mut self, from: SocketAddr) {
-        if self.current.as_ref().is_some_and(|p| p.to.contains(&from)) || self.waiting.contains(&from) {
-            return;
+    /// A peer asks for a dump: nothing if it is a requester of the current pass, waiting,
+    /// or just served (a retry); else it waits for the next pass.
+    fn request(&mut self, who: Requester) {
+        self.served.retain(|(_, t)| t.elapsed() < SERVED_MEMORY);
+        let known = self.current.as_ref().is_some_and(|p| p.to.contains(&who)) || self.waiting.contains(&who) || self.served.iter().any(|(r, _)| *r == who);
+        if !known {
+            self.waiting.push(who);
         }
-        self.waiting.push(from);
     }
 
     /// Starts the next pass if none runs and someone waits.
     fn start(&mut self, q: &SyncQueues) {
         if self.current.is_none() && !self.waiting.is_empty() {
             let epoch = q.dump_epoch.load(Relaxed) + 1;
-            self.current = Some(Pass { epoch, to: std::mem::take(&mut self.waiting), ended: vec![false; q.out.len()] });
+            self.current = Some(Pass { epoch, to: std::mem::take(&mut self.waiting), ended: vec![false; q.dump.len()], started: Instant::now() });
             q.dump_epoch.store(epoch, Relaxed);
             tracing::info!(epoch, "flow-state dump pass started");
         }
     }
+
+    /// The addresses of the current pass's requesters.
+    fn to(&self) -> Vec<SocketAddr> {
+        self.current.as_ref().map(|p| p.to.iter().map(|r| r.0).collect()).unwrap_or_default()
+    }
 }
 
 /// The records popped from the workers, batched: for every peer, and for the dump's
-/// requesters only.
+/// requesters only (paced).
 struct Batches {
     all: Vec<Record>,
     all_since: Option<Instant>,
     dump: Vec<Record>,
     dump_tokens: f64,
     last_refill: Instant,
+    /// Dump queue to pop first next time (round robin over the workers).
+    next_worker: usize,
 }
 
 impl Batches {
@@ -329,9 +368,18 @@ impl Batches {
     }
 }
 
+/// `o`'s record with the time it waited since the worker made it taken off its lifetime
+/// (`now_ms` on the worker clock); a closing record with nothing left is a removal, so the
+/// peers' copy does not outlive the connection.
+fn aged(o: &SyncOut, now_ms: u32) -> Record {
+    let remaining_ms = o.rec.remaining_ms.saturating_sub(now_ms.wrapping_sub(o.at_ms).min(o.rec.remaining_ms));
+    let op = if remaining_ms == 0 && o.rec.state == wire::SyncState::Closing { wire::Op::Remove } else { o.rec.op };
+    Record { remaining_ms, op, ..o.rec }
+}
+
 /// Runs the `sync` thread until `stop`.
 pub fn run(rt: &SyncRuntime, daemon: &Daemon, stop: &AtomicBool) {
-    let mut b = Batches { all: Vec::with_capacity(wire::MAX_RECORDS), all_since: None, dump: Vec::with_capacity(wire::MAX_RECORDS), dump_tokens: 64.0, last_refill: Instant::now() };
+    let mut b = Batches { all: Vec::with_capacity(wire::MAX_RECORDS), all_since: None, dump: Vec::with_capacity(wire::MAX_RECORDS), dump_tokens: 64.0, last_refill: Instant::now(), next_worker: 0 };
     let mut index: Option<Index> = None;
     let mut receiver = wire::Receiver::new(rt.sender, u64::from(rt.cfg.max_message_age_sec) * 1000).not_before(unix_ms());
     let mut buf = vec![0u8; 2048];
@@ -340,33 +388,40 @@ pub fn run(rt: &SyncRuntime, daemon: &Daemon, stop: &AtomicBool) {
     let mut config_generation = 0;
     let startup_deadline = rt.started + Duration::from_secs(u64::from(rt.cfg.startup_sync_timeout_sec));
     while !stop.load(Relaxed) {
-        // Our digest follows live edits.
-        let g = daemon.control.lock().map(|st| st.config_generation).unwrap_or(0);
-        if g != config_generation {
+        // Our digest follows live edits (not waiting on the control mutex: a republication
+        // holding it must not stall reception).
+        let changed = daemon.control.try_lock().ok().filter(|st| st.config_generation != config_generation).map(|st| (st.config_generation, st.cfg.clone()));
+        if let Some((g, cfg)) = changed {
             config_generation = g;
-            let cfg = daemon.control.lock().map(|st| st.cfg.clone()).ok();
-            if let Some(cfg) = cfg {
-                rt.digest.store(wire::routing_digest(&cfg), Relaxed);
-            }
+            rt.digest.store(wire::routing_digest(&cfg), Relaxed);
         }
-        // 1. this host's records → batches → peers; dump records paced.
+        // 1. this host's records → batches → every peer; the dump's, paced, → requesters.
         let now = Instant::now();
         b.dump_tokens = (b.dump_tokens + now.duration_since(b.last_refill).as_secs_f64() * DUMP_MESSAGES_PER_SEC).min(64.0);
         b.last_refill = now;
-        pop_records(rt, &mut b, &mut dumps);
+        let worker_now = daemon.now_ms();
+        pop_records(rt, &mut b, worker_now);
+        pop_dump(rt, &mut b, &mut dumps, worker_now);
         if b.all_since.is_some_and(|t| t.elapsed() >= BATCH_DELAY) {
             b.flush_all(rt);
         }
         // 2. a pass whose every worker marker was popped is complete: its records are all
         // in a batch or sent, so flush and tell its requesters.
         if dumps.current.as_ref().is_some_and(|p| p.ended.iter().all(|e| *e)) {
+            let to = dumps.to();
+            b.flush_all(rt);
+            b.flush_dump(rt, &to);
+            rt.send_to(Kind::DumpEnd, &[], &to);
+            rt.counters.dumps_sent.fetch_add(to.len() as u64, Relaxed);
             if let Some(p) = dumps.current.take() {
-                b.flush_all(rt);
-                b.flush_dump(rt, &p.to);
-                rt.send_to(Kind::DumpEnd, &[], &p.to);
-                rt.counters.dumps_sent.fetch_add(p.to.len() as u64, Relaxed);
-                tracing::info!(epoch = p.epoch, peers = ?p.to, "flow-state dump sent");
+                tracing::info!(epoch = p.epoch, peers = ?to, after_ms = p.started.elapsed().as_millis() as u64, "flow-state dump sent");
+                dumps.served.extend(p.to.into_iter().map(|r| (r, Instant::now())));
             }
+        } else if dumps.current.as_ref().is_some_and(|p| p.started.elapsed() > PASS_TIMEOUT) {
+            if let Some(p) = dumps.current.take() {
+                tracing::warn!(epoch = p.epoch, peers = ?dumps.to(), "flow-state dump pass given up after {} s (a worker did not finish it)", PASS_TIMEOUT.as_secs());
+            }
+            b.dump.clear();
         }
         dumps.start(&rt.queues);
         // 3. start-up: ask the peers for their entries until each answered or time is up.
@@ -393,36 +448,52 @@ pub fn run(rt: &SyncRuntime, daemon: &Daemon, stop: &AtomicBool) {
     }
 }
 
-/// Pops the workers' queues into the batches. Stops early while a dump batch is full and
-/// the dump's rate allows no message (the rest waits in the queues).
-fn pop_records(rt: &SyncRuntime, b: &mut Batches, dumps: &mut Dumps) {
-    for (w, q) in rt.queues.out.iter().enumerate() {
-        loop {
-            if b.dump.len() == wire::MAX_RECORDS {
-                if b.dump_tokens < 1.0 {
-                    return;
-                }
-                let to = dumps.current.as_ref().map(|p| p.to.clone()).unwrap_or_default();
-                b.flush_dump(rt, &to);
-            }
+/// Most records taken from one worker's queue per loop iteration (each ~1 ms), so one
+/// busy worker cannot starve the others' queues.
+const POP_PER_WORKER: usize = 4_096;
+
+/// Pops the records due to every peer, round robin over the workers, into their batch.
+fn pop_records(rt: &SyncRuntime, b: &mut Batches, worker_now: u32) {
+    for q in &rt.queues.out {
+        for _ in 0..POP_PER_WORKER {
             let Some(o) = q.pop() else { break };
-            match o {
-                SyncOut::Entry { rec, dump_only: false } => {
-                    b.all.push(rec);
-                    b.all_since.get_or_insert_with(Instant::now);
-                    if b.all.len() == wire::MAX_RECORDS {
-                        b.flush_all(rt);
+            b.all.push(aged(&o, worker_now));
+            b.all_since.get_or_insert_with(Instant::now);
+            if b.all.len() == wire::MAX_RECORDS {
+                b.flush_all(rt);
+            }
+        }
+    }
+}
+
+/// Pops dump items, round robin over the workers, while the dump's rate allows a message:
+/// entries go to the dump batch (sent to the requesters), end markers mark their worker's
+/// pass done. What is left waits in the (bounded) dump queues, which pauses the passes.
+fn pop_dump(rt: &SyncRuntime, b: &mut Batches, dumps: &mut Dumps, worker_now: u32) {
+    let n = rt.queues.dump.len();
+    let mut idle = 0;
+    while idle < n {
+        if b.dump.len() == wire::MAX_RECORDS {
+            if b.dump_tokens < 1.0 {
+                return;
+            }
+            let to = dumps.to();
+            b.flush_dump(rt, &to);
+        }
+        let w = b.next_worker % n.max(1);
+        b.next_worker = b.next_worker.wrapping_add(1);
+        match rt.queues.dump.get(w).and_then(|q| q.pop()) {
+            None => idle += 1,
+            Some(item) => {
+                idle = 0;
+                match item {
+                    DumpItem::Entry(o) => {
+                        if dumps.current.is_some() {
+                            b.dump.push(aged(&o, worker_now));
+                        }
                     }
-                }
-                // Records of a pass with no requester left (none: passes start only with one).
-                SyncOut::Entry { rec, dump_only: true } => {
-                    if dumps.current.is_some() {
-                        b.dump.push(rec);
-                    }
-                }
-                SyncOut::PassEnd { epoch } => {
-                    if let Some(p) = dumps.current.as_mut().filter(|p| p.epoch == epoch) {
-                        if let Some(e) = p.ended.get_mut(w) {
+                    DumpItem::End { epoch } => {
+                        if let Some(e) = dumps.current.as_mut().filter(|p| p.epoch == epoch).and_then(|p| p.ended.get_mut(w)) {
                             *e = true;
                         }
                     }
@@ -465,7 +536,7 @@ fn receive(rt: &SyncRuntime, daemon: &Daemon, msg: &[u8], from: SocketAddr, rece
     }
     match h.kind {
         Kind::DumpRequest => {
-            dumps.request(from);
+            dumps.request((from, h.sender));
             tracing::info!(peer = %from, "flow-state dump requested");
         }
         Kind::DumpEnd => {}
@@ -489,7 +560,7 @@ fn receive(rt: &SyncRuntime, daemon: &Daemon, msg: &[u8], from: SocketAddr, rece
 
 /// Resolves a peer's record to this host's service and endpoint slot and hands it to the
 /// worker(s) that own the flow. The lifetime is shortened by the message's lag, so a copy
-/// never outlives the origin's entry; a record with nothing left is dropped.
+/// never outlives the origin's entry; a record with nothing left removes the copy.
 fn install(rt: &SyncRuntime, s: &Snapshot, ix: &Index, r: &Record, lag_ms: u64) {
     let Some(service) = service_of(s, r) else {
         rt.counters.unknown_service.fetch_add(1, Relaxed);
@@ -500,15 +571,72 @@ fn install(rt: &SyncRuntime, s: &Snapshot, ix: &Index, r: &Record, lag_ms: u64) 
         return;
     };
     let remaining_ms = r.remaining_ms.saturating_sub(u32::try_from(lag_ms).unwrap_or(u32::MAX));
-    if remaining_ms == 0 && r.op == wire::Op::Upsert {
-        return;
-    }
-    let rec = SyncIn { rec: Record { remaining_ms, ..*r }, backend, incarnation, service };
+    // Nothing left: the origin's entry is gone, so the copy goes too.
+    let op = if remaining_ms == 0 { wire::Op::Remove } else { r.op };
+    let rec = SyncIn { rec: Record { remaining_ms, op, ..*r }, backend, incarnation, service };
     for w in rt.placement.workers(r.ipv6, r.src, r.dst, r.sport, r.dport) {
         if let Some(q) = rt.queues.inbound.get(w) {
             if q.push(rec).is_err() {
                 rt.counters.inbound_full.fetch_add(1, Relaxed);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn who(port: u16, sender: u64) -> Requester {
+        (SocketAddr::from(([10, 0, 0, 1], port)), sender)
+    }
+
+    /// One pass at a time; a retry changes nothing; a requester that restarted (new
+    /// sender id at the same address) is served by the next pass; a late retry of one just
+    /// served starts no pass.
+    #[test]
+    fn dump_requests_are_deduplicated_by_address_and_sender() {
+        let q = SyncQueues::new(2, 5_000);
+        let mut d = Dumps::default();
+        d.request(who(1, 7));
+        d.start(&q);
+        assert_eq!(q.dump_epoch.load(Relaxed), 1);
+        d.request(who(1, 7));
+        d.request(who(2, 8));
+        d.request(who(1, 9));
+        assert_eq!(d.waiting, vec![who(2, 8), who(1, 9)], "the retry is not queued; the restarted requester is");
+        d.start(&q);
+        assert_eq!(q.dump_epoch.load(Relaxed), 1, "one pass at a time");
+        let p = d.current.take().unwrap();
+        d.served.extend(p.to.into_iter().map(|r| (r, Instant::now())));
+        d.request(who(1, 7));
+        assert_eq!(d.waiting.len(), 2, "a late retry of a served requester");
+        d.start(&q);
+        assert_eq!((q.dump_epoch.load(Relaxed), d.to().len()), (2, 2));
+    }
+
+    /// The time a record waited is taken off its lifetime; a closing record with nothing
+    /// left removes the peers' copy.
+    #[test]
+    fn queued_time_is_taken_off_the_lifetime() {
+        let rec = Record {
+            op: wire::Op::Upsert,
+            ipv6: false,
+            src: 1,
+            dst: 2,
+            sport: 3,
+            dport: 80,
+            proto: 6,
+            session: false,
+            state: wire::SyncState::Closing,
+            remaining_ms: 10_000,
+            endpoint: IpAddr::V4([10, 0, 1, 1].into()),
+            relayed: false,
+        };
+        let o = SyncOut { rec, at_ms: 1_000 };
+        assert_eq!(aged(&o, 4_000).remaining_ms, 7_000);
+        let late = aged(&o, 12_000);
+        assert_eq!((late.remaining_ms, late.op), (0, wire::Op::Remove));
+        assert_eq!(aged(&SyncOut { at_ms: u32::MAX - 10, ..o }, 5).remaining_ms, 10_000 - 16, "the worker clock wraps");
     }
 }
