@@ -21,6 +21,7 @@
 //! and then once per `refresh_interval_sec` while it carries traffic, with the lifetime it
 //! has left. Endpoints travel as addresses, never as slot indices.
 
+mod dump;
 mod placement;
 mod thread;
 
