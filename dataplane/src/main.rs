@@ -125,15 +125,24 @@ fn run(args: Args) -> Result<(), String> {
         }
     }
     let warnings = cfg.warnings();
+    if let Some(sc) = &cfg.sync {
+        // The fleet key is read at start: refuse a missing, open or short one here too.
+        spillway_dataplane::sync::read_key(&sc.key_file).map_err(|e| format!("{path}: {e}"))?;
+    }
     if args.check {
         for w in &warnings {
             println!("{path}: warning: {w}");
+        }
+        if let Some(sc) = &cfg.sync {
+            if let Err(e) = sc.listen_addr().map_err(|e| e.to_string()).and_then(|a| std::net::UdpSocket::bind(a).map_err(|e| e.to_string())) {
+                println!("{path}: warning: sync.listen = {}: cannot bind now ({e}): another daemon holds it, or the address is not on this host", sc.listen);
+            }
         }
         if cfg.dataplane.worker_cores.is_empty() && workers >= avail.len().max(1) {
             println!("{path}: warning: {workers} workers on {} usable cores: workers share cores with each other or the control thread", avail.len());
         }
         println!("{path}: configuration OK ({} services, {} ports)", cfg.services.len(), cfg.ports.len());
-        println!("  checked: syntax, every range and cross-reference, backend MACs/addresses, port device arguments (key=value, iface= etc. a driver needs), socket_group, worker_cores on this host");
+        println!("  checked: syntax, every range and cross-reference, backend MACs/addresses, port device arguments (key=value, iface= etc. a driver needs), socket_group, worker_cores on this host, the [sync] key file (mode, length) and whether sync.listen can be bound now");
         println!("  not checked without starting DPDK: that the devices exist and start, that they take the port MTU (RX scatter or mbufs sized for it), hugepage memory for the mbuf pools, queue and descriptor counts the NIC supports, the control socket path");
         return Ok(());
     }

@@ -74,6 +74,9 @@ pub const MAX_MESSAGE_LEN: usize = HEADER_LEN + MAX_RECORDS * RECORD_LEN + TAG_L
 pub const MIN_KEY_LEN: usize = 16;
 /// Width of the anti-replay window, messages.
 pub const REPLAY_WINDOW: u64 = 64;
+/// Largest gap in a sender's numbering counted as lost messages; a larger jump (which a
+/// key holder could send) counts as none.
+pub const MAX_COUNTED_GAP: u64 = 1 << 16;
 /// Senders whose replay windows are kept (a restarted peer is a new sender); the
 /// least recently heard is forgotten first.
 pub const MAX_SENDERS: usize = 256;
@@ -410,7 +413,9 @@ impl Receiver {
             }
         }
         let w = self.windows.entry(h.sender).or_default();
+        // A jump past MAX_COUNTED_GAP is a resynchronisation, not that many losses.
         let gap = if w.bits != 0 && h.seq > w.highest { h.seq - w.highest - 1 } else { 0 };
+        let gap = if gap > MAX_COUNTED_GAP { 0 } else { gap };
         if !w.check_and_set(h.seq) {
             return Err(Reject::Replayed);
         }
@@ -533,13 +538,17 @@ impl SyncConfig {
     /// Checks every field's range (the key file itself is checked by the daemon at start).
     pub fn validate(&self) -> Result<(), ConfigError> {
         let l = self.listen_addr()?;
-        if l.port() == 0 || l.ip().is_multicast() || l.ip().is_unspecified() {
+        let broadcast = matches!(l.ip(), IpAddr::V4(v) if v.is_broadcast());
+        if l.port() == 0 || l.ip().is_multicast() || l.ip().is_unspecified() || broadcast {
             return Err(ConfigError::new("sync.listen", &self.listen, "must be a unicast IP:PORT with a port other than 0"));
         }
-        if self.peers.len() > MAX_PEERS {
-            return Err(ConfigError::new("sync.peers", self.peers.len(), format!("at most {MAX_PEERS} peers")));
+        let peers = self.peer_addrs()?;
+        if peers.len() > MAX_PEERS {
+            return Err(ConfigError::new("sync.peers", peers.len(), format!("at most {MAX_PEERS} peers besides this host")));
         }
-        self.peer_addrs()?;
+        if let Some((i, p)) = self.peers.iter().enumerate().find(|(_, p)| p.parse::<SocketAddr>().is_ok_and(|a| a.is_ipv4() != l.is_ipv4())) {
+            return Err(ConfigError::new(format!("sync.peers[{i}]"), p, "must be of the family of sync.listen (one socket sends to every peer)"));
+        }
         if self.key_file.trim().is_empty() {
             return Err(ConfigError::new("sync.key_file", "\"\"", "must name the fleet's key file"));
         }

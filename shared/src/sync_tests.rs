@@ -133,6 +133,7 @@ fn gaps_in_a_senders_numbers_are_reported() {
     assert_eq!(r.accept(&header(11), 1_000_000), Ok(0));
     assert_eq!(r.accept(&header(15), 1_000_000), Ok(3));
     assert_eq!(r.accept(&header(13), 1_000_000), Ok(0), "late, inside the window");
+    assert_eq!(r.accept(&header(u64::MAX), 1_000_000), Ok(0), "a huge jump is not counted as losses");
 }
 
 #[test]
@@ -166,8 +167,16 @@ fn config_ranges_and_peer_list() {
     assert_eq!(bad.validate().unwrap_err().path, "sync.refresh_interval_sec");
     let bad = SyncConfig { peers: vec!["nope".into()], ..c.clone() };
     assert_eq!(bad.validate().unwrap_err().path, "sync.peers[0]");
-    let bad = SyncConfig { listen: "10.0.0.1".into(), ..c };
+    let bad = SyncConfig { listen: "10.0.0.1".into(), ..c.clone() };
     assert_eq!(bad.validate().unwrap_err().path, "sync.listen");
+    let bad = SyncConfig { listen: "255.255.255.255:7946".into(), ..c.clone() };
+    assert_eq!(bad.validate().unwrap_err().path, "sync.listen");
+    let bad = SyncConfig { peers: vec!["[::1]:7946".into()], ..c.clone() };
+    assert_eq!(bad.validate().unwrap_err().path, "sync.peers[0]", "families must match");
+    let own_plus_64 = SyncConfig { peers: (0..=64).map(|i| format!("10.0.1.{i}:7946")).chain(["10.0.0.1:7946".to_string()]).collect(), ..c.clone() };
+    assert!(own_plus_64.validate().is_err(), "65 others");
+    let own_plus_63 = SyncConfig { peers: (0..64).map(|i| format!("10.0.1.{i}:7946")).chain(["10.0.0.1:7946".to_string()]).collect(), ..c };
+    assert!(own_plus_63.validate().is_ok(), "64 others plus this host: one list for a 65-host fleet");
 }
 
 #[test]

@@ -291,3 +291,15 @@ fn equal_configs_in_two_spellings_build_equal_tables() {
     };
     assert_eq!(name(&single), name(&grouped));
 }
+
+/// `[sync]` cannot change live, but its peer list is a set: the same peers in another
+/// order are no change.
+#[test]
+fn a_reordered_sync_peer_list_is_no_change() {
+    let sync = |peers: &str| format!("{TWO_BACKENDS}[sync]\nlisten = \"10.0.0.2:7946\"\npeers = [{peers}]\nkey_file = \"/etc/spillway/sync.key\"\n");
+    let d = daemon_of(&sync("\"10.0.0.3:7946\", \"10.0.0.4:7946\""));
+    let r = d.config_apply(&sync("\"10.0.0.4:7946\", \"10.0.0.3:7946\""), None);
+    assert!(!matches!(&r, Response::Error { message } if message.contains("[sync] cannot change")), "{r:?}");
+    let r = d.config_apply(&sync("\"10.0.0.4:7946\""), None);
+    assert!(matches!(&r, Response::Error { message } if message.contains("[sync] cannot change")), "{r:?}");
+}

@@ -32,7 +32,12 @@ fn plan(st: &ControlState, if_generation: Option<u64>, f: impl FnOnce(&mut Confi
     if cand.conntrack != st.cfg.conntrack {
         return Err("[conntrack] cannot change while the daemon runs (tables are sized at start); edit the file and restart".into());
     }
-    if cand.sync != st.cfg.sync {
+    // The peer list is a set: a reorder is no change.
+    let peers_sorted = |c: &Option<spillway_shared::sync::SyncConfig>| c.clone().map(|mut s| {
+        s.peers.sort();
+        s
+    });
+    if peers_sorted(&cand.sync) != peers_sorted(&st.cfg.sync) {
         return Err("[sync] cannot change while the daemon runs (socket, key and peers are set up at start); edit the file and restart".into());
     }
     if cand.metrics != st.cfg.metrics || cand.announce != st.cfg.announce {

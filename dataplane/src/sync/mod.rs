@@ -26,7 +26,7 @@ mod placement;
 mod thread;
 
 pub use placement::Placement;
-pub use thread::{run, SyncRuntime};
+pub use thread::{read_key, run, SyncRuntime};
 
 use crossbeam_queue::ArrayQueue;
 use spillway_shared::sync::Record;

@@ -26,6 +26,9 @@ use std::time::{Duration, Instant};
 const BATCH_DELAY: Duration = Duration::from_millis(2);
 /// How often a starting host repeats its dump request to peers that have not answered.
 const DUMP_RETRY: Duration = Duration::from_secs(1);
+/// A host sends every peer at least one message this often (an empty one when idle), so
+/// its digest and liveness are known on an idle fleet (`last_heard_sec`, drift).
+const KEEPALIVE: Duration = Duration::from_secs(1);
 /// Dump messages sent per second at most (400,000 records/s: a 1 M-entry table in 2.5 s),
 /// so a starting peer's receive buffer keeps up.
 pub const DUMP_MESSAGES_PER_SEC: f64 = 20_000.0;
@@ -81,6 +84,8 @@ pub struct SyncRuntime {
     digest: AtomicU64,
     startup_done: AtomicBool,
     startup_note: Mutex<String>,
+    /// When a message last went to every peer (keepalives).
+    last_sent: Mutex<Option<Instant>>,
     started: Instant,
 }
 
@@ -93,6 +98,9 @@ fn unix_ms() -> u64 {
 pub fn read_key(path: &str) -> Result<SyncKey, String> {
     use std::os::unix::fs::PermissionsExt;
     let meta = std::fs::metadata(path).map_err(|e| format!("sync.key_file = {path}: {e}"))?;
+    if !meta.is_file() {
+        return Err(format!("sync.key_file = {path}: not a regular file"));
+    }
     let mode = meta.permissions().mode() & 0o777;
     if mode & 0o077 != 0 {
         return Err(format!("sync.key_file = {path}: mode {mode:04o}: must be 0600 or 0400 (the key lets anyone who reads it steer this fleet's connections; chmod 600 {path})"));
@@ -152,6 +160,7 @@ impl SyncRuntime {
             digest: AtomicU64::new(digest),
             startup_done: AtomicBool::new(false),
             startup_note: Mutex::new(String::new()),
+            last_sent: Mutex::new(None),
             started: Instant::now(),
         };
         if cfg.startup_sync_timeout_sec == 0 || n_peers == 0 {
@@ -180,6 +189,9 @@ impl SyncRuntime {
     }
 
     fn send_to(&self, kind: Kind, records: &[Record], to: &[SocketAddr]) {
+        if to.len() == self.peers_addr.len() {
+            *self.last_sent.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
+        }
         for a in to {
             let Some(i) = self.peers_addr.iter().position(|p| p == a) else { continue };
             let seq = self.seqs[i].fetch_add(1, Relaxed);
@@ -381,7 +393,14 @@ pub fn run(rt: &SyncRuntime, daemon: &Daemon, stop: &AtomicBool) {
             } else if last_dump_request.is_none_or(|t| t.elapsed() >= DUMP_RETRY) {
                 last_dump_request = Some(Instant::now());
                 rt.send_to(Kind::DumpRequest, &[], &missing);
+                let list: Vec<String> = missing.iter().map(|a| a.to_string()).collect();
+                *rt.startup_note.lock().unwrap_or_else(|e| e.into_inner()) = format!("waiting for the dumps of {}", list.join(", "));
             }
+        }
+        // A peer that hears nothing from us for KEEPALIVE learns our digest and that we
+        // live: an empty record message.
+        if rt.last_sent.lock().unwrap_or_else(|e| e.into_inner()).is_none_or(|t| t.elapsed() >= KEEPALIVE) {
+            rt.send_to(Kind::Records, &[], &rt.peers_addr);
         }
         // 4. receive (the 1 ms read timeout paces the loop).
         for _ in 0..256 {
