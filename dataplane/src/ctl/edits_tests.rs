@@ -303,3 +303,16 @@ fn a_reordered_sync_peer_list_is_no_change() {
     let r = d.config_apply(&sync("\"10.0.0.4:7946\""), None);
     assert!(matches!(&r, Response::Error { message } if message.contains("[sync] cannot change")), "{r:?}");
 }
+
+/// A daemon that started without IPv6 services has small IPv6 tables: the first IPv6
+/// service is refused live with the restart advice, not silently given 1,024 entries.
+#[test]
+fn the_first_ipv6_service_needs_a_restart() {
+    let d = daemon();
+    let v6 = format!("{TWO_BACKENDS}[[services]]\nname = \"web6\"\nvip = \"fd00::100\"\nport = 80\n[[services.backends]]\nname = \"v1\"\naddress = \"fd00:10::1\"\nmac = \"02:00:00:00:16:01\"\n");
+    let r = d.config_apply(&v6, None);
+    assert!(matches!(&r, Response::Error { message } if message.contains("first IPv6 service") && message.contains("restart")), "{r:?}");
+    let started_with_v6 = daemon_of(&v6);
+    let more = format!("{v6}[[services]]\nname = \"dns6\"\nvip = \"fd00::100\"\nport = 53\nprotocol = \"udp\"\n[[services.backends]]\nname = \"w1\"\naddress = \"fd00:10::2\"\nmac = \"02:00:00:00:16:02\"\n");
+    assert!(matches!(started_with_v6.config_apply(&more, None), Response::Applied(_)), "later IPv6 services are fine");
+}

@@ -169,6 +169,32 @@
         assert_eq!(w.ct.counters.misses, 1, "only the first packet missed");
     }
 
+    /// A flow whose backend died is counted as `rebalanced` once, when its new pick is
+    /// recorded: not once per packet while the new pick's next hop is still unresolved
+    /// (those packets are dropped as `next_hop_unresolved` and nothing is recorded).
+    #[test]
+    fn rebalanced_counts_a_move_once_not_per_packet_while_the_next_hop_is_pending() {
+        let t = service("svc", 80, "udp", "", &["b1", "b2", "b3", "b4"], 0);
+        let snap = compile_toml(&t, &[]);
+        let mut w = worker(1024);
+        let first = send(&mut w, &snap, frame(17, 9, 41000, 80, 0), 0).unwrap();
+        let name = format!("b{first}");
+        let mut pending = compile_toml(&t, &[("svc", &name)]);
+        for s in pending.backends.iter_mut().filter(|s| s.name != name) {
+            s.mac = [0; 6];
+        }
+        for i in 0..3 {
+            assert!(send(&mut w, &pending, frame(17, 9, 41000, 80, 0), 10 + i).is_err(), "the new pick's next hop is pending");
+        }
+        assert_eq!(counter(&w.stats.rebalanced), 0, "counted per packet while nothing was recorded");
+        let resolved = compile_toml(&t, &[("svc", &name)]);
+        let next = send(&mut w, &resolved, frame(17, 9, 41000, 80, 0), 20).unwrap();
+        assert_ne!(next, first);
+        assert_eq!(counter(&w.stats.rebalanced), 1);
+        assert_eq!(send(&mut w, &resolved, frame(17, 9, 41000, 80, 0), 21), Ok(next));
+        assert_eq!(counter(&w.stats.rebalanced), 1);
+    }
+
     /// Item 4: draining protects flows on live backends only. After a failover, UDP (and
     /// NEVER_PERSIST) flows on a dead backend move at once; TCP flows that persist stay until
     /// the drain deadline.

@@ -387,6 +387,9 @@ impl Worker {
     fn select<A: Family>(&mut self, key: &FlowKeyOf<A>, flags: u8, svc: &ServiceSnap, svc_idx: u16, snap: &Snapshot, now: u32) -> Result<u16, DropReason> {
         let (ct_key, session) = tracking_key(svc, key);
         let syn = flags & (tcp_flags::SYN | tcp_flags::ACK) == tcp_flags::SYN && key.proto == wire::PROTO_TCP;
+        // The flow's entry named a backend it may no longer use: counted as `rebalanced`
+        // once, when the new pick is recorded (not per packet while it cannot be).
+        let mut moved = false;
         // This service's idle timeout applies to its established entries.
         let mut t = self.timeouts;
         t.tcp_ms = svc.idle_timeout_ms;
@@ -407,7 +410,7 @@ impl Worker {
                     }
                     return Ok(hit.backend);
                 }
-                bump(&self.stats.rebalanced, 1);
+                moved = true;
             }
         }
         // A new connection from one of our own addresses is spoofed (the backend would
@@ -430,6 +433,9 @@ impl Worker {
             return Ok(b);
         }
         let tracked = A::ct(self).insert(&ct_key, b, inc, svc_idx, now, &t);
+        if moved && tracked {
+            bump(&self.stats.rebalanced, 1);
+        }
         // A new connection is one the table recorded, or a SYN. A flow the full table could
         // not record is forwarded by the same Maglev choice; its later packets are not new
         // connections (they would inflate the load the capacity stage reads).
