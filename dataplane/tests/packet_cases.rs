@@ -586,9 +586,10 @@ fn ipv6_single_extension_headers_are_walked() {
 
 // ---------------------------------------------------------------------------------------
 
-// Jumbo frames (issue 12 item 7): `jumbo-9000.pcap` is a SYN and a 9,000-byte IPv4 segment
-// of the same flow. net_pcap receives the big one into chained mbufs (RX scatter) and sends
-// it as one frame again.
+// Jumbo frames: `jumbo-9000.pcap` is a SYN and a 9,000-byte IPv4 segment of the same flow.
+// net_pcap reports no RX scatter, so the daemon gives its pool 9,152-byte mbufs (start log:
+// `rx_scatter=false mbuf_data_room=9152`): the big frame arrives in one mbuf and leaves as
+// one frame. Chained mbufs are tested on net_ring (dpdk_segments*.rs).
 
 fn jumbo_input() -> Vec<Vec<u8>> {
     let input = read_pcap(&case_path("jumbo-9000.pcap"));
