@@ -217,9 +217,18 @@ impl Daemon {
                 ps.switched_at_ms = Some(now_ms);
             }
             let Some(t) = ps.switched_at_ms else { continue };
+            // Draining applies to the pool that is no longer eligible (spec/backend-selection.md
+            // "Connection draining on failover/failback"): a slot of the other pool that the
+            // pipeline still gives new connections (the failover-threshold stage can, without
+            // a pool switch) is not draining.
+            let eligible: std::collections::HashSet<u16> =
+                snap.services.get(si).map(|s| s.tables.iter().flatten().flat_map(|t| t.backends.iter().copied()).collect()).unwrap_or_default();
             // every endpoint slot of the inactive pool's backends
             for b in svc.backends.iter().filter(|b| b.failover != fo) {
                 for slot in st.slots.backend_slots(&svc.name, &b.name) {
+                    if eligible.contains(&slot) {
+                        continue;
+                    }
                     let Some(bs) = snap.backends.get_mut(usize::from(slot)) else { continue };
                     if svc.disable_connection_drain_on_failover {
                         bs.evict_connections = true;
