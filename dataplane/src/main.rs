@@ -333,6 +333,7 @@ fn run(args: Args) -> Result<(), String> {
             // one when IPv6 services are configured at start, else a small one.
             let cap6 = if cfg.services.iter().any(|s| s.vip.is_ipv6()) { cap } else { spillway_dataplane::fastpath::worker::DEFAULT_IPV6_CAPACITY };
             let seed = seed_for(w);
+            let icmp_rate = cfg.dataplane.icmp_errors_per_sec;
             let params = params(w);
             std::thread::Builder::new()
                 .name(format!("worker-{w}"))
@@ -345,7 +346,7 @@ fn run(args: Args) -> Result<(), String> {
                     if let Err(e) = dpdk::register_thread() {
                         tracing::warn!(worker = w, error = %e, "rte_thread_register failed; mempool cache disabled");
                     }
-                    let mut worker = Worker::new(w, cap, seed, timeouts, stats, pinfo).with_ipv6_capacity(cap6, seed.rotate_left(17));
+                    let mut worker = Worker::new(w, cap, seed, timeouts, stats, pinfo).with_ipv6_capacity(cap6, seed.rotate_left(17)).with_icmp_errors_per_sec(icmp_rate);
                     tracing::info!(worker = w, core = ?core, "worker polling");
                     run_loop(&mut worker, &mut queues, shared, params);
                     dpdk::unregister_thread();

@@ -13,7 +13,7 @@
 //! last_seen, timeout). Every packet's verdict and backend (destination MAC of the L2 DSR
 //! output) must equal the model's decision; a flow whose backend is present, healthy and
 //! enabled (and not draining past its deadline, not evicted) never moves; `rebalanced`
-//! counts exactly the model's moves and `new_connections` exactly the recorded flows and
+//! counts exactly the model's recorded moves and `new_connections` exactly the recorded flows and
 //! SYNs. After every step the whole live table must equal the model entry by entry.
 //!
 //! The model does not model buckets: the real table is the oracle for "is this key
@@ -769,8 +769,11 @@ impl Model {
             }
         }
         let new_conn = insert.is_some() && (tracked || syn);
+        // A move is counted once, when its new pick is recorded: not per packet while the
+        // flow has no backend (or, in the daemon, while its next hop is unresolved).
         let rb = self.stats.rebalanced.load(Relaxed) - rb0;
-        ensure!(rb == u64::from(rebalance), "rebalanced grew by {rb}, model moved: {rebalance}");
+        let counted = rebalance && tracked;
+        ensure!(rb == u64::from(counted), "rebalanced grew by {rb}, model moved and recorded: {counted}");
         let nc = self.stats.new_connections.load(Relaxed) - nc0;
         ensure!(nc == u64::from(new_conn), "new_connections grew by {nc}, model expects {} (tracked {tracked}, SYN {syn})", u64::from(new_conn));
         if let Some(b) = insert {

@@ -145,6 +145,15 @@ pub struct DataplaneConfig {
     /// polling, the production setting; >0 shares a core on small test hosts). 0–10,000.
     #[serde(default, deserialize_with = "ranged::idle_sleep_us")]
     pub idle_sleep_us: u32,
+    /// ICMP errors (fragmentation needed, Packet Too Big) each worker sends per second at
+    /// most, in bursts of up to 50; 0 never sends one. 0–1,000,000 (default 1,000, Linux's
+    /// `icmp_ratelimit` rate). RFC 1812 §4.3.2.8, RFC 4443 §2.4(f).
+    #[serde(default = "default_icmp_rate", deserialize_with = "ranged::icmp_errors_per_sec")]
+    pub icmp_errors_per_sec: u32,
+}
+
+fn default_icmp_rate() -> u32 {
+    1000
 }
 
 fn default_workers() -> u16 {
@@ -173,6 +182,7 @@ impl Default for DataplaneConfig {
             socket: default_socket(),
             socket_group: None,
             idle_sleep_us: 0,
+            icmp_errors_per_sec: default_icmp_rate(),
         }
     }
 }
@@ -985,6 +995,7 @@ pub(crate) mod ranged {
         mbufs_per_port: u32 = "dataplane.mbufs_per_port";
         descriptors: u16 = "dataplane.descriptors";
         idle_sleep_us: u32 = "dataplane.idle_sleep_us";
+        icmp_errors_per_sec: u32 = "dataplane.icmp_errors_per_sec";
         capacity_per_worker: u32 = "conntrack.capacity_per_worker";
         tcp_idle_timeout_sec: u32 = "conntrack.tcp_idle_timeout_sec";
         tcp_syn_timeout_sec: u32 = "conntrack.tcp_syn_timeout_sec";
@@ -1388,7 +1399,7 @@ impl Config {
     /// Checks every range and cross-reference; the first problem is returned.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let d = &self.dataplane;
-        for (f, v) in [("workers", i64::from(d.workers)), ("mbufs_per_port", d.mbufs_per_port.into()), ("idle_sleep_us", d.idle_sleep_us.into()), ("descriptors", d.descriptors.into())] {
+        for (f, v) in [("workers", i64::from(d.workers)), ("mbufs_per_port", d.mbufs_per_port.into()), ("idle_sleep_us", d.idle_sleep_us.into()), ("descriptors", d.descriptors.into()), ("icmp_errors_per_sec", d.icmp_errors_per_sec.into())] {
             let path = format!("dataplane.{f}");
             lim(&path).check_int(&path, v)?;
         }

@@ -215,6 +215,7 @@ pub const LIMITS: &[Limit] = &[
     Limit { path: "dataplane.mbufs_per_port", range: Range::Int(1023, 1_048_575), default: "8191", unit: "mbufs; 2^n − 1 is best", source: "DPDK mempool" },
     Limit { path: "dataplane.descriptors", range: Range::Int(64, 4096), default: "1024", unit: "descriptors per queue, clamped to the device", source: HERE },
     Limit { path: "dataplane.idle_sleep_us", range: Range::Int(0, 10_000), default: "0 (busy polling)", unit: "microseconds", source: HERE },
+    Limit { path: "dataplane.icmp_errors_per_sec", range: Range::Int(0, 1_000_000), default: "1000", unit: "ICMP errors (fragmentation needed, Packet Too Big) per second per worker, bursts of 50; 0 = none", source: "RFC 1812 §4.3.2.8, RFC 4443 §2.4(f)" },
     Limit { path: "dataplane.socket_group", range: Range::Rule("name an existing group"), default: "absent (root only)", unit: "group name", source: "checked by --check and at start" },
     Limit { path: "neighbors.refresh_sec", range: Range::Int(1, 3600), default: "30", unit: "seconds from a reply to the next request (less a per-address jitter of up to a quarter); a changed MAC is followed within it", source: "RFC 826, RFC 4861 §7.3 (REACHABLE time)" },
     Limit { path: "neighbors.expiry_sec", range: Range::Int(2, 86_400), default: "120", unit: "seconds from the last reply until the entry expires; more than refresh_sec", source: HERE },

@@ -354,6 +354,7 @@ fn compile_inner(cfg: &Config, slots: &SlotMap, input: CompileInput<'_>, neighbo
             persist_on_unhealthy: persists_on_unhealthy(svc),
             mode: svc.forwarding_mode,
             encap_mtu: svc.encap_mtu,
+            encap_overhead: encap_overhead(svc),
             idle_timeout_ms: idle_timeout_ms(cfg, svc),
             tables,
             failed_over,
@@ -361,4 +362,19 @@ fn compile_inner(cfg: &Config, slots: &SlotMap, input: CompileInput<'_>, neighbo
     }
     snap.backends = backends;
     snap
+}
+
+/// The largest IPIP/GUE overhead over `svc`'s endpoints (0 for L2 DSR), by each endpoint's
+/// family ([`crate::wire::Encap::overhead`], [`crate::wire::Encap::overhead6`]).
+fn encap_overhead(svc: &spillway_shared::config::Service) -> u16 {
+    use spillway_shared::config::ForwardingMode;
+    let encap = match svc.forwarding_mode {
+        ForwardingMode::L2_DSR => return 0,
+        ForwardingMode::GUE => crate::wire::Encap::gue(0),
+        _ => crate::wire::Encap::Ipip,
+    };
+    let v6 = svc.backends.iter().flat_map(|b| b.members()).any(|m| m.address.is_ipv6());
+    let v4 = svc.backends.iter().flat_map(|b| b.members()).any(|m| m.address.is_ipv4());
+    let o = |v6: bool| if v6 { encap.overhead6() } else { encap.overhead() };
+    (if v6 { o(true) } else if v4 { o(false) } else { 0 }) as u16
 }

@@ -89,6 +89,10 @@ pub struct ServiceSnap {
     pub mode: ForwardingMode,
     /// Path MTU towards backends (IPIP/GUE).
     pub encap_mtu: u16,
+    /// Largest encapsulation overhead over the service's endpoints, bytes (IPIP 20 / 40,
+    /// GUE 28 / 48 by the endpoint's family; 0 for L2 DSR): a packet longer than
+    /// `encap_mtu` − this is answered "too big" before it is tracked or counted.
+    pub encap_overhead: u16,
     /// Idle timeout for this service's established connections, ms.
     pub idle_timeout_ms: u32,
     /// Table per client class (index = class id); `None` = drop new connections.

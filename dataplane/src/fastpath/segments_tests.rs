@@ -216,3 +216,48 @@ proptest! {
         }
     }
 }
+
+/// `frame` from another IPv4 source (header checksum recomputed).
+fn from(src: [u8; 4], f: &[u8]) -> Vec<u8> {
+    let mut f = f.to_vec();
+    let l3 = 14;
+    f[l3 + 12..l3 + 16].copy_from_slice(&src);
+    f[l3 + 10..l3 + 12].copy_from_slice(&[0, 0]);
+    let c = crate::wire::checksum::checksum(&f[l3..l3 + 20]);
+    f[l3 + 10..l3 + 12].copy_from_slice(&c.to_be_bytes());
+    f
+}
+
+/// RFC 1812 §4.3.2.7: no ICMP error to a broadcast, multicast, unspecified, loopback or
+/// reserved source (a spoofed one, or the VIP would reflect for it); counted, not answered.
+#[test]
+fn no_frag_needed_to_sources_that_may_not_get_one() {
+    let s = snap("IPIP", 1400);
+    let big = frame(0, 1460, 40000, tcp_flags::ACK, true, 0);
+    for src in [[255, 255, 255, 255], [224, 0, 0, 5], [0, 0, 0, 0], [127, 0, 0, 1], [240, 0, 0, 1]] {
+        let mut w = worker();
+        assert_eq!(w.process(&mut MemBuf::new(&from(src, &big)), 0, &s, 0), Verdict::Drop(DropReason::IcmpErrorForbidden), "{src:?}");
+        assert_eq!(w.stats.icmp_frag_needed_sent.load(Relaxed), 0);
+    }
+    assert_eq!(worker().process(&mut MemBuf::new(&big), 0, &s, 0), Verdict::Reply, "a unicast source is told");
+}
+
+/// RFC 1812 §4.3.2.8 / RFC 4443 §2.4(f): ICMP errors are rate limited per worker (a burst
+/// of 50, then the configured rate); the packet answered is neither tracked nor counted
+/// as the backend's.
+#[test]
+fn frag_needed_is_rate_limited_and_the_packet_is_not_tracked() {
+    let s = snap("GUE", 1400);
+    let mut w = worker().with_icmp_errors_per_sec(100);
+    let big = frame(0, 1460, 40000, tcp_flags::ACK, true, 0);
+    let verdicts = |w: &mut Worker, now: u32, n: usize| (0..n).map(|_| w.process(&mut MemBuf::new(&big), 0, &s, now)).collect::<Vec<_>>();
+    let answers = |w: &mut Worker, now: u32, n: usize| verdicts(w, now, n).iter().filter(|v| **v == Verdict::Reply).count();
+    let first = verdicts(&mut w, 0, 200);
+    assert_eq!(first.iter().filter(|v| **v == Verdict::Reply).count(), 50, "the burst");
+    assert_eq!(first.iter().filter(|v| **v == Verdict::Drop(DropReason::IcmpErrorRateLimited)).count(), 150);
+    assert_eq!(answers(&mut w, 100, 200), 10, "100 per second: 10 in 100 ms");
+    assert_eq!(w.ct.counters.inserts, 0, "the too-big packet was recorded as a connection");
+    assert!(w.stats.backend_packets.iter().all(|c| c.load(Relaxed) == 0), "counted as a backend's packets");
+    let mut none = worker().with_icmp_errors_per_sec(0);
+    assert_eq!(answers(&mut none, 0, 10), 0, "0: never");
+}

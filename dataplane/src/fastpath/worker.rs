@@ -22,18 +22,15 @@ pub use v6::Family;
 #[path = "worker_deliver.rs"]
 mod deliver;
 use deliver::Inner;
+pub use deliver::{IcmpBudget, DEFAULT_ICMP_ERRORS_PER_SEC, ICMP_BURST};
 #[path = "worker_hold.rs"]
 mod hold;
-
 #[path = "worker_control.rs"]
 mod control;
-
 #[path = "worker_prefetch.rs"]
 mod prefetch;
-
 #[path = "worker_sync.rs"]
 mod sync;
-
 #[path = "worker_loop.rs"]
 mod run;
 pub use run::{on_worker_thread, run_loop, LoopParams};
@@ -115,6 +112,10 @@ pub struct Worker {
     sync_epoch: u64,
     /// The dump pass whose end marker is still to be queued.
     sync_pass_end: Option<u64>,
+    /// ICMP errors this worker may still send ([`IcmpBudget`]).
+    pub icmp_budget: IcmpBudget,
+    /// The worker clock of the packet being processed, ms.
+    clock_ms: u32,
 }
 
 /// Connection-table buckets [`Worker::poll`] sweeps per iteration: at 10^4 to 10^7
@@ -227,7 +228,15 @@ impl Worker {
             sync_walk6: Default::default(),
             sync_epoch: 0,
             sync_pass_end: None,
+            icmp_budget: IcmpBudget::new(DEFAULT_ICMP_ERRORS_PER_SEC),
+            clock_ms: 0,
         }
+    }
+
+    /// Sets the ICMP error budget to `per_sec` per second (`dataplane.icmp_errors_per_sec`).
+    pub fn with_icmp_errors_per_sec(mut self, per_sec: u32) -> Worker {
+        self.icmp_budget = IcmpBudget::new(per_sec);
+        self
     }
 
     /// Replaces the IPv6 connection table with one of `capacity` entries (64 bytes each).
@@ -240,6 +249,7 @@ impl Worker {
     /// through `buf` where needed.
     #[inline]
     pub fn process<B: PacketBuf>(&mut self, buf: &mut B, port: usize, snap: &Snapshot, now_ms: u32) -> Verdict {
+        self.clock_ms = now_ms;
         // IPv4 first, parsed in place ([`wire::parse_ipv4_frame`] says why).
         let mut p = Ipv4Info::default();
         match wire::parse_ipv4_frame(buf.data(), &mut p) {
@@ -325,6 +335,10 @@ impl Worker {
             return Verdict::Drop(DropReason::NoService);
         };
         let key = FlowKey { src: p.src, dst: p.dst, sport: p.sport, dport: p.dport, proto: p.proto };
+        if svc.encap_overhead != 0 && p.total_len + usize::from(svc.encap_overhead) > usize::from(svc.encap_mtu) {
+            // Too big for the tunnel: answered (or dropped) before it is tracked or counted.
+            return self.too_big(buf, Inner::V4(p), svc.encap_mtu.saturating_sub(svc.encap_overhead), pinfo);
+        }
         let backend = if fragment || !p.has_ports {
             // Fragments: no connection table (non-first fragments carry no ports); the
             // 3-tuple hash keeps a datagram's fragments together.

@@ -12,7 +12,7 @@ use spillway_shared::flow::{FlowAddr, FlowKeyOf};
 
 /// The packet being delivered, of either family.
 #[derive(Clone, Copy)]
-pub(super) enum Inner<'a> {
+pub(in crate::fastpath) enum Inner<'a> {
     V4(&'a Ipv4Info),
     V6(&'a Ipv6Info),
 }
@@ -37,6 +37,60 @@ impl Inner<'_> {
         match self {
             Inner::V4(p) => p.frag.is_fragment(),
             Inner::V6(p) => p.is_fragment(),
+        }
+    }
+}
+
+/// Default of `dataplane.icmp_errors_per_sec` (per worker).
+pub const DEFAULT_ICMP_ERRORS_PER_SEC: u32 = 1000;
+/// Most ICMP errors a worker sends back to back (the token bucket's depth).
+pub const ICMP_BURST: u32 = 50;
+
+/// A worker's token bucket for ICMP errors (RFC 1812 §4.3.2.8, RFC 4443 §2.4(f)): `rate`
+/// per second, up to [`ICMP_BURST`] at once. Integer arithmetic on the worker clock.
+#[derive(Clone, Copy, Debug)]
+pub struct IcmpBudget {
+    rate: u32,
+    /// Tokens × 1000 (a token per 1000/rate ms).
+    milli_tokens: u64,
+    last_ms: u32,
+}
+
+impl IcmpBudget {
+    /// A full bucket refilled at `rate` per second (0: never a token).
+    pub fn new(rate: u32) -> IcmpBudget {
+        IcmpBudget { rate, milli_tokens: u64::from(ICMP_BURST.min(rate)) * 1000, last_ms: 0 }
+    }
+
+    /// Takes a token at `now` (ms); false when none is left.
+    #[inline]
+    pub fn take(&mut self, now: u32) -> bool {
+        let elapsed = u64::from(now.wrapping_sub(self.last_ms).min(60_000));
+        self.last_ms = now;
+        let cap = u64::from(ICMP_BURST.min(self.rate)) * 1000;
+        self.milli_tokens = (self.milli_tokens + elapsed * u64::from(self.rate)).min(cap);
+        if self.milli_tokens >= 1000 {
+            self.milli_tokens -= 1000;
+            true
+        } else {
+            false
+        }
+    }
+}
+
+/// Whether an ICMP error may be sent about a packet from `src` to `dst`: IPv4 sources
+/// that are broadcast, multicast, unspecified, loopback or reserved (240/4) never get one
+/// (RFC 1812 §4.3.2.7), nor IPv6 sources that are not unicast or packets to a multicast
+/// IPv6 destination (RFC 4443 §2.4(e)).
+fn icmp_error_allowed(p: &Inner<'_>) -> bool {
+    match p {
+        Inner::V4(p) => {
+            let a = std::net::Ipv4Addr::from(p.src);
+            !(a.is_broadcast() || a.is_multicast() || a.is_unspecified() || a.is_loopback() || a.octets()[0] >= 240)
+        }
+        Inner::V6(p) => {
+            let (s, d) = (std::net::Ipv6Addr::from(p.src), std::net::Ipv6Addr::from(p.dst));
+            !(s.is_multicast() || s.is_unspecified() || s.is_loopback() || d.is_multicast())
         }
     }
 }
@@ -148,8 +202,20 @@ impl Worker {
     /// A packet too big for the tunnel: the ICMP "fragmentation needed" (IPv4 with DF) or
     /// ICMPv6 Packet Too Big (IPv6, `mtu` raised to 1280) answer back out the receiving
     /// port, or `encap_too_big` (IPv4 without DF, and ICMP errors, which never get an error).
+    /// No error goes to a source that may not get one (`icmp_error_forbidden`), nor past
+    /// the worker's budget (`icmp_error_rate_limited`).
     #[cold]
-    fn too_big<B: PacketBuf>(&mut self, buf: &mut B, p: Inner<'_>, mtu: u16, pinfo: PortInfo) -> Verdict {
+    pub(super) fn too_big<B: PacketBuf>(&mut self, buf: &mut B, p: Inner<'_>, mtu: u16, pinfo: PortInfo) -> Verdict {
+        let answers = match &p {
+            Inner::V4(p) => p.frag.dont_fragment && p.proto != wire::PROTO_ICMP,
+            Inner::V6(p) => p.proto != wire::NH_ICMPV6,
+        };
+        if answers && !icmp_error_allowed(&p) {
+            return Verdict::Drop(DropReason::IcmpErrorForbidden);
+        }
+        if answers && !self.icmp_budget.take(self.clock_ms) {
+            return Verdict::Drop(DropReason::IcmpErrorRateLimited);
+        }
         match p {
             Inner::V4(p) => {
                 if p.frag.dont_fragment && p.proto != wire::PROTO_ICMP {

@@ -111,6 +111,10 @@ impl Worker {
         // Fragments hash on the Fragment header's Next Header (the same in all of them).
         let proto = if fragment { p.frag_next } else { p.proto };
         let key = FlowKey6 { src: p.src, dst: p.dst, sport: p.sport, dport: p.dport, proto };
+        if svc.encap_overhead != 0 && p.total_len() + usize::from(svc.encap_overhead) > usize::from(svc.encap_mtu) {
+            // Too big for the tunnel: answered (or dropped) before it is tracked or counted.
+            return self.too_big(buf, Inner::V6(p), svc.encap_mtu.saturating_sub(svc.encap_overhead), pinfo);
+        }
         let backend = if fragment || !p.has_ports {
             bump(&self.stats.fragments, u64::from(fragment));
             match class_table(snap, svc, p.src).and_then(|t| t.pick(selection_hash(&key, svc.affinity, true))) {

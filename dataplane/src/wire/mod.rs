@@ -118,6 +118,14 @@ pub enum DropReason {
     /// (hop limit ≠ 255, code ≠ 0, shorter than 24 bytes, bad checksum, multicast target,
     /// a zero-length option; an advertisement to a multicast address with Solicited set).
     NdInvalid,
+    /// A packet too big for the tunnel whose source may not be sent an ICMP error: a
+    /// broadcast, multicast, unspecified, loopback or reserved (240/4) IPv4 source (RFC 1812
+    /// §4.3.2.7), a non-unicast IPv6 source or a multicast IPv6 destination (RFC 4443
+    /// §2.4(e)). Dropped silently, so the VIP reflects nothing to spoofed sources.
+    IcmpErrorForbidden,
+    /// A packet too big for the tunnel while the worker's ICMP error budget
+    /// (`dataplane.icmp_errors_per_sec`) is spent (RFC 1812 §4.3.2.8, RFC 4443 §2.4(f)).
+    IcmpErrorRateLimited,
 }
 
 impl DropReason {

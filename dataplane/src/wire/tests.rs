@@ -106,6 +106,8 @@ fn drop_reason_names_are_stable() {
             "hop_limit_exceeded",
             "nd_ignored",
             "nd_invalid",
+            "icmp_error_forbidden",
+            "icmp_error_rate_limited",
         ]
     );
     assert_eq!(DropReason::COUNT, names.len());
