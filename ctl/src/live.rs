@@ -296,9 +296,9 @@ pub fn config(socket: &Path, cmd: &ConfigCmd) -> i32 {
             Err(e) => fail(e),
         },
         ConfigCmd::Apply { file, opts } => {
-            // Read at most one frame's worth: larger files cannot be sent anyway, and
+            // Read at most one message's worth: larger files cannot be sent anyway, and
             // /dev/zero must not exhaust memory.
-            let limit = spillway_shared::proto::MAX_FRAME as u64;
+            let limit = spillway_shared::proto::MAX_MESSAGE as u64 - 1024;
             let read = std::fs::File::open(file).and_then(|f| {
                 use std::io::Read;
                 let mut buf = Vec::new();
@@ -307,7 +307,7 @@ pub fn config(socket: &Path, cmd: &ConfigCmd) -> i32 {
             });
             let toml = match read {
                 Ok(b) if b.len() as u64 > limit => {
-                    eprintln!("spillwayctl: {} is larger than {limit} bytes (the control protocol's frame limit)", file.display());
+                    eprintln!("spillwayctl: {} is larger than {limit} bytes (the control protocol's message limit)", file.display());
                     return 2;
                 }
                 Ok(b) => match String::from_utf8(b) {
@@ -324,6 +324,34 @@ pub fn config(socket: &Path, cmd: &ConfigCmd) -> i32 {
             };
             mutate(socket, Request::ConfigApply { toml, if_generation: opts.if_generation }, opts.json)
         }
+    }
+}
+
+/// One service's config and its backends' state ([`Request::ServiceShow`]): only that
+/// service travels. Exit code 1 for an unknown service (the daemon's message), 2 when the
+/// exchange fails.
+fn fetch_service(socket: &Path, name: &str) -> Result<(u64, spillway_shared::config::Service, Vec<spillway_shared::proto::BackendStatus>), i32> {
+    match client::request(socket, &Request::ServiceShow { name: name.to_string() }) {
+        Ok(Response::Service { generation, toml, backends }) => {
+            #[derive(serde::Deserialize)]
+            struct One {
+                services: Vec<spillway_shared::config::Service>,
+            }
+            match toml::from_str::<One>(&toml).map(|o| o.services.into_iter().next()) {
+                Ok(Some(s)) => Ok((generation, s, backends)),
+                Ok(None) => Err(unexpected(&Response::Service { generation, toml, backends })),
+                Err(e) => {
+                    eprintln!("spillwayctl: the daemon's service {name} does not parse: {e}");
+                    Err(2)
+                }
+            }
+        }
+        Ok(r) => Err(unexpected(&r)),
+        Err(client::ClientError::Refused(m)) if m.starts_with("no service named") => {
+            eprintln!("spillwayctl: {m}");
+            Err(1)
+        }
+        Err(e) => Err(fail(e)),
     }
 }
 
@@ -354,18 +382,14 @@ pub fn service(socket: &Path, cmd: &ServiceCmd) -> i32 {
             return 0;
         }
         ServiceCmd::Show { name, json: j } => {
-            let (gen, cfg) = match fetch_config(socket) {
+            let (gen, svc, _) = match fetch_service(socket, name) {
                 Ok(x) => x,
                 Err(c) => return c,
             };
-            let Some(s) = cfg.service(name) else {
-                eprintln!("spillwayctl: no service named {name}");
-                return 1;
-            };
             if j.json {
-                return json(&serde_json::json!({ "generation": gen, "service": s }));
+                return json(&serde_json::json!({ "generation": gen, "service": svc }));
             }
-            let wrap = serde_json::json!({ "services": [s] });
+            let wrap = serde_json::json!({ "services": [svc] });
             let text = toml::to_string_pretty(&wrap).unwrap_or_default();
             println!("# config generation {gen}");
             print!("{text}");
@@ -413,20 +437,11 @@ pub fn backend(socket: &Path, cmd: &BackendCmd) -> i32 {
 }
 
 fn backend_read(socket: &Path, service: &str, name: Option<&String>, as_json: bool) -> i32 {
-    let (gen, cfg) = match fetch_config(socket) {
+    let (gen, svc, status) = match fetch_service(socket, service) {
         Ok(x) => x,
         Err(c) => return c,
     };
-    let Some(svc) = cfg.service(service) else {
-        eprintln!("spillwayctl: no service named {service}");
-        return 1;
-    };
-    let status = match client::request(socket, &Request::Status) {
-        Ok(Response::Status(s)) => s,
-        Ok(r) => return unexpected(&r),
-        Err(e) => return fail(e),
-    };
-    let st = |b: &str| status.backends.iter().find(|x| x.service == service && x.backend == b).cloned();
+    let st = |b: &str| status.iter().find(|x| x.backend == b).cloned();
     let list: Vec<_> = svc.backends.iter().filter(|b| name.is_none_or(|n| &b.name == n)).collect();
     if list.is_empty() {
         if let Some(n) = name {

@@ -14,7 +14,12 @@
 //!
 //! With `[announce]` configured, the daemon owns a non-persistent TUN interface (default
 //! `spw-vip0`) and keeps exactly one point-to-point address `LOCAL peer VIP/32` on it per
-//! ready VIP. BIRD's `direct` protocol exports those `/32`s over BGP. When the process ends,
+//! ready IPv4 VIP, and `LOCAL6+N peer VIP/128` per ready IPv6 VIP (IPv6 allows one peer per
+//! local address, so each IPv6 VIP gets its own local address, `announce.local_address6`
+//! plus the smallest free N). The
+//! VIPs are peers, not local addresses: the host kernel routes VIP traffic that reaches it
+//! into the TUN (which drops it) instead of answering it itself. BIRD's `direct` protocol
+//! exports the peer `/32`s and `/128`s over BGP. When the process ends,
 //! however it ends (SIGKILL included), the kernel closes the TUN file descriptor, deletes the
 //! interface and its addresses, and BIRD withdraws every VIP of this host at once.
 //!
@@ -294,6 +299,9 @@ pub struct Announcer {
     cfg: AnnounceConfig,
     _tun: OwnedFd,
     announced: BTreeSet<IpAddr>,
+    /// The index `n` of each announced IPv6 VIP's local address,
+    /// `announce.local_address6 + n`; the smallest free index is taken.
+    locals6: std::collections::BTreeMap<std::net::Ipv6Addr, u16>,
 }
 
 const TUNSETIFF: libc::c_ulong = 0x4004_54ca;
@@ -328,7 +336,7 @@ impl Announcer {
         }
         ip(&["link", "set", "dev", name, "up"])?;
         tracing::info!(interface = %name, "announcement interface up (BIRD `direct` protocol exports its peer /32s)");
-        Ok(Announcer { cfg: cfg.clone(), _tun: tun, announced: BTreeSet::new() })
+        Ok(Announcer { cfg: cfg.clone(), _tun: tun, announced: BTreeSet::new(), locals6: Default::default() })
     }
 
     /// VIPs announced now.
@@ -360,25 +368,41 @@ impl Announcer {
         }
     }
 
-    fn addr(&self, op: &str, vip: IpAddr) -> Result<(), String> {
-        let local = self.cfg.local_address.to_string();
+    fn addr(&mut self, op: &str, vip: IpAddr) -> Result<(), String> {
         let r = match vip {
-            IpAddr::V4(v) => ip(&["addr", op, &local, "peer", &format!("{v}/32"), "dev", &self.cfg.interface]),
-            // An IPv6 VIP: a /128 on the interface (the IPv4 local address cannot be its peer).
+            IpAddr::V4(v) => ip(&["addr", op, &self.cfg.local_address.to_string(), "peer", &format!("{v}/32"), "dev", &self.cfg.interface]),
+            // An IPv6 VIP: its own link-local local address, the VIP as the peer.
             IpAddr::V6(v) => {
-                let a = format!("{v}/128");
-                let mut args = vec!["-6", "addr", op, &a, "dev", &self.cfg.interface];
+                let n = match self.locals6.get(&v) {
+                    Some(&n) => n,
+                    None => (0..=u16::MAX).find(|n| !self.locals6.values().any(|x| x == n)).ok_or("more than 65,536 IPv6 VIPs announced")?,
+                };
+                let local = std::net::Ipv6Addr::from(u128::from(self.cfg.local_address6) + u128::from(n)).to_string();
+                let peer = format!("{v}/128");
+                let mut args = vec!["-6", "addr", op, &local, "peer", &peer, "dev", &self.cfg.interface];
                 if op == "add" {
                     args.push("nodad");
                 }
-                ip(&args)
+                let r = tolerant(op, ip(&args));
+                if r.is_ok() {
+                    if op == "add" {
+                        self.locals6.insert(v, n);
+                    } else {
+                        self.locals6.remove(&v);
+                    }
+                }
+                return r;
             }
         };
-        match r {
-            // Adding what is there, or deleting what is not, is not an error here.
-            Err(e) if (op == "add" && e.contains("File exists")) || (op == "del" && e.contains("Cannot assign")) => Ok(()),
-            r => r,
-        }
+        tolerant(op, r)
+    }
+}
+
+/// Adding what is there, or deleting what is not, is not an error here.
+fn tolerant(op: &str, r: Result<(), String>) -> Result<(), String> {
+    match r {
+        Err(e) if (op == "add" && e.contains("File exists")) || (op == "del" && e.contains("Cannot assign")) => Ok(()),
+        r => r,
     }
 }
 

@@ -452,6 +452,7 @@ impl Handler for Daemon {
         match req {
             Request::Status => Response::Status(self.status()),
             Request::ConfigShow => self.config_show(),
+            Request::ServiceShow { name } => self.service_show(&name),
             Request::ConfigApply { toml, if_generation } => self.config_apply(&toml, if_generation),
             r @ (Request::ServiceAdd { .. }
             | Request::ServiceRemove { .. }

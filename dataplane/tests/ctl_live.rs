@@ -255,7 +255,7 @@ fn bad_frames_do_not_hurt() {
     }
     // oversized
     let m = raw_bytes(&d.socket, &((MAX_FRAME + 1) as u32).to_be_bytes()).expect("reply");
-    assert!(m.contains("exceeds the limit of 1048576 bytes"), "{m}");
+    assert!(m.contains("frame of 1048577 bytes exceeds the limit of 1048576 bytes"), "{m}");
     let m = raw_bytes(&d.socket, &u32::MAX.to_be_bytes()).expect("reply");
     assert!(m.contains("exceeds the limit"), "{m}");
     // garbage after the right version

@@ -33,6 +33,7 @@ name = "p0"
 device = "net_null0"
 mac = "02:00:00:00:00:01"
 address = "10.0.0.2"
+address6 = "fd00::2"
 
 [conntrack]
 capacity_per_worker = 4096
@@ -51,6 +52,26 @@ port = 80
 [[services.backends]]
 name = "b1"
 address = "10.0.1.1"
+mac = "02:00:00:00:0b:01"
+
+[[services]]
+name = "web6"
+vip = "fd00::100"
+port = 80
+
+[[services.backends]]
+name = "b1"
+address = "fd00:1::1"
+mac = "02:00:00:00:0b:01"
+
+[[services]]
+name = "web6b"
+vip = "fd00:2::100"
+port = 80
+
+[[services.backends]]
+name = "b1"
+address = "fd00:1::1"
 mac = "02:00:00:00:0b:01"
 
 [[services]]
@@ -125,7 +146,12 @@ fn sum(text: &str, name: &str, having: &str) -> f64 {
 }
 
 fn peer_addresses(ifname: &str) -> Option<Vec<String>> {
-    let o = Command::new("ip").args(["-o", "-4", "addr", "show", "dev", ifname]).output().ok()?;
+    peers(ifname, "-4")
+}
+
+/// The peers of the interface's point-to-point addresses of family `fam` (`-4`, `-6`).
+fn peers(ifname: &str, fam: &str) -> Option<Vec<String>> {
+    let o = Command::new("ip").args(["-o", fam, "addr", "show", "dev", ifname]).output().ok()?;
     if !o.status.success() {
         return None;
     }
@@ -172,7 +198,7 @@ fn metrics_systemd_and_announcement() {
     }
     assert_eq!(msgs.iter().filter(|m| m.contains("READY=1")).count(), 1, "one READY=1: {msgs:?}\n{}", d.log());
     assert!(msgs.iter().filter(|m| m.contains("WATCHDOG=1")).count() >= 3, "watchdog fed: {msgs:?}");
-    assert!(msgs.iter().any(|m| m.contains("STATUS=1 of 2 VIPs ready, 1 announced")), "status: {msgs:?}");
+    assert!(msgs.iter().any(|m| m.contains("STATUS=3 of 4 VIPs ready, 3 announced")), "status: {msgs:?}");
 
     // JSON logs: every line from tracing is one JSON object.
     let logtext = d.log();
@@ -228,10 +254,24 @@ fn metrics_systemd_and_announcement() {
 
     // Announcement: the ready VIP only; drain withdraws it, undrain brings it back.
     assert_eq!(peer_addresses("spwft0"), Some(vec!["10.0.0.100/32".to_string()]));
+    // IPv6 VIPs are peers too (each with its own link-local local address, so two VIPs
+    // with the same interface ID do not collide), never local addresses the host answers.
+    assert_eq!(peers("spwft0", "-6"), Some(vec!["fd00:2::100/128".to_string(), "fd00::100/128".to_string()]));
+    for vip in ["fd00::100", "fd00:2::100"] {
+        let o = Command::new("ip").args(["-6", "route", "get", vip]).output().unwrap();
+        let route = String::from_utf8_lossy(&o.stdout);
+        assert!(route.contains("dev spwft0") && !route.starts_with("local"), "{vip}: {route}");
+    }
     let (code, out, err) = d.ctl(&["vip", "drain", "10.0.0.100"]);
     assert_eq!(code, 0, "{out}{err}");
     assert!(out.contains("10.0.0.100       no     yes      no"), "{out}");
     assert_eq!(peer_addresses("spwft0"), Some(vec![]), "withdrawn when the command returns");
+    let (code, out, err) = d.ctl(&["vip", "drain", "fd00::100"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(peers("spwft0", "-6"), Some(vec!["fd00:2::100/128".to_string()]), "one IPv6 VIP withdrawn, the other kept");
+    let (code, out, err) = d.ctl(&["vip", "undrain", "fd00::100"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(peers("spwft0", "-6"), Some(vec!["fd00:2::100/128".to_string(), "fd00::100/128".to_string()]));
     let (code, _, err) = d.ctl(&["vip", "drain", "10.9.9.9"]);
     assert_eq!(code, 1);
     assert!(err.contains("vip 10.9.9.9: not a configured VIP (configured: "), "{err}");

@@ -1,6 +1,6 @@
 //! The control server's frame decoding on arbitrary bytes: the length-prefixed frame
 //! reader, then the versioned request decoder (what `ctl_server::serve_conn` runs on client
-//! input). Neither may panic, allocate past `MAX_FRAME`, or accept a wrong version.
+//! input). Neither may panic, allocate past `MAX_MESSAGE`, or accept a wrong version.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;

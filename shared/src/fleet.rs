@@ -7,7 +7,7 @@
 
 use crate::config::ConfigError;
 use serde::{Deserialize, Serialize};
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 /// `[metrics]`: the Prometheus text endpoint, served by a control-side thread.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -31,6 +31,10 @@ impl MetricsConfig {
 pub const DEFAULT_ANNOUNCE_INTERFACE: &str = "spw-vip0";
 /// Default local address of the announcement interface's point-to-point addresses.
 pub const DEFAULT_ANNOUNCE_LOCAL: Ipv4Addr = Ipv4Addr::new(169, 254, 77, 1);
+/// Default first local address of the IPv6 point-to-point addresses: a unique local
+/// address (RFC 4193, global ID 53:7069:6c6c). Not link-local: BIRD's `direct` protocol
+/// ignores link-scope addresses, so their peers would never be exported.
+pub const DEFAULT_ANNOUNCE_LOCAL6: Ipv6Addr = Ipv6Addr::new(0xfd53, 0x7069, 0x6c6c, 0x7761, 0, 0, 0, 0);
 
 /// `[announce]`: VIP announcement (docs/decisions.md "VIP announcement through BIRD").
 ///
@@ -49,6 +53,13 @@ pub struct AnnounceConfig {
     /// address by default. Must not be a VIP, unspecified, broadcast or multicast.
     #[serde(default = "default_local")]
     pub local_address: Ipv4Addr,
+    /// First local address of the IPv6 VIPs' point-to-point addresses: IPv6 allows one
+    /// peer per local address, so IPv6 VIP number `n` (the smallest free) is announced as
+    /// `local_address6 + n peer VIP/128`. Default `fd53:7069:6c6c:7761::` (a unique local
+    /// address). Must be global-scope unicast (not link-local: BIRD ignores those), and no
+    /// VIP within the 65,536 addresses from it.
+    #[serde(default = "default_local6")]
+    pub local_address6: Ipv6Addr,
     /// Seconds a worker's poll counter may stand still before the VIPs are withdrawn
     /// (and the systemd watchdog stops being fed): 0.1–60.
     #[serde(default = "default_stall")]
@@ -61,13 +72,16 @@ fn default_interface() -> String {
 fn default_local() -> Ipv4Addr {
     DEFAULT_ANNOUNCE_LOCAL
 }
+fn default_local6() -> Ipv6Addr {
+    DEFAULT_ANNOUNCE_LOCAL6
+}
 fn default_stall() -> f64 {
     1.0
 }
 
 impl Default for AnnounceConfig {
     fn default() -> Self {
-        AnnounceConfig { interface: default_interface(), local_address: default_local(), worker_stall_sec: default_stall() }
+        AnnounceConfig { interface: default_interface(), local_address: default_local(), local_address6: default_local6(), worker_stall_sec: default_stall() }
     }
 }
 
@@ -91,6 +105,15 @@ impl AnnounceConfig {
         if l.is_unspecified() || l.is_broadcast() || l.is_multicast() || vips.contains(&IpAddr::V4(l)) {
             return Err(ConfigError::new("announce.local_address", l,
                 "must be a unicast address that is not a VIP (default 169.254.77.1)"));
+        }
+        let l6 = self.local_address6;
+        let base = u128::from(l6);
+        let link_local = l6.segments()[0] & 0xffc0 == 0xfe80;
+        if l6.is_unspecified() || l6.is_loopback() || l6.is_multicast() || link_local || l6.to_ipv4_mapped().is_some() || base > u128::MAX - 0xffff
+            || vips.iter().any(|v| matches!(v, IpAddr::V6(v) if (base..=base + 0xffff).contains(&u128::from(*v))))
+        {
+            return Err(ConfigError::new("announce.local_address6", l6,
+                "must be a global-scope unicast IPv6 address (not link-local: BIRD does not export those) with no VIP among the 65,536 addresses from it (default fd53:7069:6c6c:7761::)"));
         }
         if !(self.worker_stall_sec.is_finite() && (0.1..=60.0).contains(&self.worker_stall_sec)) {
             return Err(ConfigError::new("announce.worker_stall_sec", self.worker_stall_sec, "must be in 0.1..=60 seconds"));
@@ -152,6 +175,11 @@ mod tests {
         assert!(e.starts_with("announce.interface = \"a-very-long-interface\""), "{e}");
         let e = load("[announce]\ninterface = \"bad name\"\n").unwrap_err();
         assert!(e.starts_with("announce.interface"), "{e}");
+        for bad in ["fe80::1", "::", "ff02::1", "::1", "::ffff:10.0.0.1", "fd00::1"] {
+            let e = load(&format!("[announce]\nlocal_address6 = \"{bad}\"\n[[services]]\nname = \"web\"\nvip = \"fd00::100\"\nport = 80\n")).unwrap_err();
+            assert!(e.starts_with(&format!("announce.local_address6 = {bad}")), "{e}");
+        }
+        assert!(load("[announce]\nlocal_address6 = \"fd00::1:0\"\n[[services]]\nname = \"web\"\nvip = \"fd00::100\"\nport = 80\n").is_ok());
         let e = load("[announce]\nlocal_address = \"0.0.0.0\"\n").unwrap_err();
         assert!(e.starts_with("announce.local_address = 0.0.0.0"), "{e}");
         let e = load("[announce]\nworker_stall_sec = 0.0\n").unwrap_err();

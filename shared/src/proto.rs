@@ -1,10 +1,15 @@
 //! The control-socket protocol between `spillwayctl` and the daemon.
 //!
 //! Transport: a Unix stream socket (`/run/spillway/ctl.sock` by default). Each message is a
-//! frame: a 4-byte big-endian length (at most [`MAX_FRAME`] = 1 MiB) followed by a postcard
-//! encoding of [`RequestFrame`] or [`ResponseFrame`], whose first field is the protocol
-//! version ([`PROTOCOL_VERSION`]), so a peer of another version is detected before the body
-//! is decoded and told so plainly. A bad frame gets a typed reply ([`Response::BadFrame`])
+//! postcard encoding of [`RequestFrame`] or [`ResponseFrame`], whose first field is the
+//! protocol version ([`PROTOCOL_VERSION`]), so a peer of another version is detected before
+//! the body is decoded and told so plainly. A message travels as one or more frames: a
+//! 4-byte big-endian prefix (bit 31 set: more frames of this message follow; bits 0–30: the
+//! frame's length, at most [`MAX_FRAME`] = 1 MiB) and that many bytes. A message is at most
+//! [`MAX_MESSAGE`] = 64 MiB, so any answer of a config the daemon accepts (a full `status` or
+//! `config show` at thousands of services and tens of thousands of endpoints) and any config
+//! file for `config apply` fit, while no single read buffers more than a frame before the
+//! length is checked. A bad frame gets a typed reply ([`Response::BadFrame`])
 //! and is counted ([`StatusReport::control_socket`]); a frame that was read whole but does
 //! not decode leaves the connection usable, one whose framing is lost (truncated, too large)
 //! closes that connection only.
@@ -24,18 +29,26 @@ use std::io::{Read, Write};
 
 /// Version of this protocol; bumped on any incompatible change of the message types.
 /// Version 3: `HealthRow::probes_skipped`, `StatusReport::health_checker`.
-/// Version 4: backends as groups of endpoints (issue 11): `Request::Endpoint{Add,Remove,Set}`,
+/// Version 4: backends as groups of endpoints: `Request::Endpoint{Add,Remove,Set}`,
 /// `HealthRow::endpoint`, `BackendStatus::{endpoints, healthy_endpoints, drained, members}`,
 /// `ExplainReport::{endpoint, endpoint_shares}`.
-/// Version 5 (issues 10 and 15): `Response::BadFrame`, `ExplainReport::drop_reason`,
-/// `StatusReport::control_socket`, `Counters::fragments_held`,
-/// `StatusReport::neighbors` (issue 13).
-/// Also IPv6 (issue 12): `Request::Explain::client` and `Request::Vip{Drain,Undrain}::vip`
-/// are `IpAddr`.
-/// Version 6: `NeighborStatus::deferred` and the drop reason `nd_invalid` (issue 13).
-pub const PROTOCOL_VERSION: u16 = 7;
-/// Largest frame body accepted, bytes.
+/// Version 5: `Response::BadFrame`, `ExplainReport::drop_reason`,
+/// `StatusReport::control_socket`, `Counters::fragments_held`, `StatusReport::neighbors`;
+/// IPv6: `Request::Explain::client` and `Request::Vip{Drain,Undrain}::vip` are `IpAddr`.
+/// Version 6: `NeighborStatus::deferred` and the drop reason `nd_invalid`.
+/// Version 7: `StatusReport::sync` (fleet flow sync).
+/// Version 8: messages of several frames ([`MAX_MESSAGE`]); `Request::ServiceShow` and
+/// `Response::Service` (one service's config and state, not the whole config).
+pub const PROTOCOL_VERSION: u16 = 8;
+/// Largest frame accepted, bytes (a message longer than this is split into frames).
 pub const MAX_FRAME: usize = 1 << 20;
+/// Largest message (request or response body, all its frames) accepted, bytes: 64 MiB.
+/// At 2,000 services × 20,000 endpoints a full `status` answer is about 3 MiB and the
+/// config's TOML about 2 MiB (measured by `dataplane/tests/ctl_scale.rs`), so this leaves
+/// room for twenty times that.
+pub const MAX_MESSAGE: usize = 64 << 20;
+/// Bit of the frame prefix that says more frames of the same message follow.
+const MORE_FRAMES: u32 = 1 << 31;
 
 /// A request with its protocol version.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -201,6 +214,12 @@ pub enum Request {
         fields: Vec<(String, String)>,
         /// Refuse unless the config generation equals this.
         if_generation: Option<u64>,
+    },
+    /// One service's config and state (`service show`, `backend list|show`): only that
+    /// service travels, whatever the size of the rest of the config.
+    ServiceShow {
+        /// Service name.
+        name: String,
     },
 }
 
@@ -430,6 +449,16 @@ pub enum Response {
         /// Human-readable reason.
         message: String,
     },
+    /// Answer to [`Request::ServiceShow`].
+    Service {
+        /// Config generation.
+        generation: u64,
+        /// The service as a `[[services]]` table of the config file (TOML, backends and
+        /// endpoints included).
+        toml: String,
+        /// Its backends' state and counters, as in [`StatusReport::backends`].
+        backends: Vec<BackendStatus>,
+    },
 }
 
 /// What was wrong with a request frame, in [`Response::BadFrame`].
@@ -438,8 +467,8 @@ pub enum BadFrameKind {
     /// The connection ended, or stalled past the daemon's frame deadline, inside a frame
     /// (length prefix or body). The daemon closes the connection after replying.
     Truncated,
-    /// The length prefix is over [`MAX_FRAME`]. The daemon closes the connection after
-    /// replying (the rest of the stream cannot be framed).
+    /// A frame's length is over [`MAX_FRAME`], or the message's over [`MAX_MESSAGE`]. The
+    /// daemon closes the connection after replying (the rest of the stream cannot be framed).
     TooLarge,
     /// The frame's protocol version is not [`PROTOCOL_VERSION`]. The connection stays
     /// usable.
@@ -766,9 +795,12 @@ pub enum FrameError {
     /// Socket error (including EOF mid-frame).
     #[error("i/o: {0}")]
     Io(#[from] std::io::Error),
-    /// Length prefix over [`MAX_FRAME`].
+    /// A frame's length prefix over [`MAX_FRAME`].
     #[error("frame of {0} bytes exceeds the limit of {MAX_FRAME} bytes")]
     TooLarge(usize),
+    /// A message's frames add up to more than [`MAX_MESSAGE`].
+    #[error("message of {0} bytes or more exceeds the limit of {MAX_MESSAGE} bytes")]
+    MessageTooLarge(usize),
     /// Peer speaks another protocol version.
     #[error("protocol version mismatch: peer speaks version {peer}, this side speaks version {PROTOCOL_VERSION}; use matching spillway and spillwayctl builds")]
     Version {
@@ -780,38 +812,63 @@ pub enum FrameError {
     Decode(String),
 }
 
-/// Writes one frame (length prefix + body).
+/// Writes one message: `body` as frames of at most [`MAX_FRAME`] bytes, each but the last
+/// with the [`MORE_FRAMES`] bit (an empty body is one empty frame). Errors: `MessageTooLarge`
+/// for a body over [`MAX_MESSAGE`] (nothing is written), or the socket's error.
 pub fn write_frame(w: &mut impl Write, body: &[u8]) -> Result<(), FrameError> {
-    if body.len() > MAX_FRAME {
-        return Err(FrameError::TooLarge(body.len()));
+    if body.len() > MAX_MESSAGE {
+        return Err(FrameError::MessageTooLarge(body.len()));
     }
-    w.write_all(&(body.len() as u32).to_be_bytes())?;
-    w.write_all(body)?;
+    let mut chunks = body.chunks(MAX_FRAME).peekable();
+    if chunks.peek().is_none() {
+        w.write_all(&0u32.to_be_bytes())?;
+    }
+    while let Some(c) = chunks.next() {
+        let more = if chunks.peek().is_some() { MORE_FRAMES } else { 0 };
+        w.write_all(&(c.len() as u32 | more).to_be_bytes())?;
+        w.write_all(c)?;
+    }
     w.flush()?;
     Ok(())
 }
 
-/// Reads one frame body. `Ok(None)` on a clean EOF before a frame starts.
+/// Reads one message (all its frames, see [`write_frame`]) and returns its body.
+/// `Ok(None)` on a clean EOF before a message starts. Errors: `TooLarge` when a frame's
+/// length exceeds [`MAX_FRAME`], `MessageTooLarge` when the message would exceed
+/// [`MAX_MESSAGE`] (both checked before the frame is read), `Io(UnexpectedEof)` for an end
+/// inside a message.
 pub fn read_frame(r: &mut impl Read) -> Result<Option<Vec<u8>>, FrameError> {
-    let mut len = [0u8; 4];
-    let mut got = 0;
-    while got < 4 {
-        let n = r.read(&mut len[got..])?;
-        if n == 0 {
-            if got == 0 {
-                return Ok(None);
+    let mut body = Vec::new();
+    let mut first = true;
+    loop {
+        let mut prefix = [0u8; 4];
+        let mut got = 0;
+        while got < 4 {
+            let n = r.read(&mut prefix[got..])?;
+            if n == 0 {
+                if got == 0 && first {
+                    return Ok(None);
+                }
+                return Err(FrameError::Io(std::io::ErrorKind::UnexpectedEof.into()));
             }
-            return Err(FrameError::Io(std::io::ErrorKind::UnexpectedEof.into()));
+            got += n;
         }
-        got += n;
+        first = false;
+        let p = u32::from_be_bytes(prefix);
+        let n = (p & !MORE_FRAMES) as usize;
+        if n > MAX_FRAME {
+            return Err(FrameError::TooLarge(n));
+        }
+        if body.len() + n > MAX_MESSAGE {
+            return Err(FrameError::MessageTooLarge(body.len() + n));
+        }
+        let start = body.len();
+        body.resize(start + n, 0);
+        r.read_exact(&mut body[start..])?;
+        if p & MORE_FRAMES == 0 {
+            return Ok(Some(body));
+        }
     }
-    let n = u32::from_be_bytes(len) as usize;
-    if n > MAX_FRAME {
-        return Err(FrameError::TooLarge(n));
-    }
-    let mut body = vec![0u8; n];
-    r.read_exact(&mut body)?;
-    Ok(Some(body))
 }
 
 impl FrameError {
@@ -822,7 +879,7 @@ impl FrameError {
         match self {
             FrameError::Io(e) if matches!(e.kind(), K::UnexpectedEof | K::TimedOut | K::WouldBlock) => Some(BadFrameKind::Truncated),
             FrameError::Io(_) => None,
-            FrameError::TooLarge(_) => Some(BadFrameKind::TooLarge),
+            FrameError::TooLarge(_) | FrameError::MessageTooLarge(_) => Some(BadFrameKind::TooLarge),
             FrameError::Version { .. } => Some(BadFrameKind::Version),
             FrameError::Decode(_) => Some(BadFrameKind::Malformed),
         }
@@ -889,6 +946,32 @@ mod tests {
         assert!(read_frame(&mut &[][..]).unwrap().is_none());
         assert!(matches!(decode_request(&[PROTOCOL_VERSION as u8, 0xff, 0xff]), Err(FrameError::Decode(_))));
         assert!(matches!(decode_request(&[1, 0]), Err(FrameError::Version { peer: 1 })));
+    }
+
+    /// Messages of 0, 1, MAX_FRAME - 1 .. MAX_FRAME + 1 and several frames' bytes: each
+    /// travels whole, frame boundaries where the rule puts them; two messages back to back
+    /// stay apart; a stream ending between frames of one message is truncated.
+    #[test]
+    fn messages_span_frames() {
+        for len in [0, 1, MAX_FRAME - 1, MAX_FRAME, MAX_FRAME + 1, 3 * MAX_FRAME + 17] {
+            let body: Vec<u8> = (0..len).map(|i| (i * 7 + len) as u8).collect();
+            let mut wire = Vec::new();
+            write_frame(&mut wire, &body).unwrap();
+            write_frame(&mut wire, b"next").unwrap();
+            let frames = len.div_ceil(MAX_FRAME).max(1);
+            assert_eq!(wire.len(), body.len() + 4 * frames + 8, "len {len}");
+            let first = u32::from_be_bytes(wire[..4].try_into().unwrap());
+            assert_eq!(first & MORE_FRAMES != 0, frames > 1, "len {len}");
+            let mut r = wire.as_slice();
+            assert_eq!(read_frame(&mut r).unwrap().unwrap(), body, "len {len}");
+            assert_eq!(read_frame(&mut r).unwrap().unwrap(), b"next");
+            assert!(read_frame(&mut r).unwrap().is_none());
+            if frames > 1 {
+                let cut = &wire[..4 + MAX_FRAME];
+                assert!(matches!(read_frame(&mut &cut[..]), Err(FrameError::Io(_))), "len {len}");
+            }
+        }
+        assert!(matches!(write_frame(&mut Vec::new(), &vec![0; MAX_MESSAGE + 1]), Err(FrameError::MessageTooLarge(_))));
     }
 
     #[test]

@@ -11,7 +11,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// Most entries one worker lists for a `Show` request (the answer must fit a 1 MiB frame).
+/// Most entries one worker lists for a `Show` request (bounds the answer: 5,000 rows × workers).
 pub const MAX_SHOW_PER_WORKER: usize = 5000;
 
 /// A connection-table request to one worker.

@@ -326,9 +326,9 @@ fn answer_bad_frame(stream: &mut UnixStream, e: &FrameError, stats: &ServerStats
 
 /// Serves one connection: frames in, frames out, until EOF or a bad frame.
 ///
-/// Timeouts: a connection idle for [`IDLE_TIMEOUT`] between frames is closed, and a frame
-/// must arrive whole within [`FRAME_DEADLINE`] of its first byte (a slow trickle cannot
-/// hold a connection slot).
+/// Timeouts: a connection idle for [`IDLE_TIMEOUT`] between messages is closed, and a
+/// message (all its frames, up to [`proto::MAX_MESSAGE`]) must arrive whole within
+/// [`FRAME_DEADLINE`] of its first byte (a slow trickle cannot hold a connection slot).
 pub fn serve_conn(stream: UnixStream, handler: &dyn Handler, stats: &ServerStats) {
     serve_conn_tracked(stream, handler, stats, None)
 }
@@ -373,11 +373,13 @@ fn serve_conn_tracked(mut stream: UnixStream, handler: &dyn Handler, stats: &Ser
             }
         };
         let mut body = proto::encode_response(&resp);
-        if body.len() > proto::MAX_FRAME {
+        if body.len() > proto::MAX_MESSAGE {
             body = proto::encode_response(&Response::Error {
-                message: format!("the answer ({} bytes) exceeds the frame limit of {} bytes; narrow the request (e.g. flows show --limit, --service)", body.len(), proto::MAX_FRAME),
+                message: format!("the answer ({} bytes) exceeds the message limit of {} bytes", body.len(), proto::MAX_MESSAGE),
             });
         }
+        // A long answer takes longer to write than a short one: allow 10 s per 8 MiB.
+        let _ = stream.set_write_timeout(Some(Duration::from_secs(10 + 10 * (body.len() as u64 >> 23))));
         if proto::write_frame(&mut stream, &body).is_err() {
             return;
         }
@@ -515,12 +517,22 @@ mod tests {
         assert_eq!(proto::decode_response(&body).unwrap(), Response::Error { message: "Status".into() });
         assert_eq!(srv.stats.bad_frames.load(Ordering::Relaxed), 5);
         assert_eq!(srv.stats.report().bad_frames, 5);
-        // an answer over the frame limit becomes a plain error, not a dropped connection
-        let big = Request::ConfigApply { toml: "\"".repeat(proto::MAX_FRAME - 64), if_generation: None };
+        // a request and an answer of several frames (3 MiB each way) travel whole
+        let big = Request::ConfigApply { toml: "x".repeat(3 * proto::MAX_FRAME), if_generation: None };
         proto::write_frame(&mut s, &proto::encode_request(&big)).unwrap();
         let body = proto::read_frame(&mut s).unwrap().unwrap();
         let Response::Error { message } = proto::decode_response(&body).unwrap() else { panic!() };
-        assert!(message.contains("exceeds the frame limit"), "{message}");
+        assert!(message.len() > 3 * proto::MAX_FRAME && message.starts_with("ConfigApply"), "{}", &message[..40]);
+        // a message over the message limit is refused before it is buffered
+        let mut s = UnixStream::connect(&path).unwrap();
+        for _ in 0..proto::MAX_MESSAGE / proto::MAX_FRAME {
+            s.write_all(&(proto::MAX_FRAME as u32 | 1 << 31).to_be_bytes()).unwrap();
+            s.write_all(&vec![0u8; proto::MAX_FRAME]).unwrap();
+        }
+        s.write_all(&(1u32).to_be_bytes()).unwrap();
+        let _ = s.write_all(&[0]);
+        let body = proto::read_frame(&mut s).unwrap().unwrap();
+        assert!(matches!(proto::decode_response(&body).unwrap(), Response::BadFrame { kind: K::TooLarge, .. }));
         srv.shutdown();
         let _ = std::fs::remove_dir_all(&dir);
     }

@@ -34,22 +34,40 @@ impl Daemon {
         if health_checker.dead.is_none() {
             health_checker.dead = st.health_checker_dead.clone();
         }
-        // Both levels: one row per backend (endpoint counts, drain, summed counters) with
-        // its endpoints' rows.
+        let backends = self.backend_rows(&st, None);
+        let ports = (0..st.cfg.ports.len()).map(|i| (self.port_stats)(i)).collect();
+        StatusReport {
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            uptime_sec: self.started.elapsed().as_secs_f64(),
+            generation: st.generation,
+            ports,
+            workers,
+            total,
+            backends,
+            health_checker,
+            control_socket: self.ctl_stats.report(),
+            neighbors: st.neighbors.status(&st.cfg, self.started.elapsed().as_millis() as u64),
+            sync: self.sync.get().map(|s| s.status()).unwrap_or_default(),
+        }
+    }
+
+    /// Rows of [`StatusReport::backends`]: one per backend (endpoint counts, drain, summed
+    /// counters) with its endpoints' rows; of every service, or of `only` (by name).
+    fn backend_rows(&self, st: &crate::daemon::ControlState, only: Option<&str>) -> Vec<BackendStatus> {
         let mut backends = Vec::new();
         // Health as the dataplane uses it: unresolved next hops count as unhealthy.
         let marked = crate::control::with_unresolved(&st.cfg, &st.health, st.neighbors.view());
         let health = marked.as_ref().unwrap_or(&st.health);
         let now_ms = self.started.elapsed().as_millis() as u64;
-        for svc in &st.cfg.services {
+        for svc in st.cfg.services.iter().filter(|s| only.is_none_or(|n| s.name == n)) {
             let states = crate::control::backend_states(svc, health);
             let drained = st.states.get(&svc.name).map(|s| &s.drained);
             for (bi, b) in svc.backends.iter().enumerate() {
                 let mut members = Vec::new();
                 for m in b.members() {
                     let slot = st.slots.slot(&svc.name, &b.name, &m.name);
-                    let (new_connections, packets) = slot.map_or((0, 0), |s| self.slot_totals(&st, s));
-                    let bytes = slot.map_or(0, |s| self.slot_bytes(&st, s));
+                    let (new_connections, packets) = slot.map_or((0, 0), |s| self.slot_totals(st, s));
+                    let bytes = slot.map_or(0, |s| self.slot_bytes(st, s));
                     let healthy = crate::control::endpoint_view(health, &svc.name, &b.name, &m.name).healthy;
                     let unresolved = match spillway_shared::neighbors::next_hop(&st.cfg, svc, &m) {
                         spillway_shared::neighbors::NextHop::Resolve(a) => st.neighbors.unresolved_reason(&a, now_ms),
@@ -74,20 +92,7 @@ impl Daemon {
                 });
             }
         }
-        let ports = (0..st.cfg.ports.len()).map(|i| (self.port_stats)(i)).collect();
-        StatusReport {
-            version: env!("CARGO_PKG_VERSION").to_string(),
-            uptime_sec: self.started.elapsed().as_secs_f64(),
-            generation: st.generation,
-            ports,
-            workers,
-            total,
-            backends,
-            health_checker,
-            control_socket: self.ctl_stats.report(),
-            neighbors: st.neighbors.status(&st.cfg, now_ms),
-            sync: self.sync.get().map(|s| s.status()).unwrap_or_default(),
-        }
+        backends
     }
 
     /// `config show`.
@@ -98,6 +103,21 @@ impl Daemon {
             toml: st.cfg.to_toml(),
             path: self.config_path.as_ref().map(|p| p.display().to_string()).unwrap_or_default(),
         }
+    }
+
+    /// `service show NAME` (also `backend list|show`): that service's `[[services]]` table
+    /// and its backends' state; only it travels. Error: no service of that name.
+    pub fn service_show(&self, name: &str) -> Response {
+        let st = self.control.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(svc) = st.cfg.service(name) else {
+            return Response::Error { message: format!("no service named {name}") };
+        };
+        #[derive(serde::Serialize)]
+        struct One<'a> {
+            services: [&'a Service; 1],
+        }
+        let toml = toml::to_string_pretty(&One { services: [svc] }).unwrap_or_else(|e| format!("# cannot serialise: {e}\n"));
+        Response::Service { generation: st.config_generation, toml, backends: self.backend_rows(&st, Some(name)) }
     }
 
     /// `health show`.

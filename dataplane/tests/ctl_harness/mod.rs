@@ -36,8 +36,14 @@ pub struct Daemon {
 }
 
 impl Daemon {
-    /// Starts `spillway` on `cfg_text` and waits until the socket answers `status`.
+    /// Starts `spillway` on `cfg_text` and waits (30 s at most) until the socket answers
+    /// `status`.
     pub fn start(name: &str, cfg_text: &str) -> Daemon {
+        Daemon::start_within(name, cfg_text, Duration::from_secs(30))
+    }
+
+    /// [`Daemon::start`] with a longer wait for `status`, for large configs.
+    pub fn start_within(name: &str, cfg_text: &str, wait: Duration) -> Daemon {
         let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
         let dir = std::env::temp_dir().join(format!("spw-ctl-{}-{name}-{nanos}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
@@ -59,14 +65,14 @@ impl Daemon {
             .spawn()
             .expect("spawn spillway");
         let d = Daemon { child, dir, socket, config };
-        let deadline = Instant::now() + Duration::from_secs(30);
+        let deadline = Instant::now() + wait;
         while Instant::now() < deadline {
             if d.try_status().is_some() {
                 return d;
             }
             std::thread::sleep(Duration::from_millis(100));
         }
-        panic!("daemon did not answer within 30 s; log:\n{}", d.log());
+        panic!("daemon did not answer within {wait:?}; log:\n{}", d.log());
     }
 
     pub fn log(&self) -> String {
