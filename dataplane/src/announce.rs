@@ -251,7 +251,9 @@ pub fn refresh(daemon: &Daemon, obs: &Observation, announced: &BTreeSet<IpAddr>,
         daemon
             .shared
             .with_snapshot(|snap| {
-                let index = |name: &str| st.cfg.services.iter().position(|s| s.name == name);
+                // by name: a lookup per service, not a scan (this runs every 100 ms)
+                let by_name: std::collections::HashMap<&str, usize> = st.cfg.services.iter().enumerate().map(|(i, s)| (s.name.as_str(), i)).collect();
+                let index = |name: &str| by_name.get(name).copied();
                 evaluate(&st.cfg, obs, |s| index(s).map_or(Err("not configured".into()), |i| service_serves(&st.cfg, snap, i)), &drained, announced)
             })
             .unwrap_or_default()

@@ -1383,10 +1383,16 @@ impl Config {
                 }
             }
         }
+        // VIP -> first service index: one pass, so 20,000 endpoints × 2,000 VIPs cost a
+        // lookup each, not a scan.
+        let mut vips: std::collections::HashMap<IpAddr, usize> = std::collections::HashMap::with_capacity(self.services.len());
+        for (i, s) in self.services.iter().enumerate() {
+            vips.entry(s.vip).or_insert(i);
+        }
         for (i, s) in self.services.iter().enumerate() {
             for (bi, b) in s.backends.iter().enumerate() {
                 for (k, m) in b.members().iter().enumerate() {
-                    let Some(vi) = self.services.iter().position(|v| v.vip == m.address) else { continue };
+                    let Some(&vi) = vips.get(&m.address) else { continue };
                     let here = if b.is_group() { format!("services[{i}].backends[{bi}].endpoints[{k}].address") } else { format!("services[{i}].backends[{bi}].address") };
                     return Err(ConfigError::new(here, m.address,
                         format!("must not be a VIP (services[{vi}].vip = {}): a backend needs its own address", m.address)));

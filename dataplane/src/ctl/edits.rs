@@ -172,16 +172,24 @@ fn table_diff(prefix: &str, a: &toml::Table, b: &toml::Table, skip: &str, out: &
 pub fn describe_changes(old: &Config, new: &Config) -> Vec<String> {
     let mut out = Vec::new();
     let tab = |v: &dyn erased::Ser| v.table();
+    // By name, so thousands of services cost a lookup each, not a scan.
+    fn index(c: &Config) -> std::collections::HashMap<&str, &spillway_shared::config::Service> {
+        c.services.iter().map(|s| (s.name.as_str(), s)).collect()
+    }
+    let (old_by_name, new_by_name) = (index(old), index(new));
     for s in &old.services {
-        if new.service(&s.name).is_none() {
+        if !new_by_name.contains_key(s.name.as_str()) {
             out.push(format!("service {} removed", s.name));
         }
     }
     for s in &new.services {
-        let Some(o) = old.service(&s.name) else {
+        let Some(&o) = old_by_name.get(s.name.as_str()) else {
             out.push(format!("service {} added ({} backends)", s.name, s.backends.len()));
             continue;
         };
+        if o == s {
+            continue;
+        }
         table_diff(&format!("service {}: ", s.name), &tab(o), &tab(s), "backends", &mut out);
         for b in &o.backends {
             if !s.backends.iter().any(|x| x.name == b.name) {
