@@ -80,7 +80,7 @@ pub fn render(r: &StatusReport) -> String {
     let n = &r.neighbors;
     if !n.entries.is_empty() {
         let _ = writeln!(o, "\nNEXT HOPS (ARP, NEIGHBOR DISCOVERY)");
-        let _ = writeln!(o, "  requests {}  replies {}  ignored {}  timeouts {}  expired {}  changed {}  gratuitous {}  deferred {}", n.requests, n.replies, n.ignored, n.timeouts, n.expired, n.changed, n.gratuitous, n.deferred);
+        let _ = writeln!(o, "  requests {}  replies {}  ignored {}  timeouts {}  expired {}  changed {}  gratuitous {}  deferred {}  mld_reports {}", n.requests, n.replies, n.ignored, n.timeouts, n.expired, n.changed, n.gratuitous, n.deferred, n.mld_reports);
         for (addr, mac, age) in &n.entries {
             if mac.is_empty() {
                 let _ = writeln!(o, "  {addr:<16} unresolved");

@@ -121,6 +121,8 @@ fn main() {
         .allowlist_function("rte_eth_dev_socket_id")
         .allowlist_function("rte_eth_promiscuous_enable")
         .allowlist_function("rte_eth_promiscuous_disable")
+        .allowlist_function("rte_eth_allmulticast_enable")
+        .allowlist_function("rte_eth_dev_set_mc_addr_list")
         .allowlist_function("rte_eth_stats_get")
         .allowlist_function("rte_eth_link_get_nowait")
         .allowlist_function("rte_eth_dev_rss_hash_conf_get")

@@ -66,6 +66,9 @@ pub struct PoolState {
     pub switched_at_ms: Option<u32>,
 }
 
+/// See [`Daemon::multicast`].
+pub type MulticastFn = Box<dyn Fn(&[[u8; 6]]) + Send + Sync>;
+
 /// The daemon.
 pub struct Daemon {
     /// Control state.
@@ -78,6 +81,10 @@ pub struct Daemon {
     pub port_stats: PortStatsFn,
     /// Per-port own addresses (host order; 0 = none).
     pub port_addrs: Vec<u32>,
+    /// Programs every port's multicast filter with the given Ethernet addresses (the
+    /// solicited-node groups of our IPv6 addresses), called when they change; `None` in
+    /// tests without devices. Set by [`Daemon::with_multicast`].
+    pub multicast: Option<MulticastFn>,
     /// The health checker, when running (absent in tests without probes).
     pub checker: Mutex<Option<crate::health::HealthChecker>>,
     /// Where health events go (to start a checker when a live edit adds the first check).
@@ -149,6 +156,7 @@ impl Daemon {
             started,
             port_stats,
             port_addrs,
+            multicast: None,
             checker: Mutex::new(None),
             health_events: Mutex::new(None),
             config_path: None,
@@ -167,6 +175,12 @@ impl Daemon {
     pub fn first_round_pending_and_over(&self) -> bool {
         !self.first_probe_round.load(std::sync::atomic::Ordering::Acquire)
             && self.checker.lock().unwrap_or_else(|e| e.into_inner()).as_ref().is_some_and(|c| c.first_round_done())
+    }
+
+    /// Sets how the ports' multicast filters are programmed ([`Daemon::multicast`]).
+    pub fn with_multicast(mut self, f: MulticastFn) -> Daemon {
+        self.multicast = Some(f);
+        self
     }
 
     /// Sets the config file live edits are persisted to.
@@ -274,7 +288,11 @@ impl Daemon {
     pub fn neighbor_tick_at(&self, now: u64) -> bool {
         let mut guard = self.control.lock().unwrap_or_else(|e| e.into_inner());
         let st = &mut *guard;
-        if st.neighbors.tick(&st.cfg, &self.shared.neighbors, now) {
+        let changed = st.neighbors.tick(&st.cfg, &self.shared.neighbors, now);
+        if let (Some(macs), Some(program)) = (st.neighbors.take_multicast_change(), &self.multicast) {
+            program(&macs);
+        }
+        if changed {
             self.republish(st);
             return true;
         }

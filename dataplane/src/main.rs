@@ -179,6 +179,8 @@ fn run(args: Args) -> Result<(), String> {
     // ports are stopped and closed before the pools their RX rings use are freed.
     let mut pools: Vec<Arc<Mempool>> = Vec::new();
     let mut ports: Vec<EthPort> = Vec::new();
+    // (port id, name, promiscuous mode on) for the multicast filter (IPv6 Neighbor Discovery)
+    let mut mc_ports: Vec<(u16, String, bool)> = Vec::new();
     for (i, p) in cfg.ports.iter().enumerate() {
         let mut port = EthPort::by_name(&p.device).map_err(|e| format!("ports[{i}] ({}): {e}", p.name))?;
         // Jumbo frames (issue 12 item 7): RX scatter, or mbufs sized for the MTU.
@@ -190,9 +192,11 @@ fn run(args: Args) -> Result<(), String> {
         if p.mtu != spillway_shared::config::DEFAULT_PORT_MTU {
             tracing::info!(port = %p.name, mtu = plan.mtu, rx_scatter = plan.rx_scatter, tx_multi_seg = plan.tx_multi_seg, mbuf_data_room = plan.data_room, "jumbo frames");
         }
-        if let Err(e) = port.promiscuous(true) {
-            tracing::debug!(port = %p.name, error = %e, "promiscuous mode not available");
+        let promiscuous = port.promiscuous(true);
+        if let Err(e) = &promiscuous {
+            tracing::info!(port = %p.name, error = %e, "promiscuous mode not available: the port receives frames to its MAC, broadcast and its multicast filter");
         }
+        mc_ports.push((port.id(), p.name.clone(), promiscuous.is_ok()));
         port.start().map_err(|e| format!("ports[{i}] ({}): {e}", p.name))?;
         tracing::info!(port = %p.name, device = %p.device, mac = %spillway_shared::net::MacAddr(port.mac()), "port started");
         ports.push(port);
@@ -243,7 +247,7 @@ fn run(args: Args) -> Result<(), String> {
     // generation continues from the one the file was last written with, so an
     // `--if-generation` read before a restart cannot match an edit made after it.
     let config_path = std::path::absolute(&args.config).unwrap_or_else(|_| args.config.clone());
-    let daemon = Arc::new(Daemon::new(cfg.clone(), workers, port_addrs, port_stats)?.with_config_path(config_path));
+    let daemon = Arc::new(Daemon::new(cfg.clone(), workers, port_addrs, port_stats)?.with_config_path(config_path).with_multicast(multicast_programmer(mc_ports)));
     // Next-hop resolution sends on the ports packets are forwarded out of (towards backends).
     let sides = port_infos
         .iter()
@@ -500,4 +504,29 @@ fn print_final(r: &spillway_shared::proto::StatusReport) {
     if let Ok(j) = serde_json::to_string(r) {
         println!("final_status_json {j}");
     }
+}
+
+/// Programs the ports' multicast filters with the solicited-node groups of our IPv6
+/// addresses (called by the control loop when they change, the first time at start): the
+/// device's list, else all-multicast. A port that supports neither and refused promiscuous
+/// mode may never see the Neighbor Solicitations for our IPv6 addresses: warned (once per
+/// port), since IPv6 VIPs would then not resolve (docs/operations.md "IPv6").
+fn multicast_programmer(ports: Vec<(u16, String, bool)>) -> spillway_dataplane::daemon::MulticastFn {
+    let warned = std::sync::Mutex::new(vec![false; ports.len()]);
+    Box::new(move |macs: &[[u8; 6]]| {
+        for (i, (id, name, promiscuous)) in ports.iter().enumerate() {
+            match dpdk::set_multicast(*id, macs) {
+                Ok(mode) => tracing::info!(port = %name, groups = macs.len(), ?mode, "multicast filter set for IPv6 Neighbor Discovery"),
+                Err(e) if *promiscuous => tracing::debug!(port = %name, error = %e, "no multicast filter; promiscuous mode receives the groups anyway"),
+                Err(e) => {
+                    let mut w = warned.lock().unwrap_or_else(|e| e.into_inner());
+                    if !w[i] {
+                        w[i] = true;
+                        tracing::warn!(port = %name, error = %e,
+                            "neither promiscuous mode, a multicast list nor all-multicast works on this port: Neighbor Solicitations for IPv6 VIPs may never arrive (docs/operations.md \"IPv6\")");
+                    }
+                }
+            }
+        }
+    })
 }

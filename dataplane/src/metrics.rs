@@ -243,6 +243,7 @@ pub fn render(daemon: &Daemon) -> String {
     b.counter("neighbor_expired", "Neighbour entries expired (neighbors.expiry_sec without a reply)", [(vec![], n.expired)]);
     b.counter("neighbor_mac_changes", "Replies that changed a known next-hop MAC", [(vec![], n.changed)]);
     b.counter("gratuitous_arp_sent", "Gratuitous ARPs queued for VIPs and port addresses", [(vec![], n.gratuitous)]);
+    b.counter("mld_reports_sent", "MLDv2 reports queued for the solicited-node groups of the IPv6 VIPs and port addresses (RFC 3810)", [(vec![], n.mld_reports)]);
     b.gauge("neighbor_resolved", "1 when the next-hop address has a MAC", n.entries.iter().map(|(a, mac, _)| (labels(&[("address", a)]), one(!mac.is_empty()))));
     b.counter("worker_arp_replies_seen", "ARP replies and Neighbor Advertisements the worker handed to the neighbour resolver", workers.iter().enumerate().map(|(i, c)| (w(i), c.arp_replies_seen)));
     b.counter("worker_control_tx_packets", "Frames the worker sent for the control side (ARP requests, gratuitous ARP, Neighbor Solicitations and Advertisements)", workers.iter().enumerate().map(|(i, c)| (w(i), c.control_tx)));

@@ -85,7 +85,7 @@ fn every_command_against_a_running_daemon() {
         "service", "set", "web",
         "zonal_affinity=ZONAL_AFFINITY_STAY_WITHIN_ZONE", "spillover_ratio=0.25", "failover_ratio=0.5",
         "drop_traffic_if_unhealthy=true", "disable_connection_drain_on_failover=true", "session_affinity=CLIENT_IP",
-        "tracking_mode=PER_SESSION", "connection_persistence_on_unhealthy_backends=ALWAYS_PERSIST", "idle_timeout_sec=900",
+        "connection_persistence_on_unhealthy_backends=ALWAYS_PERSIST", "idle_timeout_sec=900",
         "load_balancing_algorithm=SPRAY_TO_REGION", "auto_capacity_drain=true", "failover_health_threshold=60",
         "isolation_granularity=REGION", "latency_sensitivity_ms=5.0", "forwarding_mode=IPIP",
     ]);
@@ -97,9 +97,14 @@ fn every_command_against_a_running_daemon() {
     assert_eq!(w.idle_timeout_sec, Some(900));
     assert!(w.auto_capacity_drain && w.drop_traffic_if_unhealthy);
     assert_eq!(format!("{:?}", w.forwarding_mode), "IPIP");
+    // A change of the connection-tracking key is refused live (established connections
+    // would miss their entries): PER_SESSION with CLIENT_IP affinity keys on the client.
+    let err = d.expect(&["service", "set", "web", "tracking_mode=PER_SESSION"], 1);
+    assert!(err.contains("cannot change while the daemon runs: it changes the connection-tracking key"), "{err}");
+    assert_eq!(format!("{:?}", d.file_config().service("web").unwrap().tracking_mode), "PER_CONNECTION", "nothing written");
     // reset optional fields with `field=`
     d.ok(&["service", "set", "web", "failover_ratio=", "isolation_granularity=", "latency_sensitivity_ms=", "forwarding_mode=L2_DSR",
-        "session_affinity=NONE", "tracking_mode=PER_CONNECTION", "auto_capacity_drain=false", "load_balancing_algorithm=", "failover_health_threshold="]);
+        "session_affinity=NONE", "auto_capacity_drain=false", "load_balancing_algorithm=", "failover_health_threshold="]);
     assert_eq!(d.file_config().service("web").unwrap().failover_ratio, None);
 
     // validation errors come back verbatim, with exit 1, and change nothing

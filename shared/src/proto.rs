@@ -38,7 +38,8 @@ use std::io::{Read, Write};
 /// Version 6: `NeighborStatus::deferred` and the drop reason `nd_invalid`.
 /// Version 7: `StatusReport::sync` (fleet flow sync).
 /// Version 8: messages of several frames ([`MAX_MESSAGE`]); `Request::ServiceShow` and
-/// `Response::Service` (one service's config and state, not the whole config).
+/// `Response::Service` (one service's config and state, not the whole config);
+/// `NeighborStatus::mld_reports`.
 pub const PROTOCOL_VERSION: u16 = 8;
 /// Largest frame accepted, bytes (a message longer than this is split into frames).
 pub const MAX_FRAME: usize = 1 << 20;
@@ -719,6 +720,9 @@ pub struct NeighborStatus {
     /// Requests postponed to a later control tick by the per-tick limit
     /// (`REQUESTS_PER_TICK`), each counted once per tick it waited.
     pub deferred: u64,
+    /// MLDv2 report frames sent (joins, leaves, periodic reports of the solicited-node
+    /// groups of our IPv6 addresses; RFC 3810).
+    pub mld_reports: u64,
     /// Every address being resolved: (address, MAC or "", seconds since the last reply
     /// or -1 when unresolved).
     pub entries: Vec<(String, String, i64)>,

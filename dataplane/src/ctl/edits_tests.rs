@@ -316,3 +316,40 @@ fn the_first_ipv6_service_needs_a_restart() {
     let more = format!("{v6}[[services]]\nname = \"dns6\"\nvip = \"fd00::100\"\nport = 53\nprotocol = \"udp\"\n[[services.backends]]\nname = \"w1\"\naddress = \"fd00:10::2\"\nmac = \"02:00:00:00:16:02\"\n");
     assert!(matches!(started_with_v6.config_apply(&more, None), Response::Applied(_)), "later IPv6 services are fine");
 }
+
+/// Every pair of (tracking_mode, session_affinity) as a live `service set`: applied exactly
+/// when the connection-tracking key keeps its form (5-tuple, or the same affinity tuple),
+/// refused with the reason otherwise; a refused edit changes nothing.
+#[test]
+fn live_edits_that_change_the_tracking_key_are_refused() {
+    use spillway_shared::config::{SessionAffinity as A, TrackingMode as T};
+    use spillway_shared::proto::Request;
+    let affinities = [A::NONE, A::CLIENT_IP_PORT_PROTO, A::CLIENT_IP_PROTO, A::CLIENT_IP, A::CLIENT_IP_NO_DESTINATION];
+    let form = |t: T, a: A| if t == T::PER_CONNECTION || matches!(a, A::NONE | A::CLIENT_IP_PORT_PROTO) { None } else { Some(a) };
+    for t0 in [T::PER_CONNECTION, T::PER_SESSION] {
+        for a0 in affinities {
+            for t1 in [T::PER_CONNECTION, T::PER_SESSION] {
+                for a1 in affinities {
+                    let text = TWO_BACKENDS.replacen("port = 80\n", &format!("port = 80\ntracking_mode = \"{t0:?}\"\nsession_affinity = \"{a0:?}\"\n"), 1);
+                    let d = daemon_of(&text);
+                    let req = Request::ServiceSet {
+                        name: "web".into(),
+                        fields: vec![("tracking_mode".into(), format!("{t1:?}")), ("session_affinity".into(), format!("{a1:?}"))],
+                        if_generation: None,
+                    };
+                    let r = d.edit_request(req);
+                    let st = d.control.lock().unwrap();
+                    let now = st.cfg.service("web").unwrap();
+                    if form(t0, a0) == form(t1, a1) {
+                        assert!(matches!(r, Response::Applied(_)), "{t0:?}/{a0:?} -> {t1:?}/{a1:?}: {r:?}");
+                        assert_eq!((now.tracking_mode, now.session_affinity), (t1, a1));
+                    } else {
+                        let Response::Error { message } = &r else { panic!("{t0:?}/{a0:?} -> {t1:?}/{a1:?} applied: {r:?}") };
+                        assert!(message.contains("changes the connection-tracking key"), "{message}");
+                        assert_eq!((now.tracking_mode, now.session_affinity), (t0, a0), "refused: unchanged");
+                    }
+                }
+            }
+        }
+    }
+}

@@ -10,6 +10,18 @@ use crate::daemon::{ControlState, Daemon};
 use spillway_shared::config::Config;
 use spillway_shared::proto::{Applied, Response};
 
+/// What a service's connection-tracking entries are keyed on (spec/backend-selection.md
+/// "Connection tracking"; the worker's `tracking_key`): the 5-tuple (`None`) under
+/// `PER_CONNECTION` or with 5-tuple affinity, else the session-affinity tuple. A live edit
+/// may not change it: established connections would miss their entries.
+fn tracking_key_form(s: &spillway_shared::config::Service) -> Option<spillway_shared::config::SessionAffinity> {
+    use spillway_shared::config::{SessionAffinity as A, TrackingMode};
+    match (s.tracking_mode, s.session_affinity) {
+        (TrackingMode::PER_CONNECTION, _) | (_, A::NONE | A::CLIENT_IP_PORT_PROTO) => None,
+        (TrackingMode::PER_SESSION, a) => Some(a),
+    }
+}
+
 /// Checks `if_generation`, edits a copy of the running config with `f` and validates it;
 /// `Ok(Err(..))` when it changes nothing. Errors: a stale generation, `f`'s error, a
 /// validation error, or a change that needs a restart.
@@ -51,6 +63,16 @@ fn plan(st: &ControlState, if_generation: Option<u64>, f: impl FnOnce(&mut Confi
     }
     if cand.neighbors != st.cfg.neighbors {
         return Err("[neighbors] cannot change while the daemon runs (resolver timers are set at start); edit the file and restart".into());
+    }
+    for new in &cand.services {
+        if let Some(old) = st.cfg.service(&new.name) {
+            if tracking_key_form(old) != tracking_key_form(new) {
+                return Err(format!(
+                    "service {}: tracking_mode {:?} -> {:?} with session_affinity {:?} -> {:?} cannot change while the daemon runs: it changes the connection-tracking key, so the next packet of most established connections would miss its entry and be balanced anew (about (N-1)/N of them onto another backend). Edit the file and restart, or add a service with the new setting on another VIP or port and move clients to it (docs/semantics.md \"Changing the tracking key\"); session_affinity alone can change live under PER_CONNECTION tracking",
+                    new.name, old.tracking_mode, new.tracking_mode, old.session_affinity, new.session_affinity
+                ));
+            }
+        }
     }
     let changes = describe_changes(&st.cfg, &cand);
     if changes.is_empty() {

@@ -371,6 +371,11 @@ impl EthPort {
         check(call, ret, || format!("port {}", self.name)).map(|_| ())
     }
 
+    /// The port's id, for the control side's calls that need no `&mut` ([`set_multicast`]).
+    pub fn id(&self) -> u16 {
+        self.port_id
+    }
+
     /// Port counters.
     pub fn stats(&self) -> Result<PortStats> {
         port_stats(self.port_id)
@@ -534,4 +539,32 @@ mod tests {
         assert_eq!(clamp_descriptors(1000, 64, 4096, 32), 992);
         assert_eq!(clamp_descriptors(0, 0, 0, 1), 1);
     }
+}
+
+/// How a port receives the multicast groups Spillway listens to ([`set_multicast`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MulticastMode {
+    /// The device filters on the given list (`rte_eth_dev_set_mc_addr_list`).
+    List,
+    /// The device has no list filter: all multicast is received (`rte_eth_allmulticast_enable`).
+    AllMulticast,
+}
+
+/// Makes port `port_id` receive the Ethernet multicast addresses `macs` (the solicited-node
+/// groups of our IPv6 addresses, RFC 4861 §7.2.1): the device's multicast list, else
+/// all-multicast. Called from the control side at start and when the IPv6 addresses
+/// change. Errors: neither is supported (the caller warns when promiscuous mode is off
+/// too: Neighbor Solicitations for our addresses may never arrive).
+pub fn set_multicast(port_id: u16, macs: &[[u8; 6]]) -> Result<MulticastMode> {
+    let mut list: Vec<sys::rte_ether_addr> = macs.iter().map(|m| sys::rte_ether_addr { addr_bytes: *m }).collect();
+    // SAFETY: valid port id; `list` holds `list.len()` addresses and outlives the call (the
+    // driver copies them).
+    let ret = unsafe { sys::rte_eth_dev_set_mc_addr_list(port_id, list.as_mut_ptr(), list.len() as u32) };
+    if ret == 0 {
+        return Ok(MulticastMode::List);
+    }
+    // SAFETY: valid port id.
+    let all = unsafe { sys::rte_eth_allmulticast_enable(port_id) };
+    check("rte_eth_allmulticast_enable", all, || format!("port {port_id} (rte_eth_dev_set_mc_addr_list: {})", super::strerror(ret)))
+        .map(|_| MulticastMode::AllMulticast)
 }

@@ -48,6 +48,42 @@ pub struct DriverCounters {
     /// resolved view), multicast or broadcast (group bit set): never a next hop's address
     /// (RFC 1812 §3.3.2 for ARP; the same for Neighbor Discovery).
     pub bad_mac: u64,
+    /// MLDv2 report frames queued (RFC 3810: joins, leaves and the periodic reports).
+    pub mld_reports: u64,
+}
+
+/// Milliseconds between periodic MLDv2 reports. Spillway does not answer queries (a port
+/// without multicast flooding may never even receive them), so it refreshes its groups
+/// itself, far inside the Multicast Address Listening Interval (260 s by default, RFC 3810
+/// §9.4) and inside the shorter timers switches apply in practice: a Linux bridge with its
+/// own querier dropped a group about 20 s after the last report in the e2e topology
+/// (`scripts/e2e.sh ipv6_mld_snooping`). Cost: one 150-byte frame per four groups per port
+/// every 10 s.
+pub const MLD_REPORT_INTERVAL_MS: u64 = 10_000;
+/// Milliseconds between the repetitions of a state change (RFC 3810 §9.11, Unsolicited
+/// Report Interval 1 s); it is sent [`MLD_ROBUSTNESS`] times (§9.1, Robustness Variable 2).
+pub const MLD_REPEAT_MS: u64 = 1_000;
+/// Times a change of our groups is reported (RFC 3810 §9.1).
+pub const MLD_ROBUSTNESS: u8 = 2;
+
+/// The IPv6 multicast groups Spillway listens to: the solicited-node group (RFC 4291
+/// §2.7.1) of every IPv6 VIP and port address, sorted, without duplicates. Neighbor
+/// Solicitations for those addresses go to these groups (RFC 4861 §7.2.2).
+pub fn listened_groups(cfg: &Config) -> Vec<u128> {
+    let mut g: Vec<u128> = cfg
+        .services
+        .iter()
+        .map(|s| s.vip)
+        .chain(cfg.ports.iter().filter_map(|p| p.address6.map(IpAddr::V6)))
+        .chain(cfg.ports.iter().filter_map(|p| p.address.filter(IpAddr::is_ipv6)))
+        .filter_map(|a| match a {
+            IpAddr::V6(v) if !v.is_unspecified() => Some(crate::wire::icmpv6::solicited_node(u128::from(v))),
+            _ => None,
+        })
+        .collect();
+    g.sort_unstable();
+    g.dedup();
+    g
 }
 
 /// The IPv6 address of port `i` that Neighbor Solicitations are sent from: `address` when
@@ -72,6 +108,14 @@ pub struct Resolver {
     announced: Vec<std::net::IpAddr>,
     gratuitous_arp: bool,
     requests: Vec<IpAddr>,
+    /// MLD: the groups reported last, when the next report is due, repetitions of the last
+    /// change still to send.
+    mld_groups: Vec<u128>,
+    mld_next_ms: u64,
+    mld_repeats: u8,
+    /// The groups' Ethernet addresses once they changed, for the NIC's multicast filter
+    /// (taken by [`Resolver::take_multicast_change`]).
+    multicast_change: Option<Vec<[u8; 6]>>,
 }
 
 impl Resolver {
@@ -86,6 +130,10 @@ impl Resolver {
             announced: Vec::new(),
             gratuitous_arp: cfg.neighbors.gratuitous_arp,
             requests: Vec::new(),
+            mld_groups: Vec::new(),
+            mld_next_ms: 0,
+            mld_repeats: 0,
+            multicast_change: None,
         }
     }
 
@@ -145,7 +193,65 @@ impl Resolver {
         if self.gratuitous_arp {
             self.announce(cfg, queues);
         }
+        self.mld(cfg, queues, now_ms);
         self.refresh_view()
+    }
+
+    /// MLDv2 reports on every port (RFC 3810 §6.1): when the listened groups change, a
+    /// join (CHANGE_TO_EXCLUDE {}) for the new ones and a leave (CHANGE_TO_INCLUDE {}) for
+    /// the gone ones, repeated [`MLD_ROBUSTNESS`] times [`MLD_REPEAT_MS`] apart; then every
+    /// [`MLD_REPORT_INTERVAL_MS`] a current-state report (MODE_IS_EXCLUDE {}) of all of
+    /// them. Nothing is sent without IPv6 addresses. A change also marks the NIC's multicast
+    /// filter for reprogramming ([`Resolver::take_multicast_change`]).
+    fn mld(&mut self, cfg: &Config, queues: &NeighborQueues, now_ms: u64) {
+        use crate::wire::mld::{CHANGE_TO_EXCLUDE_MODE, CHANGE_TO_INCLUDE_MODE, MODE_IS_EXCLUDE};
+        if self.ports.is_empty() {
+            return; // not yet told where to send (set_ports): nothing is reported as sent
+        }
+        let want = listened_groups(cfg);
+        if want != self.mld_groups {
+            let left: Vec<u128> = self.mld_groups.iter().filter(|g| want.binary_search(g).is_err()).copied().collect();
+            let joined: Vec<u128> = want.iter().filter(|g| self.mld_groups.binary_search(g).is_err()).copied().collect();
+            self.report(queues, &left, CHANGE_TO_INCLUDE_MODE);
+            self.report(queues, &joined, CHANGE_TO_EXCLUDE_MODE);
+            let mut macs: Vec<[u8; 6]> = want.iter().map(|g| crate::wire::icmpv6::multicast_mac(*g)).collect();
+            macs.push(crate::wire::icmpv6::multicast_mac(crate::wire::icmpv6::ALL_NODES));
+            macs.sort_unstable();
+            macs.dedup();
+            self.multicast_change = Some(macs);
+            self.mld_groups = want;
+            self.mld_repeats = MLD_ROBUSTNESS - 1;
+            self.mld_next_ms = now_ms + MLD_REPEAT_MS;
+            return;
+        }
+        if self.mld_groups.is_empty() || now_ms < self.mld_next_ms {
+            return;
+        }
+        let groups = std::mem::take(&mut self.mld_groups);
+        self.report(queues, &groups, MODE_IS_EXCLUDE);
+        self.mld_groups = groups;
+        self.mld_repeats = self.mld_repeats.saturating_sub(1);
+        self.mld_next_ms = now_ms + if self.mld_repeats > 0 { MLD_REPEAT_MS } else { MLD_REPORT_INTERVAL_MS };
+    }
+
+    /// Queues reports of `groups` (four records per frame) with `record_type` on every port.
+    fn report(&mut self, queues: &NeighborQueues, groups: &[u128], record_type: u8) {
+        for chunk in groups.chunks(crate::wire::mld::MAX_RECORDS) {
+            for i in 0..self.ports.len() {
+                let mut f = [0u8; super::FRAME_LEN];
+                if let Ok(n) = crate::wire::mld::report(&mut f, self.ports[i].mac, chunk, record_type) {
+                    if self.queue_len(queues, i, f, n) {
+                        self.counters.mld_reports += 1;
+                    }
+                }
+            }
+        }
+    }
+
+    /// The Ethernet addresses the NIC should receive (our solicited-node groups and
+    /// all-nodes) if they changed since the last call.
+    pub fn take_multicast_change(&mut self) -> Option<Vec<[u8; 6]>> {
+        self.multicast_change.take()
     }
 
     /// One reply a worker handed over: learned when it came in on a port we ask on and was
@@ -305,6 +411,7 @@ impl Resolver {
             changed: c.changed,
             gratuitous: self.counters.gratuitous,
             deferred: c.deferred,
+            mld_reports: self.counters.mld_reports,
             entries,
         }
     }
@@ -321,193 +428,5 @@ impl Resolver {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::neighbor::NeighborSeen;
-
-    fn cfg(extra: &str) -> Config {
-        let extra = if extra.contains("gratuitous_arp") { extra.to_string() } else { format!("gratuitous_arp = true\n{extra}") };
-        let c = Config::from_toml(&format!(
-            r#"
-[neighbors]
-refresh_sec = 2
-expiry_sec = 6
-retry_ms = 500
-{extra}
-[[ports]]
-name = "p0"
-device = "net_null0"
-address = "10.0.0.1"
-[[services]]
-name = "web"
-vip = "10.0.0.100"
-port = 80
-[[services.backends]]
-name = "b1"
-address = "10.0.0.11"
-[[services.backends]]
-name = "b2"
-address = "10.0.0.12"
-mac = "02:00:00:00:00:12"
-"#
-        ))
-        .unwrap();
-        c.validate().unwrap();
-        c
-    }
-
-    const OURS: [u8; 6] = [2, 0, 0, 0, 0, 1];
-
-    fn resolver(c: &Config) -> Resolver {
-        let mut r = Resolver::new(c);
-        r.set_ports(vec![PortSide { mac: OURS, addr: Ipv4Addr::new(10, 0, 0, 1), forwarding: true }]);
-        r.set_config(c, 0);
-        r
-    }
-
-    fn drain(q: &NeighborQueues) -> Vec<crate::wire::ArpInfo> {
-        std::iter::from_fn(|| q.outbox.pop())
-            .map(|f| match crate::wire::parse(&f.bytes[..usize::from(f.len)]) {
-                Ok(crate::wire::Parsed::Arp(a)) => a,
-                other => panic!("not ARP: {other:?}"),
-            })
-            .collect()
-    }
-
-    #[test]
-    fn requests_only_mac_less_next_hops_and_learns_their_replies() {
-        let c = cfg("");
-        let q = NeighborQueues::new(2);
-        let mut r = resolver(&c);
-        assert!(!r.tick(&c, &q, 0));
-        let sent = drain(&q);
-        let reqs: Vec<_> = sent.iter().filter(|a| a.spa != a.tpa).map(|a| (a.spa, a.tpa)).collect();
-        assert_eq!(reqs, vec![(Ipv4Addr::new(10, 0, 0, 1), Ipv4Addr::new(10, 0, 0, 11))], "b2 has a mac: not asked");
-        let garp: Vec<_> = sent.iter().filter(|a| a.spa == a.tpa).map(|a| a.tpa).collect();
-        assert_eq!(garp, vec![Ipv4Addr::new(10, 0, 0, 1), Ipv4Addr::new(10, 0, 0, 100)], "gratuitous ARP for the port address and the VIP");
-        assert_eq!(r.unresolved_reason(&"10.0.0.11".parse().unwrap(), 0).unwrap(), "ARP request for 10.0.0.11 awaiting its first reply");
-        // A reply arrives through worker 1's queue.
-        q.seen[1].push(NeighborSeen::arp(0, Ipv4Addr::new(10, 0, 0, 11), [2, 0, 0, 0, 0, 0x11], Ipv4Addr::new(10, 0, 0, 1), 90)).unwrap();
-        assert!(r.tick(&c, &q, 100), "resolution changes the view");
-        assert_eq!(r.view().get(&"10.0.0.11".parse().unwrap()), Some(&[2, 0, 0, 0, 0, 0x11]));
-        assert_eq!(r.unresolved_reason(&"10.0.0.11".parse().unwrap(), 100), None);
-        assert!(drain(&q).is_empty(), "no gratuitous ARP twice, no request before the refresh");
-        // An unsolicited reply for b1 with another MAC changes nothing.
-        q.seen[0].push(NeighborSeen::arp(0, Ipv4Addr::new(10, 0, 0, 11), [2, 0, 0, 0, 0, 0x99], Ipv4Addr::new(10, 0, 0, 1), 190)).unwrap();
-        assert!(!r.tick(&c, &q, 200));
-        assert_eq!(r.counters().ignored, 1);
-        // Refresh at 2.1 s; nobody answers: expired at 6.1 s, with the reason shown.
-        let mut now = 200;
-        let mut changed_at = None;
-        while now <= 7_000 {
-            if r.tick(&c, &q, now) && changed_at.is_none() {
-                changed_at = Some(now);
-            }
-            now += 50;
-        }
-        assert_eq!(changed_at, Some(6_100));
-        assert!(r.view().is_empty());
-        let reason = r.unresolved_reason(&"10.0.0.11".parse().unwrap(), now).unwrap();
-        assert!(reason.starts_with("no ARP reply from 10.0.0.11 (") && reason.ends_with("requests unanswered; its entry expired)"), "{reason}");
-    }
-
-    /// A reply is learned only from a port we ask on and addressed to its address; the
-    /// request window is measured to the reply's arrival on the worker, not to the tick
-    /// that drains it.
-    #[test]
-    fn replies_count_on_the_asking_port_for_its_address_at_their_arrival() {
-        let c = cfg("gratuitous_arp = false");
-        let q = NeighborQueues::new(1);
-        let mut r = resolver(&c);
-        r.set_ports(vec![
-            PortSide { mac: OURS, addr: Ipv4Addr::new(10, 0, 0, 1), forwarding: true },
-            PortSide { mac: OURS, addr: Ipv4Addr::new(192, 0, 2, 1), forwarding: false },
-        ]);
-        r.tick(&c, &q, 0);
-        assert_eq!(drain(&q).len(), 1, "asked on the forwarding port only");
-        let b1 = Ipv4Addr::new(10, 0, 0, 11);
-        let mac = [2, 0, 0, 0, 0, 0x11];
-        q.seen[0].push(NeighborSeen::arp(1, b1, mac, Ipv4Addr::new(192, 0, 2, 1), 10)).unwrap();
-        q.seen[0].push(NeighborSeen::arp(0, b1, mac, Ipv4Addr::new(10, 0, 0, 99), 10)).unwrap();
-        q.seen[0].push(NeighborSeen::arp(7, b1, mac, Ipv4Addr::new(10, 0, 0, 1), 10)).unwrap();
-        r.tick(&c, &q, 50);
-        assert_eq!(r.view().get(&IpAddr::V4(b1)), Some(&PENDING_MAC), "none of them is an answer to us");
-        assert_eq!(r.driver_counters().misdirected, 3);
-        assert_eq!(r.status(&c, 50).ignored, 3, "status counts them ignored");
-        // Arrived at 490 (inside the 500 ms window), drained by the tick at 520: learned.
-        q.seen[0].push(NeighborSeen::arp(0, b1, mac, Ipv4Addr::new(10, 0, 0, 1), 490)).unwrap();
-        assert!(r.tick(&c, &q, 520));
-        assert_eq!(r.view().get(&IpAddr::V4(b1)), Some(&mac));
-        assert_eq!(r.counters().ignored, 0);
-    }
-
-    /// A next hop is pending (in the view with the all-zero MAC: eligible) until three
-    /// requests timed out, then failed (out of the view: the change republishes).
-    #[test]
-    fn a_next_hop_fails_after_three_unanswered_requests() {
-        let c = cfg("gratuitous_arp = false");
-        let q = NeighborQueues::new(1);
-        let mut r = resolver(&c);
-        let b1: IpAddr = "10.0.0.11".parse().unwrap();
-        assert_eq!(r.view().get(&b1), Some(&PENDING_MAC), "pending from the moment it is wanted");
-        assert!(crate::control::with_unresolved(&c, &Default::default(), r.view()).is_none(), "pending: eligible");
-        assert!(crate::control::with_not_resolved(&c, &Default::default(), r.view()).is_some(), "not ready for announcing");
-        let mut failed_at = None;
-        for now in (0..=2_000).step_by(50) {
-            if r.tick(&c, &q, now) {
-                failed_at.get_or_insert(now);
-            }
-        }
-        assert_eq!(failed_at, Some(1_500), "3 × retry_ms");
-        assert_eq!(r.view().get(&b1), None);
-        let marked = crate::control::with_unresolved(&c, &Default::default(), r.view()).unwrap();
-        assert!(!marked[&("web".to_string(), "b1".to_string(), "b1".to_string())].healthy, "failed: not eligible");
-    }
-
-    #[test]
-    fn gratuitous_arp_can_be_turned_off_and_a_full_outbox_is_counted() {
-        let c = cfg("gratuitous_arp = false");
-        let q = NeighborQueues::new(1);
-        let mut r = resolver(&c);
-        r.tick(&c, &q, 0);
-        assert_eq!(drain(&q).len(), 1, "only the request");
-        for _ in 0..crate::neighbor::OUTBOX_CAPACITY {
-            q.outbox.push(TxFrame { port: 0, bytes: [0; crate::neighbor::FRAME_LEN], len: 60 }).unwrap();
-        }
-        r.tick(&c, &q, 500);
-        assert_eq!(r.driver_counters().outbox_full, 1, "the retry did not fit");
-    }
-
-    /// Issue 12 item 3: an IPv6 VIP and a port's IPv6 address are announced at start with
-    /// an unsolicited Neighbor Advertisement (RFC 4861 §7.2.6) to all-nodes, 86 bytes,
-    /// Solicited clear, Override set, our MAC in the Target Link-Layer Address option, a
-    /// valid checksum (checked with etherparse); once each, like the gratuitous ARPs.
-    #[test]
-    fn ipv6_addresses_are_announced_with_unsolicited_neighbor_advertisements() {
-        let c = cfg("gratuitous_arp = true\n[[ports]]\nname = \"p1\"\ndevice = \"net_null1\"\naddress6 = \"fd00::2\"\n[[services]]\nname = \"web6\"\nvip = \"fd00::100\"\nport = 80\n[[services.backends]]\nname = \"v1\"\naddress = \"fd00:21::1\"\nmac = \"02:00:00:00:21:01\"\n");
-        let q = NeighborQueues::new(1);
-        let mut r = resolver(&c);
-        r.tick(&c, &q, 0);
-        let frames: Vec<TxFrame> = std::iter::from_fn(|| q.outbox.pop()).collect();
-        let mut targets = Vec::new();
-        for f in frames.iter().filter(|f| f.bytes[12..14] == [0x86, 0xdd]) {
-            assert_eq!(usize::from(f.len), crate::wire::icmpv6::UNSOLICITED_NA_FRAME_LEN);
-            let b = &f.bytes[..usize::from(f.len)];
-            assert_eq!(&b[0..6], &[0x33, 0x33, 0, 0, 0, 1], "to all-nodes");
-            let ip = etherparse::Ipv6HeaderSlice::from_slice(&b[14..]).unwrap();
-            assert_eq!((ip.hop_limit(), ip.next_header().0), (255, 58));
-            let icmp = etherparse::Icmpv6Slice::from_slice(&b[54..]).unwrap();
-            assert_eq!(icmp.header().icmp_type.calc_checksum(ip.source(), ip.destination(), icmp.payload()).unwrap(), icmp.checksum());
-            let na = &b[54..];
-            assert_eq!(na[0], 136, "Neighbor Advertisement");
-            assert_eq!(na[4] & 0xe0, 0x20, "Override set, Solicited and Router clear");
-            assert_eq!((na[24], na[25], &na[26..32]), (2, 1, &OURS[..]), "Target Link-Layer Address option");
-            targets.push(std::net::Ipv6Addr::from(<[u8; 16]>::try_from(&na[8..24]).unwrap()));
-        }
-        targets.sort();
-        targets.dedup();
-        assert_eq!(targets, vec!["fd00::2".parse::<std::net::Ipv6Addr>().unwrap(), "fd00::100".parse().unwrap()]);
-        r.tick(&c, &q, 100);
-        assert!(std::iter::from_fn(|| q.outbox.pop()).all(|f| f.bytes[12..14] != [0x86, 0xdd]), "announced once");
-    }
-}
+#[path = "driver_tests.rs"]
+mod tests;

@@ -54,11 +54,12 @@ pub const SEEN_CAPACITY: usize = 256;
 pub const REQUESTS_PER_TICK: usize = SEEN_CAPACITY / 2;
 /// Frames the control side can queue for worker 0.
 pub const OUTBOX_CAPACITY: usize = 1024;
-/// Room for one control frame: an unsolicited Neighbor Advertisement or a Neighbor
-/// Solicitation (86 bytes each, [`crate::wire::icmpv6::UNSOLICITED_NA_FRAME_LEN`],
+/// Room for one control frame: an MLDv2 report of up to four groups (150 bytes,
+/// [`crate::wire::mld::REPORT_FRAME_LEN`]), an unsolicited Neighbor Advertisement or a
+/// Neighbor Solicitation (86 bytes each, [`crate::wire::icmpv6::UNSOLICITED_NA_FRAME_LEN`],
 /// [`crate::wire::icmpv6::SOLICITATION_FRAME_LEN`]); ARP frames use the first 60 (the
 /// Ethernet minimum without FCS; ARP fits in 42). [`TxFrame::len`] says how many are sent.
-pub const FRAME_LEN: usize = 86;
+pub const FRAME_LEN: usize = crate::wire::mld::REPORT_FRAME_LEN;
 /// Bytes of an ARP frame as sent (request or gratuitous): the Ethernet minimum.
 pub const ARP_FRAME_LEN: usize = 60;
 

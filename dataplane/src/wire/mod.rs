@@ -24,6 +24,7 @@ pub mod icmpv6;
 pub mod ipv4;
 pub mod ipv6;
 pub mod l4;
+pub mod mld;
 
 pub use arp::{ArpInfo, ArpPacket};
 pub use checksum::checksum;
