@@ -81,9 +81,8 @@ pub struct Daemon {
     pub port_stats: PortStatsFn,
     /// Per-port own addresses (host order; 0 = none).
     pub port_addrs: Vec<u32>,
-    /// Programs every port's multicast filter with the given Ethernet addresses (the
-    /// solicited-node groups of our IPv6 addresses), called when they change; `None` in
-    /// tests without devices. Set by [`Daemon::with_multicast`].
+    /// Programs every port's multicast filter (our IPv6 solicited-node groups) when they
+    /// change; `None` in tests without devices ([`Daemon::with_multicast`]).
     pub multicast: Option<MulticastFn>,
     /// The health checker, when running (absent in tests without probes).
     pub checker: Mutex<Option<crate::health::HealthChecker>>,
