@@ -20,3 +20,4 @@ pub mod metrics;
 pub mod neighbor;
 pub mod systemd;
 pub mod sync;
+pub mod threads;

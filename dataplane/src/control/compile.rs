@@ -34,10 +34,7 @@ impl Default for EndpointView {
     }
 }
 
-/// (service, backend, endpoint): the key of the health view, of health targets and of
-/// backend slots. A single-endpoint backend's endpoint is named like the backend
-/// ([`spillway_shared::config::Backend::members`]).
-pub type EndpointKey = (String, String, String);
+pub use super::slots::EndpointKey;
 
 /// Health/load view keyed by (service, backend, endpoint).
 pub type HealthView = std::collections::HashMap<EndpointKey, EndpointView>;

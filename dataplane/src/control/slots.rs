@@ -4,9 +4,13 @@
 //! one slot, keyed by its endpoint named like the backend
 //! ([`spillway_shared::config::Backend::members`]).
 
-use crate::control::compile::EndpointKey;
 use crate::fastpath::stats::MAX_BACKEND_SLOTS;
 use spillway_shared::config::Config;
+
+/// (service, backend, endpoint): the key of backend slots, of the health view and of health
+/// targets. A single-endpoint backend's endpoint is named like the backend
+/// ([`spillway_shared::config::Backend::members`]).
+pub type EndpointKey = (String, String, String);
 
 /// Stable slots for endpoints, keyed by (service name, backend name, endpoint name).
 #[derive(Clone, Debug, Default)]

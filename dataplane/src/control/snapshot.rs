@@ -157,7 +157,7 @@ impl Drop for DropProbe {
     fn drop(&mut self) {
         use std::sync::atomic::Ordering::Relaxed;
         DROPPED.fetch_add(1, Relaxed);
-        if crate::fastpath::worker::on_worker_thread() {
+        if crate::threads::on_worker_thread() {
             DROPPED_ON_WORKER.fetch_add(1, Relaxed);
         }
     }

@@ -14,7 +14,7 @@
 use spillway_shared::proto::{self, FrameError, Request, Response};
 use std::io::Write;
 use std::os::unix::net::{UnixListener, UnixStream};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -109,22 +109,8 @@ pub struct Server {
 }
 
 impl Server {
-    /// Binds `path` (creating its directory 0750, replacing a stale socket) and serves in a
-    /// thread. `group`: the gid allowed besides root (the socket is chowned to it).
-    ///
-    /// Errors: the path exists and is not a socket (never removed), a live daemon already
-    /// answers on it, or its parent's parent does not exist (only the last directory level
-    /// is created, e.g. `/run/spillway`).
-    pub fn start(path: &Path, group: Option<u32>, handler: Arc<dyn Handler>) -> std::io::Result<Server> {
-        Server::start_with_stats(path, group, handler, Arc::default())
-    }
-
-    /// [`Server::start`], counting into `stats` (the daemon's, so `status` can show them).
-    pub fn start_with_stats(path: &Path, group: Option<u32>, handler: Arc<dyn Handler>, stats: Arc<ServerStats>) -> std::io::Result<Server> {
-        super::socket::Bound::bind(path, group)?.serve(handler, stats)
-    }
-
-    /// A server whose accept loop runs in `thread` ([`super::socket::Bound::serve`]).
+    /// A server whose accept loop runs in `thread` (`socket::Bound::serve`; binding and
+    /// `Server::start` are in `socket.rs`, which this module does not import).
     pub(super) fn running(path: PathBuf, stats: Arc<ServerStats>, stop: Arc<AtomicBool>, thread: std::thread::JoinHandle<()>) -> Server {
         Server { path, stats, stop, thread: Some(thread) }
     }

@@ -91,6 +91,23 @@ impl Drop for Bound {
     }
 }
 
+impl Server {
+    /// Binds `path` (creating its directory 0750, replacing a stale socket) and serves in a
+    /// thread. `group`: the gid allowed besides root (the socket is chowned to it).
+    ///
+    /// Errors: the path exists and is not a socket (never removed), a live daemon already
+    /// answers on it, or its parent's parent does not exist (only the last directory level
+    /// is created, e.g. `/run/spillway`).
+    pub fn start(path: &Path, group: Option<u32>, handler: Arc<dyn Handler>) -> std::io::Result<Server> {
+        Server::start_with_stats(path, group, handler, Arc::default())
+    }
+
+    /// [`Server::start`], counting into `stats` (the daemon's, so `status` can show them).
+    pub fn start_with_stats(path: &Path, group: Option<u32>, handler: Arc<dyn Handler>, stats: Arc<ServerStats>) -> std::io::Result<Server> {
+        Bound::bind(path, group)?.serve(handler, stats)
+    }
+}
+
 /// Creates the socket's directory (the last level only): mode 0750, and with a socket
 /// group, group-owned by it, so that members can reach the socket (0750 gives them search,
 /// which `connect` needs, but not the right to create or remove files; path_resolution(7)).

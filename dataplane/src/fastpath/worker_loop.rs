@@ -4,14 +4,7 @@
 
 use super::{PollBuffers, Port, Worker};
 
-thread_local! {
-    static ON_WORKER: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-}
-
-/// Whether the calling thread runs a worker loop ([`run_loop`]).
-pub fn on_worker_thread() -> bool {
-    ON_WORKER.with(|f| f.get())
-}
+pub use crate::threads::on_worker_thread;
 
 /// Parameters of [`run_loop`].
 #[derive(Clone, Copy, Debug)]
@@ -29,7 +22,7 @@ pub struct LoopParams {
 /// its quiescent state (the generation it used, in [`Worker::poll`]), then serves a pending
 /// control request. Snapshots are never dropped here: reclamation runs on the control side.
 pub fn run_loop<P: Port>(worker: &mut Worker, queues: &mut [P], shared: &crate::control::Shared, params: LoopParams) {
-    ON_WORKER.with(|f| f.set(true));
+    crate::threads::set_worker_thread(true);
     let mut bufs = PollBuffers::new(queues.len());
     let Some(mailbox) = shared.mailboxes.get(params.index).cloned() else { return };
     worker.neighbors = Some(shared.neighbors.clone());
@@ -49,6 +42,6 @@ pub fn run_loop<P: Port>(worker: &mut Worker, queues: &mut [P], shared: &crate::
             std::thread::sleep(params.idle_sleep);
         }
     }
-    ON_WORKER.with(|f| f.set(false));
+    crate::threads::set_worker_thread(false);
 }
 
