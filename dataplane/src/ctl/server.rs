@@ -468,7 +468,7 @@ mod tests {
         assert!(e.to_string().contains("not a socket"), "{e}");
         assert_eq!(std::fs::read(&file).unwrap(), b"keep me");
         let srv = Server::start(&path, None, Arc::new(Echo)).unwrap();
-        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode(&path), 0o660);
         assert_eq!(mode(path.parent().unwrap()), 0o750);
         // a second server on a live socket is refused
