@@ -373,7 +373,7 @@ impl Announcer {
     fn addr(&mut self, op: &str, vip: IpAddr) -> Result<(), String> {
         let r = match vip {
             IpAddr::V4(v) => ip(&["addr", op, &self.cfg.local_address.to_string(), "peer", &format!("{v}/32"), "dev", &self.cfg.interface]),
-            // An IPv6 VIP: its own link-local local address, the VIP as the peer.
+            // An IPv6 VIP: its own local address (local_address6 + n), the VIP as the peer.
             IpAddr::V6(v) => {
                 let n = match self.locals6.get(&v) {
                     Some(&n) => n,

@@ -81,8 +81,7 @@ pub struct Daemon {
     pub port_stats: PortStatsFn,
     /// Per-port own addresses (host order; 0 = none).
     pub port_addrs: Vec<u32>,
-    /// Programs every port's multicast filter (our IPv6 solicited-node groups) when they
-    /// change; `None` in tests without devices ([`Daemon::with_multicast`]).
+    /// Programs the ports' multicast filters when our IPv6 groups change (`with_multicast`).
     pub multicast: Option<MulticastFn>,
     /// The health checker, when running (absent in tests without probes).
     pub checker: Mutex<Option<crate::health::HealthChecker>>,
@@ -288,14 +287,15 @@ impl Daemon {
         let mut guard = self.control.lock().unwrap_or_else(|e| e.into_inner());
         let st = &mut *guard;
         let changed = st.neighbors.tick(&st.cfg, &self.shared.neighbors, now);
-        if let (Some(macs), Some(program)) = (st.neighbors.take_multicast_change(), &self.multicast) {
-            program(&macs);
-        }
+        let macs = st.neighbors.take_multicast_change();
         if changed {
             self.republish(st);
-            return true;
         }
-        false
+        drop(guard); // some drivers restart traffic or wait on an admin queue to change the filter
+        if let (Some(macs), Some(program)) = (macs, &self.multicast) {
+            program(&macs);
+        }
+        changed
     }
 
     /// New connections and packets of the backend that holds `slot` now, since it got the

@@ -254,7 +254,7 @@ fn metrics_systemd_and_announcement() {
 
     // Announcement: the ready VIP only; drain withdraws it, undrain brings it back.
     assert_eq!(peer_addresses("spwft0"), Some(vec!["10.0.0.100/32".to_string()]));
-    // IPv6 VIPs are peers too (each with its own link-local local address, so two VIPs
+    // IPv6 VIPs are peers too (each with its own local address, so two VIPs
     // with the same interface ID do not collide), never local addresses the host answers.
     assert_eq!(peers("spwft0", "-6"), Some(vec!["fd00:2::100/128".to_string(), "fd00::100/128".to_string()]));
     for vip in ["fd00::100", "fd00:2::100"] {

@@ -1562,7 +1562,10 @@ impl Config {
             m.addr()?;
         }
         if let Some(a) = &self.announce {
-            a.validate(&self.services.iter().map(|s| s.vip).collect::<Vec<_>>())?;
+            // VIPs and the ports' own addresses: none may become a local or peer address of
+            // the announcement interface
+            let taken: Vec<IpAddr> = self.services.iter().map(|s| s.vip).chain(self.ports.iter().flat_map(|p| p.address.into_iter().chain(p.address6.map(IpAddr::V6)))).collect();
+            a.validate(&taken)?;
         }
         if let Some(s) = &self.sync {
             s.validate()?;

@@ -95,7 +95,8 @@ pub fn valid_ifname(name: &str) -> bool {
 }
 
 impl AnnounceConfig {
-    /// Checks the section; `vips` are the configured services' VIPs.
+    /// Checks the section; `vips` are the configured services' VIPs and the ports' own
+    /// addresses (none may be a local address of the announcement interface).
     pub fn validate(&self, vips: &[IpAddr]) -> Result<(), ConfigError> {
         if !valid_ifname(&self.interface) {
             return Err(ConfigError::new("announce.interface", format!("{:?}", self.interface),
@@ -113,7 +114,7 @@ impl AnnounceConfig {
             || vips.iter().any(|v| matches!(v, IpAddr::V6(v) if (base..=base + 0xffff).contains(&u128::from(*v))))
         {
             return Err(ConfigError::new("announce.local_address6", l6,
-                "must be a global-scope unicast IPv6 address (not link-local: BIRD does not export those) with no VIP among the 65,536 addresses from it (default fd53:7069:6c6c:7761::)"));
+                "must be a global-scope unicast IPv6 address (not link-local: BIRD does not export those) with no VIP or port address among the 65,536 addresses from it (default fd53:7069:6c6c:7761::)"));
         }
         if !(self.worker_stall_sec.is_finite() && (0.1..=60.0).contains(&self.worker_stall_sec)) {
             return Err(ConfigError::new("announce.worker_stall_sec", self.worker_stall_sec, "must be in 0.1..=60 seconds"));

@@ -6,7 +6,7 @@
 //! the body is decoded and told so plainly. A message travels as one or more frames: a
 //! 4-byte big-endian prefix (bit 31 set: more frames of this message follow; bits 0–30: the
 //! frame's length, at most [`MAX_FRAME`] = 1 MiB) and that many bytes. A message is at most
-//! [`MAX_MESSAGE`] = 64 MiB, so any answer of a config the daemon accepts (a full `status` or
+//! [`MAX_MESSAGE`] = 16 MiB, so any answer of a config the daemon accepts (a full `status` or
 //! `config show` at thousands of services and tens of thousands of endpoints) and any config
 //! file for `config apply` fit, while no single read buffers more than a frame before the
 //! length is checked. A bad frame gets a typed reply ([`Response::BadFrame`])
@@ -43,11 +43,11 @@ use std::io::{Read, Write};
 pub const PROTOCOL_VERSION: u16 = 8;
 /// Largest frame accepted, bytes (a message longer than this is split into frames).
 pub const MAX_FRAME: usize = 1 << 20;
-/// Largest message (request or response body, all its frames) accepted, bytes: 64 MiB.
+/// Largest message (request or response body, all its frames) accepted, bytes: 16 MiB.
 /// At 2,000 services × 20,000 endpoints (`dataplane/tests/ctl_scale.rs`) the config's TOML
 /// is 2.3 MB and `status --json` prints 6.6 MB (the postcard answer is smaller), so this
-/// leaves room for about ten times that.
-pub const MAX_MESSAGE: usize = 64 << 20;
+/// leaves several times that, while 64 connections cannot pin more than 1 GiB of buffers.
+pub const MAX_MESSAGE: usize = 16 << 20;
 /// Bit of the frame prefix that says more frames of the same message follow.
 const MORE_FRAMES: u32 = 1 << 31;
 

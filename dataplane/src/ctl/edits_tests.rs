@@ -325,7 +325,9 @@ fn live_edits_that_change_the_tracking_key_are_refused() {
     use spillway_shared::config::{SessionAffinity as A, TrackingMode as T};
     use spillway_shared::proto::Request;
     let affinities = [A::NONE, A::CLIENT_IP_PORT_PROTO, A::CLIENT_IP_PROTO, A::CLIENT_IP, A::CLIENT_IP_NO_DESTINATION];
-    let form = |t: T, a: A| if t == T::PER_CONNECTION || matches!(a, A::NONE | A::CLIENT_IP_PORT_PROTO) { None } else { Some(a) };
+    // the worker's key: a session entry (client address + the service's VIP, port,
+    // protocol) under PER_SESSION with a reduced affinity, else the 5-tuple
+    let form = |t: T, a: A| t == T::PER_SESSION && !matches!(a, A::NONE | A::CLIENT_IP_PORT_PROTO);
     for t0 in [T::PER_CONNECTION, T::PER_SESSION] {
         for a0 in affinities {
             for t1 in [T::PER_CONNECTION, T::PER_SESSION] {

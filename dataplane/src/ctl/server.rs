@@ -345,7 +345,9 @@ fn serve_conn_tracked(mut stream: UnixStream, handler: &dyn Handler, stats: &Ser
                 return;
             }
         };
-        let resp = match proto::decode_request(&body) {
+        let decoded = proto::decode_request(&body);
+        drop(body); // a request of up to MAX_MESSAGE bytes is not kept while it is served
+        let resp = match decoded {
             Ok(req) => {
                 stats.requests.fetch_add(1, Ordering::Relaxed);
                 handler.handle(req)
@@ -364,8 +366,6 @@ fn serve_conn_tracked(mut stream: UnixStream, handler: &dyn Handler, stats: &Ser
                 message: format!("the answer ({} bytes) exceeds the message limit of {} bytes", body.len(), proto::MAX_MESSAGE),
             });
         }
-        // A long answer takes longer to write than a short one: allow 10 s per 8 MiB.
-        let _ = stream.set_write_timeout(Some(Duration::from_secs(10 + 10 * (body.len() as u64 >> 23))));
         if proto::write_frame(&mut stream, &body).is_err() {
             return;
         }

@@ -10,16 +10,15 @@ use crate::daemon::{ControlState, Daemon};
 use spillway_shared::config::Config;
 use spillway_shared::proto::{Applied, Response};
 
-/// What a service's connection-tracking entries are keyed on (spec/backend-selection.md
-/// "Connection tracking"; the worker's `tracking_key`): the 5-tuple (`None`) under
-/// `PER_CONNECTION` or with 5-tuple affinity, else the session-affinity tuple. A live edit
-/// may not change it: established connections would miss their entries.
-fn tracking_key_form(s: &spillway_shared::config::Service) -> Option<spillway_shared::config::SessionAffinity> {
+/// Whether a service's connection-tracking entries are *session entries* (spec/backend-
+/// selection.md "Connection tracking"; the worker's `tracking_key`): `PER_SESSION` with a
+/// reduced affinity keys on the client address completed with the service's VIP, port and
+/// protocol (the same key for `CLIENT_IP_PROTO`, `CLIENT_IP` and `CLIENT_IP_NO_DESTINATION`);
+/// anything else keys on the 5-tuple. A live edit may not switch between the two:
+/// established connections would miss their entries.
+fn tracking_key_form(s: &spillway_shared::config::Service) -> bool {
     use spillway_shared::config::{SessionAffinity as A, TrackingMode};
-    match (s.tracking_mode, s.session_affinity) {
-        (TrackingMode::PER_CONNECTION, _) | (_, A::NONE | A::CLIENT_IP_PORT_PROTO) => None,
-        (TrackingMode::PER_SESSION, a) => Some(a),
-    }
+    s.tracking_mode == TrackingMode::PER_SESSION && !matches!(s.session_affinity, A::NONE | A::CLIENT_IP_PORT_PROTO)
 }
 
 /// Checks `if_generation`, edits a copy of the running config with `f` and validates it;
@@ -68,7 +67,7 @@ fn plan(st: &ControlState, if_generation: Option<u64>, f: impl FnOnce(&mut Confi
         if let Some(old) = st.cfg.service(&new.name) {
             if tracking_key_form(old) != tracking_key_form(new) {
                 return Err(format!(
-                    "service {}: tracking_mode {:?} -> {:?} with session_affinity {:?} -> {:?} cannot change while the daemon runs: it changes the connection-tracking key, so the next packet of most established connections would miss its entry and be balanced anew (about (N-1)/N of them onto another backend). Edit the file and restart, or add a service with the new setting on another VIP or port and move clients to it (docs/semantics.md \"Changing the tracking key\"); session_affinity alone can change live under PER_CONNECTION tracking",
+                    "service {}: tracking_mode {:?} -> {:?} with session_affinity {:?} -> {:?} cannot change while the daemon runs: it changes the connection-tracking key, so the next packet of most established connections would miss its entry and be balanced anew (about (N-1)/N of them onto another backend). Edit the file and restart, or add a service with the new setting on another VIP or port and move clients to it (docs/semantics.md \"Changing the tracking key\")",
                     new.name, old.tracking_mode, new.tracking_mode, old.session_affinity, new.session_affinity
                 ));
             }

@@ -228,18 +228,31 @@ fn mld_joins_repeats_refreshes_and_leaves_the_solicited_node_groups() {
     r.tick(&c, &q, 500);
     assert!(mld_reports(&q).is_empty());
     r.tick(&c, &q, 1010);
-    assert_eq!(mld_reports(&q), vec![(MODE_IS_EXCLUDE, groups.clone())], "the change repeated once, 1 s later (robustness 2)");
+    assert_eq!(mld_reports(&q), vec![(CHANGE_TO_EXCLUDE_MODE, groups.clone())], "the change sent again 1 s later (robustness 2)");
     r.tick(&c, &q, 6_000);
     assert!(mld_reports(&q).is_empty());
-    r.tick(&c, &q, 11_010);
-    assert_eq!(mld_reports(&q), vec![(MODE_IS_EXCLUDE, groups.clone())], "refreshed every 10 s");
+    r.tick(&c, &q, 10_010);
+    assert_eq!(mld_reports(&q), vec![(MODE_IS_EXCLUDE, groups.clone())], "current state every 10 s");
     assert!(r.take_multicast_change().is_none(), "unchanged groups: the NIC is not reprogrammed");
-    // a live edit moves the VIP: the new group is joined, the old one left
+    // a live edit moves the VIP: the new group is joined, the old one left, both twice, and
+    // the periodic deadline does not move
     let moved = Config::from_toml(&c.to_toml().replace("fd00::100", "fd00::1:200")).unwrap();
-    r.tick(&moved, &q, 12_000);
-    let mut got = mld_reports(&q);
-    got.sort();
-    assert_eq!(got, vec![(CHANGE_TO_INCLUDE_MODE, vec![solicited_node(v6("fd00::100"))]), (CHANGE_TO_EXCLUDE_MODE, vec![solicited_node(v6("fd00::1:200"))])]);
+    let change = vec![(CHANGE_TO_INCLUDE_MODE, vec![solicited_node(v6("fd00::100"))]), (CHANGE_TO_EXCLUDE_MODE, vec![solicited_node(v6("fd00::1:200"))])];
+    for t in [12_000, 13_000] {
+        r.tick(&moved, &q, t);
+        let mut got = mld_reports(&q);
+        got.sort();
+        assert_eq!(got, change, "at {t}");
+    }
     assert!(r.take_multicast_change().is_some_and(|m| m.contains(&[0x33, 0x33, 0xff, 1, 2, 0]) && !m.contains(&[0x33, 0x33, 0xff, 0, 1, 0])));
-    assert_eq!(r.status(&moved, 12_000).mld_reports, 5, "join, repeat, refresh, leave + join");
+    r.tick(&moved, &q, 14_000);
+    assert!(mld_reports(&q).is_empty(), "a change is sent twice only");
+    // a full outbox: the periodic report waits for room and goes out on the next tick
+    while q.outbox.push(TxFrame { port: 0, bytes: [0; crate::neighbor::FRAME_LEN], len: 60 }).is_ok() {}
+    r.tick(&moved, &q, 20_010);
+    assert!(mld_reports(&q).is_empty());
+    r.tick(&moved, &q, 20_060);
+    let moved_groups = vec![solicited_node(v6("fd00::2")), solicited_node(v6("fd00::1:200"))];
+    assert_eq!(mld_reports(&q), vec![(MODE_IS_EXCLUDE, moved_groups)], "retried once there is room");
+    assert_eq!(r.status(&moved, 20_060).mld_reports, 8, "join twice, one refresh, leave + join twice, one refresh");
 }

@@ -54,7 +54,7 @@ pub const SEEN_CAPACITY: usize = 256;
 pub const REQUESTS_PER_TICK: usize = SEEN_CAPACITY / 2;
 /// Frames the control side can queue for worker 0.
 pub const OUTBOX_CAPACITY: usize = 1024;
-/// Room for one control frame: an MLDv2 report of up to four groups (150 bytes,
+/// Room for one control frame: an MLDv2 report of up to 60 groups (1,270 bytes,
 /// [`crate::wire::mld::REPORT_FRAME_LEN`]), an unsolicited Neighbor Advertisement or a
 /// Neighbor Solicitation (86 bytes each, [`crate::wire::icmpv6::UNSOLICITED_NA_FRAME_LEN`],
 /// [`crate::wire::icmpv6::SOLICITATION_FRAME_LEN`]); ARP frames use the first 60 (the

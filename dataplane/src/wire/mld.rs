@@ -32,9 +32,10 @@ const HBH: [u8; 8] = [NH_ICMPV6, 0, 5, 2, 0, 0, 1, 0];
 const REPORT_HEADER_LEN: usize = 8;
 /// One Multicast Address Record without sources: type, aux length, source count, address.
 const RECORD_LEN: usize = 20;
-/// Most records one report frame carries (the frame fits [`REPORT_FRAME_LEN`]).
-pub const MAX_RECORDS: usize = 4;
-/// Length of a report frame of [`MAX_RECORDS`] records: 14 + 40 + 8 + 8 + 4 × 20 = 150.
+/// Most records one report frame carries: the IPv6 packet stays within the minimum MTU
+/// (RFC 8200 §5: 1280 bytes), so no link fragments or drops it.
+pub const MAX_RECORDS: usize = 60;
+/// Length of a report frame of [`MAX_RECORDS`] records: 14 + 40 + 8 + 8 + 60 × 20 = 1270.
 pub const REPORT_FRAME_LEN: usize = ETH_LEN + IPV6_LEN + HBH.len() + REPORT_HEADER_LEN + MAX_RECORDS * RECORD_LEN;
 
 /// The link-local address of a port with Ethernet address `mac` (RFC 4291 §2.5.1 and
