@@ -533,6 +533,12 @@ pub struct Counters {
     /// Neighbor Solicitations for IPv6 addresses that are not ours (not answered).
     #[serde(default)]
     pub nd_not_ours: u64,
+    /// QUIC-LB: (name, count) in a fixed order: `routed` (short-header packets routed by
+    /// their DCID's server ID), `long_header`, `fallback_<reason>` (short-header packets
+    /// that took the 5-tuple path: unknown codepoint, too short, unknown server ID, not
+    /// eligible).
+    #[serde(default)]
+    pub quic_lb: Vec<(String, u64)>,
 }
 
 impl Counters {
@@ -551,6 +557,13 @@ impl Counters {
             out.fragments_held += c.fragments_held;
             out.new_connections += c.new_connections;
             out.rebalanced += c.rebalanced;
+            if out.quic_lb.is_empty() {
+                out.quic_lb = c.quic_lb.clone();
+            } else {
+                for (o, i) in out.quic_lb.iter_mut().zip(&c.quic_lb) {
+                    o.1 += i.1;
+                }
+            }
             if out.drops.is_empty() {
                 out.drops = c.drops.clone();
             } else {
