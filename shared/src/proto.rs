@@ -33,7 +33,9 @@ use std::io::{Read, Write};
 /// Also IPv6 (issue 12): `Request::Explain::client` and `Request::Vip{Drain,Undrain}::vip`
 /// are `IpAddr`.
 /// Version 6: `NeighborStatus::deferred` and the drop reason `nd_invalid` (issue 13).
-pub const PROTOCOL_VERSION: u16 = 7;
+/// Version 8: QUIC-LB: `Request::Explain::quic_dcid`, `ExplainReport::quic`,
+/// `Counters::quic_lb`.
+pub const PROTOCOL_VERSION: u16 = 8;
 /// Largest frame body accepted, bytes.
 pub const MAX_FRAME: usize = 1 << 20;
 
@@ -148,6 +150,10 @@ pub enum Request {
         client_port: u16,
         /// Service as `IP:PORT[/tcp|udp]`; `None` when there is one service.
         vip: Option<String>,
+        /// A QUIC short-header packet's DCID (hex, first octet included): explain its
+        /// QUIC-LB decode and routing decision too.
+        #[serde(default)]
+        quic_dcid: Option<String>,
     },
     /// The published snapshot: generation, tables per service and class, age.
     SnapshotShow,
@@ -352,6 +358,33 @@ pub struct ExplainReport {
     /// reason's counter name (`martian_source`); `None`: it goes to `backend`.
     #[serde(default)]
     pub drop_reason: Option<String>,
+    /// The QUIC-LB decode of `Request::Explain::quic_dcid`, when one was given.
+    #[serde(default)]
+    pub quic: Option<QuicExplain>,
+}
+
+/// How a short-header packet with a given DCID is routed (QUIC-LB,
+/// draft-ietf-quic-load-balancers-19).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct QuicExplain {
+    /// The DCID, hex.
+    pub dcid: String,
+    /// Its config rotation codepoint (first 3 bits).
+    pub codepoint: Option<u8>,
+    /// The configuration at that codepoint (`server_id_length 2, nonce_length 6, AES-128-ECB
+    /// four-pass`), if the service has one.
+    pub config: Option<String>,
+    /// The decoded server ID, hex.
+    pub server_id: Option<String>,
+    /// The backend and endpoint with that server ID.
+    pub backend: Option<String>,
+    /// See `backend`.
+    pub endpoint: Option<String>,
+    /// Why the packet takes the 5-tuple path instead (`unknown_codepoint`, `too_short`,
+    /// `unknown_server_id`, `not_eligible`, `no_quic_lb`); `None`: routed to `endpoint`.
+    pub fallback: Option<String>,
+    /// Notes (eligibility, draining).
+    pub notes: Vec<String>,
 }
 
 /// One service's tables in the snapshot.
@@ -912,7 +945,7 @@ mod tests {
             Request::ServiceSet { name: "web".into(), fields: vec![("spillover_ratio".into(), "0.5".into())], if_generation: None },
             Request::BackendRemove { service: "a".into(), name: "b".into(), if_generation: Some(1) },
             Request::Flows { op: FlowOp::Show { limit: 5 }, filter: FlowFilter::Backend("a".into(), "b".into()) },
-            Request::Explain { client: std::net::Ipv4Addr::new(1, 2, 3, 4).into(), client_port: 9, vip: None },
+            Request::Explain { client: std::net::Ipv4Addr::new(1, 2, 3, 4).into(), client_port: 9, vip: None, quic_dcid: Some("07c4605e4504cc4f".into()) },
             Request::SnapshotShow,
             Request::EndpointAdd { service: "a".into(), backend: "g".into(), name: "e3".into(), fields: vec![("address".into(), "10.0.0.3".into())], if_generation: None },
             Request::EndpointRemove { service: "a".into(), backend: "g".into(), name: "e3".into(), if_generation: Some(2) },

@@ -162,6 +162,7 @@ proptest! {
             endpoint_shares: vec![("b1".into(), "e1".into(), 0.25)], hash,
             table_size: u32::MAX, snapshot_generation: hash,
             drop_reason: if hash % 2 == 0 { Some("martian_source".into()) } else { None },
+            quic: (hash % 3 == 0).then(|| spillway_shared::proto::QuicExplain { dcid: "07c4".into(), codepoint: Some(0), fallback: Some("too_short".into()), ..Default::default() }),
         };
         let resp = Response::Explain(r);
         assert_roundtrips(&resp)?;

@@ -116,6 +116,85 @@ impl QuicLbTable {
     }
 }
 
+/// One configuration in words: `server_id_length 2, nonce_length 6, AES-128-ECB four-pass`.
+pub fn describe(c: &QuicLbConfig) -> String {
+    format!("config_rotation {}: server_id_length {}, nonce_length {}, {}", c.codepoint(), c.server_id_len(), c.nonce_len(), c.algorithm())
+}
+
+/// `explain --quic-dcid`: how the workers route a short-header packet with `dcid_hex` to
+/// service index `si` of `snap` (the same [`QuicLbTable::lookup`] and the eligibility
+/// rules of a tracked connection; a drain deadline is named, not compared, as the
+/// workers' clock is theirs). `owner` names a slot's (backend, endpoint).
+pub fn explain(snap: &crate::control::Snapshot, si: Option<u16>, dcid_hex: &str, owner: impl Fn(u16) -> Option<(String, String)>) -> spillway_shared::proto::QuicExplain {
+    let mut out = spillway_shared::proto::QuicExplain { dcid: dcid_hex.to_string(), ..Default::default() };
+    let dcid = match spillway_shared::quic_lb::parse_hex(dcid_hex) {
+        Ok(d) => d,
+        Err(e) => {
+            out.fallback = Some(Fallback::TooShort.name().to_string());
+            out.notes.push(format!("--quic-dcid {dcid_hex:?}: {e}"));
+            return out;
+        }
+    };
+    out.codepoint = codepoint(&dcid);
+    let Some((svc_idx, ss)) = si.and_then(|i| Some((i, snap.services.get(usize::from(i))?))) else {
+        out.fallback = Some("no_service".into());
+        return out;
+    };
+    let Some(table) = ss.quic_lb.as_deref() else {
+        out.fallback = Some("no_quic_lb".into());
+        out.notes.push("the service has no [[services.quic_lb]]: every packet takes the 5-tuple path".into());
+        return out;
+    };
+    out.config = out.codepoint.and_then(|c| table.config(c)).map(describe);
+    let slot = match table.lookup(&dcid) {
+        Ok((sid, slot)) => {
+            out.server_id = Some(sid.to_string());
+            slot
+        }
+        Err(f) => {
+            if let (Some(c), Fallback::UnknownServerId) = (out.codepoint.and_then(|c| table.config(c)), f) {
+                out.server_id = c.decode(&dcid).ok().map(|s| s.to_string());
+            }
+            out.fallback = Some(f.name().to_string());
+            return out;
+        }
+    };
+    if let Some((b, e)) = owner(slot) {
+        out.backend = Some(b);
+        out.endpoint = Some(e);
+    }
+    let eligible = match snap.backends.get(usize::from(slot)) {
+        Some(b) if !(b.present && b.service == svc_idx) => {
+            out.notes.push("the endpoint was removed".into());
+            false
+        }
+        None => false,
+        Some(b) if b.evict_connections => {
+            out.notes.push("the endpoint's connections are evicted (failover without drain, or the drain deadline passed)".into());
+            false
+        }
+        Some(b) => {
+            if let Some(d) = b.draining_until_ms {
+                out.notes.push(format!("the endpoint is in the inactive pool: routed until its drain deadline (worker clock {d} ms), then the 5-tuple path"));
+            }
+            let last_resort = ss.tables.iter().flatten().all(|t| t.all_unhealthy);
+            if b.healthy {
+                true
+            } else if ss.persist_on_unhealthy || last_resort {
+                out.notes.push(format!("the endpoint is unhealthy; kept ({})", if ss.persist_on_unhealthy { "the service persists on unhealthy backends" } else { "every backend is unhealthy: last resort" }));
+                true
+            } else {
+                out.notes.push("the endpoint is unhealthy and the service does not persist on unhealthy backends (UDP default)".into());
+                false
+            }
+        }
+    };
+    if !eligible {
+        out.fallback = Some(Fallback::NotEligible.name().to_string());
+    }
+    out
+}
+
 /// Keys read by the last [`load_keys`], by key file path.
 static KEYS: Mutex<Option<HashMap<String, [u8; KEY_LEN]>>> = Mutex::new(None);
 
