@@ -34,7 +34,7 @@ use std::io::{Read, Write};
 /// are `IpAddr`.
 /// Version 6: `NeighborStatus::deferred` and the drop reason `nd_invalid` (issue 13).
 /// Version 8: QUIC-LB: `Request::Explain::quic_dcid`, `ExplainReport::quic`,
-/// `Counters::quic_lb`.
+/// `Counters::quic_lb`, `EndpointStatus::server_id`.
 pub const PROTOCOL_VERSION: u16 = 8;
 /// Largest frame body accepted, bytes.
 pub const MAX_FRAME: usize = 1 << 20;
@@ -714,6 +714,9 @@ pub struct EndpointStatus {
     /// eligible (issue 13; docs/operations.md "Next hops").
     #[serde(default)]
     pub unresolved: Option<String>,
+    /// Its QUIC-LB server ID (hex), when its service has QUIC-LB.
+    #[serde(default)]
+    pub server_id: Option<String>,
 }
 
 /// Next-hop resolution in [`StatusReport::neighbors`] (docs/operations.md "Next hops").

@@ -55,7 +55,7 @@ impl Daemon {
                         spillway_shared::neighbors::NextHop::Resolve(a) => st.neighbors.unresolved_reason(&a, now_ms),
                         spillway_shared::neighbors::NextHop::Static(_) => None,
                     };
-                    members.push(EndpointStatus { name: m.name, address: m.address.to_string(), weight: m.weight, healthy, enabled: m.enabled, new_connections, packets, bytes, unresolved });
+                    members.push(EndpointStatus { name: m.name, address: m.address.to_string(), weight: m.weight, healthy, enabled: m.enabled, new_connections, packets, bytes, unresolved, server_id: m.server_id });
                 }
                 backends.push(BackendStatus {
                     service: svc.name.clone(),
