@@ -87,13 +87,18 @@ pub fn endpoint_server_ids<'a>(svc: &'a Service, path: &str) -> Vec<(String, Opt
 /// prefix (`services[0]`). Refuses: QUIC-LB on a TCP service; a codepoint, length or sum
 /// out of range; two configurations at one codepoint; server ID lengths that differ
 /// between configurations; `encrypted` without `key_file` or `plaintext` with one; an
-/// endpoint without a server ID (or with one when the service has no QUIC-LB), a server
-/// ID that is not hex of `server_id_length` octets, and two endpoints with one server ID.
+/// endpoint without a server ID, a server ID that is not hex of `server_id_length` octets
+/// (of 1–15 octets on a service without QUIC-LB, where it is unused), and two endpoints
+/// with one server ID.
 pub fn validate(svc: &Service, path: &str) -> Result<(), ConfigError> {
     let ids = endpoint_server_ids(svc, path);
     if svc.quic_lb.is_empty() {
-        if let Some((at, Some(id))) = ids.iter().find(|(_, id)| id.is_some()) {
-            return Err(ConfigError::new(at, format!("{id:?}"), format!("needs a QUIC-LB configuration ([[{path}.quic_lb]]) on the service")));
+        // Unused until the service gets QUIC-LB (so a live edit can give the endpoints
+        // their server IDs first), but still a server ID.
+        for (at, id) in &ids {
+            if let Some(text) = id {
+                ServerId::from_hex(text).map_err(|e| ConfigError::new(at, format!("{text:?}"), e))?;
+            }
         }
         return Ok(());
     }
@@ -225,7 +230,8 @@ server_id = "0a02"
         refused(&other_len, "services[0].quic_lb[1].server_id_length = 3", "must equal");
         load(&two.replace("config_rotation = 0\nserver_id_length = 2\nnonce_length = 8", "config_rotation = 1\nserver_id_length = 2\nnonce_length = 8")).unwrap();
         let no_section = BASE.replace("[[services.quic_lb]]\nconfig_rotation = 0\nserver_id_length = 2\nnonce_length = 6\nkey_file = \"/etc/spillway/quic-lb.key\"\n", "");
-        refused(&no_section, "services[0].backends[0].server_id", "needs a QUIC-LB configuration");
+        load(&no_section).unwrap();
+        refused(&no_section.replace("0a02", "0a0"), "services[0].backends[1].endpoints[0].server_id", "even");
     }
 
     #[test]
