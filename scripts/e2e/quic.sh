@@ -47,7 +47,7 @@ quic_servers_start() {
     for b in "${SPW_BACKENDS[@]}"; do
         topo_spawn "$b" "$SPW_LOG_DIR/$b.quic.stderr.log" "$SPW_PID_DIR/quic-$b.pid" \
             "$SPW_PYTHON" "$SPW_LIB_DIR/quic_server.py" --name "$b" --server-id "${E2E_QUIC_SID[$b]}" \
-            --key-file "$SPW_RUN_DIR/quic-lb.key" --ports "$E2E_QUIC_PORT,$E2E_QUIC_PLAIN_PORT" --log "$SPW_LOG_DIR/$b.quic.log"
+            --key-file "$SPW_RUN_DIR/quic-lb.key" --bind "$SPW_VIP" --ports "$E2E_QUIC_PORT,$E2E_QUIC_PLAIN_PORT" --log "$SPW_LOG_DIR/$b.quic.log"
     done
     for b in "${SPW_BACKENDS[@]}"; do
         topo_wait_for 10 _quic_listening "$b" || { cat "$SPW_LOG_DIR/$b.quic.stderr.log" >&2 || true; e2e_fail "QUIC server $b not listening within 10 s"; }
@@ -103,7 +103,7 @@ e2e_quic() {
     cid="$(cd "$SPW_LIB_DIR" && "$SPW_PYTHON" -c "from quic_lb import QuicLb; print(QuicLb(0, 2, 6, bytes.fromhex(open('$SPW_RUN_DIR/quic-lb.key').read().strip())).encode(bytes.fromhex('${E2E_QUIC_SID[b3]}')).hex())")"
     out="$(spillwayctl_cmd explain --client "${SPW_ADDR[c1]}" --vip "$SPW_VIP:$E2E_QUIC_PORT/udp" --quic-dcid "$cid" 2>&1 || true)"
     printf '%s\n' "$out" | sed -n '1,6p' | sed 's/^/    /'
-    e2e_check "explain --quic-dcid decodes b3's CID to server ID ${E2E_QUIC_SID[b3]} and routes it to b3" _contains "$out" "server ID ${E2E_QUIC_SID[b3]}
-  short-header packets -> backend b3"
+    e2e_check "explain --quic-dcid decodes b3's CID to server ID ${E2E_QUIC_SID[b3]}" _contains "$out" "server ID: ${E2E_QUIC_SID[b3]}"
+    e2e_check "explain --quic-dcid routes its short-header packets to b3" _contains "$out" "short-header packets -> backend b3 "
     e2e_done
 }

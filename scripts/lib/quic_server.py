@@ -1,10 +1,11 @@
 """A QUIC test server for the e2e test `quic` (aioquic, sans-IO loop): every connection ID
 it issues (the Initial's SCID and every NEW_CONNECTION_ID) encodes its server ID under the
 QUIC-LB configuration given (quic_lb.py). On each bidirectional stream it answers its
---name and the client address it saw, then closes the stream. Listens on 0.0.0.0 on each
---port, so it accepts packets addressed to the VIP (held on lo: L2 DSR) and answers from it.
+--name and the client address it saw, then closes the stream. Listens on --bind (the VIP,
+held on lo: L2 DSR) on each --port, so its answers leave with the VIP as source address
+(an unbound UDP socket would answer from the backend's own address).
 
-  quic_server.py --name b1 --server-id 0b01 --key-file K --ports 443,4443 --log FILE
+  quic_server.py --name b1 --server-id 0b01 --key-file K --bind VIP --ports 443,4443 --log FILE
 """
 import argparse
 import os
@@ -76,6 +77,7 @@ def main():
     ap.add_argument("--nonce-len", type=int, default=6)
     ap.add_argument("--key-file", help="32 hex digits; absent = plaintext")
     ap.add_argument("--ports", default="443")
+    ap.add_argument("--bind", default="0.0.0.0")
     ap.add_argument("--log", required=True)
     a = ap.parse_args()
     sid = bytes.fromhex(a.server_id)
@@ -90,7 +92,7 @@ def main():
     socks = []
     for p in a.ports.split(","):
         s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        s.bind(("0.0.0.0", int(p)))
+        s.bind((a.bind, int(p)))
         s.setblocking(False)
         socks.append(s)
     log = open(a.log, "a", buffering=1)
@@ -152,6 +154,7 @@ def main():
                     conns[header.destination_cid] = entry
                     conns[c.host_cid] = entry
                     live.add(c)
+                    log.write("%s\tnew\t%s:%d\t%s\n" % (time.time(), addr[0], addr[1], c.host_cid.hex()))
                 c = entry[0]
                 c.receive_datagram(data, addr, now=time.time())
                 handle_events(c, c._spw_sock)
