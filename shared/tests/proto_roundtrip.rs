@@ -95,6 +95,7 @@ fn counters() -> impl Strategy<Value = Counters> {
         fragments_held: n[18],
         new_connections: n[7],
         rebalanced: n[8],
+        quic_lb: drops.iter().rev().cloned().collect(),
         drops,
         ct_hits: n[9],
         ct_misses: n[10],

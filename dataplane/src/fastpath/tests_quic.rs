@@ -120,7 +120,7 @@ fn payload(kind: &Kind) -> (Vec<u8>, Option<u8>) {
             let mut p = vec![0x40];
             p.extend_from_slice(&cid[..len]);
             p.extend_from_slice(&[0xee; 20]); // protected packet number and payload
-            let whole = cut.is_none_or(|c| c >= 1 + len);
+            let whole = cut.is_none_or(|c| c > len); // the first octet + the CID
             if let Some(c) = cut {
                 p.truncate(*c);
             }
