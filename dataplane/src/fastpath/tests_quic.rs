@@ -213,3 +213,37 @@ fn a_migrated_connection_stays_on_its_server_and_falls_back_when_it_dies() {
     assert!(fb.iter().any(|(n, c)| n == "fallback_not_eligible" && *c >= 1), "{fb:?}");
     assert!(fb.iter().any(|(n, c)| n == "long_header" && *c == 1), "{fb:?}");
 }
+
+/// IPv6: a short-header packet from any client address and port reaches the server its
+/// DCID names (the same code path as IPv4, through worker_v6.rs).
+#[test]
+fn ipv6_short_headers_reach_their_server_from_any_address() {
+    let mut t = String::from("[[ports]]\nname = \"p0\"\ndevice = \"net_null0\"\naddress6 = \"fd00::2\"\n[[services]]\nname = \"q6\"\nvip = \"fd00::100\"\nport = 443\nprotocol = \"udp\"\n");
+    t += "[[services.quic_lb]]\nconfig_rotation = 2\nserver_id_length = 2\nnonce_length = 4\nalgorithm = \"plaintext\"\n";
+    for (i, sid) in SIDS.iter().enumerate() {
+        t += &format!("[[services.backends]]\nname = \"q{}\"\naddress = \"fd00:21::{}\"\nmac = \"02:00:00:00:0b:{:02x}\"\nserver_id = \"{sid}\"\n", i + 1, i + 1, i + 1);
+    }
+    let cfg = Config::from_toml(&t).unwrap();
+    cfg.validate().unwrap();
+    let mut slots = SlotMap::default();
+    slots.sync(&cfg).unwrap();
+    let snap = compile(&cfg, &slots, CompileInput { health: &HealthView::new(), states: &mut Default::default(), now_sec: 0.0, generation: 1, port_addrs: vec![0] });
+    let (mut w, stats) = worker();
+    for sid in 0..4 {
+        let (p, _) = payload(&Kind::Short { codepoint: 2, sid, nonce: [9; 6], cut: None });
+        for client in 1..=5u8 {
+            let mut src = [0u8; 16];
+            src[0] = 0xfd;
+            src[1] = 1;
+            src[15] = client;
+            let mut frame = Vec::new();
+            etherparse::PacketBuilder::ethernet2([2, 0, 0, 0, 0, 0x99], [2, 0, 0, 0, 0, 1])
+                .ipv6(src, "fd00::100".parse::<std::net::Ipv6Addr>().unwrap().octets(), 64)
+                .udp(40000 + u16::from(client), 443)
+                .write(&mut frame, &p)
+                .unwrap();
+            assert_eq!(send(&mut w, &snap, MemBuf::new(&frame), 0), Ok(sid as u8 + 1), "server {sid} from client {client}");
+        }
+    }
+    assert_eq!(stats.quic.routed.load(Relaxed), 20);
+}
