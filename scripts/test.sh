@@ -35,6 +35,7 @@ log() { printf '[test %s] %s\n' "$(date +%H:%M:%S)" "$*"; }
 
 PACKAGES=(libdpdk-dev dpdk dpdk-dev clang libclang-dev pkg-config iproute2 ethtool curl python3 tcpdump util-linux procps
           prometheus bird2  # prometheus: promtool + e2e scrape; bird2: e2e ecmp (issue 13)
+          python3-pip       # pip: aioquic for the e2e test quic (below)
           dpkg-dev lintian man-db bash-completion systemd)  # the package step: dpkg-shlibdeps, checks
 if [[ $NO_INSTALL == 0 ]]; then
     missing=()
@@ -46,6 +47,12 @@ if [[ $NO_INSTALL == 0 ]]; then
         export DEBIAN_FRONTEND=noninteractive
         apt-get update -q
         apt-get install -y -q --no-install-recommends "${missing[@]}"
+    fi
+    # The e2e test `quic` runs real QUIC clients and servers (aioquic) under the python the
+    # e2e scripts use (scripts/lib/topology.sh: /usr/bin/python3); Debian has no package.
+    if ! /usr/bin/python3 -c "import aioquic" 2>/dev/null; then
+        log "installing aioquic (pip, for the e2e test quic)"
+        /usr/bin/python3 -m pip install -q --break-system-packages "aioquic>=1.2,<2"
     fi
 fi
 if ! command -v cargo >/dev/null; then

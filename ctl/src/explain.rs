@@ -37,6 +37,10 @@ pub struct ExplainArgs {
     /// (default: sum of load_cps). Offline only (needs --config).
     #[arg(long, value_name = "CPS", requires = "config", value_parser = parse_cps)]
     pub offered_cps: Option<f64>,
+    /// A QUIC short-header packet's DCID (hex, first octet included): also show its
+    /// QUIC-LB decode (codepoint, configuration, server ID) and where such packets go.
+    #[arg(long, value_name = "HEX")]
+    pub quic_dcid: Option<String>,
     /// Print JSON instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -66,6 +70,9 @@ struct JsonOut<'a> {
     endpoint_shares: Vec<(String, String, f64)>,
     /// The dataplane drops this new connection before choosing a backend (`martian_source`).
     drop_reason: Option<&'static str>,
+    /// The QUIC-LB decode of `--quic-dcid`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    quic: Option<spillway_shared::proto::QuicExplain>,
 }
 
 /// `--vip IP:PORT[/tcp|udp]`, parsed by clap so a malformed value is a usage error (exit 2).
@@ -233,7 +240,7 @@ pub fn run(args: &ExplainArgs, socket: &std::path::Path) -> i32 {
 fn live(args: &ExplainArgs, socket: &std::path::Path) -> i32 {
     use spillway_shared::proto::{Request, Response};
     // --health and --offered-cps require --config (clap refuses them here with exit 2).
-    let req = Request::Explain { client: args.client, client_port: args.client_port, vip: args.vip.map(|v| v.to_string()) };
+    let req = Request::Explain { client: args.client, client_port: args.client_port, vip: args.vip.map(|v| v.to_string()), quic_dcid: args.quic_dcid.clone() };
     let r = match crate::client::request(socket, &req) {
         Ok(Response::Explain(r)) => r,
         Ok(other) => {
@@ -257,12 +264,13 @@ fn live(args: &ExplainArgs, socket: &std::path::Path) -> i32 {
             "service": r.service, "vip": r.vip, "client": r.client, "class": d.client, "decision": d,
             "backend": r.backend, "endpoint": r.endpoint, "endpoint_shares": r.endpoint_shares,
             "hash": r.hash, "table_size": r.table_size, "snapshot_generation": r.snapshot_generation, "live": true,
-            "drop_reason": r.drop_reason,
+            "drop_reason": r.drop_reason, "quic": r.quic,
         });
         println!("{}", serde_json::to_string_pretty(&j).unwrap_or_default());
         return 0;
     }
     let mut o = format!("service {} ({}), client {} -> {} [live, snapshot generation {}]\n", r.service, r.vip, r.client, r.class, r.snapshot_generation);
+    o += &r.quic.as_ref().map(crate::explain_quic::render).unwrap_or_default();
     if r.drop_reason.is_some() {
         // the worker drops it before the pipeline: no stages, no pick
         o += &spillway_shared::martian::explanation(args.client);
@@ -342,6 +350,7 @@ fn explain(args: &ExplainArgs) -> Result<String, String> {
     let endpoint = pick.map(|x| ep_name(x.backend, x.endpoint));
     let endpoint_shares: Vec<(String, String, f64)> = eps.iter().map(|x| (svc.backends[x.backend].name.clone(), ep_name(x.backend, x.endpoint), x.share)).collect();
     let proto = format!("{:?}", svc.protocol).to_lowercase();
+    let quic = args.quic_dcid.as_deref().map(|d| crate::explain_quic::offline(svc, &up, d)).transpose()?;
     if args.json {
         let j = JsonOut {
             service: &svc.name,
@@ -352,12 +361,14 @@ fn explain(args: &ExplainArgs) -> Result<String, String> {
             endpoint: endpoint.clone(),
             endpoint_shares,
             drop_reason,
+            quic,
         };
         return serde_json::to_string_pretty(&j).map(|s| s + "\n").map_err(|e| e.to_string());
     }
     let mut o = String::new();
     use std::fmt::Write;
     let _ = writeln!(o, "service {} ({}/{proto}), client {} -> {class}", svc.name, SocketAddr::new(svc.vip, svc.port), SocketAddr::new(args.client, args.client_port));
+    o += &quic.as_ref().map(crate::explain_quic::render).unwrap_or_default();
     if martian {
         let _ = writeln!(o, "{}", spillway_shared::martian::explanation(args.client));
         return Ok(o);

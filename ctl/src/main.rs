@@ -8,6 +8,7 @@
 mod client;
 mod endpoint;
 mod explain;
+mod explain_quic;
 mod live;
 mod scenario;
 mod status;

@@ -38,6 +38,10 @@ pub fn render(r: &StatusReport) -> String {
     let _ = writeln!(o, "  {:<6} {:>12} {:>12} {:>12} {:>10} {:>10}", "total", t.rx, t.tx, t.forwarded, t.new_connections, t.dropped());
     let _ = writeln!(o, "\nCOUNTERS\n  arp_replies {}  nd_advertisements {}  nd_not_ours {}  icmp_forwarded {}  icmp_frag_needed_sent {}  fragments {}  fragments_held {}  rebalanced {}", t.arp_replies, t.nd_advertisements, t.nd_not_ours, t.icmp_forwarded, t.icmp_frag_needed_sent, t.fragments, t.fragments_held, t.rebalanced);
     let _ = writeln!(o, "  conntrack: hits {}  misses {}  evicted syn_only {} closing {}  syn_not_tracked {}", t.ct_hits, t.ct_misses, t.ct_evicted_syn_only, t.ct_evicted_closing, t.ct_syn_not_tracked);
+    if t.quic_lb.iter().any(|q| q.1 > 0) {
+        let q: Vec<String> = t.quic_lb.iter().map(|(n, c)| format!("{n} {c}")).collect();
+        let _ = writeln!(o, "  quic_lb: {}", q.join("  "));
+    }
     let _ = writeln!(o, "\nDROPS BY REASON");
     if t.dropped() == 0 {
         let _ = writeln!(o, "  (none)");
@@ -71,6 +75,17 @@ pub fn render(r: &StatusReport) -> String {
                 };
                 let name = format!("  └ {}", m.name);
                 let _ = writeln!(o, "  {:<12} {:<16} {:<16} {:<6} {:<9} {:>9} {:>10} {:>12}", "", trunc(&name, 16), m.address, "", state, format!("w {}", m.weight), m.new_connections, m.packets);
+            }
+        }
+    }
+    // QUIC-LB: which endpoint each server ID routes to (docs/operations.md "QUIC-LB").
+    if r.backends.iter().flat_map(|b| &b.members).any(|m| m.server_id.is_some()) {
+        let _ = writeln!(o, "\nQUIC-LB SERVER IDS");
+        for b in &r.backends {
+            for m in b.members.iter().filter(|m| m.server_id.is_some()) {
+                let who = if m.name == b.backend { format!("{}/{}", b.service, b.backend) } else { format!("{}/{}/{}", b.service, b.backend, m.name) };
+                let state = if m.healthy { "healthy" } else { "UNHEALTHY: its connections fall back to the 5-tuple path" };
+                let _ = writeln!(o, "  {:<8} {who} ({}) {state}", m.server_id.as_deref().unwrap_or(""), m.address);
             }
         }
     }

@@ -482,7 +482,7 @@ impl Handler for Daemon {
             | Request::EndpointSet { .. }) => self.edit_request(r),
             Request::HealthShow => self.health_show(),
             Request::Flows { op, filter } => self.flows(op, &filter),
-            Request::Explain { client, client_port, vip } => self.explain(client, client_port, vip.as_deref()),
+            Request::Explain { client, client_port, vip, quic_dcid } => self.explain(client, client_port, vip.as_deref(), quic_dcid.as_deref()),
             Request::SnapshotShow => self.snapshot_show(),
             Request::VipShow => Response::Vips(self.fleet.vips()),
             Request::VipDrain { vip } => crate::announce::drain_request(self, vip, true).map_or_else(|message| Response::Error { message }, Response::Vips),

@@ -120,6 +120,7 @@ pub fn render(daemon: &Daemon) -> String {
 
     // Drops by reason (summed over workers; every reason present, zero or not).
     b.counter("drops", "Frames dropped, by reason (docs/semantics.md)", status.total.drops.iter().map(|(r, n)| (labels(&[("reason", r)]), *n)));
+    b.counter("quic_lb_packets", "QUIC-LB services' packets: routed by server ID, long headers, and fallbacks to the 5-tuple path by reason", status.total.quic_lb.iter().map(|(r, n)| (labels(&[("outcome", r)]), *n)));
 
     // Per worker.
     let w = |i: usize| labels(&[("worker", &i.to_string())]);

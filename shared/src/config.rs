@@ -714,6 +714,10 @@ pub struct Service {
     /// `timeout_sec`, the timeout is 5 s or `check_interval_sec` when that is smaller.
     #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "health_check_following_interval")]
     pub health_check: Option<HealthCheck>,
+    /// `[[services.quic_lb]]`: QUIC-LB configurations, one per config rotation codepoint
+    /// (UDP only; [`crate::quic_lb_config`]). Empty = no QUIC-LB routing.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub quic_lb: Vec<crate::quic_lb_config::QuicLbEntry>,
     /// Backends of this service.
     #[serde(default)]
     pub backends: Vec<Backend>,
@@ -758,6 +762,7 @@ impl Service {
             encap_mtu: d_mtu(),
             maglev_table_size: DEFAULT_MAGLEV_SIZE,
             health_check: None,
+            quic_lb: Vec::new(),
             backends: Vec::new(),
         }
     }
@@ -812,6 +817,9 @@ pub struct Backend {
     /// group of endpoints in one zone; health is per endpoint, capacity per backend).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub endpoints: Vec<Endpoint>,
+    /// QUIC-LB server ID of the one-address form (hex; [`crate::quic_lb_config`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_id: Option<String>,
 }
 
 /// `[[services.backends.endpoints]]`: one endpoint (a VM or an address) of a backend group.
@@ -835,6 +843,10 @@ pub struct Endpoint {
     /// the backend's endpoint totals.
     #[serde(default = "yes", skip_serializing_if = "is_true")]
     pub enabled: bool,
+    /// QUIC-LB server ID (hex, `server_id_length` octets, unique within the service;
+    /// [`crate::quic_lb_config`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_id: Option<String>,
 }
 
 fn is_true(b: &bool) -> bool {
@@ -844,7 +856,7 @@ fn is_true(b: &bool) -> bool {
 impl Endpoint {
     /// An enabled endpoint of weight 50 without a MAC.
     pub fn new(name: Option<&str>, address: impl Into<IpAddr>) -> Self {
-        Endpoint { name: name.map(str::to_string), address: address.into(), mac: None, weight: d_weight(), enabled: true }
+        Endpoint { name: name.map(str::to_string), address: address.into(), mac: None, weight: d_weight(), enabled: true, server_id: None }
     }
     /// The endpoint's name: `name`, or the address as text.
     pub fn label(&self) -> String {
@@ -866,6 +878,8 @@ pub struct Member {
     pub weight: u32,
     /// Admin state (the single-endpoint form follows nothing but the backend's `enabled`).
     pub enabled: bool,
+    /// QUIC-LB server ID as written (hex), if any.
+    pub server_id: Option<String>,
 }
 fn unspecified() -> IpAddr {
     IpAddr::V4(Ipv4Addr::UNSPECIFIED)
@@ -897,6 +911,7 @@ impl Backend {
             capacity_scaler: 1.0,
             latency_ms: None,
             endpoints: Vec::new(),
+            server_id: None,
         }
     }
 
@@ -909,11 +924,11 @@ impl Backend {
     /// endpoint named like the backend with its `address`/`mac`.
     pub fn members(&self) -> Vec<Member> {
         if self.endpoints.is_empty() {
-            return vec![Member { name: self.name.clone(), address: self.address, mac: self.mac, weight: d_weight(), enabled: true }];
+            return vec![Member { name: self.name.clone(), address: self.address, mac: self.mac, weight: d_weight(), enabled: true, server_id: self.server_id.clone() }];
         }
         self.endpoints
             .iter()
-            .map(|e| Member { name: e.label(), address: e.address, mac: e.mac, weight: e.weight, enabled: e.enabled })
+            .map(|e| Member { name: e.label(), address: e.address, mac: e.mac, weight: e.weight, enabled: e.enabled, server_id: e.server_id.clone() })
             .collect()
     }
 
@@ -1239,6 +1254,7 @@ impl Service {
                 }
             }
         }
+        crate::quic_lb_config::validate(self, path)?;
         lim("services[].backends").check_int(&p("backends"), self.backends.len() as i64)
             .map_err(|e| ConfigError { value: format!("{} backends", e.value), ..e })?;
         Ok(())

@@ -13,6 +13,8 @@
 //! - [`pipeline`]: the routing pipeline of the specs, stage by stage, with a trace;
 //! - [`scenario`]: the offline conformance scenario format and runner;
 //! - [`proto`]: the control-socket protocol (framing, versioned postcard messages);
+//! - [`quic_lb`]: routable QUIC connection IDs (QUIC-LB): config, encode, decode;
+//! - [`quic_lb_config`]: the `[[services.quic_lb]]` section and the endpoints' server IDs;
 //! - [`real`]: `f64` fields that survive JSON and postcard (inf and NaN included).
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -28,6 +30,8 @@ pub mod neighbors;
 pub mod net;
 pub mod pipeline;
 pub mod proto;
+pub mod quic_lb;
+pub mod quic_lb_config;
 pub mod real;
 pub mod scenario;
 pub mod sync;

@@ -207,6 +207,7 @@ const SZA: &str = "spec/zonal-affinity.md";
 const SLB: &str = "spec/service-lb-policy.md";
 const SOR: &str = "spec/origin-routing.md";
 const HERE: &str = "this project";
+const QLB: &str = "draft-ietf-quic-load-balancers-19 §3, §5";
 
 /// Every range of the configuration, in file order.
 pub const LIMITS: &[Limit] = &[
@@ -246,6 +247,12 @@ pub const LIMITS: &[Limit] = &[
     Limit { path: "services[].health_check.timeout_sec", range: Range::FloatUpTo(0.01, "check_interval_sec"), default: "5.0, or check_interval_sec when smaller", unit: "seconds", source: SBS },
     Limit { path: "services[].health_check.healthy_threshold", range: Range::Int(1, 10), default: "2", unit: "consecutive successes", source: SBS },
     Limit { path: "services[].health_check.unhealthy_threshold", range: Range::Int(1, 10), default: "2", unit: "consecutive failures", source: SBS },
+    Limit { path: "services[].quic_lb[].config_rotation", range: Range::Rule("0–6, unique within the service (7 marks unroutable CIDs)"), default: "required", unit: "config rotation codepoint: the CID's first 3 bits", source: QLB },
+    Limit { path: "services[].quic_lb[].server_id_length", range: Range::Rule("1–15, equal in every configuration of the service"), default: "required", unit: "octets", source: QLB },
+    Limit { path: "services[].quic_lb[].nonce_length", range: Range::Rule("4–18, and server_id_length + nonce_length ≤ 19"), default: "required", unit: "octets", source: QLB },
+    Limit { path: "services[].quic_lb[].algorithm", range: Range::OneOf(&["encrypted", "plaintext"]), default: "encrypted", unit: "AES-128-ECB: single pass when server ID + nonce = 16 octets, four-pass otherwise", source: QLB },
+    Limit { path: "services[].quic_lb[].key_file", range: Range::Rule("a file of 32 hex digits, mode 0600 or 0400; required with encrypted, refused with plaintext"), default: "absent", unit: "AES-128 key", source: "checked by --check, at start and by every live edit" },
+    Limit { path: "services[].backends[].server_id", range: Range::Rule("hex of server_id_length octets, unique within the service; required on every endpoint of a QUIC-LB service (unused without one)"), default: "absent", unit: "QUIC-LB server ID (also services[].backends[].endpoints[].server_id)", source: QLB },
     Limit { path: "services[].backends[].weight", range: Range::Int(1, 1000), default: "50", unit: "relative weight", source: SOR },
     Limit { path: "services[].backends[].endpoints[].weight", range: Range::Int(1, 1000), default: "50", unit: "relative weight within the backend", source: "docs/semantics.md \"Backend groups\"" },
     Limit { path: "services[].backends[].priority", range: Range::Int(1, 5), default: "1", unit: "1 is the highest", source: SOR },

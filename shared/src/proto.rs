@@ -39,7 +39,8 @@ use std::io::{Read, Write};
 /// Version 7: `StatusReport::sync` (fleet flow sync).
 /// Version 8: messages of several frames ([`MAX_MESSAGE`]); `Request::ServiceShow` and
 /// `Response::Service` (one service's config and state, not the whole config);
-/// `NeighborStatus::mld_reports`.
+/// `NeighborStatus::mld_reports`; QUIC-LB: `Request::Explain::quic_dcid`,
+/// `ExplainReport::quic`, `Counters::quic_lb`, `EndpointStatus::server_id`.
 pub const PROTOCOL_VERSION: u16 = 8;
 /// Largest frame accepted, bytes (a message longer than this is split into frames).
 pub const MAX_FRAME: usize = 1 << 20;
@@ -162,6 +163,10 @@ pub enum Request {
         client_port: u16,
         /// Service as `IP:PORT[/tcp|udp]`; `None` when there is one service.
         vip: Option<String>,
+        /// A QUIC short-header packet's DCID (hex, first octet included): explain its
+        /// QUIC-LB decode and routing decision too.
+        #[serde(default)]
+        quic_dcid: Option<String>,
     },
     /// The published snapshot: generation, tables per service and class, age.
     SnapshotShow,
@@ -372,6 +377,33 @@ pub struct ExplainReport {
     /// reason's counter name (`martian_source`); `None`: it goes to `backend`.
     #[serde(default)]
     pub drop_reason: Option<String>,
+    /// The QUIC-LB decode of `Request::Explain::quic_dcid`, when one was given.
+    #[serde(default)]
+    pub quic: Option<QuicExplain>,
+}
+
+/// How a short-header packet with a given DCID is routed (QUIC-LB,
+/// draft-ietf-quic-load-balancers-19).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct QuicExplain {
+    /// The DCID, hex.
+    pub dcid: String,
+    /// Its config rotation codepoint (first 3 bits).
+    pub codepoint: Option<u8>,
+    /// The configuration at that codepoint (`server_id_length 2, nonce_length 6, AES-128-ECB
+    /// four-pass`), if the service has one.
+    pub config: Option<String>,
+    /// The decoded server ID, hex.
+    pub server_id: Option<String>,
+    /// The backend and endpoint with that server ID.
+    pub backend: Option<String>,
+    /// See `backend`.
+    pub endpoint: Option<String>,
+    /// Why the packet takes the 5-tuple path instead (`unknown_codepoint`, `too_short`,
+    /// `unknown_server_id`, `not_eligible`, `no_quic_lb`); `None`: routed to `endpoint`.
+    pub fallback: Option<String>,
+    /// Notes (eligibility, draining).
+    pub notes: Vec<String>,
 }
 
 /// One service's tables in the snapshot.
@@ -563,6 +595,12 @@ pub struct Counters {
     /// Neighbor Solicitations for IPv6 addresses that are not ours (not answered).
     #[serde(default)]
     pub nd_not_ours: u64,
+    /// QUIC-LB: (name, count) in a fixed order: `routed` (short-header packets routed by
+    /// their DCID's server ID), `long_header`, `fallback_<reason>` (short-header packets
+    /// that took the 5-tuple path: unknown codepoint, too short, unknown server ID, not
+    /// eligible).
+    #[serde(default)]
+    pub quic_lb: Vec<(String, u64)>,
 }
 
 impl Counters {
@@ -581,6 +619,13 @@ impl Counters {
             out.fragments_held += c.fragments_held;
             out.new_connections += c.new_connections;
             out.rebalanced += c.rebalanced;
+            if out.quic_lb.is_empty() {
+                out.quic_lb = c.quic_lb.clone();
+            } else {
+                for (o, i) in out.quic_lb.iter_mut().zip(&c.quic_lb) {
+                    o.1 += i.1;
+                }
+            }
             if out.drops.is_empty() {
                 out.drops = c.drops.clone();
             } else {
@@ -698,6 +743,9 @@ pub struct EndpointStatus {
     /// eligible (issue 13; docs/operations.md "Next hops").
     #[serde(default)]
     pub unresolved: Option<String>,
+    /// Its QUIC-LB server ID (hex), when its service has QUIC-LB.
+    #[serde(default)]
+    pub server_id: Option<String>,
 }
 
 /// Next-hop resolution in [`StatusReport::neighbors`] (docs/operations.md "Next hops").
@@ -986,7 +1034,7 @@ mod tests {
             Request::ServiceSet { name: "web".into(), fields: vec![("spillover_ratio".into(), "0.5".into())], if_generation: None },
             Request::BackendRemove { service: "a".into(), name: "b".into(), if_generation: Some(1) },
             Request::Flows { op: FlowOp::Show { limit: 5 }, filter: FlowFilter::Backend("a".into(), "b".into()) },
-            Request::Explain { client: std::net::Ipv4Addr::new(1, 2, 3, 4).into(), client_port: 9, vip: None },
+            Request::Explain { client: std::net::Ipv4Addr::new(1, 2, 3, 4).into(), client_port: 9, vip: None, quic_dcid: Some("07c4605e4504cc4f".into()) },
             Request::SnapshotShow,
             Request::EndpointAdd { service: "a".into(), backend: "g".into(), name: "e3".into(), fields: vec![("address".into(), "10.0.0.3".into())], if_generation: None },
             Request::EndpointRemove { service: "a".into(), backend: "g".into(), name: "e3".into(), if_generation: Some(2) },

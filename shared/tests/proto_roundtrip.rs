@@ -95,6 +95,7 @@ fn counters() -> impl Strategy<Value = Counters> {
         fragments_held: n[18],
         new_connections: n[7],
         rebalanced: n[8],
+        quic_lb: drops.iter().rev().cloned().collect(),
         drops,
         ct_hits: n[9],
         ct_misses: n[10],
@@ -162,6 +163,7 @@ proptest! {
             endpoint_shares: vec![("b1".into(), "e1".into(), 0.25)], hash,
             table_size: u32::MAX, snapshot_generation: hash,
             drop_reason: if hash % 2 == 0 { Some("martian_source".into()) } else { None },
+            quic: (hash % 3 == 0).then(|| spillway_shared::proto::QuicExplain { dcid: "07c4".into(), codepoint: Some(0), fallback: Some("too_short".into()), ..Default::default() }),
         };
         let resp = Response::Explain(r);
         assert_roundtrips(&resp)?;

@@ -355,6 +355,12 @@ fn compile_inner(cfg: &Config, slots: &SlotMap, input: CompileInput<'_>, neighbo
             idle_timeout_ms: idle_timeout_ms(cfg, svc),
             tables,
             failed_over,
+            quic_lb: super::quic_lb::QuicLbTable::build(svc, |b, e| slot_of[b][e]).map(|(t, warnings)| {
+                for w in warnings {
+                    tracing::warn!("{w}");
+                }
+                Box::new(t)
+            }),
         });
     }
     snap.backends = backends;

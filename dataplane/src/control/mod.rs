@@ -6,7 +6,8 @@
 //! * [`publish`]: publication to workers and reclamation of old snapshots by quiescent
 //!   states on the control side ([`Shared`]);
 //! * [`mailbox`]: per-worker requests on connection tables (count, show, flush);
-//! * [`snapshot`]: the snapshot types the workers read.
+//! * [`snapshot`]: the snapshot types the workers read;
+//! * [`quic_lb`]: QUIC-LB tables (server ID → endpoint slot) and their key files.
 //!
 //! May use: `spillway_shared` (config, pipeline, Maglev) and [`crate::fastpath::stats`]
 //! (counters it reads). Never runs on a worker core.
@@ -14,6 +15,7 @@
 pub mod compile;
 pub mod mailbox;
 pub mod publish;
+pub mod quic_lb;
 pub mod slots;
 pub mod snapshot;
 

@@ -99,6 +99,8 @@ pub struct ServiceSnap {
     pub tables: Vec<Option<Arc<ClassTable>>>,
     /// The failover pool is active (tier selection chose healthy failover backends).
     pub failed_over: bool,
+    /// QUIC-LB routing of short-header packets (`None`: the service has no QUIC-LB).
+    pub quic_lb: Option<Box<crate::control::quic_lb::QuicLbTable>>,
 }
 
 /// The whole routing state at one generation.

@@ -20,8 +20,11 @@ use spillway_shared::proto::Response;
 /// or encapsulated to have a unicast address, and IPIP/GUE services have a port address as
 /// outer source. Errors name the field path. A `mac` is optional: next hops without one are
 /// resolved with ARP or, for IPv6, Neighbor Discovery, which needs a forwarding port with
-/// an IPv6 address ([`crate::neighbor`]).
+/// an IPv6 address ([`crate::neighbor`]). QUIC-LB key files are read here (missing, too
+/// open or malformed: refused) and kept for the next compilations
+/// ([`crate::control::quic_lb::load_keys`]).
 pub fn daemon_checks(cfg: &Config) -> Result<(), String> {
+    crate::control::quic_lb::load_keys(cfg)?;
     for (si, s) in cfg.services.iter().enumerate() {
         for (bi, b) in s.backends.iter().enumerate() {
             for (ei, m) in b.members().iter().enumerate() {

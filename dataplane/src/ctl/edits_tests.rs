@@ -355,3 +355,37 @@ fn live_edits_that_change_the_tracking_key_are_refused() {
         }
     }
 }
+
+/// QUIC-LB is edited live: server IDs first (unused without the section), then the
+/// section; a key file that is too open or missing refuses the edit and the running
+/// config is unchanged; the snapshot's table routes the new server IDs.
+#[test]
+fn quic_lb_is_edited_live_and_a_bad_key_file_refuses_the_edit() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = std::env::temp_dir().join(format!("spw-edit-quic-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let key = dir.join("k");
+    std::fs::write(&key, "8f95f09245765f80256934e50c66207f\n").unwrap();
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let d = daemon_of(&TWO_BACKENDS.replace("port = 80", "port = 443\nprotocol = \"udp\""));
+    for (b, sid) in [("b1", "ed793a"), ("b2", "c4605e")] {
+        let r = d.edit_request(set("web", b, &[("server_id", sid)], None));
+        assert!(matches!(r, Response::Applied(_)), "{r:?}");
+    }
+    let section = format!("[{{ config_rotation = 0, server_id_length = 3, nonce_length = 4, key_file = \"{}\" }}]", key.display());
+    let quic = |v: &str| spillway_shared::proto::Request::ServiceSet { name: "web".into(), fields: vec![("quic_lb".into(), v.into())], if_generation: None };
+    let r = d.edit_request(quic(&section));
+    assert!(matches!(&r, Response::Error { message } if message.contains("mode 0644: must be 0600 or 0400")), "{r:?}");
+    let r = d.edit_request(quic(&section.replace("/k\"", "/missing\"")));
+    assert!(matches!(&r, Response::Error { message } if message.contains("services[0].quic_lb[0].key_file") && message.contains("No such file")), "{r:?}");
+    assert!(d.shared.with_snapshot(|s| s.services[0].quic_lb.is_none()).unwrap(), "refused edits change nothing");
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let r = d.edit_request(quic(&section));
+    assert!(matches!(r, Response::Applied(_)), "{r:?}");
+    let dcid = spillway_shared::quic_lb::parse_hex("0720b1d07b359d3c").unwrap();
+    let q = d.shared.with_snapshot(|s| crate::control::quic_lb::explain(s, Some(0), "0720b1d07b359d3c", |_| Some(("b1".into(), "b1".into())))).unwrap();
+    assert_eq!((q.server_id.as_deref(), q.fallback.as_deref()), (Some("ed793a"), None), "{q:?}");
+    let routed = d.shared.with_snapshot(|s| s.services[0].quic_lb.as_ref().unwrap().lookup(&dcid).map(|r| r.1)).unwrap();
+    assert_eq!(routed, Ok(d.control.lock().unwrap().slots.slot("web", "b1", "b1").unwrap()));
+    std::fs::remove_dir_all(&dir).ok();
+}

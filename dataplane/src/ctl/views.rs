@@ -73,7 +73,7 @@ impl Daemon {
                         spillway_shared::neighbors::NextHop::Resolve(a) => st.neighbors.unresolved_reason(&a, now_ms),
                         spillway_shared::neighbors::NextHop::Static(_) => None,
                     };
-                    members.push(EndpointStatus { name: m.name, address: m.address.to_string(), weight: m.weight, healthy, enabled: m.enabled, new_connections, packets, bytes, unresolved });
+                    members.push(EndpointStatus { name: m.name, address: m.address.to_string(), weight: m.weight, healthy, enabled: m.enabled, new_connections, packets, bytes, unresolved, server_id: m.server_id });
                 }
                 backends.push(BackendStatus {
                     service: svc.name.clone(),
@@ -225,11 +225,25 @@ impl Daemon {
 
     /// `explain` against the live state: the pipeline with the current health and load, and
     /// the backend the published snapshot's Maglev table picks.
-    pub fn explain(&self, client: std::net::IpAddr, client_port: u16, vip: Option<&str>) -> Response {
+    pub fn explain(&self, client: std::net::IpAddr, client_port: u16, vip: Option<&str>, quic_dcid: Option<&str>) -> Response {
         match self.explain_inner(client, client_port, vip) {
-            Ok(r) => Response::Explain(r),
+            Ok(mut r) => {
+                if let Some(dcid) = quic_dcid {
+                    r.quic = self.explain_quic(vip, dcid);
+                }
+                Response::Explain(r)
+            }
             Err(message) => Response::Error { message },
         }
+    }
+
+    /// The QUIC-LB part of `explain --quic-dcid` ([`crate::control::quic_lb::explain`]).
+    fn explain_quic(&self, vip: Option<&str>, dcid: &str) -> Option<spillway_shared::proto::QuicExplain> {
+        let st = self.control.lock().unwrap_or_else(|e| e.into_inner());
+        let si = st.cfg.services.iter().position(|s| pick_service(&st.cfg, vip).is_ok_and(|p| p.name == s.name)).map(|i| i as u16);
+        let owner = |slot: u16| st.slots.owner(slot).map(|o| (o.1.clone(), o.2.clone()));
+        // Snapshot service indices follow the config's order (control/compile.rs).
+        self.shared.with_snapshot(|s| crate::control::quic_lb::explain(s, si, dcid, owner))
     }
 
     fn explain_inner(&self, client: std::net::IpAddr, client_port: u16, vip: Option<&str>) -> Result<ExplainReport, String> {
@@ -303,6 +317,7 @@ impl Daemon {
             table_size,
             snapshot_generation,
             drop_reason: martian.then(|| crate::wire::DropReason::MartianSource.name().to_string()),
+            quic: None,
         })
     }
 

@@ -17,3 +17,5 @@ pub mod frag;
 mod tests;
 #[cfg(test)]
 mod tests_v6;
+#[cfg(test)]
+mod tests_quic;

@@ -76,6 +76,8 @@ pub struct WorkerStats {
     pub nd_advertisements: AtomicU64,
     /// Neighbor Solicitations for addresses that are not ours (dropped as `nd_ignored`).
     pub nd_not_ours: AtomicU64,
+    /// QUIC-LB routing and fallbacks (`fastpath/worker_quic.rs`).
+    pub quic: crate::fastpath::worker::quic::QuicCounters,
 }
 
 impl Default for WorkerStats {
@@ -109,6 +111,7 @@ impl Default for WorkerStats {
             backend_bytes: slots(),
             nd_advertisements: AtomicU64::new(0),
             nd_not_ours: AtomicU64::new(0),
+            quic: Default::default(),
         }
     }
 }
@@ -140,5 +143,6 @@ pub fn read(w: &WorkerStats) -> Counters {
         control_tx_failed: w.control_tx_failed.load(Relaxed),
         nd_advertisements: w.nd_advertisements.load(Relaxed),
         nd_not_ours: w.nd_not_ours.load(Relaxed),
+        quic_lb: w.quic.read(),
     }
 }

@@ -33,6 +33,8 @@ mod prefetch;
 mod sync;
 #[path = "worker_loop.rs"]
 mod run;
+#[path = "worker_quic.rs"]
+pub mod quic;
 pub use run::{on_worker_thread, run_loop, LoopParams};
 pub use prefetch::PREFETCH_DISTANCE;
 pub use hold::PollBuffers;
@@ -348,7 +350,7 @@ impl Worker {
                 None => return Verdict::Drop(DropReason::NoBackend),
             }
         } else {
-            match self.select(&key, p.tcp_flags, svc, svc_idx, snap, now_ms) {
+            match self.quic_route(buf.data(), p.l4(), p.l3 + p.total_len, svc, svc_idx, snap, p.src, now_ms).map_or_else(|| self.select(&key, p.tcp_flags, svc, svc_idx, snap, now_ms), Ok) {
                 Ok(b) => b,
                 Err(r) => return Verdict::Drop(r),
             }

@@ -341,7 +341,7 @@ fn explain_agrees_with_status_on_a_failed_next_hop() {
     let st = d.status();
     assert!(!st.backends[0].healthy && st.backends[1].healthy, "status: b1 not eligible");
     for port in 40_000..40_020u16 {
-        let spillway_shared::proto::Response::Explain(r) = d.explain("10.1.0.5".parse().unwrap(), port, None) else { panic!() };
+        let spillway_shared::proto::Response::Explain(r) = d.explain("10.1.0.5".parse().unwrap(), port, None, None) else { panic!() };
         assert_eq!(r.endpoint_shares.iter().map(|(b, _, _)| b.as_str()).collect::<Vec<_>>(), vec!["b2"], "{r:?}");
         assert_eq!(r.backend.as_deref(), Some("b2"));
     }
