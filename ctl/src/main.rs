@@ -6,6 +6,7 @@
 //! configuration errors, or no daemon listening. See docs/ctl.md.
 
 mod client;
+mod dryrun;
 mod endpoint;
 mod explain;
 mod live;

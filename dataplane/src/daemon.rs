@@ -469,6 +469,7 @@ impl Handler for Daemon {
             Request::VipShow => Response::Vips(self.fleet.vips()),
             Request::VipDrain { vip } => crate::announce::drain_request(self, vip, true).map_or_else(|message| Response::Error { message }, Response::Vips),
             Request::VipUndrain { vip } => crate::announce::drain_request(self, vip, false).map_or_else(|message| Response::Error { message }, Response::Vips),
+            Request::DryRun(inner) => self.dry_run(*inner),
         }
     }
 }

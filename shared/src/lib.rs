@@ -19,6 +19,7 @@
 
 pub mod config;
 pub mod device;
+pub mod dryrun;
 pub mod fleet;
 pub mod flow;
 pub mod limits;

@@ -33,7 +33,8 @@ use std::io::{Read, Write};
 /// Also IPv6 (issue 12): `Request::Explain::client` and `Request::Vip{Drain,Undrain}::vip`
 /// are `IpAddr`.
 /// Version 6: `NeighborStatus::deferred` and the drop reason `nd_invalid` (issue 13).
-pub const PROTOCOL_VERSION: u16 = 7;
+/// Version 8: `Request::DryRun` / `Response::DryRun` (an edit's effect before it is made).
+pub const PROTOCOL_VERSION: u16 = 8;
 /// Largest frame body accepted, bytes.
 pub const MAX_FRAME: usize = 1 << 20;
 
@@ -202,6 +203,10 @@ pub enum Request {
         /// Refuse unless the config generation equals this.
         if_generation: Option<u64>,
     },
+    /// Plan an editing request (a mutation, `config apply` or `vip drain|undrain`) and
+    /// answer what it would change ([`crate::dryrun::DryRunReport`]) without publishing or
+    /// writing anything. Another request inside is refused.
+    DryRun(Box<Request>),
 }
 
 /// A connection-table operation.
@@ -430,6 +435,8 @@ pub enum Response {
         /// Human-readable reason.
         message: String,
     },
+    /// Answer to [`Request::DryRun`].
+    DryRun(crate::dryrun::DryRunReport),
 }
 
 /// What was wrong with a request frame, in [`Response::BadFrame`].
