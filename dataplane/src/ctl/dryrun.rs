@@ -265,12 +265,18 @@ fn class_change(st: &ControlState, b: &Side, before: &Snapshot, a: &Side, after:
     Some(DryRunClass { class: class.to_string(), moved_share, shares, stages })
 }
 
-/// Stages whose rule or output set differs, in pipeline order.
+/// Stages whose outcome changes, in pipeline order: their rule differs, or they exclude
+/// other backends than before (of those in both configs). A stage that passes on what an
+/// earlier stage changed, or only no longer sees a removed backend, is not listed.
 fn stage_changes(before: Option<&Decision>, after: Option<&Decision>) -> Vec<StageChange> {
     let empty = Vec::new();
     let tb = before.map_or(&empty, |d| &d.trace);
     let ta = after.map_or(&empty, |d| &d.trace);
     let text = |e: Option<&pipeline::TraceEntry>| e.map_or_else(|| "(stage absent)".to_string(), |e| format!("{} -> [{}]", e.rule, e.output.join(", ")));
+    // backends both sides know (a stage's input names every backend it sees)
+    let known = |t: &Vec<pipeline::TraceEntry>| t.first().map(|e| e.input.clone()).unwrap_or_default();
+    let (kb, ka) = (known(tb), known(ta));
+    let excluded = |e: &pipeline::TraceEntry| -> Vec<String> { e.input.iter().filter(|n| !e.output.contains(n) && kb.contains(n) && ka.contains(n)).cloned().collect() };
     let mut stages: Vec<&str> = ta.iter().map(|e| e.stage.as_str()).collect();
     stages.extend(tb.iter().map(|e| e.stage.as_str()).filter(|s| !ta.iter().any(|e| e.stage == *s)));
     stages
@@ -278,7 +284,7 @@ fn stage_changes(before: Option<&Decision>, after: Option<&Decision>) -> Vec<Sta
         .filter_map(|s| {
             let (x, y) = (tb.iter().find(|e| e.stage == s), ta.iter().find(|e| e.stage == s));
             let same = match (x, y) {
-                (Some(x), Some(y)) => x.rule == y.rule && x.output == y.output,
+                (Some(x), Some(y)) => x.rule == y.rule && excluded(x) == excluded(y),
                 _ => false,
             };
             (!same).then(|| StageChange { stage: s.to_string(), before: text(x), after: text(y) })
