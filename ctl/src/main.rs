@@ -12,6 +12,7 @@ mod explain;
 mod live;
 mod scenario;
 mod status;
+mod top;
 mod vip;
 
 use clap::{Parser, Subcommand};
@@ -43,6 +44,11 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Live view refreshed every second: per service and backend new connections/s,
+    /// packets/s, bits/s and health; per worker busy-poll share; per port imissed/s; drops/s
+    /// by reason. Keys: q quit, s sort, r reverse, / filter, c clear. `--once` (`--json`)
+    /// prints one sample.
+    Top(top::TopArgs),
     /// Counters per port, worker, backend and drop reason.
     Stats {
         /// Machine-readable JSON.
@@ -109,6 +115,7 @@ fn main() {
         Command::Scenario(ScenarioCmd::Run { files }) => scenario::run(files),
         Command::Explain(args) => explain::run(args, &cli.socket),
         Command::Status { json } => status::run(&cli.socket, *json),
+        Command::Top(args) => top::run(&cli.socket, args),
         Command::Stats { json } => live::stats(&cli.socket, *json),
         Command::Config(c) => live::config(&cli.socket, c),
         Command::Service(c) => live::service(&cli.socket, c),
