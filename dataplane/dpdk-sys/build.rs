@@ -123,6 +123,8 @@ fn main() {
         .allowlist_function("rte_eth_promiscuous_disable")
         .allowlist_function("rte_eth_stats_get")
         .allowlist_function("rte_eth_link_get_nowait")
+        .allowlist_function("rte_eth_xstats_get")
+        .allowlist_function("rte_eth_xstats_get_names")
         .allowlist_function("rte_eth_dev_rss_hash_conf_get")
         .allowlist_function("rte_eth_dev_rss_reta_query")
         // shim
@@ -135,6 +137,8 @@ fn main() {
         .allowlist_type("rte_eth_dev_info")
         .allowlist_type("rte_eth_stats")
         .allowlist_type("rte_eth_link")
+        .allowlist_type("rte_eth_xstat")
+        .allowlist_type("rte_eth_xstat_name")
         .allowlist_type("rte_eth_rss_reta_entry64")
         .allowlist_type("rte_ether_addr")
         .allowlist_type("rte_eth_rxconf")

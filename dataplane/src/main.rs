@@ -221,9 +221,11 @@ fn run(args: Args) -> Result<(), String> {
     let port_ids: Vec<u16> = ports.iter().map(|p| p.port_id()).collect();
     let port_meta: Vec<(String, String, [u8; 6])> = cfg.ports.iter().zip(&port_infos).map(|(p, i)| (p.name.clone(), p.device.clone(), i.mac)).collect();
     let stat_pools = pools.clone();
+    let link_ports: Vec<(u16, String)> = port_ids.iter().copied().zip(cfg.ports.iter().map(|p| p.name.clone())).collect();
     let port_stats = Box::new(move |i: usize| {
         let (name, device, mac) = port_meta.get(i).cloned().unwrap_or_default();
         let s = port_ids.get(i).and_then(|id| dpdk::port_stats(*id).ok()).unwrap_or_default();
+        let link = port_ids.get(i).and_then(|id| dpdk::port_link(*id).ok());
         PortStatus {
             name,
             device,
@@ -235,6 +237,9 @@ fn run(args: Args) -> Result<(), String> {
             oerrors: s.oerrors,
             rx_nombuf: s.rx_nombuf,
             mbufs_in_use: stat_pools.get(i).map_or(0, |p| u64::from(p.in_use())),
+            link_up: link.map(|l| l.up),
+            link_speed_mbps: link.map_or(0, |l| l.speed_mbps),
+            xstats: port_ids.get(i).and_then(|id| dpdk::port_xstats(*id).ok()).unwrap_or_default(),
         }
     });
     let port_addrs = port_infos.iter().map(|p| p.addr).collect();
@@ -384,6 +389,7 @@ fn run(args: Args) -> Result<(), String> {
         // reclamation.
         let deadline = args.duration.map(|d| Instant::now() + Duration::from_secs_f64(d));
         let mut last_latency = Instant::now();
+        let mut links = LinkWatch::new(link_ports);
         while !STOP.load(Ordering::SeqCst) && deadline.is_none_or(|d| Instant::now() < d) {
             daemon.control_heartbeat.beat(); // the watchdog is fed only while this moves
             // Read before draining: once the checker's first round is over, every event of
@@ -417,6 +423,7 @@ fn run(args: Args) -> Result<(), String> {
                 // let the service manager restart us (docs/operations.md "Health checker").
                 return Err(format!("the health checker thread died ({reason}); exiting so that the service manager restarts spillway"));
             }
+            links.tick();
             if last_latency.elapsed() >= Duration::from_secs(2) {
                 last_latency = Instant::now();
                 daemon.refresh_latencies();
@@ -499,5 +506,38 @@ fn print_final(r: &spillway_shared::proto::StatusReport) {
     }
     if let Ok(j) = serde_json::to_string(r) {
         println!("final_status_json {j}");
+    }
+}
+
+/// Logs link up/down changes of the ports (checked once a second on the control thread
+/// with `rte_eth_link_get_nowait`, which every driver supports, rather than link-state
+/// interrupts, which virtual devices lack). The state itself is the `port_link_up` gauge.
+struct LinkWatch {
+    ports: Vec<(u16, String)>,
+    last: Vec<Option<bool>>,
+    checked: Instant,
+}
+
+impl LinkWatch {
+    fn new(ports: Vec<(u16, String)>) -> LinkWatch {
+        let last = vec![None; ports.len()];
+        LinkWatch { ports, last, checked: Instant::now() - Duration::from_secs(1) }
+    }
+
+    fn tick(&mut self) {
+        if self.checked.elapsed() < Duration::from_secs(1) {
+            return;
+        }
+        self.checked = Instant::now();
+        for ((id, name), last) in self.ports.iter().zip(self.last.iter_mut()) {
+            let Ok(l) = dpdk::port_link(*id) else { continue };
+            match *last {
+                Some(was) if was != l.up && l.up => tracing::info!(port = %name, speed_mbps = l.speed_mbps, "link up"),
+                Some(was) if was != l.up => tracing::warn!(port = %name, "link down"),
+                None => tracing::info!(port = %name, up = l.up, speed_mbps = l.speed_mbps, "link state"),
+                _ => {}
+            }
+            *last = Some(l.up);
+        }
     }
 }

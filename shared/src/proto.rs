@@ -33,7 +33,8 @@ use std::io::{Read, Write};
 /// Also IPv6 (issue 12): `Request::Explain::client` and `Request::Vip{Drain,Undrain}::vip`
 /// are `IpAddr`.
 /// Version 6: `NeighborStatus::deferred` and the drop reason `nd_invalid` (issue 13).
-/// Version 8: `Request::DryRun` / `Response::DryRun` (an edit's effect before it is made).
+/// Version 8: `Request::DryRun` / `Response::DryRun` (an edit's effect before it is made),
+/// `PortStatus::{link_up, link_speed_mbps, xstats}`.
 pub const PROTOCOL_VERSION: u16 = 8;
 /// Largest frame body accepted, bytes.
 pub const MAX_FRAME: usize = 1 << 20;
@@ -612,6 +613,17 @@ pub struct PortStatus {
     pub rx_nombuf: u64,
     /// mbufs in use in this port's pool.
     pub mbufs_in_use: u64,
+    /// Link up (`rte_eth_link_get_nowait`); `None` when the driver cannot tell.
+    #[serde(default)]
+    pub link_up: Option<bool>,
+    /// Link speed, Mbit/s (0 when unknown).
+    #[serde(default)]
+    pub link_speed_mbps: u32,
+    /// The device's extended statistics that operators watch, as (name, value) in driver
+    /// order: per-queue packets (`rx_q0_packets`), missed frames, mbuf allocation failures
+    /// and errors (`dataplane::dpdk::xstat_wanted`).
+    #[serde(default)]
+    pub xstats: Vec<(String, u64)>,
 }
 
 /// One backend's state and counters.

@@ -48,6 +48,55 @@ pub fn port_stats(port_id: u16) -> Result<PortStats> {
     })
 }
 
+/// Whether an extended statistic's name (`rte_eth_xstats_get_names`) is one operators
+/// watch: per-queue packet counts (`rx_q0_packets`, `tx_q1_packets`), missed frames,
+/// mbuf allocation failures and errors. Drivers name the rest freely; these names follow
+/// the ethdev's generic xstats (DPDK programmer's guide, "Extended Statistics API").
+pub fn xstat_wanted(name: &str) -> bool {
+    let per_queue = (name.starts_with("rx_q") || name.starts_with("tx_q")) && name.ends_with("_packets");
+    per_queue || name.contains("missed") || name.contains("nombuf") || name.contains("mbuf_allocation") || name.contains("error")
+}
+
+/// The extended statistics of port `port_id` that [`xstat_wanted`] keeps, as (name,
+/// value), driver order; callable from any thread (the metrics endpoint reads them).
+/// Errors: the port id is invalid or the driver fails the call.
+pub fn port_xstats(port_id: u16) -> Result<Vec<(String, u64)>> {
+    // SAFETY: a null array with size 0 asks for the number of xstats only.
+    let n = unsafe { sys::rte_eth_xstats_get_names(port_id, ptr::null_mut(), 0) };
+    check("rte_eth_xstats_get_names", n, || format!("port id {port_id}"))?;
+    let n = n.max(0) as usize;
+    let mut names = vec![sys::rte_eth_xstat_name::default(); n];
+    let mut values = vec![sys::rte_eth_xstat::default(); n];
+    // SAFETY: both arrays hold `n` entries, the size passed.
+    let got_names = unsafe { sys::rte_eth_xstats_get_names(port_id, names.as_mut_ptr(), n as u32) };
+    check("rte_eth_xstats_get_names", got_names, || format!("port id {port_id}"))?;
+    // SAFETY: as above.
+    let got = unsafe { sys::rte_eth_xstats_get(port_id, values.as_mut_ptr(), n as u32) };
+    check("rte_eth_xstats_get", got, || format!("port id {port_id}"))?;
+    let m = (got_names.max(0) as usize).min(got.max(0) as usize).min(n);
+    let mut out = Vec::new();
+    for v in &values[..m] {
+        let Some(nm) = names.get(v.id as usize) else { continue };
+        // SAFETY: the name is a NUL-terminated C string inside its fixed-size array
+        // (DPDK writes it with strlcpy).
+        let name = unsafe { CStr::from_ptr(nm.name.as_ptr()) }.to_string_lossy().into_owned();
+        if xstat_wanted(&name) {
+            out.push((name, v.value));
+        }
+    }
+    Ok(out)
+}
+
+/// Link state of port `port_id` without waiting (`rte_eth_link_get_nowait`); callable
+/// from any thread.
+pub fn port_link(port_id: u16) -> Result<LinkStatus> {
+    let mut l = sys::rte_eth_link::default();
+    // SAFETY: l is a valid out-pointer; an invalid port id is reported as an error.
+    let ret = unsafe { sys::rte_eth_link_get_nowait(port_id, &mut l) };
+    check("rte_eth_link_get_nowait", ret, || format!("port id {port_id}"))?;
+    Ok(LinkStatus { up: l.link_status() != 0, speed_mbps: l.link_speed })
+}
+
 /// Link state (`rte_eth_link_get_nowait`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LinkStatus {
@@ -378,16 +427,7 @@ impl EthPort {
 
     /// Link state without waiting.
     pub fn link(&self) -> Result<LinkStatus> {
-        let mut l = sys::rte_eth_link::default();
-        // SAFETY: l is a valid out-pointer.
-        let ret = unsafe { sys::rte_eth_link_get_nowait(self.port_id, &mut l) };
-        check("rte_eth_link_get_nowait", ret, || {
-            format!("port {}", self.name)
-        })?;
-        Ok(LinkStatus {
-            up: l.link_status() != 0,
-            speed_mbps: l.link_speed,
-        })
+        port_link(self.port_id)
     }
 
     /// A worker handle for RX/TX queue `queue_id` (configure and start the port first).
