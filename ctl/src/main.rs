@@ -5,6 +5,7 @@
 //! request (validation error, stale `--if-generation`, unknown name), 2 usage, file or
 //! configuration errors, or no daemon listening. See docs/ctl.md.
 
+mod capture;
 mod client;
 mod dryrun;
 mod endpoint;
@@ -49,6 +50,10 @@ enum Command {
     /// by reason. Keys: q quit, s sort, r reverse, / filter, c clear. `--once` (`--json`)
     /// prints one sample.
     Top(top::TopArgs),
+    /// Packet capture: `capture drops -w FILE|-` writes the frames the daemon drops as
+    /// pcapng, each with its drop reason and worker as the packet comment.
+    #[command(subcommand)]
+    Capture(capture::CaptureCmd),
     /// Counters per port, worker, backend and drop reason.
     Stats {
         /// Machine-readable JSON.
@@ -116,6 +121,7 @@ fn main() {
         Command::Explain(args) => explain::run(args, &cli.socket),
         Command::Status { json } => status::run(&cli.socket, *json),
         Command::Top(args) => top::run(&cli.socket, args),
+        Command::Capture(c) => capture::run(&cli.socket, c),
         Command::Stats { json } => live::stats(&cli.socket, *json),
         Command::Config(c) => live::config(&cli.socket, c),
         Command::Service(c) => live::service(&cli.socket, c),

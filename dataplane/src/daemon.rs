@@ -100,6 +100,8 @@ pub struct Daemon {
     /// `control` (a slow disk must not block the control loop, the fleet thread or
     /// readers); the config generation changes only under it.
     pub edit_lock: Mutex<()>,
+    /// The running `capture drops` session, if any ([`crate::ctl::capture`]).
+    pub capture: Mutex<Option<crate::ctl::capture::Session>>,
 }
 
 impl Daemon {
@@ -158,6 +160,7 @@ impl Daemon {
             first_probe_round: std::sync::atomic::AtomicBool::new(true),
             control_heartbeat: Default::default(),
             edit_lock: Mutex::new(()),
+            capture: Mutex::new(None),
         })
     }
 
@@ -470,6 +473,9 @@ impl Handler for Daemon {
             Request::VipDrain { vip } => crate::announce::drain_request(self, vip, true).map_or_else(|message| Response::Error { message }, Response::Vips),
             Request::VipUndrain { vip } => crate::announce::drain_request(self, vip, false).map_or_else(|message| Response::Error { message }, Response::Vips),
             Request::DryRun(inner) => self.dry_run(*inner),
+            Request::CaptureStart(f) => self.capture_start(&f),
+            Request::CapturePoll { session } => self.capture_poll(session, false),
+            Request::CaptureStop { session } => self.capture_poll(session, true),
         }
     }
 }

@@ -424,6 +424,7 @@ fn run(args: Args) -> Result<(), String> {
                 return Err(format!("the health checker thread died ({reason}); exiting so that the service manager restarts spillway"));
             }
             links.tick();
+            daemon.capture_expire();
             if last_latency.elapsed() >= Duration::from_secs(2) {
                 last_latency = Instant::now();
                 daemon.refresh_latencies();

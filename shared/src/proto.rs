@@ -34,7 +34,7 @@ use std::io::{Read, Write};
 /// are `IpAddr`.
 /// Version 6: `NeighborStatus::deferred` and the drop reason `nd_invalid` (issue 13).
 /// Version 8: `Request::DryRun` / `Response::DryRun` (an edit's effect before it is made),
-/// `PortStatus::{link_up, link_speed_mbps, xstats}`.
+/// `PortStatus::{link_up, link_speed_mbps, xstats}`, `Request::Capture{Start,Poll,Stop}`.
 pub const PROTOCOL_VERSION: u16 = 8;
 /// Largest frame body accepted, bytes.
 pub const MAX_FRAME: usize = 1 << 20;
@@ -208,6 +208,20 @@ pub enum Request {
     /// answer what it would change ([`crate::dryrun::DryRunReport`]) without publishing or
     /// writing anything. Another request inside is refused.
     DryRun(Box<Request>),
+    /// Start capturing dropped frames (`spillwayctl capture drops`); one capture at a time.
+    /// Answered with [`Response::CaptureStarted`].
+    CaptureStart(crate::capture::CaptureFilter),
+    /// The frames captured since the last poll of `session` ([`Response::CaptureBatch`]);
+    /// a capture not polled for [`crate::capture::LEASE_MS`] ends.
+    CapturePoll {
+        /// The session of [`Response::CaptureStarted`].
+        session: u64,
+    },
+    /// End capture `session` (answered with its last [`Response::CaptureBatch`]).
+    CaptureStop {
+        /// The session of [`Response::CaptureStarted`].
+        session: u64,
+    },
 }
 
 /// A connection-table operation.
@@ -438,6 +452,10 @@ pub enum Response {
     },
     /// Answer to [`Request::DryRun`].
     DryRun(crate::dryrun::DryRunReport),
+    /// Answer to [`Request::CaptureStart`].
+    CaptureStarted(crate::capture::CaptureStarted),
+    /// Answer to [`Request::CapturePoll`] and [`Request::CaptureStop`].
+    CaptureBatch(crate::capture::CaptureBatch),
 }
 
 /// What was wrong with a request frame, in [`Response::BadFrame`].

@@ -14,6 +14,7 @@
 //! through their mailboxes. Runs on its own threads, never on a worker lcore; nothing here
 //! is on the packet path.
 
+pub mod capture;
 pub mod dryrun;
 pub mod edits;
 pub mod persist;
