@@ -4,11 +4,13 @@
 # and read back from the pcapng file with tcpdump and an independent pcapng parser
 # (python, below), the drop reason in each frame's comment.
 
-# capture_send_frames: from client c1's eth0, one malformed IPv4 frame (IHL 3) and one UDP
-# datagram to 10.200.0.77 (neither a VIP nor a port address: not_for_vip), both to the
-# Spillway port's MAC and both carrying the marker SPWCAPTURE in their payload.
+# capture_send_frames: from client c1's eth0, one malformed TCP segment to the VIP (a valid
+# IPv4 header whose total length leaves 13 of the 20 bytes of a TCP header: truncated_l4;
+# a malformed IPv4 *header* never reaches Spillway here, the bridge's br_netfilter drops
+# it) and one UDP datagram to 10.200.0.77 (neither a VIP nor a port address:
+# not_for_vip), both to the Spillway port's MAC and carrying the marker SPWCAPTURE.
 capture_send_frames() {
-    nsx c1 "$SPW_PYTHON" - "$SPW_LB_MAC" <<'PY'
+    nsx c1 "$SPW_PYTHON" - "$SPW_LB_MAC" "$SPW_VIP" <<'PY'
 import socket, struct, sys
 dst = bytes.fromhex(sys.argv[1].replace(":", ""))
 s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
@@ -20,13 +22,13 @@ def csum(b):
     while t >> 16: t = (t & 0xffff) + (t >> 16)
     return ~t & 0xffff
 eth = dst + src + b"\x08\x00"
-payload = b"SPWCAPTURE-malformed"
-bad = bytes([0x43, 0]) + struct.pack("!H", 20 + len(payload)) + bytes(16) + payload  # version 4, IHL 3
+def ipv4(proto, dst, body):
+    h = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(body), 1, 0, 64, proto, 0, socket.inet_aton("10.200.1.10"), socket.inet_aton(dst))
+    return h[:10] + struct.pack("!H", csum(h)) + h[12:] + body
+bad = ipv4(6, sys.argv[2], b"SPWCAPTURE-l4")  # 13 bytes where a 20-byte TCP header belongs
 udp_payload = b"SPWCAPTURE-not-for-vip"
 udp = struct.pack("!HHHH", 40000, 9, 8 + len(udp_payload), 0) + udp_payload
-ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(udp), 1, 0, 64, 17, 0, socket.inet_aton("10.200.1.10"), socket.inet_aton("10.200.0.77"))
-ip = ip[:10] + struct.pack("!H", csum(ip)) + ip[12:]
-for f in (eth + bad, eth + ip + udp):
+for f in (eth + bad, eth + ipv4(17, "10.200.0.77", udp)):
     s.send(f.ljust(60, b"\0"))
 PY
 }
@@ -59,11 +61,11 @@ while i + 12 <= len(d):
 PY
 }
 
-## capture_drops: a malformed IPv4 frame and a not_for_vip frame sent on a veth are caught by `capture drops -w FILE`, read back by tcpdump and a pcapng parser with the drop reason in the comment; `-w - | tcpdump -r -` streams; a client killed with SIGKILL ends its capture
+## capture_drops: a truncated TCP segment (truncated_l4) and a not_for_vip frame sent on a veth are caught by `capture drops -w FILE`, read back by tcpdump and a pcapng parser with the drop reason in the comment; `-w - | tcpdump -r -` streams; a client killed with SIGKILL ends its capture
 e2e_capture_drops() {
     e2e_setup
     local file="$SPW_RUN_DIR/drops.pcapng" pid out comments
-    "$SPILLWAYCTL_BIN" --socket "$SPW_SOCKET" capture drops --reason malformed_ipv4 --reason not_for_vip -w "$file" 2>"$SPW_RUN_DIR/capture.err" &
+    "$SPILLWAYCTL_BIN" --socket "$SPW_SOCKET" capture drops --reason truncated_l4 --reason not_for_vip -w "$file" 2>"$SPW_RUN_DIR/capture.err" &
     pid=$!
     sleep 0.5
     capture_send_frames
@@ -75,7 +77,7 @@ e2e_capture_drops() {
     e2e_check "tcpdump reads the not_for_vip datagram to 10.200.0.77" _contains "$out" "10.200.0.77.9"
     comments="$(capture_comments "$file")"
     echo "  comments:"; printf '%s\n' "$comments" | sed 's/^/    /'
-    e2e_check "the malformed frame carries reason=malformed_ipv4" _contains "$comments" $'reason=malformed_ipv4 worker=0\tSPWCAPTURE-malformed'
+    e2e_check "the truncated segment carries reason=truncated_l4" _contains "$comments" $'reason=truncated_l4 worker=0\tSPWCAPTURE-l4'
     e2e_check "the not_for_vip frame carries reason=not_for_vip" _contains "$comments" $'reason=not_for_vip worker=0\tSPWCAPTURE-not-for-vip'
 
     # stdout, filtered by destination, ends after --count frames
@@ -86,7 +88,7 @@ e2e_capture_drops() {
     capture_send_frames
     wait "$pid" || true
     e2e_check "-w - | tcpdump -r - shows the frame to 10.200.0.77 and only it ($(wc -l <"$SPW_RUN_DIR/stream.txt") lines)" \
-        bash -c "grep -q '10.200.0.77.9' '$SPW_RUN_DIR/stream.txt' && ! grep -q 'IP0\|bad-hlen' '$SPW_RUN_DIR/stream.txt'"
+        bash -c "grep -q '10.200.0.77.9' '$SPW_RUN_DIR/stream.txt' && ! grep -q '$SPW_VIP' '$SPW_RUN_DIR/stream.txt'"
 
     # a client that goes away without stopping: its capture ends after the 2 s lease
     "$SPILLWAYCTL_BIN" --socket "$SPW_SOCKET" capture drops -w /dev/null 2>/dev/null &
