@@ -125,6 +125,9 @@ fn main() {
         .allowlist_function("rte_eth_link_get_nowait")
         .allowlist_function("rte_eth_xstats_get")
         .allowlist_function("rte_eth_xstats_get_names")
+        // packet capture framework (dpdk-dumpcap)
+        .allowlist_function("rte_pdump_init")
+        .allowlist_function("rte_pdump_uninit")
         .allowlist_function("rte_eth_dev_rss_hash_conf_get")
         .allowlist_function("rte_eth_dev_rss_reta_query")
         // shim

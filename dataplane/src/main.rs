@@ -175,6 +175,10 @@ fn run(args: Args) -> Result<(), String> {
         tracing::warn!("{w}");
     }
     let eal = Eal::init(&eal_args(&cfg)).map_err(|e| format!("cannot start DPDK: {e}"))?;
+    if cfg.dataplane.packet_capture {
+        eal.pdump_init().map_err(|e| format!("dataplane.packet_capture: {e}"))?;
+        tracing::info!("packet capture framework initialised: dpdk-dumpcap can capture the ports");
+    }
     // Declared before the ports: locals drop in reverse order, so on an early error the
     // ports are stopped and closed before the pools their RX rings use are freed.
     let mut pools: Vec<Arc<Mempool>> = Vec::new();
