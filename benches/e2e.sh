@@ -59,7 +59,9 @@
 # Capture case (`benches/e2e.sh capture`, BASELINE_BIN=a spillway built without drop
 # capture, e.g. from the commit before it): the established N_FLOWS run with each binary,
 # alternating CAPTURE_ROUNDS (default 3) times; prints `ratio_capture_idle=X.XXX` (best
-# Mpps with capture compiled in and idle / best without). Established traffic has no
+# Mpps with capture compiled in and idle / best without) and
+# `ratio_capture_idle_per_worker_cpu` (the same over Mpps per worker core-second, the figure
+# to read on a shared host). Established traffic has no
 # drops, so this is the per-iteration cost (one relaxed load); the per-drop branch only
 # runs for frames already being dropped.
 # Sync case (`benches/e2e.sh sync`): the established N_FLOWS run and a new-connection run
@@ -572,8 +574,10 @@ capture_mode() {
         SPILLWAY_BIN="$BASELINE_BIN" run_spillway "est64_base$r" "$WORK/est64.pcap"
         run_spillway "est64_capture$r" "$WORK/est64.pcap"
     done
-    best() { local p="$1" m=0 v; for ((r = 1; r <= ${CAPTURE_ROUNDS:-3}; r++)); do v="MPPS_${p}$r"; m="$(python3 -c "print(max($m, ${!v}))")"; done; echo "$m"; }
+    best() { local p="$1" m=0 v; for ((r = 1; r <= ${CAPTURE_ROUNDS:-3}; r++)); do v="${2:-MPPS_}${p}$r"; m="$(python3 -c "print(max($m, ${!v:-0}))")"; done; echo "$m"; }
     python3 -c "print('ratio_capture_idle=%.3f' % ($(best est64_capture) / $(best est64_base)))"
+    # per worker core-second: what the scheduler left to the worker does not count
+    python3 -c "print('ratio_capture_idle_per_worker_cpu=%.3f' % ($(best est64_capture MPPS_CPU_) / $(best est64_base MPPS_CPU_)))"
 }
 
 # flows mode: only the many-flows case with flowgen (N_FLOWS, then FLOWS_1M flows).
