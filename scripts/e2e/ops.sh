@@ -16,8 +16,7 @@ top_wait_for() {
     done
     return 1
 }
-# A backend row of web with a non-zero new-connections rate (CONNS/S is the 4th column).
-_TOP_BUSY_ROW='^web +b[1-4] +healthy +[0-9.]+[kM]? '
+# _top_busy: a web backend row with a non-zero new-connections rate (CONNS/S is column 4).
 _top_busy() { top_pane | awk '$1 == "web" && $2 ~ /^b[1-4]$/ && $3 == "healthy" && $4 != "0" { n++ } END { exit !(n > 0) }'; }
 
 ## top: spillwayctl top in tmux while clients make requests: backend rows with non-zero conns/s, per-worker busy share, sort key cycles with s, filter with /, q quits; top --once --json agrees
