@@ -206,8 +206,9 @@ pub enum Request {
     },
     /// Plan an editing request (a mutation, `config apply` or `vip drain|undrain`) and
     /// answer what it would change ([`crate::dryrun::DryRunReport`]) without publishing or
-    /// writing anything. Another request inside is refused.
-    DryRun(Box<Request>),
+    /// writing anything. Another request inside is refused. A dry run inside a dry run
+    /// does not decode ([`crate::dryrun::one_level`]: no unbounded recursion on input).
+    DryRun(#[serde(deserialize_with = "crate::dryrun::one_level")] Box<Request>),
     /// Start capturing dropped frames (`spillwayctl capture drops`); one capture at a time.
     /// Answered with [`Response::CaptureStarted`].
     CaptureStart(crate::capture::CaptureFilter),
