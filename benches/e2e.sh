@@ -5,6 +5,7 @@
 #   benches/e2e.sh memif      # two processes over net_memif (see docs/benchmarks.md)
 #   benches/e2e.sh flows      # only the many-flows case (flowgen, N_FLOWS then FLOWS_1M)
 #   benches/e2e.sh sync       # fleet flow sync off vs on (the sync case below)
+#   benches/e2e.sh capture    # drop capture compiled in, not running (the capture case)
 #
 # Environment: N_FLOWS (default 1000), DURATION seconds per run (default 5), SIZE (64),
 # IMIX=1 to add an IMIX run, SYN=1 to add a SYN (new-connection) run, SKIP_BUILD=1,
@@ -55,6 +56,14 @@
 # Prints one line per run (`run=<name> mpps=<x> ...`), then `ratio_vs_5tswap=X.XX`
 # (Spillway established 64-byte Mpps / testpmd 5tswap Mpps) and, with the many-flows case,
 # `ratio_1m_vs_1k=X.XX` (see the many-flows case).
+# Capture case (`benches/e2e.sh capture`, BASELINE_BIN=a spillway built without drop
+# capture, e.g. from the commit before it): the established N_FLOWS run with each binary,
+# alternating CAPTURE_ROUNDS (default 3) times; prints `ratio_capture_idle=X.XXX` (best
+# Mpps with capture compiled in and idle / best without) and
+# `ratio_capture_idle_per_worker_cpu` (the same over Mpps per worker core-second, the figure
+# to read on a shared host). Established traffic has no
+# drops, so this is the per-iteration cost (one relaxed load); the per-drop branch only
+# runs for frames already being dropped.
 # Sync case (`benches/e2e.sh sync`): the established N_FLOWS run and a new-connection run
 # (SYNC_FLOWS flows, default 20000, each round a SYN then an ACK per flow: a confirmed new
 # connection, the path fleet sync records) each without and with `[sync]` (one peer on
@@ -554,6 +563,23 @@ print("sync_bytes_per_new_connection=%.1f sync_records_per_new_connection=%.3f n
 PY
 }
 
+# capture mode: the cost of drop capture compiled in but not running (header, "Capture
+# case"): the established N_FLOWS run with BASELINE_BIN (a spillway built without it) and
+# with SPILLWAY_BIN, alternating, CAPTURE_ROUNDS times (default 3); the best of each.
+capture_mode() {
+    [[ -x "${BASELINE_BIN:-}" ]] || die "capture mode needs BASELINE_BIN: a spillway built without drop capture"
+    local r
+    python3 "$HERE/gen_pcap.py" --out "$WORK/est64.pcap" --flows "$N_FLOWS" --size "$SIZE" 2>/dev/null
+    for ((r = 1; r <= ${CAPTURE_ROUNDS:-3}; r++)); do
+        SPILLWAY_BIN="$BASELINE_BIN" run_spillway "est64_base$r" "$WORK/est64.pcap"
+        run_spillway "est64_capture$r" "$WORK/est64.pcap"
+    done
+    best() { local p="$1" m=0 v; for ((r = 1; r <= ${CAPTURE_ROUNDS:-3}; r++)); do v="${2:-MPPS_}${p}$r"; m="$(python3 -c "print(max($m, ${!v:-0}))")"; done; echo "$m"; }
+    python3 -c "print('ratio_capture_idle=%.3f' % ($(best est64_capture) / $(best est64_base)))"
+    # per worker core-second: what the scheduler left to the worker does not count
+    python3 -c "print('ratio_capture_idle_per_worker_cpu=%.3f' % ($(best est64_capture MPPS_CPU_) / $(best est64_base MPPS_CPU_)))"
+}
+
 # flows mode: only the many-flows case with flowgen (N_FLOWS, then FLOWS_1M flows).
 flows_mode() {
     many_flows_flowgen
@@ -566,5 +592,6 @@ case "$MODE" in
     flows) flows_mode ;;
     memif) memif_mode ;;
     sync) sync_mode ;;
-    *) die "unknown mode '$MODE' (pcap | memif | flows | sync)" ;;
+    capture) capture_mode ;;
+    *) die "unknown mode '$MODE' (pcap | memif | flows | sync | capture)" ;;
 esac

@@ -34,6 +34,7 @@ log() { printf '[test %s] %s\n' "$(date +%H:%M:%S)" "$*"; }
 [[ $EUID -eq 0 ]] || { echo "test.sh: run as root (DPDK and network namespaces need it)" >&2; exit 2; }
 
 PACKAGES=(libdpdk-dev dpdk dpdk-dev clang libclang-dev pkg-config iproute2 ethtool curl python3 tcpdump util-linux procps
+          tmux  # e2e top: spillwayctl top in a real terminal (capture-pane)
           prometheus bird2  # prometheus: promtool + e2e scrape; bird2: e2e ecmp (issue 13)
           python3-pip       # pip: aioquic for the e2e test quic (below)
           dpkg-dev lintian man-db bash-completion systemd)  # the package step: dpkg-shlibdeps, checks

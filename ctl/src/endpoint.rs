@@ -61,20 +61,20 @@ pub fn run(socket: &Path, cmd: &EndpointCmd) -> i32 {
             (service.clone(), backend.clone(), name.clone())
         }
     };
-    let (req, json) = match cmd {
+    let (req, opts) = match cmd {
         EndpointCmd::Add { fields, opts, .. } => {
             match with_fields(fields, |f| Request::EndpointAdd { service: s, backend: b, name: n, fields: f, if_generation: opts.if_generation }) {
-                Ok(r) => (r, opts.json),
+                Ok(r) => (r, *opts),
                 Err(c) => return c,
             }
         }
-        EndpointCmd::Remove { opts, .. } => (Request::EndpointRemove { service: s, backend: b, name: n, if_generation: opts.if_generation }, opts.json),
+        EndpointCmd::Remove { opts, .. } => (Request::EndpointRemove { service: s, backend: b, name: n, if_generation: opts.if_generation }, *opts),
         EndpointCmd::Set { fields, opts, .. } => {
             match with_fields(fields, |f| Request::EndpointSet { service: s, backend: b, name: n, fields: f, if_generation: opts.if_generation }) {
-                Ok(r) => (r, opts.json),
+                Ok(r) => (r, *opts),
                 Err(c) => return c,
             }
         }
     };
-    mutate(socket, req, json)
+    mutate(socket, req, opts)
 }

@@ -19,6 +19,12 @@ pub struct MutOpts {
     /// Print the answer as JSON.
     #[arg(long)]
     pub json: bool,
+    /// Change nothing: answer what the edit would do (config diff, share of new
+    /// connections that change backend per service and client zone class, backend shares
+    /// before -> after, tracked connections that would be re-picked, pipeline stages whose
+    /// outcome changes). Refused exactly when the edit would be.
+    #[arg(long)]
+    pub dry_run: bool,
 }
 
 /// `--json` of reads.
@@ -242,7 +248,11 @@ pub fn parse_fields(args: &[String]) -> Result<Vec<(String, String)>, String> {
     Ok(out)
 }
 
-pub(crate) fn mutate(socket: &Path, req: Request, json_out: bool) -> i32 {
+pub(crate) fn mutate(socket: &Path, req: Request, opts: MutOpts) -> i32 {
+    let json_out = opts.json;
+    if opts.dry_run {
+        return crate::dryrun::request(socket, req, json_out);
+    }
     match client::request(socket, &req) {
         Ok(Response::Applied(a)) => {
             if json_out {
@@ -322,7 +332,7 @@ pub fn config(socket: &Path, cmd: &ConfigCmd) -> i32 {
                     return 2;
                 }
             };
-            mutate(socket, Request::ConfigApply { toml, if_generation: opts.if_generation }, opts.json)
+            mutate(socket, Request::ConfigApply { toml, if_generation: opts.if_generation }, *opts)
         }
     }
 }
@@ -397,14 +407,14 @@ pub fn service(socket: &Path, cmd: &ServiceCmd) -> i32 {
         }
         ServiceCmd::Add { name, fields, opts } => {
             match with_fields(fields, |f| Request::ServiceAdd { name: name.clone(), fields: f, if_generation: opts.if_generation }) {
-                Ok(r) => return mutate(socket, r, opts.json),
+                Ok(r) => return mutate(socket, r, *opts),
                 Err(c) => return c,
             }
         }
-        ServiceCmd::Remove { name, opts } => (Request::ServiceRemove { name: name.clone(), if_generation: opts.if_generation }, opts.json),
+        ServiceCmd::Remove { name, opts } => (Request::ServiceRemove { name: name.clone(), if_generation: opts.if_generation }, *opts),
         ServiceCmd::Set { name, fields, opts } => {
             match with_fields(fields, |f| Request::ServiceSet { name: name.clone(), fields: f, if_generation: opts.if_generation }) {
-                Ok(r) => (r, opts.json),
+                Ok(r) => (r, *opts),
                 Err(c) => return c,
             }
         }
@@ -419,16 +429,16 @@ pub fn backend(socket: &Path, cmd: &BackendCmd) -> i32 {
         BackendCmd::Show { service, name, json: j } => return backend_read(socket, service, Some(name), j.json),
         BackendCmd::Add { service, name, fields, opts } => {
             match with_fields(fields, |f| Request::BackendAdd { service: service.clone(), name: name.clone(), fields: f, if_generation: opts.if_generation }) {
-                Ok(r) => (r, opts.json),
+                Ok(r) => (r, *opts),
                 Err(c) => return c,
             }
         }
         BackendCmd::Remove { service, name, opts } => {
-            (Request::BackendRemove { service: service.clone(), name: name.clone(), if_generation: opts.if_generation }, opts.json)
+            (Request::BackendRemove { service: service.clone(), name: name.clone(), if_generation: opts.if_generation }, *opts)
         }
         BackendCmd::Set { service, name, fields, opts } => {
             match with_fields(fields, |f| Request::BackendSet { service: service.clone(), name: name.clone(), fields: f, if_generation: opts.if_generation }) {
-                Ok(r) => (r, opts.json),
+                Ok(r) => (r, *opts),
                 Err(c) => return c,
             }
         }

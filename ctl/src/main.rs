@@ -5,13 +5,16 @@
 //! request (validation error, stale `--if-generation`, unknown name), 2 usage, file or
 //! configuration errors, or no daemon listening. See docs/ctl.md.
 
+mod capture;
 mod client;
+mod dryrun;
 mod endpoint;
 mod explain;
 mod explain_quic;
 mod live;
 mod scenario;
 mod status;
+mod top;
 mod vip;
 
 use clap::{Parser, Subcommand};
@@ -43,6 +46,15 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Live view refreshed every second: per service and backend new connections/s,
+    /// packets/s, bits/s and health; per worker busy-poll share; per port imissed/s; drops/s
+    /// by reason. Keys: q quit, s sort, r reverse, / filter, c clear. `--once` (`--json`)
+    /// prints one sample.
+    Top(top::TopArgs),
+    /// Packet capture: `capture drops -w FILE|-` writes the frames the daemon drops as
+    /// pcapng, each with its drop reason and worker as the packet comment.
+    #[command(subcommand)]
+    Capture(capture::CaptureCmd),
     /// Counters per port, worker, backend and drop reason.
     Stats {
         /// Machine-readable JSON.
@@ -109,6 +121,8 @@ fn main() {
         Command::Scenario(ScenarioCmd::Run { files }) => scenario::run(files),
         Command::Explain(args) => explain::run(args, &cli.socket),
         Command::Status { json } => status::run(&cli.socket, *json),
+        Command::Top(args) => top::run(&cli.socket, args),
+        Command::Capture(c) => capture::run(&cli.socket, c),
         Command::Stats { json } => live::stats(&cli.socket, *json),
         Command::Config(c) => live::config(&cli.socket, c),
         Command::Service(c) => live::service(&cli.socket, c),

@@ -26,6 +26,9 @@ pub enum VipCmd {
         /// Machine-readable JSON.
         #[arg(long)]
         json: bool,
+        /// Change nothing: say what the drain would do.
+        #[arg(long)]
+        dry_run: bool,
     },
     /// Announce the VIP again (when ready).
     Undrain {
@@ -35,6 +38,9 @@ pub enum VipCmd {
         /// Machine-readable JSON.
         #[arg(long)]
         json: bool,
+        /// Change nothing: say what the undrain would do.
+        #[arg(long)]
+        dry_run: bool,
     },
 }
 
@@ -47,8 +53,10 @@ fn parse_vip(s: &str) -> Result<IpAddr, String> {
 pub fn run(socket: &Path, cmd: &VipCmd) -> i32 {
     let (req, json) = match cmd {
         VipCmd::Show { json } => (Request::VipShow, *json),
-        VipCmd::Drain { vip, json } => (Request::VipDrain { vip: *vip }, *json),
-        VipCmd::Undrain { vip, json } => (Request::VipUndrain { vip: *vip }, *json),
+        VipCmd::Drain { vip, json, dry_run: true } => return crate::dryrun::request(socket, Request::VipDrain { vip: *vip }, *json),
+        VipCmd::Undrain { vip, json, dry_run: true } => return crate::dryrun::request(socket, Request::VipUndrain { vip: *vip }, *json),
+        VipCmd::Drain { vip, json, .. } => (Request::VipDrain { vip: *vip }, *json),
+        VipCmd::Undrain { vip, json, .. } => (Request::VipUndrain { vip: *vip }, *json),
     };
     match client::request(socket, &req) {
         Ok(Response::Vips(rows)) => {

@@ -2,11 +2,10 @@
 //! counters; answers control-socket requests.
 
 use crate::control::{compile_with_neighbors, CompileInput, HealthView, Shared, SlotMap};
-use crate::ctl::server::Handler;
 use crate::fastpath::stats;
 use spillway_shared::config::Config;
 use spillway_shared::pipeline::ServiceState;
-use spillway_shared::proto::{Counters, PortStatus, Request, Response};
+use spillway_shared::proto::{Counters, PortStatus};
 use std::collections::HashMap;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Mutex};
@@ -105,6 +104,8 @@ pub struct Daemon {
     /// `control` (a slow disk must not block the control loop, the fleet thread or
     /// readers); the config generation changes only under it.
     pub edit_lock: Mutex<()>,
+    /// The running `capture drops` session, if any ([`crate::ctl::capture`]).
+    pub capture: Mutex<Option<crate::ctl::capture::Session>>,
 }
 
 impl Daemon {
@@ -164,6 +165,7 @@ impl Daemon {
             first_probe_round: std::sync::atomic::AtomicBool::new(true),
             control_heartbeat: Default::default(),
             edit_lock: Mutex::new(()),
+            capture: Mutex::new(None),
         })
     }
 
@@ -464,38 +466,11 @@ impl Daemon {
     }
 }
 
-impl Handler for Daemon {
-    fn handle(&self, req: Request) -> Response {
-        match req {
-            Request::Status => Response::Status(self.status()),
-            Request::ConfigShow => self.config_show(),
-            Request::ServiceShow { name } => self.service_show(&name),
-            Request::ConfigApply { toml, if_generation } => self.config_apply(&toml, if_generation),
-            r @ (Request::ServiceAdd { .. }
-            | Request::ServiceRemove { .. }
-            | Request::ServiceSet { .. }
-            | Request::BackendAdd { .. }
-            | Request::BackendRemove { .. }
-            | Request::BackendSet { .. }
-            | Request::EndpointAdd { .. }
-            | Request::EndpointRemove { .. }
-            | Request::EndpointSet { .. }) => self.edit_request(r),
-            Request::HealthShow => self.health_show(),
-            Request::Flows { op, filter } => self.flows(op, &filter),
-            Request::Explain { client, client_port, vip, quic_dcid } => self.explain(client, client_port, vip.as_deref(), quic_dcid.as_deref()),
-            Request::SnapshotShow => self.snapshot_show(),
-            Request::VipShow => Response::Vips(self.fleet.vips()),
-            Request::VipDrain { vip } => crate::announce::drain_request(self, vip, true).map_or_else(|message| Response::Error { message }, Response::Vips),
-            Request::VipUndrain { vip } => crate::announce::drain_request(self, vip, false).map_or_else(|message| Response::Error { message }, Response::Vips),
-        }
-    }
-}
-
 #[cfg(test)]
 mod health_tests {
     use super::*;
     use crate::health::HealthEvent;
-    use spillway_shared::proto::Request as R;
+    use spillway_shared::proto::{Request as R, Response};
     use std::time::Duration;
 
     /// A daemon with one service whose two backends are health-checked at addresses of

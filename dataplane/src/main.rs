@@ -175,6 +175,10 @@ fn run(args: Args) -> Result<(), String> {
         tracing::warn!("{w}");
     }
     let eal = Eal::init(&eal_args(&cfg)).map_err(|e| format!("cannot start DPDK: {e}"))?;
+    if cfg.dataplane.packet_capture {
+        eal.pdump_init().map_err(|e| format!("dataplane.packet_capture: {e}"))?;
+        tracing::info!("packet capture framework initialised: dpdk-dumpcap can capture the ports");
+    }
     // Declared before the ports: locals drop in reverse order, so on an early error the
     // ports are stopped and closed before the pools their RX rings use are freed.
     let mut pools: Vec<Arc<Mempool>> = Vec::new();
@@ -196,7 +200,7 @@ fn run(args: Args) -> Result<(), String> {
         if let Err(e) = &promiscuous {
             tracing::info!(port = %p.name, error = %e, "promiscuous mode not available: the port receives frames to its MAC, broadcast and its multicast filter");
         }
-        mc_ports.push((port.id(), p.name.clone(), promiscuous.is_ok()));
+        mc_ports.push((port.port_id(), p.name.clone(), promiscuous.is_ok()));
         port.start().map_err(|e| format!("ports[{i}] ({}): {e}", p.name))?;
         tracing::info!(port = %p.name, device = %p.device, mac = %spillway_shared::net::MacAddr(port.mac()), "port started");
         ports.push(port);
@@ -225,9 +229,11 @@ fn run(args: Args) -> Result<(), String> {
     let port_ids: Vec<u16> = ports.iter().map(|p| p.port_id()).collect();
     let port_meta: Vec<(String, String, [u8; 6])> = cfg.ports.iter().zip(&port_infos).map(|(p, i)| (p.name.clone(), p.device.clone(), i.mac)).collect();
     let stat_pools = pools.clone();
+    let link_ports: Vec<(u16, String)> = port_ids.iter().copied().zip(cfg.ports.iter().map(|p| p.name.clone())).collect();
     let port_stats = Box::new(move |i: usize| {
         let (name, device, mac) = port_meta.get(i).cloned().unwrap_or_default();
         let s = port_ids.get(i).and_then(|id| dpdk::port_stats(*id).ok()).unwrap_or_default();
+        let link = port_ids.get(i).and_then(|id| dpdk::port_link(*id).ok());
         PortStatus {
             name,
             device,
@@ -239,6 +245,9 @@ fn run(args: Args) -> Result<(), String> {
             oerrors: s.oerrors,
             rx_nombuf: s.rx_nombuf,
             mbufs_in_use: stat_pools.get(i).map_or(0, |p| u64::from(p.in_use())),
+            link_up: link.map(|l| l.up),
+            link_speed_mbps: link.map_or(0, |l| l.speed_mbps),
+            xstats: port_ids.get(i).and_then(|id| dpdk::port_xstats(*id).ok()).unwrap_or_default(),
         }
     });
     let port_addrs = port_infos.iter().map(|p| p.addr).collect();
@@ -388,6 +397,7 @@ fn run(args: Args) -> Result<(), String> {
         // reclamation.
         let deadline = args.duration.map(|d| Instant::now() + Duration::from_secs_f64(d));
         let mut last_latency = Instant::now();
+        let mut links = LinkWatch::new(link_ports);
         while !STOP.load(Ordering::SeqCst) && deadline.is_none_or(|d| Instant::now() < d) {
             daemon.control_heartbeat.beat(); // the watchdog is fed only while this moves
             // Read before draining: once the checker's first round is over, every event of
@@ -421,6 +431,8 @@ fn run(args: Args) -> Result<(), String> {
                 // let the service manager restart us (docs/operations.md "Health checker").
                 return Err(format!("the health checker thread died ({reason}); exiting so that the service manager restarts spillway"));
             }
+            links.tick();
+            daemon.capture_expire();
             if last_latency.elapsed() >= Duration::from_secs(2) {
                 last_latency = Instant::now();
                 daemon.refresh_latencies();
@@ -529,4 +541,37 @@ fn multicast_programmer(ports: Vec<(u16, String, bool)>) -> spillway_dataplane::
             }
         }
     })
+}
+
+/// Logs link up/down changes of the ports (checked once a second on the control thread
+/// with `rte_eth_link_get_nowait`, which every driver supports, rather than link-state
+/// interrupts, which virtual devices lack). The state itself is the `port_link_up` gauge.
+struct LinkWatch {
+    ports: Vec<(u16, String)>,
+    last: Vec<Option<bool>>,
+    checked: Instant,
+}
+
+impl LinkWatch {
+    fn new(ports: Vec<(u16, String)>) -> LinkWatch {
+        let last = vec![None; ports.len()];
+        LinkWatch { ports, last, checked: Instant::now() - Duration::from_secs(1) }
+    }
+
+    fn tick(&mut self) {
+        if self.checked.elapsed() < Duration::from_secs(1) {
+            return;
+        }
+        self.checked = Instant::now();
+        for ((id, name), last) in self.ports.iter().zip(self.last.iter_mut()) {
+            let Ok(l) = dpdk::port_link(*id) else { continue };
+            match *last {
+                Some(was) if was != l.up && l.up => tracing::info!(port = %name, speed_mbps = l.speed_mbps, "link up"),
+                Some(was) if was != l.up => tracing::warn!(port = %name, "link down"),
+                None => tracing::info!(port = %name, up = l.up, speed_mbps = l.speed_mbps, "link state"),
+                _ => {}
+            }
+            *last = Some(l.up);
+        }
+    }
 }

@@ -266,6 +266,21 @@ pub fn render(daemon: &Daemon) -> String {
     b.counter("port_tx_errors", "Frames the device failed to send", status.ports.iter().map(|p| (pl(p), p.oerrors)));
     b.counter("port_rx_nombuf", "RX mbuf allocation failures", status.ports.iter().map(|p| (pl(p), p.rx_nombuf)));
     b.gauge("port_mbufs_in_use", "mbufs of the port's pool in use", status.ports.iter().map(|p| (pl(p), p.mbufs_in_use as f64)));
+    b.gauge("port_link_up", "1 when the port's link is up, 0 when down (absent when the driver cannot tell)", status.ports.iter().filter_map(|p| p.link_up.map(|u| (pl(p), one(u)))));
+    b.gauge("port_link_speed_mbps", "Link speed, Mbit/s (0 when unknown)", status.ports.iter().map(|p| (pl(p), f64::from(p.link_speed_mbps))));
+    // Extended statistics (rte_eth_xstats): per-queue packets as their own series, the
+    // rest (missed, nombuf, errors) by their driver's name.
+    let queue = |dir: &str, name: &str| name.strip_prefix(dir).and_then(|r| r.strip_suffix("_packets")).filter(|q| q.bytes().all(|c| c.is_ascii_digit())).map(str::to_string);
+    let per_queue = |dir: &'static str| {
+        status.ports.iter().flat_map(move |p| p.xstats.iter().filter_map(move |(n, v)| queue(dir, n).map(|q| (labels(&[("port", &p.name), ("queue", &q)]), *v))))
+    };
+    b.counter("port_queue_rx_packets", "Packets received on the RX queue (device xstat rx_qN_packets; queue N = worker N)", per_queue("rx_q"));
+    b.counter("port_queue_tx_packets", "Packets sent on the TX queue (device xstat tx_qN_packets)", per_queue("tx_q"));
+    b.counter(
+        "port_xstat",
+        "Device extended statistics of missed frames, mbuf allocation failures and errors, by the driver's name (rte_eth_xstats_get)",
+        status.ports.iter().flat_map(|p| p.xstats.iter().filter(|(n, _)| queue("rx_q", n).is_none() && queue("tx_q", n).is_none()).map(|(n, v)| (labels(&[("port", &p.name), ("name", n)]), *v))),
+    );
 
     let mut out = String::new();
     if let Err(e) = encode(&mut out, &b.reg) {
@@ -524,6 +539,42 @@ address = "10.0.0.13"
                 assert!(o.status.success(), "promtool check metrics: {msg}\n{text}");
             }
             Err(e) => eprintln!("SKIP promtool check metrics: {e}"),
+        }
+    }
+
+    /// Link state and the device's extended statistics: per-queue packets as their own
+    /// series, the rest by the driver's name; a port whose driver cannot tell its link has
+    /// no `port_link_up` series.
+    #[test]
+    fn link_and_xstats_per_port_and_queue() {
+        let cfg = spillway_shared::config::Config::from_toml("[[ports]]\nname = \"p0\"\ndevice = \"net_null0\"\n[[ports]]\nname = \"p1\"\ndevice = \"net_null1\"\n").unwrap();
+        let stats = Box::new(|i: usize| spillway_shared::proto::PortStatus {
+            name: format!("p{i}"),
+            link_up: (i == 0).then_some(false),
+            link_speed_mbps: 10_000,
+            xstats: vec![("rx_q0_packets".into(), 5), ("rx_q1_packets".into(), 7), ("tx_q0_packets".into(), 9), ("rx_missed_errors".into(), 3), ("rx_mbuf_allocation_errors".into(), 1)],
+            ..Default::default()
+        });
+        let d = crate::daemon::Daemon::new(cfg, 2, vec![0, 0], stats).unwrap();
+        let t = render(&d);
+        assert_eq!(sample(&t, "spillway_port_link_up{port=\"p0\"}"), Some(0.0), "{t}");
+        assert!(!t.contains("spillway_port_link_up{port=\"p1\"}"), "p1's driver cannot tell");
+        assert_eq!(sample(&t, "spillway_port_link_speed_mbps{port=\"p1\"}"), Some(10_000.0));
+        assert_eq!(sample(&t, "spillway_port_queue_rx_packets_total{port=\"p0\",queue=\"1\"}"), Some(7.0));
+        assert_eq!(sample(&t, "spillway_port_queue_tx_packets_total{port=\"p1\",queue=\"0\"}"), Some(9.0));
+        assert_eq!(sample(&t, "spillway_port_xstat_total{port=\"p0\",name=\"rx_missed_errors\"}"), Some(3.0));
+        assert!(!t.contains("name=\"rx_q0_packets\""), "per-queue packets only as their own series");
+        promtool_accepts(&to_prometheus_text(&t));
+    }
+
+    #[test]
+    fn xstat_names_operators_watch() {
+        use crate::dpdk::xstat_wanted;
+        for n in ["rx_q0_packets", "tx_q15_packets", "rx_missed_errors", "rx_mbuf_allocation_errors", "tx_errors", "rx_nombuf"] {
+            assert!(xstat_wanted(n), "{n}");
+        }
+        for n in ["rx_good_packets", "rx_q0_bytes", "rx_size_64_packets"] {
+            assert!(!xstat_wanted(n), "{n}");
         }
     }
 

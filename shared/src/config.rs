@@ -150,6 +150,12 @@ pub struct DataplaneConfig {
     /// `icmp_ratelimit` rate). RFC 1812 §4.3.2.8, RFC 4443 §2.4(f).
     #[serde(default = "default_icmp_rate", deserialize_with = "ranged::icmp_errors_per_sec")]
     pub icmp_errors_per_sec: u32,
+    /// Initialise DPDK's packet capture framework at start (`rte_pdump_init`), so that
+    /// `dpdk-dumpcap` (a DPDK secondary process) can capture the ports while the daemon
+    /// runs. Needs EAL multi-process: `eal_args` without `--no-shconf` or `--in-memory`
+    /// (docs/operations.md "Port capture with dpdk-dumpcap"). Default false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub packet_capture: bool,
 }
 
 fn default_icmp_rate() -> u32 {
@@ -183,6 +189,7 @@ impl Default for DataplaneConfig {
             socket_group: None,
             idle_sleep_us: 0,
             icmp_errors_per_sec: default_icmp_rate(),
+            packet_capture: false,
         }
     }
 }
@@ -1424,6 +1431,10 @@ impl Config {
         for (f, v) in [("workers", i64::from(d.workers)), ("mbufs_per_port", d.mbufs_per_port.into()), ("idle_sleep_us", d.idle_sleep_us.into()), ("descriptors", d.descriptors.into()), ("icmp_errors_per_sec", d.icmp_errors_per_sec.into())] {
             let path = format!("dataplane.{f}");
             lim(&path).check_int(&path, v)?;
+        }
+        if let Some(a) = d.eal_args.iter().find(|a| d.packet_capture && matches!(a.as_str(), "--no-shconf" | "--in-memory")) {
+            return Err(ConfigError::new("dataplane.packet_capture", "true",
+                format!("needs EAL multi-process for dpdk-dumpcap (a secondary process): remove {a} from dataplane.eal_args")));
         }
         if !d.worker_cores.is_empty() && d.worker_cores.len() < usize::from(d.workers) {
             return Err(ConfigError::new("dataplane.worker_cores", format!("{:?}", d.worker_cores),

@@ -19,8 +19,10 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod capture;
 pub mod config;
 pub mod device;
+pub mod dryrun;
 pub mod fleet;
 pub mod flow;
 pub mod limits;

@@ -40,7 +40,9 @@ use std::io::{Read, Write};
 /// Version 8: messages of several frames ([`MAX_MESSAGE`]); `Request::ServiceShow` and
 /// `Response::Service` (one service's config and state, not the whole config);
 /// `NeighborStatus::mld_reports`; QUIC-LB: `Request::Explain::quic_dcid`,
-/// `ExplainReport::quic`, `Counters::quic_lb`, `EndpointStatus::server_id`.
+/// `ExplainReport::quic`, `Counters::quic_lb`, `EndpointStatus::server_id`; dry runs:
+/// `Request::DryRun` / `Response::DryRun`; `PortStatus::{link_up, link_speed_mbps, xstats}`;
+/// `Request::Capture{Start,Poll,Stop}`.
 pub const PROTOCOL_VERSION: u16 = 8;
 /// Largest frame accepted, bytes (a message longer than this is split into frames).
 pub const MAX_FRAME: usize = 1 << 20;
@@ -226,6 +228,25 @@ pub enum Request {
     ServiceShow {
         /// Service name.
         name: String,
+    },
+    /// Plan an editing request (a mutation, `config apply` or `vip drain|undrain`) and
+    /// answer what it would change ([`crate::dryrun::DryRunReport`]) without publishing or
+    /// writing anything. Another request inside is refused. A dry run inside a dry run
+    /// does not decode ([`crate::dryrun::one_level`]: no unbounded recursion on input).
+    DryRun(#[serde(deserialize_with = "crate::dryrun::one_level")] Box<Request>),
+    /// Start capturing dropped frames (`spillwayctl capture drops`); one capture at a time.
+    /// Answered with [`Response::CaptureStarted`].
+    CaptureStart(crate::capture::CaptureFilter),
+    /// The frames captured since the last poll of `session` ([`Response::CaptureBatch`]);
+    /// a capture not polled for [`crate::capture::LEASE_MS`] ends.
+    CapturePoll {
+        /// The session of [`Response::CaptureStarted`].
+        session: u64,
+    },
+    /// End capture `session` (answered with its last [`Response::CaptureBatch`]).
+    CaptureStop {
+        /// The session of [`Response::CaptureStarted`].
+        session: u64,
     },
 }
 
@@ -492,6 +513,12 @@ pub enum Response {
         /// Its backends' state and counters, as in [`StatusReport::backends`].
         backends: Vec<BackendStatus>,
     },
+    /// Answer to [`Request::DryRun`].
+    DryRun(crate::dryrun::DryRunReport),
+    /// Answer to [`Request::CaptureStart`].
+    CaptureStarted(crate::capture::CaptureStarted),
+    /// Answer to [`Request::CapturePoll`] and [`Request::CaptureStop`].
+    CaptureBatch(crate::capture::CaptureBatch),
 }
 
 /// What was wrong with a request frame, in [`Response::BadFrame`].
@@ -680,6 +707,17 @@ pub struct PortStatus {
     pub rx_nombuf: u64,
     /// mbufs in use in this port's pool.
     pub mbufs_in_use: u64,
+    /// Link up (`rte_eth_link_get_nowait`); `None` when the driver cannot tell.
+    #[serde(default)]
+    pub link_up: Option<bool>,
+    /// Link speed, Mbit/s (0 when unknown).
+    #[serde(default)]
+    pub link_speed_mbps: u32,
+    /// The device's extended statistics that operators watch, as (name, value) in driver
+    /// order: per-queue packets (`rx_q0_packets`), missed frames, mbuf allocation failures
+    /// and errors (`dataplane::dpdk::xstat_wanted`).
+    #[serde(default)]
+    pub xstats: Vec<(String, u64)>,
 }
 
 /// One backend's state and counters.

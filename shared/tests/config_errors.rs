@@ -346,6 +346,18 @@ fn impossible_addresses_and_cores_are_refused() {
     assert!(e.starts_with("dataplane.worker_cores[1] = 1: must differ from the other cores (dataplane.worker_cores[0] is also 1)"), "{e}");
 }
 
+/// `packet_capture` (dpdk-dumpcap) needs EAL multi-process: refused with `--no-shconf` or
+/// `--in-memory` in `eal_args`, naming the argument to remove.
+#[test]
+fn packet_capture_needs_multi_process() {
+    let with = |eal: &str| BASE.replace("workers = 1", &format!("workers = 1\npacket_capture = true\neal_args = [{eal}]"));
+    load(&with("\"--no-huge\"")).unwrap();
+    for a in ["--no-shconf", "--in-memory"] {
+        let e = load(&with(&format!("\"--no-huge\", \"{a}\""))).unwrap_err();
+        assert!(e.starts_with(&format!("dataplane.packet_capture = true: needs EAL multi-process for dpdk-dumpcap (a secondary process): remove {a} from dataplane.eal_args")), "{e}");
+    }
+}
+
 /// One rule for service, backend, endpoint and zone names: 1 to 63 characters of
 /// `[A-Za-z0-9._-]`; the error shows the name quoted (new-user test: `"my web"`,
 /// `"a/b"` and names with a newline were accepted for services and backends).

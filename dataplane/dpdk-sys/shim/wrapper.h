@@ -7,4 +7,5 @@
 #include <rte_mbuf.h>
 #include <rte_ether.h>
 #include <rte_ethdev.h>
+#include <rte_pdump.h>
 #include "shim.h"

@@ -57,6 +57,8 @@ pub struct Shared {
     /// Queues to the fleet-sync thread, set once at start when `[sync]` is configured
     /// (before the workers start; [`crate::sync`]).
     pub sync: std::sync::OnceLock<Arc<crate::sync::SyncQueues>>,
+    /// Rings of dropped frames for `capture drops` ([`crate::fastpath::capture`]).
+    pub capture: Arc<crate::fastpath::capture::CaptureHub>,
 }
 
 impl Shared {
@@ -74,6 +76,7 @@ impl Shared {
             mailbox_lock: std::sync::Mutex::new(0),
             neighbors: Arc::new(crate::neighbor::NeighborQueues::new(workers)),
             sync: std::sync::OnceLock::new(),
+            capture: Arc::new(crate::fastpath::capture::CaptureHub::new(workers)),
         }
     }
 

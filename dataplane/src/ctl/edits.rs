@@ -260,11 +260,16 @@ mod erased {
 impl Daemon {
     /// `config apply`: replaces the config by `text` (a complete config file).
     pub fn config_apply(&self, text: &str, if_generation: Option<u64>) -> Response {
+        self.config_apply_as(text, if_generation, false)
+    }
+
+    /// [`Daemon::config_apply`], or its dry run ([`super::dryrun`]).
+    pub fn config_apply_as(&self, text: &str, if_generation: Option<u64>, dry_run: bool) -> Response {
         let new = match Config::from_toml(text) {
             Ok(c) => c,
             Err(e) => return Response::Error { message: format!("config: {e}") },
         };
-        self.mutate_with(if_generation, Some(text), move |c| {
+        self.mutate_with(if_generation, Some(text), dry_run, move |c| {
             *c = new;
             Ok(())
         })
@@ -272,9 +277,14 @@ impl Daemon {
 
     /// `service add|remove|set`, `backend add|remove|set`, `endpoint add|remove|set`.
     pub fn edit_request(&self, req: spillway_shared::proto::Request) -> Response {
+        self.edit_request_as(req, false)
+    }
+
+    /// [`Daemon::edit_request`], or its dry run ([`super::dryrun`]).
+    pub fn edit_request_as(&self, req: spillway_shared::proto::Request, dry_run: bool) -> Response {
         use spillway_shared::proto::Request as R;
         match req {
-            R::ServiceAdd { name, fields, if_generation } => self.mutate(if_generation, |c| {
+            R::ServiceAdd { name, fields, if_generation } => self.mutate_as(dry_run, if_generation, |c| {
                 if c.service(&name).is_some() {
                     return Err(format!("service {name} already exists"));
                 }
@@ -292,7 +302,7 @@ impl Daemon {
                 c.services.push(s);
                 Ok(())
             }),
-            R::ServiceRemove { name, if_generation } => self.mutate(if_generation, |c| {
+            R::ServiceRemove { name, if_generation } => self.mutate_as(dry_run, if_generation, |c| {
                 let n = c.services.len();
                 c.services.retain(|s| s.name != name);
                 if c.services.len() == n {
@@ -300,12 +310,12 @@ impl Daemon {
                 }
                 Ok(())
             }),
-            R::ServiceSet { name, fields, if_generation } => self.mutate(if_generation, |c| {
+            R::ServiceSet { name, fields, if_generation } => self.mutate_as(dry_run, if_generation, |c| {
                 let i = c.services.iter().position(|s| s.name == name).ok_or_else(|| no_service(c, &name))?;
                 c.services[i] = edit(&c.services[i], &fields, &format!("service {name}"), &["name", "backends"], "services[]")?;
                 Ok(())
             }),
-            R::BackendAdd { service, name, fields, if_generation } => self.mutate(if_generation, |c| {
+            R::BackendAdd { service, name, fields, if_generation } => self.mutate_as(dry_run, if_generation, |c| {
                 let si = c.services.iter().position(|s| s.name == service).ok_or_else(|| no_service(c, &service))?;
                 if c.services[si].backends.iter().any(|b| b.name == name) {
                     return Err(format!("service {service}: backend {name} already exists"));
@@ -314,7 +324,7 @@ impl Daemon {
                 c.services[si].backends.push(b);
                 Ok(())
             }),
-            R::BackendRemove { service, name, if_generation } => self.mutate(if_generation, |c| {
+            R::BackendRemove { service, name, if_generation } => self.mutate_as(dry_run, if_generation, |c| {
                 let si = c.services.iter().position(|s| s.name == service).ok_or_else(|| no_service(c, &service))?;
                 let n = c.services[si].backends.len();
                 c.services[si].backends.retain(|b| b.name != name);
@@ -323,14 +333,14 @@ impl Daemon {
                 }
                 Ok(())
             }),
-            R::BackendSet { service, name, fields, if_generation } => self.mutate(if_generation, |c| {
+            R::BackendSet { service, name, fields, if_generation } => self.mutate_as(dry_run, if_generation, |c| {
                 let si = c.services.iter().position(|s| s.name == service).ok_or_else(|| no_service(c, &service))?;
                 let bi = c.services[si].backends.iter().position(|b| b.name == name).ok_or_else(|| format!("service {service} has no backend {name}"))?;
                 let b = &c.services[si].backends[bi];
                 c.services[si].backends[bi] = edit(b, &fields, &format!("service {service}: backend {name}"), &["name"], "services[].backends[]")?;
                 Ok(())
             }),
-            R::EndpointAdd { service, backend, name, fields, if_generation } => self.mutate(if_generation, |c| {
+            R::EndpointAdd { service, backend, name, fields, if_generation } => self.mutate_as(dry_run, if_generation, |c| {
                 let b = find_backend(c, &service, &backend)?;
                 if b.members().iter().any(|m| m.name == name) {
                     return Err(format!("service {service}: backend {backend}: endpoint {name} already exists"));
@@ -344,7 +354,7 @@ impl Daemon {
                 b.endpoints.push(e);
                 Ok(())
             }),
-            R::EndpointRemove { service, backend, name, if_generation } => self.mutate(if_generation, |c| {
+            R::EndpointRemove { service, backend, name, if_generation } => self.mutate_as(dry_run, if_generation, |c| {
                 let b = find_backend(c, &service, &backend)?;
                 if !b.members().iter().any(|m| m.name == name) {
                     return Err(no_endpoint(&service, b, &name));
@@ -356,7 +366,7 @@ impl Daemon {
                 b.endpoints.remove(i);
                 Ok(())
             }),
-            R::EndpointSet { service, backend, name, fields, if_generation } => self.mutate(if_generation, |c| {
+            R::EndpointSet { service, backend, name, fields, if_generation } => self.mutate_as(dry_run, if_generation, |c| {
                 let b = find_backend(c, &service, &backend)?;
                 if !b.members().iter().any(|m| m.name == name) {
                     return Err(no_endpoint(&service, b, &name));

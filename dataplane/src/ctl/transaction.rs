@@ -111,17 +111,33 @@ impl Daemon {
     /// (systemd watchdog) or readers. Only mutations change the config and its generation,
     /// so both are the same after the write as when the edit was planned.
     pub fn mutate(&self, if_generation: Option<u64>, f: impl FnOnce(&mut Config) -> Result<(), String>) -> Response {
-        self.mutate_with(if_generation, None, f)
+        self.mutate_with(if_generation, None, false, f)
+    }
+
+    /// [`Daemon::mutate`], or with `dry_run` its dry run: planned and refused alike, then
+    /// answered with what it would change ([`super::dryrun`]); nothing is written or
+    /// published.
+    pub fn mutate_as(&self, dry_run: bool, if_generation: Option<u64>, f: impl FnOnce(&mut Config) -> Result<(), String>) -> Response {
+        self.mutate_with(if_generation, None, dry_run, f)
     }
 
     /// [`Daemon::mutate`]; `replacement` is the complete file text of a `config apply`,
     /// which may replace a config file that is missing or does not parse
-    /// ([`super::persist::write_back`]).
-    pub(super) fn mutate_with(&self, if_generation: Option<u64>, replacement: Option<&str>, f: impl FnOnce(&mut Config) -> Result<(), String>) -> Response {
+    /// ([`super::persist::write_back`]). `dry_run`: answer the plan's effect instead
+    /// ([`super::dryrun`]).
+    pub(super) fn mutate_with(&self, if_generation: Option<u64>, replacement: Option<&str>, dry_run: bool, f: impl FnOnce(&mut Config) -> Result<(), String>) -> Response {
         let _edit = self.edit_lock.lock().unwrap_or_else(|e| e.into_inner());
         let planned = {
             let st = self.control.lock().unwrap_or_else(|e| e.into_inner());
             match plan(&st, if_generation, f) {
+                Ok(Ok(p)) if dry_run => {
+                    let prepared = super::dryrun::prepare(self, &st, &p.cand, p.changes);
+                    drop(st);
+                    return super::dryrun::finish(self, prepared);
+                }
+                Ok(Err(a)) if dry_run => {
+                    return Response::DryRun(spillway_shared::dryrun::DryRunReport { config_generation: a.generation, changes: a.changes, services: Vec::new(), notes: Vec::new() });
+                }
                 Ok(Ok(p)) => p,
                 Ok(Err(a)) => {
                     let running = replacement.is_some().then(|| st.cfg.clone());

@@ -87,6 +87,19 @@ impl Eal {
         unsafe { sys::rte_lcore_count() }
     }
 
+    /// Initialises DPDK's packet capture framework (`rte_pdump_init`): registers the
+    /// multi-process request handler through which `dpdk-dumpcap` (a secondary process)
+    /// asks this primary to copy a port's RX/TX packets to it. Nothing runs on the packet
+    /// path until a capture is enabled: `rte_pdump` then installs ethdev RX/TX callbacks on
+    /// the captured queues, and removes them when it ends. Errors: EAL runs without
+    /// multi-process (`--no-shconf`, `--in-memory`) or the handler cannot register.
+    pub fn pdump_init(&self) -> Result<()> {
+        // SAFETY: EAL is initialised (this object exists); called once, from the main
+        // thread, before the workers start.
+        let ret = unsafe { sys::rte_pdump_init() };
+        check("rte_pdump_init", ret, || "dataplane.packet_capture".to_string()).map(|_| ())
+    }
+
     /// Releases EAL resources (`rte_eal_cleanup`) now, reporting failure. Drop every mbuf,
     /// port and mempool first. EAL cannot be initialised again in this process.
     pub fn cleanup(mut self) -> Result<()> {

@@ -8,55 +8,6 @@ use dpdk_sys as sys;
 use std::ffi::{CStr, CString};
 use std::ptr;
 
-/// Port counters (`rte_eth_stats`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct PortStats {
-    /// Packets received.
-    pub ipackets: u64,
-    /// Packets sent.
-    pub opackets: u64,
-    /// Bytes received.
-    pub ibytes: u64,
-    /// Bytes sent.
-    pub obytes: u64,
-    /// Packets dropped by the device because RX queues were full.
-    pub imissed: u64,
-    /// Receive errors.
-    pub ierrors: u64,
-    /// Transmit errors.
-    pub oerrors: u64,
-    /// RX mbuf allocation failures.
-    pub rx_nombuf: u64,
-}
-
-/// Counters of port `port_id` (`rte_eth_stats_get`); callable from any thread (the
-/// control socket reads them while workers run).
-pub fn port_stats(port_id: u16) -> Result<PortStats> {
-    let mut s = sys::rte_eth_stats::default();
-    // SAFETY: s is a valid out-pointer; an invalid port id is reported as an error.
-    let ret = unsafe { sys::rte_eth_stats_get(port_id, &mut s) };
-    check("rte_eth_stats_get", ret, || format!("port id {port_id}"))?;
-    Ok(PortStats {
-        ipackets: s.ipackets,
-        opackets: s.opackets,
-        ibytes: s.ibytes,
-        obytes: s.obytes,
-        imissed: s.imissed,
-        ierrors: s.ierrors,
-        oerrors: s.oerrors,
-        rx_nombuf: s.rx_nombuf,
-    })
-}
-
-/// Link state (`rte_eth_link_get_nowait`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct LinkStatus {
-    /// Link up.
-    pub up: bool,
-    /// Speed in Mbit/s (0 when unknown).
-    pub speed_mbps: u32,
-}
-
 /// RSS hash functions Spillway asks for: IPv4/IPv6 plus TCP/UDP ports (the 5-tuple).
 pub fn rss_5tuple() -> u64 {
     // SAFETY: plain constants exported by the shim.
@@ -371,11 +322,6 @@ impl EthPort {
         check(call, ret, || format!("port {}", self.name)).map(|_| ())
     }
 
-    /// The port's id, for the control side's calls that need no `&mut` ([`set_multicast`]).
-    pub fn id(&self) -> u16 {
-        self.port_id
-    }
-
     /// Port counters.
     pub fn stats(&self) -> Result<PortStats> {
         port_stats(self.port_id)
@@ -383,16 +329,7 @@ impl EthPort {
 
     /// Link state without waiting.
     pub fn link(&self) -> Result<LinkStatus> {
-        let mut l = sys::rte_eth_link::default();
-        // SAFETY: l is a valid out-pointer.
-        let ret = unsafe { sys::rte_eth_link_get_nowait(self.port_id, &mut l) };
-        check("rte_eth_link_get_nowait", ret, || {
-            format!("port {}", self.name)
-        })?;
-        Ok(LinkStatus {
-            up: l.link_status() != 0,
-            speed_mbps: l.link_speed,
-        })
+        port_link(self.port_id)
     }
 
     /// A worker handle for RX/TX queue `queue_id` (configure and start the port first).
@@ -539,32 +476,4 @@ mod tests {
         assert_eq!(clamp_descriptors(1000, 64, 4096, 32), 992);
         assert_eq!(clamp_descriptors(0, 0, 0, 1), 1);
     }
-}
-
-/// How a port receives the multicast groups Spillway listens to ([`set_multicast`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum MulticastMode {
-    /// The device filters on the given list (`rte_eth_dev_set_mc_addr_list`).
-    List,
-    /// The device has no list filter: all multicast is received (`rte_eth_allmulticast_enable`).
-    AllMulticast,
-}
-
-/// Makes port `port_id` receive the Ethernet multicast addresses `macs` (the solicited-node
-/// groups of our IPv6 addresses, RFC 4861 §7.2.1): the device's multicast list, else
-/// all-multicast. Called from the control side at start and when the IPv6 addresses
-/// change. Errors: neither is supported (the caller warns when promiscuous mode is off
-/// too: Neighbor Solicitations for our addresses may never arrive).
-pub fn set_multicast(port_id: u16, macs: &[[u8; 6]]) -> Result<MulticastMode> {
-    let mut list: Vec<sys::rte_ether_addr> = macs.iter().map(|m| sys::rte_ether_addr { addr_bytes: *m }).collect();
-    // SAFETY: valid port id; `list` holds `list.len()` addresses and outlives the call (the
-    // driver copies them).
-    let ret = unsafe { sys::rte_eth_dev_set_mc_addr_list(port_id, list.as_mut_ptr(), list.len() as u32) };
-    if ret == 0 {
-        return Ok(MulticastMode::List);
-    }
-    // SAFETY: valid port id.
-    let all = unsafe { sys::rte_eth_allmulticast_enable(port_id) };
-    check("rte_eth_allmulticast_enable", all, || format!("port {port_id} (rte_eth_dev_set_mc_addr_list: {})", super::strerror(ret)))
-        .map(|_| MulticastMode::AllMulticast)
 }

@@ -30,6 +30,7 @@ mod error;
 mod ethdev;
 mod mbuf;
 mod mempool;
+mod port_ctl;
 mod rxplan;
 
 pub use eal::*;
@@ -37,4 +38,5 @@ pub use error::{rte_errno, strerror, DpdkError, Result};
 pub use ethdev::*;
 pub use mbuf::*;
 pub use mempool::*;
+pub use port_ctl::*;
 pub use rxplan::*;

@@ -6,6 +6,7 @@
 //! only). Never: locks, allocation, syscalls or panics per packet; nothing from `dpdk`
 //! (the DPDK port implements [`port::Port`] from the other side).
 
+pub mod capture;
 pub mod conntrack;
 pub mod port;
 pub mod segments;

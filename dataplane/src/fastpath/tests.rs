@@ -328,6 +328,43 @@
         assert!(out[0].0 <= 3 && out[1].0 == out[0].0, "dns backend for both: {out:?}");
     }
 
+    /// Drop capture through the worker's real poll path: nothing is copied while no capture
+    /// runs; while one runs, a dropped frame of a captured reason is copied with its reason
+    /// and worker, one of another reason is not, and forwarded frames never are.
+    #[test]
+    fn dropped_frames_are_captured_only_while_a_capture_runs() {
+        use crate::fastpath::capture::CaptureHub;
+        use crate::fastpath::port::MemPort;
+        let snap = compile_toml(&service("dns", 53, "udp", "", &["d1", "d2"], 0), &[]);
+        let hub = Arc::new(CaptureHub::new(1));
+        let mut w = worker(1024);
+        w.capture = hub.take_tap(0);
+        let mut ports = vec![MemPort::new([2, 0, 0, 0, 0, 1])];
+        let mut bufs = PollBuffers::new(1);
+        let mut wrong_proto = frame(17, 9, 7000, 53, 0).data().to_vec();
+        wrong_proto[12..14].copy_from_slice(&[0x88, 0xb5]); // local experimental EtherType
+        let mut poll = |w: &mut Worker, now: u32| {
+            w.capture.as_mut().unwrap().refresh();
+            ports[0].rx.extend([MemBuf::new(&[1u8; 10]), MemBuf::new(&wrong_proto), frame(17, 9, 7000, 53, 0)]);
+            w.poll(&mut ports, &mut bufs, &snap, now);
+            ports[0].tx.clear();
+        };
+        let drained = |hub: &CaptureHub| {
+            let mut v = Vec::new();
+            hub.drain(|c| v.push((c.reason, c.worker, c.len, c.now_ms)));
+            v
+        };
+        poll(&mut w, 5);
+        assert_eq!(drained(&hub), vec![], "no capture running");
+        hub.start(1u64 << DropReason::TruncatedEthernet as u8, 512);
+        poll(&mut w, 7);
+        assert_eq!(drained(&hub), vec![(DropReason::TruncatedEthernet as u8, 0, 10, 7)]);
+        assert_eq!(counter(&w.stats.drops[DropReason::UnsupportedEthertype as usize]), 2, "counted, not captured");
+        hub.stop();
+        poll(&mut w, 9);
+        assert_eq!(drained(&hub), vec![], "stopped");
+    }
+
     /// `martian_source` (issue 15): the worker drops a new connection exactly when the
     /// shared rule `explain` uses says so for the config: from a VIP or a port address,
     /// and from no client or backend address.

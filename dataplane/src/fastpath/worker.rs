@@ -107,6 +107,7 @@ pub struct Worker {
     pub ipv6_seen: bool,
     /// Queues to the fleet-sync thread ([`crate::sync`]); `None`: sync off.
     pub sync: Option<Arc<crate::sync::SyncQueues>>,
+    pub(crate) capture: Option<crate::fastpath::capture::Tap>, // drop-capture ring (fastpath::capture); None in tests
     /// Refresh-walk state of the IPv4 and IPv6 tables.
     sync_walk: crate::fastpath::conntrack::SyncWalk,
     sync_walk6: crate::fastpath::conntrack::SyncWalk,
@@ -226,6 +227,7 @@ impl Worker {
             neighbors: None,
             ipv6_seen: false,
             sync: None,
+            capture: None, // taken from the hub when the loop starts
             sync_walk: Default::default(),
             sync_walk6: Default::default(),
             sync_epoch: 0,

@@ -8,7 +8,7 @@
 use super::{push_or_flush, Verdict, Worker};
 use crate::control::snapshot::Snapshot;
 use crate::fastpath::frag::{DatagramId, FragHold, Held, Release};
-use crate::fastpath::port::{Burst, Port};
+use crate::fastpath::port::{Burst, PacketBuf, Port};
 use crate::fastpath::segments::sendable;
 use crate::fastpath::stats::bump;
 use crate::wire::DropReason;
@@ -33,6 +33,9 @@ impl Worker {
             Verdict::Consumed => drop(b),
             Verdict::Drop(r) => {
                 bump(&self.stats.drops[r as usize], 1);
+                if let Some(t) = self.capture.as_ref().filter(|t| t.on) {
+                    t.offer(r, b.data(), b.pkt_len(), now);
+                }
                 drop(b);
             }
             Verdict::Hold => self.hold(held, b, i, now),

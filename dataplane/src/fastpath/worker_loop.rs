@@ -27,12 +27,16 @@ pub fn run_loop<P: Port>(worker: &mut Worker, queues: &mut [P], shared: &crate::
     let Some(mailbox) = shared.mailboxes.get(params.index).cloned() else { return };
     worker.neighbors = Some(shared.neighbors.clone());
     worker.sync = shared.sync.get().cloned();
+    worker.capture = shared.capture.take_tap(params.index);
     let outbox = if params.index == 0 { Some(shared.neighbors.clone()) } else { None };
     while !shared.stop.load(std::sync::atomic::Ordering::Relaxed) {
         let now = params.epoch.elapsed().as_millis() as u32;
         // SAFETY: this worker (index `params.index`) reports its quiescent state at the end
         // of `poll` and does not keep `snap` past this iteration.
         let snap = unsafe { shared.worker_snapshot() };
+        if let Some(t) = &mut worker.capture {
+            t.refresh();
+        }
         let n = worker.poll(queues, &mut bufs, snap, now);
         if let Some(o) = &outbox {
             worker.send_control_frames(queues, &o.outbox);

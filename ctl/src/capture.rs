@@ -1,0 +1,191 @@
+//! `spillwayctl capture drops`: the frames the daemon drops, written as pcapng (one
+//! Ethernet interface, nanosecond timestamps), each frame carrying a comment `reason=R
+//! worker=W` (pcapng `opt_comment`; Wireshark shows it as the packet comment, `tshark -T
+//! fields -e frame.comment` prints it). `-w -` streams to stdout, flushed after every
+//! poll, so `spillwayctl capture drops -w - | tcpdump -r -` works.
+//!
+//! The capture polls the daemon every 100 ms (a capture not polled for 2 s ends in the
+//! daemon: killing the client ends it), ends after `--count` frames, on SIGINT/SIGTERM, or
+//! when the reader of stdout goes away. Exit codes: 0, 1 refused (another capture runs, an
+//! unknown reason), 2 usage, file or no daemon.
+
+use crate::client;
+use clap::Subcommand;
+use pcap_file::pcapng::blocks::enhanced_packet::{EnhancedPacketBlock, EnhancedPacketOption};
+use pcap_file::pcapng::blocks::interface_description::{InterfaceDescriptionBlock, InterfaceDescriptionOption};
+use pcap_file::pcapng::PcapNgWriter;
+use spillway_shared::capture::{CaptureFilter, CapturedFrame};
+use spillway_shared::proto::{Request, Response};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+/// `capture ...`
+#[derive(Subcommand, Debug)]
+pub enum CaptureCmd {
+    /// Capture the frames the daemon drops, with their drop reason and worker, as pcapng.
+    Drops {
+        /// Only this drop reason (repeatable; names as in `stats`); default every reason.
+        #[arg(long = "reason", value_name = "R")]
+        reasons: Vec<String>,
+        /// Only frames to this destination address (IPv4 or IPv6).
+        #[arg(long, value_name = "V")]
+        vip: Option<std::net::IpAddr>,
+        /// Stop after N frames.
+        #[arg(long, value_name = "N")]
+        count: Option<u64>,
+        /// Bytes kept per frame (1-512).
+        #[arg(long, value_name = "S", default_value_t = 512)]
+        snaplen: u32,
+        /// Output file, or `-` for stdout.
+        #[arg(short = 'w', value_name = "FILE|-")]
+        write: PathBuf,
+    },
+}
+
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_: libc::c_int) {
+    STOP.store(true, Ordering::Relaxed);
+}
+
+/// The pcapng comment of a frame.
+pub fn comment(f: &CapturedFrame) -> String {
+    format!("reason={} worker={}", f.reason, f.worker)
+}
+
+/// Writes `frames` as Enhanced Packet Blocks of interface 0.
+fn write_frames<W: Write>(w: &mut PcapNgWriter<W>, frames: &[CapturedFrame]) -> Result<(), String> {
+    for f in frames {
+        let epb = EnhancedPacketBlock {
+            interface_id: 0,
+            timestamp: Duration::from_nanos(f.unix_ns),
+            original_len: f.orig_len,
+            data: std::borrow::Cow::Borrowed(&f.data),
+            options: vec![EnhancedPacketOption::Comment(comment(f).into())],
+        };
+        w.write_pcapng_block(epb).map_err(|e| e.to_string())?;
+    }
+    w.get_mut().flush().map_err(|e| e.to_string())
+}
+
+/// A pcapng writer with its section header and the one Ethernet interface.
+fn writer<W: Write>(out: W, snaplen: u32) -> Result<PcapNgWriter<W>, String> {
+    let mut w = PcapNgWriter::new(out).map_err(|e| e.to_string())?;
+    let idb = InterfaceDescriptionBlock {
+        linktype: pcap_file::DataLink::ETHERNET,
+        snaplen,
+        options: vec![InterfaceDescriptionOption::IfName("spillway-drops".into()), InterfaceDescriptionOption::IfTsResol(9)],
+    };
+    w.write_pcapng_block(idb).map_err(|e| e.to_string())?;
+    Ok(w)
+}
+
+/// Runs `capture drops`.
+pub fn run(socket: &Path, cmd: &CaptureCmd) -> i32 {
+    let CaptureCmd::Drops { reasons, vip, count, snaplen, write } = cmd;
+    let out: Box<dyn Write> = if write.as_os_str() == "-" {
+        Box::new(std::io::stdout().lock())
+    } else {
+        match std::fs::File::create(write) {
+            Ok(f) => Box::new(std::io::BufWriter::new(f)),
+            Err(e) => {
+                eprintln!("spillwayctl: cannot create {}: {e}", write.display());
+                return 2;
+            }
+        }
+    };
+    let filter = CaptureFilter { reasons: reasons.clone(), vip: *vip, snaplen: *snaplen };
+    let started = match client::request(socket, &Request::CaptureStart(filter)) {
+        Ok(Response::CaptureStarted(s)) => s,
+        Ok(r) => {
+            eprintln!("spillwayctl: unexpected response from the daemon: {r:?}");
+            return 2;
+        }
+        Err(e) => {
+            eprintln!("spillwayctl: {e}");
+            return e.exit_code();
+        }
+    };
+    // SAFETY: installing async-signal-safe handlers (they only store to an atomic).
+    unsafe {
+        libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
+        libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
+    }
+    eprintln!("spillwayctl: capturing drops ({}), snaplen {}", if reasons.is_empty() { "every reason".to_string() } else { started.reasons.join(", ") }, started.snaplen);
+    let mut w = match writer(out, started.snaplen) {
+        Ok(w) => w,
+        Err(e) => {
+            eprintln!("spillwayctl: {e}");
+            let _ = client::request(socket, &Request::CaptureStop { session: started.session });
+            return 2;
+        }
+    };
+    let mut written = 0u64;
+    let mut ring_full = 0;
+    let code = loop {
+        let stop = STOP.load(Ordering::Relaxed) || count.is_some_and(|n| written >= n);
+        let req = if stop { Request::CaptureStop { session: started.session } } else { Request::CapturePoll { session: started.session } };
+        match client::request(socket, &req) {
+            Ok(Response::CaptureBatch(b)) => {
+                ring_full = b.ring_full;
+                let take = count.map_or(b.frames.len(), |n| (n - written).min(b.frames.len() as u64) as usize);
+                if let Err(e) = write_frames(&mut w, &b.frames[..take]) {
+                    // the reader went away (`| head`) or the disk is full
+                    eprintln!("spillwayctl: writing the capture: {e}");
+                    let _ = client::request(socket, &Request::CaptureStop { session: started.session });
+                    break 0;
+                }
+                written += take as u64;
+                if stop {
+                    break 0;
+                }
+            }
+            Ok(r) => {
+                eprintln!("spillwayctl: unexpected response from the daemon: {r:?}");
+                break 2;
+            }
+            Err(e) => {
+                eprintln!("spillwayctl: {e}");
+                break e.exit_code();
+            }
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    eprintln!("spillwayctl: {written} dropped frames captured{}", if ring_full > 0 { format!(", {ring_full} not captured (a worker's capture ring was full)") } else { String::new() });
+    code
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The file reads back with pcap-file's own parser: one interface, the frames, and the
+    /// comment of each.
+    #[test]
+    fn pcapng_reads_back_with_the_comments() {
+        let frames = vec![
+            CapturedFrame { unix_ns: 1_700_000_000_123_000_000, worker: 1, reason: "not_for_vip".into(), orig_len: 60, data: vec![7; 42] },
+            CapturedFrame { unix_ns: 1_700_000_000_456_000_000, worker: 0, reason: "malformed_ipv4".into(), orig_len: 34, data: vec![9; 34] },
+        ];
+        let mut w = writer(Vec::new(), 512).unwrap();
+        write_frames(&mut w, &frames).unwrap();
+        let bytes = w.into_inner();
+        let mut r = pcap_file::pcapng::PcapNgReader::new(&bytes[..]).unwrap();
+        let mut got = Vec::new();
+        while let Some(b) = r.next_block() {
+            if let pcap_file::pcapng::Block::EnhancedPacket(p) = b.unwrap() {
+                let c = p.options.iter().find_map(|o| if let EnhancedPacketOption::Comment(c) = o { Some(c.to_string()) } else { None });
+                got.push((p.data.len(), p.original_len, p.timestamp.as_nanos() as u64, c));
+            }
+        }
+        assert_eq!(
+            got,
+            vec![
+                (42, 60, 1_700_000_000_123_000_000, Some("reason=not_for_vip worker=1".into())),
+                (34, 34, 1_700_000_000_456_000_000, Some("reason=malformed_ipv4 worker=0".into())),
+            ]
+        );
+    }
+}

@@ -1,0 +1,360 @@
+//! Dry runs of editing requests (`spillwayctl ... --dry-run`): an edit is planned exactly as
+//! [`super::transaction`] would apply it (same validation and refusals), then the routing
+//! snapshot of the running config and of the edited one are compiled from the same health,
+//! load and pipeline state and compared ([`spillway_shared::dryrun`] defines the answer).
+//! Nothing is published, no file is written, no generation moves.
+//!
+//! Tracked connections that would be re-picked are counted per endpoint by the workers
+//! (a `flows count` restricted to that endpoint's slot, through their mailboxes): the
+//! connection table keeps no per-backend occupancy counter, so this is one table walk per
+//! affected endpoint, on the workers' control poll, never on a packet.
+
+use crate::control::snapshot::{ServiceSnap, Snapshot};
+use crate::control::{backend_states, compile_with_neighbors, with_unresolved, CompileInput, SlotMap};
+use crate::daemon::{ControlState, Daemon};
+use spillway_shared::config::Config;
+use spillway_shared::dryrun::{DryRunClass, DryRunReport, DryRunService, Repick, ShareChange, StageChange};
+use spillway_shared::pipeline::{self, ClientClass, Decision, Topology};
+use spillway_shared::proto::{FlowOp, Request, Response};
+use std::time::Duration;
+
+/// How long the workers get to count the connections of one endpoint.
+const COUNT_TIMEOUT: Duration = Duration::from_millis(500);
+
+/// Hashes sampled when the two tables of a class differ in size (`maglev_table_size`
+/// changed): the moved share is then estimated, to ±0.1 percentage point (1σ ≈ 0.05).
+const SAMPLES: u64 = 1 << 20;
+
+/// A dry run whose connection counts are still to be asked of the workers (without the
+/// control mutex).
+pub(super) struct Prepared {
+    report: DryRunReport,
+    /// (service index in the report, repick index, slot, incarnation)
+    counts: Vec<(usize, usize, u16, u16)>,
+}
+
+impl Daemon {
+    /// [`Request::DryRun`]: the effect of `inner` (a mutation, `config apply`, `vip
+    /// drain|undrain`) without making it. Another request is refused with an error naming
+    /// the ones that have a dry run.
+    pub fn dry_run(&self, inner: Request) -> Response {
+        use Request as R;
+        match inner {
+            R::ConfigApply { toml, if_generation } => self.config_apply_as(&toml, if_generation, true),
+            r @ (R::ServiceAdd { .. }
+            | R::ServiceRemove { .. }
+            | R::ServiceSet { .. }
+            | R::BackendAdd { .. }
+            | R::BackendRemove { .. }
+            | R::BackendSet { .. }
+            | R::EndpointAdd { .. }
+            | R::EndpointRemove { .. }
+            | R::EndpointSet { .. }) => self.edit_request_as(r, true),
+            R::VipDrain { vip } => self.vip_dry_run(vip, true),
+            R::VipUndrain { vip } => self.vip_dry_run(vip, false),
+            _ => Response::Error {
+                message: "only editing requests have a dry run (service|backend|endpoint add|remove|set, config apply, vip drain|undrain)".into(),
+            },
+        }
+    }
+
+    /// `vip drain|undrain --dry-run`: the announcement change and the tracked connections of
+    /// the VIP's services, which keep being served either way.
+    fn vip_dry_run(&self, vip: std::net::IpAddr, drain: bool) -> Response {
+        let (generation, services) = {
+            let st = self.control.lock().unwrap_or_else(|e| e.into_inner());
+            let names: Vec<String> = st.cfg.services.iter().filter(|s| s.vip == vip).map(|s| s.name.clone()).collect();
+            if names.is_empty() {
+                return Response::Error { message: format!("vip {vip}: not a configured VIP") };
+            }
+            (st.config_generation, names)
+        };
+        let row = self.fleet.vips().into_iter().find(|r| r.vip == vip.to_string());
+        let mut notes = Vec::new();
+        let was = row.as_ref().map_or("no announcement state (no [announce])".to_string(), |r| {
+            format!("drained {}, announced {}", r.drained, r.announced)
+        });
+        if drain {
+            notes.push(format!("vip {vip}: {was} -> drained true: its announcement is withdrawn (BIRD stops exporting it); this host keeps forwarding the flows that still arrive, new connections follow the routers to other hosts"));
+        } else {
+            notes.push(format!("vip {vip}: {was} -> drained false: announced again once ready"));
+        }
+        for s in &services {
+            let n = match self.flows(FlowOp::Count, &spillway_shared::proto::FlowFilter::Service(s.clone())) {
+                Response::Flows(f) => f.total.to_string(),
+                _ => "unknown (the workers did not answer)".into(),
+            };
+            notes.push(format!("service {s}: {n} tracked connections, kept on their backends"));
+        }
+        Response::DryRun(DryRunReport { config_generation: generation, changes: vec!["no config change (the drain is held in memory)".into()], services: Vec::new(), notes })
+    }
+}
+
+/// The dry run of a planned edit from the running state `st` (control mutex held):
+/// everything but the connection counts.
+pub(super) fn prepare(d: &Daemon, st: &ControlState, cand: &Config, changes: Vec<String>) -> Prepared {
+    let mut cand_slots: SlotMap = st.slots.clone();
+    // `plan` already checked that the slots can take the edit.
+    let _ = cand_slots.sync(cand);
+    // Next hops of new endpoints start pending (eligible), as after `set_config`.
+    let mut neigh_after = st.neighbors.view().clone();
+    for s in &cand.services {
+        for b in &s.backends {
+            for m in b.members() {
+                if let spillway_shared::neighbors::NextHop::Resolve(a) = spillway_shared::neighbors::next_hop(cand, s, &m) {
+                    if spillway_shared::neighbors::next_hop(&st.cfg, s, &m) != spillway_shared::neighbors::NextHop::Resolve(a) || !st.neighbors.view().contains_key(&a) {
+                        neigh_after.entry(a).or_insert(crate::neighbor::driver::PENDING_MAC);
+                    }
+                }
+            }
+        }
+    }
+    let now_sec = d.started.elapsed().as_secs_f64();
+    let compile = |cfg: &Config, slots: &SlotMap, neigh: &crate::neighbor::driver::NeighborView| {
+        let mut states = st.states.clone();
+        compile_with_neighbors(cfg, slots, CompileInput { health: &st.health, states: &mut states, now_sec, generation: st.generation, port_addrs: d.port_addrs.clone() }, neigh)
+    };
+    let before = compile(&st.cfg, &st.slots, st.neighbors.view());
+    let after = compile(cand, &cand_slots, &neigh_after);
+    let side = |cfg: &'_ Config, slots: &'_ SlotMap, snap: &'_ Snapshot, neigh: &crate::neighbor::driver::NeighborView| Side {
+        cfg: cfg.clone(),
+        slots: slots.clone(),
+        health: with_unresolved(cfg, &st.health, neigh).unwrap_or_else(|| st.health.clone()),
+        topo: Topology::from_config(cfg),
+        snap_index: snap.services.iter().map(|s| s.name.clone()).collect(),
+    };
+    let b = side(&st.cfg, &st.slots, &before, st.neighbors.view());
+    let a = side(cand, &cand_slots, &after, &neigh_after);
+    let mut report = DryRunReport { config_generation: st.config_generation, changes, services: Vec::new(), notes: Vec::new() };
+    let mut counts = Vec::new();
+    let mut names: Vec<&str> = cand.services.iter().map(|s| s.name.as_str()).collect();
+    names.extend(st.cfg.services.iter().map(|s| s.name.as_str()).filter(|n| cand.service(n).is_none()));
+    for name in names {
+        let mut svc = DryRunService {
+            service: name.to_string(),
+            what: match (st.cfg.service(name).is_some(), cand.service(name).is_some()) {
+                (true, true) => "changed",
+                (false, _) => "added",
+                (_, false) => "removed",
+            }
+            .into(),
+            classes: Vec::new(),
+            repicked: Vec::new(),
+        };
+        let mut classes: Vec<String> = before.class_names.clone();
+        classes.extend(after.class_names.iter().filter(|c| !before.class_names.contains(c)).cloned());
+        for class in &classes {
+            if let Some(c) = class_change(st, &b, &before, &a, &after, name, class, now_sec) {
+                svc.classes.push(c);
+            }
+        }
+        let mut slots = repicks(st, &b, &before, &a, &after, name, &mut svc.repicked);
+        if svc.classes.is_empty() && svc.repicked.is_empty() {
+            continue;
+        }
+        let si = report.services.len();
+        counts.extend(slots.drain(..).map(|(ri, slot, inc)| (si, ri, slot, inc)));
+        report.services.push(svc);
+    }
+    Prepared { report, counts }
+}
+
+/// Asks the workers for the connection counts of a [`prepare`]d dry run (without the
+/// control mutex) and answers.
+pub(super) fn finish(d: &Daemon, mut p: Prepared) -> Response {
+    for (si, ri, slot, inc) in p.counts {
+        let n = d.shared.ask_workers(FlowOp::Count, Some(vec![(slot, inc)]), COUNT_TIMEOUT).ok().map(|r| r.iter().map(|x| x.count).sum());
+        if let Some(r) = p.report.services.get_mut(si).and_then(|s| s.repicked.get_mut(ri)) {
+            r.connections = n;
+        }
+    }
+    Response::DryRun(p.report)
+}
+
+/// One side (before or after) of the comparison.
+struct Side {
+    cfg: Config,
+    slots: SlotMap,
+    /// Health as the snapshot uses it (failed next hops unhealthy).
+    health: crate::control::HealthView,
+    topo: Topology,
+    /// Service names by snapshot index.
+    snap_index: Vec<String>,
+}
+
+impl Side {
+    fn service_snap<'s>(&self, snap: &'s Snapshot, name: &str) -> Option<(u16, &'s ServiceSnap)> {
+        let i = self.snap_index.iter().position(|n| n == name)?;
+        snap.services.get(i).map(|s| (i as u16, s))
+    }
+
+    /// The pipeline's decision for `class` (by snapshot class name) of service `name`.
+    fn decision(&self, st: &ControlState, name: &str, class: &str, now_sec: f64) -> Option<Decision> {
+        let svc = self.cfg.service(name)?;
+        let cls = self.topo.client_classes().into_iter().find(|c| class_name(c) == class)?;
+        let states = backend_states(svc, &self.health);
+        let offered: f64 = states.iter().map(|s| s.load_cps).sum();
+        let mut sst = st.states.get(name).cloned().unwrap_or_default();
+        Some(pipeline::evaluate(svc, &states, &self.topo, &cls, (offered > 0.0).then_some(offered), &mut sst, now_sec))
+    }
+
+    /// `backend/endpoint` of every Maglev slot of the service's table for `class`, or
+    /// `None` when new connections of the class are dropped (or the class or service does
+    /// not exist on this side).
+    fn owners(&self, snap: &Snapshot, name: &str, class: &str) -> Option<(Vec<u32>, Vec<String>, std::sync::Arc<crate::control::snapshot::ClassTable>)> {
+        let (_, ss) = self.service_snap(snap, name)?;
+        let ci = snap.class_names.iter().position(|c| c == class)?;
+        let t = ss.tables.get(ci)?.clone()?;
+        let labels: Vec<String> =
+            t.backends.iter().map(|&sl| self.slots.owner(sl).map_or_else(|| format!("slot {sl}"), |(_, b, e)| format!("{b}/{e}"))).collect();
+        let slots = t.maglev.slots().iter().map(|&e| u32::from(e)).collect();
+        Some((slots, labels, t))
+    }
+}
+
+/// The class name `snapshot show` and the snapshot use.
+fn class_name(c: &ClientClass) -> String {
+    match c {
+        ClientClass::Zone(z) => z.clone(),
+        ClientClass::Incompatible => "(not zonal)".into(),
+    }
+}
+
+/// The change of one (service, class), or `None` when nothing about it changes.
+#[allow(clippy::too_many_arguments)]
+fn class_change(st: &ControlState, b: &Side, before: &Snapshot, a: &Side, after: &Snapshot, name: &str, class: &str, now_sec: f64) -> Option<DryRunClass> {
+    let ob = b.owners(before, name, class);
+    let oa = a.owners(after, name, class);
+    let moved_share = match (&ob, &oa) {
+        (None, None) => 0.0,
+        (None, Some(_)) | (Some(_), None) => 1.0,
+        (Some((sb, lb, _)), Some((sa, la, _))) if sb.len() == sa.len() => {
+            let moved = sb.iter().zip(sa).filter(|(x, y)| lb[**x as usize] != la[**y as usize]).count();
+            moved as f64 / sb.len().max(1) as f64
+        }
+        (Some((_, lb, tb)), Some((_, la, ta))) => {
+            let moved = (0..SAMPLES)
+                .filter(|&i| {
+                    let h = spillway_shared::flow::fmix64(i);
+                    tb.maglev.lookup(h).map(|e| &lb[usize::from(e)]) != ta.maglev.lookup(h).map(|e| &la[usize::from(e)])
+                })
+                .count();
+            moved as f64 / SAMPLES as f64
+        }
+    };
+    let db = b.decision(st, name, class, now_sec);
+    let da = a.decision(st, name, class, now_sec);
+    let share_of = |side: &Side, d: &Option<Decision>, backend: &str| -> f64 {
+        let (Some(d), Some(svc)) = (d, side.cfg.service(name)) else { return 0.0 };
+        svc.backends.iter().position(|x| x.name == backend).map_or(0.0, |i| d.share(i))
+    };
+    let mut backends: Vec<String> = a.cfg.service(name).map(|s| s.backends.iter().map(|x| x.name.clone()).collect()).unwrap_or_default();
+    if let Some(s) = b.cfg.service(name) {
+        backends.extend(s.backends.iter().map(|x| x.name.clone()).filter(|n| !backends.contains(n)).collect::<Vec<_>>());
+    }
+    let shares: Vec<ShareChange> = backends
+        .iter()
+        .map(|n| ShareChange { backend: n.clone(), before: share_of(b, &db, n), after: share_of(a, &da, n) })
+        .filter(|s| s.before > 0.0 || s.after > 0.0)
+        .collect();
+    let stages = stage_changes(db.as_ref(), da.as_ref());
+    let shares_moved = shares.iter().any(|s| (s.before - s.after).abs() > 1e-9);
+    if moved_share == 0.0 && !shares_moved && stages.is_empty() {
+        return None;
+    }
+    Some(DryRunClass { class: class.to_string(), moved_share, shares, stages })
+}
+
+/// Stages whose outcome changes, in pipeline order: their rule differs, or they exclude
+/// other backends than before (of those in both configs). A stage that passes on what an
+/// earlier stage changed, or only no longer sees a removed backend, is not listed.
+fn stage_changes(before: Option<&Decision>, after: Option<&Decision>) -> Vec<StageChange> {
+    let empty = Vec::new();
+    let tb = before.map_or(&empty, |d| &d.trace);
+    let ta = after.map_or(&empty, |d| &d.trace);
+    let text = |e: Option<&pipeline::TraceEntry>| e.map_or_else(|| "(stage absent)".to_string(), |e| format!("{} -> [{}]", e.rule, e.output.join(", ")));
+    // backends both sides know (a stage's input names every backend it sees)
+    let known = |t: &Vec<pipeline::TraceEntry>| t.first().map(|e| e.input.clone()).unwrap_or_default();
+    let (kb, ka) = (known(tb), known(ta));
+    let excluded = |e: &pipeline::TraceEntry| -> Vec<String> { e.input.iter().filter(|n| !e.output.contains(n) && kb.contains(n) && ka.contains(n)).cloned().collect() };
+    let mut stages: Vec<&str> = ta.iter().map(|e| e.stage.as_str()).collect();
+    stages.extend(tb.iter().map(|e| e.stage.as_str()).filter(|s| !ta.iter().any(|e| e.stage == *s)));
+    stages
+        .into_iter()
+        .filter_map(|s| {
+            let (x, y) = (tb.iter().find(|e| e.stage == s), ta.iter().find(|e| e.stage == s));
+            let same = match (x, y) {
+                (Some(x), Some(y)) => x.rule == y.rule && excluded(x) == excluded(y),
+                _ => false,
+            };
+            (!same).then(|| StageChange { stage: s.to_string(), before: text(x), after: text(y) })
+        })
+        .collect()
+}
+
+/// Why a tracked connection on `slot` (with `incarnation`) of service `name` would not stay
+/// on it in `snap` — the worker's `keeps_backend` rule without the drain deadline, which
+/// [`repicks`] handles with the pool switch — or `None` when it stays.
+fn leaves(side: &Side, snap: &Snapshot, name: &str, slot: u16, incarnation: u16) -> Option<String> {
+    let Some((si, ss)) = side.service_snap(snap, name) else { return Some("service removed".into()) };
+    let b = snap.backends.get(usize::from(slot))?;
+    if !b.present || b.service != si {
+        return Some("removed".into());
+    }
+    if b.incarnation != incarnation {
+        return Some("address changed (a new endpoint)".into());
+    }
+    if b.evict_connections {
+        return Some("evicted".into());
+    }
+    let last_resort = ss.tables.iter().all(|t| t.as_ref().is_none_or(|t| t.all_unhealthy));
+    if !b.healthy && !ss.persist_on_unhealthy && !last_resort {
+        return Some("unhealthy, and the service does not persist connections on unhealthy backends".into());
+    }
+    None
+}
+
+/// The endpoints of service `name` whose tracked connections stay before the edit and
+/// would leave after it, into `out`; returns (index in `out`, slot, incarnation) for the
+/// counts.
+fn repicks(st: &ControlState, b: &Side, before: &Snapshot, a: &Side, after: &Snapshot, name: &str, out: &mut Vec<Repick>) -> Vec<(usize, u16, u16)> {
+    let mut counts = Vec::new();
+    let Some(svc_b) = b.cfg.service(name) else { return counts };
+    // The pool switch of the edited snapshot (`Daemon::republish` starts the drain).
+    let fo_now = st.pools.get(name).map(|p| p.failed_over);
+    let fo_after = a.service_snap(after, name).map(|(_, s)| s.failed_over);
+    let svc_a = a.cfg.service(name);
+    for bk in &svc_b.backends {
+        for m in bk.members() {
+            let Some(slot) = b.slots.slot(name, &bk.name, &m.name) else { continue };
+            let inc = b.slots.incarnation(slot);
+            if leaves(b, before, name, slot, inc).is_some() {
+                continue; // already leaving today: the edit changes nothing for them
+            }
+            let mut reason = leaves(a, after, name, slot, inc);
+            if reason.is_none() {
+                if let (Some(now), Some(fo), Some(sa)) = (fo_now, fo_after, svc_a) {
+                    let in_inactive = sa.backends.iter().find(|x| x.name == bk.name).is_some_and(|x| x.failover != fo);
+                    let eligible = a.service_snap(after, name).is_some_and(|(_, s)| s.tables.iter().flatten().any(|t| t.backends.contains(&slot)));
+                    if now != fo && in_inactive && !eligible {
+                        let what = if fo { "failover" } else { "failback" };
+                        reason = Some(if sa.disable_connection_drain_on_failover {
+                            format!("evicted at the {what} (disable_connection_drain_on_failover)")
+                        } else {
+                            format!("drains for {} s after the {what}", sa.connection_drain_timeout_sec)
+                        });
+                    }
+                }
+            }
+            if let Some(reason) = reason {
+                counts.push((out.len(), slot, inc));
+                out.push(Repick { backend: bk.name.clone(), endpoint: m.name.clone(), reason, connections: None });
+            }
+        }
+    }
+    counts
+}
+
+#[cfg(test)]
+#[path = "dryrun_tests.rs"]
+mod tests;

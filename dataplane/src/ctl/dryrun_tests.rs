@@ -1,0 +1,183 @@
+//! Dry runs against the same edits applied: the predicted share of new connections that
+//! change backend is the share that does change, measured by live `explain` over many
+//! client ports; nothing is published or written by the dry run itself.
+
+use crate::daemon::Daemon;
+use spillway_shared::config::Config;
+use spillway_shared::dryrun::DryRunReport;
+use spillway_shared::proto::{Request, Response};
+
+/// Two zones, clients of each and of a not-compatible prefix; web spills cross-zone below
+/// 60 % of z1's endpoints healthy and enabled.
+const ZONED: &str = r#"
+[[ports]]
+name = "p0"
+device = "net_null0"
+address = "10.0.0.2"
+[forwarder]
+zone = "z1"
+region = "r1"
+[[zones]]
+zone = "z1"
+region = "r1"
+[[zones]]
+zone = "z2"
+region = "r1"
+[[client_zones]]
+prefix = "10.1.0.0/16"
+zone = "z1"
+[[client_zones]]
+prefix = "10.2.0.0/16"
+zone = "z2"
+[[client_zones]]
+prefix = "10.8.0.0/16"
+compatible = false
+[[services]]
+name = "web"
+vip = "10.0.0.100"
+port = 80
+zonal_affinity = "ZONAL_AFFINITY_SPILL_CROSS_ZONE"
+spillover_ratio = 0.6
+maglev_table_size = 4099
+[[services.backends]]
+name = "a1"
+address = "10.0.1.1"
+mac = "02:00:00:00:0a:01"
+zone = "z1"
+[[services.backends]]
+name = "a2"
+address = "10.0.1.2"
+mac = "02:00:00:00:0a:02"
+zone = "z1"
+[[services.backends]]
+name = "a3"
+address = "10.0.1.3"
+mac = "02:00:00:00:0a:03"
+zone = "z1"
+[[services.backends]]
+name = "c1"
+address = "10.0.2.1"
+mac = "02:00:00:00:0c:01"
+zone = "z2"
+[[services.backends]]
+name = "c2"
+address = "10.0.2.2"
+mac = "02:00:00:00:0c:02"
+zone = "z2"
+"#;
+
+/// Client address of each class (snapshot class names).
+const CLIENTS: [(&str, &str); 3] = [("z1", "10.1.0.5"), ("z2", "10.2.0.5"), ("(not zonal)", "10.8.0.5")];
+const PORTS: u16 = 20_000;
+
+fn daemon() -> Daemon {
+    Daemon::new(Config::from_toml(ZONED).unwrap(), 1, vec![0], Box::new(|_| Default::default())).unwrap()
+}
+
+fn fields(f: &[(&str, &str)]) -> Vec<(String, String)> {
+    f.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect()
+}
+
+/// `backend/endpoint` that live `explain` picks for each client port of `client`.
+fn picks(d: &Daemon, client: &str) -> Vec<Option<String>> {
+    (1..=PORTS)
+        .map(|p| match d.explain(client.parse().unwrap(), p, None, None) {
+            Response::Explain(r) => r.backend.zip(r.endpoint).map(|(b, e)| format!("{b}/{e}")),
+            r => panic!("{r:?}"),
+        })
+        .collect()
+}
+
+fn dry(d: &Daemon, req: &Request) -> DryRunReport {
+    match crate::ctl::server::Handler::handle(d, Request::DryRun(Box::new(req.clone()))) {
+        Response::DryRun(r) => r,
+        r => panic!("{r:?}"),
+    }
+}
+
+/// Runs `req` as a dry run and then for real on a fresh daemon, and checks the predicted
+/// moved share of every class against explain's picks before and after, within 1
+/// percentage point. Returns the report.
+fn predicted_matches_applied(req: Request) -> DryRunReport {
+    let d = daemon();
+    let gens = |d: &Daemon| {
+        let st = d.control.lock().unwrap();
+        (st.config_generation, st.generation, st.cfg.clone())
+    };
+    let before_gens = gens(&d);
+    let before: Vec<_> = CLIENTS.iter().map(|(_, c)| picks(&d, c)).collect();
+    let rep = dry(&d, &req);
+    assert_eq!(gens(&d), before_gens, "a dry run publishes nothing and changes no generation");
+    assert!(matches!(crate::ctl::server::Handler::handle(&d, req.clone()), Response::Applied(_)));
+    for (i, (class, client)) in CLIENTS.iter().enumerate() {
+        let after = picks(&d, client);
+        let moved = before[i].iter().zip(&after).filter(|(x, y)| x != y).count() as f64 / f64::from(PORTS);
+        let predicted = rep.services.iter().flat_map(|s| &s.classes).find(|c| c.class == *class).map_or(0.0, |c| c.moved_share);
+        eprintln!("{class}: predicted {predicted:.4}, moved {moved:.4}");
+        assert!((moved - predicted).abs() <= 0.01, "{class}: predicted {predicted:.4}, moved {moved:.4}\n{rep:#?}");
+    }
+    rep
+}
+
+#[test]
+fn removing_a_backend_moves_what_was_predicted() {
+    let rep = predicted_matches_applied(Request::BackendRemove { service: "web".into(), name: "a2".into(), if_generation: None });
+    assert_eq!(rep.changes, vec!["service web: backend a2 removed".to_string()]);
+    let web = &rep.services[0];
+    // z1 clients: 3 of 3 z1 endpoints -> 2 of 2 (ratio still 1): a2's third moves.
+    let z1 = web.classes.iter().find(|c| c.class == "z1").unwrap();
+    assert!((z1.moved_share - 1.0 / 3.0).abs() < 0.02, "{z1:?}");
+    let a2 = z1.shares.iter().find(|s| s.backend == "a2").unwrap();
+    assert!((a2.before - 1.0 / 3.0).abs() < 1e-9 && a2.after == 0.0, "{a2:?}");
+    // a2's tracked connections are re-picked (the bare daemon has no worker to count them)
+    assert_eq!(web.repicked.len(), 1);
+    assert_eq!((web.repicked[0].backend.as_str(), web.repicked[0].reason.as_str(), web.repicked[0].connections), ("a2", "removed", None));
+}
+
+#[test]
+fn a_spillover_ratio_above_the_healthy_share_spills_and_names_the_stage() {
+    let d = daemon();
+    {
+        // a2 unhealthy: z1 has 2/3 healthy endpoints
+        let mut st = d.control.lock().unwrap();
+        st.health.entry(("web".into(), "a2".into(), "a2".into())).or_default().healthy = false;
+        d.republish(&mut st);
+    }
+    let req = Request::ServiceSet { name: "web".into(), fields: fields(&[("spillover_ratio", "0.9")]), if_generation: None };
+    let rep = dry(&d, &req);
+    let z1 = rep.services[0].classes.iter().find(|c| c.class == "z1").unwrap();
+    let zonal = z1.stages.iter().find(|s| s.stage == "zonal_affinity").unwrap_or_else(|| panic!("{z1:#?}"));
+    assert!(zonal.before.contains("2/3") && zonal.before.contains(">= 0.6") && zonal.after.contains("< 0.9"), "{zonal:?}");
+    assert!(z1.shares.iter().any(|s| s.backend == "c1" && s.before == 0.0 && s.after > 0.0), "{z1:?}");
+    assert!(z1.moved_share > 0.3, "{z1:?}");
+    // no tracked connection leaves a backend it may keep
+    assert!(rep.services[0].repicked.is_empty(), "{rep:#?}");
+}
+
+#[test]
+fn a_weight_change_moves_what_was_predicted() {
+    let rep = predicted_matches_applied(Request::BackendSet { service: "web".into(), name: "c1".into(), fields: fields(&[("weight", "300")]), if_generation: None });
+    let z2 = rep.services[0].classes.iter().find(|c| c.class == "z2").unwrap();
+    assert!(z2.moved_share > 0.2, "{z2:?}");
+    assert!(rep.services[0].repicked.is_empty());
+}
+
+#[test]
+fn a_table_size_change_is_estimated_by_sampling() {
+    let rep = predicted_matches_applied(Request::ServiceSet { name: "web".into(), fields: fields(&[("maglev_table_size", "65537")]), if_generation: None });
+    assert!(rep.services[0].classes.iter().all(|c| c.moved_share > 0.3), "a new table size reshuffles: {rep:#?}");
+}
+
+#[test]
+fn refusals_and_no_change_are_answered_like_the_edit() {
+    let d = daemon();
+    let r = crate::ctl::server::Handler::handle(&d, Request::DryRun(Box::new(Request::BackendSet { service: "web".into(), name: "zz".into(), fields: fields(&[("weight", "3")]), if_generation: None })));
+    assert!(matches!(&r, Response::Error { message } if message.contains("has no backend zz")), "{r:?}");
+    let r = crate::ctl::server::Handler::handle(&d, Request::DryRun(Box::new(Request::BackendSet { service: "web".into(), name: "a1".into(), fields: fields(&[("weight", "3")]), if_generation: Some(7) })));
+    assert!(matches!(&r, Response::Error { message } if message.contains("not 7")), "{r:?}");
+    let rep = dry(&d, &Request::BackendSet { service: "web".into(), name: "a1".into(), fields: fields(&[("weight", "50")]), if_generation: None });
+    assert_eq!(rep.changes, vec!["no change".to_string()]);
+    assert!(rep.services.is_empty());
+    let r = crate::ctl::server::Handler::handle(&d, Request::DryRun(Box::new(Request::Status)));
+    assert!(matches!(&r, Response::Error { message } if message.contains("only editing requests")), "{r:?}");
+}
