@@ -105,6 +105,7 @@ impl<A: FlowAddr> ConnTable<A> {
             },
         };
         let state = if state == State::Closing { State::Closing } else { State::Established };
+        super::recount(&mut self.occ, self.buckets[b].0[i].state, state as u8);
         self.buckets[b].0[i] = Entry {
             src: k.src,
             dst: k.dst,
@@ -133,6 +134,7 @@ impl<A: FlowAddr> ConnTable<A> {
     pub fn remove_synced(&mut self, k: &FlowKeyOf<A>) -> bool {
         match self.find(k) {
             Some((b, i)) if self.buckets[b].0[i].is_remote() => {
+                super::recount(&mut self.occ, self.buckets[b].0[i].state, State::Empty as u8);
                 self.buckets[b].0[i].state = State::Empty as u8;
                 true
             }

@@ -1,0 +1,199 @@
+//! Relocation on insert (cuckoo displacement) and the occupancy counters of the
+//! connection table. A child of [`super`]; called only from [`ConnTable::insert`] and
+//! [`ConnTable::install`] when both buckets of a new key are full, never on a lookup.
+//!
+//! **Relocation.** Every entry may live in either of its two buckets. When both buckets of
+//! a new key are full, a breadth-first search over the entries of those buckets looks for
+//! a chain of at most [`MAX_MOVES`] moves, each taking an entry to its *other* bucket, that
+//! ends in a free (empty or expired) slot; the chain is carried out from its free end back
+//! to the new key's bucket, which then has a free slot. Only when no chain exists is an
+//! entry evicted, in the documented order (module docs of [`super`]). A move changes
+//! neither the entry nor its state, only its slot, and a key is in one of its two buckets
+//! before and after every move, so every lookup (which reads both buckets) stays right.
+//! With two choices, four ways and chains of up to three moves, a table of random keys
+//! fills to about 97 % before the first relocation fails (tested at 95 %:
+//! `dataplane/tests/conntrack_model.rs`), against about 86 % without relocation.
+//!
+//! **Cost bound.** The search reads at most [`MAX_SEARCH`] buckets, and runs only while at
+//! most [`FULL_NUM`]/[`FULL_DEN`] of the slots hold an entry (expired ones counted until
+//! cleared): above that, a free slot within reach is unlikely, and a SYN flood against a
+//! full table would otherwise pay the whole search on every SYN. A flood therefore costs
+//! what it cost without relocation: an eviction of the oldest SYN-only entry.
+//!
+//! **Occupancy.** The table counts its slots by state ([`Occupancy`]) on every change of a
+//! slot (insert, install, confirm, close, expiry seen by a lookup, sweep, flush, remove,
+//! eviction, move), so `flows count` and `/metrics` read counters and never walk a table.
+
+use super::{ConnTable, FlowAddr, State};
+
+/// Longest chain of moves one insertion may carry out.
+pub const MAX_MOVES: usize = 5;
+
+/// Most buckets one search reads besides the new key's two (the bound of MemC3's and
+/// DPDK `rte_hash`'s breadth-first cuckoo searches is of the same order).
+pub const MAX_SEARCH: usize = 500;
+
+/// Relocation is tried only while `entries × FULL_DEN < capacity × FULL_NUM` (31/32 =
+/// 96.9 % of the slots hold an entry).
+pub const FULL_NUM: u64 = 31;
+/// See [`FULL_NUM`].
+pub const FULL_DEN: u64 = 32;
+
+/// Slots of one table by state ([`super::Entry::state`] with its sync flags masked off).
+/// `syn_only + established + closing + empty` is the capacity. An expired entry counts in
+/// its state until a lookup, a sweep or an insertion clears it (at most one sweep cycle:
+/// `worker::SWEEP_BUCKETS_PER_POLL`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Occupancy {
+    /// Unconfirmed entries (SYN-only, a flow's first packet).
+    pub syn_only: u64,
+    /// Established entries.
+    pub established: u64,
+    /// Closing (FIN/RST seen) entries.
+    pub closing: u64,
+    /// Free slots.
+    pub empty: u64,
+}
+
+impl Occupancy {
+    /// Slots holding an entry.
+    pub fn entries(&self) -> u64 {
+        self.syn_only + self.established + self.closing
+    }
+}
+
+/// Moves one slot's count from the state of raw state byte `old` to that of `new`.
+#[inline(always)]
+pub(super) fn recount(occ: &mut [u64; 4], old: u8, new: u8) {
+    // The low two bits of a state byte are its `State` (the flags are 0x80 and 0x40).
+    let (o, n) = ((old & 3) as usize, (new & 3) as usize);
+    if o != n {
+        occ[o] = occ[o].wrapping_sub(1);
+        occ[n] = occ[n].wrapping_add(1);
+    }
+}
+
+/// One node of the search: a full bucket, reached by moving the entry at way `way` of
+/// node `parent`'s bucket into it (roots: the new key's two buckets, `parent == ROOT`).
+#[derive(Clone, Copy)]
+struct Node {
+    bucket: u32,
+    parent: u16,
+    way: u8,
+    depth: u8,
+}
+
+/// `parent` of a root.
+const ROOT: u16 = u16::MAX;
+
+/// Whether bucket `b` is node `at`'s bucket or one of its ancestors' (a root's sibling
+/// included: both roots are full and are where the freed slot must end up).
+fn on_path(nodes: &[Node], mut at: usize, b: usize) -> bool {
+    if nodes[0].bucket as usize == b || nodes[1].bucket as usize == b {
+        return true;
+    }
+    loop {
+        if nodes[at].bucket as usize == b {
+            return true;
+        }
+        if nodes[at].parent == ROOT {
+            return false;
+        }
+        at = nodes[at].parent as usize;
+    }
+}
+
+impl<A: FlowAddr> ConnTable<A> {
+    /// The table's slots by state, read from counters (no walk).
+    pub fn occupancy(&self) -> Occupancy {
+        let o = &self.occ;
+        Occupancy { empty: o[State::Empty as usize], syn_only: o[State::SynOnly as usize], established: o[State::Established as usize], closing: o[State::Closing as usize] }
+    }
+
+    /// A free (empty or expired) way of bucket `b`, if any.
+    #[inline]
+    fn free_way(&self, b: usize, now: u32) -> Option<usize> {
+        self.buckets.get(b)?.0.iter().position(|e| e.expired(now))
+    }
+
+    /// Moves the entry at `from` into the free slot `to` (an expired entry there is
+    /// dropped, counted as reused); `from` becomes empty.
+    fn move_entry(&mut self, from: (usize, usize), to: (usize, usize)) {
+        let e = self.buckets[from.0].0[from.1];
+        let old = self.buckets[to.0].0[to.1].state;
+        if old != State::Empty as u8 {
+            self.counters.expired_reused += 1;
+        }
+        recount(&mut self.occ, old, e.state);
+        self.buckets[to.0].0[to.1] = e;
+        recount(&mut self.occ, e.state, State::Empty as u8);
+        self.buckets[from.0].0[from.1].state = State::Empty as u8;
+        self.counters.relocated += 1;
+    }
+
+    /// Frees a slot in bucket `b1` or `b2` (both full of live entries) by a chain of moves
+    /// (module docs); returns it, or `None` when no chain within the bounds exists or the
+    /// table is too full to search.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn relocate(&mut self, b1: usize, b2: usize, now: u32) -> Option<(usize, usize)> {
+        let cap = self.capacity() as u64;
+        if self.occupancy().entries() * FULL_DEN >= cap * FULL_NUM {
+            return None;
+        }
+        let mut nodes = [Node { bucket: b1 as u32, parent: ROOT, way: 0, depth: 0 }; MAX_SEARCH + 2];
+        nodes[1].bucket = b2 as u32;
+        let (mut len, mut head, mut reads) = (2usize, 0usize, 0usize);
+        'search: while head < len {
+            let n = nodes[head];
+            let nb = n.bucket as usize;
+            for way in 0..super::WAYS {
+                let Some(e) = self.buckets.get(nb).map(|b| b.0[way]) else { break };
+                let (x1, x2) = self.buckets_of(&e.key());
+                let alt = if x1 == nb { x2 } else { x1 };
+                if alt == nb || on_path(&nodes, head, alt) {
+                    continue;
+                }
+                if reads == MAX_SEARCH {
+                    break 'search;
+                }
+                reads += 1;
+                if let Some(free) = self.free_way(alt, now) {
+                    // Carry the chain out from its free end: each move fills the slot the
+                    // previous one left, so no key is ever outside its two buckets. The
+                    // path's buckets are distinct (`on_path`), so every slot it reads still
+                    // holds the entry the search saw there.
+                    self.move_entry((nb, way), (alt, free));
+                    let (mut cur, mut hole) = (head, way);
+                    while nodes[cur].parent != ROOT {
+                        let c = nodes[cur];
+                        let p = nodes[c.parent as usize];
+                        self.move_entry((p.bucket as usize, c.way as usize), (c.bucket as usize, hole));
+                        hole = c.way as usize;
+                        cur = c.parent as usize;
+                    }
+                    return Some((nodes[cur].bucket as usize, hole));
+                }
+                if usize::from(n.depth) + 1 < MAX_MOVES && len < nodes.len() {
+                    nodes[len] = Node { bucket: alt as u32, parent: head as u16, way: way as u8, depth: n.depth + 1 };
+                    len += 1;
+                }
+            }
+            head += 1;
+        }
+        self.counters.relocation_failed += 1;
+        None
+    }
+}
+
+impl<A: FlowAddr> ConnTable<A> {
+    /// The same figures as [`ConnTable::occupancy`], by walking every slot: for tests that
+    /// check the counters against the table (never called by the daemon).
+    pub fn occupancy_by_walk(&self) -> Occupancy {
+        let mut occ = [0u64; 4];
+        for e in self.buckets.iter().flat_map(|b| b.0.iter()) {
+            occ[(e.state & 3) as usize] += 1;
+        }
+        Occupancy { empty: occ[0], syn_only: occ[1], established: occ[2], closing: occ[3] }
+    }
+}
