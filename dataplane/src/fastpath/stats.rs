@@ -57,6 +57,12 @@ pub struct WorkerStats {
     pub ct_evicted_closing: AtomicU64,
     /// New flows not tracked (both buckets full of established entries).
     pub ct_syn_not_tracked: AtomicU64,
+    /// Connection-table entries held, by family and state, mirrored from the tables'
+    /// occupancy counters at the end of every poll and after a flush
+    /// (`conntrack::Occupancy`): index `family * 3 + state`, family 0 IPv4 / 1 IPv6, state
+    /// 0 syn_only / 1 established / 2 closing ([`CT_STATES`]). What `flows count` and
+    /// `/metrics` read: no table walk.
+    pub ct_entries: [AtomicU64; 6],
     /// Snapshot generation this worker last used.
     pub generation: AtomicU64,
     /// Poll loop iterations.
@@ -100,6 +106,7 @@ impl Default for WorkerStats {
             ct_evicted_syn_only: AtomicU64::new(0),
             ct_evicted_closing: AtomicU64::new(0),
             ct_syn_not_tracked: AtomicU64::new(0),
+            ct_entries: Default::default(),
             generation: AtomicU64::new(0),
             polls: AtomicU64::new(0),
             idle_polls: AtomicU64::new(0),
@@ -111,6 +118,18 @@ impl Default for WorkerStats {
             nd_not_ours: AtomicU64::new(0),
         }
     }
+}
+
+/// State names of [`WorkerStats::ct_entries`], in index order within a family.
+pub const CT_STATES: [&str; 3] = ["syn_only", "established", "closing"];
+
+/// Family names of [`WorkerStats::ct_entries`], in index order.
+pub const CT_FAMILIES: [&str; 2] = ["ipv4", "ipv6"];
+
+/// Connection-table entries held by one worker, both families and all states
+/// ([`WorkerStats::ct_entries`]).
+pub fn ct_entries(w: &WorkerStats) -> u64 {
+    w.ct_entries.iter().map(|n| n.load(Relaxed)).sum()
 }
 
 /// Reads one worker's counters into the protocol's [`Counters`].
