@@ -270,6 +270,13 @@ pub struct ConnTable<A: FlowAddr = u32> {
     pub counters: CtCounters,
     /// Slots by state, indexed by `State as usize` ([`Occupancy`]); kept on every change.
     occ: [u64; 4],
+    /// Buckets a sync dump pass still has to visit from `sync_cursor` on (0: no pass), so
+    /// relocation never moves an entry the pass must send behind it
+    /// ([`ConnTable::set_dump_pass_left`]).
+    dump_left: usize,
+    /// Keys of confirmed entries relocation moved behind the running dump pass, offered by
+    /// its next step (capacity `relocate::DUMP_PENDING`, reserved at start: never grows).
+    dump_pending: Vec<FlowKeyOf<A>>,
 }
 
 impl<A: FlowAddr> ConnTable<A> {
@@ -285,6 +292,8 @@ impl<A: FlowAddr> ConnTable<A> {
             sync_cursor: 0,
             counters: CtCounters::default(),
             occ: [(n_buckets * WAYS) as u64, 0, 0, 0],
+            dump_left: 0,
+            dump_pending: Vec::with_capacity(relocate::DUMP_PENDING),
         }
     }
 

@@ -39,6 +39,10 @@ pub const FULL_NUM: u64 = 31;
 /// See [`FULL_NUM`].
 pub const FULL_DEN: u64 = 32;
 
+/// Keys moved behind a running sync dump pass that its next step offers first
+/// ([`ConnTable::sync_walk`]); the queue is allocated once with the table.
+pub const DUMP_PENDING: usize = 64;
+
 /// Slots of one table by state ([`super::Entry::state`] with its sync flags masked off).
 /// `syn_only + established + closing + empty` is the capacity. An expired entry counts in
 /// its state until a lookup, a sweep or an insertion clears it (at most one sweep cycle:
@@ -110,6 +114,17 @@ impl<A: FlowAddr> ConnTable<A> {
         Occupancy { empty: o[State::Empty as usize], syn_only: o[State::SynOnly as usize], established: o[State::Established as usize], closing: o[State::Closing as usize] }
     }
 
+    /// Whether moving `e` from bucket `from` to `to` would hide it from a running sync dump
+    /// pass: a confirmed entry (what the pass sends) taken from a bucket the pass has still
+    /// to visit into one it has passed. Such a move queues the key to be offered at the
+    /// pass's next step (`dump_pending`, [`DUMP_PENDING`] keys at most; with no room for a
+    /// whole chain the move is not considered). A starting peer must learn every connection.
+    #[inline]
+    fn hides_from_dump(&self, e: &super::Entry<A>, from: usize, to: usize) -> bool {
+        let ahead = |b: usize| b.wrapping_sub(self.sync_cursor) & (self.buckets.len() - 1) < self.dump_left;
+        self.dump_left > 0 && e.state() != State::SynOnly && ahead(from) && !ahead(to)
+    }
+
     /// A free (empty or expired) way of bucket `b`, if any.
     #[inline]
     fn free_way(&self, b: usize, now: u32) -> Option<usize> {
@@ -120,6 +135,9 @@ impl<A: FlowAddr> ConnTable<A> {
     /// dropped, counted as reused); `from` becomes empty.
     fn move_entry(&mut self, from: (usize, usize), to: (usize, usize)) {
         let e = self.buckets[from.0].0[from.1];
+        if self.hides_from_dump(&e, from.0, to.0) && self.dump_pending.len() < DUMP_PENDING {
+            self.dump_pending.push(e.key());
+        }
         let old = self.buckets[to.0].0[to.1].state;
         if old != State::Empty as u8 {
             self.counters.expired_reused += 1;
@@ -151,7 +169,7 @@ impl<A: FlowAddr> ConnTable<A> {
                 let Some(e) = self.buckets.get(nb).map(|b| b.0[way]) else { break };
                 let (x1, x2) = self.buckets_of(&e.key());
                 let alt = if x1 == nb { x2 } else { x1 };
-                if alt == nb || on_path(&nodes, head, alt) {
+                if alt == nb || on_path(&nodes, head, alt) || (self.hides_from_dump(&e, nb, alt) && self.dump_pending.len() + MAX_MOVES > DUMP_PENDING) {
                     continue;
                 }
                 if reads == MAX_SEARCH {
