@@ -53,7 +53,7 @@ impl Worker {
 
     /// Mirrors both tables' occupancy counters into [`crate::fastpath::stats::WorkerStats::ct_entries`]
     /// (six relaxed stores; no table walk).
-    pub(super) fn publish_occupancy(&self) {
+    pub(crate) fn publish_occupancy(&self) {
         use std::sync::atomic::Ordering::Relaxed;
         for (f, o) in [self.ct.occupancy(), self.ct6.occupancy()].into_iter().enumerate() {
             for (s, n) in [o.syn_only, o.established, o.closing].into_iter().enumerate() {
