@@ -162,6 +162,12 @@ pub fn render(daemon: &Daemon) -> String {
     };
     b.gauge("conntrack_capacity", "Connection-table entries per worker", [(vec![], f64::from(capacity))]);
     let stats = &daemon.shared.stats;
+    b.counter("conntrack_relocations", "Entries moved to their other bucket to make room for a new one", stats.iter().enumerate().map(|(i, s)| (w(i), s.ct_relocated.load(Ordering::Relaxed))));
+    b.counter(
+        "conntrack_relocation_failures",
+        "Insertions into two full buckets for which relocation found no room (an eviction or syn_not_tracked follows)",
+        stats.iter().enumerate().map(|(i, s)| (w(i), s.ct_relocation_failed.load(Ordering::Relaxed))),
+    );
     b.gauge("conntrack_entries", "Connection-table entries held, both families (occupancy counters; no table walk)", stats.iter().enumerate().map(|(i, s)| (w(i), crate::fastpath::stats::ct_entries(s) as f64)));
     b.gauge(
         "conntrack_entries_by_state",
@@ -506,12 +512,14 @@ address = "10.0.0.13"
         set(0, 0, 5); // IPv4 syn_only
         set(0, 1, 700); // IPv4 established
         set(1, 5, 3); // IPv6 closing
+        d.shared.stats[0].ct_relocated.store(42, Ordering::Relaxed);
         let started = std::time::Instant::now();
         let t = render(&d);
         assert!(started.elapsed() < crate::ctl::views::FLOWS_TIMEOUT, "the scrape waited for a worker");
         assert!(d.shared.mailboxes.iter().all(|m| m.posted() == 0), "a scrape posted a table request");
         assert_eq!(sample(&t, "spillway_conntrack_entries{worker=\"0\"}"), Some(705.0), "{t}");
         assert_eq!(sample(&t, "spillway_conntrack_entries{worker=\"1\"}"), Some(3.0));
+        assert_eq!(sample(&t, "spillway_conntrack_relocations_total{worker=\"0\"}"), Some(42.0));
         assert_eq!(sample(&t, "spillway_conntrack_entries_by_state{worker=\"0\",family=\"ipv4\",state=\"established\"}"), Some(700.0));
         assert_eq!(sample(&t, "spillway_conntrack_entries_by_state{worker=\"1\",family=\"ipv6\",state=\"closing\"}"), Some(3.0));
         // `flows count` without a filter reads the same counters.

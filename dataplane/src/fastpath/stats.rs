@@ -63,6 +63,12 @@ pub struct WorkerStats {
     /// 0 syn_only / 1 established / 2 closing ([`CT_STATES`]). What `flows count` and
     /// `/metrics` read: no table walk.
     pub ct_entries: [AtomicU64; 6],
+    /// Entries moved to their other bucket to make room for a new one (relocation), both
+    /// families (mirrored each poll; read by `/metrics` only).
+    pub ct_relocated: AtomicU64,
+    /// Insertions into two full buckets for which relocation found no room (an eviction
+    /// or `syn_not_tracked` follows), both families.
+    pub ct_relocation_failed: AtomicU64,
     /// Snapshot generation this worker last used.
     pub generation: AtomicU64,
     /// Poll loop iterations.
@@ -107,6 +113,8 @@ impl Default for WorkerStats {
             ct_evicted_closing: AtomicU64::new(0),
             ct_syn_not_tracked: AtomicU64::new(0),
             ct_entries: Default::default(),
+            ct_relocated: AtomicU64::new(0),
+            ct_relocation_failed: AtomicU64::new(0),
             generation: AtomicU64::new(0),
             polls: AtomicU64::new(0),
             idle_polls: AtomicU64::new(0),

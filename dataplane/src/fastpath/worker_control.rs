@@ -51,10 +51,13 @@ impl Worker {
         reply
     }
 
-    /// Mirrors both tables' occupancy counters into [`crate::fastpath::stats::WorkerStats::ct_entries`]
-    /// (six relaxed stores; no table walk).
+    /// Mirrors both tables' occupancy counters into [`crate::fastpath::stats::WorkerStats::ct_entries`],
+    /// and their relocation counters (eight relaxed stores; no table walk).
     pub(crate) fn publish_occupancy(&self) {
         use std::sync::atomic::Ordering::Relaxed;
+        let (c, c6) = (&self.ct.counters, &self.ct6.counters);
+        self.stats.ct_relocated.store(c.relocated + c6.relocated, Relaxed);
+        self.stats.ct_relocation_failed.store(c.relocation_failed + c6.relocation_failed, Relaxed);
         for (f, o) in [self.ct.occupancy(), self.ct6.occupancy()].into_iter().enumerate() {
             for (s, n) in [o.syn_only, o.established, o.closing].into_iter().enumerate() {
                 self.stats.ct_entries[f * 3 + s].store(n, Relaxed);
