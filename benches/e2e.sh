@@ -381,7 +381,8 @@ two_workers() {
 # in the background and waits until its port is up; FLOWGEN_PID is its pid.
 flowgen_start() {
     local log="$WORK/flowgen_$1.log" t=0
-    "$FLOWGEN_BIN" --device "net_memif0,role=server,socket=$WORK/gen.sock,id=0" --flows "$2" --size "$SIZE" --seconds 600 \
+    # shellcheck disable=SC2086  # FLOWGEN_EXTRA: extra flowgen flags, word-split on purpose
+    "$FLOWGEN_BIN" --device "net_memif0,role=server,socket=$WORK/gen.sock,id=0" --flows "$2" --size "$SIZE" --seconds 600 ${FLOWGEN_EXTRA:-} \
         -- --no-huge -m 256 --no-pci --file-prefix spw-gen -l "$GEN_CORE" > "$log" 2>&1 &
     FLOWGEN_PID=$!
     # (memif's socket is in the abstract namespace by default: no file to wait for)
@@ -442,6 +443,12 @@ many_flows_flowgen() {
     flowgen_check est64_memif
     flowgen_run est64_1m "$FLOWS_1M"
     flowgen_check est64_1m
+    # every packet a new connection from 1 M+ random sources (flowgen --syn-random), the
+    # table at its configured size: SYN-only entries fill it and then evict each other
+    FLOWGEN_EXTRA=--syn-random flowgen_run syn64_random "$FLOWS_1M"
+    flowgen_check syn64_random
+    # shellcheck disable=SC2154  # set by eval in run_spillway
+    python3 -c "print('ratio_syn_random_vs_est1k=%.2f' % ($MPPS_syn64_random / $MPPS_est64_memif))"
     # the path's own ceiling: testpmd io on Spillway's core between the same ports
     local log="$WORK/testpmd_io_memif.log" mpps
     flowgen_start testpmd "$FLOWS_1M"

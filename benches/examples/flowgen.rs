@@ -13,8 +13,14 @@
 //!
 //! ```text
 //! flowgen --device DEV [--flows N (1000)] [--seconds S (5)] [--size 60..=1514 (64)]
-//!         [--vip A.B.C.D (10.0.0.100)] [--port P (80)] -- EAL_ARGS...
+//!         [--vip A.B.C.D (10.0.0.100)] [--port P (80)] [--syn-random] -- EAL_ARGS...
 //! ```
+//!
+//! `--syn-random`: every frame is a TCP SYN of a connection never sent before (the new
+//! connection rate): frame `n` is flow `n × 0x9E3779B1 mod 2^32` (an odd multiplier, so a
+//! bijection of `u32`: no 5-tuple repeats within 2^32 frames), i.e. sources spread at random
+//! over 10.1.0.0 + 2^20 addresses (1,048,576) × 4,096 source ports; `--flows` is then only
+//! printed.
 //!
 //! Counts from the moment the port's link is up (for net_memif: the receiver connected) and
 //! stops after `--seconds`, on SIGINT/SIGTERM, or when the link goes down (the receiver
@@ -58,10 +64,11 @@ struct Args {
     size: usize,
     vip: Ipv4Addr,
     port: u16,
+    syn_random: bool,
     eal: Vec<String>,
 }
 
-const USAGE: &str = "usage: flowgen --device DEV [--flows N (1000)] [--seconds S (5)] [--size 60..=1514 (64)] [--vip A.B.C.D (10.0.0.100)] [--port P (80)] -- EAL_ARGS...";
+const USAGE: &str = "usage: flowgen --device DEV [--flows N (1000)] [--seconds S (5)] [--size 60..=1514 (64)] [--vip A.B.C.D (10.0.0.100)] [--port P (80)] [--syn-random] -- EAL_ARGS...";
 
 fn usage(msg: &str) -> ! {
     eprintln!("flowgen: {msg}\n{USAGE}");
@@ -69,7 +76,7 @@ fn usage(msg: &str) -> ! {
 }
 
 fn parse_args() -> Args {
-    let mut a = Args { device: String::new(), flows: 1000, seconds: 5.0, size: 64, vip: Ipv4Addr::new(10, 0, 0, 100), port: 80, eal: Vec::new() };
+    let mut a = Args { device: String::new(), flows: 1000, seconds: 5.0, size: 64, vip: Ipv4Addr::new(10, 0, 0, 100), port: 80, syn_random: false, eal: Vec::new() };
     let mut it = std::env::args().skip(1);
     while let Some(k) = it.next() {
         if k == "--" {
@@ -79,6 +86,10 @@ fn parse_args() -> Args {
         if k == "-h" || k == "--help" {
             println!("{USAGE}");
             std::process::exit(0);
+        }
+        if k == "--syn-random" {
+            a.syn_random = true;
+            continue;
         }
         let v = it.next().unwrap_or_else(|| usage(&format!("{k} needs a value")));
         let bad = |what: &str| -> ! { usage(&format!("{k} {v:?}: {what}")) };
@@ -148,7 +159,11 @@ fn run(a: &Args) -> Result<(u64, u64, f64, bool), String> {
     port.configure(1, 1, 1024, &pool).map_err(|e| e.to_string())?;
     port.start().map_err(|e| e.to_string())?;
     eprintln!("flowgen: {} started, sending {} flows", a.device, a.flows);
-    let tmpl = template(a.size, a.vip, a.port);
+    let mut tmpl = template(a.size, a.vip, a.port);
+    if a.syn_random {
+        tmpl[47] = 0x02; // TCP flags: SYN only
+    }
+    let mut n_frame = 0u32;
     let (mut sent, mut unsent, mut flow) = (0u64, 0u64, 0u32);
     let mut mbufs: [*mut sys::rte_mbuf; BURST] = [std::ptr::null_mut(); BURST];
     let deadline = Instant::now() + Duration::from_secs_f64(a.seconds);
@@ -190,7 +205,12 @@ fn run(a: &Args) -> Result<(u64, u64, f64, bool), String> {
             // SAFETY: see above: `size` bytes at `data` belong to this mbuf only.
             let out = unsafe { std::slice::from_raw_parts_mut(data, a.size) };
             out.copy_from_slice(&tmpl);
-            write_flow(out, flow);
+            if a.syn_random {
+                write_flow(out, n_frame.wrapping_mul(0x9E37_79B1));
+                n_frame = n_frame.wrapping_add(1);
+            } else {
+                write_flow(out, flow);
+            }
             flow += 1;
             if flow == a.flows {
                 flow = 0;

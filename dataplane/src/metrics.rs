@@ -4,8 +4,9 @@
 //!
 //! Every scrape reads the counters the way [`Daemon::status`] does (per-worker atomics
 //! summed on read, per-backend counters from their slot baselines) into a fresh registry,
-//! so the workers never do anything for metrics except the connection-table count (the
-//! same mailbox request as `spillwayctl flows count`, answered between bursts).
+//! so the workers never do anything for metrics: even the connection-table occupancy is read
+//! from counters each worker mirrors at the end of its poll (no mailbox request, no table
+//! walk; `WorkerStats::ct_entries`).
 //! Names, labels and meanings: docs/metrics.md; dashboard: docs/grafana-dashboard.json.
 
 use crate::daemon::Daemon;
@@ -14,7 +15,6 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
-use spillway_shared::proto::{FlowFilter, FlowOp, Response};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -162,9 +162,23 @@ pub fn render(daemon: &Daemon) -> String {
         (st.cfg.conntrack.capacity_per_worker, st.generation, st.config_generation, st.last_propagation_us)
     };
     b.gauge("conntrack_capacity", "Connection-table entries per worker", [(vec![], f64::from(capacity))]);
-    if let Response::Flows(r) = daemon.flows(FlowOp::Count, &FlowFilter::All) {
-        b.gauge("conntrack_entries", "Live connection-table entries (occupancy)", r.per_worker.iter().enumerate().map(|(i, n)| (w(i), *n as f64)));
-    }
+    let stats = &daemon.shared.stats;
+    b.counter("conntrack_relocations", "Entries moved to their other bucket to make room for a new one", stats.iter().enumerate().map(|(i, s)| (w(i), s.ct_relocated.load(Ordering::Relaxed))));
+    b.counter(
+        "conntrack_relocation_failures",
+        "Insertions into two full buckets for which relocation found no room (an eviction or syn_not_tracked follows)",
+        stats.iter().enumerate().map(|(i, s)| (w(i), s.ct_relocation_failed.load(Ordering::Relaxed))),
+    );
+    b.gauge("conntrack_entries", "Connection-table entries held, both families (occupancy counters; no table walk)", stats.iter().enumerate().map(|(i, s)| (w(i), crate::fastpath::stats::ct_entries(s) as f64)));
+    b.gauge(
+        "conntrack_entries_by_state",
+        "Connection-table entries held, by family and state",
+        stats.iter().enumerate().flat_map(|(i, s)| {
+            use crate::fastpath::stats::{CT_FAMILIES, CT_STATES};
+            let i = i.to_string();
+            (0..6).map(move |j| (labels(&[("worker", &i), ("family", CT_FAMILIES[j / 3]), ("state", CT_STATES[j % 3])]), s.ct_entries[j].load(Ordering::Relaxed) as f64)).collect::<Vec<_>>()
+        }),
+    );
 
     // Control socket.
     let cs = &status.control_socket;
@@ -501,6 +515,36 @@ address = "10.0.0.13"
         assert_eq!(sample(&t, &format!("spillway_endpoint_next_hop_resolved{}", ep("e1", "10.0.0.11"))), Some(1.0));
         assert_eq!(sample(&t, "spillway_neighbor_resolved{address=\"10.0.0.13\"}"), Some(0.0));
         assert_eq!(sample(&t, "spillway_neighbor_requests_total"), Some(0.0));
+        promtool_accepts(&to_prometheus_text(&t));
+    }
+
+    /// A scrape reads no connection table: the occupancy comes from the counters the
+    /// workers mirror, and no request is posted to a worker's mailbox (the only way the
+    /// control side gets a table read). The daemon here has no worker threads at all, so
+    /// a scrape that asked them would wait out the flows timeout and show no occupancy.
+    #[test]
+    fn a_scrape_reads_occupancy_counters_and_asks_no_worker() {
+        let d = daemon();
+        let set = |w: usize, j: usize, n: u64| d.shared.stats[w].ct_entries[j].store(n, Ordering::Relaxed);
+        set(0, 0, 5); // IPv4 syn_only
+        set(0, 1, 700); // IPv4 established
+        set(1, 5, 3); // IPv6 closing
+        d.shared.stats[0].ct_relocated.store(42, Ordering::Relaxed);
+        let started = std::time::Instant::now();
+        let t = render(&d);
+        assert!(started.elapsed() < crate::ctl::views::FLOWS_TIMEOUT, "the scrape waited for a worker");
+        assert!(d.shared.mailboxes.iter().all(|m| m.posted() == 0), "a scrape posted a table request");
+        assert_eq!(sample(&t, "spillway_conntrack_entries{worker=\"0\"}"), Some(705.0), "{t}");
+        assert_eq!(sample(&t, "spillway_conntrack_entries{worker=\"1\"}"), Some(3.0));
+        assert_eq!(sample(&t, "spillway_conntrack_relocations_total{worker=\"0\"}"), Some(42.0));
+        assert_eq!(sample(&t, "spillway_conntrack_entries_by_state{worker=\"0\",family=\"ipv4\",state=\"established\"}"), Some(700.0));
+        assert_eq!(sample(&t, "spillway_conntrack_entries_by_state{worker=\"1\",family=\"ipv6\",state=\"closing\"}"), Some(3.0));
+        // `flows count` without a filter reads the same counters.
+        match d.flows(spillway_shared::proto::FlowOp::Count, &spillway_shared::proto::FlowFilter::All) {
+            spillway_shared::proto::Response::Flows(r) => assert_eq!((r.per_worker, r.total), (vec![705, 3], 708)),
+            other => panic!("{other:?}"),
+        }
+        assert!(d.shared.mailboxes.iter().all(|m| m.posted() == 0), "flows count posted a table request");
         promtool_accepts(&to_prometheus_text(&t));
     }
 

@@ -984,6 +984,13 @@ impl Model {
         ensure!(c.evicted_syn_only - s0 == lost_syn && c.evicted_closing - c0 == lost_closing,
             "evictions counted ({}, {}) differ from entries lost ({lost_syn}, {lost_closing})", c.evicted_syn_only - s0, c.evicted_closing - c0);
         self.evicted_seen = (c.evicted_syn_only, c.evicted_closing);
+        // The occupancy counters (what `flows count` and `/metrics` read) equal a walk, and
+        // the worker's published copy equals them.
+        let (o4, o6) = (self.worker.ct.occupancy(), self.worker.ct6.occupancy());
+        ensure!(o4 == self.worker.ct.occupancy_by_walk() && o6 == self.worker.ct6.occupancy_by_walk(), "occupancy counters {o4:?} {o6:?} differ from a walk");
+        let published: Vec<u64> = self.stats.ct_entries.iter().map(|n| n.load(std::sync::atomic::Ordering::Relaxed)).collect();
+        let want = vec![o4.syn_only, o4.established, o4.closing, o6.syn_only, o6.established, o6.closing];
+        ensure!(published == want, "published occupancy {published:?}, tables {want:?}");
         Ok(())
     }
 

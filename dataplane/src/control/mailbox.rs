@@ -86,6 +86,11 @@ impl Mailbox {
         self.answered.store(req.seq, Ordering::Release);
     }
 
+    /// Sequence number of the latest request posted (0: none yet).
+    pub fn posted(&self) -> u64 {
+        self.posted.load(Ordering::Acquire)
+    }
+
     /// Control side: posts `req` (whose `seq` must be above every earlier one of this
     /// mailbox), replacing a request the worker has not picked up yet.
     pub fn post(&self, req: FlowRequest) {

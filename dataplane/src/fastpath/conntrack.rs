@@ -7,7 +7,14 @@
 //! or an overflowed key; with two choices a bucket overflows only when both are full,
 //! which keeps premature evictions negligible up to high load factors.
 //!
-//! Eviction order when both buckets are full (documented in docs/decisions.md):
+//! **Relocation before eviction.** When both buckets of a new key are full, entries are
+//! first moved to their other buckets (a bounded breadth-first cuckoo search, out of line:
+//! `conntrack_relocate.rs`) to free a slot; only when that fails is an entry evicted. So
+//! below about 96 % load no live entry is evicted (`dataplane/tests/conntrack_model.rs`
+//! tests 95 %), where two choices alone start evicting at about 86 %.
+//!
+//! Eviction order when both buckets are full and no relocation frees a slot (documented in
+//! docs/decisions.md):
 //!
 //! 1. an expired entry;
 //! 2. the oldest SYN-only entry;
@@ -44,6 +51,10 @@ pub use prefetch::PrefetchTarget;
 mod sync;
 #[path = "conntrack_mem.rs"]
 mod mem;
+#[path = "conntrack_relocate.rs"]
+mod relocate;
+use relocate::recount;
+pub use relocate::{Occupancy, MAX_MOVES};
 use mem::BucketMem;
 pub use sync::{InstallOutcome, SyncWalk, Synced};
 
@@ -197,6 +208,12 @@ pub struct CtCounters {
     pub sync_adopted: u64,
     /// Relayed copies not installed over a copy from the connection's own host.
     pub sync_older: u64,
+    /// Entries moved to their other bucket to make room for a new one (relocation,
+    /// `conntrack_relocate.rs`).
+    pub relocated: u64,
+    /// Insertions into two full buckets for which no chain of moves was found within the
+    /// search bounds (or the table was too full to search); an eviction follows, if any.
+    pub relocation_failed: u64,
 }
 
 /// What a lookup found.
@@ -251,6 +268,15 @@ pub struct ConnTable<A: FlowAddr = u32> {
     sync_cursor: usize,
     /// Counters.
     pub counters: CtCounters,
+    /// Slots by state, indexed by `State as usize` ([`Occupancy`]); kept on every change.
+    occ: [u64; 4],
+    /// Buckets a sync dump pass still has to visit from `sync_cursor` on (0: no pass), so
+    /// relocation never moves an entry the pass must send behind it
+    /// ([`ConnTable::set_dump_pass_left`]).
+    dump_left: usize,
+    /// Keys of confirmed entries relocation moved behind the running dump pass, offered by
+    /// its next step (capacity `relocate::DUMP_PENDING`, reserved at start: never grows).
+    dump_pending: Vec<FlowKeyOf<A>>,
 }
 
 impl<A: FlowAddr> ConnTable<A> {
@@ -265,6 +291,9 @@ impl<A: FlowAddr> ConnTable<A> {
             cursor: 0,
             sync_cursor: 0,
             counters: CtCounters::default(),
+            occ: [(n_buckets * WAYS) as u64, 0, 0, 0],
+            dump_left: 0,
+            dump_pending: Vec::with_capacity(relocate::DUMP_PENDING),
         }
     }
 
@@ -337,6 +366,7 @@ impl<A: FlowAddr> ConnTable<A> {
         if let Some((b, i)) = self.find(k) {
             if let Some(e) = self.buckets.get_mut(b).and_then(|bk| bk.0.get_mut(i)) {
                 if e.expired(now) {
+                    recount(&mut self.occ, e.state, State::Empty as u8);
                     e.state = State::Empty as u8;
                 } else {
                     let adopted = e.state & REMOTE != 0;
@@ -345,7 +375,9 @@ impl<A: FlowAddr> ConnTable<A> {
                         self.counters.sync_adopted += 1;
                     }
                     let before = e.state();
+                    let raw = e.state;
                     advance(e, flags, t);
+                    recount(&mut self.occ, raw, e.state);
                     e.last_seen = now;
                     self.counters.hits += 1;
                     return Some(Hit { backend: e.backend, incarnation: e.incarnation, service: e.service, state: before, created: e.created, after: e.state(), adopted });
@@ -392,6 +424,7 @@ impl<A: FlowAddr> ConnTable<A> {
         };
         let Some(bucket) = self.buckets.get_mut(b) else { return false };
         let e = &mut bucket.0[i];
+        recount(&mut self.occ, e.state, State::SynOnly as u8);
         *e = Entry {
             src: k.src,
             dst: k.dst,
@@ -451,6 +484,13 @@ impl<A: FlowAddr> ConnTable<A> {
         // A new entry is unconfirmed (SYN-only class): it never evicts an established
         // connection, so neither a SYN flood nor a flood of stray ACKs/UDP datagrams can
         // push real connections out of the table.
+        if rank.0 != 0 {
+            // Both buckets are full of live entries: make room by moving entries to their
+            // other buckets before anything is evicted (out of line, bounded).
+            if let Some(free) = self.relocate(b1, b2, now) {
+                return Some(free);
+            }
+        }
         match rank.0 {
             0 => {
                 if self.buckets.get(victim.0).is_some_and(|b| b.0[victim.1].state != State::Empty as u8) {
@@ -478,6 +518,7 @@ impl<A: FlowAddr> ConnTable<A> {
             if let Some(b) = self.buckets.get_mut(self.cursor) {
                 for e in b.0.iter_mut() {
                     if e.state != State::Empty as u8 && e.expired(now) {
+                        recount(&mut self.occ, e.state, State::Empty as u8);
                         e.state = State::Empty as u8;
                         n += 1;
                     }
@@ -492,6 +533,7 @@ impl<A: FlowAddr> ConnTable<A> {
     pub fn remove(&mut self, k: &FlowKeyOf<A>) -> bool {
         match self.find(k) {
             Some((b, i)) => {
+                recount(&mut self.occ, self.buckets[b].0[i].state, State::Empty as u8);
                 self.buckets[b].0[i].state = State::Empty as u8;
                 true
             }
@@ -510,6 +552,7 @@ impl<A: FlowAddr> ConnTable<A> {
         for b in self.buckets.iter_mut() {
             for e in b.0.iter_mut() {
                 if e.state != State::Empty as u8 && !keep(e) {
+                    recount(&mut self.occ, e.state, State::Empty as u8);
                     e.state = State::Empty as u8;
                     n += 1;
                 }

@@ -257,3 +257,31 @@ mod model {
         }
     }
 }
+
+/// Measurement, not a check (run with `--ignored --nocapture`, release): the load at which
+/// a table of random keys first fails to record a new flow (no free slot within the
+/// relocation search), over 40 seeds, for 1 Ki and 64 Ki slots. Quoted in
+/// docs/architecture.md "Connection tracking".
+#[test]
+#[ignore]
+fn fill_level_at_first_failure() {
+    let t = Timeouts::default();
+    for cap in [1024usize, 65536] {
+        let mut loads = Vec::new();
+        for seed in 0..40u64 {
+            let mut ct = ConnTable::new(cap, seed);
+            let mut n = 0;
+            for i in 0..(cap as u32 * 2) {
+                let r = spillway_shared::flow::fmix64(seed << 32 | u64::from(i));
+                let k = FlowKey { src: r as u32, dst: 1, sport: (r >> 40) as u16, dport: 443, proto: 6 };
+                ct.insert(&k, 1, 1, 0, 0, &t);
+                ct.lookup(&k, ACK, 0, &t);
+                if ct.counters.syn_not_tracked > 0 || ct.counters.evicted_syn_only > 0 { break; }
+                n += 1;
+            }
+            loads.push(n as f64 / cap as f64);
+        }
+        loads.sort_by(|a, b| a.partial_cmp(b).unwrap());
+        eprintln!("cap {cap}: min {:.4} median {:.4} max {:.4}", loads[0], loads[loads.len() / 2], loads[loads.len() - 1]);
+    }
+}

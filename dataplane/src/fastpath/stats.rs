@@ -57,6 +57,18 @@ pub struct WorkerStats {
     pub ct_evicted_closing: AtomicU64,
     /// New flows not tracked (both buckets full of established entries).
     pub ct_syn_not_tracked: AtomicU64,
+    /// Connection-table entries held, by family and state, mirrored from the tables'
+    /// occupancy counters at the end of every poll and after a flush
+    /// (`conntrack::Occupancy`): index `family * 3 + state`, family 0 IPv4 / 1 IPv6, state
+    /// 0 syn_only / 1 established / 2 closing ([`CT_STATES`]). What `flows count` and
+    /// `/metrics` read: no table walk.
+    pub ct_entries: [AtomicU64; 6],
+    /// Entries moved to their other bucket to make room for a new one (relocation), both
+    /// families (mirrored each poll; read by `/metrics` only).
+    pub ct_relocated: AtomicU64,
+    /// Insertions into two full buckets for which relocation found no room (an eviction
+    /// or `syn_not_tracked` follows), both families.
+    pub ct_relocation_failed: AtomicU64,
     /// Snapshot generation this worker last used.
     pub generation: AtomicU64,
     /// Poll loop iterations.
@@ -102,6 +114,9 @@ impl Default for WorkerStats {
             ct_evicted_syn_only: AtomicU64::new(0),
             ct_evicted_closing: AtomicU64::new(0),
             ct_syn_not_tracked: AtomicU64::new(0),
+            ct_entries: Default::default(),
+            ct_relocated: AtomicU64::new(0),
+            ct_relocation_failed: AtomicU64::new(0),
             generation: AtomicU64::new(0),
             polls: AtomicU64::new(0),
             idle_polls: AtomicU64::new(0),
@@ -114,6 +129,18 @@ impl Default for WorkerStats {
             quic: Default::default(),
         }
     }
+}
+
+/// State names of [`WorkerStats::ct_entries`], in index order within a family.
+pub const CT_STATES: [&str; 3] = ["syn_only", "established", "closing"];
+
+/// Family names of [`WorkerStats::ct_entries`], in index order.
+pub const CT_FAMILIES: [&str; 2] = ["ipv4", "ipv6"];
+
+/// Connection-table entries held by one worker, both families and all states
+/// ([`WorkerStats::ct_entries`]).
+pub fn ct_entries(w: &WorkerStats) -> u64 {
+    w.ct_entries.iter().map(|n| n.load(Relaxed)).sum()
 }
 
 /// Reads one worker's counters into the protocol's [`Counters`].

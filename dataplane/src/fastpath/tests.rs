@@ -392,3 +392,52 @@
         }
         assert!(spillway_shared::martian::is_martian_source_in(&cfg, std::net::Ipv4Addr::new(10, 0, 0, 53)), "a VIP of another service counts");
     }
+
+    /// The first-use scenario that showed the capacity limit: a 1,024-entry table, 95 % of
+    /// it in flows that send a SYN burst and then an ACK burst; one backend's flows are
+    /// flushed, a backend is added, and another ACK burst follows. Every flow on another
+    /// backend keeps its backend (the table relocates instead of evicting unconfirmed
+    /// entries), nothing is evicted, and the published occupancy equals the table's.
+    #[test]
+    fn handshake_bursts_at_95_percent_keep_every_backend_through_a_flush_and_an_added_backend() {
+        let toml = |names: &[&str]| service("web", 80, "tcp", "", names, 0);
+        let cfg3 = Config::from_toml(&toml(&["b1", "b2", "b3"])).unwrap();
+        let cfg4 = Config::from_toml(&toml(&["b1", "b2", "b3", "b4"])).unwrap();
+        let mut slots = SlotMap::default();
+        slots.sync(&cfg3).unwrap();
+        let mut states = std::collections::HashMap::new();
+        let mut build = |cfg: &Config, slots: &SlotMap, generation| compile(cfg, slots, CompileInput { health: &HealthView::new(), states: &mut states, now_sec: 0.0, generation, port_addrs: vec![0] });
+        let s3 = build(&cfg3, &slots, 1);
+        let mut w = worker(1024);
+        let flows: Vec<(u8, u16)> = (0..972u32).map(|i| ((i % 243 + 1) as u8, 40_000 + (i / 243) as u16 * 7 + (i % 5) as u16 * 1000)).collect();
+        let mut first = Vec::new();
+        for &(c, p) in &flows {
+            first.push(send(&mut w, &s3, frame(6, c, p, 80, SYN), 1).unwrap());
+        }
+        for (n, &(c, p)) in flows.iter().enumerate() {
+            assert_eq!(send(&mut w, &s3, frame(6, c, p, 80, ACK), 2).unwrap(), first[n], "flow {n} changed backend at its ACK");
+        }
+        assert!(w.ct.counters.relocated > 0, "95 % load needed no move: the case is not tested");
+        // flush b1's flows, then add b4
+        let b1 = slots.slot("web", "b1", "b1").unwrap();
+        let req = crate::control::FlowRequest { seq: 1, op: spillway_shared::proto::FlowOp::Flush, slots: Some(vec![(b1, slots.incarnation(b1))]) };
+        let flushed = w.control(&req, &s3, 3).count;
+        assert_eq!(flushed as usize, first.iter().filter(|b| **b == 1).count());
+        slots.sync(&cfg4).unwrap();
+        let s4 = build(&cfg4, &slots, 2);
+        for (n, &(c, p)) in flows.iter().enumerate() {
+            let got = send(&mut w, &s4, frame(6, c, p, 80, ACK), 4).unwrap();
+            if first[n] != 1 {
+                assert_eq!(got, first[n], "established flow {n} on another backend moved");
+            }
+        }
+        let c = w.ct.counters;
+        assert_eq!((c.evicted_syn_only, c.evicted_closing, c.syn_not_tracked), (0, 0, 0));
+        assert_eq!(counter(&w.stats.rebalanced), 0);
+        w.publish_occupancy();
+        // the flushed flows came back mid-stream: unconfirmed entries, the others established
+        let o = w.ct.occupancy();
+        assert_eq!(o, w.ct.occupancy_by_walk());
+        assert_eq!((o.syn_only, o.established), (flushed, 972 - flushed));
+        assert_eq!((counter(&w.stats.ct_entries[0]), counter(&w.stats.ct_entries[1])), (flushed, 972 - flushed));
+    }

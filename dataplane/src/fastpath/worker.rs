@@ -571,6 +571,7 @@ impl Worker {
         s.ct_evicted_syn_only.store(c.evicted_syn_only + c6.evicted_syn_only, Relaxed);
         s.ct_evicted_closing.store(c.evicted_closing + c6.evicted_closing, Relaxed);
         s.ct_syn_not_tracked.store(c.syn_not_tracked + c6.syn_not_tracked, Relaxed);
+        self.publish_occupancy();
         total
     }
 }

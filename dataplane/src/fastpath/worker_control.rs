@@ -15,6 +15,8 @@ impl Worker {
         let mut reply = crate::control::FlowReply { seq: req.seq, ..Default::default() };
         match req.op {
             FlowOp::Count => {
+                // A filtered count walks the tables (the daemon answers an unfiltered one
+                // from the occupancy counters, `Daemon::flows`).
                 self.ct.for_each_live(now_ms, |e| reply.count += u64::from(matches(e.backend, e.incarnation)));
                 self.ct6.for_each_live(now_ms, |e| reply.count += u64::from(matches(e.backend, e.incarnation)));
             }
@@ -42,9 +44,25 @@ impl Worker {
                 let sync = self.sync.as_deref();
                 reply.count = flush(&mut self.ct, &matches, sync, self.id, snap, now_ms) as u64;
                 reply.count += flush(&mut self.ct6, &matches, sync, self.id, snap, now_ms) as u64;
+                // Before the reply: a `flows count` right after the flush reads the new figures.
+                self.publish_occupancy();
             }
         }
         reply
+    }
+
+    /// Mirrors both tables' occupancy counters into [`crate::fastpath::stats::WorkerStats::ct_entries`],
+    /// and their relocation counters (eight relaxed stores; no table walk).
+    pub(crate) fn publish_occupancy(&self) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let (c, c6) = (&self.ct.counters, &self.ct6.counters);
+        self.stats.ct_relocated.store(c.relocated + c6.relocated, Relaxed);
+        self.stats.ct_relocation_failed.store(c.relocation_failed + c6.relocation_failed, Relaxed);
+        for (f, o) in [self.ct.occupancy(), self.ct6.occupancy()].into_iter().enumerate() {
+            for (s, n) in [o.syn_only, o.established, o.closing].into_iter().enumerate() {
+                self.stats.ct_entries[f * 3 + s].store(n, Relaxed);
+            }
+        }
     }
 }
 

@@ -93,6 +93,7 @@ fn walk<A: FlowAddr>(ct: &mut ConnTable<A>, w: &mut SyncWalk, snap: &Snapshot, q
     let n_buckets = ct.buckets_len() as u64;
     w.credit = (w.credit + elapsed * n_buckets * 1024 / u64::from(refresh_ms.max(1))).min(n_buckets * 1024);
     let all = w.full_pass_left > 0;
+    ct.set_dump_pass_left(w.full_pass_left);
     let budget = if all { WALK_MAX_PER_POLL } else { ((w.credit / 1024) as usize).min(WALK_MAX_PER_POLL) };
     if budget == 0 {
         return;
@@ -104,6 +105,7 @@ fn walk<A: FlowAddr>(ct: &mut ConnTable<A>, w: &mut SyncWalk, snap: &Snapshot, q
     });
     w.credit = w.credit.saturating_sub(visited as u64 * 1024);
     w.full_pass_left = w.full_pass_left.saturating_sub(visited);
+    ct.set_dump_pass_left(w.full_pass_left);
 }
 
 impl Worker {

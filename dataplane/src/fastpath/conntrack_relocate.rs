@@ -1,0 +1,223 @@
+//! Relocation on insert (cuckoo displacement) and the occupancy counters of the
+//! connection table. A child of [`super`]; called only from [`ConnTable::insert`] and
+//! [`ConnTable::install`] when both buckets of a new key are full, never on a lookup.
+//!
+//! **Relocation.** Every entry may live in either of its two buckets. When both buckets of
+//! a new key are full, a breadth-first search over the entries of those buckets looks for
+//! a chain of at most [`MAX_MOVES`] moves, each taking an entry to its *other* bucket, that
+//! ends in a free (empty or expired) slot; the chain is carried out from its free end back
+//! to the new key's bucket, which then has a free slot. Only when no chain exists is an
+//! entry evicted, in the documented order (module docs of [`super`]). A move changes
+//! neither the entry nor its state, only its slot, and a key is in one of its two buckets
+//! before and after every move, so every lookup (which reads both buckets) stays right.
+//! With two choices, four ways and chains of up to eight moves, tables of random keys first
+//! ran out of room only at the occupancy gate below, 96.9 % (96.9–97.2 % over 40 seeds of
+//! 1 Ki slots, 96.9 % in all 40 of 64 Ki: `fill_level_at_first_failure`); 95 % is tested
+//! (`dataplane/tests/conntrack_model.rs`).
+//! Without relocation the first eviction came at about 86 %.
+//!
+//! **Cost bound.** The search reads at most [`MAX_SEARCH`] buckets, and runs only while at
+//! most [`FULL_NUM`]/[`FULL_DEN`] of the slots hold an entry (expired ones counted until
+//! cleared): above that, a free slot within reach is unlikely, and a SYN flood against a
+//! full table would otherwise pay the whole search on every SYN. A flood therefore costs
+//! what it cost without relocation: an eviction of the oldest SYN-only entry.
+//!
+//! **Occupancy.** The table counts its slots by state ([`Occupancy`]) on every change of a
+//! slot (insert, install, confirm, close, expiry seen by a lookup, sweep, flush, remove,
+//! eviction, move), so `flows count` and `/metrics` read counters and never walk a table.
+
+use super::{ConnTable, FlowAddr, State};
+
+/// Longest chain of moves one insertion may carry out.
+pub const MAX_MOVES: usize = 8;
+
+/// Most buckets one search reads besides the new key's two. The worst case of one
+/// insertion is a search that fails: about 2,000 cache misses (100–200 µs without the RX
+/// ring being polled), which happens only near the occupancy gate ([`FULL_NUM`]); a search
+/// stops at the first free slot (breadth-first: the shortest chain). Its nodes are on the
+/// stack (16 KiB). Five moves and 500 reads were not enough: 1 case in about 500 lost a
+/// SYN-only entry at 94.8 % load of a 1 Ki table.
+pub const MAX_SEARCH: usize = 2000;
+
+/// Relocation is tried only while `entries × FULL_DEN < capacity × FULL_NUM` (31/32 =
+/// 96.9 % of the slots hold an entry).
+pub const FULL_NUM: u64 = 31;
+/// See [`FULL_NUM`].
+pub const FULL_DEN: u64 = 32;
+
+/// Keys moved behind a running sync dump pass that its next step offers first
+/// ([`ConnTable::sync_walk`]); the queue is allocated once with the table.
+pub const DUMP_PENDING: usize = 64;
+
+/// Slots of one table by state ([`super::Entry::state`] with its sync flags masked off).
+/// `syn_only + established + closing + empty` is the capacity. An expired entry counts in
+/// its state until a lookup, a sweep or an insertion clears it (at most one sweep cycle:
+/// `worker::SWEEP_BUCKETS_PER_POLL`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Occupancy {
+    /// Unconfirmed entries (SYN-only, a flow's first packet).
+    pub syn_only: u64,
+    /// Established entries.
+    pub established: u64,
+    /// Closing (FIN/RST seen) entries.
+    pub closing: u64,
+    /// Free slots.
+    pub empty: u64,
+}
+
+impl Occupancy {
+    /// Slots holding an entry.
+    pub fn entries(&self) -> u64 {
+        self.syn_only + self.established + self.closing
+    }
+}
+
+/// Moves one slot's count from the state of raw state byte `old` to that of `new`.
+#[inline(always)]
+pub(super) fn recount(occ: &mut [u64; 4], old: u8, new: u8) {
+    // The low two bits of a state byte are its `State` (the flags are 0x80 and 0x40).
+    let (o, n) = ((old & 3) as usize, (new & 3) as usize);
+    if o != n {
+        occ[o] = occ[o].wrapping_sub(1);
+        occ[n] = occ[n].wrapping_add(1);
+    }
+}
+
+/// One node of the search: a full bucket, reached by moving the entry at way `way` of
+/// node `parent`'s bucket into it (roots: the new key's two buckets, `parent == ROOT`).
+#[derive(Clone, Copy)]
+struct Node {
+    bucket: u32,
+    parent: u16,
+    way: u8,
+    depth: u8,
+}
+
+/// `parent` of a root.
+const ROOT: u16 = u16::MAX;
+
+/// Whether bucket `b` is node `at`'s bucket or one of its ancestors' (a root's sibling
+/// included: both roots are full and are where the freed slot must end up).
+fn on_path(nodes: &[Node], mut at: usize, b: usize) -> bool {
+    if nodes[0].bucket as usize == b || nodes[1].bucket as usize == b {
+        return true;
+    }
+    loop {
+        if nodes[at].bucket as usize == b {
+            return true;
+        }
+        if nodes[at].parent == ROOT {
+            return false;
+        }
+        at = nodes[at].parent as usize;
+    }
+}
+
+impl<A: FlowAddr> ConnTable<A> {
+    /// The table's slots by state, read from counters (no walk).
+    pub fn occupancy(&self) -> Occupancy {
+        let o = &self.occ;
+        Occupancy { empty: o[State::Empty as usize], syn_only: o[State::SynOnly as usize], established: o[State::Established as usize], closing: o[State::Closing as usize] }
+    }
+
+    /// Whether moving `e` from bucket `from` to `to` would hide it from a running sync dump
+    /// pass: a confirmed entry (what the pass sends) taken from a bucket the pass has still
+    /// to visit into one it has passed. Such a move queues the key to be offered at the
+    /// pass's next step (`dump_pending`, [`DUMP_PENDING`] keys at most; with no room for a
+    /// whole chain the move is not considered). A starting peer must learn every connection.
+    #[inline]
+    fn hides_from_dump(&self, e: &super::Entry<A>, from: usize, to: usize) -> bool {
+        let ahead = |b: usize| b.wrapping_sub(self.sync_cursor) & (self.buckets.len() - 1) < self.dump_left;
+        self.dump_left > 0 && e.state() != State::SynOnly && ahead(from) && !ahead(to)
+    }
+
+    /// A free (empty or expired) way of bucket `b`, if any.
+    #[inline]
+    fn free_way(&self, b: usize, now: u32) -> Option<usize> {
+        self.buckets.get(b)?.0.iter().position(|e| e.expired(now))
+    }
+
+    /// Moves the entry at `from` into the free slot `to` (an expired entry there is
+    /// dropped, counted as reused); `from` becomes empty.
+    fn move_entry(&mut self, from: (usize, usize), to: (usize, usize)) {
+        let e = self.buckets[from.0].0[from.1];
+        if self.hides_from_dump(&e, from.0, to.0) && self.dump_pending.len() < DUMP_PENDING {
+            self.dump_pending.push(e.key());
+        }
+        let old = self.buckets[to.0].0[to.1].state;
+        if old != State::Empty as u8 {
+            self.counters.expired_reused += 1;
+        }
+        recount(&mut self.occ, old, e.state);
+        self.buckets[to.0].0[to.1] = e;
+        recount(&mut self.occ, e.state, State::Empty as u8);
+        self.buckets[from.0].0[from.1].state = State::Empty as u8;
+        self.counters.relocated += 1;
+    }
+
+    /// Frees a slot in bucket `b1` or `b2` (both full of live entries) by a chain of moves
+    /// (module docs); returns it, or `None` when no chain within the bounds exists or the
+    /// table is too full to search.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn relocate(&mut self, b1: usize, b2: usize, now: u32) -> Option<(usize, usize)> {
+        let cap = self.capacity() as u64;
+        if self.occupancy().entries() * FULL_DEN >= cap * FULL_NUM {
+            return None;
+        }
+        let mut nodes = [Node { bucket: b1 as u32, parent: ROOT, way: 0, depth: 0 }; MAX_SEARCH + 2];
+        nodes[1].bucket = b2 as u32;
+        let (mut len, mut head, mut reads) = (2usize, 0usize, 0usize);
+        'search: while head < len {
+            let n = nodes[head];
+            let nb = n.bucket as usize;
+            for way in 0..super::WAYS {
+                let Some(e) = self.buckets.get(nb).map(|b| b.0[way]) else { break };
+                let (x1, x2) = self.buckets_of(&e.key());
+                let alt = if x1 == nb { x2 } else { x1 };
+                if alt == nb || on_path(&nodes, head, alt) || (self.hides_from_dump(&e, nb, alt) && self.dump_pending.len() + MAX_MOVES > DUMP_PENDING) {
+                    continue;
+                }
+                if reads == MAX_SEARCH {
+                    break 'search;
+                }
+                reads += 1;
+                if let Some(free) = self.free_way(alt, now) {
+                    // Carry the chain out from its free end: each move fills the slot the
+                    // previous one left, so no key is ever outside its two buckets. The
+                    // path's buckets are distinct (`on_path`), so every slot it reads still
+                    // holds the entry the search saw there.
+                    self.move_entry((nb, way), (alt, free));
+                    let (mut cur, mut hole) = (head, way);
+                    while nodes[cur].parent != ROOT {
+                        let c = nodes[cur];
+                        let p = nodes[c.parent as usize];
+                        self.move_entry((p.bucket as usize, c.way as usize), (c.bucket as usize, hole));
+                        hole = c.way as usize;
+                        cur = c.parent as usize;
+                    }
+                    return Some((nodes[cur].bucket as usize, hole));
+                }
+                if usize::from(n.depth) + 1 < MAX_MOVES && len < nodes.len() {
+                    nodes[len] = Node { bucket: alt as u32, parent: head as u16, way: way as u8, depth: n.depth + 1 };
+                    len += 1;
+                }
+            }
+            head += 1;
+        }
+        self.counters.relocation_failed += 1;
+        None
+    }
+}
+
+impl<A: FlowAddr> ConnTable<A> {
+    /// The same figures as [`ConnTable::occupancy`], by walking every slot: for tests that
+    /// check the counters against the table (never called by the daemon).
+    pub fn occupancy_by_walk(&self) -> Occupancy {
+        let mut occ = [0u64; 4];
+        for e in self.buckets.iter().flat_map(|b| b.0.iter()) {
+            occ[(e.state & 3) as usize] += 1;
+        }
+        Occupancy { empty: occ[0], syn_only: occ[1], established: occ[2], closing: occ[3] }
+    }
+}
