@@ -216,17 +216,17 @@ pub enum SnapshotCmd {
     Show(JsonOpt),
 }
 
-fn fail(e: ClientError) -> i32 {
+pub(crate) fn fail(e: ClientError) -> i32 {
     eprintln!("spillwayctl: {e}");
     e.exit_code()
 }
 
-fn unexpected(r: &Response) -> i32 {
+pub(crate) fn unexpected(r: &Response) -> i32 {
     eprintln!("spillwayctl: unexpected response from the daemon: {r:?}");
     2
 }
 
-fn json<T: serde::Serialize>(v: &T) -> i32 {
+pub(crate) fn json<T: serde::Serialize>(v: &T) -> i32 {
     println!("{}", serde_json::to_string_pretty(v).unwrap_or_default());
     0
 }
@@ -337,34 +337,6 @@ pub fn config(socket: &Path, cmd: &ConfigCmd) -> i32 {
     }
 }
 
-/// One service's config and its backends' state ([`Request::ServiceShow`]): only that
-/// service travels. Exit code 1 for an unknown service (the daemon's message), 2 when the
-/// exchange fails.
-fn fetch_service(socket: &Path, name: &str) -> Result<(u64, spillway_shared::config::Service, Vec<spillway_shared::proto::BackendStatus>), i32> {
-    match client::request(socket, &Request::ServiceShow { name: name.to_string() }) {
-        Ok(Response::Service { generation, toml, backends }) => {
-            #[derive(serde::Deserialize)]
-            struct One {
-                services: Vec<spillway_shared::config::Service>,
-            }
-            match toml::from_str::<One>(&toml).map(|o| o.services.into_iter().next()) {
-                Ok(Some(s)) => Ok((generation, s, backends)),
-                Ok(None) => Err(unexpected(&Response::Service { generation, toml, backends })),
-                Err(e) => {
-                    eprintln!("spillwayctl: the daemon's service {name} does not parse: {e}");
-                    Err(2)
-                }
-            }
-        }
-        Ok(r) => Err(unexpected(&r)),
-        Err(client::ClientError::Refused(m)) if m.starts_with("no service named") => {
-            eprintln!("spillwayctl: {m}");
-            Err(1)
-        }
-        Err(e) => Err(fail(e)),
-    }
-}
-
 /// Builds a mutation from `FIELD=VALUE` arguments; a malformed or repeated one is a usage
 /// error (exit 2, clap style) and nothing is sent.
 pub(crate) fn with_fields(fields: &[String], f: impl FnOnce(Vec<(String, String)>) -> Request) -> Result<Request, i32> {
@@ -392,7 +364,7 @@ pub fn service(socket: &Path, cmd: &ServiceCmd) -> i32 {
             return 0;
         }
         ServiceCmd::Show { name, json: j } => {
-            let (gen, svc, _) = match fetch_service(socket, name) {
+            let (gen, svc, _) = match crate::service_read::fetch_service(socket, name) {
                 Ok(x) => x,
                 Err(c) => return c,
             };
@@ -425,8 +397,8 @@ pub fn service(socket: &Path, cmd: &ServiceCmd) -> i32 {
 /// `backend ...`
 pub fn backend(socket: &Path, cmd: &BackendCmd) -> i32 {
     let (req, j) = match cmd {
-        BackendCmd::List { service, json: j } => return backend_read(socket, service, None, j.json),
-        BackendCmd::Show { service, name, json: j } => return backend_read(socket, service, Some(name), j.json),
+        BackendCmd::List { service, json: j } => return crate::service_read::backend_read(socket, service, None, j.json),
+        BackendCmd::Show { service, name, json: j } => return crate::service_read::backend_read(socket, service, Some(name), j.json),
         BackendCmd::Add { service, name, fields, opts } => {
             match with_fields(fields, |f| Request::BackendAdd { service: service.clone(), name: name.clone(), fields: f, if_generation: opts.if_generation }) {
                 Ok(r) => (r, *opts),
@@ -444,48 +416,6 @@ pub fn backend(socket: &Path, cmd: &BackendCmd) -> i32 {
         }
     };
     mutate(socket, req, j)
-}
-
-fn backend_read(socket: &Path, service: &str, name: Option<&String>, as_json: bool) -> i32 {
-    let (gen, svc, status) = match fetch_service(socket, service) {
-        Ok(x) => x,
-        Err(c) => return c,
-    };
-    let st = |b: &str| status.iter().find(|x| x.backend == b).cloned();
-    let list: Vec<_> = svc.backends.iter().filter(|b| name.is_none_or(|n| &b.name == n)).collect();
-    if list.is_empty() {
-        if let Some(n) = name {
-            eprintln!("spillwayctl: service {service} has no backend {n}");
-            return 1;
-        }
-    }
-    if as_json {
-        let rows: Vec<_> = list.iter().map(|b| serde_json::json!({ "config": b, "state": st(&b.name) })).collect();
-        return json(&serde_json::json!({ "generation": gen, "service": service, "backends": rows }));
-    }
-    let mut o = format!("{:<12} {:<16} {:<19} {:<6} {:>6} {:>4} {:<9} {:<9} {:>10} {:>12}\n", "backend", "address", "mac", "zone", "weight", "prio", "failover", "state", "new_conns", "packets");
-    for b in &list {
-        let s = st(&b.name);
-        let state = match (b.enabled, s.as_ref().is_none_or(|s| s.healthy), s.as_ref().is_some_and(|s| s.drained)) {
-            (false, _, _) => "disabled",
-            (true, _, true) => "DRAINED",
-            (true, true, false) => "healthy",
-            (true, false, false) => "UNHEALTHY",
-        };
-        let mac = b.mac.map(|m| m.to_string()).unwrap_or_default();
-        // a group: its endpoint count (healthy/enabled) instead of one address
-        let address = match &s {
-            Some(s) if b.is_group() => format!("{}/{} endpoints", s.healthy_endpoints, s.endpoints),
-            _ => b.address.to_string(),
-        };
-        let _ = writeln!(o, "{:<12} {:<16} {:<19} {:<6} {:>6} {:>4} {:<9} {:<9} {:>10} {:>12}", b.name, address, mac, b.zone, b.weight, b.priority, b.failover, state, s.as_ref().map_or(0, |s| s.new_connections), s.as_ref().map_or(0, |s| s.packets));
-    }
-    if name.is_some() {
-        let wrap = serde_json::json!({ "backends": list });
-        let _ = write!(o, "\n{}", toml::to_string_pretty(&wrap).unwrap_or_default());
-    }
-    print!("{o}");
-    0
 }
 
 /// `health show`

@@ -13,6 +13,7 @@ mod explain;
 mod explain_quic;
 mod live;
 mod scenario;
+mod service_read;
 mod status;
 mod top;
 mod vip;

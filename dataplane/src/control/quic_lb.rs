@@ -4,7 +4,7 @@
 //! loaded or edited: `--check`, start, every live edit).
 //!
 //! The decode itself is `spillway_shared::quic_lb` (draft-ietf-quic-load-balancers-19);
-//! the worker's use of the table is `fastpath/worker_quic.rs`, and `explain` runs the same
+//! the worker's use of the table is `fastpath/worker/quic.rs`, and `explain` runs the same
 //! [`QuicLbTable::lookup`].
 
 use spillway_shared::config::{Config, Service};

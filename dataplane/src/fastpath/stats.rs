@@ -88,7 +88,7 @@ pub struct WorkerStats {
     pub nd_advertisements: AtomicU64,
     /// Neighbor Solicitations for addresses that are not ours (dropped as `nd_ignored`).
     pub nd_not_ours: AtomicU64,
-    /// QUIC-LB routing and fallbacks (`fastpath/worker_quic.rs`).
+    /// QUIC-LB routing and fallbacks (`fastpath/worker/quic.rs`).
     pub quic: crate::fastpath::worker::quic::QuicCounters,
 }
 

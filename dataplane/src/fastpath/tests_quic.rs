@@ -215,7 +215,7 @@ fn a_migrated_connection_stays_on_its_server_and_falls_back_when_it_dies() {
 }
 
 /// IPv6: a short-header packet from any client address and port reaches the server its
-/// DCID names (the same code path as IPv4, through worker_v6.rs).
+/// DCID names (the same code path as IPv4, through worker/v6.rs).
 #[test]
 fn ipv6_short_headers_reach_their_server_from_any_address() {
     let mut t = String::from("[[ports]]\nname = \"p0\"\ndevice = \"net_null0\"\naddress6 = \"fd00::2\"\n[[services]]\nname = \"q6\"\nvip = \"fd00::100\"\nport = 443\nprotocol = \"udp\"\n");

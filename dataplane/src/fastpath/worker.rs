@@ -16,24 +16,16 @@ use spillway_shared::config::{SessionAffinity, TrackingMode};
 use spillway_shared::flow::{FlowAddr, FlowKey, FlowKeyOf};
 use std::sync::Arc;
 
-#[path = "worker_v6.rs"]
 mod v6;
 pub use v6::Family;
-#[path = "worker_deliver.rs"]
 mod deliver;
 use deliver::Inner;
 pub use deliver::{IcmpBudget, DEFAULT_ICMP_ERRORS_PER_SEC, ICMP_BURST};
-#[path = "worker_hold.rs"]
 mod hold;
-#[path = "worker_control.rs"]
 mod control;
-#[path = "worker_prefetch.rs"]
 mod prefetch;
-#[path = "worker_sync.rs"]
 mod sync;
-#[path = "worker_loop.rs"]
 mod run;
-#[path = "worker_quic.rs"]
 pub mod quic;
 pub use run::{on_worker_thread, run_loop, LoopParams};
 pub use prefetch::PREFETCH_DISTANCE;

@@ -122,7 +122,7 @@ impl Worker {
                 None => return Verdict::Drop(DropReason::NoBackend),
             }
         } else {
-            // QUIC-LB first (a short-header DCID's server ID, worker_quic.rs), else the 5-tuple path.
+            // QUIC-LB first (a short-header DCID's server ID, worker/quic.rs), else the 5-tuple path.
             match self.quic_route(buf.data(), p.l4, p.l3 + p.total_len(), svc, svc_idx, snap, p.src, now).map_or_else(|| self.select(&key, p.tcp_flags, svc, svc_idx, snap, now), Ok) {
                 Ok(b) => b,
                 Err(r) => return Verdict::Drop(r),

@@ -1,0 +1,216 @@
+//! Tests of the metrics endpoint (`metrics.rs`).
+use super::*;
+use std::sync::Arc;
+
+fn get(addr: SocketAddr, request: &str) -> String {
+    let mut c = TcpStream::connect(addr).unwrap();
+    c.write_all(request.as_bytes()).unwrap();
+    let mut s = String::new();
+    c.read_to_string(&mut s).unwrap();
+    s
+}
+
+#[test]
+fn serves_metrics_and_refuses_the_rest() {
+    let l = bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let addr = l.local_addr().unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let s2 = stop.clone();
+    let t = std::thread::spawn(move || serve(l, &s2, || "spillway_x 1\n# EOF\n".to_string()));
+    let r = get(addr, "GET /metrics HTTP/1.1\r\nHost: x\r\nAccept: application/openmetrics-text;version=1.0.0,text/plain;q=0.5\r\n\r\n");
+    assert!(r.starts_with("HTTP/1.1 200 OK\r\n"), "{r}");
+    assert!(r.contains("Content-Type: application/openmetrics-text"), "{r}");
+    assert!(r.ends_with("\r\n\r\nspillway_x 1\n# EOF\n"), "{r}");
+    let r = get(addr, "GET /metrics HTTP/1.1\r\nHost: x\r\nAccept: */*\r\n\r\n");
+    assert!(r.contains("Content-Type: text/plain; version=0.0.4"), "{r}");
+    assert!(r.ends_with("\r\n\r\nspillway_x 1\n"), "{r}");
+    assert!(get(addr, "GET /nope HTTP/1.1\r\n\r\n").starts_with("HTTP/1.1 404"));
+    assert!(get(addr, "POST /metrics HTTP/1.1\r\n\r\n").starts_with("HTTP/1.1 405"));
+    assert!(get(addr, "\x01\x02 garbage\r\n\r\n").starts_with("HTTP/1.1 400"));
+    // A client that sends half a request and goes away does not stop the server.
+    drop(TcpStream::connect(addr).unwrap());
+    assert!(get(addr, "GET /metrics?x=1 HTTP/1.0\r\n\r\n").starts_with("HTTP/1.1 200"));
+    stop.store(true, Ordering::SeqCst);
+    t.join().unwrap();
+}
+
+#[test]
+fn prometheus_text_names_counters_by_their_samples() {
+    let om = "# HELP spillway_drops Frames dropped.\n# TYPE spillway_drops counter\nspillway_drops_total{reason=\"x\"} 3\n# HELP spillway_up Up.\n# TYPE spillway_up gauge\n# UNIT spillway_up seconds\nspillway_up 1.0\n# EOF\n";
+    assert_eq!(
+        to_prometheus_text(om),
+        "# HELP spillway_drops_total Frames dropped.\n# TYPE spillway_drops_total counter\nspillway_drops_total{reason=\"x\"} 3\n# HELP spillway_up Up.\n# TYPE spillway_up gauge\nspillway_up 1.0\n"
+    );
+}
+
+fn daemon() -> crate::daemon::Daemon {
+    let text = r#"
+[[ports]]
+name = "p0"
+device = "net_null0"
+address = "10.0.0.1"
+[[services]]
+name = "web"
+vip = "10.0.0.100"
+port = 80
+[[services.backends]]
+name = "g1"
+[[services.backends.endpoints]]
+name = "e1"
+address = "10.0.0.11"
+mac = "02:00:00:00:00:11"
+[[services.backends.endpoints]]
+name = "e2"
+address = "10.0.0.12"
+mac = "02:00:00:00:00:12"
+[[services.backends]]
+name = "b2"
+address = "10.0.0.13"
+"#;
+    let cfg = spillway_shared::config::Config::from_toml(text).unwrap();
+    cfg.validate().unwrap();
+    crate::daemon::Daemon::new(cfg, 2, vec![0x0a00_0001], Box::new(|_| Default::default())).unwrap()
+}
+
+fn sample(text: &str, series: &str) -> Option<f64> {
+    text.lines().find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+}
+
+/// Bytes per endpoint, backend and service are the per-worker slot counters summed;
+/// an endpoint without a resolved next hop shows as not resolved and not healthy.
+#[test]
+fn bytes_and_next_hops_per_endpoint() {
+    let d = daemon();
+    let (s1, s2) = {
+        let st = d.control.lock().unwrap();
+        (st.slots.slot("web", "g1", "e1").unwrap(), st.slots.slot("web", "g1", "e2").unwrap())
+    };
+    crate::fastpath::stats::bump(&d.shared.stats[0].backend_bytes[usize::from(s1)], 1000);
+    crate::fastpath::stats::bump(&d.shared.stats[1].backend_bytes[usize::from(s1)], 500);
+    crate::fastpath::stats::bump(&d.shared.stats[1].backend_bytes[usize::from(s2)], 60);
+    let t = render(&d);
+    let ep = |e: &str, a: &str| format!("{{service=\"web\",backend=\"g1\",endpoint=\"{e}\",address=\"{a}\"}}");
+    assert_eq!(sample(&t, &format!("spillway_endpoint_bytes_total{}", ep("e1", "10.0.0.11"))), Some(1500.0), "{t}");
+    assert_eq!(sample(&t, &format!("spillway_endpoint_bytes_total{}", ep("e2", "10.0.0.12"))), Some(60.0));
+    assert_eq!(sample(&t, "spillway_backend_bytes_total{service=\"web\",backend=\"g1\",address=\"\"}"), Some(1560.0));
+    assert_eq!(sample(&t, "spillway_service_bytes_total{service=\"web\"}"), Some(1560.0));
+    let b2 = "{service=\"web\",backend=\"b2\",endpoint=\"b2\",address=\"10.0.0.13\"}";
+    assert_eq!(sample(&t, &format!("spillway_endpoint_next_hop_resolved{b2}")), Some(0.0), "b2 has no mac and no ARP reply yet");
+    assert_eq!(sample(&t, &format!("spillway_endpoint_healthy{b2}")), Some(1.0), "pending its first reply: still eligible");
+    assert_eq!(sample(&t, &format!("spillway_endpoint_next_hop_resolved{}", ep("e1", "10.0.0.11"))), Some(1.0));
+    assert_eq!(sample(&t, "spillway_neighbor_resolved{address=\"10.0.0.13\"}"), Some(0.0));
+    assert_eq!(sample(&t, "spillway_neighbor_requests_total"), Some(0.0));
+    promtool_accepts(&to_prometheus_text(&t));
+}
+
+/// A scrape reads no connection table: the occupancy comes from the counters the
+/// workers mirror, and no request is posted to a worker's mailbox (the only way the
+/// control side gets a table read). The daemon here has no worker threads at all, so
+/// a scrape that asked them would wait out the flows timeout and show no occupancy.
+#[test]
+fn a_scrape_reads_occupancy_counters_and_asks_no_worker() {
+    let d = daemon();
+    let set = |w: usize, j: usize, n: u64| d.shared.stats[w].ct_entries[j].store(n, Ordering::Relaxed);
+    set(0, 0, 5); // IPv4 syn_only
+    set(0, 1, 700); // IPv4 established
+    set(1, 5, 3); // IPv6 closing
+    d.shared.stats[0].ct_relocated.store(42, Ordering::Relaxed);
+    let started = std::time::Instant::now();
+    let t = render(&d);
+    assert!(started.elapsed() < crate::ctl::views::FLOWS_TIMEOUT, "the scrape waited for a worker");
+    assert!(d.shared.mailboxes.iter().all(|m| m.posted() == 0), "a scrape posted a table request");
+    assert_eq!(sample(&t, "spillway_conntrack_entries{worker=\"0\"}"), Some(705.0), "{t}");
+    assert_eq!(sample(&t, "spillway_conntrack_entries{worker=\"1\"}"), Some(3.0));
+    assert_eq!(sample(&t, "spillway_conntrack_relocations_total{worker=\"0\"}"), Some(42.0));
+    assert_eq!(sample(&t, "spillway_conntrack_entries_by_state{worker=\"0\",family=\"ipv4\",state=\"established\"}"), Some(700.0));
+    assert_eq!(sample(&t, "spillway_conntrack_entries_by_state{worker=\"1\",family=\"ipv6\",state=\"closing\"}"), Some(3.0));
+    // `flows count` without a filter reads the same counters.
+    match d.flows(spillway_shared::proto::FlowOp::Count, &spillway_shared::proto::FlowFilter::All) {
+        spillway_shared::proto::Response::Flows(r) => assert_eq!((r.per_worker, r.total), (vec![705, 3], 708)),
+        other => panic!("{other:?}"),
+    }
+    assert!(d.shared.mailboxes.iter().all(|m| m.posted() == 0), "flows count posted a table request");
+    promtool_accepts(&to_prometheus_text(&t));
+}
+
+/// The probe RTT histogram is encoded with cumulative buckets, `_sum` and `_count`.
+#[test]
+fn rtt_histograms_encode_cumulative_buckets() {
+    let mut h = crate::health::RttHistogram::default();
+    for sec in [0.0004, 0.002, 0.002, 9.0] {
+        h.observe(sec);
+    }
+    let mut b = Builder { reg: Registry::with_prefix("spillway") };
+    let l = labels(&[("service", "web"), ("backend", "b1"), ("endpoint", "b1")]);
+    b.histogram("endpoint_probe_rtt_seconds", "RTT", vec![(l, h.sum_sec, h.count(), h.buckets())]);
+    let mut t = String::new();
+    encode(&mut t, &b.reg).unwrap();
+    let s = |le: &str| sample(&t, &format!("spillway_endpoint_probe_rtt_seconds_bucket{{le=\"{le}\",service=\"web\",backend=\"b1\",endpoint=\"b1\"}}"));
+    assert_eq!(s("0.0005"), Some(1.0), "{t}");
+    assert_eq!(s("0.001"), Some(1.0));
+    assert_eq!(s("0.0025"), Some(3.0));
+    assert_eq!(s("5.0"), Some(3.0));
+    assert_eq!(s("+Inf"), Some(4.0));
+    assert_eq!(sample(&t, "spillway_endpoint_probe_rtt_seconds_count{service=\"web\",backend=\"b1\",endpoint=\"b1\"}"), Some(4.0));
+    assert!(t.contains("# TYPE spillway_endpoint_probe_rtt_seconds histogram"), "{t}");
+    promtool_accepts(&to_prometheus_text(&t));
+}
+
+/// `promtool check metrics` (Debian `prometheus`) accepts `text`; skipped without it.
+fn promtool_accepts(text: &str) {
+    use std::process::{Command, Stdio};
+    match Command::new("promtool").args(["check", "metrics"]).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn() {
+        Ok(mut c) => {
+            c.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
+            let o = c.wait_with_output().unwrap();
+            let msg = format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+            // Lint warnings (e.g. naming advice) print but exit 0; errors fail.
+            assert!(o.status.success(), "promtool check metrics: {msg}\n{text}");
+        }
+        Err(e) => eprintln!("SKIP promtool check metrics: {e}"),
+    }
+}
+
+/// Link state and the device's extended statistics: per-queue packets as their own
+/// series, the rest by the driver's name; a port whose driver cannot tell its link has
+/// no `port_link_up` series.
+#[test]
+fn link_and_xstats_per_port_and_queue() {
+    let cfg = spillway_shared::config::Config::from_toml("[[ports]]\nname = \"p0\"\ndevice = \"net_null0\"\n[[ports]]\nname = \"p1\"\ndevice = \"net_null1\"\n").unwrap();
+    let stats = Box::new(|i: usize| spillway_shared::proto::PortStatus {
+        name: format!("p{i}"),
+        link_up: (i == 0).then_some(false),
+        link_speed_mbps: 10_000,
+        xstats: vec![("rx_q0_packets".into(), 5), ("rx_q1_packets".into(), 7), ("tx_q0_packets".into(), 9), ("rx_missed_errors".into(), 3), ("rx_mbuf_allocation_errors".into(), 1)],
+        ..Default::default()
+    });
+    let d = crate::daemon::Daemon::new(cfg, 2, vec![0, 0], stats).unwrap();
+    let t = render(&d);
+    assert_eq!(sample(&t, "spillway_port_link_up{port=\"p0\"}"), Some(0.0), "{t}");
+    assert!(!t.contains("spillway_port_link_up{port=\"p1\"}"), "p1's driver cannot tell");
+    assert_eq!(sample(&t, "spillway_port_link_speed_mbps{port=\"p1\"}"), Some(10_000.0));
+    assert_eq!(sample(&t, "spillway_port_queue_rx_packets_total{port=\"p0\",queue=\"1\"}"), Some(7.0));
+    assert_eq!(sample(&t, "spillway_port_queue_tx_packets_total{port=\"p1\",queue=\"0\"}"), Some(9.0));
+    assert_eq!(sample(&t, "spillway_port_xstat_total{port=\"p0\",name=\"rx_missed_errors\"}"), Some(3.0));
+    assert!(!t.contains("name=\"rx_q0_packets\""), "per-queue packets only as their own series");
+    promtool_accepts(&to_prometheus_text(&t));
+}
+
+#[test]
+fn xstat_names_operators_watch() {
+    use crate::dpdk::xstat_wanted;
+    for n in ["rx_q0_packets", "tx_q15_packets", "rx_missed_errors", "rx_mbuf_allocation_errors", "tx_errors", "rx_nombuf"] {
+        assert!(xstat_wanted(n), "{n}");
+    }
+    for n in ["rx_good_packets", "rx_q0_bytes", "rx_size_64_packets"] {
+        assert!(!xstat_wanted(n), "{n}");
+    }
+}
+
+#[test]
+fn bind_error_names_the_field() {
+    let l = bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let e = bind(l.local_addr().unwrap()).unwrap_err();
+    assert!(e.starts_with("metrics.listen = \"127.0.0.1:"), "{e}");
+}
+
