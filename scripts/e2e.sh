@@ -24,7 +24,7 @@ export SPW_TOPO="${SPW_TOPO:-e2e}"
 # shellcheck source-path=SCRIPTDIR source=lib/topology.sh
 source "$HERE/lib/topology.sh"
 # shellcheck source-path=SCRIPTDIR source=lib/fleet.sh
-source "$HERE/lib/fleet.sh"   # ecmp / vip-drain / prometheus topology (issue 13)
+source "$HERE/lib/fleet.sh"   # ecmp / vip-drain / prometheus topology
 # shellcheck source-path=SCRIPTDIR source=lib/ipv6.sh
 source "$HERE/lib/ipv6.sh"    # IPv6 addressing of test `ipv6`
 # Tests by topic (scripts/e2e/*.sh): run after the tests of this file, in file order.
@@ -393,7 +393,7 @@ e2e_https_health() {
 }
 
 # ------------------------------------------------------- backend groups ----
-# groups_topology SPEC...: backends as groups of endpoints (issue 11). Each SPEC is
+# groups_topology SPEC...: backends as groups of endpoints. Each SPEC is
 # "GROUP:ZONE:N:OCTET[:EXTRA]": N endpoint namespaces GROUPe1..GROUPeN at 10.200.OCTET.k
 # (one HTTP server each, VIP on lo), written as [[services.backends]] GROUP with
 # [[services.backends.endpoints]] e1..eN; EXTRA (TOML lines, "\n"-separated) goes in the
@@ -512,7 +512,7 @@ e2e_config() {
     e2e_done
 }
 
-# ------------------------------------------------------- fleet (issue 13) ----
+# ------------------------------------------------------- fleet ----
 # Topology: scripts/lib/fleet.sh (router with BIRD ECMP, two Spillway hosts with BIRD).
 # fleet_ka_report FILE KILL_TIME PORTS_FILE: for the keep-alive connections whose client
 # ports are listed in PORTS_FILE, prints "survived total": a connection survived when every

@@ -35,7 +35,7 @@ log() { printf '[test %s] %s\n' "$(date +%H:%M:%S)" "$*"; }
 
 PACKAGES=(libdpdk-dev dpdk dpdk-dev clang libclang-dev pkg-config iproute2 ethtool curl python3 tcpdump util-linux procps
           tmux  # e2e top: spillwayctl top in a real terminal (capture-pane)
-          prometheus bird2  # prometheus: promtool + e2e scrape; bird2: e2e ecmp (issue 13)
+          prometheus bird2  # prometheus: promtool + e2e scrape; bird2: e2e ecmp
           python3-pip       # pip: aioquic for the e2e test quic (below)
           dpkg-dev lintian man-db bash-completion systemd)  # the package step: dpkg-shlibdeps, checks
 if [[ $NO_INSTALL == 0 ]]; then
@@ -81,6 +81,7 @@ step() {
 step build-release cargo build --release -p spillway-dataplane -p spillway-ctl
 step clippy cargo clippy --workspace --all-targets -- -D warnings
 step file-sizes scripts/check-file-sizes.sh
+step layout python3 scripts/check-layout.py
 step cargo-test cargo test --workspace --no-fail-fast
 step scenarios "${CARGO_TARGET_DIR:-target}/release/spillwayctl" scenario run shared/tests/cases/policy/*.json
 if [[ $NO_PACKAGE == 0 ]]; then

@@ -1,4 +1,4 @@
-//! `flowgen`: a DPDK traffic generator for the many-flows benchmark (issue 14 item 2).
+//! `flowgen`: a DPDK traffic generator for the many-flows benchmark.
 //!
 //! Sends client → VIP TCP ACK frames of `--flows` distinct 5-tuples, one packet per flow per
 //! round, flows in order, for `--seconds`, out of one port (in `benches/e2e.sh`: a

@@ -1,4 +1,5 @@
-//! Client side of the control socket: connect, send one request, read the response.
+//! Client side of the control socket: connect, send one request, read the response, and
+//! the exit codes and JSON output every command shares.
 //! Errors are plain sentences; "no daemon" is distinguished so the CLI can exit 2 with a
 //! useful message.
 
@@ -83,4 +84,22 @@ pub fn request(socket: &Path, req: &Request) -> Result<Response, ClientError> {
         Response::BadFrame { kind, message } => Err(ClientError::BadFrame { path, kind, message }),
         r => Ok(r),
     }
+}
+
+/// Prints a failed request's reason and returns its exit code ([`ClientError::exit_code`]).
+pub fn fail(e: ClientError) -> i32 {
+    eprintln!("spillwayctl: {e}");
+    e.exit_code()
+}
+
+/// Prints an answer of the wrong kind (a daemon of another build) and returns exit code 2.
+pub fn unexpected(r: &Response) -> i32 {
+    eprintln!("spillwayctl: unexpected response from the daemon: {r:?}");
+    2
+}
+
+/// Prints `v` as pretty JSON (the `--json` output of every command) and returns exit code 0.
+pub fn json<T: serde::Serialize>(v: &T) -> i32 {
+    println!("{}", serde_json::to_string_pretty(v).unwrap_or_default());
+    0
 }

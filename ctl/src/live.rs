@@ -2,7 +2,7 @@
 //! `flows`, `stats`, `snapshot`. Reads take `--json`; mutations take `--if-generation N`
 //! and print the new config generation and what changed.
 
-use crate::client::{self, ClientError};
+use crate::client::{self, fail, json, unexpected};
 use clap::{Args, Subcommand};
 use spillway_shared::config::Config;
 use spillway_shared::proto::{Applied, FlowFilter, FlowOp, Request, Response};
@@ -216,20 +216,8 @@ pub enum SnapshotCmd {
     Show(JsonOpt),
 }
 
-pub(crate) fn fail(e: ClientError) -> i32 {
-    eprintln!("spillwayctl: {e}");
-    e.exit_code()
-}
 
-pub(crate) fn unexpected(r: &Response) -> i32 {
-    eprintln!("spillwayctl: unexpected response from the daemon: {r:?}");
-    2
-}
 
-pub(crate) fn json<T: serde::Serialize>(v: &T) -> i32 {
-    println!("{}", serde_json::to_string_pretty(v).unwrap_or_default());
-    0
-}
 
 /// Splits `field=value` arguments; a field given twice (`weight=1 weight=2`) is refused,
 /// since which value was meant is unknown.

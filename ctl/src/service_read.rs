@@ -2,8 +2,7 @@
 //! fetch that service's config and its backends' state only ([`Request::ServiceShow`]),
 //! whatever the size of the rest of the config.
 
-use crate::client;
-use crate::live::{fail, json, unexpected};
+use crate::client::{self, fail, json, unexpected};
 use spillway_shared::proto::{Request, Response};
 use std::fmt::Write;
 use std::path::Path;

@@ -1,5 +1,4 @@
-//! `spillwayctl vip show|drain|undrain`: VIP readiness and operator drain (issue 13,
-//! docs/bgp.md). `drain` withdraws the VIP's announcement (BIRD stops exporting it) while
+//! `spillwayctl vip show|drain|undrain`: VIP readiness and operator drain (//! docs/bgp.md). `drain` withdraws the VIP's announcement (BIRD stops exporting it) while
 //! the host keeps serving the flows that still arrive; `undrain` announces it again once
 //! it is ready. The drain is held in the daemon's memory: a restart announces again.
 

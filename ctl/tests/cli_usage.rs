@@ -1,4 +1,4 @@
-//! Command-line argument errors are usage errors (issue 15): exit 2 in clap's style
+//! Command-line argument errors are usage errors: exit 2 in clap's style
 //! (`error: ...`), before any daemon is contacted. A fake daemon listens on the socket and
 //! answers every request with a refusal (exit 1), so a request that reached it shows.
 

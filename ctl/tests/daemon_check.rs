@@ -1,4 +1,4 @@
-//! `spillway --check` (issue 15, item 5): refuses what the daemon would refuse at start
+//! `spillway --check`: refuses what the daemon would refuse at start
 //! without starting DPDK (ranges, a missing `socket_group`, `worker_cores` this host
 //! lacks), prints warnings, and says what it cannot check.
 
@@ -48,7 +48,7 @@ fn check_refuses_out_of_type_values_with_the_range_and_warns_on_small_maglev_tab
 
 /// A port device DPDK would refuse for a missing argument (`net_af_packet0` without
 /// `iface=`) is refused by `--check` and at start with the field path and the rule, not
-/// DPDK's generic "a driver or bus failed to probe" (issue 15).
+/// DPDK's generic "a driver or bus failed to probe".
 #[test]
 fn check_refuses_a_device_without_its_required_arguments() {
     let base = common::null_example();

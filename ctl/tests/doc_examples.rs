@@ -1,6 +1,6 @@
 //! The command examples of README.md, docs/ctl.md and docs/operations.md run against a real
 //! daemon (or, for `$ spillway ... --check`, the daemon binary's config check), and their
-//! output must match the docs (issue 15: docs that cannot drift).
+//! output must match the docs (docs that cannot drift).
 //!
 //! In those files, an indented code line `$ spillwayctl ARGS` (continued by a trailing `\`)
 //! is run, and the indented lines after it, up to the next `$` line or the end of the
@@ -294,7 +294,7 @@ fn masks_stats_idle_polls() {
     );
 }
 
-/// The examples in `--help` texts are accepted by the product (issue 15, item 2: help once
+/// The examples in `--help` texts are accepted by the product (help once
 /// showed a `zonal_affinity` value the daemon refused).
 #[test]
 fn help_examples_are_accepted() {

@@ -1,5 +1,5 @@
 //! Live `spillwayctl explain` against a running daemon works for every load-balancing
-//! algorithm, with and without `capacity_cps` (issue 15, item 1: an unlimited capacity is
+//! algorithm, with and without `capacity_cps` (an unlimited capacity is
 //! `inf`, which once broke the JSON step between daemon and tool).
 
 mod common;
@@ -53,7 +53,7 @@ fn live_explain_works_for_every_algorithm_with_and_without_capacity() {
     }
 }
 
-/// Backend groups (issue 11): live and offline explain show both levels and pick the same
+/// Backend groups: live and offline explain show both levels and pick the same
 /// endpoint for the same flow (the offline Maglev table is built over endpoints with the
 /// daemon's names and weights).
 #[test]
@@ -78,7 +78,7 @@ fn explain_shows_endpoints_and_live_and_offline_pick_the_same_endpoint() {
     assert!(line.contains("b1/b1=") && line.contains("b1/e2=") && !line.contains("b1/e3") && line.contains("b2/b2="), "{line}");
 }
 
-/// A spoofed source (issue 15): a client address that is a VIP or the port's address is
+/// A spoofed source: a client address that is a VIP or the port's address is
 /// dropped by the dataplane as `martian_source`; explain, live and offline, says so with
 /// that reason name and picks no backend. An ordinary client still gets a backend.
 #[test]
@@ -106,7 +106,7 @@ fn explain_says_a_spoofed_source_is_dropped_live_and_offline() {
     assert!(j["drop_reason"].is_null(), "{j}");
 }
 
-/// Issue 12: an IPv6 service. `explain` (live and offline) takes an IPv6 client and a
+/// an IPv6 service. `explain` (live and offline) takes an IPv6 client and a
 /// bracketed `[VIP]:PORT/PROTO`, both pick the same backend, and `status` and `config show`
 /// print the IPv6 addresses.
 #[test]

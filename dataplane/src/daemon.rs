@@ -45,7 +45,7 @@ pub struct ControlState {
     pub slot_base: HashMap<u16, (u64, u64)>,
     /// Per-slot byte totals when the slot was given to its current backend.
     pub slot_base_bytes: HashMap<u16, u64>,
-    /// Next-hop resolution (issue 13; [`crate::neighbor`]).
+    /// Next-hop resolution ([`crate::neighbor`]).
     pub neighbors: crate::neighbor::driver::Resolver,
     /// Target-set generation last handed to the health checker (+1 per live edit); health
     /// events of older generations are dropped (see [`crate::health::view`]).
@@ -88,7 +88,7 @@ pub struct Daemon {
     pub health_events: Mutex<Option<std::sync::mpsc::Sender<crate::health::HealthEvent>>>,
     /// Config file that live edits are written back to (`None`: not persisted, tests).
     pub config_path: Option<std::path::PathBuf>,
-    /// VIP readiness, operator drains and worker progress (issue 13; [`crate::announce`]).
+    /// VIP readiness, operator drains and worker progress ([`crate::announce`]).
     pub fleet: crate::announce::FleetState,
     /// Counters of the control socket (its server counts into them; `status` shows them).
     pub ctl_stats: Arc<crate::ctl::server::ServerStats>,

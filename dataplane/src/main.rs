@@ -187,7 +187,7 @@ fn run(args: Args) -> Result<(), String> {
     let mut mc_ports: Vec<(u16, String, bool)> = Vec::new();
     for (i, p) in cfg.ports.iter().enumerate() {
         let mut port = EthPort::by_name(&p.device).map_err(|e| format!("ports[{i}] ({}): {e}", p.name))?;
-        // Jumbo frames (issue 12 item 7): RX scatter, or mbufs sized for the MTU.
+        // Jumbo frames: RX scatter, or mbufs sized for the MTU.
         let plan = port.rx_plan(&format!("ports[{i}]"), p.mtu).map_err(|e| format!("ports[{i}] ({}): {e}", p.name))?;
         let pool = Mempool::with_data_room(&format!("mbuf_{i}"), cfg.dataplane.mbufs_per_port, 256, plan.data_room, port.socket_id())
             .map_err(|e| format!("ports[{i}] ({}): mbuf pool: {e}", p.name))?;
@@ -367,7 +367,7 @@ fn run(args: Args) -> Result<(), String> {
                 .map_err(|e| format!("cannot start worker {w}: {e}"))?;
         }
 
-        // Fleet (issue 13): the metrics endpoint and the `fleet` thread (readiness, VIP
+        // Fleet: the metrics endpoint and the `fleet` thread (readiness, VIP
         // announcement, systemd READY/WATCHDOG), control side, stopped with the workers.
         if let Some(l) = metrics_listener {
             let d = &*daemon;
@@ -458,7 +458,7 @@ fn run(args: Args) -> Result<(), String> {
     run_result
 }
 
-/// Logging on stderr (issue 13, docs/operations.md "Logs"): `RUST_LOG` filter (default
+/// Logging on stderr (docs/operations.md "Logs"): `RUST_LOG` filter (default
 /// `info`); `json` = one JSON object per line; text without colours unless stderr is a
 /// terminal, and without timestamps under journald (`JOURNAL_STREAM` set), which stamps
 /// every line itself.

@@ -1,4 +1,4 @@
-//! Prometheus metrics (issue 13): `GET /metrics` on `[metrics] listen`, served by one
+//! Prometheus metrics: `GET /metrics` on `[metrics] listen`, served by one
 //! control-side thread (never a worker core), encoded with the `prometheus-client` crate
 //! in the OpenMetrics text format (which Prometheus and `promtool check metrics` read).
 //!

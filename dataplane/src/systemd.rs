@@ -1,4 +1,4 @@
-//! The `fleet` thread: systemd notifications and VIP announcement (issue 13).
+//! The `fleet` thread: systemd notifications and VIP announcement.
 //!
 //! One control-side thread, every [`period`] (100 ms, shorter under a short watchdog):
 //! 1. observes the workers' poll counters and snapshot generations ([`announce::observe`]);

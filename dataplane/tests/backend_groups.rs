@@ -1,4 +1,4 @@
-//! Backends as groups of endpoints (issue 11; docs/semantics.md "Backend groups"): one test
+//! Backends as groups of endpoints (docs/semantics.md "Backend groups"): one test
 //! per rule, against the daemon's own snapshot compiler (`control::compile`) with per-endpoint
 //! health, reading the shares straight from the compiled Maglev tables.
 

@@ -1,6 +1,6 @@
 //! Who may use the control socket, against a running `spillway` daemon: `nobody` is refused
 //! by the file modes and by the SO_PEERCRED check, and a real member of `socket_group`
-//! (issue 10 item 12) gets in while a non-member does not. Needs root, `setpriv`, and for
+//! gets in while a non-member does not. Needs root, `setpriv`, and for
 //! the group test `groupadd`/`useradd` (skipped otherwise).
 
 mod ctl_harness;
@@ -80,7 +80,7 @@ fn run_ok(cmd: &mut Command) -> bool {
     cmd.output().is_ok_and(|o| o.status.success())
 }
 
-/// Issue 10 item 12: with `socket_group`, a member of that group reaches the socket through
+/// with `socket_group`, a member of that group reaches the socket through
 /// the directory the daemon creates (as a supplementary group, and as the primary group),
 /// and a user outside it is still refused.
 #[test]

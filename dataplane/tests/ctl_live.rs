@@ -237,7 +237,7 @@ fn bad_frames_do_not_hurt() {
     let d = Daemon::start("frames", &traffic_config("frames"));
     let rx0 = d.status().total.rx;
     let bad0 = d.status().control_socket.bad_frames;
-    // truncated: length says 100, 10 bytes come, then EOF: a typed answer (issue 15)
+    // truncated: length says 100, 10 bytes come, then EOF: a typed answer
     let mut t = 100u32.to_be_bytes().to_vec();
     t.extend_from_slice(&[0u8; 10]);
     let m = raw_bytes(&d.socket, &t).expect("an answer to a truncated frame");

@@ -131,7 +131,7 @@ fn reordered_backends_pick_the_same_backends() {
     assert_eq!(a, again);
 }
 
-/// Issue 10 item 7: a backend that gets the slot of a removed one starts from zero in
+/// a backend that gets the slot of a removed one starts from zero in
 /// `status` (per-slot counters keep counting; the daemon records a baseline).
 #[test]
 fn a_backend_reusing_a_slot_does_not_inherit_its_counters() {

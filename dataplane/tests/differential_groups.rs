@@ -1,4 +1,4 @@
-//! One semantics in two places (issue 11 item 3): for random backend groups and endpoint
+//! One semantics in two places: for random backend groups and endpoint
 //! health, the daemon's compiled snapshot (`control::compile`: endpoint slots and Maglev
 //! tables) and the scenario runner (`spillway_shared::scenario`, what `spillwayctl scenario
 //! run` executes) pick the same eligible endpoints with the same shares, for every client

@@ -1,4 +1,4 @@
-//! Chained mbufs on real DPDK (issue 12 item 7): the worker's multi-segment path over
+//! Chained mbufs on real DPDK: the worker's multi-segment path over
 //! `Mbuf` (the C helpers `spw_pktmbuf_pull_up` / `spw_pktmbuf_trim_to`, multi-segment
 //! `truncate`, `prepend` on the head) gives the same verdicts and bytes as the in-memory
 //! model `MemBuf::segmented` that the unit tests use, frees every segment it drops, and

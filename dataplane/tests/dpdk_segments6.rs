@@ -1,4 +1,4 @@
-//! IPv6 jumbo frames in chained mbufs on real DPDK (issue 12 item 7), beside
+//! IPv6 jumbo frames in chained mbufs on real DPDK, beside
 //! `dpdk_segments.rs` (IPv4): over `Mbuf` chains the worker gives the same verdicts and
 //! bytes as the in-memory model `MemBuf::segmented` for IPv6 packets (VLAN tags, extension
 //! headers) by L2 DSR, IP-in-IPv6, GUE over IPv6 (its UDP checksum summed over the mbuf

@@ -1,4 +1,4 @@
-//! Issue 13 against the real daemon (child process on a DPDK `net_null` port that receives
+//! Fleet features against the real daemon (child process on a DPDK `net_null` port that receives
 //! frames): the Prometheus endpoint (scraped twice: counters move; checked with
 //! `promtool check metrics` when Debian's `prometheus` is installed), systemd notifications
 //! over a `NOTIFY_SOCKET` this test binds (READY=1, WATCHDOG=1), `--log-format json`, VIP

@@ -1,4 +1,4 @@
-//! Reordered IPv6 fragments through the real `spillway` binary (issue 12; docs/semantics.md
+//! Reordered IPv6 fragments through the real `spillway` binary (docs/semantics.md
 //! "Fragments"), as `packet_cases.rs` does for IPv4 with
 //! `reordered_udp_fragments_with_two_services_are_held_and_follow_their_first`: two UDP
 //! services on the IPv6 VIP fd00::100 (dns6 :53 on backends 12–13, mdns6 :5353 on backends

@@ -1,4 +1,4 @@
-//! Model-based test of issue 10, "The class, proved": a connection never changes backend
+//! Model-based test of the connection-tracking promise: a connection never changes backend
 //! unless the rules say so.
 //!
 //! A proptest drives the real [`Worker`] through [`Worker::poll`] over a [`MemPort`] (so the
@@ -22,7 +22,7 @@
 //! established entry is never allowed to disappear. Fragment-table slots are followed the
 //! same way (a datagram replaced by a newer one in its direct-mapped slot).
 //!
-//! IPv6 fragments (issue 12) go to two UDP services of their own on fd00::100 (:53 and
+//! IPv6 fragments go to two UDP services of their own on fd00::100 (:53 and
 //! :5353, fixed backends that no op changes): they share the worker's hold with the IPv4
 //! ones (one bound), are released only by a first fragment of their own family, and expire
 //! alike.
@@ -850,7 +850,7 @@ impl Model {
         Ok(())
     }
 
-    /// An IPv6 fragment (issue 12): as [`Model::fragment`], with the IPv6 table
+    /// An IPv6 fragment: as [`Model::fragment`], with the IPv6 table
     /// (`frags6`, 32-bit identification) and the IPv6 services, which are always two on
     /// (VIP6, UDP): a later fragment whose first is not known is held (the same hold and
     /// bound as IPv4) until an IPv6 first fragment of its datagram arrives.

@@ -1,4 +1,4 @@
-//! IPv6 next-hop resolution with Neighbor Discovery (issue 13 item 3, RFC 4861) against the
+//! IPv6 next-hop resolution with Neighbor Discovery (RFC 4861) against the
 //! real `spillway` binary: its port is `net_af_packet` on one end of a veth pair, this test
 //! is the segment on the other end (an `AF_PACKET` socket; IPv6 is off on both ends so the
 //! kernel adds nothing). The backend of an IPv6 service has no `mac`: the daemon must send

@@ -66,7 +66,7 @@ fn udp_fragments_stay_together() {
     udp_fragments_case("udp-fragments", Setup { udp53: true, ..Setup::default() });
 }
 
-/// Issue 10 item 5, reordered: the same capture (half of its datagrams send their later
+/// Reordered: the same capture (half of its datagrams send their later
 /// fragments first) with a second UDP service on the VIP, as `pcapcases.py` runs it. The
 /// later fragments cannot be placed until their first fragment names the service: they are
 /// held, then follow it; none is lost.
@@ -118,7 +118,7 @@ fn udp_fragments_case(name: &str, setup: Setup) -> Run {
 
 // ---------------------------------------------------------------------------------------
 
-/// Issue 10 item 5 (public case `udp-fragments-two-services.pcap`): two services on one VIP
+/// Two services on one VIP (public case `udp-fragments-two-services.pcap`): two services on one VIP
 /// (UDP/53 on backends 0–3, UDP/5353 on backends 4–7). Every fragment of a datagram reaches
 /// one backend of the service its first fragment names; none is lost.
 #[test]
@@ -479,7 +479,7 @@ fn icmp_short_quote_and_echo_are_counted() {
 }
 
 // ---------------------------------------------------------------------------------------
-// IPv6 (issue 12): the public cases of cases/packets/README.md on fd00::100.
+// IPv6: the public cases of cases/packets/README.md on fd00::100.
 
 fn v6() -> Setup {
     Setup { ipv6: true, udp53: true, ..Setup::default() }

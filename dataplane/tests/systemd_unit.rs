@@ -1,4 +1,4 @@
-//! dist/spillway.service checked with `systemd-analyze verify` (issue 13): CI and the
+//! dist/spillway.service checked with `systemd-analyze verify`: CI and the
 //! development hosts run without systemd as PID 1, so the unit is verified rather than
 //! started (docs/operations.md "systemd"). `ExecStart=` must name an existing executable
 //! for `verify`, so a copy of the unit points at the `spillway` binary under test.

@@ -1,4 +1,4 @@
-//! The worker's use of the wire rewrites (issue 10 items 8 and 9), through
+//! The worker's use of the wire rewrites, through
 //! `Worker::process` on in-memory buffers:
 //! - TTL 0 is dropped as `ttl_exceeded`; TTL 1 is forwarded unchanged in every mode
 //!   (docs/semantics.md "TTL");

@@ -197,7 +197,7 @@ fn drops_are_counted_by_reason() {
         f[13] = 0xdd;
         f
     };
-    // an IPv4 packet under the IPv6 EtherType is a malformed IPv6 header (issue 12); LLDP
+    // an IPv4 packet under the IPv6 EtherType is a malformed IPv6 header; LLDP
     // is an EtherType Spillway does not handle
     let lldp = {
         let mut f = tcp(client(1, 1), 1, true, &[]);

@@ -26,6 +26,7 @@ e2e_ipv6_mld_snooping() {
     # starts (until then the bridge floods, and its first queries shorten group timers).
     sleep "${SPW_MLD_SETTLE_SEC:-12}"
     ipv6_write_config "$SPW_CONFIG"
+    printf '\n[neighbors]\nmld_reports = true\n' >>"$SPW_CONFIG"
     # what Spillway sends towards the bridge (MLD: IPv6 with a Hop-by-Hop header first)
     nsx sw tcpdump -i "$lbport" -U -s 200 -w "$SPW_LOG_DIR/lb-port.pcap" 'ip6 and ip6[6] == 0' >/dev/null 2>&1 &
     local tcpdump_pid=$!

@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# Fleet topology of the e2e tests `ecmp` and `vip-drain` (issue 13, docs/bgp.md): a router
+# Fleet topology of the e2e tests `ecmp` and `vip-drain` (docs/bgp.md): a router
 # running BIRD 2 with ECMP, two Spillway hosts each peering with it through their own BIRD,
 # clients behind the router, backends on the L2 segment (L2 DSR). Source after
 # scripts/lib/topology.sh (it reuses ns/nsx/_topo_ns_add/_topo_attach/backend_start and

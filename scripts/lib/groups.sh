@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# Backends as groups of endpoints in the demo topology (issue 11; docs/config.md "Backend
+# Backends as groups of endpoints in the demo topology (docs/config.md "Backend
 # groups"). Sourced by topology.sh. With SPW_ZONE_GROUPS=1, write_config writes one backend
 # group per zone, "web-z1" and "web-z2", whose endpoints are that zone's backend namespaces
 # (b1 b2 | b3 b4), named like them, so `spillway_wait_health b1 ...` and the request

@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# IPv6 on the e2e topology (issue 12, test `ipv6` of scripts/e2e.sh): after topo_up, turns
+# IPv6 on the e2e topology (test `ipv6` of scripts/e2e.sh): after topo_up, turns
 # IPv6 on where it is needed and adds an IPv6 service next to the IPv4 one.
 #
 #   fd00:200::/64 on the same bridge (multicast snooping off, so Neighbor Solicitations
@@ -61,7 +61,7 @@ ipv6_write_config() {
     sed "s|^address = \"$SPW_PORT_ADDR\"\$|&\naddress6 = \"$SPW_PORT_ADDR6\"|" "$f" >"$tmp"
     cat >>"$tmp" <<TOML
 
-# IPv6 (issue 12): a second service on the IPv6 VIP; clients by IPv6 prefix.
+# IPv6: a second service on the IPv6 VIP; clients by IPv6 prefix.
 [[client_zones]]
 prefix = "fd00:200::1:0/112"
 zone = "z1"

@@ -221,8 +221,8 @@ pub struct PortConfig {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gateway: Option<Ipv4Addr>,
     /// Largest IP packet the port receives and sends, bytes (the L3 MTU: Ethernet header,
-    /// VLAN tags and FCS excluded), 1280–9216, default 1500. Above 1500 (jumbo frames,
-    /// issue 12 item 7) the port receives into chained mbufs (RX scatter) or into mbufs
+    /// VLAN tags and FCS excluded), 1280–9216, default 1500. Above 1500 (jumbo frames)
+    /// the port receives into chained mbufs (RX scatter) or into mbufs
     /// sized for the frame, as the device allows (docs/operations.md "Jumbo frames").
     #[serde(default = "d_port_mtu", deserialize_with = "ranged::port_mtu", skip_serializing_if = "is_default_port_mtu")]
     pub mtu: u16,
@@ -982,7 +982,7 @@ pub(crate) mod ranged {
         }
         fn visit_f64<E: Error>(self, v: f64) -> Result<i64, E> {
             // `1e3` or `80.0` is a float in TOML: refused, even when integral, so a file
-            // and a live edit accept the same integers (issue 15).
+            // and a live edit accept the same integers.
             Err(E::custom(format!("{} (a plain integer, not the float {v:?})", crate::limits::get(self.0).allowed())))
         }
         fn visit_str<E: Error>(self, _: &str) -> Result<i64, E> {
@@ -1245,7 +1245,7 @@ impl Service {
                 }
             }
         }
-        // One family per service (issue 12): with L2 DSR the backend receives the client's
+        // One family per service: with L2 DSR the backend receives the client's
         // packet as it came, so its address must be of the VIP's family. IPIP/GUE carry the
         // packet in an outer header of the endpoint's family, so they may cross families.
         if self.forwarding_mode == ForwardingMode::L2_DSR {
@@ -1292,6 +1292,9 @@ impl Backend {
         }
         if let Some(l) = self.latency_ms {
             lim("services[].backends[].latency_ms").check_f(&p("latency_ms"), l, 0.0)?;
+        }
+        if !self.is_group() && self.address.is_unspecified() {
+            return Err(ConfigError::new(p("address"), self.address, "required: a backend without endpoints needs its own unicast address (or list endpoints)"));
         }
         if self.is_group() {
             if !self.address.is_unspecified() {
@@ -1403,6 +1406,20 @@ impl Config {
                         return Err(ConfigError::new(format!("services[{i}].vip"), s.vip,
                             format!("must differ from the port's own address (ports[{k}].{f} = {}): the port answers ARP/ND for it itself", s.vip)));
                     }
+                }
+            }
+        }
+        // A port's own address is answered by the port itself (ARP/ND): never a backend's.
+        let own: std::collections::HashMap<IpAddr, (usize, &str)> = self.ports.iter().enumerate()
+            .flat_map(|(k, pc)| [(pc.address, "address"), (pc.address6.map(IpAddr::V6), "address6")].into_iter().filter_map(move |(a, f)| a.map(|a| (a, (k, f)))))
+            .collect();
+        for (i, s) in self.services.iter().enumerate() {
+            for (bi, b) in s.backends.iter().enumerate() {
+                for (k, m) in b.members().iter().enumerate() {
+                    let Some(&(pk, f)) = own.get(&m.address) else { continue };
+                    let here = if b.is_group() { format!("services[{i}].backends[{bi}].endpoints[{k}].address") } else { format!("services[{i}].backends[{bi}].address") };
+                    return Err(ConfigError::new(here, m.address,
+                        format!("must differ from the port's own address (ports[{pk}].{f} = {}): the port answers for it itself", m.address)));
                 }
             }
         }

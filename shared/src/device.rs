@@ -1,6 +1,6 @@
 //! Checks of `[[ports]] device` strings that can be made without starting DPDK, so that
 //! `spillway --check` and the daemon's start refuse a device DPDK would refuse with its
-//! generic "a driver or bus failed to probe" (issue 15).
+//! generic "a driver or bus failed to probe".
 //!
 //! A device is a PCI address with optional devargs (`0000:3b:00.0`,
 //! `0000:3b:00.0,rxq_cqe_comp_en=0`) or a virtual device `NAME,key=value,...` whose NAME

@@ -110,11 +110,16 @@ impl AnnounceConfig {
         let l6 = self.local_address6;
         let base = u128::from(l6);
         let link_local = l6.segments()[0] & 0xffc0 == 0xfe80;
-        if l6.is_unspecified() || l6.is_loopback() || l6.is_multicast() || link_local || l6.to_ipv4_mapped().is_some() || base > u128::MAX - 0xffff
-            || vips.iter().any(|v| matches!(v, IpAddr::V6(v) if (base..=base + 0xffff).contains(&u128::from(*v))))
-        {
+        if l6.is_unspecified() || l6.is_loopback() || l6.is_multicast() || link_local || l6.to_ipv4_mapped().is_some() {
             return Err(ConfigError::new("announce.local_address6", l6,
-                "must be a global-scope unicast IPv6 address (not link-local: BIRD does not export those) with no VIP or port address among the 65,536 addresses from it (default fd53:7069:6c6c:7761::)"));
+                "must be a global-scope unicast IPv6 address: not unspecified, loopback, multicast, IPv4-mapped or link-local (BIRD does not export peers of link-local addresses); default fd53:7069:6c6c:7761::"));
+        }
+        if base > u128::MAX - 0xffff {
+            return Err(ConfigError::new("announce.local_address6", l6, "must leave room for 65,536 addresses after it (one per IPv6 VIP) below ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff"));
+        }
+        if let Some(v) = vips.iter().find(|v| matches!(v, IpAddr::V6(v) if (base..=base + 0xffff).contains(&u128::from(*v)))) {
+            return Err(ConfigError::new("announce.local_address6", l6,
+                format!("must not cover {v} (a VIP or port address): the 65,536 addresses from it are the announcement interface's own, one per IPv6 VIP; pick another prefix or move the address")));
         }
         if !(self.worker_stall_sec.is_finite() && (0.1..=60.0).contains(&self.worker_stall_sec)) {
             return Err(ConfigError::new("announce.worker_stall_sec", self.worker_stall_sec, "must be in 0.1..=60 seconds"));

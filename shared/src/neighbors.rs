@@ -1,5 +1,5 @@
-//! `[neighbors]` (next-hop resolution) and the next-hop rule of every endpoint (issue 13
-//! item 3; docs/config.md "[neighbors]", docs/operations.md "Next hops").
+//! `[neighbors]` (next-hop resolution) and the next-hop rule of every endpoint
+//! (docs/config.md "[neighbors]", docs/operations.md "Next hops").
 //!
 //! Kept apart from [`crate::config`] so that file gains only a field and a call.
 //!
@@ -41,6 +41,14 @@ pub struct NeighborsConfig {
     /// where switches and routers must learn a new or moved host at once).
     #[serde(default)]
     pub gratuitous_arp: bool,
+    /// Send MLDv2 reports (RFC 3810) for the solicited-node groups of the IPv6 VIPs and
+    /// port addresses, so that MLD-snooping switches forward the Neighbor Solicitations for
+    /// them (docs/operations.md "Multicast and MLD"). Default false for the same reason as
+    /// `gratuitous_arp`: a port sends nothing it was not asked for (replayed captures count
+    /// every output frame); turn it on behind a switch that snoops MLD. The NIC's multicast
+    /// filter is programmed either way.
+    #[serde(default)]
+    pub mld_reports: bool,
 }
 
 fn d_refresh() -> u32 {
@@ -55,7 +63,7 @@ fn d_retry() -> u32 {
 
 impl Default for NeighborsConfig {
     fn default() -> Self {
-        NeighborsConfig { refresh_sec: d_refresh(), expiry_sec: d_expiry(), retry_ms: d_retry(), gratuitous_arp: false }
+        NeighborsConfig { refresh_sec: d_refresh(), expiry_sec: d_expiry(), retry_ms: d_retry(), gratuitous_arp: false, mld_reports: false }
     }
 }
 
@@ -191,7 +199,7 @@ address = "192.168.7.1"
         assert!(c.neighbors.is_default());
         assert!(!c.to_toml().contains("[neighbors]"), "defaults are not written back");
         let c = load(&format!("[neighbors]\nrefresh_sec = 2\nexpiry_sec = 10\nretry_ms = 200\ngratuitous_arp = false\n{BASE}")).unwrap();
-        assert_eq!(c.neighbors, NeighborsConfig { refresh_sec: 2, expiry_sec: 10, retry_ms: 200, gratuitous_arp: false });
+        assert_eq!(c.neighbors, NeighborsConfig { refresh_sec: 2, expiry_sec: 10, retry_ms: 200, gratuitous_arp: false, mld_reports: false });
         assert_eq!(load(&c.to_toml()).unwrap(), c);
     }
 

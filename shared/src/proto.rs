@@ -172,7 +172,7 @@ pub enum Request {
     },
     /// The published snapshot: generation, tables per service and class, age.
     SnapshotShow,
-    /// Readiness and announcement state of every VIP (issue 13; docs/bgp.md).
+    /// Readiness and announcement state of every VIP (docs/bgp.md).
     VipShow,
     /// Withdraw a VIP's announcement and keep serving its existing flows
     /// (`spillwayctl vip drain VIP`); in memory only, a restart announces again.
@@ -778,7 +778,7 @@ pub struct EndpointStatus {
     pub bytes: u64,
     /// Why its next hop has no MAC (`no ARP reply from 10.0.0.11 (3 requests
     /// unanswered)`); `None` when resolved or configured. An unresolved endpoint is not
-    /// eligible (issue 13; docs/operations.md "Next hops").
+    /// eligible (docs/operations.md "Next hops").
     #[serde(default)]
     pub unresolved: Option<String>,
     /// Its QUIC-LB server ID (hex), when its service has QUIC-LB.
@@ -891,6 +891,10 @@ pub enum FrameError {
     /// A message's frames add up to more than [`MAX_MESSAGE`].
     #[error("message of {0} bytes or more exceeds the limit of {MAX_MESSAGE} bytes")]
     MessageTooLarge(usize),
+    /// The reader's budget for buffered bytes (shared with other connections) refused the
+    /// next frame ([`read_frame_within`]).
+    #[error("the control socket is buffering too many large messages of other connections ({0} bytes more refused); try again")]
+    Busy(usize),
     /// Peer speaks another protocol version.
     #[error("protocol version mismatch: peer speaks version {peer}, this side speaks version {PROTOCOL_VERSION}; use matching spillway and spillwayctl builds")]
     Version {
@@ -928,6 +932,14 @@ pub fn write_frame(w: &mut impl Write, body: &[u8]) -> Result<(), FrameError> {
 /// [`MAX_MESSAGE`] (both checked before the frame is read), `Io(UnexpectedEof)` for an end
 /// inside a message.
 pub fn read_frame(r: &mut impl Read) -> Result<Option<Vec<u8>>, FrameError> {
+    read_frame_within(r, |_| true)
+}
+
+/// [`read_frame`] with a budget: `reserve(n)` is asked before each frame's `n` bytes are
+/// buffered (after its length is checked) and may refuse ([`FrameError::Busy`]); the caller
+/// returns what it reserved when it is done with the body. So many connections sending
+/// large messages at once cannot make the daemon buffer more than its budget.
+pub fn read_frame_within(r: &mut impl Read, mut reserve: impl FnMut(usize) -> bool) -> Result<Option<Vec<u8>>, FrameError> {
     let mut body = Vec::new();
     let mut first = true;
     loop {
@@ -952,6 +964,9 @@ pub fn read_frame(r: &mut impl Read) -> Result<Option<Vec<u8>>, FrameError> {
         if body.len() + n > MAX_MESSAGE {
             return Err(FrameError::MessageTooLarge(body.len() + n));
         }
+        if !reserve(n) {
+            return Err(FrameError::Busy(n));
+        }
         let start = body.len();
         body.resize(start + n, 0);
         r.read_exact(&mut body[start..])?;
@@ -969,7 +984,7 @@ impl FrameError {
         match self {
             FrameError::Io(e) if matches!(e.kind(), K::UnexpectedEof | K::TimedOut | K::WouldBlock) => Some(BadFrameKind::Truncated),
             FrameError::Io(_) => None,
-            FrameError::TooLarge(_) | FrameError::MessageTooLarge(_) => Some(BadFrameKind::TooLarge),
+            FrameError::TooLarge(_) | FrameError::MessageTooLarge(_) | FrameError::Busy(_) => Some(BadFrameKind::TooLarge),
             FrameError::Version { .. } => Some(BadFrameKind::Version),
             FrameError::Decode(_) => Some(BadFrameKind::Malformed),
         }

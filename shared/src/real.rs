@@ -1,7 +1,7 @@
 //! `f64` values that survive every encoding the control protocol and `--json` use.
 //!
 //! JSON (RFC 8259 §6) has no infinity and no NaN: `serde_json` writes them as `null`, which
-//! then fails to read back as an `f64` (issue 15: a capacity of `inf` in a live `explain`
+//! then fails to read back as an `f64` (a capacity of `inf` in a live `explain`
 //! decision broke the command). The rule applied by every `#[serde(with = ...)]` helper
 //! here:
 //!

@@ -7,7 +7,7 @@
 //! model, validates them with the daemon's own validation ([`Config::validate`]) at every
 //! step, runs the routing pipeline ([`crate::pipeline::evaluate`]) and compares.
 //!
-//! Backend groups (issue 11): a backend may give `"group": [{"name", "weight", "enabled",
+//! Backend groups: a backend may give `"group": [{"name", "weight", "enabled",
 //! "healthy"}]` instead of `endpoints`/`healthy_endpoints`/`healthy` (and a step's `set`
 //! may replace it); every outcome of such a scenario then carries `endpoint_shares`
 //! (`backend/endpoint` → share), the decision spread over healthy endpoints by

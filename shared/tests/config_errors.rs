@@ -1,4 +1,4 @@
-//! Uniform configuration errors (issue 15, items 5 and 6): every refused value names the
+//! Uniform configuration errors: every refused value names the
 //! field path, the value and the allowed range — out-of-type integers included — and the
 //! rows of `spillway_shared::limits::LIMITS` are the ranges the code enforces, boundary by
 //! boundary.
@@ -246,8 +246,7 @@ fn type_errors_name_the_range_too() {
 }
 
 /// An integer field takes a plain integer only: `1e3` and `80.0` are TOML floats and are
-/// refused naming the field, the value and the range, even when integral (issue 15,
-/// live edits: `weight=1e3` was accepted as 1000).
+/// refused naming the field, the value and the range, even when integral (/// live edits: `weight=1e3` was accepted as 1000).
 #[test]
 fn integer_fields_refuse_floats_even_integral_ones() {
     for (from, to, path, range) in [
@@ -386,7 +385,7 @@ fn names_are_short_and_safe() {
     assert!(e.starts_with("services[0].backends[0].zone = \"z/1\": must be 1 to 63 characters"), "{e}");
 }
 
-/// Review finding (issue 12): an IPv6 VIP over IPIP/GUE needs `encap_mtu` ≥ 1280 + 48, or
+/// Review finding: an IPv6 VIP over IPIP/GUE needs `encap_mtu` ≥ 1280 + 48, or
 /// the Packet Too Big it sends (never below 1280) would repeat for ever.
 #[test]
 fn ipv6_tunnels_carry_the_ipv6_minimum_mtu() {

@@ -1,7 +1,7 @@
 //! Every report and decision type round-trips through every encoding it travels in —
 //! postcard control frames, JSON (`decision_json`, `spillwayctl ... --json`) and
 //! `serde_json::Value` (how `spillwayctl` assembles its JSON) — for extreme values:
-//! ±inf, NaN, ±0, the largest and smallest floats and integers (issue 15, item 1).
+//! ±inf, NaN, ±0, the largest and smallest floats and integers.
 //!
 //! Equality is compared on `Debug` text, so NaN equals NaN and -0.0 differs from 0.0.
 

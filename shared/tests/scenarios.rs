@@ -65,7 +65,7 @@ fn semantic_errors_name_paths() {
     assert_eq!(run_scenario_text(t).unwrap_err().path, "steps[0].client");
 }
 
-/// Backend groups in scenarios (issue 11): `group` gives endpoint weights and health; the
+/// Backend groups in scenarios: `group` gives endpoint weights and health; the
 /// outcome's `endpoint_shares` spread the backend shares over healthy endpoints, a `set`
 /// replaces the group, and `group` with `endpoints` is refused naming the field.
 #[test]

@@ -140,7 +140,7 @@ pub fn compile(cfg: &Config, slots: &SlotMap, input: CompileInput<'_>) -> Snapsh
 
 /// The health view with every endpoint whose next hop *failed* resolution (missing from
 /// `neighbors`: its requests timed out past the pending grace, or its entry expired)
-/// marked unhealthy (issue 13: such a backend is not eligible), or `None` when there is
+/// marked unhealthy (such a backend is not eligible), or `None` when there is
 /// none. An endpoint whose next hop is merely pending its first resolution
 /// ([`crate::neighbor::driver::PENDING_MAC`]) stays eligible: connections that outlived a
 /// restart keep their backend while the workers drop their packets as

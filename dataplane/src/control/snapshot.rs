@@ -72,7 +72,7 @@ pub struct ServiceSnap {
     pub vip: u32,
     /// IPv6 VIP (host-order `u128`); 0 for an IPv4 service.
     pub vip6: u128,
-    /// Whether the VIP is IPv6 (issue 12: a service has one family).
+    /// Whether the VIP is IPv6 (a service has one family).
     pub ipv6: bool,
     /// Port.
     pub port: u16,

@@ -290,6 +290,9 @@ impl Daemon {
                 }
                 let what = format!("service {name}");
                 refuse_duplicates(&fields, &what)?;
+                if fields.iter().any(|(k, _)| k == "name") {
+                    return Err(format!("{what}: field `name` cannot be set here (the command names the service)"));
+                }
                 let mut t = toml::Table::new();
                 t.insert("name".into(), toml::Value::String(name.clone()));
                 for (k, v) in &fields {

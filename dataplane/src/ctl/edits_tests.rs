@@ -131,17 +131,25 @@ fn invalid_edits_change_nothing() {
     let r = d.edit_request(set("web", "b1", &[("weight", "0")], None));
     let Response::Error { message } = r else { panic!("{r:?}") };
     assert!(message.starts_with("services[0].backends[0].weight = 0: must be in 1..=1000"), "{message}");
-    // Without a mac the address is ARP-resolved, so it must be unicast.
-    let r = d.edit_request(set("web", "b1", &[("mac", ""), ("address", "\"0.0.0.0\"")], None));
-    let Response::Error { message } = r else { panic!("{r:?}") };
-    assert!(message.starts_with("services[0].backends[0].address = 0.0.0.0: a unicast endpoint address is required"), "{message}");
+    // A backend without endpoints needs its address, with or without a mac (an unset
+    // address would be 0.0.0.0: IPIP/GUE to nowhere, probes of the host itself).
+    for fields in [&[("mac", ""), ("address", "\"0.0.0.0\"")][..], &[("address", "")][..]] {
+        let r = d.edit_request(set("web", "b1", fields, None));
+        let Response::Error { message } = r else { panic!("{r:?}") };
+        assert!(message.starts_with("services[0].backends[0].address = 0.0.0.0: required: a backend without endpoints needs its own unicast address"), "{message}");
+    }
+    // nor the port's own address, nor may `service add` rename the service by a field
+    let r = d.edit_request(set("web", "b1", &[("address", "10.0.0.2")], None));
+    assert!(matches!(&r, Response::Error { message } if message.contains("must differ from the port's own address (ports[0].address = 10.0.0.2)")), "{r:?}");
+    let r = d.edit_request(spillway_shared::proto::Request::ServiceAdd { name: "api".into(), fields: vec![("vip".into(), "10.0.0.101".into()), ("port".into(), "81".into()), ("name".into(), "\"other\"".into())], if_generation: None });
+    assert!(matches!(&r, Response::Error { message } if message.contains("field `name` cannot be set here")), "{r:?}");
     let r = d.edit_request(spillway_shared::proto::Request::ServiceSet { name: "web".into(), fields: vec![("backends".into(), "[]".into())], if_generation: None });
     assert!(matches!(r, Response::Error { .. }));
     assert_eq!(d.control.lock().unwrap().config_generation, 1);
     assert_eq!(d.control.lock().unwrap().generation, 1);
 }
 
-/// Issue 10 item 6 (review finding): a backend whose service loses its health check is
+/// a backend whose service loses its health check is
 /// static and healthy again, whatever the last probe said.
 #[test]
 fn removing_the_health_check_revives_a_down_backend() {
@@ -211,7 +219,7 @@ fn endpoint_edits_keep_slots_and_health_of_the_others_and_refuse_bad_input() {
 }
 
 /// `weight=1e3` (a TOML float), `0x10`, `1_000` or `+5` for an integer field are refused
-/// naming the field, the value and the range; live edits take plain integers only (issue 15).
+/// naming the field, the value and the range; live edits take plain integers only.
 #[test]
 fn integer_fields_take_plain_integers_only() {
     let d = daemon();

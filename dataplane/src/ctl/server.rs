@@ -37,6 +37,8 @@ pub struct ServerStats {
     pub bad_frames: AtomicU64,
     /// Requests answered.
     pub requests: AtomicU64,
+    /// Request bytes buffered now, over all connections (at most [`MAX_INFLIGHT`]).
+    pub inflight: std::sync::atomic::AtomicUsize,
 }
 
 impl ServerStats {
@@ -290,6 +292,35 @@ fn reply_error(mut stream: UnixStream, message: &str) {
     let _ = proto::write_frame(&mut stream, &body);
 }
 
+/// Bytes all connections may buffer for requests at once: four full-size messages. A
+/// request over it waits for nobody: it is refused (`Busy`) and may be retried.
+pub const MAX_INFLIGHT: usize = 4 * proto::MAX_MESSAGE;
+
+/// One request's share of [`MAX_INFLIGHT`] (in [`ServerStats::inflight`]), returned when
+/// dropped.
+struct Reserved<'a> {
+    stats: &'a ServerStats,
+    bytes: std::cell::Cell<usize>,
+}
+
+impl Reserved<'_> {
+    fn take(&self, n: usize) -> bool {
+        let was = self.stats.inflight.fetch_add(n, Ordering::AcqRel);
+        if was + n > MAX_INFLIGHT {
+            self.stats.inflight.fetch_sub(n, Ordering::AcqRel);
+            return false;
+        }
+        self.bytes.set(self.bytes.get() + n);
+        true
+    }
+}
+
+impl Drop for Reserved<'_> {
+    fn drop(&mut self) {
+        self.stats.inflight.fetch_sub(self.bytes.get(), Ordering::AcqRel);
+    }
+}
+
 /// Counts a bad frame and answers it with [`Response::BadFrame`] (when there is a kind to
 /// answer with); returns whether the connection can carry further frames.
 fn answer_bad_frame(stream: &mut UnixStream, e: &FrameError, stats: &ServerStats) -> bool {
@@ -336,7 +367,10 @@ fn serve_conn_tracked(mut stream: UnixStream, handler: &dyn Handler, stats: &Ser
             _ => return,
         }
         let mut deadline = DeadlineReader { inner: &mut stream, deadline: std::time::Instant::now() + FRAME_DEADLINE, first: Some(first[0]) };
-        let body = match proto::read_frame(&mut deadline) {
+        // Bytes buffered for this request, taken from the budget all connections share.
+        let reserved = Reserved { stats, bytes: std::cell::Cell::new(0) };
+        let read = proto::read_frame_within(&mut deadline, |n| reserved.take(n));
+        let body = match read {
             Ok(Some(b)) => b,
             Ok(None) => return,
             Err(e) => {
@@ -347,6 +381,7 @@ fn serve_conn_tracked(mut stream: UnixStream, handler: &dyn Handler, stats: &Ser
         };
         let decoded = proto::decode_request(&body);
         drop(body); // a request of up to MAX_MESSAGE bytes is not kept while it is served
+        drop(reserved);
         let resp = match decoded {
             Ok(req) => {
                 stats.requests.fetch_add(1, Ordering::Relaxed);
@@ -521,5 +556,34 @@ mod tests {
         assert!(matches!(proto::decode_response(&body).unwrap(), Response::BadFrame { kind: K::TooLarge, .. }));
         srv.shutdown();
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// The shared budget: a request that would take the buffered total over
+    /// [`MAX_INFLIGHT`] is refused, and what a request reserved is returned when it ends.
+    #[test]
+    fn buffered_request_bytes_are_bounded_over_all_connections() {
+        let stats = ServerStats::default();
+        let a = Reserved { stats: &stats, bytes: std::cell::Cell::new(0) };
+        for _ in 0..3 {
+            assert!(a.take(proto::MAX_MESSAGE));
+        }
+        let b = Reserved { stats: &stats, bytes: std::cell::Cell::new(0) };
+        assert!(b.take(proto::MAX_MESSAGE - 1));
+        assert!(!b.take(2), "over the budget");
+        assert_eq!(stats.inflight.load(Ordering::Relaxed), MAX_INFLIGHT - 1);
+        drop(a);
+        assert!(b.take(2), "room again once another request ended");
+        drop(b);
+        assert_eq!(stats.inflight.load(Ordering::Relaxed), 0);
+        // the reader asks before buffering each frame, and names the refusal
+        let mut wire = Vec::new();
+        proto::write_frame(&mut wire, &vec![7u8; 3 * proto::MAX_FRAME]).unwrap();
+        let mut asked = Vec::new();
+        let r = proto::read_frame_within(&mut wire.as_slice(), |n| {
+            asked.push(n);
+            asked.len() < 2
+        });
+        assert!(matches!(r, Err(FrameError::Busy(_))), "{r:?}");
+        assert_eq!(asked, vec![proto::MAX_FRAME, proto::MAX_FRAME]);
     }
 }

@@ -135,7 +135,7 @@ impl EthPort {
         self.configure_plan(rx_queues, tx_queues, descriptors, pool, &plan)
     }
 
-    /// The [`RxPlan`] of this device for `mtu` (issue 12 item 7); `path` names the port in
+    /// The [`RxPlan`] of this device for `mtu`; `path` names the port in
     /// the error (`ports[0]`). Decide it before creating the port's pool: the pool's data
     /// room comes from it.
     pub fn rx_plan(&self, path: &str, mtu: u16) -> Result<RxPlan> {

@@ -15,7 +15,7 @@
 //! `Eal` (whose `Drop` calls `rte_eal_cleanup`).
 //!
 //! A jumbo frame may arrive in chained mbufs when the port's MTU needs RX scatter
-//! ([`RxPlan`], issue 12 item 7): `data()` is the first segment, `pkt_len()` the whole
+//! ([`RxPlan`]): `data()` is the first segment, `pkt_len()` the whole
 //! packet, and the worker pulls headers up into the first segment
 //! ([`crate::fastpath::segments`]).
 

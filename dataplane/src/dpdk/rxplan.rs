@@ -1,5 +1,5 @@
 //! [`RxPlan`]: how a port receives and sends frames of its configured MTU (`[[ports]]
-//! mtu`, issue 12 item 7), decided from the device's capabilities (`rte_eth_dev_info`)
+//! mtu`), decided from the device's capabilities (`rte_eth_dev_info`)
 //! before its mbuf pool is created. Pure logic, tested without DPDK.
 //!
 //! - MTU 1500 (or any frame that fits the default 2,048-byte data room): one mbuf per

@@ -257,7 +257,7 @@ impl Default for Timeouts {
 
 /// The table, generic over the address type: `ConnTable` (= `ConnTable<u32>`) for IPv4,
 /// `ConnTable<u128>` for IPv6 (64-byte entries: 128 bytes per flow at capacity = 2 ×
-/// flows, issue 12).
+/// flows).
 pub struct ConnTable<A: FlowAddr = u32> {
     buckets: BucketMem<A>,
     mask: u64,

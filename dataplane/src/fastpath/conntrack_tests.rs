@@ -11,7 +11,7 @@ fn key(i: u32) -> FlowKey {
 fn entry_is_32_bytes() {
     assert_eq!(std::mem::size_of::<Entry>(), 32);
     assert_eq!(std::mem::size_of::<Bucket<u32>>(), 128);
-    // IPv6: 64-byte entries, i.e. 128 bytes per flow at capacity = 2 x flows (issue 12)
+    // IPv6: 64-byte entries, i.e. 128 bytes per flow at capacity = 2 x flows
     assert_eq!(std::mem::size_of::<Entry<u128>>(), 64);
     assert_eq!(ConnTable::<u128>::bytes_per_entry(), 64);
 }
@@ -145,7 +145,7 @@ fn udp_and_midstream_entries_start_unconfirmed() {
     assert_eq!(ct.lookup(&key(2), ACK, 2, &t).unwrap().state, State::Established);
 }
 
-/// Issue 10 item 1: a key stored in its second bucket is found after a slot of its
+/// a key stored in its second bucket is found after a slot of its
 /// first bucket is freed (flush, expiry). The old lookup stopped at the first bucket
 /// whenever it held an empty slot.
 #[test]
@@ -173,7 +173,7 @@ fn key_in_second_bucket_found_after_first_bucket_frees_a_slot() {
     assert!(ct.lookup(&k, ACK, 1, &t).is_some(), "live key missed after its first bucket freed a slot");
 }
 
-/// Issue 10 item 7: an entry idle for more than 2^31 ms (24.8 days) is expired, and a
+/// an entry idle for more than 2^31 ms (24.8 days) is expired, and a
 /// swept table cannot bring it back when the u32 clock wraps.
 #[test]
 fn idle_entries_never_come_back_when_the_clock_wraps() {

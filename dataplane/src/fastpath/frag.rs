@@ -1,7 +1,7 @@
 //! Per-worker table of IPv4 (and, as `FragTable<u128, u32>`, IPv6) datagrams seen
 //! fragmented: which service their first fragment named, so that every later fragment
 //! (which carries no ports) reaches a backend of that service, not merely of some service
-//! on the same VIP (issue 10 item 5, issue 12 for IPv6; public case
+//! on the same VIP (IPv6: public case
 //! `cases/packets/udp-fragments-two-services.pcap`).
 //!
 //! Key: (source, destination, protocol, IP identification), the datagram identity of
@@ -23,8 +23,7 @@
 //! its [`DatagramId`], IPv4 or IPv6): when the first fragment arrives, the held ones follow
 //! it to the same backend; when it does not arrive in time they are dropped as
 //! `fragment_unknown`, and when the hold is full a new one is dropped as
-//! `fragment_hold_full` (docs/semantics.md, "Fragments"; issue 10 item 5 for IPv4,
-//! issue 12 for IPv6).
+//! `fragment_hold_full` (docs/semantics.md, "Fragments"; both families).
 
 use arrayvec::ArrayVec;
 use spillway_shared::flow::{fmix64, FlowAddr};

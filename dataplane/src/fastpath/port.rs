@@ -18,7 +18,7 @@ pub type Burst<B> = ArrayVec<B, BURST>;
 /// and shrink at the back.
 ///
 /// A packet may span several buffer segments (a jumbo frame received into chained mbufs
-/// with RX scatter, issue 12 item 7): `data()` is then the first segment only, `pkt_len()`
+/// with RX scatter): `data()` is then the first segment only, `pkt_len()`
 /// the whole packet, and the worker reads headers from the first segment after
 /// [`PacketBuf::pull_up`]. Lengths passed to `truncate` are whole-packet lengths.
 pub trait PacketBuf {

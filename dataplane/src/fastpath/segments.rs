@@ -1,5 +1,5 @@
 //! Packets spread over several buffer segments (jumbo frames received into chained mbufs
-//! with RX scatter, issue 12 item 7): how the worker parses them and whether a port can
+//! with RX scatter): how the worker parses them and whether a port can
 //! send them. Kept out of [`crate::fastpath::worker`] so its single-segment path is
 //! unchanged: the worker parses the first segment as usual and calls [`parse_segmented`]
 //! only when that fails on a packet with `segments() > 1` (a first segment that holds the
@@ -53,7 +53,7 @@ pub const SEGMENTED_EXT_MAX: usize = 256;
 pub const SEGMENTED_HEADERS_MAX_V6: usize = 22 + 40 + SEGMENTED_EXT_MAX + 60;
 
 /// Parses a packet spread over several segments (a jumbo frame received with RX scatter,
-/// issue 12 item 7): its headers are pulled up into the first segment (a no-op when, as
+/// jumbo frames): its headers are pulled up into the first segment (a no-op when, as
 /// usual, the first segment holds them; [`SEGMENTED_HEADERS_MAX`] bytes, or
 /// [`SEGMENTED_HEADERS_MAX_V6`] for IPv6), then parsed with the whole packet's length
 /// ([`wire::parse_head`]). `Err(MultiSegment)` when the first segment has no room for them.

@@ -1,4 +1,4 @@
-//! IPv6 jumbo frames in chained mbufs (issue 12 item 7), on in-memory buffers that model
+//! IPv6 jumbo frames in chained mbufs, on in-memory buffers that model
 //! them ([`MemBuf::segmented`]): an IPv6 packet (with VLAN tags and extension headers)
 //! split at any point is forwarded exactly as the same packet in one buffer, by L2 DSR and
 //! by IPIP/GUE over either underlay (and an IPv4 VIP over an IPv6 underlay); the result is

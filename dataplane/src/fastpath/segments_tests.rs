@@ -1,4 +1,4 @@
-//! Multi-segment packets through the worker (issue 12 item 7), on in-memory buffers that
+//! Multi-segment packets through the worker, on in-memory buffers that
 //! model chained mbufs ([`MemBuf::segmented`]): a packet split into any segments is
 //! forwarded exactly as the same packet in one buffer, in every forwarding mode; headers
 //! that straddle segments are pulled up; the `multi_segment` drop is counted only where

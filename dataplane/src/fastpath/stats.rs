@@ -89,7 +89,7 @@ pub struct WorkerStats {
     /// Neighbor Solicitations for addresses that are not ours (dropped as `nd_ignored`).
     pub nd_not_ours: AtomicU64,
     /// QUIC-LB routing and fallbacks (`fastpath/worker/quic.rs`).
-    pub quic: crate::fastpath::worker::quic::QuicCounters,
+    pub quic: QuicCounters,
 }
 
 impl Default for WorkerStats {
@@ -171,5 +171,28 @@ pub fn read(w: &WorkerStats) -> Counters {
         nd_advertisements: w.nd_advertisements.load(Relaxed),
         nd_not_ours: w.nd_not_ours.load(Relaxed),
         quic_lb: w.quic.read(),
+    }
+}
+
+/// QUIC-LB counters of one worker (single writer, summed on read).
+#[derive(Default)]
+pub struct QuicCounters {
+    /// Short-header packets routed by their DCID's server ID.
+    pub routed: AtomicU64,
+    /// Long-header packets of QUIC-LB services (routed by the 5-tuple, as the draft says).
+    pub long_header: AtomicU64,
+    /// Short-header packets that took the 5-tuple path, by `control::quic_lb::Fallback` reason.
+    pub fallback: [AtomicU64; <crate::control::quic_lb::Fallback as strum::EnumCount>::COUNT],
+}
+
+impl QuicCounters {
+    /// `(name, count)` pairs in a fixed order: `routed`, `long_header`, then
+    /// `fallback_<reason>` for every `Fallback`.
+    pub fn read(&self) -> Vec<(String, u64)> {
+        use std::sync::atomic::Ordering::Relaxed;
+        use strum::IntoEnumIterator;
+        let mut out = vec![("routed".to_string(), self.routed.load(Relaxed)), ("long_header".to_string(), self.long_header.load(Relaxed))];
+        out.extend(crate::control::quic_lb::Fallback::iter().map(|f| (format!("fallback_{}", f.name()), self.fallback[f as usize].load(Relaxed))));
+        out
     }
 }

@@ -1,5 +1,5 @@
 //! Tests of the worker: the rules that decide whether a connection keeps its backend
-//! (issue 10), the service cache, fragments.
+//!, the service cache, fragments.
 
     use crate::fastpath::worker::*;
     use crate::fastpath::conntrack::Timeouts;
@@ -63,7 +63,7 @@
         assert_eq!(w.process(&mut b, 0, &d, 2), Verdict::Drop(DropReason::NoService));
     }
 
-    // ---- issue 10: a connection never changes backend unless the rules say so ----
+    // ---- a connection never changes backend unless the rules say so ----
 
     const ACK: u8 = tcp_flags::ACK;
     const SYN: u8 = tcp_flags::SYN;
@@ -365,7 +365,7 @@
         assert_eq!(drained(&hub), vec![], "stopped");
     }
 
-    /// `martian_source` (issue 15): the worker drops a new connection exactly when the
+    /// `martian_source`: the worker drops a new connection exactly when the
     /// shared rule `explain` uses says so for the config: from a VIP or a port address,
     /// and from no client or backend address.
     #[test]

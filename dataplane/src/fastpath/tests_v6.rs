@@ -1,4 +1,4 @@
-//! Tests of the worker's IPv6 path (issue 12): balancing, fragments, Neighbor Discovery,
+//! Tests of the worker's IPv6 path: balancing, fragments, Neighbor Discovery,
 //! ICMPv6 errors, encapsulation over either family and Packet Too Big. Frames are built
 //! and checked with etherparse.
 
@@ -148,7 +148,7 @@ fn fragments_to(id: u32, src: [u8; 16], dport: u16, reversed: bool) -> Vec<Vec<u
     out
 }
 
-/// Review finding (issue 12): a Destination Options header after the Fragment header
+/// Review finding: a Destination Options header after the Fragment header
 /// (RFC 8200 §4.1 order) shows the upper protocol only in the first fragment; every
 /// fragment must still reach the first one's service and one backend.
 #[test]
@@ -264,7 +264,7 @@ fn drops(w: &Worker, r: DropReason) -> u64 {
     w.stats.drops[r as usize].load(Relaxed)
 }
 
-/// Issue 12, as issue 10 item 5 for IPv4: a later IPv6 fragment whose first fragment was
+/// a later IPv6 fragment whose first fragment was
 /// not seen, on a VIP with two UDP services, is held (not dropped), its datagram kept on
 /// the worker with its 128-bit addresses, the Fragment header's Next Header and the full
 /// 32-bit identification; `Verdict` stays within two bytes.
@@ -283,7 +283,7 @@ fn later_ipv6_fragment_of_an_ambiguous_service_is_held() {
     assert_eq!((v, &out[0..5]), (Verdict::Forward, &[2, 0, 0, 0, 0x23][..]), "to an mdns6 backend");
 }
 
-/// Issue 12: IPv6 fragments in reverse order with two services on the VIP are held by the
+/// IPv6 fragments in reverse order with two services on the VIP are held by the
 /// poll loop and follow their first fragment to its backend (first fragment first, then
 /// the held ones in arrival order); a datagram whose first fragment never comes is dropped
 /// as `fragment_unknown` after [`HOLD_LIFETIME_MS`]; beyond [`HOLD_SLOTS`] held fragments

@@ -270,7 +270,7 @@ impl Worker {
         }
     }
 
-    /// A chained jumbo frame whose first segment does not hold it all (issue 12 item 7),
+    /// A chained jumbo frame whose first segment does not hold it all,
     /// out of line: parsed again with its headers pulled up ([`parse_segmented`]).
     #[inline(never)]
     fn process_segmented<B: PacketBuf>(&mut self, buf: &mut B, port: usize, snap: &Snapshot, now_ms: u32) -> Verdict {

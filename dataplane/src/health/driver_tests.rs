@@ -488,7 +488,7 @@ fn health_probes_skipped_when_out_of_descriptors() {
     wait_until(&c, "t", GENEROUS, |s| s.probes_sent > before);
 }
 
-/// Issue 12: TCP, HTTP and UDP probes over IPv6 (loopback ::1): healthy when the endpoint
+/// TCP, HTTP and UDP probes over IPv6 (loopback ::1): healthy when the endpoint
 /// answers, unhealthy when nothing listens; the HTTP Host header brackets the address.
 #[test]
 fn health_probes_over_ipv6() {

@@ -65,7 +65,7 @@ pub struct HealthTracker {
 /// follows. 0.5 ms (same rack) to 5 s (the longest useful probe timeout).
 pub const RTT_BUCKETS_SEC: [f64; 13] = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0];
 
-/// RTTs of successful probes of one endpoint (issue 13 item 4: exported as the
+/// RTTs of successful probes of one endpoint (exported as the
 /// `spillway_endpoint_probe_rtt_seconds` histogram, docs/metrics.md).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct RttHistogram {

@@ -2,7 +2,7 @@
 //! and [`TargetStatus`] snapshots, so that its health view (what snapshots are compiled
 //! from) and the checker's trackers never disagree for good.
 //!
-//! The rule (issue 10 item 6): every live edit hands the checker a new target-set
+//! The rule: every live edit hands the checker a new target-set
 //! generation and reads back the trackers' state *after* the change
 //! ([`sync_after_edit`]); the view takes that state ([`reconcile`]). An event produced
 //! before the edit carries an older generation and is dropped ([`is_current`]): what it

@@ -123,7 +123,8 @@ pub struct Resolver {
     announced: Vec<std::net::IpAddr>,
     gratuitous_arp: bool,
     requests: Vec<IpAddr>,
-    /// MLD reporting state ([`Resolver::mld`]).
+    /// MLD reporting state ([`Resolver::mld`]); reports are sent only with
+    /// `neighbors.mld_reports`.
     mld: MldState,
     /// The groups' Ethernet addresses once they changed, for the NIC's multicast filter
     /// (taken by [`Resolver::take_multicast_change`]).
@@ -213,7 +214,8 @@ impl Resolver {
     /// during the repetitions merges into them); independently, every
     /// [`MLD_REPORT_INTERVAL_MS`] a current-state report (MODE_IS_EXCLUDE {}) of all of them,
     /// whose deadline no change moves. A report that did not fit the outbox is sent again on
-    /// the next tick. Nothing is sent without IPv6 addresses. A change also marks the NIC's
+    /// the next tick. Nothing is sent without IPv6 addresses, or without
+    /// `neighbors.mld_reports` (the NIC filter is followed either way). A change also marks the NIC's
     /// multicast filter for reprogramming ([`Resolver::take_multicast_change`]).
     fn mld(&mut self, cfg: &Config, queues: &NeighborQueues, now_ms: u64) {
         use crate::wire::mld::{CHANGE_TO_EXCLUDE_MODE, CHANGE_TO_INCLUDE_MODE, MODE_IS_EXCLUDE};
@@ -240,6 +242,9 @@ impl Resolver {
             macs.dedup();
             self.multicast_change = Some(macs);
             m.groups = want;
+        }
+        if !cfg.neighbors.mld_reports {
+            return;
         }
         if self.mld.change_sends_left > 0 && now_ms >= self.mld.change_next_ms {
             let (leave, join) = (std::mem::take(&mut self.mld.leave), std::mem::take(&mut self.mld.join));

@@ -155,7 +155,7 @@ fn gratuitous_arp_can_be_turned_off_and_a_full_outbox_is_counted() {
     assert_eq!(r.driver_counters().outbox_full, 1, "the retry did not fit");
 }
 
-/// Issue 12 item 3: an IPv6 VIP and a port's IPv6 address are announced at start with
+/// an IPv6 VIP and a port's IPv6 address are announced at start with
 /// an unsolicited Neighbor Advertisement (RFC 4861 §7.2.6) to all-nodes, 86 bytes,
 /// Solicited clear, Override set, our MAC in the Target Link-Layer Address option, a
 /// valid checksum (checked with etherparse); once each, like the gratuitous ARPs.
@@ -219,7 +219,7 @@ fn mld_joins_repeats_refreshes_and_leaves_the_solicited_node_groups() {
     r.tick(&c4, &q, 0);
     assert!(mld_reports(&q).is_empty(), "no IPv6 address: no MLD");
     assert!(r.take_multicast_change().is_none());
-    let c = cfg("gratuitous_arp = true\n[[ports]]\nname = \"p1\"\ndevice = \"net_null1\"\naddress6 = \"fd00::2\"\n[[services]]\nname = \"web6\"\nvip = \"fd00::100\"\nport = 80\n[[services.backends]]\nname = \"v1\"\naddress = \"fd00:21::1\"\nmac = \"02:00:00:00:21:01\"\n");
+    let c = cfg("gratuitous_arp = true\nmld_reports = true\n[[ports]]\nname = \"p1\"\ndevice = \"net_null1\"\naddress6 = \"fd00::2\"\n[[services]]\nname = \"web6\"\nvip = \"fd00::100\"\nport = 80\n[[services.backends]]\nname = \"v1\"\naddress = \"fd00:21::1\"\nmac = \"02:00:00:00:21:01\"\n");
     let groups = vec![solicited_node(v6("fd00::2")), solicited_node(v6("fd00::100"))];
     r.tick(&c, &q, 10);
     assert_eq!(mld_reports(&q), vec![(CHANGE_TO_EXCLUDE_MODE, groups.clone())], "joined at once");

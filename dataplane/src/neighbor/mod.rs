@@ -1,4 +1,4 @@
-//! Next-hop resolution (issue 13 item 3): the MACs of backends, endpoints and the gateway
+//! Next-hop resolution: the MACs of backends, endpoints and the gateway
 //! whose `mac` is not configured, learned on Spillway's own ports with ARP (IPv4, RFC 826)
 //! and Neighbor Discovery (IPv6, RFC 4861).
 //!

@@ -142,7 +142,7 @@ fn a_backend_without_mac_is_pending_until_resolved_then_follows_its_mac() {
     assert!(reason.starts_with("no ARP reply from 10.0.0.11 (") && reason.contains("its entry expired"), "{reason}");
 }
 
-/// Issue 13 review: at start (empty connection table) a mid-stream packet whose backend's
+/// at start (empty connection table) a mid-stream packet whose backend's
 /// next hop is still pending is dropped, not re-picked to a resolved backend, and not
 /// recorded: the connection is recorded on its own backend once that resolves (restart
 /// keeps connections), or re-picked if it fails. A SYN dropped so is not a new connection

@@ -122,7 +122,7 @@ impl Tunnel {
         frame.copy_within(inner_at..inner_at + inner_len, new_inner_at);
         emit_header(frame, self.dst_mac, self.src_mac, ETHERTYPE_IPV4)?;
         let protocol = match self.encap {
-            Encap::Ipip => inner_protocol(frame.get(new_inner_at).copied().unwrap_or(0x45)),
+            Encap::Ipip => inner_protocol(frame.get(new_inner_at).copied().filter(|_| inner_len > 0).unwrap_or(0x45)),
             Encap::Gue { .. } => PROTO_UDP,
         };
         let outer = frame.get_mut(ETH_LEN..total).ok_or(DropReason::NoHeadroom)?;
@@ -170,7 +170,7 @@ impl Tunnel6 {
         frame.copy_within(inner_at..inner_at + inner_len, new_inner_at);
         emit_header(frame, self.dst_mac, self.src_mac, ETHERTYPE_IPV6)?;
         let next_header = match self.encap {
-            Encap::Ipip => inner_protocol(frame.get(new_inner_at).copied().unwrap_or(0x45)),
+            Encap::Ipip => inner_protocol(frame.get(new_inner_at).copied().filter(|_| inner_len > 0).unwrap_or(0x45)),
             Encap::Gue { .. } => PROTO_UDP,
         };
         let outer = frame.get_mut(ETH_LEN..total).ok_or(DropReason::NoHeadroom)?;
@@ -201,7 +201,7 @@ impl Tunnel {
     }
 
     /// Encapsulates without moving the inner packet, for packets whose bytes cannot be
-    /// moved cheaply (a multi-segment jumbo frame, issue 12 item 7): the caller prepended
+    /// moved cheaply (a multi-segment jumbo frame): the caller prepended
     /// [`Tunnel::front_room`]`(inner_l3)` bytes, so the inner IPv4 packet (of `inner_len`
     /// bytes, possibly continuing in later segments) starts at `ETH_LEN + overhead` of
     /// `head`, and this writes Ethernet | outer IPv4 | [UDP] in front of it, over the new
@@ -212,7 +212,7 @@ impl Tunnel {
     #[inline]
     pub fn encapsulate_in_front(&self, head: &mut [u8], inner_len: usize) -> Result<usize, DropReason> {
         let overhead = self.encap.overhead();
-        let inner_first = head.get(ETH_LEN + overhead).copied().unwrap_or(0x45);
+        let inner_first = head.get(ETH_LEN + overhead).copied().filter(|_| inner_len > 0).unwrap_or(0x45);
         let hdrs = head.get_mut(..ETH_LEN + overhead).ok_or(DropReason::NoHeadroom)?;
         emit_header(hdrs, self.dst_mac, self.src_mac, ETHERTYPE_IPV4)?;
         let outer = hdrs.get_mut(ETH_LEN..).ok_or(DropReason::NoHeadroom)?;
@@ -239,7 +239,7 @@ impl Tunnel6 {
     }
 
     /// As [`Tunnel::encapsulate_in_front`] with an IPv6 outer header, for a multi-segment
-    /// jumbo frame (issue 12 item 7): the caller prepended [`Tunnel6::front_room`] bytes,
+    /// jumbo frame: the caller prepended [`Tunnel6::front_room`] bytes,
     /// so the inner packet (`inner_len` bytes, continuing in later segments) starts at
     /// `ETH_LEN + overhead6` of `head`; this writes Ethernet | IPv6 | \[UDP\] in front of
     /// it. Same bytes as [`Tunnel6::encapsulate`], lengths covering the whole inner packet.
@@ -252,7 +252,7 @@ impl Tunnel6 {
     #[inline]
     pub fn encapsulate_in_front(&self, head: &mut [u8], inner_len: usize, inner_sum: u64) -> Result<usize, DropReason> {
         let overhead = self.encap.overhead6();
-        let inner_first = head.get(ETH_LEN + overhead).copied().unwrap_or(0x45);
+        let inner_first = head.get(ETH_LEN + overhead).copied().filter(|_| inner_len > 0).unwrap_or(0x45);
         let hdrs = head.get_mut(..ETH_LEN + overhead).ok_or(DropReason::NoHeadroom)?;
         emit_header(hdrs, self.dst_mac, self.src_mac, ETHERTYPE_IPV6)?;
         let outer = hdrs.get_mut(ETH_LEN..).ok_or(DropReason::NoHeadroom)?;

@@ -100,7 +100,7 @@ fn unsolicited_advertisement_is_valid() {
     check_na(&f, VIP, ALL_NODES, false);
 }
 
-/// Issue 13: the Neighbor Solicitation resolving a next hop, checked with etherparse:
+/// the Neighbor Solicitation resolving a next hop, checked with etherparse:
 /// Ethernet 33:33:ff + the target's low 24 bits (RFC 2464 §7), IPv6 from our address to
 /// the solicited-node group ff02::1:ffXX:XXXX (RFC 4291 §2.7.1), hop limit 255, ICMPv6
 /// type 135 code 0 with a valid checksum, the target, and our MAC in a Source Link-Layer

@@ -86,8 +86,7 @@ impl<T: AsRef<[u8]>> Ipv4Packet<T> {
     }
 
     /// Like [`Self::new_checked`] for the first bytes of a packet that is `packet_len`
-    /// bytes long from this header on (the first segment of a multi-segment packet, issue
-    /// 12 item 7): the total length is checked against `packet_len`, and [`Self::payload`]
+    /// bytes long from this header on (the first segment of a multi-segment packet): the total length is checked against `packet_len`, and [`Self::payload`]
     /// and [`Self::packet`] stop at the end of `buffer`. The fixed header must be in
     /// `buffer` (`Err(MalformedIpv4)` otherwise).
     #[inline]

@@ -96,7 +96,7 @@ impl<T: AsRef<[u8]>> Ipv6Packet<T> {
 
     /// Like [`Self::new_checked`] for the first bytes of a packet that is `packet_len`
     /// bytes long from this header on (the first segment of a jumbo frame received into
-    /// chained mbufs, issue 12 item 7; as [`super::Ipv4Packet::new_checked_head`]): the
+    /// chained mbufs; as [`super::Ipv4Packet::new_checked_head`]): the
     /// payload length is checked against `packet_len` (`Err(TruncatedIpv6)` when
     /// `40 + payload length` exceeds it), and [`Self::payload`] stops at the end of
     /// `buffer`. The fixed header must be in `buffer` (`Err(MalformedIpv6)` otherwise).

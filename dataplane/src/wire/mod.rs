@@ -283,7 +283,7 @@ pub fn parse_ipv4_frame(frame: &[u8], out: &mut Ipv4Info) -> Result<bool, DropRe
 }
 
 /// Parses the first segment `head` of a frame of `frame_len` bytes spread over several
-/// buffer segments (a jumbo frame received with RX scatter, issue 12 item 7): like
+/// buffer segments (a jumbo frame received with RX scatter): like
 /// [`parse`], with the IPv4 total length or the IPv6 payload length checked against
 /// `frame_len` ([`Ipv4Packet::new_checked_head`], [`Ipv6Packet::new_checked_head`]); every
 /// header the worker reads must be in `head`, the caller pulls them up first

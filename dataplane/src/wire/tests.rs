@@ -62,7 +62,7 @@ fn malformed_frames_have_reasons() {
     assert_eq!(parse(&f[..14 + 20 + 4]), Err(DropReason::TruncatedIpv4));
 }
 
-/// Issue 10 item 8: TTL 0 is dropped as `ttl_exceeded` (before: forwarded); TTL 1 passes.
+/// TTL 0 is dropped as `ttl_exceeded` (before: forwarded); TTL 1 passes.
 #[test]
 fn ttl_zero_is_dropped_ttl_one_is_not() {
     for tags in [&[][..], &[100][..]] {
@@ -178,7 +178,7 @@ fn ipip_and_gue_encapsulation_parse_back() {
     }
 }
 
-/// Issue 10 item 9: the outer header is atomic (DF set, MF clear, offset 0; RFC 6864 §4.1
+/// the outer header is atomic (DF set, MF clear, offset 0; RFC 6864 §4.1
 /// then allows ID 0) with a valid checksum, whatever the inner DF; the outer TTL is 64 and
 /// the inner TTL is left as it came (docs/semantics.md "TTL").
 #[test]
@@ -368,7 +368,7 @@ proptest::proptest! {
 }
 
 /// Every drop reason is listed in docs/architecture.md and explained in docs/operations.md's
-/// table (issue 15: the architecture list once lacked `multi_segment` and `martian_source`).
+/// table (the architecture list once lacked `multi_segment` and `martian_source`).
 #[test]
 fn every_drop_reason_is_documented() {
     let doc = |f: &str| std::fs::read_to_string(format!("{}/../docs/{f}", env!("CARGO_MANIFEST_DIR"))).unwrap();

@@ -32,7 +32,7 @@ fn classify_lpm_and_compatibility() {
     assert_eq!(c("10.8.0.1"), ClientClass::Incompatible, "compatible = false");
     assert_eq!(c("192.0.2.1"), ClientClass::Incompatible, "no match");
     assert_eq!(c("10.9.0.1"), ClientClass::Incompatible, "other region than the forwarder");
-    // IPv6 clients (issue 12): longest prefix over 128 bits, never matching IPv4 prefixes
+    // IPv6 clients: longest prefix over 128 bits, never matching IPv4 prefixes
     assert_eq!(c("fd01::7"), ClientClass::Zone("z1".into()));
     assert_eq!(c("fd01:0:0:5::7"), ClientClass::Zone("z2".into()), "longest IPv6 prefix wins");
     assert_eq!(c("fd08::1"), ClientClass::Incompatible, "compatible = false");

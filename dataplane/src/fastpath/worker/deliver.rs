@@ -1,4 +1,4 @@
-//! Delivery of a decided packet to its backend, for both families (issue 12): L2 DSR,
+//! Delivery of a decided packet to its backend, for both families: L2 DSR,
 //! IPIP/GUE over an IPv4 or IPv6 underlay, and the "too big" answers (ICMP fragmentation
 //! needed, ICMPv6 Packet Too Big). A child of [`super`]; same packet-path rules.
 
@@ -155,7 +155,7 @@ impl Worker {
         let src6 = || snap.port_addrs6.get(pinfo.forward_to).copied().filter(|a| *a != 0).or_else(|| snap.port_addrs6.iter().copied().find(|a| *a != 0)).unwrap_or(0);
         let flow_label = (flow_hash >> 12) as u32 & 0x000f_ffff;
         if buf.segments() > 1 {
-            // A chained jumbo frame (issue 12 item 7), either family over either underlay:
+            // A chained jumbo frame, either family over either underlay:
             // the headers go in front of the inner packet, which stays where it is (its
             // bytes span segments); the outer lengths cover all of it.
             return if outer6 {

@@ -1,5 +1,5 @@
-//! The poll loop's side of the fragment hold (issue 10 item 5, issue 12 for IPv6;
-//! docs/semantics.md "Fragments"): carrying out a verdict on a buffer (forward, reply,
+//! The poll loop's side of the fragment hold (both families, docs/semantics.md
+//! "Fragments"): carrying out a verdict on a buffer (forward, reply,
 //! drop, consume, or hold a later IPv4 or IPv6 fragment whose first fragment is missing),
 //! releasing held fragments when their first fragment arrives, and the buffers a poll loop
 //! keeps across iterations. Same rules as the parent: no locks, allocation, syscalls or

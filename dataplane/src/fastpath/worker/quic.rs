@@ -15,34 +15,10 @@ use crate::control::quic_lb::Fallback;
 use crate::control::snapshot::{ServiceSnap, Snapshot};
 use crate::fastpath::stats::bump;
 use crate::wire;
-use std::sync::atomic::AtomicU64;
-use strum::EnumCount;
+pub use crate::fastpath::stats::QuicCounters;
 
 /// UDP header length (RFC 768).
 const UDP_HEADER: usize = 8;
-
-/// QUIC-LB counters of one worker (single writer, summed on read).
-#[derive(Default)]
-pub struct QuicCounters {
-    /// Short-header packets routed by their DCID's server ID.
-    pub routed: AtomicU64,
-    /// Long-header packets of QUIC-LB services (routed by the 5-tuple, as the draft says).
-    pub long_header: AtomicU64,
-    /// Short-header packets that took the 5-tuple path, by [`Fallback`] reason.
-    pub fallback: [AtomicU64; Fallback::COUNT],
-}
-
-impl QuicCounters {
-    /// `(name, count)` pairs in a fixed order: `routed`, `long_header`, then
-    /// `fallback_<reason>` for every [`Fallback`].
-    pub fn read(&self) -> Vec<(String, u64)> {
-        use std::sync::atomic::Ordering::Relaxed;
-        use strum::IntoEnumIterator;
-        let mut out = vec![("routed".to_string(), self.routed.load(Relaxed)), ("long_header".to_string(), self.long_header.load(Relaxed))];
-        out.extend(Fallback::iter().map(|f| (format!("fallback_{}", f.name()), self.fallback[f as usize].load(Relaxed))));
-        out
-    }
-}
 
 impl Worker {
     /// The endpoint slot for a packet of `svc` by QUIC-LB, or `None` for the 5-tuple path.

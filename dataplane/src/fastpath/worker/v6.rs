@@ -1,4 +1,4 @@
-//! The worker's IPv6 path (issue 12), next to the IPv4 one of [`super`]: the address
+//! The worker's IPv6 path, next to the IPv4 one of [`super`]: the address
 //! [`Family`] trait that makes selection and tracking generic over `u32`/`u128` addresses,
 //! and the IPv6 handlers — service lookup, fragments (32-bit identification), ICMPv6
 //! (Neighbor Discovery answers, errors quoting a flow). Same rules as the parent: no locks,
