@@ -1293,9 +1293,6 @@ impl Backend {
         if let Some(l) = self.latency_ms {
             lim("services[].backends[].latency_ms").check_f(&p("latency_ms"), l, 0.0)?;
         }
-        if !self.is_group() && self.address.is_unspecified() {
-            return Err(ConfigError::new(p("address"), self.address, "required: a backend without endpoints needs its own unicast address (or list endpoints)"));
-        }
         if self.is_group() {
             if !self.address.is_unspecified() {
                 return Err(ConfigError::new(p("address"), self.address, "must be absent when the backend lists endpoints (give each endpoint its address)"));
