@@ -20,4 +20,5 @@ pub mod metrics;
 pub mod neighbor;
 pub mod systemd;
 pub mod sync;
+pub mod secret_file;
 pub mod threads;

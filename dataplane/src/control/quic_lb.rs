@@ -201,16 +201,7 @@ static KEYS: Mutex<Option<HashMap<String, [u8; KEY_LEN]>>> = Mutex::new(None);
 /// Reads one key file: a regular file of mode 0600 or 0400 holding 32 hex digits.
 /// Errors name the path and the problem.
 pub fn read_key_file(path: &str) -> Result<[u8; KEY_LEN], String> {
-    use std::os::unix::fs::PermissionsExt;
-    let meta = std::fs::metadata(path).map_err(|e| format!("key_file = {path}: {e}"))?;
-    if !meta.is_file() {
-        return Err(format!("key_file = {path}: not a regular file"));
-    }
-    let mode = meta.permissions().mode() & 0o777;
-    if mode & 0o077 != 0 {
-        return Err(format!("key_file = {path}: mode {mode:04o}: must be 0600 or 0400 (anyone who reads the key can tell which server every connection uses; chmod 600 {path})"));
-    }
-    let bytes = std::fs::read(path).map_err(|e| format!("key_file = {path}: {e}"))?;
+    let bytes = crate::secret_file::read("key_file", path, "anyone who reads the key can tell which server every connection uses")?;
     key_from_file_contents(&bytes).map_err(|e| format!("key_file = {path}: {e}"))
 }
 

@@ -96,16 +96,7 @@ fn unix_ms() -> u64 {
 /// Reads the fleet key from `path`, refusing a file that others can read or write (mode
 /// must be 0600 or 0400, as for ssh keys) or a key shorter than 16 bytes.
 pub fn read_key(path: &str) -> Result<SyncKey, String> {
-    use std::os::unix::fs::PermissionsExt;
-    let meta = std::fs::metadata(path).map_err(|e| format!("sync.key_file = {path}: {e}"))?;
-    if !meta.is_file() {
-        return Err(format!("sync.key_file = {path}: not a regular file"));
-    }
-    let mode = meta.permissions().mode() & 0o777;
-    if mode & 0o077 != 0 {
-        return Err(format!("sync.key_file = {path}: mode {mode:04o}: must be 0600 or 0400 (the key lets anyone who reads it steer this fleet's connections; chmod 600 {path})"));
-    }
-    let bytes = std::fs::read(path).map_err(|e| format!("sync.key_file = {path}: {e}"))?;
+    let bytes = crate::secret_file::read("sync.key_file", path, "the key lets anyone who reads it steer this fleet's connections")?;
     SyncKey::from_file_contents(&bytes).map_err(|e| format!("sync.key_file = {path}: {e}"))
 }
 
