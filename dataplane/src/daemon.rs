@@ -56,14 +56,7 @@ pub struct ControlState {
     pub nofile_limit: u64,
 }
 
-/// Which pool of a service is active, and since when (worker clock, ms).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct PoolState {
-    /// The failover pool is active.
-    pub failed_over: bool,
-    /// When the active pool last changed (ms on the worker clock).
-    pub switched_at_ms: Option<u32>,
-}
+pub use crate::control::pools::PoolState;
 
 /// See [`Daemon::multicast`].
 pub type MulticastFn = Box<dyn Fn(&[[u8; 6]]) + Send + Sync>;
@@ -128,7 +121,7 @@ impl Daemon {
             .services
             .iter()
             .zip(&snap.services)
-            .map(|(svc, ss)| (svc.name.clone(), PoolState { failed_over: ss.failed_over, switched_at_ms: None }))
+            .map(|(svc, ss)| (svc.name.clone(), PoolState::new(ss.failed_over)))
             .collect();
         let shared = Arc::new(Shared::new(snap, workers));
         Ok(Daemon {
@@ -199,7 +192,8 @@ impl Daemon {
     /// Connection draining (spec/backend-selection.md "Connection draining on
     /// failover/failback"): when a service's active pool changes, backends of the pool that
     /// is no longer active keep their existing connections until `connection_drain_timeout_sec`
-    /// after the switch, or lose them at once with `disable_connection_drain_on_failover`.
+    /// after the switch, or lose them at once with `disable_connection_drain_on_failover`
+    /// ([`crate::control::pools`] has the whole rule).
     pub fn republish(&self, st: &mut ControlState) -> u64 {
         // Slots given to new backends since the last publication start from the counters'
         // current totals (workers cannot count for a slot before a snapshot names it).
@@ -222,36 +216,7 @@ impl Daemon {
             generation: st.generation,
             port_addrs: self.port_addrs.clone(),
         }, st.neighbors.view());
-        for (si, svc) in st.cfg.services.iter().enumerate() {
-            let fo = snap.services.get(si).is_some_and(|s| s.failed_over);
-            let ps = st.pools.entry(svc.name.clone()).or_insert(PoolState { failed_over: fo, switched_at_ms: None });
-            if ps.failed_over != fo {
-                tracing::info!(service = %svc.name, failed_over = fo, "active pool changed ({})", if fo { "failover" } else { "failback" });
-                ps.failed_over = fo;
-                ps.switched_at_ms = Some(now_ms);
-            }
-            let Some(t) = ps.switched_at_ms else { continue };
-            // Draining applies to the pool that is no longer eligible (spec/backend-selection.md
-            // "Connection draining on failover/failback"): a slot of the other pool that the
-            // pipeline still gives new connections (the failover-threshold stage can, without
-            // a pool switch) is not draining.
-            let eligible: std::collections::HashSet<u16> =
-                snap.services.get(si).map(|s| s.tables.iter().flatten().flat_map(|t| t.backends.iter().copied()).collect()).unwrap_or_default();
-            // every endpoint slot of the inactive pool's backends
-            for b in svc.backends.iter().filter(|b| b.failover != fo) {
-                for slot in st.slots.backend_slots(&svc.name, &b.name) {
-                    if eligible.contains(&slot) {
-                        continue;
-                    }
-                    let Some(bs) = snap.backends.get_mut(usize::from(slot)) else { continue };
-                    if svc.disable_connection_drain_on_failover {
-                        bs.evict_connections = true;
-                    } else {
-                        bs.draining_until_ms = Some(t.wrapping_add(svc.connection_drain_timeout_sec.saturating_mul(1000)));
-                    }
-                }
-            }
-        }
+        crate::control::pools::mark_draining(&st.cfg, &st.slots, &mut snap, &mut st.pools, now_ms);
         self.shared.publish(snap);
         st.last_publish = Some((st.generation, Instant::now()));
         st.generation
@@ -424,7 +389,11 @@ impl Daemon {
             return;
         }
         st.last_load_tick = now;
-        let mut needs_republish = false;
+        // A drain deadline that passed is written into the snapshot as an eviction (so the
+        // wrapping worker clock never revives it; control::pools).
+        let now_ms = self.now_ms();
+        let mut needs_republish =
+            st.pools.iter().any(|(name, p)| st.cfg.service(name).is_some_and(|s| p.deadline_due(s.connection_drain_timeout_sec, now_ms)));
         // Load is measured per endpoint slot; a backend's load is the sum of its endpoints'.
         // (service, its (backend, endpoint) pairs, whether load moves its routing)
         type Endpoints = Vec<(String, String)>;

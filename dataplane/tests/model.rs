@@ -1,6 +1,9 @@
 //! Model-based test of the connection-tracking promise: a connection never changes backend
 //! unless the rules say so.
 //!
+//! Over 600 lines on purpose: the generators, the frame builders and the model's rules are
+//! one test, and a failing case (printed as a numbered op listing) is read against them.
+//!
 //! A proptest drives the real [`Worker`] through [`Worker::poll`] over a [`MemPort`] (so the
 //! burst prefetch and the table sweep run as in the daemon) with a random sequence of
 //! packets (TCP SYN/ACK/FIN/RST, UDP, IPv4 and IPv6 fragments, ICMP errors quoting a flow), backend
@@ -22,13 +25,24 @@
 //! established entry is never allowed to disappear. Fragment-table slots are followed the
 //! same way (a datagram replaced by a newer one in its direct-mapped slot).
 //!
+//! Failover (half the TCP services): a primary group of endpoints, failover backends, the
+//! failover ratio and health threshold; every recompilation runs the daemon's pool-drain code
+//! (`control::pools::mark_draining`, the code under test) and the model keeps its own pool
+//! state from spec/backend-selection.md "Connection draining on failover/failback": only the
+//! pool that is no longer eligible drains (the review's defect: flows the threshold stage put
+//! on failover backends were re-picked on every packet after a failback).
+//!
+//! The IPIP service `tun` has the smallest `encap_mtu`: segments too big for its tunnel get
+//! ICMP "fragmentation needed" only with DF, only to sources that may get ICMP errors
+//! (RFC 1812 §4.3.2.7), only within the worker's token bucket (§4.3.2.8), and are never
+//! tracked or counted as a backend's. Live edits of `tracking_mode`/`session_affinity` go
+//! through the daemon's check (`ctl::transaction::check_tracking_key`), which must refuse
+//! exactly the edits that change the tracking key.
+//!
 //! IPv6 fragments go to two UDP services of their own on fd00::100 (:53 and
 //! :5353, fixed backends that no op changes): they share the worker's hold with the IPv4
 //! ones (one bound), are released only by a first fragment of their own family, and expire
 //! alike.
-//!
-//! Over 600 lines on purpose: the generators, the frame builders and the model's rules are
-//! one test, and a failing case (printed as a numbered op listing) is read against them.
 //!
 //! Normal run: 100 cases × 1,000 ops. Soak (docs/semantics.md, "Model-based test"):
 //! `SPILLWAY_MODEL_STEPS=10000000 cargo test --release -p spillway-dataplane --test model -- --ignored`.
@@ -37,6 +51,8 @@ use etherparse::icmpv4::DestUnreachableHeader;
 use etherparse::{EtherType, Ethernet2Header, Icmpv4Type, IpFragOffset, IpNumber, Ipv4Header, Ipv6Header, PacketBuilder, TcpHeader, UdpHeader};
 use proptest::prelude::*;
 use proptest::test_runner::{Config as RunnerConfig, TestCaseError, TestRunner};
+use spillway_dataplane::control::pools::{mark_draining, PoolState};
+use spillway_dataplane::ctl::transaction::check_tracking_key;
 use spillway_dataplane::control::{compile, CompileInput, FlowRequest, HealthView, SlotMap, Snapshot};
 use spillway_dataplane::fastpath::conntrack::{State, Timeouts, WAYS};
 use spillway_dataplane::fastpath::frag::{FRAG_LIFETIME_MS, HOLD_LIFETIME_MS, HOLD_SLOTS};
@@ -44,7 +60,7 @@ use spillway_dataplane::fastpath::port::{MemBuf, MemPort, PacketBuf};
 use spillway_dataplane::fastpath::stats::WorkerStats;
 use spillway_dataplane::fastpath::worker::{PollBuffers, PortInfo, Worker};
 use spillway_dataplane::wire::DropReason;
-use spillway_shared::config::{Backend, Config, Persistence, SessionAffinity, TrackingMode};
+use spillway_shared::config::{Backend, Config, Endpoint, Persistence, SessionAffinity, TrackingMode};
 use spillway_shared::flow::{FlowKey, FlowKey6};
 use spillway_shared::net::MacAddr;
 use spillway_shared::proto::FlowOp;
@@ -63,7 +79,22 @@ const VIP: [u8; 4] = [10, 0, 0, 100];
 const LB_MAC: [u8; 6] = [2, 0, 0, 0, 0, 1];
 const CLIENT_MAC: [u8; 6] = [2, 0, 0, 0, 0x0c, 1];
 /// Services of every case: (name, port, protocol); index = service index in the snapshot.
-const SERVICES: [(&str, u16, u8); 3] = [("web", 80, TCP), ("tls", 443, TCP), ("dns", 53, UDP)];
+/// `tun` ([`TUN`]) forwards by IPIP with the smallest `encap_mtu`, so that large segments
+/// are answered with ICMP "fragmentation needed" instead of being forwarded.
+const SERVICES: [(&str, u16, u8); 4] = [("web", 80, TCP), ("tls", 443, TCP), ("dns", 53, UDP), ("tun", 8080, TCP)];
+/// Index of the IPIP service in [`SERVICES`]; its backends never change.
+const TUN: usize = 3;
+/// `encap_mtu` of [`TUN`] (the smallest allowed, RFC 791's 576).
+const TUN_MTU: u16 = 576;
+/// IPIP overhead (RFC 2003: one outer IPv4 header).
+const IPIP_OVERHEAD: u16 = 20;
+/// Payload of a segment too big for [`TUN`]'s tunnel (40 + 600 + 20 > 576).
+const BIG_PAYLOAD: usize = 600;
+/// Sources that may never get an ICMP error (RFC 1812 §4.3.2.7): broadcast, multicast,
+/// unspecified, loopback, reserved 240/4.
+const FORBIDDEN_SOURCES: [[u8; 4]; 5] = [[255, 255, 255, 255], [224, 0, 0, 5], [0, 0, 0, 0], [127, 0, 0, 1], [240, 0, 0, 9]];
+/// Depth of a worker's ICMP error token bucket (docs/config.md `dataplane.icmp_errors_per_sec`).
+const ICMP_BURST: u64 = 50;
 const MAX_BACKENDS: usize = 6;
 /// The IPv6 VIP of the IPv6 services.
 const VIP6: [u8; 16] = [0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0];
@@ -105,11 +136,29 @@ struct SvcCfg {
     persistence: Persistence,
     idle_sec: u32,
     backends: usize,
+    /// A failover policy (TCP services only), else none.
+    pool: Option<PoolCfg>,
+}
+
+/// A failover policy (spec/backend-selection.md "Original eligible backends",
+/// spec/service-lb-policy.md "Failover health threshold"): the primaries are a group of
+/// `group` endpoints plus `backends - 2` one-address backends; `failover` one-address
+/// failover backends.
+#[derive(Clone, Debug)]
+struct PoolCfg {
+    group: usize,
+    failover: usize,
+    threshold: Option<u32>,
+    ratio: Option<f64>,
+    drain_sec: u32,
+    disable_drain: bool,
 }
 
 #[derive(Clone, Debug)]
 struct CaseCfg {
     svcs: Vec<SvcCfg>,
+    /// `dataplane.icmp_errors_per_sec` of the worker.
+    icmp_rate: u32,
     ct_capacity: usize,
     seed: u64,
     start_ms: u64,
@@ -130,19 +179,30 @@ enum Op {
     Frag6 { client: u8, svc: u8, id: u8, kind: u8 },
     /// ICMP destination unreachable quoting the reply of flow (client, port, service).
     Icmp { client: u8, port: u8, svc: u8 },
-    Health { svc: u8, b: u8 },
+    /// A TCP segment too big for [`TUN`]'s tunnel from client `client` (or, with `bad`, from
+    /// `FORBIDDEN_SOURCES[client % 5]`), with or without DF; `syn`: a SYN, else an ACK.
+    TooBig { client: u8, port: u8, bad: bool, df: bool, syn: bool },
+    /// A live edit of service `svc`'s `tracking_mode` (PER_SESSION when `session`) and
+    /// `session_affinity` (`AFFINITIES[affinity]`), through the daemon's check.
+    Retrack { svc: u8, session: bool, affinity: u8 },
+    /// Health of endpoint `e` of backend `b` flips.
+    Health { svc: u8, b: u8, e: u8 },
     Enable { svc: u8, b: u8 },
     Add { svc: u8, reuse: bool },
     Remove { svc: u8, b: u8 },
     Weight { svc: u8, b: u8, weight: u32 },
-    Drain { svc: u8, b: u8, in_ms: u32 },
-    Evict { svc: u8, b: u8 },
-    Flush { svc: u8, b: u8 },
+    Drain { svc: u8, b: u8, e: u8, in_ms: u32 },
+    Evict { svc: u8, b: u8, e: u8 },
+    Flush { svc: u8, b: u8, e: u8 },
     Clock { ms: u64 },
     /// A quiet period of 2^32 ms + `delta_ms` (49.7 days) in 20 h jumps, each with a poll
     /// and a republication: the u32 clock wraps while entries sit idle.
     Idle { delta_ms: i32 },
 }
+
+/// Every `session_affinity`.
+const AFFINITIES: [SessionAffinity; 5] =
+    [SessionAffinity::NONE, SessionAffinity::CLIENT_IP_PORT_PROTO, SessionAffinity::CLIENT_IP_PROTO, SessionAffinity::CLIENT_IP, SessionAffinity::CLIENT_IP_NO_DESTINATION];
 
 fn case_cfg() -> impl Strategy<Value = CaseCfg> {
     use SessionAffinity as A;
@@ -154,12 +214,31 @@ fn case_cfg() -> impl Strategy<Value = CaseCfg> {
             prop::sample::select(vec![Persistence::DEFAULT_FOR_PROTOCOL, Persistence::NEVER_PERSIST, Persistence::ALWAYS_PERSIST]),
             prop::sample::select(idle),
             3usize..=5,
+            (any::<bool>(), pool_cfg()).prop_map(move |(on, p)| (on && !udp).then_some(p)),
         )
-            .prop_map(|(tracking, affinity, persistence, idle_sec, backends)| SvcCfg { tracking, affinity, persistence, idle_sec, backends })
+            .prop_map(|(tracking, affinity, persistence, idle_sec, backends, pool)| SvcCfg { tracking, affinity, persistence, idle_sec, backends, pool })
     };
     let start = prop_oneof![0u64..1_000, (1u64 << 32) - 200_000..(1u64 << 32)];
-    (svc(false), svc(false), svc(true), prop::sample::select(vec![64usize, 128, 256]), any::<u64>(), start)
-        .prop_map(|(a, b, c, ct_capacity, seed, start_ms)| CaseCfg { svcs: vec![a, b, c], ct_capacity, seed, start_ms })
+    let icmp_rate = prop::sample::select(vec![0u32, 1, 20, 1000]);
+    (svc(false), svc(false), svc(true), icmp_rate, prop::sample::select(vec![64usize, 128, 256]), any::<u64>(), start)
+        .prop_map(|(a, b, c, icmp_rate, ct_capacity, seed, start_ms)| CaseCfg { svcs: vec![a, b, c], icmp_rate, ct_capacity, seed, start_ms })
+}
+
+fn pool_cfg() -> impl Strategy<Value = PoolCfg> {
+    (
+        2usize..=4,
+        1usize..=2,
+        prop::option::of(prop::sample::select(vec![50u32, 70, 90])),
+        prop::option::of(prop::sample::select(vec![0.0f64, 0.5, 0.75])),
+        prop::sample::select(vec![0u32, 5, 600]),
+        prop::bool::weighted(0.2),
+    )
+        .prop_map(|(group, failover, threshold, ratio, drain_sec, disable_drain)| PoolCfg { group, failover, threshold, ratio, drain_sec, disable_drain })
+}
+
+/// The fixed IPIP service [`TUN`]: 3 backends, no op changes them.
+fn tun_cfg() -> SvcCfg {
+    SvcCfg { tracking: TrackingMode::PER_CONNECTION, affinity: SessionAffinity::NONE, persistence: Persistence::DEFAULT_FOR_PROTOCOL, idle_sec: 600, backends: 3, pool: None }
 }
 
 /// Ops of one case. A `busy` case has no clock jump beyond 15 s, so established entries
@@ -171,23 +250,26 @@ fn op(busy: bool) -> impl Strategy<Value = Op> {
     let hot = if busy { 0 } else { 3 };
     let c = prop_oneof![hot => 0u8..4, 1 => 0u8..16];
     let p = prop_oneof![hot => 0u8..2, 1 => 0u8..if busy { 4 } else { 8 }];
-    let (s, b) = (0u8..3, 0u8..8);
+    let (s, b, e) = (0u8..3, 0u8..8, 0u8..4);
     let long = if busy { 0 } else { 1 };
     let ms = prop_oneof![10 => 1u64..=1_000, 2 => 1_000u64..=15_000, long => 15_000u64..=REPUBLISH_MS, long => REPUBLISH_MS..=72_000_000];
     prop_oneof![
-        30 => (c.clone(), p.clone(), 0u8..2, 0u8..8).prop_map(|(client, port, svc, kind)| Op::Tcp { client, port, svc, kind }),
+        30 => (c.clone(), p.clone(), prop_oneof![6 => 0u8..2, 1 => Just(TUN as u8)], 0u8..8).prop_map(|(client, port, svc, kind)| Op::Tcp { client, port, svc, kind }),
         10 => (c.clone(), p.clone(), any::<bool>()).prop_map(|(client, port, two)| Op::Udp { client, port, two }),
         6 => (c.clone(), s.clone(), 0u8..4, any::<bool>()).prop_map(|(client, svc, id, first)| Op::Frag { client, svc, id, first }),
         4 => (c.clone(), 0u8..2, 0u8..4, 0u8..3).prop_map(|(client, svc, id, kind)| Op::Frag6 { client, svc, id, kind }),
-        3 => (c, p, s.clone()).prop_map(|(client, port, svc)| Op::Icmp { client, port, svc }),
-        3 => (s.clone(), b.clone()).prop_map(|(svc, b)| Op::Health { svc, b }),
+        3 => (c.clone(), p.clone(), s.clone()).prop_map(|(client, port, svc)| Op::Icmp { client, port, svc }),
+        3 => (c, p, prop::bool::weighted(0.2), prop::bool::weighted(0.8), any::<bool>())
+            .prop_map(|(client, port, bad, df, syn)| Op::TooBig { client, port, bad, df, syn }),
+        4 => (s.clone(), b.clone(), e.clone()).prop_map(|(svc, b, e)| Op::Health { svc, b, e }),
         1 => (s.clone(), b.clone()).prop_map(|(svc, b)| Op::Enable { svc, b }),
         1 => (s.clone(), any::<bool>()).prop_map(|(svc, reuse)| Op::Add { svc, reuse }),
+        1 => (s.clone(), any::<bool>(), 0u8..5).prop_map(|(svc, session, affinity)| Op::Retrack { svc, session, affinity }),
         1 => (s.clone(), b.clone()).prop_map(|(svc, b)| Op::Remove { svc, b }),
         2 => (s.clone(), b.clone(), 1u32..=1000).prop_map(|(svc, b, weight)| Op::Weight { svc, b, weight }),
-        2 => (s.clone(), b.clone(), 0u32..=60_000).prop_map(|(svc, b, in_ms)| Op::Drain { svc, b, in_ms }),
-        1 => (s.clone(), b.clone()).prop_map(|(svc, b)| Op::Evict { svc, b }),
-        1 => (s, b).prop_map(|(svc, b)| Op::Flush { svc, b }),
+        2 => (s.clone(), b.clone(), e.clone(), 0u32..=60_000).prop_map(|(svc, b, e, in_ms)| Op::Drain { svc, b, e, in_ms }),
+        1 => (s.clone(), b.clone(), e.clone()).prop_map(|(svc, b, e)| Op::Evict { svc, b, e }),
+        1 => (s, b, e).prop_map(|(svc, b, e)| Op::Flush { svc, b, e }),
         12 => ms.prop_map(|ms| Op::Clock { ms }),
         1 => (-2_000_000i32..2_000_000).prop_map(move |delta_ms| if busy { Op::Clock { ms: 1 } } else { Op::Idle { delta_ms } }),
     ]
@@ -213,6 +295,23 @@ fn tcp_frame(src: u32, sport: u16, dport: u16, flags: u8) -> Vec<u8> {
     }
     let mut out = Vec::new();
     b.write(&mut out, &[0u8; 8]).expect("tcp frame");
+    out
+}
+
+/// A TCP segment of [`BIG_PAYLOAD`] bytes to [`TUN`] (too big for its tunnel), DF as asked.
+fn big_tcp_frame(src: [u8; 4], sport: u16, df: bool, syn: bool) -> Vec<u8> {
+    let mut tcp = TcpHeader::new(sport, SERVICES[TUN].1, 1, 1024);
+    tcp.syn = syn;
+    tcp.ack = !syn;
+    let payload = vec![0u8; BIG_PAYLOAD];
+    let mut ip = Ipv4Header::new((tcp.header_len() + payload.len()) as u16, 64, IpNumber::TCP, src, VIP).expect("ipv4 header");
+    ip.dont_fragment = df;
+    tcp.checksum = tcp.calc_checksum_ipv4(&ip, &payload).expect("checksum");
+    let mut out = Vec::new();
+    Ethernet2Header { source: CLIENT_MAC, destination: LB_MAC, ether_type: EtherType::IPV4 }.write(&mut out).expect("eth");
+    ip.write(&mut out).expect("ipv4");
+    tcp.write(&mut out).expect("tcp");
+    out.extend_from_slice(&payload);
     out
 }
 
@@ -312,10 +411,25 @@ impl MEntry {
 #[derive(Clone, Debug)]
 struct SlotInfo {
     svc: usize,
+    /// Backend name.
     name: String,
+    /// Endpoint name (the backend's for a one-address backend).
+    ep: String,
+    /// The backend belongs to the failover pool.
+    failover: bool,
     mac: [u8; 6],
     inc: u16,
     enabled: bool,
+}
+
+/// A service's pool as the model follows it (spec/backend-selection.md "Connection draining on
+/// failover/failback"): the active pool (from the compiled snapshot), the last switch, and
+/// the slots of the pool it left that have taken no new connection since.
+#[derive(Clone, Debug, Default)]
+struct RefPool {
+    failed_over: bool,
+    switched_at: Option<u64>,
+    draining: std::collections::BTreeSet<u16>,
 }
 
 #[derive(Clone, Copy, Debug, Default)]
@@ -330,6 +444,8 @@ enum Expect {
     Drop(DropReason),
     /// A later fragment held until its first fragment arrives (nothing out, no drop).
     Held,
+    /// An ICMP error sent back to the client.
+    Reply,
 }
 
 #[derive(Debug, PartialEq)]
@@ -378,6 +494,15 @@ struct Model {
     frags: HashMap<(u32, u8, u16), (u16, u64)>,
     /// IPv6 first fragments seen: (source, identification) → (destination port, when).
     frags6: HashMap<(u128, u32), (u16, u64)>,
+    /// The daemon's pool states, as `control::pools::mark_draining` keeps them (the code under test).
+    pools_real: HashMap<String, PoolState>,
+    /// The model's own pool states ([`RefPool`]), per service index.
+    pools: HashMap<usize, RefPool>,
+    /// The model's ICMP error bucket: milli-tokens and last refill (worker clock).
+    icmp_bucket: (u64, u32),
+    icmp_rate: u32,
+    /// Frames the last poll sent.
+    last_sent: Vec<Vec<u8>>,
     /// Later fragments the worker holds (datagram, arrival time), in arrival order.
     held: Vec<(Dg, u64)>,
     /// MAC of each IPv6 service's backend slot.
@@ -398,6 +523,9 @@ impl Model {
         for (name, port, proto) in SERVICES {
             let p = if proto == TCP { "tcp" } else { "udp" };
             t.push_str(&format!("[[services]]\nname = \"{name}\"\nvip = \"10.0.0.100\"\nport = {port}\nprotocol = \"{p}\"\nmaglev_table_size = 251\n"));
+            if name == SERVICES[TUN].0 {
+                t.push_str(&format!("forwarding_mode = \"IPIP\"\nencap_mtu = {TUN_MTU}\n"));
+            }
         }
         for (name, port) in SERVICES6 {
             t.push_str(&format!("[[services]]\nname = \"{name}\"\nvip = \"fd00::100\"\nport = {port}\nprotocol = \"udp\"\nmaglev_table_size = 251\n"));
@@ -410,8 +538,10 @@ impl Model {
         let timeouts = Timeouts::default();
         let stats = Arc::new(WorkerStats::default());
         let ports = vec![PortInfo { mac: LB_MAC, forward_to: 0, addr: 0 }];
+        let mut svcs = cc.svcs.clone();
+        svcs.push(tun_cfg());
         let mut m = Model {
-            svcs: cc.svcs.clone(),
+            svcs: svcs.clone(),
             cfg: Config::default(),
             slots: SlotMap::default(),
             health: HealthView::new(),
@@ -422,7 +552,7 @@ impl Model {
             marks: HashMap::new(),
             removed: vec![Vec::new(); SERVICES.len()],
             serial: 0,
-            worker: Worker::new(0, cc.ct_capacity, cc.seed, timeouts, stats.clone(), ports),
+            worker: Worker::new(0, cc.ct_capacity, cc.seed, timeouts, stats.clone(), ports).with_icmp_errors_per_sec(cc.icmp_rate),
             stats,
             ports: vec![MemPort::new(LB_MAC)],
             tx: PollBuffers::new(1),
@@ -430,6 +560,11 @@ impl Model {
             entries: HashMap::new(),
             frags: HashMap::new(),
             frags6: HashMap::new(),
+            pools_real: HashMap::new(),
+            pools: HashMap::new(),
+            icmp_bucket: (ICMP_BURST.min(u64::from(cc.icmp_rate)) * 1000, 0),
+            icmp_rate: cc.icmp_rate,
+            last_sent: Vec::new(),
             held: Vec::new(),
             mac6: HashMap::new(),
             released: 0,
@@ -438,14 +573,38 @@ impl Model {
             timeouts,
             cov: HashMap::new(),
         };
-        for (si, sc) in cc.svcs.iter().enumerate() {
+        for (si, sc) in svcs.iter().enumerate() {
             let s = &mut cfg.services[si];
             s.tracking_mode = sc.tracking;
             s.session_affinity = sc.affinity;
             s.connection_persistence_on_unhealthy_backends = sc.persistence;
             s.idle_timeout_sec = Some(sc.idle_sec);
-            for _ in 0..sc.backends {
+            let Some(pc) = &sc.pool else {
+                for _ in 0..sc.backends {
+                    let b = m.new_backend(si);
+                    s.backends.push(b);
+                }
+                continue;
+            };
+            s.failover_health_threshold = pc.threshold;
+            s.failover_ratio = pc.ratio;
+            s.connection_drain_timeout_sec = pc.drain_sec;
+            s.disable_connection_drain_on_failover = pc.disable_drain;
+            for _ in 0..sc.backends - 2 {
                 let b = m.new_backend(si);
+                s.backends.push(b);
+            }
+            // the primary group: `group` endpoints of their own addresses and MACs
+            let mut g = Backend::new(&format!("g{si}"), "z1");
+            for k in 1..=pc.group {
+                let mut e = Endpoint::new(Some(&format!("e{k}")), [10, 0, 21 + si as u8, k as u8]);
+                e.mac = Some(MacAddr([2, 0, 0, si as u8 + 1, 0xee, k as u8]));
+                g.endpoints.push(e);
+            }
+            s.backends.push(g);
+            for _ in 0..pc.failover {
+                let mut b = m.new_backend(si);
+                b.failover = true;
                 s.backends.push(b);
             }
         }
@@ -479,6 +638,9 @@ impl Model {
         self.generation += 1;
         let input = CompileInput { health: &self.health, states: &mut self.states, now_sec: self.now as f64 / 1000.0, generation: self.generation, port_addrs: vec![0] };
         self.snap = compile(&self.cfg, &self.slots, input);
+        // the daemon's pool-drain marks (the code under test), then the model's own
+        let now32 = self.now32();
+        mark_draining(&self.cfg, &self.slots, &mut self.snap, &mut self.pools_real, now32);
         self.marks.clear();
         self.slot_info.clear();
         self.mac6.clear();
@@ -490,15 +652,55 @@ impl Model {
         }
         for (si, s) in self.cfg.services.iter().enumerate().take(SERVICES.len()) {
             for b in &s.backends {
-                let slot = self.slots.slot(&s.name, &b.name, &b.name).expect("slot");
-                let mac = b.mac.expect("mac").0;
-                self.slot_info.insert(slot, SlotInfo { svc: si, name: b.name.clone(), mac, inc: self.slots.incarnation(slot), enabled: b.enabled });
+                for m in b.members() {
+                    let slot = self.slots.slot(&s.name, &b.name, &m.name).expect("slot");
+                    let mac = m.mac.expect("mac").0;
+                    let info = SlotInfo { svc: si, name: b.name.clone(), ep: m.name.clone(), failover: b.failover, mac, inc: self.slots.incarnation(slot), enabled: b.enabled && m.enabled };
+                    self.slot_info.insert(slot, info);
+                }
+            }
+        }
+        self.pool_marks();
+    }
+
+    /// The drain rule of spec/backend-selection.md "Connection draining on
+    /// failover/failback", as the model states it: at a switch of the active pool (read from
+    /// the compiled snapshot) at time t, the slots of the pool no longer active that get no
+    /// new connection drain until t + `connection_drain_timeout_sec` (or are cut at once with
+    /// `disable_connection_drain_on_failover`); a slot that the pipeline gives new
+    /// connections again (the failover-threshold stage can, without a switch), or that no
+    /// longer belongs to the inactive pool, stops draining until the next switch: draining
+    /// applies only to the pool that is no longer eligible.
+    fn pool_marks(&mut self) {
+        for si in 0..SERVICES.len() {
+            let Some(ss) = self.snap.services.get(si) else { continue };
+            let fo = ss.failed_over;
+            let eligible: std::collections::HashSet<u16> = ss.tables.iter().flatten().flat_map(|t| t.backends.iter().copied()).collect();
+            let svc = &self.cfg.services[si];
+            let (drain_ms, cut) = (u64::from(svc.connection_drain_timeout_sec) * 1000, svc.disable_connection_drain_on_failover);
+            let info = &self.slot_info;
+            let pool = self.pools.entry(si).or_insert_with(|| RefPool { failed_over: fo, ..RefPool::default() });
+            if pool.failed_over != fo {
+                self.cov.entry("pool switch").and_modify(|n| *n += 1).or_insert(1);
+                pool.failed_over = fo;
+                pool.switched_at = Some(self.now);
+                pool.draining = info.iter().filter(|(_, i)| i.svc == si && i.failover != fo).map(|(s, _)| *s).collect();
+            }
+            pool.draining.retain(|s| !eligible.contains(s) && info.get(s).is_some_and(|i| i.svc == si && i.failover != fo));
+            let Some(t) = pool.switched_at else { continue };
+            for &slot in &pool.draining {
+                let m = self.marks.entry(slot).or_default();
+                if cut || self.now >= t + drain_ms {
+                    m.evict = true;
+                } else {
+                    m.drain_until = Some(t + drain_ms);
+                }
             }
         }
     }
 
     fn healthy(&self, slot: u16) -> bool {
-        self.slot_info.get(&slot).is_some_and(|i| self.health.get(&(SERVICES[i.svc].0.to_string(), i.name.clone(), i.name.clone())).into_iter().all(|v| v.healthy))
+        self.slot_info.get(&slot).is_some_and(|i| self.health.get(&(SERVICES[i.svc].0.to_string(), i.name.clone(), i.ep.clone())).into_iter().all(|v| v.healthy))
     }
 
     fn session(&self, svc: usize) -> bool {
@@ -600,6 +802,7 @@ impl Model {
         let now = self.now32();
         self.worker.poll(&mut self.ports, &mut self.tx, &self.snap, now);
         let sent = std::mem::take(&mut self.ports[0].tx);
+        self.last_sent = sent.iter().map(|b| b.data().to_vec()).collect();
         let mut dropped: Vec<u64> = (0..before.len()).map(|i| self.stats.drops[i].load(Relaxed) - before[i]).collect();
         let releases = self.settle_held();
         self.released = 0;
@@ -618,7 +821,7 @@ impl Model {
                     ensure!(*d > 0, "model expects a held fragment dropped as {reason:?}; releases {releases:?}");
                     *d -= 1;
                 }
-                Expect::Held => unreachable!(),
+                Expect::Held | Expect::Reply => unreachable!(),
             }
         }
         let macs: Vec<[u8; 6]> = sent.iter().map(|b| b.data()[0..6].try_into().expect("mac")).collect();
@@ -691,6 +894,7 @@ impl Model {
             Expect::To(slot) => Outcome::Forward(self.mac_of(slot)),
             Expect::Drop(r) => Outcome::Drop(r as usize),
             Expect::Held => Outcome::Held,
+            Expect::Reply => Outcome::Forward(CLIENT_MAC),
         };
         ensure!(*got == want_o, "worker gave {got:?}, model expects {want:?} = {want_o:?}");
         Ok(())
@@ -728,6 +932,10 @@ impl Model {
             let e = e.clone();
             stays = self.must_stay(&e).then_some(e.slot);
             if self.keeps(&e, src) {
+                if self.slot_info.get(&e.slot).is_some_and(|i| i.failover) && self.pools.get(&svc).is_some_and(|p| !p.failed_over && p.switched_at.is_some()) {
+                    // the failover-threshold stage's pick, after a failover and a failback
+                    self.seen("kept on a failover backend after a failback");
+                }
                 self.seen(if !self.healthy(e.slot) { "kept on an unhealthy backend" } else if self.marks.get(&e.slot).is_some_and(|m| m.drain_until.is_some()) { "kept while draining" } else { "kept" });
                 expect = Expect::To(e.slot);
             } else {
@@ -924,11 +1132,69 @@ impl Model {
         Ok(())
     }
 
-    /// Slot of backend `b` (modulo the count) of service `svc`.
-    fn backend(&self, svc: usize, b: u8) -> (usize, u16) {
+    /// RFC 1812 §4.3.2.8 / RFC 4443 §2.4(f) rate limit as docs/config.md states it: a
+    /// bucket of [`ICMP_BURST`] tokens refilled at `icmp_rate` per second (elapsed time
+    /// counted up to 60 s), one token per error sent.
+    fn take_icmp_token(&mut self, now: u32) -> bool {
+        let (tokens, last) = self.icmp_bucket;
+        let elapsed = u64::from(now.wrapping_sub(last).min(60_000));
+        let cap = ICMP_BURST.min(u64::from(self.icmp_rate)) * 1000;
+        let tokens = (tokens + elapsed * u64::from(self.icmp_rate)).min(cap);
+        let ok = tokens >= 1000;
+        self.icmp_bucket = (if ok { tokens - 1000 } else { tokens }, now);
+        ok
+    }
+
+    /// A segment too big for [`TUN`]'s tunnel (RFC 1191; RFC 1812 §4.3.2.7 and §4.3.2.8):
+    /// with DF, from a source that may get an ICMP error, and while the worker's bucket has a
+    /// token, it is answered with ICMP "fragmentation needed" naming the MTU that fits
+    /// (`encap_mtu` − 20); otherwise dropped as `encap_too_big` (no DF),
+    /// `icmp_error_forbidden` or `icmp_error_rate_limited`. Either way it is neither tracked
+    /// (the table check after every step sees no entry of it, and an existing entry of its
+    /// flow unchanged), nor a new connection, nor a backend's packet or bytes.
+    fn too_big(&mut self, src: [u8; 4], sport: u16, bad: bool, df: bool, syn: bool) -> Res {
+        let now32 = self.now32();
+        let expect = if !df {
+            self.seen("too big without DF");
+            Expect::Drop(DropReason::EncapTooBig)
+        } else if bad {
+            self.seen("too big from a source that gets no ICMP error");
+            Expect::Drop(DropReason::IcmpErrorForbidden)
+        } else if self.take_icmp_token(now32) {
+            self.seen("too big answered");
+            Expect::Reply
+        } else {
+            self.seen("too big rate-limited");
+            Expect::Drop(DropReason::IcmpErrorRateLimited)
+        };
+        let sum = |v: &[std::sync::atomic::AtomicU64]| v.iter().map(|c| c.load(Relaxed)).sum::<u64>();
+        let (nc0, sent0, bp0, bb0) = (self.stats.new_connections.load(Relaxed), self.stats.icmp_frag_needed_sent.load(Relaxed), sum(&self.stats.backend_packets), sum(&self.stats.backend_bytes));
+        let got = self.send(&big_tcp_frame(src, sport, df, syn))?;
+        self.check(&got, expect)?;
+        if expect == Expect::Reply {
+            let f = self.last_sent.last().cloned().unwrap_or_default();
+            let pkt = etherparse::SlicedPacket::from_ethernet(&f).map_err(|e| format!("the ICMP answer does not parse: {e}"))?;
+            let Some(etherparse::NetSlice::Ipv4(ip)) = &pkt.net else { return Err("the ICMP answer is not IPv4".into()) };
+            ensure!(ip.header().destination() == src && ip.header().source() == VIP, "ICMP answer {:?} → {:?}, expected VIP → {src:?}", ip.header().source(), ip.header().destination());
+            let Some(etherparse::TransportSlice::Icmpv4(icmp)) = &pkt.transport else { return Err("the answer is not ICMP".into()) };
+            let want = Icmpv4Type::DestinationUnreachable(DestUnreachableHeader::FragmentationNeeded { next_hop_mtu: TUN_MTU - IPIP_OVERHEAD });
+            ensure!(icmp.icmp_type() == want, "ICMP answer {:?}, expected {want:?}", icmp.icmp_type());
+        }
+        ensure!(self.stats.icmp_frag_needed_sent.load(Relaxed) - sent0 == u64::from(expect == Expect::Reply), "icmp_frag_needed_sent");
+        ensure!(self.stats.new_connections.load(Relaxed) == nc0, "a segment too big for the tunnel counted a new connection");
+        ensure!(sum(&self.stats.backend_packets) == bp0 && sum(&self.stats.backend_bytes) == bb0, "a segment too big for the tunnel counted as a backend's packets or bytes");
+        Ok(())
+    }
+
+    /// Backend `b` (modulo the count) of service `svc`, its endpoint `e` (modulo the
+    /// count) and that endpoint's slot.
+    fn endpoint(&self, svc: usize, b: u8, e: u8) -> (usize, String, u16) {
         let s = &self.cfg.services[svc];
         let i = usize::from(b) % s.backends.len();
-        (i, self.slots.slot(&s.name, &s.backends[i].name, &s.backends[i].name).expect("slot"))
+        let members = s.backends[i].members();
+        let ep = members[usize::from(e) % members.len()].name.clone();
+        let slot = self.slots.slot(&s.name, &s.backends[i].name, &ep).expect("slot");
+        (i, ep, slot)
     }
 
     /// The whole live table equals the model, entry by entry; entries the model has but the
@@ -1001,7 +1267,10 @@ impl Model {
             self.seen("u32 clock wrapped");
         }
         self.now += ms;
-        if ms >= REPUBLISH_MS && republish {
+        // the daemon's control tick republishes when a pool's drain deadline has passed
+        let now32 = self.now32();
+        let due = self.pools_real.iter().any(|(name, p)| self.cfg.service(name).is_some_and(|s| p.deadline_due(s.connection_drain_timeout_sec, now32)));
+        if (ms >= REPUBLISH_MS && republish) || due {
             self.recompile();
         }
         if let Err(e) = self.poll_once(None) {
@@ -1041,24 +1310,54 @@ impl Model {
                 }
             }
             Op::Icmp { client: c, port, svc } => self.icmp(client(c), client_port(port), usize::from(svc))?,
-            Op::Health { svc, b } => {
-                let (i, _) = self.backend(usize::from(svc), b);
+            Op::TooBig { client: c, port, bad, df, syn } => {
+                let src = if bad { FORBIDDEN_SOURCES[usize::from(c) % FORBIDDEN_SOURCES.len()] } else { client(c).to_be_bytes() };
+                self.too_big(src, client_port(port), bad, df, syn)?;
+            }
+            Op::Health { svc, b, e } => {
+                let (i, ep, _) = self.endpoint(usize::from(svc), b, e);
                 let name = self.cfg.services[usize::from(svc)].backends[i].name.clone();
-                // single-endpoint backends: the endpoint is named like the backend
-                let k = (SERVICES[usize::from(svc)].0.to_string(), name.clone(), name);
+                let k = (SERVICES[usize::from(svc)].0.to_string(), name, ep);
                 let v = self.health.entry(k).or_default();
                 v.healthy = !v.healthy;
                 self.recompile();
             }
+            Op::Retrack { svc, session, affinity } => {
+                // The model's rule (docs/semantics.md "Changing the tracking key"): a live
+                // edit may change the tracking settings only where the tracking key stays the
+                // same, or established flows would miss their entries and move.
+                let s = usize::from(svc);
+                let tracking = if session { TrackingMode::PER_SESSION } else { TrackingMode::PER_CONNECTION };
+                let affinity = AFFINITIES[usize::from(affinity)];
+                let before = self.session(s);
+                let old = self.cfg.services[s].clone();
+                let mut new = old.clone();
+                (new.tracking_mode, new.session_affinity) = (tracking, affinity);
+                let after = tracking == TrackingMode::PER_SESSION && !matches!(affinity, SessionAffinity::NONE | SessionAffinity::CLIENT_IP_PORT_PROTO);
+                match check_tracking_key(&old, &new) {
+                    Ok(()) => {
+                        ensure!(before == after, "a live edit that changes the tracking key was accepted: {old:?} -> {tracking:?}/{affinity:?}", old = (old.tracking_mode, old.session_affinity));
+                        self.seen(if old.session_affinity == affinity && old.tracking_mode == tracking { "tracking edit that changes nothing" } else { "tracking edit applied" });
+                        self.cfg.services[s] = new;
+                        (self.svcs[s].tracking, self.svcs[s].affinity) = (tracking, affinity);
+                        self.recompile();
+                    }
+                    Err(e) => {
+                        ensure!(before != after, "a live edit that keeps the tracking key was refused: {e}");
+                        self.seen("tracking edit refused");
+                    }
+                }
+            }
             Op::Enable { svc, b } => {
-                let (i, _) = self.backend(usize::from(svc), b);
+                let (i, _, _) = self.endpoint(usize::from(svc), b, 0);
                 let be = &mut self.cfg.services[usize::from(svc)].backends[i];
                 be.enabled = !be.enabled;
                 self.recompile();
             }
             Op::Add { svc, reuse } => {
                 let s = usize::from(svc);
-                if self.cfg.services[s].backends.len() < MAX_BACKENDS {
+                let extra = self.svcs[s].pool.as_ref().map_or(0, |p| p.failover + 1);
+                if self.cfg.services[s].backends.len() < MAX_BACKENDS + extra {
                     let b = match self.removed[s].pop() {
                         Some(b) if reuse => b,
                         other => {
@@ -1072,33 +1371,39 @@ impl Model {
             }
             Op::Remove { svc, b } => {
                 let s = usize::from(svc);
-                if self.cfg.services[s].backends.len() > 1 {
-                    let (i, _) = self.backend(s, b);
+                let (i, _, _) = self.endpoint(s, b, 0);
+                let backends = &self.cfg.services[s].backends;
+                // a failover service keeps its group and one backend of each pool
+                let same_pool = backends.iter().filter(|x| x.failover == backends[i].failover && !x.is_group()).count();
+                let keep = if self.svcs[s].pool.is_some() { backends[i].is_group() || same_pool < 2 } else { backends.len() < 2 };
+                if !keep {
                     let be = self.cfg.services[s].backends.remove(i);
-                    self.health.remove(&(SERVICES[s].0.to_string(), be.name.clone(), be.name.clone()));
+                    for m in be.members() {
+                        self.health.remove(&(SERVICES[s].0.to_string(), be.name.clone(), m.name));
+                    }
                     self.removed[s].push(be);
                     self.recompile();
                 }
             }
             Op::Weight { svc, b, weight } => {
-                let (i, _) = self.backend(usize::from(svc), b);
+                let (i, _, _) = self.endpoint(usize::from(svc), b, 0);
                 self.cfg.services[usize::from(svc)].backends[i].weight = weight;
                 self.recompile();
             }
-            Op::Drain { svc, b, in_ms } => {
-                let (_, slot) = self.backend(usize::from(svc), b);
+            Op::Drain { svc, b, e, in_ms } => {
+                let (_, _, slot) = self.endpoint(usize::from(svc), b, e);
                 let until = self.now + u64::from(in_ms);
                 self.snap.backends[usize::from(slot)].draining_until_ms = Some(until as u32);
                 self.marks.entry(slot).or_default().drain_until = Some(until);
             }
-            Op::Evict { svc, b } => {
-                let (_, slot) = self.backend(usize::from(svc), b);
+            Op::Evict { svc, b, e } => {
+                let (_, _, slot) = self.endpoint(usize::from(svc), b, e);
                 self.snap.backends[usize::from(slot)].evict_connections = true;
                 self.marks.entry(slot).or_default().evict = true;
             }
-            Op::Flush { svc, b } => {
-                // exactly as the daemon's `flows flush --service S --backend B`
-                let (_, slot) = self.backend(usize::from(svc), b);
+            Op::Flush { svc, b, e } => {
+                // exactly as the daemon's `flows flush --service S --backend B --endpoint E`
+                let (_, _, slot) = self.endpoint(usize::from(svc), b, e);
                 let inc = self.slot_info[&slot].inc;
                 let req = FlowRequest { seq: 1, op: FlowOp::Flush, slots: Some(vec![(slot, inc)]) };
                 let reply = self.worker.control(&req, &self.snap, self.now32());
@@ -1205,7 +1510,15 @@ fn run(cases: u32, ops: usize) {
 }
 
 /// Situations every run of ≥ 10^5 steps reaches.
-const COVERED: [&str; 18] = [
+const COVERED: [&str; 26] = [
+    "tracking edit applied",
+    "tracking edit refused",
+    "pool switch",
+    "kept on a failover backend after a failback",
+    "too big answered",
+    "too big from a source that gets no ICMP error",
+    "too big rate-limited",
+    "too big without DF",
     "idle for 2^32 ms",
     "kept",
     "kept on an unhealthy backend",

@@ -6,6 +6,7 @@
 //! * [`publish`]: publication to workers and reclamation of old snapshots by quiescent
 //!   states on the control side ([`Shared`]);
 //! * [`mailbox`]: per-worker requests on connection tables (count, show, flush);
+//! * [`pools`]: connection draining when a service's active pool changes;
 //! * [`snapshot`]: the snapshot types the workers read;
 //! * [`quic_lb`]: QUIC-LB tables (server ID → endpoint slot) and their key files.
 //!
@@ -14,6 +15,7 @@
 
 pub mod compile;
 pub mod mailbox;
+pub mod pools;
 pub mod publish;
 pub mod quic_lb;
 pub mod slots;

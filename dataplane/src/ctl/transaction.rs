@@ -21,6 +21,19 @@ fn tracking_key_form(s: &spillway_shared::config::Service) -> bool {
     s.tracking_mode == TrackingMode::PER_SESSION && !matches!(s.session_affinity, A::NONE | A::CLIENT_IP_PORT_PROTO)
 }
 
+/// Refuses a live edit of service `old` into `new` that changes the connection-tracking key
+/// ([`tracking_key_form`]): established connections would miss their entries. The error says
+/// how to make the change instead (docs/semantics.md "Changing the tracking key").
+pub fn check_tracking_key(old: &spillway_shared::config::Service, new: &spillway_shared::config::Service) -> Result<(), String> {
+    if tracking_key_form(old) == tracking_key_form(new) {
+        return Ok(());
+    }
+    Err(format!(
+        "service {}: tracking_mode {:?} -> {:?} with session_affinity {:?} -> {:?} cannot change while the daemon runs: it changes the connection-tracking key, so the next packet of most established connections would miss its entry and be balanced anew (about (N-1)/N of them onto another backend). Edit the file and restart, or add a service with the new setting on another VIP or port and move clients to it (docs/semantics.md \"Changing the tracking key\")",
+        new.name, old.tracking_mode, new.tracking_mode, old.session_affinity, new.session_affinity
+    ))
+}
+
 /// Checks `if_generation`, edits a copy of the running config with `f` and validates it;
 /// `Ok(Err(..))` when it changes nothing. Errors: a stale generation, `f`'s error, a
 /// validation error, or a change that needs a restart.
@@ -65,12 +78,7 @@ fn plan(st: &ControlState, if_generation: Option<u64>, f: impl FnOnce(&mut Confi
     }
     for new in &cand.services {
         if let Some(old) = st.cfg.service(&new.name) {
-            if tracking_key_form(old) != tracking_key_form(new) {
-                return Err(format!(
-                    "service {}: tracking_mode {:?} -> {:?} with session_affinity {:?} -> {:?} cannot change while the daemon runs: it changes the connection-tracking key, so the next packet of most established connections would miss its entry and be balanced anew (about (N-1)/N of them onto another backend). Edit the file and restart, or add a service with the new setting on another VIP or port and move clients to it (docs/semantics.md \"Changing the tracking key\")",
-                    new.name, old.tracking_mode, new.tracking_mode, old.session_affinity, new.session_affinity
-                ));
-            }
+            check_tracking_key(old, new)?;
         }
     }
     let changes = describe_changes(&st.cfg, &cand);

@@ -1,0 +1,187 @@
+//! Connection draining on failover and failback (spec/backend-selection.md "Connection
+//! draining on failover/failback"): which endpoint slots of a service lose their tracked
+//! connections when its active pool changes, and when.
+//!
+//! The rule, as the daemon applies it at every republication:
+//! * a **switch** is a change of the service's active pool (primary ↔ failover) between two
+//!   compiled snapshots; at a switch at time `t`, the slots of the backends of the pool that
+//!   is no longer active, *and that the pipeline gives no new connections*, start draining;
+//! * a draining slot keeps its connections until `t + connection_drain_timeout_sec`
+//!   (`draining_until_ms`), or loses them at once with
+//!   `disable_connection_drain_on_failover` (`evict_connections`); once the deadline has
+//!   passed it is marked `evict_connections`, so the worker clock's wrap (2^32 ms) never
+//!   makes an old deadline look future again;
+//! * a slot **stops draining for good** (until the next switch) once the pipeline gives it
+//!   new connections again (the failover-threshold stage sends new connections to failover
+//!   backends without a pool switch: spec/service-lb-policy.md "Failover health threshold"),
+//!   or once it no longer belongs to a backend of the inactive pool (removed, or moved to the
+//!   other pool). Connections a slot accepted while eligible are ordinary tracked connections
+//!   from then on: draining applies only to the pool that is no longer eligible.
+//!
+//! Pure: driven by an explicit clock (ms on the worker clock), so the worker-level model
+//! test (`dataplane/tests/model.rs`) runs the same code the daemon does.
+
+use crate::control::{SlotMap, Snapshot};
+use spillway_shared::config::Config;
+use std::collections::HashMap;
+
+/// Which pool of a service is active, since when, and what is still draining from the
+/// last switch.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PoolState {
+    /// The failover pool is active.
+    pub failed_over: bool,
+    /// When the active pool last changed (ms on the worker clock); `None`: never since start.
+    pub switched_at_ms: Option<u32>,
+    /// Endpoint slots still draining from the last switch (of the pool it left, given no new
+    /// connection since), sorted.
+    pub draining: Vec<u16>,
+    /// The drain deadline of the last switch has passed (seen by a republication): the
+    /// draining slots are marked `evict_connections`.
+    pub deadline_passed: bool,
+}
+
+impl PoolState {
+    /// The state of a service whose active pool is `failed_over` at start: no switch yet.
+    pub fn new(failed_over: bool) -> PoolState {
+        PoolState { failed_over, ..PoolState::default() }
+    }
+
+    /// Whether a republication at `now_ms` would change this pool's marks because its drain
+    /// deadline has passed (the control loop republishes then; see the module doc).
+    pub fn deadline_due(&self, drain_timeout_sec: u32, now_ms: u32) -> bool {
+        !self.deadline_passed && !self.draining.is_empty() && self.switched_at_ms.is_some_and(|t| passed(t, drain_timeout_sec, now_ms))
+    }
+}
+
+/// `now` is at or past `t + timeout_sec` on the wrapping worker clock (valid while less than
+/// 2^32 ms separate them; the daemon checks every second).
+fn passed(t: u32, timeout_sec: u32, now: u32) -> bool {
+    u64::from(now.wrapping_sub(t)) >= u64::from(timeout_sec) * 1000
+}
+
+/// Updates `pools` from the freshly compiled `snap` (service order of `cfg`) at `now_ms`
+/// and marks the draining slots in `snap` (`draining_until_ms` or `evict_connections`).
+/// Services absent from `pools` start with the pool `snap` gives them and no switch.
+pub fn mark_draining(cfg: &Config, slots: &SlotMap, snap: &mut Snapshot, pools: &mut HashMap<String, PoolState>, now_ms: u32) {
+    for (si, svc) in cfg.services.iter().enumerate() {
+        let Some(ss) = snap.services.get(si) else { continue };
+        let fo = ss.failed_over;
+        // slots the pipeline gives new connections, in any client class
+        let mut eligible: Vec<u16> = ss.tables.iter().flatten().flat_map(|t| t.backends.iter().copied()).collect();
+        eligible.sort_unstable();
+        eligible.dedup();
+        let ps = pools.entry(svc.name.clone()).or_insert_with(|| PoolState::new(fo));
+        if ps.failed_over != fo {
+            tracing::info!(service = %svc.name, failed_over = fo, "active pool changed ({})", if fo { "failover" } else { "failback" });
+            ps.failed_over = fo;
+            ps.switched_at_ms = Some(now_ms);
+            ps.deadline_passed = false;
+            ps.draining = svc.backends.iter().filter(|b| b.failover != fo).flat_map(|b| slots.backend_slots(&svc.name, &b.name)).collect();
+            ps.draining.sort_unstable();
+        }
+        let inactive = |slot: u16| {
+            slots.owner(slot).is_some_and(|(s, b, _)| *s == svc.name && svc.backends.iter().any(|be| be.name == *b && be.failover != fo))
+        };
+        ps.draining.retain(|s| eligible.binary_search(s).is_err() && inactive(*s));
+        let Some(t) = ps.switched_at_ms else { continue };
+        ps.deadline_passed |= svc.disable_connection_drain_on_failover || passed(t, svc.connection_drain_timeout_sec, now_ms);
+        for &slot in &ps.draining {
+            let Some(bs) = snap.backends.get_mut(usize::from(slot)) else { continue };
+            if ps.deadline_passed {
+                bs.evict_connections = true;
+            } else {
+                bs.draining_until_ms = Some(t.wrapping_add(svc.connection_drain_timeout_sec.saturating_mul(1000)));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::control::{compile, CompileInput, HealthView};
+
+    /// Service `web`: failover threshold 70, primary group `p` of 4 endpoints, failover
+    /// backend `f` (the review's failover-threshold case).
+    fn config() -> Config {
+        let mut t = String::from("[[ports]]\nname = \"p0\"\ndevice = \"net_null0\"\n[[services]]\nname = \"web\"\nvip = \"10.0.0.100\"\nport = 80\nfailover_health_threshold = 70\nconnection_drain_timeout_sec = 600\n[[services.backends]]\nname = \"p\"\n");
+        for k in 1..=4 {
+            t += &format!("[[services.backends.endpoints]]\nname = \"e{k}\"\naddress = \"10.0.1.{k}\"\nmac = \"02:00:00:00:01:{k:02x}\"\n");
+        }
+        t += "[[services.backends]]\nname = \"f\"\nfailover = true\naddress = \"10.0.2.1\"\nmac = \"02:00:00:00:02:01\"\n";
+        Config::from_toml(&t).unwrap()
+    }
+
+    struct Run {
+        cfg: Config,
+        slots: SlotMap,
+        health: HealthView,
+        pools: HashMap<String, PoolState>,
+        f: u16,
+    }
+
+    impl Run {
+        fn new() -> Run {
+            let cfg = config();
+            let mut slots = SlotMap::default();
+            slots.sync(&cfg).unwrap();
+            let f = slots.slot("web", "f", "f").unwrap();
+            Run { cfg, slots, health: HealthView::new(), pools: HashMap::new(), f }
+        }
+        /// Sets the primaries `down` unhealthy (the rest healthy), compiles and marks at `now`;
+        /// returns (failed over, f's drain deadline, f evicted).
+        fn at(&mut self, down: &[u8], now: u32) -> (bool, Option<u32>, bool) {
+            for k in 1..=4u8 {
+                self.health.entry(("web".into(), "p".into(), format!("e{k}"))).or_default().healthy = !down.contains(&k);
+            }
+            let mut states = HashMap::new();
+            let input = CompileInput { health: &self.health, states: &mut states, now_sec: f64::from(now) / 1000.0, generation: 1, port_addrs: vec![0] };
+            let mut snap = compile(&self.cfg, &self.slots, input);
+            mark_draining(&self.cfg, &self.slots, &mut snap, &mut self.pools, now);
+            let b = &snap.backends[usize::from(self.f)];
+            (snap.services[0].failed_over, b.draining_until_ms, b.evict_connections)
+        }
+    }
+
+    #[test]
+    fn only_the_pool_that_is_no_longer_eligible_drains() {
+        let mut r = Run::new();
+        assert_eq!(r.at(&[], 0), (false, None, false), "no switch yet");
+        assert_eq!(r.at(&[1, 2, 3, 4], 1_000), (true, None, false), "failover: f is the active pool");
+        assert_eq!(r.at(&[], 2_000), (false, Some(602_000), false), "failback: f drains until t + 600 s");
+        // 2 of 4 healthy < 70 %: the threshold stage gives f new connections: not draining
+        assert_eq!(r.at(&[1, 2], 3_000), (false, None, false));
+        // the threshold stage stops: what f took meanwhile are ordinary connections
+        assert_eq!(r.at(&[], 4_000), (false, None, false), "a slot that took new connections stops draining until the next switch");
+        assert_eq!(r.at(&[], 700_000), (false, None, false));
+        // the next switch starts over
+        assert_eq!(r.at(&[1, 2, 3, 4], 800_000), (true, None, false));
+        assert_eq!(r.at(&[], 900_000), (false, Some(1_500_000), false));
+    }
+
+    #[test]
+    fn a_passed_deadline_stays_passed_across_the_clock_wrap() {
+        let mut r = Run::new();
+        r.at(&[], 0);
+        r.at(&[1, 2, 3, 4], 1_000);
+        let t = 2_000u32;
+        assert_eq!(r.at(&[], t), (false, Some(t + 600_000), false));
+        assert!(!r.pools["web"].deadline_due(600, t + 599_999));
+        assert!(r.pools["web"].deadline_due(600, t + 600_000), "the control tick republishes at the deadline");
+        assert_eq!(r.at(&[], t + 600_000), (false, None, true), "past the deadline: evicted");
+        assert!(!r.pools["web"].deadline_due(600, t + 600_001), "nothing more to do");
+        // 2^31 ms later a wrapping deadline would look future again; the eviction stays
+        assert_eq!(r.at(&[], t.wrapping_add(1 << 31).wrapping_add(600_000)), (false, None, true));
+        assert_eq!(r.at(&[], t.wrapping_add(u32::MAX)), (false, None, true));
+    }
+
+    #[test]
+    fn without_connection_drain_the_inactive_pool_is_cut_at_once() {
+        let mut r = Run::new();
+        r.cfg.services[0].disable_connection_drain_on_failover = true;
+        r.at(&[], 0);
+        r.at(&[1, 2, 3, 4], 1_000);
+        assert_eq!(r.at(&[], 2_000), (false, None, true));
+    }
+}
