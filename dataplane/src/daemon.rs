@@ -121,7 +121,7 @@ impl Daemon {
             .services
             .iter()
             .zip(&snap.services)
-            .map(|(svc, ss)| (svc.name.clone(), PoolState::new(ss.failed_over)))
+            .map(|(svc, ss)| (svc.name.clone(), PoolState::at_start(ss)))
             .collect();
         let shared = Arc::new(Shared::new(snap, workers));
         Ok(Daemon {

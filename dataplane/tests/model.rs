@@ -28,9 +28,11 @@
 //! Failover (half the TCP services): a primary group of endpoints, failover backends, the
 //! failover ratio and health threshold; every recompilation runs the daemon's pool-drain code
 //! (`control::pools::mark_draining`, the code under test) and the model keeps its own pool
-//! state from spec/backend-selection.md "Connection draining on failover/failback": only the
-//! pool that is no longer eligible drains (the review's defect: flows the threshold stage put
-//! on failover backends were re-picked on every packet after a failback).
+//! state from spec/backend-selection.md "Connection draining on failover/failback": a slot
+//! of the inactive pool keeps its connections for one drain timeout after it stopped taking
+//! new ones, and a slot taking new connections drains nothing (the review's defect: flows
+//! the threshold stage put on failover backends were re-picked on every packet after a
+//! failback).
 //!
 //! The IPIP service `tun` has the smallest `encap_mtu`: segments too big for its tunnel get
 //! ICMP "fragmentation needed" only with DF, only to sources that may get ICMP errors
@@ -423,13 +425,14 @@ struct SlotInfo {
 }
 
 /// A service's pool as the model follows it (spec/backend-selection.md "Connection draining on
-/// failover/failback"): the active pool (from the compiled snapshot), the last switch, and
-/// the slots of the pool it left that have taken no new connection since.
+/// failover/failback"): the active pool (from the compiled snapshot), the slots that took
+/// new connections at the last recompilation, and for each slot of the inactive pool that
+/// stopped taking them, since when.
 #[derive(Clone, Debug, Default)]
 struct RefPool {
     failed_over: bool,
-    switched_at: Option<u64>,
-    draining: std::collections::BTreeSet<u16>,
+    took: std::collections::HashSet<u16>,
+    stopped: std::collections::BTreeMap<u16, u64>,
 }
 
 #[derive(Clone, Copy, Debug, Default)]
@@ -664,36 +667,43 @@ impl Model {
     }
 
     /// The drain rule of spec/backend-selection.md "Connection draining on
-    /// failover/failback", as the model states it: at a switch of the active pool (read from
-    /// the compiled snapshot) at time t, the slots of the pool no longer active that get no
-    /// new connection drain until t + `connection_drain_timeout_sec` (or are cut at once with
-    /// `disable_connection_drain_on_failover`); a slot that the pipeline gives new
-    /// connections again (the failover-threshold stage can, without a switch), or that no
-    /// longer belongs to the inactive pool, stops draining until the next switch: draining
-    /// applies only to the pool that is no longer eligible.
+    /// failover/failback" ("connections to the pool that is no longer active persist for up
+    /// to" the drain timeout), as the model states it: every slot of the inactive pool
+    /// remembers when it last stopped taking new connections (a switch of the active pool
+    /// stops it for the pool left, the end of the failover-threshold stage for a failover
+    /// backend); its connections stay until that moment + `connection_drain_timeout_sec`
+    /// (none with `disable_connection_drain_on_failover`). A slot taking new connections,
+    /// or of the active pool, has nothing to drain.
     fn pool_marks(&mut self) {
         for si in 0..SERVICES.len() {
             let Some(ss) = self.snap.services.get(si) else { continue };
             let fo = ss.failed_over;
-            let eligible: std::collections::HashSet<u16> = ss.tables.iter().flatten().flat_map(|t| t.backends.iter().copied()).collect();
+            let takes: std::collections::HashSet<u16> = ss.tables.iter().flatten().flat_map(|t| t.backends.iter().copied()).collect();
             let svc = &self.cfg.services[si];
             let (drain_ms, cut) = (u64::from(svc.connection_drain_timeout_sec) * 1000, svc.disable_connection_drain_on_failover);
-            let info = &self.slot_info;
-            let pool = self.pools.entry(si).or_insert_with(|| RefPool { failed_over: fo, ..RefPool::default() });
+            let (info, now) = (&self.slot_info, self.now);
+            let pool = self.pools.entry(si).or_insert_with(|| RefPool { failed_over: fo, took: takes.clone(), ..RefPool::default() });
+            let mut stops: Vec<u16> = pool.took.difference(&takes).copied().collect();
+            if pool.failed_over == fo && stops.iter().any(|s| info.get(s).is_some_and(|i| i.failover && !fo)) {
+                self.cov.entry("failover backend stopped taking new connections (no switch)").and_modify(|n| *n += 1).or_insert(1);
+            }
             if pool.failed_over != fo {
                 self.cov.entry("pool switch").and_modify(|n| *n += 1).or_insert(1);
                 pool.failed_over = fo;
-                pool.switched_at = Some(self.now);
-                pool.draining = info.iter().filter(|(_, i)| i.svc == si && i.failover != fo).map(|(s, _)| *s).collect();
+                stops.extend(info.iter().filter(|(_, i)| i.svc == si && i.failover != fo).map(|(s, _)| *s));
             }
-            pool.draining.retain(|s| !eligible.contains(s) && info.get(s).is_some_and(|i| i.svc == si && i.failover != fo));
-            let Some(t) = pool.switched_at else { continue };
-            for &slot in &pool.draining {
+            let in_inactive_pool = |s: &u16| info.get(s).is_some_and(|i| i.svc == si && i.failover != fo);
+            for s in stops {
+                pool.stopped.entry(s).or_insert(now);
+            }
+            pool.stopped.retain(|s, _| !takes.contains(s) && in_inactive_pool(s));
+            pool.took = takes;
+            for (&slot, &since) in &pool.stopped {
                 let m = self.marks.entry(slot).or_default();
-                if cut || self.now >= t + drain_ms {
+                if cut || now >= since + drain_ms {
                     m.evict = true;
                 } else {
-                    m.drain_until = Some(t + drain_ms);
+                    m.drain_until = Some(since + drain_ms);
                 }
             }
         }
@@ -932,9 +942,9 @@ impl Model {
             let e = e.clone();
             stays = self.must_stay(&e).then_some(e.slot);
             if self.keeps(&e, src) {
-                if self.slot_info.get(&e.slot).is_some_and(|i| i.failover) && self.pools.get(&svc).is_some_and(|p| !p.failed_over && p.switched_at.is_some()) {
-                    // the failover-threshold stage's pick, after a failover and a failback
-                    self.seen("kept on a failover backend after a failback");
+                if self.slot_info.get(&e.slot).is_some_and(|i| i.failover) && self.pools.get(&svc).is_some_and(|p| !p.failed_over) {
+                    // the failover-threshold stage's pick, or a failover-era connection draining
+                    self.seen("kept on a failover backend while the primaries are active");
                 }
                 self.seen(if !self.healthy(e.slot) { "kept on an unhealthy backend" } else if self.marks.get(&e.slot).is_some_and(|m| m.drain_until.is_some()) { "kept while draining" } else { "kept" });
                 expect = Expect::To(e.slot);
@@ -1514,7 +1524,7 @@ const COVERED: [&str; 26] = [
     "tracking edit applied",
     "tracking edit refused",
     "pool switch",
-    "kept on a failover backend after a failback",
+    "kept on a failover backend while the primaries are active",
     "too big answered",
     "too big from a source that gets no ICMP error",
     "too big rate-limited",

@@ -1,44 +1,59 @@
 //! Connection draining on failover and failback (spec/backend-selection.md "Connection
 //! draining on failover/failback"): which endpoint slots of a service lose their tracked
-//! connections when its active pool changes, and when.
+//! connections when they stop taking new ones, and when.
 //!
 //! The rule, as the daemon applies it at every republication:
-//! * a **switch** is a change of the service's active pool (primary ↔ failover) between two
-//!   compiled snapshots; at a switch at time `t`, the slots of the backends of the pool that
-//!   is no longer active, *and that the pipeline gives no new connections*, start draining;
+//! * the **inactive pool** of a service is the one its active pool (primary or failover,
+//!   from the compiled snapshot) is not;
+//! * a slot of the inactive pool **starts draining** at time `t` when it stops taking new
+//!   connections: at a switch of the active pool (the slots of the pool it left that the
+//!   pipeline gives no new connection), or at a republication where a slot the pipeline gave
+//!   new connections no longer gets any (the failover-threshold stage sends new connections
+//!   to failover backends without a switch, spec/service-lb-policy.md "Failover health
+//!   threshold", and stops when the primary groups recover);
 //! * a draining slot keeps its connections until `t + connection_drain_timeout_sec`
 //!   (`draining_until_ms`), or loses them at once with
 //!   `disable_connection_drain_on_failover` (`evict_connections`); once the deadline has
 //!   passed it is marked `evict_connections`, so the worker clock's wrap (2^32 ms) never
 //!   makes an old deadline look future again;
-//! * a slot **stops draining for good** (until the next switch) once the pipeline gives it
-//!   new connections again (the failover-threshold stage sends new connections to failover
-//!   backends without a pool switch: spec/service-lb-policy.md "Failover health threshold"),
-//!   or once it no longer belongs to a backend of the inactive pool (removed, or moved to the
-//!   other pool). Connections a slot accepted while eligible are ordinary tracked connections
-//!   from then on: draining applies only to the pool that is no longer eligible.
+//! * a slot **stops draining** once the pipeline gives it new connections again (it is never
+//!   re-picked per packet while it takes new connections), or once it no longer belongs to
+//!   the inactive pool (removed, moved to the other pool, or a switch made its pool active).
+//!
+//! So every connection on the inactive pool is bounded by one drain timeout after its slot
+//! last took new connections, whatever happened before. Slots that never took new
+//! connections since start are not marked (they have none).
 //!
 //! Pure: driven by an explicit clock (ms on the worker clock), so the worker-level model
 //! test (`dataplane/tests/model.rs`) runs the same code the daemon does.
 
+use crate::control::snapshot::ServiceSnap;
 use crate::control::{SlotMap, Snapshot};
 use spillway_shared::config::Config;
 use std::collections::HashMap;
 
-/// Which pool of a service is active, since when, and what is still draining from the
-/// last switch.
+/// A slot of the inactive pool that stopped taking new connections.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Draining {
+    /// Endpoint slot.
+    pub slot: u16,
+    /// When it stopped taking new connections (ms on the worker clock).
+    pub since_ms: u32,
+    /// Its drain deadline has passed (seen by a republication): marked `evict_connections`.
+    pub passed: bool,
+}
+
+/// Which pool of a service is active, since when, and which slots drain.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct PoolState {
     /// The failover pool is active.
     pub failed_over: bool,
     /// When the active pool last changed (ms on the worker clock); `None`: never since start.
     pub switched_at_ms: Option<u32>,
-    /// Endpoint slots still draining from the last switch (of the pool it left, given no new
-    /// connection since), sorted.
-    pub draining: Vec<u16>,
-    /// The drain deadline of the last switch has passed (seen by a republication): the
-    /// draining slots are marked `evict_connections`.
-    pub deadline_passed: bool,
+    /// Slots the pipeline gave new connections at the last republication, sorted.
+    pub eligible: Vec<u16>,
+    /// Slots of the inactive pool that drain, sorted by slot.
+    pub draining: Vec<Draining>,
 }
 
 impl PoolState {
@@ -47,11 +62,25 @@ impl PoolState {
         PoolState { failed_over, ..PoolState::default() }
     }
 
-    /// Whether a republication at `now_ms` would change this pool's marks because its drain
+    /// The state of a service compiled as `ss` at start: its active pool and the slots it
+    /// gives new connections; no switch, nothing draining.
+    pub fn at_start(ss: &ServiceSnap) -> PoolState {
+        PoolState { eligible: eligible_slots(ss), ..PoolState::new(ss.failed_over) }
+    }
+
+    /// Whether a republication at `now_ms` would change this pool's marks because a drain
     /// deadline has passed (the control loop republishes then; see the module doc).
     pub fn deadline_due(&self, drain_timeout_sec: u32, now_ms: u32) -> bool {
-        !self.deadline_passed && !self.draining.is_empty() && self.switched_at_ms.is_some_and(|t| passed(t, drain_timeout_sec, now_ms))
+        self.draining.iter().any(|d| !d.passed && passed(d.since_ms, drain_timeout_sec, now_ms))
     }
+}
+
+/// Slots `ss` gives new connections, in any client class, sorted.
+fn eligible_slots(ss: &ServiceSnap) -> Vec<u16> {
+    let mut v: Vec<u16> = ss.tables.iter().flatten().flat_map(|t| t.backends.iter().copied()).collect();
+    v.sort_unstable();
+    v.dedup();
+    v
 }
 
 /// `now` is at or past `t + timeout_sec` on the wrapping worker clock (valid while less than
@@ -62,36 +91,45 @@ fn passed(t: u32, timeout_sec: u32, now: u32) -> bool {
 
 /// Updates `pools` from the freshly compiled `snap` (service order of `cfg`) at `now_ms`
 /// and marks the draining slots in `snap` (`draining_until_ms` or `evict_connections`).
-/// Services absent from `pools` start with the pool `snap` gives them and no switch.
+/// Services absent from `pools` start with the pool `snap` gives them, no switch, and no
+/// slot draining.
 pub fn mark_draining(cfg: &Config, slots: &SlotMap, snap: &mut Snapshot, pools: &mut HashMap<String, PoolState>, now_ms: u32) {
     for (si, svc) in cfg.services.iter().enumerate() {
         let Some(ss) = snap.services.get(si) else { continue };
         let fo = ss.failed_over;
-        // slots the pipeline gives new connections, in any client class
-        let mut eligible: Vec<u16> = ss.tables.iter().flatten().flat_map(|t| t.backends.iter().copied()).collect();
-        eligible.sort_unstable();
-        eligible.dedup();
-        let ps = pools.entry(svc.name.clone()).or_insert_with(|| PoolState::new(fo));
+        let eligible = eligible_slots(ss);
+        let ps = pools.entry(svc.name.clone()).or_insert_with(|| PoolState::at_start(ss));
+        let inactive = |slot: u16| {
+            slots.owner(slot).is_some_and(|(s, b, _)| *s == svc.name && svc.backends.iter().any(|be| be.name == *b && be.failover != fo))
+        };
+        let mut starting: Vec<u16> = Vec::new();
         if ps.failed_over != fo {
             tracing::info!(service = %svc.name, failed_over = fo, "active pool changed ({})", if fo { "failover" } else { "failback" });
             ps.failed_over = fo;
             ps.switched_at_ms = Some(now_ms);
-            ps.deadline_passed = false;
-            ps.draining = svc.backends.iter().filter(|b| b.failover != fo).flat_map(|b| slots.backend_slots(&svc.name, &b.name)).collect();
-            ps.draining.sort_unstable();
+            // every slot of the pool it left, eligible before or not (connections may
+            // persist on unhealthy ones)
+            starting.extend(svc.backends.iter().filter(|b| b.failover != fo).flat_map(|b| slots.backend_slots(&svc.name, &b.name)));
         }
-        let inactive = |slot: u16| {
-            slots.owner(slot).is_some_and(|(s, b, _)| *s == svc.name && svc.backends.iter().any(|be| be.name == *b && be.failover != fo))
-        };
-        ps.draining.retain(|s| eligible.binary_search(s).is_err() && inactive(*s));
-        let Some(t) = ps.switched_at_ms else { continue };
-        ps.deadline_passed |= svc.disable_connection_drain_on_failover || passed(t, svc.connection_drain_timeout_sec, now_ms);
-        for &slot in &ps.draining {
-            let Some(bs) = snap.backends.get_mut(usize::from(slot)) else { continue };
-            if ps.deadline_passed {
+        // slots that took new connections at the last republication and take none now
+        starting.extend(ps.eligible.iter().copied().filter(|s| eligible.binary_search(s).is_err()));
+        ps.draining.retain(|d| eligible.binary_search(&d.slot).is_err() && inactive(d.slot));
+        for slot in starting {
+            let known = ps.draining.binary_search_by_key(&slot, |d| d.slot);
+            if let Err(at) = known {
+                if eligible.binary_search(&slot).is_err() && inactive(slot) {
+                    ps.draining.insert(at, Draining { slot, since_ms: now_ms, passed: false });
+                }
+            }
+        }
+        ps.eligible = eligible;
+        for d in &mut ps.draining {
+            d.passed |= svc.disable_connection_drain_on_failover || passed(d.since_ms, svc.connection_drain_timeout_sec, now_ms);
+            let Some(bs) = snap.backends.get_mut(usize::from(d.slot)) else { continue };
+            if d.passed {
                 bs.evict_connections = true;
             } else {
-                bs.draining_until_ms = Some(t.wrapping_add(svc.connection_drain_timeout_sec.saturating_mul(1000)));
+                bs.draining_until_ms = Some(d.since_ms.wrapping_add(svc.connection_drain_timeout_sec.saturating_mul(1000)));
             }
         }
     }
@@ -152,12 +190,25 @@ mod tests {
         assert_eq!(r.at(&[], 2_000), (false, Some(602_000), false), "failback: f drains until t + 600 s");
         // 2 of 4 healthy < 70 %: the threshold stage gives f new connections: not draining
         assert_eq!(r.at(&[1, 2], 3_000), (false, None, false));
-        // the threshold stage stops: what f took meanwhile are ordinary connections
-        assert_eq!(r.at(&[], 4_000), (false, None, false), "a slot that took new connections stops draining until the next switch");
-        assert_eq!(r.at(&[], 700_000), (false, None, false));
+        assert_eq!(r.at(&[1, 2], 3_500), (false, None, false), "never re-picked per packet while eligible");
+        // the threshold stage stops: f drains from then, for one drain timeout
+        assert_eq!(r.at(&[], 4_000), (false, Some(604_000), false), "f stopped taking new connections at 4 s");
+        assert_eq!(r.at(&[], 603_999), (false, Some(604_000), false));
+        assert_eq!(r.at(&[], 604_000), (false, None, true), "past its deadline: evicted");
+        assert_eq!(r.at(&[], 700_000), (false, None, true));
+        // eligible again (threshold stage): not marked at all
+        assert_eq!(r.at(&[1, 2, 3], 710_000), (false, None, false));
         // the next switch starts over
         assert_eq!(r.at(&[1, 2, 3, 4], 800_000), (true, None, false));
         assert_eq!(r.at(&[], 900_000), (false, Some(1_500_000), false));
+    }
+
+    #[test]
+    fn without_a_switch_a_threshold_pick_drains_when_the_threshold_stage_stops() {
+        let mut r = Run::new();
+        assert_eq!(r.at(&[], 0), (false, None, false));
+        assert_eq!(r.at(&[1, 2], 1_000), (false, None, false), "threshold stage: f takes new connections");
+        assert_eq!(r.at(&[], 2_000), (false, Some(602_000), false), "the same bound with or without an earlier switch");
     }
 
     #[test]
