@@ -393,7 +393,7 @@ impl Daemon {
         // wrapping worker clock never revives it; control::pools).
         let now_ms = self.now_ms();
         let mut needs_republish =
-            st.pools.iter().any(|(name, p)| st.cfg.service(name).is_some_and(|s| p.deadline_due(s.connection_drain_timeout_sec, now_ms)));
+            st.pools.iter().any(|(name, p)| p.draining.iter().any(|d| !d.passed) && st.cfg.service(name).is_some_and(|s| p.deadline_due(s.connection_drain_timeout_sec, now_ms)));
         // Load is measured per endpoint slot; a backend's load is the sum of its endpoints'.
         // (service, its (backend, endpoint) pairs, whether load moves its routing)
         type Endpoints = Vec<(String, String)>;
