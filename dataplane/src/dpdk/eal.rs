@@ -1,5 +1,5 @@
 //! [`Eal`], the environment abstraction layer (once per process), and the per-thread
-//! helpers: lcore registration, socket choice, device names.
+//! helpers: lcore registration, work on EAL's own lcores, socket choice, device names.
 
 use super::error::*;
 use dpdk_sys as sys;
@@ -211,6 +211,128 @@ pub fn register_thread() -> Result<u32> {
         );
     }
     Ok(lcore_id())
+}
+
+/// The EAL worker lcores (every enabled lcore but the main one), in id order
+/// (`rte_get_next_lcore` with `skip_main`). They exist only for the lcores named by
+/// `-l`/`--lcores` at [`Eal::init`]; each is an EAL thread pinned to its CPU set and idle
+/// (blocked on its command pipe) until [`spawn_on_lcore`] gives it work.
+pub fn worker_lcores() -> Vec<u32> {
+    let mut out = Vec::new();
+    let mut id = u32::MAX; // rte_get_next_lcore(-1, ...) starts at lcore 0
+    loop {
+        // SAFETY: pure query of EAL's lcore table; EAL must be initialised (the caller
+        // holds an `Eal`), and an `i` ≥ RTE_MAX_LCORE answer ends the walk.
+        id = unsafe { sys::rte_get_next_lcore(id, 1, 0) };
+        if id >= sys::RTE_MAX_LCORE {
+            return out;
+        }
+        out.push(id);
+    }
+}
+
+/// The main lcore's id (`rte_get_main_lcore`): the thread that called [`Eal::init`].
+pub fn main_lcore() -> u32 {
+    // SAFETY: pure query; valid once EAL is initialised.
+    unsafe { sys::rte_get_main_lcore() }
+}
+
+/// What an lcore job sends back when it ends: its closure's panic payload, if it panicked.
+type LcoreOutcome = std::thread::Result<()>;
+
+/// The job [`spawn_on_lcore`] hands to an EAL lcore: the closure and the channel on which
+/// the lcore reports that the closure is over.
+struct LcoreJob<'a> {
+    f: Box<dyn FnOnce() + Send + 'a>,
+    done: std::sync::mpsc::SyncSender<LcoreOutcome>,
+}
+
+/// The function EAL runs on the lcore (`lcore_function_t`).
+unsafe extern "C" fn lcore_trampoline(arg: *mut std::ffi::c_void) -> i32 {
+    // SAFETY: `arg` is the `Box<LcoreJob>` leaked by `spawn_on_lcore` for exactly this one
+    // launch; ownership comes back here once.
+    let job = unsafe { Box::from_raw(arg.cast::<LcoreJob<'_>>()) };
+    let LcoreJob { f, done } = *job;
+    // A panic must not unwind into EAL's C frames: catch it and hand it to the waiter.
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+    // The closure and everything it borrowed are gone before the waiter hears of it, so
+    // the scope may end (and free what was borrowed) as soon as this is received.
+    let _ = done.send(outcome);
+    0
+}
+
+/// Runs `f` on the EAL worker lcore `lcore` (`rte_eal_remote_launch`), inside `scope`:
+/// like [`std::thread::Scope::spawn`], but on one of EAL's own pinned lcore threads, so
+/// the thread has its lcore id (per-lcore mempool cache, `rte_lcore_id()`) without
+/// `rte_thread_register`, which would disable multi-process for the whole process
+/// (`rte_mp_disable`) and make the primary refuse every secondary, `dpdk-dumpcap`
+/// included.
+///
+/// Returns the handle of a scoped waiter thread that blocks (no spinning) until `f` has
+/// returned on the lcore and then ends, re-raising `f`'s panic if it panicked; the scope
+/// joins it, so `f` may borrow anything that outlives the scope. Must be called from the
+/// main lcore (the thread that ran [`Eal::init`]), as DPDK requires of remote launches.
+/// Errors: `lcore` is not an idle worker lcore (`rte_eal_remote_launch` answers `-EBUSY`,
+/// or `-EINVAL` for the main lcore or an unknown id), or the waiter thread cannot start.
+pub fn spawn_on_lcore<'scope, 'env, F>(
+    scope: &'scope std::thread::Scope<'scope, 'env>,
+    lcore: u32,
+    name: String,
+    f: F,
+) -> Result<std::thread::ScopedJoinHandle<'scope, ()>>
+where
+    F: FnOnce() + Send + 'scope,
+{
+    if lcore_id() != main_lcore() {
+        return Err(DpdkError::new(
+            "rte_eal_remote_launch",
+            libc::EPERM,
+            format!("lcore {lcore}: launches must come from the main lcore"),
+        ));
+    }
+    let (done, finished) = std::sync::mpsc::sync_channel::<LcoreOutcome>(1);
+    // The waiter starts first: once the job is launched nothing may fail any more, since
+    // the lcore must be waited for before the scope ends.
+    let waiter = std::thread::Builder::new()
+        .name(name)
+        .spawn_scoped(scope, move || match finished.recv() {
+            Ok(Err(panic)) => std::panic::resume_unwind(panic),
+            // Done, or never launched (the job, with its sender, was dropped).
+            Ok(Ok(())) | Err(_) => {}
+        })
+        .map_err(|e| {
+            DpdkError::new("rte_eal_remote_launch", libc::EAGAIN, format!("lcore {lcore}: waiter thread: {e}"))
+        })?;
+    let job: Box<LcoreJob<'scope>> = Box::new(LcoreJob { f: Box::new(f), done });
+    let arg = Box::into_raw(job).cast::<std::ffi::c_void>();
+    // SAFETY: the trampoline matches `lcore_function_t`; on success EAL calls it once with
+    // `arg` on the lcore, and it takes the box back; `arg`'s borrows outlive the scope,
+    // whose end waits for the waiter, which waits for the trampoline's report. Called on
+    // the main lcore (checked above).
+    let ret = unsafe { sys::rte_eal_remote_launch(Some(lcore_trampoline), arg, lcore) };
+    if ret < 0 {
+        // SAFETY: EAL refused the launch, so it never saw `arg`: the box is still ours.
+        // Dropping it drops the sender, which ends the waiter.
+        drop(unsafe { Box::from_raw(arg.cast::<LcoreJob<'scope>>()) });
+        let mut e = DpdkError::new("rte_eal_remote_launch", -ret, format!("lcore {lcore}"));
+        e.hint = Some(
+            "workers run on EAL worker lcores: give EAL one lcore per worker besides the \
+             main one (-l/--lcores in dataplane.eal_args)"
+                .into(),
+        );
+        return Err(e);
+    }
+    Ok(waiter)
+}
+
+/// Waits until every EAL worker lcore is idle again (`rte_eal_mp_wait_lcore`). Call on
+/// the main lcore after the jobs of [`spawn_on_lcore`] have been joined: it then returns
+/// at once (it spins while a job runs).
+pub fn wait_lcores() {
+    if lcore_id() == main_lcore() {
+        // SAFETY: called on the main lcore, as DPDK requires.
+        unsafe { sys::rte_eal_mp_wait_lcore() }
+    }
 }
 
 /// Releases the lcore id taken by [`register_thread`] (`rte_thread_unregister`).
