@@ -67,38 +67,22 @@ fn is_pci(dev: &str) -> bool {
     spillway_shared::device::is_pci(dev)
 }
 
-/// Whether the config's EAL arguments choose the lcores themselves (`-l`, `-c`, `--lcores`).
-fn eal_args_choose_lcores(cfg: &Config) -> bool {
-    cfg.dataplane.eal_args.iter().any(|x| x == "-c" || x.starts_with("--lcores") || x.starts_with("-l"))
-}
-
-/// The CPU worker `w` is pinned to: `worker_cores[w]`, else the usable cores in turn after
-/// the first (kept for the main lcore); `None` when the usable cores are unknown.
+/// Worker `w`'s CPU: `worker_cores[w]`, else the usable cores after the first in turn.
 fn worker_core(cfg: &Config, ncores: &[core_affinity::CoreId], w: usize) -> Option<usize> {
     cfg.dataplane.worker_cores.get(w).copied().or_else(|| (!ncores.is_empty()).then(|| ncores[(w + 1) % ncores.len()].id))
 }
 
-/// EAL arguments: the config's own plus `--vdev`/`-a` for every port, and, unless the
-/// config chose lcores itself: `-l 0` (EAL main lcore only; workers are our own pinned
-/// threads registered with EAL), or with `dataplane.packet_capture` one EAL lcore per
-/// worker pinned to the worker's core, `--lcores=0@C0,1@C1,...` (lcore 0 on the first
-/// usable core, lcore w+1 on worker w's): a registered thread would disable EAL
-/// multi-process (`rte_thread_register` calls `rte_mp_disable`), so dpdk-dumpcap could not
-/// attach.
+/// EAL arguments: the config's own, `--vdev`/`-a` for every port and, unless the config
+/// chose lcores: `-l 0` (workers are pinned threads registered with EAL), or with
+/// `dataplane.packet_capture` an EAL lcore per worker on its core (registering disables
+/// the multi-process dpdk-dumpcap needs).
 fn eal_args(cfg: &Config, ncores: &[core_affinity::CoreId]) -> Vec<String> {
     let mut a = cfg.dataplane.eal_args.clone();
-    if !eal_args_choose_lcores(cfg) {
-        if cfg.dataplane.packet_capture {
-            let main = ncores.first().map_or(0, |c| c.id);
-            let mut map = format!("--lcores=0@{main}");
-            for w in 0..usize::from(cfg.dataplane.workers) {
-                map.push_str(&format!(",{}@{}", w + 1, worker_core(cfg, ncores, w).unwrap_or(main)));
-            }
-            a.push(map);
-        } else {
-            a.push("-l".into());
-            a.push("0".into());
-        }
+    if !a.iter().any(|x| x == "-c" || x.starts_with("--lcores") || x.starts_with("-l")) {
+        let main = ncores.first().map_or(0, |c| c.id);
+        let cpus: Vec<usize> = (0..usize::from(cfg.dataplane.workers)).map(|w| worker_core(cfg, ncores, w).unwrap_or(main)).collect();
+        let lcores = if cfg.dataplane.packet_capture { vec![dpdk::worker_lcores_arg(main, &cpus)] } else { vec!["-l".into(), "0".into()] };
+        a.extend(lcores);
     }
     for p in &cfg.ports {
         if is_pci(&p.device) {
@@ -199,25 +183,16 @@ fn run(args: Args) -> Result<(), String> {
         tracing::warn!("{w}");
     }
     let eal = Eal::init(&eal_args(&cfg, &ncores)).map_err(|e| format!("cannot start DPDK: {e}"))?;
-    // With packet capture the workers run on EAL worker lcores (see `eal_args`), never on
-    // registered threads: one lcore per worker.
+    // With packet capture the workers run on EAL worker lcores (see `eal_args`).
     let worker_lcores = if cfg.dataplane.packet_capture {
-        let l = dpdk::worker_lcores();
-        if l.len() < workers {
-            return Err(format!(
-                "dataplane.packet_capture: the workers run on EAL worker lcores, and the -l/--lcores of dataplane.eal_args give {} besides the main lcore for {workers} workers: give one per worker (e.g. --lcores=0@0,1@1 for one worker), or leave the lcores out and Spillway maps them to the worker cores",
-                l.len()
-            ));
-        }
+        let l = eal.worker_lcores(workers).map_err(|n| format!("dataplane.packet_capture: workers run on EAL worker lcores, and the -l/--lcores of dataplane.eal_args give {n} besides the main lcore for {workers} workers: give one per worker, or leave the lcores to Spillway"))?;
         if cfg.dataplane.eal_args.iter().any(|a| a == "--no-huge") {
-            tracing::warn!("dataplane.packet_capture with --no-huge: dpdk-dumpcap (a secondary process) cannot map the daemon's anonymous memory and will not attach; use hugepages");
+            tracing::warn!("dataplane.packet_capture with --no-huge: dpdk-dumpcap (a secondary process) cannot map anonymous memory and will not attach; use hugepages");
         }
         eal.pdump_init().map_err(|e| format!("dataplane.packet_capture: {e}"))?;
-        tracing::info!(lcores = ?&l[..workers], "packet capture framework initialised: dpdk-dumpcap can capture the ports; workers on EAL lcores");
+        tracing::info!(lcores = ?l, "packet capture framework initialised: dpdk-dumpcap can capture the ports; workers on EAL lcores");
         Some(l)
-    } else {
-        None
-    };
+    } else { None };
     // Declared before the ports: locals drop in reverse order, so on an early error the
     // ports are stopped and closed before the pools their RX rings use are freed.
     let mut pools: Vec<Arc<Mempool>> = Vec::new();
@@ -390,9 +365,8 @@ fn run(args: Args) -> Result<(), String> {
                 tracing::info!(worker = w, core = ?core, lcore, "worker polling");
                 run_loop(&mut worker, &mut queues, shared, params);
             };
-            if let Some(lcores) = &worker_lcores {
+            if let Some(lcore) = worker_lcores.as_ref().map(|l| l[w]) {
                 // An EAL lcore: pinned by EAL, its lcore id is its own (mempool cache kept).
-                let lcore = lcores[w];
                 dpdk::spawn_on_lcore(scope, lcore, format!("worker-{w}-wait"), move || body(lcore))
                     .map_err(|e| format!("cannot start worker {w} on EAL lcore {lcore}: {e}"))?;
                 continue;
@@ -492,8 +466,7 @@ fn run(args: Args) -> Result<(), String> {
     if let Some(c) = daemon.checker.lock().unwrap_or_else(|e| e.into_inner()).take() {
         c.stop();
     }
-    // Workers have stopped and been joined here, on success and on error alike (EAL
-    // lcores included: their waiters were joined; this only lets EAL see them idle).
+    // Workers have stopped and been joined here, on success and on error alike.
     dpdk::wait_lcores();
     daemon.shared.reclaim();
     let report = daemon.status();

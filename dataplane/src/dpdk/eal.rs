@@ -87,6 +87,17 @@ impl Eal {
         unsafe { sys::rte_lcore_count() }
     }
 
+    /// The first `n` EAL worker lcores ([`worker_lcores`]), one per worker;
+    /// `Err(available)` when EAL has fewer.
+    pub fn worker_lcores(&self, n: usize) -> std::result::Result<Vec<u32>, usize> {
+        let mut l = worker_lcores();
+        if l.len() < n {
+            return Err(l.len());
+        }
+        l.truncate(n);
+        Ok(l)
+    }
+
     /// Initialises DPDK's packet capture framework (`rte_pdump_init`): registers the
     /// multi-process request handler through which `dpdk-dumpcap` (a secondary process)
     /// asks this primary to copy a port's RX/TX packets to it. Nothing runs on the packet
@@ -229,6 +240,17 @@ pub fn worker_lcores() -> Vec<u32> {
         }
         out.push(id);
     }
+}
+
+/// EAL's lcore option that gives each worker an EAL lcore pinned to its CPU:
+/// `--lcores=0@M,1@C0,2@C1,...` (main lcore 0 on CPU `main_cpu`, lcore w+1 on
+/// `worker_cpus[w]`; EAL's `--lcores` syntax `LCORE@CPU`), for [`spawn_on_lcore`].
+pub fn worker_lcores_arg(main_cpu: usize, worker_cpus: &[usize]) -> String {
+    let mut a = format!("--lcores=0@{main_cpu}");
+    for (w, c) in worker_cpus.iter().enumerate() {
+        a.push_str(&format!(",{}@{c}", w + 1));
+    }
+    a
 }
 
 /// The main lcore's id (`rte_get_main_lcore`): the thread that called [`Eal::init`].
@@ -383,6 +405,12 @@ mod tests {
         assert_eq!(pick_socket(1, Some(0)), 1);
         assert_eq!(pick_socket(-1, Some(2)), 2);
         assert_eq!(pick_socket(-1, None), 0);
+    }
+
+    #[test]
+    fn lcores_arg() {
+        assert_eq!(worker_lcores_arg(0, &[1, 0]), "--lcores=0@0,1@1,2@0");
+        assert_eq!(worker_lcores_arg(3, &[]), "--lcores=0@3");
     }
 
     #[test]
