@@ -105,6 +105,7 @@ fn main() {
         .allowlist_function("rte_eal_mp_wait_lcore")
         .allowlist_function("rte_get_next_lcore")
         .allowlist_function("rte_get_main_lcore")
+        .allowlist_function("rte_eal_get_lcore_state")
         // mempool / mbuf
         .allowlist_function("rte_pktmbuf_pool_create")
         .allowlist_function("rte_mempool_free")

@@ -367,7 +367,7 @@ fn run(args: Args) -> Result<(), String> {
             };
             if let Some(lcore) = worker_lcores.as_ref().map(|l| l[w]) {
                 // An EAL lcore: pinned by EAL, its lcore id is its own (mempool cache kept).
-                dpdk::spawn_on_lcore(scope, lcore, format!("worker-{w}-wait"), move || body(lcore))
+                dpdk::spawn_on_lcore(scope, lcore, format!("worker-{w}"), move || body(lcore))
                     .map_err(|e| format!("cannot start worker {w} on EAL lcore {lcore}: {e}"))?;
                 continue;
             }

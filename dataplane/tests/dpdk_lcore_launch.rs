@@ -36,6 +36,13 @@ fn jobs_run_on_eal_lcores_and_borrow_from_the_scope() {
         }
     });
     assert_eq!(seen[0].load(Ordering::SeqCst), 1);
+    // The lcore thread carries the job's name while it runs (what `top -H` shows).
+    let comm = std::thread::scope(|s| {
+        let (tx, rx) = mpsc::channel();
+        spawn_on_lcore(s, 1, "worker-0".into(), move || tx.send(std::fs::read_to_string("/proc/thread-self/comm").unwrap()).unwrap()).expect("launch");
+        rx.recv().unwrap()
+    });
+    assert_eq!(comm.trim_end(), "worker-0");
     assert_eq!(seen[1].load(Ordering::SeqCst), 2);
 
     // Refusals: the main lcore, an unknown lcore, a busy lcore, a caller off the main lcore.

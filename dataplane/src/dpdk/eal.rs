@@ -265,6 +265,8 @@ type LcoreOutcome = std::thread::Result<()>;
 /// The job [`spawn_on_lcore`] hands to an EAL lcore: the closure and the channel on which
 /// the lcore reports that the closure is over.
 struct LcoreJob<'a> {
+    /// The lcore thread's name while the job runs (≤ 15 bytes, as Linux keeps).
+    name: CString,
     f: Box<dyn FnOnce() + Send + 'a>,
     done: std::sync::mpsc::SyncSender<LcoreOutcome>,
 }
@@ -274,7 +276,9 @@ unsafe extern "C" fn lcore_trampoline(arg: *mut std::ffi::c_void) -> i32 {
     // SAFETY: `arg` is the `Box<LcoreJob>` leaked by `spawn_on_lcore` for exactly this one
     // launch; ownership comes back here once.
     let job = unsafe { Box::from_raw(arg.cast::<LcoreJob<'_>>()) };
-    let LcoreJob { f, done } = *job;
+    let LcoreJob { name, f, done } = *job;
+    // SAFETY: names the calling thread; `name` is NUL-terminated and at most 15 bytes.
+    unsafe { libc::pthread_setname_np(libc::pthread_self(), name.as_ptr()) };
     // A panic must not unwind into EAL's C frames: catch it and hand it to the waiter.
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
     // The closure and everything it borrowed are gone before the waiter hears of it, so
@@ -290,9 +294,12 @@ unsafe extern "C" fn lcore_trampoline(arg: *mut std::ffi::c_void) -> i32 {
 /// (`rte_mp_disable`) and make the primary refuse every secondary, `dpdk-dumpcap`
 /// included.
 ///
-/// Returns the handle of a scoped waiter thread that blocks (no spinning) until `f` has
-/// returned on the lcore and then ends, re-raising `f`'s panic if it panicked; the scope
-/// joins it, so `f` may borrow anything that outlives the scope. Must be called from the
+/// The lcore thread takes `name` while `f` runs (e.g. `worker-0`, as `top -H` and the
+/// benchmarks see it; at most 15 bytes are kept). Returns the handle of a scoped waiter
+/// thread (`wait-NAME`) that blocks (no spinning) until `f` has returned on the lcore and
+/// EAL marked the lcore idle, then ends, re-raising `f`'s panic if it panicked; the scope
+/// joins it, so `f` may borrow anything that outlives the scope, and once the scope ends
+/// the lcore takes new work. Must be called from the
 /// main lcore (the thread that ran [`Eal::init`]), as DPDK requires of remote launches.
 /// Errors: `lcore` is not an idle worker lcore (`rte_eal_remote_launch` answers `-EBUSY`,
 /// or `-EINVAL` for the main lcore or an unknown id), or the waiter thread cannot start.
@@ -315,17 +322,32 @@ where
     let (done, finished) = std::sync::mpsc::sync_channel::<LcoreOutcome>(1);
     // The waiter starts first: once the job is launched nothing may fail any more, since
     // the lcore must be waited for before the scope ends.
+    let mut short = name.clone();
+    while short.len() > 15 {
+        short.pop();
+    }
+    let short = CString::new(short).unwrap_or_default();
     let waiter = std::thread::Builder::new()
-        .name(name)
-        .spawn_scoped(scope, move || match finished.recv() {
-            Ok(Err(panic)) => std::panic::resume_unwind(panic),
-            // Done, or never launched (the job, with its sender, was dropped).
-            Ok(Ok(())) | Err(_) => {}
+        .name(format!("wait-{name}"))
+        .spawn_scoped(scope, move || {
+            let outcome = match finished.recv() {
+                Ok(o) => o,
+                Err(_) => return, // never launched: the job, with its sender, was dropped
+            };
+            // The trampoline is returning to EAL, which then marks the lcore idle: wait
+            // for that (microseconds), so that once the scope ends the lcore takes work.
+            // SAFETY: reads the lcore's state; `lcore` is a valid, launched lcore id.
+            while unsafe { sys::rte_eal_get_lcore_state(lcore) } != sys::rte_lcore_state_t_WAIT {
+                std::thread::sleep(std::time::Duration::from_micros(20));
+            }
+            if let Err(panic) = outcome {
+                std::panic::resume_unwind(panic);
+            }
         })
         .map_err(|e| {
             DpdkError::new("rte_eal_remote_launch", libc::EAGAIN, format!("lcore {lcore}: waiter thread: {e}"))
         })?;
-    let job: Box<LcoreJob<'scope>> = Box::new(LcoreJob { f: Box::new(f), done });
+    let job: Box<LcoreJob<'scope>> = Box::new(LcoreJob { name: short, f: Box::new(f), done });
     let arg = Box::into_raw(job).cast::<std::ffi::c_void>();
     // SAFETY: the trampoline matches `lcore_function_t`; on success EAL calls it once with
     // `arg` on the lcore, and it takes the box back; `arg`'s borrows outlive the scope,
