@@ -9,7 +9,7 @@
 # private hugetlbfs for them, and gives both back when it ends (failure and interruption
 # included). It fails, with the reason, when the pages cannot be had.
 
-DUMPCAP_HUGEPAGES="${DUMPCAP_HUGEPAGES:-256}"   # 512 MiB: the daemon's -m 128 and dumpcap's pool
+DUMPCAP_HUGEPAGES="${DUMPCAP_HUGEPAGES:-128}"   # 256 MiB: the daemon's -m 128 and dumpcap's pool
 DUMPCAP_PREFIX=spw-e2e-dumpcap                   # EAL --file-prefix of daemon and dumpcap
 _dumpcap_nr=/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages
 _dumpcap_dir() { printf '%s/dumpcap-huge' "$SPW_RUN_DIR"; }
@@ -80,14 +80,14 @@ e2e_dumpcap() {
     e2e_check "dpdk-dumpcap -D lists the daemon's port: $(grep -m1 net_af_packet0 "$SPW_LOG_DIR/dumpcap-D.txt")" \
         grep -q '^0\. net_af_packet0' "$SPW_LOG_DIR/dumpcap-D.txt"
 
-    timeout 40 dpdk-dumpcap --file-prefix="$DUMPCAP_PREFIX" -i net_af_packet0 -w "$file" 2>"$err" &
+    timeout 40 dpdk-dumpcap --file-prefix="$DUMPCAP_PREFIX" -i net_af_packet0 -w "$file" >"$err" 2>&1 &
     _dumpcap_pid=$!
     for ((i = 0; i < 200; i++)); do   # up to 20 s for the secondary's EAL and the capture to start
-        grep -q "^Capturing on" "$err" 2>/dev/null && break
+        grep -q "Packets captured" "$err" 2>/dev/null && break
         kill -0 "$_dumpcap_pid" 2>/dev/null || break
         sleep 0.1
     done
-    grep -q "^Capturing on" "$err" || e2e_fail "dpdk-dumpcap did not start capturing: $(tail -5 "$err")"
+    grep -q "Packets captured" "$err" || e2e_fail "dpdk-dumpcap did not start capturing: $(tail -5 "$err")"
     capture_send_frames
     nsx c1 curl -s -m 5 -o /dev/null "http://$SPW_VIP:$SPW_VIP_PORT/?dumpcap" || e2e_fail "a request to the VIP failed during the capture"
     sleep 1
