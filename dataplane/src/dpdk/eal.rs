@@ -204,7 +204,10 @@ pub fn port_names() -> Vec<(u16, String)> {
 
 /// Registers the calling non-EAL thread with EAL (`rte_thread_register`) so it gets an lcore
 /// id (per-lcore mempool caches, `rte_errno` and `rte_lcore_id()` work). Returns the lcore
-/// id; on an EAL thread (or one already registered) returns its id unchanged.
+/// id; on an EAL thread (or one already registered) returns its id unchanged. Registering
+/// disables EAL multi-process for the rest of the process (`rte_mp_disable`: no secondary,
+/// `dpdk-dumpcap` included, can attach afterwards): where one must, run the work on an
+/// EAL lcore with [`spawn_on_lcore`] instead.
 pub fn register_thread() -> Result<u32> {
     let id = lcore_id();
     if id != sys::LCORE_ID_ANY {
