@@ -38,11 +38,13 @@ dumpcap_hugepages_reserve() {
     local before want got dir
     dumpcap_hugepages_release
     [[ -w "$_dumpcap_nr" ]] || e2e_fail "cannot reserve hugepages: $_dumpcap_nr is not writable (root, and /sys writable, are needed: dpdk-dumpcap needs the daemon on hugepages)"
-    before="$(cat "$_dumpcap_nr")"
+    before="$(cat "$_dumpcap_nr" 2>/dev/null)" || true
+    [[ "$before" =~ ^[0-9]+$ ]] || e2e_fail "cannot reserve hugepages: cannot read the count in $_dumpcap_nr (got '$before')"
     want=$((before + DUMPCAP_HUGEPAGES))
     echo "$before" >"$(_dumpcap_saved)"
-    echo "$want" >"$_dumpcap_nr" || true
-    got="$(cat "$_dumpcap_nr")"
+    echo "$want" 2>/dev/null >"$_dumpcap_nr" || true
+    got="$(cat "$_dumpcap_nr" 2>/dev/null)" || true
+    [[ "$got" =~ ^[0-9]+$ ]] || got="$before"
     if ((got < want)); then
         e2e_fail "cannot reserve $DUMPCAP_HUGEPAGES 2 MiB hugepages: the kernel gave $((got - before)) (memory too fragmented or too small; free memory, or run on a host with $((DUMPCAP_HUGEPAGES * 2)) MiB to spare): dpdk-dumpcap needs the daemon on hugepages"
     fi
