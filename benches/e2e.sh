@@ -5,7 +5,7 @@
 #   benches/e2e.sh memif      # two processes over net_memif (see docs/benchmarks.md)
 #   benches/e2e.sh flows      # only the many-flows case (flowgen, N_FLOWS then FLOWS_1M)
 #   benches/e2e.sh sync       # fleet flow sync off vs on (the sync case below)
-#   benches/e2e.sh capture    # drop capture compiled in, not running (the capture case)
+#   benches/e2e.sh capture    # capture compiled in, not running (the capture case)
 #
 # Environment: N_FLOWS (default 1000), DURATION seconds per run (default 5), SIZE (64),
 # IMIX=1 to add an IMIX run, SYN=1 to add a SYN (new-connection) run, SKIP_BUILD=1,
@@ -56,14 +56,14 @@
 # Prints one line per run (`run=<name> mpps=<x> ...`), then `ratio_vs_5tswap=X.XX`
 # (Spillway established 64-byte Mpps / testpmd 5tswap Mpps) and, with the many-flows case,
 # `ratio_1m_vs_1k=X.XX` (see the many-flows case).
-# Capture case (`benches/e2e.sh capture`, BASELINE_BIN=a spillway built without drop
-# capture, e.g. from the commit before it): the established N_FLOWS run with each binary,
-# alternating CAPTURE_ROUNDS (default 3) times; prints `ratio_capture_idle=X.XXX` (best
-# Mpps with capture compiled in and idle / best without) and
-# `ratio_capture_idle_per_worker_cpu` (the same over Mpps per worker core-second, the figure
-# to read on a shared host). Established traffic has no
-# drops, so this is the per-iteration cost (one relaxed load); the per-drop branch only
-# runs for frames already being dropped.
+# Capture case (`benches/e2e.sh capture`): what capture costs when compiled in and not
+# running, the same binary and config interleaved round by round (see capture_mode): drop
+# capture idle (`capture`) against BASELINE_BIN (a build without the drop-capture hooks,
+# optional) and the dpdk-dumpcap framework idle (`pdump`: packet_capture = true, workers
+# on EAL lcores) against `capture`; medians of Mpps and of Mpps per worker core-second
+# (the figure to read on a shared host). Established traffic has no drops, so the
+# drop-capture figure is the per-iteration cost (one relaxed load); the per-drop branch
+# only runs for frames already being dropped.
 # Sync case (`benches/e2e.sh sync`): the established N_FLOWS run and a new-connection run
 # (SYNC_FLOWS flows, default 20000, each round a SYN then an ACK per flow: a confirmed new
 # connection, the path fleet sync records) each without and with `[sync]` (one peer on
@@ -147,6 +147,7 @@ workers = ${SPW_WORKERS:-1}
 worker_cores = [${SPW_CORES:-$CORE}]
 socket = "$WORK/ctl.sock"
 mbufs_per_port = ${SPW_MBUFS:-8191}
+$([[ -n "${SPW_PACKET_CAPTURE:-}" ]] && echo "packet_capture = true")
 
 [conntrack]
 capacity_per_worker = ${SPW_CAPACITY:-1048576}
@@ -570,21 +571,48 @@ print("sync_bytes_per_new_connection=%.1f sync_records_per_new_connection=%.3f n
 PY
 }
 
-# capture mode: the cost of drop capture compiled in but not running (header, "Capture
-# case"): the established N_FLOWS run with BASELINE_BIN (a spillway built without it) and
-# with SPILLWAY_BIN, alternating, CAPTURE_ROUNDS times (default 3); the best of each.
+# capture mode: the cost of capture compiled in but not running (header, "Capture case"):
+# the established N_FLOWS run, CAPTURE_ROUNDS rounds (default 5), each running every
+# variant once, the order rotated from round to round (A B C, B C A, C A B, ...):
+#   capture  SPILLWAY_BIN as configured by default: drop capture compiled in, idle
+#   pdump    SPILLWAY_BIN with dataplane.packet_capture = true (rte_pdump initialised, the
+#            worker on an EAL lcore, EAL multi-process with a file prefix), no dumpcap
+#   base     BASELINE_BIN, when set: a spillway built without the drop-capture hooks
+# Prints per variant the median (and min-max) Mpps and Mpps per worker core-second, then
+# ratio_capture_idle / ratio_capture_idle_per_worker_cpu (capture / base, medians) and
+# ratio_pdump_idle / ratio_pdump_idle_per_worker_cpu (pdump / capture, medians).
 capture_mode() {
-    [[ -x "${BASELINE_BIN:-}" ]] || die "capture mode needs BASELINE_BIN: a spillway built without drop capture"
-    local r
+    local variants=(capture pdump) r k v n
+    [[ -n "${BASELINE_BIN:-}" ]] && { [[ -x "$BASELINE_BIN" ]] || die "BASELINE_BIN=$BASELINE_BIN: not executable"; variants=(base capture pdump); }
+    n=${#variants[@]}
     python3 "$HERE/gen_pcap.py" --out "$WORK/est64.pcap" --flows "$N_FLOWS" --size "$SIZE" 2>/dev/null
-    for ((r = 1; r <= ${CAPTURE_ROUNDS:-3}; r++)); do
-        SPILLWAY_BIN="$BASELINE_BIN" run_spillway "est64_base$r" "$WORK/est64.pcap"
-        run_spillway "est64_capture$r" "$WORK/est64.pcap"
+    for ((r = 1; r <= ${CAPTURE_ROUNDS:-5}; r++)); do
+        for ((k = 0; k < n; k++)); do
+            v="${variants[$(((k + r - 1) % n))]}"
+            case "$v" in
+                base) SPILLWAY_BIN="$BASELINE_BIN" run_spillway "est64_base$r" "$WORK/est64.pcap" ;;
+                capture) run_spillway "est64_capture$r" "$WORK/est64.pcap" ;;
+                pdump) SPW_PACKET_CAPTURE=1 SPW_FILE_PREFIX=spw-bench-pdump run_spillway "est64_pdump$r" "$WORK/est64.pcap" ;;
+            esac
+        done
     done
-    best() { local p="$1" m=0 v; for ((r = 1; r <= ${CAPTURE_ROUNDS:-3}; r++)); do v="${2:-MPPS_}${p}$r"; m="$(python3 -c "print(max($m, ${!v:-0}))")"; done; echo "$m"; }
-    python3 -c "print('ratio_capture_idle=%.3f' % ($(best est64_capture) / $(best est64_base)))"
-    # per worker core-second: what the scheduler left to the worker does not count
-    python3 -c "print('ratio_capture_idle_per_worker_cpu=%.3f' % ($(best est64_capture MPPS_CPU_) / $(best est64_base MPPS_CPU_)))"
+    # cap_stat VARIANT PREFIX: "median min max" of the rounds' MPPS_ (or MPPS_CPU_) values
+    cap_stat() {
+        local vals=() x
+        for ((r = 1; r <= ${CAPTURE_ROUNDS:-5}; r++)); do x="$2est64_$1$r"; vals+=("${!x:-nan}"); done
+        python3 -c "import statistics as s, sys; v = [float(x) for x in sys.argv[1:]]; print('%.3f %.3f %.3f' % (s.median(v), min(v), max(v)))" "${vals[@]}"
+    }
+    local m c lo hi clo chi
+    for v in "${variants[@]}"; do
+        read -r m lo hi <<<"$(cap_stat "$v" MPPS_)"
+        read -r c clo chi <<<"$(cap_stat "$v" MPPS_CPU_)"
+        echo "variant=$v median_mpps=$m mpps_range=$lo-$hi median_mpps_per_worker_cpu=$c per_worker_cpu_range=$clo-$chi rounds=${CAPTURE_ROUNDS:-5}"
+        eval "MED_$v=$m MEDC_$v=$c"
+    done
+    if [[ -n "${BASELINE_BIN:-}" ]]; then
+        python3 -c "print('ratio_capture_idle=%.3f ratio_capture_idle_per_worker_cpu=%.3f' % ($MED_capture / $MED_base, $MEDC_capture / $MEDC_base))"
+    fi
+    python3 -c "print('ratio_pdump_idle=%.3f ratio_pdump_idle_per_worker_cpu=%.3f' % ($MED_pdump / $MED_capture, $MEDC_pdump / $MEDC_capture))"
 }
 
 # flows mode: only the many-flows case with flowgen (N_FLOWS, then FLOWS_1M flows).

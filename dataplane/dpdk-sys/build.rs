@@ -100,6 +100,12 @@ fn main() {
         .allowlist_function("rte_thread_unregister")
         .allowlist_function("rte_socket_id")
         .allowlist_function("rte_lcore_count")
+        // workers on EAL lcores (rte_thread_register disables multi-process)
+        .allowlist_function("rte_eal_remote_launch")
+        .allowlist_function("rte_eal_mp_wait_lcore")
+        .allowlist_function("rte_get_next_lcore")
+        .allowlist_function("rte_get_main_lcore")
+        .allowlist_function("rte_eal_get_lcore_state")
         // mempool / mbuf
         .allowlist_function("rte_pktmbuf_pool_create")
         .allowlist_function("rte_mempool_free")

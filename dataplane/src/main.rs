@@ -67,14 +67,22 @@ fn is_pci(dev: &str) -> bool {
     spillway_shared::device::is_pci(dev)
 }
 
-/// EAL arguments: the config's own plus `--vdev`/`-a` for every port, and `-l 0` (EAL
-/// main lcore only; workers are our own pinned threads registered with EAL) unless the
-/// config chose cores itself.
-fn eal_args(cfg: &Config) -> Vec<String> {
+/// Worker `w`'s CPU: `worker_cores[w]`, else the usable cores after the first in turn.
+fn worker_core(cfg: &Config, ncores: &[core_affinity::CoreId], w: usize) -> Option<usize> {
+    cfg.dataplane.worker_cores.get(w).copied().or_else(|| (!ncores.is_empty()).then(|| ncores[(w + 1) % ncores.len()].id))
+}
+
+/// EAL arguments: the config's own, `--vdev`/`-a` for every port and, unless the config
+/// chose lcores: `-l 0` (workers are pinned threads registered with EAL), or with
+/// `dataplane.packet_capture` an EAL lcore per worker on its core (registering disables
+/// the multi-process dpdk-dumpcap needs).
+fn eal_args(cfg: &Config, ncores: &[core_affinity::CoreId]) -> Vec<String> {
     let mut a = cfg.dataplane.eal_args.clone();
-    if !a.iter().any(|x| x == "-l" || x == "-c" || x.starts_with("--lcores") || x.starts_with("-l")) {
-        a.push("-l".into());
-        a.push("0".into());
+    if !a.iter().any(|x| x == "-c" || x.starts_with("--lcores") || x.starts_with("-l")) {
+        let main = ncores.first().map_or(0, |c| c.id);
+        let cpus: Vec<usize> = (0..usize::from(cfg.dataplane.workers)).map(|w| worker_core(cfg, ncores, w).unwrap_or(main)).collect();
+        let lcores = if cfg.dataplane.packet_capture { vec![dpdk::worker_lcores_arg(main, &cpus)] } else { vec!["-l".into(), "0".into()] };
+        a.extend(lcores);
     }
     for p in &cfg.ports {
         if is_pci(&p.device) {
@@ -174,11 +182,17 @@ fn run(args: Args) -> Result<(), String> {
     for w in &warnings {
         tracing::warn!("{w}");
     }
-    let eal = Eal::init(&eal_args(&cfg)).map_err(|e| format!("cannot start DPDK: {e}"))?;
-    if cfg.dataplane.packet_capture {
+    let eal = Eal::init(&eal_args(&cfg, &ncores)).map_err(|e| format!("cannot start DPDK: {e}"))?;
+    // With packet capture the workers run on EAL worker lcores (see `eal_args`).
+    let worker_lcores = if cfg.dataplane.packet_capture {
+        let l = eal.worker_lcores(workers).map_err(|n| format!("dataplane.packet_capture: workers run on EAL worker lcores, and the -l/--lcores of dataplane.eal_args give {n} besides the main lcore for {workers} workers: give one per worker, or leave the lcores to Spillway"))?;
+        if cfg.dataplane.eal_args.iter().any(|a| a == "--no-huge") {
+            tracing::warn!("dataplane.packet_capture with --no-huge: dpdk-dumpcap (a secondary process) cannot map anonymous memory and will not attach; use hugepages");
+        }
         eal.pdump_init().map_err(|e| format!("dataplane.packet_capture: {e}"))?;
-        tracing::info!("packet capture framework initialised: dpdk-dumpcap can capture the ports");
-    }
+        tracing::info!(lcores = ?l, "packet capture framework initialised: dpdk-dumpcap can capture the ports; workers on EAL lcores");
+        Some(l)
+    } else { None };
     // Declared before the ports: locals drop in reverse order, so on an early error the
     // ports are stopped and closed before the pools their RX rings use are freed.
     let mut pools: Vec<Arc<Mempool>> = Vec::new();
@@ -335,9 +349,7 @@ fn run(args: Args) -> Result<(), String> {
         let _stop = StopOnExit(&daemon.shared.stop);
         for w in 0..workers {
             let mut queues: Vec<_> = ports.iter().zip(&pools).map(|(p, pool)| p.queue(w as u16).with_pool(pool)).collect();
-            let core = cfg.dataplane.worker_cores.get(w).copied().or_else(|| {
-                if ncores.is_empty() { None } else { Some(ncores[(w + 1) % ncores.len()].id) }
-            });
+            let core = worker_core(&cfg, &ncores, w);
             let shared = &*daemon.shared;
             let stats = shared.stats[w].clone();
             let pinfo = port_infos.clone();
@@ -348,6 +360,17 @@ fn run(args: Args) -> Result<(), String> {
             let seed = seed_for(w);
             let icmp_rate = cfg.dataplane.icmp_errors_per_sec;
             let params = params(w);
+            let body = move |lcore: u32| {
+                let mut worker = Worker::new(w, cap, seed, timeouts, stats, pinfo).with_ipv6_capacity(cap6, seed.rotate_left(17)).with_icmp_errors_per_sec(icmp_rate);
+                tracing::info!(worker = w, core = ?core, lcore, "worker polling");
+                run_loop(&mut worker, &mut queues, shared, params);
+            };
+            if let Some(lcore) = worker_lcores.as_ref().map(|l| l[w]) {
+                // An EAL lcore: pinned by EAL, its lcore id is its own (mempool cache kept).
+                dpdk::spawn_on_lcore(scope, lcore, format!("worker-{w}"), move || body(lcore))
+                    .map_err(|e| format!("cannot start worker {w} on EAL lcore {lcore}: {e}"))?;
+                continue;
+            }
             std::thread::Builder::new()
                 .name(format!("worker-{w}"))
                 .spawn_scoped(scope, move || {
@@ -356,12 +379,11 @@ fn run(args: Args) -> Result<(), String> {
                             tracing::warn!(worker = w, core = c, "could not pin worker");
                         }
                     }
-                    if let Err(e) = dpdk::register_thread() {
+                    let lcore = dpdk::register_thread().unwrap_or_else(|e| {
                         tracing::warn!(worker = w, error = %e, "rte_thread_register failed; mempool cache disabled");
-                    }
-                    let mut worker = Worker::new(w, cap, seed, timeouts, stats, pinfo).with_ipv6_capacity(cap6, seed.rotate_left(17)).with_icmp_errors_per_sec(icmp_rate);
-                    tracing::info!(worker = w, core = ?core, "worker polling");
-                    run_loop(&mut worker, &mut queues, shared, params);
+                        dpdk::lcore_id()
+                    });
+                    body(lcore);
                     dpdk::unregister_thread();
                 })
                 .map_err(|e| format!("cannot start worker {w}: {e}"))?;
@@ -445,6 +467,7 @@ fn run(args: Args) -> Result<(), String> {
         c.stop();
     }
     // Workers have stopped and been joined here, on success and on error alike.
+    dpdk::wait_lcores();
     daemon.shared.reclaim();
     let report = daemon.status();
     server.shutdown();

@@ -4,7 +4,9 @@
 //! What is bound, and why:
 //! - **bindgen** (`shim/wrapper.h`, narrow allowlist in `build.rs`): the exported control-path
 //!   functions Spillway needs — EAL init/cleanup, `rte_strerror`, `rte_thread_register`,
-//!   `rte_socket_id`, `rte_lcore_count`; mbuf pool create/free and mempool counters;
+//!   `rte_socket_id`, `rte_lcore_count`, the lcore launch calls (`rte_eal_remote_launch`,
+//!   `rte_eal_mp_wait_lcore`, `rte_eal_get_lcore_state`, `rte_get_next_lcore`,
+//!   `rte_get_main_lcore`); mbuf pool create/free and mempool counters;
 //!   ethdev lookup/info/configure/queue setup/start/stop/close/MAC/socket/promiscuous/stats/link;
 //!   `rte_pktmbuf_free_bulk` — and the structs and constants they take (`rte_eth_conf`,
 //!   `rte_eth_dev_info`, `rte_eth_stats`, `rte_ether_addr`, `rte_eth_rxconf`/`txconf`,

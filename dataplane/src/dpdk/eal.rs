@@ -1,5 +1,5 @@
 //! [`Eal`], the environment abstraction layer (once per process), and the per-thread
-//! helpers: lcore registration, socket choice, device names.
+//! helpers: lcore registration, work on EAL's own lcores, socket choice, device names.
 
 use super::error::*;
 use dpdk_sys as sys;
@@ -85,6 +85,17 @@ impl Eal {
     pub fn lcore_count(&self) -> u32 {
         // SAFETY: EAL is initialised; pure query.
         unsafe { sys::rte_lcore_count() }
+    }
+
+    /// The first `n` EAL worker lcores ([`worker_lcores`]), one per worker;
+    /// `Err(available)` when EAL has fewer.
+    pub fn worker_lcores(&self, n: usize) -> std::result::Result<Vec<u32>, usize> {
+        let mut l = worker_lcores();
+        if l.len() < n {
+            return Err(l.len());
+        }
+        l.truncate(n);
+        Ok(l)
     }
 
     /// Initialises DPDK's packet capture framework (`rte_pdump_init`): registers the
@@ -193,7 +204,10 @@ pub fn port_names() -> Vec<(u16, String)> {
 
 /// Registers the calling non-EAL thread with EAL (`rte_thread_register`) so it gets an lcore
 /// id (per-lcore mempool caches, `rte_errno` and `rte_lcore_id()` work). Returns the lcore
-/// id; on an EAL thread (or one already registered) returns its id unchanged.
+/// id; on an EAL thread (or one already registered) returns its id unchanged. Registering
+/// disables EAL multi-process for the rest of the process (`rte_mp_disable`: no secondary,
+/// `dpdk-dumpcap` included, can attach afterwards): where one must, run the work on an
+/// EAL lcore with [`spawn_on_lcore`] instead.
 pub fn register_thread() -> Result<u32> {
     let id = lcore_id();
     if id != sys::LCORE_ID_ANY {
@@ -211,6 +225,161 @@ pub fn register_thread() -> Result<u32> {
         );
     }
     Ok(lcore_id())
+}
+
+/// The EAL worker lcores (every enabled lcore but the main one), in id order
+/// (`rte_get_next_lcore` with `skip_main`). They exist only for the lcores named by
+/// `-l`/`--lcores` at [`Eal::init`]; each is an EAL thread pinned to its CPU set and idle
+/// (blocked on its command pipe) until [`spawn_on_lcore`] gives it work.
+pub fn worker_lcores() -> Vec<u32> {
+    let mut out = Vec::new();
+    let mut id = u32::MAX; // rte_get_next_lcore(-1, ...) starts at lcore 0
+    loop {
+        // SAFETY: pure query of EAL's lcore table; EAL must be initialised (the caller
+        // holds an `Eal`), and an `i` ≥ RTE_MAX_LCORE answer ends the walk.
+        id = unsafe { sys::rte_get_next_lcore(id, 1, 0) };
+        if id >= sys::RTE_MAX_LCORE {
+            return out;
+        }
+        out.push(id);
+    }
+}
+
+/// EAL's lcore option that gives each worker an EAL lcore pinned to its CPU:
+/// `--lcores=0@M,1@C0,2@C1,...` (main lcore 0 on CPU `main_cpu`, lcore w+1 on
+/// `worker_cpus[w]`; EAL's `--lcores` syntax `LCORE@CPU`), for [`spawn_on_lcore`].
+pub fn worker_lcores_arg(main_cpu: usize, worker_cpus: &[usize]) -> String {
+    let mut a = format!("--lcores=0@{main_cpu}");
+    for (w, c) in worker_cpus.iter().enumerate() {
+        a.push_str(&format!(",{}@{c}", w + 1));
+    }
+    a
+}
+
+/// The main lcore's id (`rte_get_main_lcore`): the thread that called [`Eal::init`].
+pub fn main_lcore() -> u32 {
+    // SAFETY: pure query; valid once EAL is initialised.
+    unsafe { sys::rte_get_main_lcore() }
+}
+
+/// What an lcore job sends back when it ends: its closure's panic payload, if it panicked.
+type LcoreOutcome = std::thread::Result<()>;
+
+/// The job [`spawn_on_lcore`] hands to an EAL lcore: the closure and the channel on which
+/// the lcore reports that the closure is over.
+struct LcoreJob<'a> {
+    /// The lcore thread's name while the job runs (≤ 15 bytes, as Linux keeps).
+    name: CString,
+    f: Box<dyn FnOnce() + Send + 'a>,
+    done: std::sync::mpsc::SyncSender<LcoreOutcome>,
+}
+
+/// The function EAL runs on the lcore (`lcore_function_t`).
+unsafe extern "C" fn lcore_trampoline(arg: *mut std::ffi::c_void) -> i32 {
+    // SAFETY: `arg` is the `Box<LcoreJob>` leaked by `spawn_on_lcore` for exactly this one
+    // launch; ownership comes back here once.
+    let job = unsafe { Box::from_raw(arg.cast::<LcoreJob<'_>>()) };
+    let LcoreJob { name, f, done } = *job;
+    // SAFETY: names the calling thread; `name` is NUL-terminated and at most 15 bytes.
+    unsafe { libc::pthread_setname_np(libc::pthread_self(), name.as_ptr()) };
+    // A panic must not unwind into EAL's C frames: catch it and hand it to the waiter.
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+    // The closure and everything it borrowed are gone before the waiter hears of it, so
+    // the scope may end (and free what was borrowed) as soon as this is received.
+    let _ = done.send(outcome);
+    0
+}
+
+/// Runs `f` on the EAL worker lcore `lcore` (`rte_eal_remote_launch`), inside `scope`:
+/// like [`std::thread::Scope::spawn`], but on one of EAL's own pinned lcore threads, so
+/// the thread has its lcore id (per-lcore mempool cache, `rte_lcore_id()`) without
+/// `rte_thread_register`, which would disable multi-process for the whole process
+/// (`rte_mp_disable`) and make the primary refuse every secondary, `dpdk-dumpcap`
+/// included.
+///
+/// The lcore thread takes `name` while `f` runs (e.g. `worker-0`, as `top -H` and the
+/// benchmarks see it; at most 15 bytes are kept). Returns the handle of a scoped waiter
+/// thread (`wait-NAME`) that blocks (no spinning) until `f` has returned on the lcore and
+/// EAL marked the lcore idle, then ends, re-raising `f`'s panic if it panicked; the scope
+/// joins it, so `f` may borrow anything that outlives the scope, and once the scope ends
+/// the lcore takes new work. Must be called from the
+/// main lcore (the thread that ran [`Eal::init`]), as DPDK requires of remote launches.
+/// Errors: `lcore` is not an idle worker lcore (`rte_eal_remote_launch` answers `-EBUSY`,
+/// or `-EINVAL` for the main lcore or an unknown id), or the waiter thread cannot start.
+pub fn spawn_on_lcore<'scope, 'env, F>(
+    scope: &'scope std::thread::Scope<'scope, 'env>,
+    lcore: u32,
+    name: String,
+    f: F,
+) -> Result<std::thread::ScopedJoinHandle<'scope, ()>>
+where
+    F: FnOnce() + Send + 'scope,
+{
+    if lcore_id() != main_lcore() {
+        return Err(DpdkError::new(
+            "rte_eal_remote_launch",
+            libc::EPERM,
+            format!("lcore {lcore}: launches must come from the main lcore"),
+        ));
+    }
+    let (done, finished) = std::sync::mpsc::sync_channel::<LcoreOutcome>(1);
+    // The waiter starts first: once the job is launched nothing may fail any more, since
+    // the lcore must be waited for before the scope ends.
+    let mut short = name.clone();
+    while short.len() > 15 {
+        short.pop();
+    }
+    let short = CString::new(short).unwrap_or_default();
+    let waiter = std::thread::Builder::new()
+        .name(format!("wait-{name}"))
+        .spawn_scoped(scope, move || {
+            let outcome = match finished.recv() {
+                Ok(o) => o,
+                Err(_) => return, // never launched: the job, with its sender, was dropped
+            };
+            // The trampoline is returning to EAL, which then marks the lcore idle: wait
+            // for that (microseconds), so that once the scope ends the lcore takes work.
+            // SAFETY: reads the lcore's state; `lcore` is a valid, launched lcore id.
+            while unsafe { sys::rte_eal_get_lcore_state(lcore) } != sys::rte_lcore_state_t_WAIT {
+                std::thread::sleep(std::time::Duration::from_micros(20));
+            }
+            if let Err(panic) = outcome {
+                std::panic::resume_unwind(panic);
+            }
+        })
+        .map_err(|e| {
+            DpdkError::new("rte_eal_remote_launch", libc::EAGAIN, format!("lcore {lcore}: waiter thread: {e}"))
+        })?;
+    let job: Box<LcoreJob<'scope>> = Box::new(LcoreJob { name: short, f: Box::new(f), done });
+    let arg = Box::into_raw(job).cast::<std::ffi::c_void>();
+    // SAFETY: the trampoline matches `lcore_function_t`; on success EAL calls it once with
+    // `arg` on the lcore, and it takes the box back; `arg`'s borrows outlive the scope,
+    // whose end waits for the waiter, which waits for the trampoline's report. Called on
+    // the main lcore (checked above).
+    let ret = unsafe { sys::rte_eal_remote_launch(Some(lcore_trampoline), arg, lcore) };
+    if ret < 0 {
+        // SAFETY: EAL refused the launch, so it never saw `arg`: the box is still ours.
+        // Dropping it drops the sender, which ends the waiter.
+        drop(unsafe { Box::from_raw(arg.cast::<LcoreJob<'scope>>()) });
+        let mut e = DpdkError::new("rte_eal_remote_launch", -ret, format!("lcore {lcore}"));
+        e.hint = Some(
+            "workers run on EAL worker lcores: give EAL one lcore per worker besides the \
+             main one (-l/--lcores in dataplane.eal_args)"
+                .into(),
+        );
+        return Err(e);
+    }
+    Ok(waiter)
+}
+
+/// Waits until every EAL worker lcore is idle again (`rte_eal_mp_wait_lcore`). Call on
+/// the main lcore after the jobs of [`spawn_on_lcore`] have been joined: it then returns
+/// at once (it spins while a job runs).
+pub fn wait_lcores() {
+    if lcore_id() == main_lcore() {
+        // SAFETY: called on the main lcore, as DPDK requires.
+        unsafe { sys::rte_eal_mp_wait_lcore() }
+    }
 }
 
 /// Releases the lcore id taken by [`register_thread`] (`rte_thread_unregister`).
@@ -261,6 +430,12 @@ mod tests {
         assert_eq!(pick_socket(1, Some(0)), 1);
         assert_eq!(pick_socket(-1, Some(2)), 2);
         assert_eq!(pick_socket(-1, None), 0);
+    }
+
+    #[test]
+    fn lcores_arg() {
+        assert_eq!(worker_lcores_arg(0, &[1, 0]), "--lcores=0@0,1@1,2@0");
+        assert_eq!(worker_lcores_arg(3, &[]), "--lcores=0@3");
     }
 
     #[test]
