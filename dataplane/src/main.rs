@@ -81,7 +81,7 @@ fn eal_args(cfg: &Config, ncores: &[core_affinity::CoreId]) -> Vec<String> {
     if !a.iter().any(|x| x == "-c" || x.starts_with("--lcores") || x.starts_with("-l")) {
         let main = ncores.first().map_or(0, |c| c.id);
         let cpus: Vec<usize> = (0..usize::from(cfg.dataplane.workers)).map(|w| worker_core(cfg, ncores, w).unwrap_or(main)).collect();
-        let lcores = if cfg.dataplane.packet_capture { vec![dpdk::worker_lcores_arg(main, &cpus)] } else { vec!["-l".into(), "0".into()] };
+        let lcores = if cfg.dataplane.packet_capture { vec![dpdk::worker_lcores_arg(main, &cpus, &ncores.iter().map(|c| c.id).collect::<Vec<_>>())] } else { vec!["-l".into(), "0".into()] };
         a.extend(lcores);
     }
     for p in &cfg.ports {

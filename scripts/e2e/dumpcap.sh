@@ -82,7 +82,7 @@ e2e_dumpcap() {
     dumpcap_config "$SPW_CONFIG"
     spillway_start
     spillway_wait_ready "${SPW_READY_TIMEOUT:-30}"
-    e2e_check "the daemon initialised the capture framework, workers on EAL lcores" \
+    e2e_check "the daemon initialised the capture framework (that dumpcap attaches below shows the workers run on EAL lcores: a registered thread disables multi-process)" \
         grep -q "packet capture framework initialised" "$SPW_LOG_DIR/spillway.log"
     local file="$SPW_RUN_DIR/port.pcapng" err="$SPW_LOG_DIR/dumpcap.err" out i
     rm -f "$file"

@@ -248,9 +248,18 @@ pub fn worker_lcores() -> Vec<u32> {
 /// EAL's lcore option that gives each worker an EAL lcore pinned to its CPU:
 /// `--lcores=0@M,1@C0,2@C1,...` (main lcore 0 on CPU `main_cpu`, lcore w+1 on
 /// `worker_cpus[w]`; EAL's `--lcores` syntax `LCORE@CPU`), for [`spawn_on_lcore`].
-pub fn worker_lcores_arg(main_cpu: usize, worker_cpus: &[usize]) -> String {
+/// A worker CPU outside `allowed` (the process's CPU set; empty: unknown) would make EAL
+/// refuse to start, so that worker's lcore goes on `main_cpu` with a warning, as a worker
+/// thread that cannot be pinned runs unpinned.
+pub fn worker_lcores_arg(main_cpu: usize, worker_cpus: &[usize], allowed: &[usize]) -> String {
     let mut a = format!("--lcores=0@{main_cpu}");
-    for (w, c) in worker_cpus.iter().enumerate() {
+    for (w, &c) in worker_cpus.iter().enumerate() {
+        let c = if allowed.is_empty() || allowed.contains(&c) {
+            c
+        } else {
+            tracing::warn!(worker = w, cpu = c, main_cpu, "dataplane.worker_cores names a CPU outside this process's CPU set (CPUAffinity, cpuset): this worker's lcore runs on the main lcore's CPU");
+            main_cpu
+        };
         a.push_str(&format!(",{}@{c}", w + 1));
     }
     a
@@ -434,8 +443,9 @@ mod tests {
 
     #[test]
     fn lcores_arg() {
-        assert_eq!(worker_lcores_arg(0, &[1, 0]), "--lcores=0@0,1@1,2@0");
-        assert_eq!(worker_lcores_arg(3, &[]), "--lcores=0@3");
+        assert_eq!(worker_lcores_arg(0, &[1, 0], &[]), "--lcores=0@0,1@1,2@0");
+        assert_eq!(worker_lcores_arg(3, &[], &[0, 3]), "--lcores=0@3");
+        assert_eq!(worker_lcores_arg(0, &[1, 7], &[0, 1]), "--lcores=0@0,1@1,2@0", "CPU 7 is not usable: on the main CPU");
     }
 
     #[test]
