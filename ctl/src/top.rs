@@ -301,7 +301,7 @@ pub fn run(socket: &Path, args: &TopArgs) -> i32 {
         Ok(s) => s,
         Err(c) => return c,
     };
-    if args.once {
+    if args.once || args.json {
         std::thread::sleep(interval);
         let cur = match status(socket) {
             Ok(s) => s,
@@ -314,6 +314,13 @@ pub fn run(socket: &Path, args: &TopArgs) -> i32 {
             print!("{}", render(&s, args.sort, false, &filter));
         }
         return 0;
+    }
+    {
+        use std::io::IsTerminal;
+        if !std::io::stdout().is_terminal() || !std::io::stdin().is_terminal() {
+            eprintln!("spillwayctl top: the live view needs a terminal (stdin and stdout); from a script, cron or a pipe use `top --once` (one sample as text) or `top --once --json`");
+            return 2;
+        }
     }
     let mut ui = Ui { sort: args.sort, reverse: false, filter, editing: None, text: "waiting for the first sample...".into() };
     let mut terminal = ratatui::init();

@@ -21,4 +21,5 @@ pub mod neighbor;
 pub mod systemd;
 pub mod sync;
 pub mod secret_file;
+pub mod signals;
 pub mod threads;

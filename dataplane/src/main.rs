@@ -52,14 +52,11 @@ fn parse_duration(s: &str) -> Result<f64, String> {
     }
 }
 
-/// Set by SIGINT/SIGTERM (signal-hook stores to it from the handler; async-signal-safe).
+/// Set by SIGINT/SIGTERM ([`spillway_dataplane::signals`]).
 static STOP: std::sync::LazyLock<Arc<AtomicBool>> = std::sync::LazyLock::new(|| Arc::new(AtomicBool::new(false)));
 
 fn install_signals() -> Result<(), String> {
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(sig, Arc::clone(&STOP)).map_err(|e| format!("cannot install the handler of signal {sig}: {e}"))?;
-    }
-    Ok(())
+    spillway_dataplane::signals::install(Arc::clone(&STOP))
 }
 
 /// Whether a device string is a PCI address (the rule config validation uses too).

@@ -53,6 +53,9 @@ s = json.loads(sys.argv[1])
 assert sum(b['new_conns_per_sec'] for b in s['backends'] if b['service'] == 'web') > 0, s
 assert s['workers'] and all(0 <= w['busy_share'] <= 1 for w in s['workers']), s
 " "$once"
+    local nott
+    nott="$(spillwayctl_cmd top </dev/null 2>&1 | cat)" || true
+    e2e_check "top without a terminal (a pipe) refuses with advice, no panic: $nott" bash -c '[[ "$1" == *"needs a terminal"* && "$1" != *panicked* ]]' _ "$nott"
     _top_tmux send-keys -t top q
     local gone=0 i
     for i in $(seq 1 20); do _top_tmux has-session -t top 2>/dev/null || { gone=1; break; }; sleep 0.2; done

@@ -1,13 +1,21 @@
 //! The source-address rule of new connections, drop reason `martian_source` (one copy, used
 //! by the dataplane's worker and by `explain`, offline and live).
 //!
-//! A new TCP/UDP connection whose client (source) address is one of the forwarder's own
-//! addresses — a VIP, or a port's `address` — is spoofed: the backend would answer the
-//! forwarder itself (in L2 DSR, a VIP that the backend also holds on its loopback). The
-//! worker drops it before any backend is chosen and counts it under
-//! [`MARTIAN_SOURCE`] (RFC 1812 section 5.3.7, "Martian Address Filtering", for the idea;
-//! docs/architecture.md for the drop reasons). Packets of connections already in the
-//! connection table, fragments and port-less protocols are not subject to it.
+//! A new TCP/UDP connection is dropped before any backend is chosen, and counted under
+//! [`MARTIAN_SOURCE`] (docs/architecture.md for the drop reasons), when its client (source)
+//! address
+//! * can never be a unicast source (RFC 1812 §5.3.7 "Martian Address Filtering", §4.2.2.11;
+//!   RFC 4291 §2.5.2, §2.7): IPv4 0.0.0.0/8 ("this network"), 127.0.0.0/8 (loopback),
+//!   224.0.0.0/4 (multicast), 240.0.0.0/4 (reserved, with the limited broadcast
+//!   255.255.255.255); IPv6 `::` (unspecified), `::1` (loopback), ff00::/8 (multicast).
+//!   A backend's answer to such a source would go to a group, the backend itself or
+//!   nowhere, so the packet can only be spoofed or misrouted; or
+//! * is one of the forwarder's own addresses — a VIP, or a port's `address` — so it is
+//!   spoofed: the backend would answer the forwarder itself (in L2 DSR, a VIP that the
+//!   backend also holds on its loopback).
+//!
+//! Packets of connections already in the connection table, fragments and port-less
+//! protocols are not subject to it.
 
 use crate::config::Config;
 use std::net::IpAddr;
@@ -16,13 +24,44 @@ use std::net::IpAddr;
 /// `spillwayctl stats` and `explain`).
 pub const MARTIAN_SOURCE: &str = "martian_source";
 
-/// Whether a new connection from `src` (an address in host byte order: `u32` for IPv4,
-/// `u128` for IPv6) is dropped as [`MARTIAN_SOURCE`]: `src` is one of the forwarder's own
-/// addresses, as `is_own` answers (the worker: the snapshot's VIPs and port addresses of
-/// that family; offline: [`own_addresses`]).
+/// An address that may be checked as a source: `u32` (IPv4, host byte order), `u128` (IPv6)
+/// or [`IpAddr`].
+pub trait SourceAddr: Copy {
+    /// The address can never be a unicast source (module doc's first rule).
+    fn never_a_source(self) -> bool;
+}
+
+impl SourceAddr for u32 {
+    #[inline]
+    fn never_a_source(self) -> bool {
+        let first = self >> 24;
+        first == 0 || first == 127 || first >= 224
+    }
+}
+
+impl SourceAddr for u128 {
+    #[inline]
+    fn never_a_source(self) -> bool {
+        self == 0 || self == 1 || self >> 120 == 0xff
+    }
+}
+
+impl SourceAddr for IpAddr {
+    fn never_a_source(self) -> bool {
+        match self {
+            IpAddr::V4(a) => u32::from(a).never_a_source(),
+            IpAddr::V6(a) => u128::from(a).never_a_source(),
+        }
+    }
+}
+
+/// Whether a new connection from `src` is dropped as [`MARTIAN_SOURCE`]: `src` can never be
+/// a unicast source, or it is one of the forwarder's own addresses, as `is_own` answers
+/// (the worker: the snapshot's VIPs and port addresses of that family; offline:
+/// [`own_addresses`]).
 #[inline]
-pub fn is_martian_source<A>(src: A, is_own: impl FnOnce(A) -> bool) -> bool {
-    is_own(src)
+pub fn is_martian_source<A: SourceAddr>(src: A, is_own: impl FnOnce(A) -> bool) -> bool {
+    src.never_a_source() || is_own(src)
 }
 
 /// The forwarder's own addresses in a config: every service's VIP and every
@@ -50,6 +89,9 @@ pub fn is_martian_source_in(cfg: &Config, src: impl Into<IpAddr>) -> bool {
 
 /// The sentence `explain` prints for a new connection from `src` dropped by this rule.
 pub fn explanation(src: IpAddr) -> String {
+    if src.never_a_source() {
+        return format!("new connection dropped: {MARTIAN_SOURCE}: the client address {src} can never be a unicast source (unspecified, loopback, multicast, broadcast or reserved; RFC 1812 §5.3.7), so the dataplane drops a new connection from it before choosing a backend");
+    }
     format!("new connection dropped: {MARTIAN_SOURCE}: the client address {src} is one of the forwarder's own addresses (a VIP or a port address), so the dataplane drops a new connection from it before choosing a backend (spoofed source)")
 }
 
@@ -69,5 +111,28 @@ mod tests {
         assert!(is_martian_source_in(&cfg, Ipv4Addr::new(10, 0, 0, 2)));
         assert!(!is_martian_source_in(&cfg, Ipv4Addr::new(10, 1, 0, 10)));
         assert!(!is_martian_source_in(&cfg, Ipv4Addr::new(10, 0, 1, 1)), "a backend is not one of our addresses");
+    }
+
+    #[test]
+    fn addresses_that_are_never_a_source() {
+        for a in ["0.0.0.0", "0.1.2.3", "127.0.0.1", "224.0.0.5", "239.255.255.255", "240.0.0.1", "255.255.255.255", "::", "::1", "ff02::1", "ff0e::2"] {
+            let ip: IpAddr = a.parse().unwrap();
+            assert!(ip.never_a_source(), "{a}");
+            assert!(explanation(ip).contains("never be a unicast source"), "{a}");
+        }
+        for a in ["1.0.0.0", "10.1.0.7", "126.255.255.255", "128.0.0.1", "223.255.255.255", "2001:db8::1", "fe80::1", "fd00::7", "::2"] {
+            assert!(!a.parse::<IpAddr>().unwrap().never_a_source(), "{a}");
+        }
+    }
+
+    proptest::proptest! {
+        /// The integer forms agree with the standard library's classification.
+        #[test]
+        fn integer_forms_agree_with_std(v4: u32, v6: u128) {
+            let a = Ipv4Addr::from(v4);
+            proptest::prop_assert_eq!(v4.never_a_source(), a.octets()[0] == 0 || a.is_loopback() || a.is_multicast() || a.octets()[0] >= 240);
+            let b = std::net::Ipv6Addr::from(v6);
+            proptest::prop_assert_eq!(v6.never_a_source(), b.is_unspecified() || b.is_loopback() || b.is_multicast());
+        }
     }
 }

@@ -366,8 +366,9 @@
     }
 
     /// `martian_source`: the worker drops a new connection exactly when the
-    /// shared rule `explain` uses says so for the config: from a VIP or a port address,
-    /// and from no client or backend address.
+    /// shared rule `explain` uses says so for the config: from a VIP or a port address, or
+    /// from an address that is never a unicast source (broadcast, multicast, 0/8, loopback,
+    /// 240/4), and from no client or backend address.
     #[test]
     fn worker_and_explain_agree_on_martian_sources() {
         let text = "[[ports]]\nname = \"p0\"\ndevice = \"net_null0\"\naddress = \"10.0.0.2\"\n[[services]]\nname = \"web\"\nvip = \"10.0.0.100\"\nport = 80\n[[services.backends]]\nname = \"b1\"\naddress = \"10.10.0.1\"\nmac = \"02:00:00:00:00:0a\"\n[[services]]\nname = \"dns\"\nvip = \"10.0.0.53\"\nport = 53\nprotocol = \"udp\"\n[[services.backends]]\nname = \"d1\"\naddress = \"10.10.0.2\"\nmac = \"02:00:00:00:00:0b\"\n";
@@ -379,7 +380,11 @@
         let s = compile(&cfg, &slots, CompileInput { health: &HealthView::new(), states: &mut states, now_sec: 0.0, generation: 1, port_addrs });
         let ports = vec![PortInfo { mac: [2, 0, 0, 0, 0, 1], forward_to: 0, addr: u32::from(std::net::Ipv4Addr::new(10, 0, 0, 2)) }];
         let mut w = Worker::new(0, 1024, 1, Timeouts::default(), Arc::new(WorkerStats::default()), ports);
-        for src in [[10, 0, 0, 100], [10, 0, 0, 53], [10, 0, 0, 2], [10, 1, 0, 5], [10, 10, 0, 1], [10, 0, 0, 101]] {
+        let never = [[0, 0, 0, 0], [0, 9, 9, 9], [127, 0, 0, 1], [224, 0, 0, 5], [239, 1, 2, 3], [240, 0, 0, 1], [255, 255, 255, 255]];
+        for src in never {
+            assert!(spillway_shared::martian::is_martian_source_in(&cfg, std::net::Ipv4Addr::from(src)), "{src:?} is never a source");
+        }
+        for src in [[10, 0, 0, 100], [10, 0, 0, 53], [10, 0, 0, 2], [10, 1, 0, 5], [10, 10, 0, 1], [10, 0, 0, 101], [223, 1, 1, 1], [1, 1, 1, 1]].into_iter().chain(never) {
             let mut b = syn(80);
             b.data_mut()[26..30].copy_from_slice(&src);
             let ip = std::net::Ipv4Addr::from(src);

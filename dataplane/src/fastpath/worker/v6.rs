@@ -17,7 +17,7 @@ use spillway_shared::flow::{FlowAddr, FlowKey6};
 /// An address family of the packet path: `u32` (IPv4) or `u128` (IPv6) addresses. What
 /// differs between the families for selection and tracking: the VIP of a service, the
 /// client class lookup, our own addresses and the connection table.
-pub trait Family: FlowAddr {
+pub trait Family: FlowAddr + spillway_shared::martian::SourceAddr {
     /// The service's VIP in this family (0 for a service of the other family).
     fn vip(svc: &ServiceSnap) -> Self;
     /// Client class of a source address.
