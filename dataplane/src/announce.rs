@@ -28,7 +28,7 @@
 
 use crate::daemon::Daemon;
 use spillway_shared::config::Config;
-use spillway_shared::fleet::AnnounceConfig;
+use spillway_shared::config::fleet::AnnounceConfig;
 use spillway_shared::proto::VipRow;
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;

@@ -17,7 +17,7 @@
 
 use crate::announce::{self, Announcer};
 use crate::daemon::Daemon;
-use spillway_shared::fleet::AnnounceConfig;
+use spillway_shared::config::fleet::AnnounceConfig;
 use std::ffi::OsStr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
