@@ -61,38 +61,7 @@ pub fn wanted(cfg: &Config) -> Vec<IpAddr> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn load(text: &str) -> Result<Config, String> {
-        let c = Config::from_toml(text)?;
-        c.validate().map_err(|e| e.to_string())?;
-        Ok(c)
-    }
-
-    const BASE: &str = r#"
-[[ports]]
-name = "p0"
-device = "net_null0"
-address = "10.0.0.1"
-[[services]]
-name = "dsr"
-vip = "10.0.0.100"
-port = 80
-[[services.backends]]
-name = "b1"
-address = "10.0.0.11"
-[[services.backends]]
-name = "b2"
-address = "10.0.0.12"
-mac = "02:00:00:00:00:12"
-[[services]]
-name = "tun"
-vip = "10.0.0.101"
-port = 80
-forwarding_mode = "IPIP"
-[[services.backends]]
-name = "r1"
-address = "192.168.7.1"
-"#;
+    use crate::config::neighbors::tests::{load, BASE};
 
     #[test]
     fn next_hops_follow_mode_mac_and_gateway() {

@@ -104,16 +104,20 @@ pub fn validate_gateways(cfg: &Config) -> Result<(), ConfigError> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn load(text: &str) -> Result<Config, String> {
+    /// Parses and validates `text` (the error as text); also used by the next-hop tests
+    /// of [`crate::neighbors`].
+    pub(crate) fn load(text: &str) -> Result<Config, String> {
         let c = Config::from_toml(text)?;
         c.validate().map_err(|e| e.to_string())?;
         Ok(c)
     }
 
-    const BASE: &str = r#"
+    /// One port without a gateway and two services: `dsr` (L2 DSR, b1 without and b2 with a MAC) and
+    /// `tun` (IPIP, r1); also used by the next-hop tests of [`crate::neighbors`].
+    pub(crate) const BASE: &str = r#"
 [[ports]]
 name = "p0"
 device = "net_null0"
