@@ -35,9 +35,9 @@ pub use health::*;
 pub use policy::*;
 pub use service::*;
 
+use limits::get as lim;
 use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
-use limits::get as lim;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 /// serde default of the boolean fields that are on unless set (`compatible`, `enabled`).

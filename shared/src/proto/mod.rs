@@ -23,8 +23,8 @@
 //!
 //! Split by message family, so a reader finds a command's answer by its name: the version,
 //! the envelopes and the [`Request`]/[`Response`] enums (with the small edit types) here;
-//! framing and encoding in [`frame`]; the `status` answer in [`status`]; the answers of
-//! `health`, `flows`, `explain` and `snapshot` in [`reports`]. A wire change is still one
+//! framing and encoding in `frame.rs`; the `status` answer in `status.rs`; the answers of
+//! `health`, `flows`, `explain` and `snapshot` in `reports.rs`. A wire change is still one
 //! diff under `proto/`, recorded in [`PROTOCOL_VERSION`]'s list.
 
 mod frame;
