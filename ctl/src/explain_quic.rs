@@ -5,7 +5,7 @@
 use spillway_shared::config::{Persistence, Service};
 use spillway_shared::proto::QuicExplain;
 use spillway_shared::quic_lb::{codepoint, parse_hex, DecodeError, ServerId};
-use spillway_shared::quic_lb_config::{key_from_file_contents, QuicLbAlgorithm};
+use spillway_shared::config::service::quic_lb::{key_from_file_contents, QuicLbAlgorithm};
 
 /// The offline decision for `dcid_hex` in `svc`; `up[backend][endpoint]` is the health of
 /// each endpoint (the `--health` file). A UDP service keeps a connection on an unhealthy

@@ -28,88 +28,14 @@
 
 use crate::daemon::Daemon;
 use spillway_shared::config::Config;
-use spillway_shared::fleet::AnnounceConfig;
+use spillway_shared::config::fleet::AnnounceConfig;
 use spillway_shared::proto::VipRow;
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::process::Command;
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
-
-/// Fleet state shared by the `fleet` thread, the control socket and the metrics endpoint.
-#[derive(Default)]
-pub struct FleetState {
-    inner: Mutex<FleetInner>,
-}
-
-#[derive(Default)]
-struct FleetInner {
-    /// VIPs drained by the operator.
-    drained: BTreeSet<IpAddr>,
-    /// Last evaluation, VIP order.
-    vips: Vec<VipRow>,
-    /// Whether an announcer (the TUN interface) is running.
-    announcing: bool,
-    /// Per worker: last poll counter seen and when it last advanced.
-    progress: Vec<(u64, Instant)>,
-}
-
-impl FleetState {
-    /// The last readiness evaluation, one row per configured VIP.
-    pub fn vips(&self) -> Vec<VipRow> {
-        self.lock().vips.clone()
-    }
-
-    /// Whether an announcer runs (`[announce]` configured and its interface up).
-    pub fn announcing(&self) -> bool {
-        self.lock().announcing
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, FleetInner> {
-        self.inner.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Records the workers' poll counters at `now`; returns, per worker, how long its
-    /// counter has stood still (zero when it just advanced).
-    pub fn observe_polls(&self, polls: &[u64], now: Instant) -> Vec<Duration> {
-        let mut g = self.lock();
-        if g.progress.len() != polls.len() {
-            g.progress = polls.iter().map(|p| (*p, now)).collect();
-        }
-        g.progress
-            .iter_mut()
-            .zip(polls)
-            .map(|(e, p)| {
-                if *p != e.0 {
-                    *e = (*p, now);
-                }
-                now.saturating_duration_since(e.1)
-            })
-            .collect()
-    }
-
-    /// Sets or clears the operator drain of `vip`.
-    pub fn set_drained(&self, vip: IpAddr, drained: bool) {
-        let mut g = self.lock();
-        if drained {
-            g.drained.insert(vip);
-        } else {
-            g.drained.remove(&vip);
-        }
-    }
-
-    fn drained(&self) -> BTreeSet<IpAddr> {
-        self.lock().drained.clone()
-    }
-
-    fn store(&self, vips: Vec<VipRow>, announcing: bool) {
-        let mut g = self.lock();
-        g.vips = vips;
-        g.announcing = announcing;
-    }
-}
 
 /// What readiness depends on besides the config (one control-thread observation).
 #[derive(Clone, Debug, Default)]
@@ -421,6 +347,7 @@ fn ip(args: &[&str]) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::readiness::FleetState;
     use proptest::prelude::*;
     use spillway_shared::config::{Backend, Protocol, Service};
     use std::net::Ipv4Addr;

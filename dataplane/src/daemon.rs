@@ -82,7 +82,7 @@ pub struct Daemon {
     /// Config file that live edits are written back to (`None`: not persisted, tests).
     pub config_path: Option<std::path::PathBuf>,
     /// VIP readiness, operator drains and worker progress ([`crate::announce`]).
-    pub fleet: crate::announce::FleetState,
+    pub fleet: crate::readiness::FleetState,
     /// Counters of the control socket (its server counts into them; `status` shows them).
     pub ctl_stats: Arc<crate::ctl::server::ServerStats>,
     /// Fleet flow-state sync, when `[sync]` is configured (set once at start).
@@ -91,14 +91,14 @@ pub struct Daemon {
     /// started at daemon start has a result); VIPs are announced only after it.
     pub first_probe_round: std::sync::atomic::AtomicBool,
     /// Bumped by every iteration of the control loop; the systemd watchdog is fed only
-    /// while it moves ([`crate::systemd::Heartbeat`]).
-    pub control_heartbeat: crate::systemd::Heartbeat,
+    /// while it moves ([`crate::readiness::Heartbeat`]).
+    pub control_heartbeat: crate::readiness::Heartbeat,
     /// Serialises live edits (`mutate`), which write the config file without holding
     /// `control` (a slow disk must not block the control loop, the fleet thread or
     /// readers); the config generation changes only under it.
     pub edit_lock: Mutex<()>,
     /// The running `capture drops` session, if any ([`crate::ctl::capture`]).
-    pub capture: Mutex<Option<crate::ctl::capture::Session>>,
+    pub capture: Mutex<Option<crate::ctl::session::Session>>,
 }
 
 impl Daemon {

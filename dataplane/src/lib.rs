@@ -19,6 +19,7 @@ pub mod announce;
 pub mod metrics;
 pub mod neighbor;
 pub mod systemd;
+pub mod readiness;
 pub mod sync;
 pub mod secret_file;
 pub mod signals;

@@ -8,7 +8,7 @@
 //!    a path or an abstract `@name`; a no-op without it): `READY=1` once the ports are up
 //!    (the thread starts after them) and every worker polls with the first snapshot in use;
 //!    `WATCHDOG=1` at a quarter of `WATCHDOG_USEC`, and only while every worker's poll
-//!    counter advances *and* the control loop progresses ([`Heartbeat`]), so a stuck worker
+//!    counter advances *and* the control loop progresses ([`crate::readiness::Heartbeat`]), so a stuck worker
 //!    or a wedged control loop makes systemd restart the daemon (unit:
 //!    dist/spillway.service); `STATUS=` with the announced VIPs; `STOPPING=1` on the way out.
 //!
@@ -17,9 +17,9 @@
 
 use crate::announce::{self, Announcer};
 use crate::daemon::Daemon;
-use spillway_shared::fleet::AnnounceConfig;
+use spillway_shared::config::fleet::AnnounceConfig;
 use std::ffi::OsStr;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 /// Period of the fleet thread without a watchdog, and its longest period with one.
@@ -50,23 +50,6 @@ pub fn control_stall_limit(watchdog: Duration) -> Duration {
     (watchdog / 2).max(CONTROL_STALL_MIN)
 }
 
-/// The control loop's heartbeat: bumped once per iteration of the loop in `main.rs`, read
-/// by the fleet thread, which feeds the systemd watchdog only while it moves.
-#[derive(Debug, Default)]
-pub struct Heartbeat(AtomicU64);
-
-impl Heartbeat {
-    /// One more iteration of the control loop.
-    pub fn beat(&self) {
-        self.0.fetch_add(1, Ordering::Relaxed);
-    }
-
-    /// Iterations so far.
-    pub fn beats(&self) -> u64 {
-        self.0.load(Ordering::Relaxed)
-    }
-}
-
 /// Stall limit when `[announce]` is absent (same default as `announce.worker_stall_sec`).
 pub const DEFAULT_STALL: Duration = Duration::from_secs(1);
 
@@ -89,7 +72,7 @@ impl Notifier {
         Notifier { watchdog, ..Default::default() }
     }
 
-    /// Records the control loop's heartbeat count ([`Heartbeat::beats`]) seen at `now`. The
+    /// Records the control loop's heartbeat count ([`crate::readiness::Heartbeat::beats`]) seen at `now`. The
     /// watchdog is fed only while it moved within [`control_stall_limit`]; without a call,
     /// the control loop is not watched.
     pub fn control_beat(&mut self, now: Instant, beats: u64) {
@@ -233,6 +216,7 @@ pub fn run_fleet(daemon: &Daemon, announce_cfg: Option<&AnnounceConfig>, mut ann
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::readiness::Heartbeat;
 
     #[test]
     fn ready_once_when_workers_poll_with_a_snapshot() {

@@ -261,3 +261,25 @@ fleet_new_requests() {
     run_clients "$1" "$FLEET_CLIENT" >/dev/null || true
     SPW_CLIENTS=("${saved[@]}")
 }
+
+# ports are listed in PORTS_FILE, prints "survived total": a connection survived when every
+# request succeeded, on one backend, and it still made requests 2 s after KILL_TIME.
+fleet_ka_report() {
+    "$SPW_PYTHON" - "$1" "$2" "$3" <<'PY'
+import sys
+recs, t, ports = sys.argv[1], float(sys.argv[2]), set(open(sys.argv[3]).read().split())
+conns = {}
+for line in open(recs):
+    f = line.rstrip("\n").split("\t")
+    if len(f) < 9 or f[6] not in ports:
+        continue
+    c = conns.setdefault(f[6], {"bad": False, "backends": set(), "last": 0.0})
+    if f[4] != "200":
+        c["bad"] = True
+    else:
+        c["backends"].add(f[5])
+        c["last"] = max(c["last"], float(f[8]))
+ok = sum(1 for c in conns.values() if not c["bad"] and len(c["backends"]) == 1 and c["last"] > t + 2)
+print(ok, len(conns))
+PY
+}

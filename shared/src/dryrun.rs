@@ -19,25 +19,7 @@
 //! - *Stage changes*: pipeline stages whose rule or output set differs (`zonal_affinity:
 //!   |I|/|C| = 2/3 ... result I` → `... 1/3 < 0.6: result A`).
 
-use serde::{Deserialize, Deserializer, Serialize};
-
-thread_local! {
-    static DEPTH: std::cell::Cell<u8> = const { std::cell::Cell::new(0) };
-}
-
-/// Decodes the request inside [`crate::proto::Request::DryRun`], refusing one that is
-/// itself a dry run: each nesting is one byte of postcard, so a 1 MiB frame of nested dry
-/// runs would otherwise recurse a million times and overflow the decoding thread's stack.
-/// Errors: "a dry run cannot contain another dry run".
-pub fn one_level<'de, D: Deserializer<'de>>(d: D) -> Result<Box<crate::proto::Request>, D::Error> {
-    if DEPTH.with(|c| c.get()) > 0 {
-        return Err(serde::de::Error::custom("a dry run cannot contain another dry run"));
-    }
-    DEPTH.with(|c| c.set(1));
-    let r = crate::proto::Request::deserialize(d);
-    DEPTH.with(|c| c.set(0));
-    r.map(Box::new)
-}
+use serde::{Deserialize, Serialize};
 
 /// The whole answer of a dry run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -115,24 +97,4 @@ pub struct Repick {
     /// Tracked connections on the endpoint now, summed over workers; `None` when the
     /// workers did not answer in time.
     pub connections: Option<u64>,
-}
-
-#[cfg(test)]
-mod tests {
-    use crate::proto::{decode_request, encode_request, Request, PROTOCOL_VERSION};
-
-    #[test]
-    fn a_dry_run_decodes_one_level_only_and_deep_nesting_is_refused_without_recursion() {
-        let one = Request::DryRun(Box::new(Request::BackendRemove { service: "web".into(), name: "b1".into(), if_generation: None }));
-        assert_eq!(decode_request(&encode_request(&one)).unwrap(), one);
-        let two = Request::DryRun(Box::new(one.clone()));
-        assert!(decode_request(&encode_request(&two)).is_err());
-        // a frame of a million nested DryRun tags: an error, not a stack overflow
-        let tag = encode_request(&one)[postcard::to_stdvec(&PROTOCOL_VERSION).unwrap().len()];
-        let mut body = postcard::to_stdvec(&PROTOCOL_VERSION).unwrap();
-        body.extend(std::iter::repeat_n(tag, 1 << 20));
-        assert!(decode_request(&body).is_err());
-        // and decoding works again afterwards on the same thread
-        assert_eq!(decode_request(&encode_request(&one)).unwrap(), one);
-    }
 }

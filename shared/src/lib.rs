@@ -1,12 +1,11 @@
 //! spillway-shared: the pure core of Spillway — no I/O, no clocks, no unsafe.
 //!
-//! - [`config`]: the TOML configuration model and its validation (spec ranges);
-//! - [`limits`]: the table of configuration ranges (validation and docs/config.md);
+//! - [`config`]: the TOML configuration model and its validation, one part per section
+//!   (the range table, `[metrics]`/`[announce]`, `[sync]`, `[neighbors]`, QUIC-LB included);
 //! - [`device`]: `[[ports]] device` strings checked without DPDK;
 //! - [`net`]: MAC addresses, IPv4 prefixes, longest-prefix match;
-//! - [`fleet`]: the `[metrics]` and `[announce]` config sections;
-//! - [`sync`]: the `[sync]` section and the fleet flow-state sync protocol (sans-IO);
-//! - [`neighbors`]: the `[neighbors]` section and every endpoint's next hop;
+//! - [`sync`]: the fleet flow-state sync protocol (sans-IO);
+//! - [`neighbors`]: every endpoint's next hop;
 //! - [`flow`]: flow keys and the deterministic flow hash;
 //! - [`martian`]: the `martian_source` rule for new connections (worker and `explain`);
 //! - [`maglev`]: weighted Maglev lookup tables (NSDI 2016);
@@ -14,7 +13,6 @@
 //! - [`scenario`]: the offline conformance scenario format and runner;
 //! - [`proto`]: the control-socket protocol (framing, versioned postcard messages);
 //! - [`quic_lb`]: routable QUIC connection IDs (QUIC-LB): config, encode, decode;
-//! - [`quic_lb_config`]: the `[[services.quic_lb]]` section and the endpoints' server IDs;
 //! - [`real`]: `f64` fields that survive JSON and postcard (inf and NaN included).
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -23,9 +21,7 @@ pub mod capture;
 pub mod config;
 pub mod device;
 pub mod dryrun;
-pub mod fleet;
 pub mod flow;
-pub mod limits;
 pub mod maglev;
 pub mod martian;
 pub mod neighbors;
@@ -33,7 +29,6 @@ pub mod net;
 pub mod pipeline;
 pub mod proto;
 pub mod quic_lb;
-pub mod quic_lb_config;
 pub mod real;
 pub mod scenario;
 pub mod sync;

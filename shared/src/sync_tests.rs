@@ -1,4 +1,6 @@
 use super::*;
+use crate::config::sync::SyncConfig;
+use std::net::SocketAddr;
 use proptest::prelude::*;
 
 fn key() -> SyncKey {

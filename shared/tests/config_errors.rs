@@ -1,10 +1,10 @@
 //! Uniform configuration errors: every refused value names the
 //! field path, the value and the allowed range — out-of-type integers included — and the
-//! rows of `spillway_shared::limits::LIMITS` are the ranges the code enforces, boundary by
+//! rows of `spillway_shared::config::limits::LIMITS` are the ranges the code enforces, boundary by
 //! boundary.
 
 use spillway_shared::config::Config;
-use spillway_shared::limits::{Range, LIMITS};
+use spillway_shared::config::limits::{Range, LIMITS};
 
 const BASE: &str = r#"
 [dataplane]

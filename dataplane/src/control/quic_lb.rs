@@ -9,7 +9,7 @@
 
 use spillway_shared::config::{Config, Service};
 use spillway_shared::quic_lb::{codepoint, DecodeError, QuicLbConfig, ServerId, KEY_LEN, MAX_CODEPOINT};
-use spillway_shared::quic_lb_config::{key_from_file_contents, QuicLbAlgorithm};
+use spillway_shared::config::service::quic_lb::{key_from_file_contents, QuicLbAlgorithm};
 use std::collections::HashMap;
 use std::sync::Mutex;
 

@@ -4,6 +4,7 @@
 //! at a time; a session not polled for [`LEASE_MS`] ends ([`Daemon::capture_expire`], from
 //! the control loop), so a client that goes away stops the capture.
 
+use super::session::Session;
 use crate::daemon::Daemon;
 use crate::fastpath::capture::SNAP_MAX;
 use crate::wire::DropReason;
@@ -12,17 +13,6 @@ use spillway_shared::proto::Response;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 use strum::IntoEnumIterator;
-
-/// A running capture.
-pub struct Session {
-    id: u64,
-    last_poll: Instant,
-    vip: Option<std::net::IpAddr>,
-    /// `ring_full` totals when it started.
-    full_base: u64,
-    /// Frames drained but not yet answered (a poll answers at most [`MAX_PER_POLL`]).
-    pending: std::collections::VecDeque<CapturedFrame>,
-}
 
 /// The destination address of an Ethernet frame (after up to two VLAN tags), if IPv4/IPv6.
 fn destination(frame: &[u8]) -> Option<std::net::IpAddr> {

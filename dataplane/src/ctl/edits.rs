@@ -117,13 +117,13 @@ fn is_plain_integer(v: &str) -> bool {
 
 /// Refuses a value that is not a plain decimal integer for a field that holds an integer
 /// (`weight=1e3`, `weight=0x10`, `port=8_0`), naming the field, the value and the range of
-/// its [`spillway_shared::limits`] row. `decoded` is the object after the edit; `rows` is
+/// its [`spillway_shared::config::limits`] row. `decoded` is the object after the edit; `rows` is
 /// the row prefix of its fields (`services[].backends[]`).
 fn plain_integers<T: Serialize>(decoded: &T, fields: &[(String, String)], what: &str, rows: &str) -> Result<(), String> {
     let t = toml::Table::try_from(decoded).unwrap_or_default();
     for (k, v) in fields {
         if matches!(t.get(k), Some(toml::Value::Integer(_))) && !is_plain_integer(v) {
-            let range = spillway_shared::limits::find(&format!("{rows}.{k}")).map_or_else(|| "must be an integer".to_string(), |l| l.allowed());
+            let range = spillway_shared::config::limits::find(&format!("{rows}.{k}")).map_or_else(|| "must be an integer".to_string(), |l| l.allowed());
             return Err(format!("{what}: {k} = {v}: {range} (a plain decimal integer)"));
         }
     }
@@ -131,7 +131,7 @@ fn plain_integers<T: Serialize>(decoded: &T, fields: &[(String, String)], what: 
 }
 
 /// Applies `fields` to a serialisable object through its TOML form; errors name `what`.
-/// `rows` is the [`spillway_shared::limits`] prefix of the object's fields
+/// `rows` is the [`spillway_shared::config::limits`] prefix of the object's fields
 /// (`services[].backends[]`), for the range an integer error gives.
 fn edit<T: Serialize + DeserializeOwned>(obj: &T, fields: &[(String, String)], what: &str, fixed: &[&str], rows: &str) -> Result<T, String> {
     refuse_duplicates(fields, what)?;

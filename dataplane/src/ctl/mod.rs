@@ -21,6 +21,7 @@ pub mod handler;
 pub mod persist;
 pub mod persist_file;
 pub mod server;
+pub mod session;
 pub mod socket;
 pub mod transaction;
 pub mod views;

@@ -57,7 +57,7 @@ fn plan(st: &ControlState, if_generation: Option<u64>, f: impl FnOnce(&mut Confi
         return Err("[conntrack] cannot change while the daemon runs (tables are sized at start); edit the file and restart".into());
     }
     // The peer list is a set: a reorder is no change.
-    let peers_sorted = |c: &Option<spillway_shared::sync::SyncConfig>| c.clone().map(|mut s| {
+    let peers_sorted = |c: &Option<spillway_shared::config::sync::SyncConfig>| c.clone().map(|mut s| {
         s.peers.sort();
         s
     });

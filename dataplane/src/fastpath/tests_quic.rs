@@ -112,7 +112,7 @@ fn payload(kind: &Kind) -> (Vec<u8>, Option<u8>) {
     match kind {
         Kind::Long => (vec![0xc0, 0, 0, 0, 1, 8, 1, 2, 3, 4, 5, 6, 7, 8, 0], None),
         Kind::Short { codepoint, sid, nonce, cut } => {
-            let key = (*codepoint == 1).then(|| spillway_shared::quic_lb_config::key_from_file_contents(KEY.as_bytes()).unwrap());
+            let key = (*codepoint == 1).then(|| spillway_shared::config::service::quic_lb::key_from_file_contents(KEY.as_bytes()).unwrap());
             let nonce_len = if *codepoint == 1 { 6 } else { 4 };
             let cfg = QuicLbConfig::new(*codepoint, 2, nonce_len, key).unwrap();
             let id = if *sid < 4 { SIDS[*sid].to_string() } else { "7777".into() };

@@ -55,7 +55,7 @@ pub struct Params {
 
 impl Params {
     /// The timers of a `[neighbors]` section.
-    pub fn from_config(c: &spillway_shared::neighbors::NeighborsConfig) -> Params {
+    pub fn from_config(c: &spillway_shared::config::neighbors::NeighborsConfig) -> Params {
         Params { refresh_ms: u64::from(c.refresh_sec) * 1000, expiry_ms: u64::from(c.expiry_sec) * 1000, retry_ms: u64::from(c.retry_ms) }
     }
 }

@@ -17,7 +17,9 @@
 //! The key file's contents and mode are checked by the daemon (`--check`, start, every
 //! live edit), not here: this crate does no I/O.
 
-use crate::config::{ConfigError, Protocol, Service};
+use super::Service;
+use crate::config::error::ConfigError;
+use crate::config::policy::Protocol;
 use crate::quic_lb::{QuicLbConfig, ServerId, KEY_LEN};
 use serde::{Deserialize, Serialize};
 

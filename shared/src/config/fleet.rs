@@ -1,11 +1,10 @@
 //! Fleet settings of the config file: `[metrics]` (Prometheus endpoint) and `[announce]`
 //! (VIP announcement through BIRD). Both sections are optional; absent = feature off.
 //!
-//! Kept apart from [`crate::config`] so that file only gains two fields; the rules are
-//! documented in docs/config.md ("[metrics]", "[announce]") and docs/decisions.md
+//! The rules are documented in docs/config.md ("[metrics]", "[announce]") and docs/decisions.md
 //! ("VIP announcement").
 
-use crate::config::ConfigError;
+use super::error::ConfigError;
 use serde::{Deserialize, Serialize};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 

@@ -2,7 +2,7 @@
 //! (field path, range, default, unit, source).
 //!
 //! - [`crate::config::Config::validate`] checks values with these rows;
-//! - integer fields deserialise through `i64` ([`crate::config`]'s `ranged` helpers), so a
+//! - integer fields deserialise through `i64` (module `ranged`), so a
 //!   negative or oversized value (`weight = -1`, `port = 65536`) is refused with the row's
 //!   range instead of a bare TOML type error;
 //! - the range table of `docs/config.md` is [`markdown_table`], and a test fails when the
@@ -128,32 +128,32 @@ impl Limit {
     }
 
     /// Checks an integer; `path` is the concrete path (`services[0].backends[2].weight`).
-    pub fn check_int(&self, path: &str, v: i64) -> Result<(), crate::config::ConfigError> {
+    pub fn check_int(&self, path: &str, v: i64) -> Result<(), super::error::ConfigError> {
         let ok = match self.range {
             Range::Int(lo, hi) => (lo..=hi).contains(&v),
-            Range::Prime(lo, hi) => (lo..=hi).contains(&v) && u32::try_from(v).is_ok_and(crate::config::is_prime),
+            Range::Prime(lo, hi) => (lo..=hi).contains(&v) && u32::try_from(v).is_ok_and(super::error::is_prime),
             _ => true,
         };
         if ok {
             Ok(())
         } else {
-            Err(crate::config::ConfigError::new(path, v, self.allowed()))
+            Err(super::error::ConfigError::new(path, v, self.allowed()))
         }
     }
 
     /// Checks an integer of a [`Range::ByProtocol`] row.
-    pub fn check_by_protocol(&self, path: &str, v: i64, udp: bool) -> Result<(), crate::config::ConfigError> {
+    pub fn check_by_protocol(&self, path: &str, v: i64, udp: bool) -> Result<(), super::error::ConfigError> {
         if let Range::ByProtocol { tcp, udp: u } = self.range {
             let (lo, hi) = if udp { u } else { tcp };
             if !(lo..=hi).contains(&v) {
-                return Err(crate::config::ConfigError::new(path, v, self.allowed()));
+                return Err(super::error::ConfigError::new(path, v, self.allowed()));
             }
         }
         Ok(())
     }
 
     /// Checks a float (`hi` fills the upper bound of [`Range::FloatUpTo`]).
-    pub fn check_f(&self, path: &str, v: f64, hi_field: f64) -> Result<(), crate::config::ConfigError> {
+    pub fn check_f(&self, path: &str, v: f64, hi_field: f64) -> Result<(), super::error::ConfigError> {
         let (ok, msg) = match self.range {
             Range::Float(lo, hi) => (v.is_finite() && v >= lo && v <= hi, None),
             Range::ZeroOrFloat(lo, hi) => (v == 0.0 || (v.is_finite() && v >= lo && v <= hi), None),
@@ -163,7 +163,7 @@ impl Limit {
         if ok {
             Ok(())
         } else {
-            Err(crate::config::ConfigError::new(path, v, msg.unwrap_or_else(|| self.allowed())))
+            Err(super::error::ConfigError::new(path, v, msg.unwrap_or_else(|| self.allowed())))
         }
     }
 }
@@ -271,7 +271,7 @@ pub fn markdown_table() -> String {
 }
 
 /// Marker lines around the generated table in docs/config.md.
-pub const DOC_BEGIN: &str = "<!-- ranges: generated from shared/src/limits.rs; do not edit -->";
+pub const DOC_BEGIN: &str = "<!-- ranges: generated from shared/src/config/limits.rs; do not edit -->";
 /// End marker.
 pub const DOC_END: &str = "<!-- ranges: end -->";
 

@@ -1,0 +1,102 @@
+//! What the daemon's side threads report about its liveness, kept in [`crate::daemon::Daemon`]
+//! and read by more than one thread: the fleet state (VIP readiness rows, operator drains,
+//! the workers' poll progress; evaluated by [`crate::announce`]) and the control loop's
+//! [`Heartbeat`] (read by [`crate::systemd`] for the watchdog). A leaf: the daemon holds
+//! these, and the modules that evaluate them take the daemon.
+
+use spillway_shared::proto::VipRow;
+use std::collections::BTreeSet;
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// Fleet state shared by the `fleet` thread, the control socket and the metrics endpoint.
+#[derive(Default)]
+pub struct FleetState {
+    inner: Mutex<FleetInner>,
+}
+
+#[derive(Default)]
+struct FleetInner {
+    /// VIPs drained by the operator.
+    drained: BTreeSet<IpAddr>,
+    /// Last evaluation, VIP order.
+    vips: Vec<VipRow>,
+    /// Whether an announcer (the TUN interface) is running.
+    announcing: bool,
+    /// Per worker: last poll counter seen and when it last advanced.
+    progress: Vec<(u64, Instant)>,
+}
+
+impl FleetState {
+    /// The last readiness evaluation, one row per configured VIP.
+    pub fn vips(&self) -> Vec<VipRow> {
+        self.lock().vips.clone()
+    }
+
+    /// Whether an announcer runs (`[announce]` configured and its interface up).
+    pub fn announcing(&self) -> bool {
+        self.lock().announcing
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, FleetInner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Records the workers' poll counters at `now`; returns, per worker, how long its
+    /// counter has stood still (zero when it just advanced).
+    pub fn observe_polls(&self, polls: &[u64], now: Instant) -> Vec<Duration> {
+        let mut g = self.lock();
+        if g.progress.len() != polls.len() {
+            g.progress = polls.iter().map(|p| (*p, now)).collect();
+        }
+        g.progress
+            .iter_mut()
+            .zip(polls)
+            .map(|(e, p)| {
+                if *p != e.0 {
+                    *e = (*p, now);
+                }
+                now.saturating_duration_since(e.1)
+            })
+            .collect()
+    }
+
+    /// Sets or clears the operator drain of `vip`.
+    pub fn set_drained(&self, vip: IpAddr, drained: bool) {
+        let mut g = self.lock();
+        if drained {
+            g.drained.insert(vip);
+        } else {
+            g.drained.remove(&vip);
+        }
+    }
+
+    pub(crate) fn drained(&self) -> BTreeSet<IpAddr> {
+        self.lock().drained.clone()
+    }
+
+    pub(crate) fn store(&self, vips: Vec<VipRow>, announcing: bool) {
+        let mut g = self.lock();
+        g.vips = vips;
+        g.announcing = announcing;
+    }
+}
+
+/// The control loop's heartbeat: bumped once per iteration of the loop in `main.rs`, read
+/// by the fleet thread, which feeds the systemd watchdog only while it moves.
+#[derive(Debug, Default)]
+pub struct Heartbeat(AtomicU64);
+
+impl Heartbeat {
+    /// One more iteration of the control loop.
+    pub fn beat(&self) {
+        self.0.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Iterations so far.
+    pub fn beats(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+}

@@ -1,0 +1,452 @@
+//! Configuration model (TOML) and its validation.
+//!
+//! One model serves the daemon's config file, live edits from `spillwayctl`, and the offline
+//! policy scenarios. Field names follow the specs in snake_case (see `docs/config.md`).
+//! [`Config::validate`] checks every range of the specs and reports the first problem as a
+//! [`ConfigError`] naming the field path, the value and the allowed range. The ranges live in
+//! one table, [`limits::LIMITS`], which also generates docs/config.md's range table.
+//! Integer fields deserialise through `i64` (module `ranged`), so `weight = -1` or
+//! `port = 65536` get the same kind of message as `weight = 0`.
+//!
+//! The parts, one per section of the file, each with its validation and tests:
+//! - [`error`]: [`ConfigError`], [`LoadError`], the name rule and `is_prime` (a leaf);
+//! - [`limits`]: the range table; `ranged`: integer fields read through `i64`;
+//! - [`dataplane`]: `[dataplane]`, `[[ports]]`, zones, `[[client_zones]]`, `[conntrack]`;
+//! - [`policy`]: the policy enums; [`health`]: `health_check`;
+//! - [`service`]: `[[services]]`, backends and endpoints; [`service::quic_lb`] its QUIC-LB part;
+//! - [`fleet`]: `[metrics]` and `[announce]`; [`sync`]: `[sync]`; [`neighbors`]: `[neighbors]`;
+//! - this module: [`Config`] itself, parsing (errors with line and column), loading, and
+//!   the rules across sections (unique names and VIPs, ports, addresses).
+
+pub mod dataplane;
+pub mod error;
+pub mod fleet;
+pub mod health;
+pub mod limits;
+pub mod neighbors;
+pub mod policy;
+pub(crate) mod ranged;
+pub mod service;
+pub mod sync;
+
+pub use dataplane::*;
+pub use error::*;
+pub use health::*;
+pub use policy::*;
+pub use service::*;
+
+use limits::get as lim;
+use serde::{Deserialize, Serialize};
+use std::collections::HashSet;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+/// serde default of the boolean fields that are on unless set (`compatible`, `enabled`).
+fn yes() -> bool {
+    true
+}
+
+/// The whole daemon configuration.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// Process-level settings (EAL, workers, control socket).
+    #[serde(default)]
+    pub dataplane: DataplaneConfig,
+    /// DPDK ports, by name.
+    #[serde(default)]
+    pub ports: Vec<PortConfig>,
+    /// Where this forwarder instance runs (zone, region); used by capacity and isolation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forwarder: Option<Location>,
+    /// Known zones with their region.
+    #[serde(default)]
+    pub zones: Vec<Location>,
+    /// Round-trip-time hints in ms: `rtt_ms.<from_zone>.<to_zone>`; symmetric.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub rtt_ms: std::collections::BTreeMap<String, std::collections::BTreeMap<String, f64>>,
+    /// Client prefix → zone table (longest prefix match). spec/zonal-affinity.md "Compatible clients".
+    #[serde(default)]
+    pub client_zones: Vec<ClientZone>,
+    /// Connection tracking table size and timeouts.
+    #[serde(default)]
+    pub conntrack: ConntrackConfig,
+    /// Load-balanced services (VIPs).
+    #[serde(default)]
+    pub services: Vec<Service>,
+    /// `[metrics]`: Prometheus endpoint (absent = off). See [`fleet::MetricsConfig`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metrics: Option<fleet::MetricsConfig>,
+    /// `[announce]`: VIP announcement through BIRD (absent = off). See
+    /// [`fleet::AnnounceConfig`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub announce: Option<fleet::AnnounceConfig>,
+    /// `[sync]`: flow-state sync with the other hosts of a fleet (absent = off). See
+    /// [`sync::SyncConfig`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sync: Option<sync::SyncConfig>,
+    /// `[neighbors]`: ARP / Neighbor Discovery resolution of next hops without a `mac`
+    /// (defaults when absent).
+    /// See [`neighbors::NeighborsConfig`].
+    #[serde(default, skip_serializing_if = "neighbors::NeighborsConfig::is_default")]
+    pub neighbors: neighbors::NeighborsConfig,
+}
+
+/// The range-table row of a concrete field path (`services[0].spillover_ratio` →
+/// `services[].spillover_ratio`), if the table has one.
+fn limit_of(path: &str) -> Option<&'static limits::Limit> {
+    let mut generic = String::with_capacity(path.len());
+    let mut in_index = false;
+    for c in path.chars() {
+        match c {
+            '[' => {
+                in_index = true;
+                generic.push('[');
+            }
+            ']' => {
+                in_index = false;
+                generic.push(']');
+            }
+            _ if in_index => {}
+            _ => generic.push(c),
+        }
+    }
+    limits::LIMITS.iter().find(|l| l.path == generic)
+}
+
+/// The one range-table row whose field is named `key`, when exactly one is.
+fn unique_limit_by_key(key: &str) -> Option<&'static limits::Limit> {
+    let mut rows = limits::LIMITS.iter().filter(|l| l.path.rsplit('.').next() == Some(key));
+    let first = rows.next()?;
+    rows.next().is_none().then_some(first)
+}
+
+/// The key of the `key = value` line holding byte offset `at`, if that line is one.
+fn span_line_key(text: &str, at: usize) -> Option<String> {
+    let start = text.get(..at.min(text.len()))?.rfind('\n').map_or(0, |i| i + 1);
+    let line = text.get(start..)?.lines().next()?;
+    let (k, _) = line.split_once('=')?;
+    let k = k.trim();
+    (!k.is_empty() && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')).then(|| k.to_string())
+}
+
+/// Line and column (1-based) of a byte offset.
+fn line_col(text: &str, at: usize) -> (usize, usize) {
+    let before = &text[..at.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let col = before.len() - before.rfind('\n').map_or(0, |i| i + 1) + 1;
+    (line, col)
+}
+
+impl Config {
+    /// Parses TOML text (no range validation; see [`validate`](Self::validate)). A syntax
+    /// or type error names the field path, the value as written and the allowed values,
+    /// then the line: `services[0].backends[1].weight = -1: must be in 1..=1000 (...)
+    /// (line 40, column 10)`.
+    pub fn from_toml(text: &str) -> Result<Config, String> {
+        let de = toml::Deserializer::new(text);
+        serde_path_to_error::deserialize::<_, Config>(de).map_err(|e| {
+            let path = e.path().to_string();
+            let inner = e.into_inner();
+            let msg = inner.message().trim_end();
+            let span = inner.span();
+            let at = span.as_ref().map(|s| line_col(text, s.start)).map(|(l, c)| format!(" (line {l}, column {c})")).unwrap_or_default();
+            let raw = span.and_then(|s| text.get(s)).map(str::trim).filter(|r| !r.is_empty() && r.len() <= 80 && !r.contains('\n'));
+            // The allowed range of the field, from the one range table, for errors that
+            // serde reports without it (a string where a number goes, a number beyond
+            // what the field's type holds).
+            let allowed = |p: &str| limit_of(p).map(|l| format!("; {}", l.allowed())).unwrap_or_default();
+            if path.is_empty() || path == "." {
+                // the TOML parser itself (e.g. an integer beyond 64 bits): name the key of
+                // that line and, when it names one field, its range
+                let key = span_line_key(text, inner.span().map_or(0, |s| s.start));
+                match key {
+                    Some(k) => {
+                        let l = unique_limit_by_key(&k);
+                        let name = l.map_or(k.clone(), |l| l.path.to_string());
+                        let range = l.map(|l| format!("; {}", l.allowed())).unwrap_or_default();
+                        format!("{name}: {msg}{range}{at}")
+                    }
+                    None => format!("{msg}{at}"),
+                }
+            } else if msg.starts_with("invalid type") {
+                let extra = allowed(&path);
+                match raw {
+                    Some(r) => format!("{path} = {r}: {msg}{extra}{at}"),
+                    None => format!("{path}: {msg}{extra}{at}"),
+                }
+            } else if msg.starts_with('.') || msg.starts_with(':') {
+                format!("{path}{msg}{at}")
+            } else if msg.starts_with("missing field") || msg.starts_with("unknown field") {
+                format!("{path}: {msg}{at}")
+            } else {
+                match raw {
+                    Some(r) => format!("{path} = {r}: {msg}{at}"),
+                    None => format!("{path}: {msg}{at}"),
+                }
+            }
+        })
+    }
+
+    /// Reads, parses and validates a file.
+    pub fn load(path: &str) -> Result<Config, LoadError> {
+        let text = std::fs::read_to_string(path).map_err(|source| LoadError::Io { path: path.into(), source })?;
+        let cfg = Config::from_toml(&text).map_err(|message| LoadError::Parse { path: path.into(), message })?;
+        cfg.validate().map_err(|source| LoadError::Invalid { path: path.into(), source })?;
+        Ok(cfg)
+    }
+
+    /// Serialises to TOML.
+    pub fn to_toml(&self) -> String {
+        toml::to_string_pretty(self).unwrap_or_else(|e| format!("# cannot serialise: {e}\n"))
+    }
+
+    /// A VIP is not a port's own address, and no backend or endpoint address is a VIP
+    /// (a packet to it would be balanced again, or answered by the forwarder itself).
+    fn validate_vip_addresses(&self) -> Result<(), ConfigError> {
+        for (i, s) in self.services.iter().enumerate() {
+            for (k, pc) in self.ports.iter().enumerate() {
+                for (f, a) in [("address", pc.address), ("address6", pc.address6.map(IpAddr::V6))] {
+                    if a == Some(s.vip) {
+                        return Err(ConfigError::new(format!("services[{i}].vip"), s.vip,
+                            format!("must differ from the port's own address (ports[{k}].{f} = {}): the port answers ARP/ND for it itself", s.vip)));
+                    }
+                }
+            }
+        }
+        // A port's own address is answered by the port itself (ARP/ND): never a backend's.
+        let own: std::collections::HashMap<IpAddr, (usize, &str)> = self.ports.iter().enumerate()
+            .flat_map(|(k, pc)| [(pc.address, "address"), (pc.address6.map(IpAddr::V6), "address6")].into_iter().filter_map(move |(a, f)| a.map(|a| (a, (k, f)))))
+            .collect();
+        for (i, s) in self.services.iter().enumerate() {
+            for (bi, b) in s.backends.iter().enumerate() {
+                for (k, m) in b.members().iter().enumerate() {
+                    let Some(&(pk, f)) = own.get(&m.address) else { continue };
+                    let here = if b.is_group() { format!("services[{i}].backends[{bi}].endpoints[{k}].address") } else { format!("services[{i}].backends[{bi}].address") };
+                    return Err(ConfigError::new(here, m.address,
+                        format!("must differ from the port's own address (ports[{pk}].{f} = {}): the port answers for it itself", m.address)));
+                }
+            }
+        }
+        // VIP -> first service index: one pass, so 20,000 endpoints × 2,000 VIPs cost a
+        // lookup each, not a scan.
+        let mut vips: std::collections::HashMap<IpAddr, usize> = std::collections::HashMap::with_capacity(self.services.len());
+        for (i, s) in self.services.iter().enumerate() {
+            vips.entry(s.vip).or_insert(i);
+        }
+        for (i, s) in self.services.iter().enumerate() {
+            for (bi, b) in s.backends.iter().enumerate() {
+                for (k, m) in b.members().iter().enumerate() {
+                    let Some(&vi) = vips.get(&m.address) else { continue };
+                    let here = if b.is_group() { format!("services[{i}].backends[{bi}].endpoints[{k}].address") } else { format!("services[{i}].backends[{bi}].address") };
+                    return Err(ConfigError::new(here, m.address,
+                        format!("must not be a VIP (services[{vi}].vip = {}): a backend needs its own address", m.address)));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks every range and cross-reference; the first problem is returned.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let d = &self.dataplane;
+        for (f, v) in [("workers", i64::from(d.workers)), ("mbufs_per_port", d.mbufs_per_port.into()), ("idle_sleep_us", d.idle_sleep_us.into()), ("descriptors", d.descriptors.into()), ("icmp_errors_per_sec", d.icmp_errors_per_sec.into())] {
+            let path = format!("dataplane.{f}");
+            lim(&path).check_int(&path, v)?;
+        }
+        if let Some(a) = d.eal_args.iter().find(|a| d.packet_capture && matches!(a.as_str(), "--no-shconf" | "--in-memory")) {
+            return Err(ConfigError::new("dataplane.packet_capture", "true",
+                format!("needs EAL multi-process for dpdk-dumpcap (a secondary process): remove {a} from dataplane.eal_args")));
+        }
+        if !d.worker_cores.is_empty() && d.worker_cores.len() < usize::from(d.workers) {
+            return Err(ConfigError::new("dataplane.worker_cores", format!("{:?}", d.worker_cores),
+                format!("must list at least `workers` = {} cores", d.workers)));
+        }
+        for (i, c) in d.worker_cores.iter().enumerate() {
+            if let Some(j) = d.worker_cores[..i].iter().position(|x| x == c) {
+                return Err(ConfigError::new(format!("dataplane.worker_cores[{i}]"), c,
+                    format!("must differ from the other cores (dataplane.worker_cores[{j}] is also {c}): one worker per core")));
+            }
+        }
+        let c = &self.conntrack;
+        for (f, v) in [
+            ("capacity_per_worker", c.capacity_per_worker),
+            ("tcp_idle_timeout_sec", c.tcp_idle_timeout_sec),
+            ("tcp_syn_timeout_sec", c.tcp_syn_timeout_sec),
+            ("tcp_closing_timeout_sec", c.tcp_closing_timeout_sec),
+            ("udp_idle_timeout_sec", c.udp_idle_timeout_sec),
+        ] {
+            let path = format!("conntrack.{f}");
+            lim(&path).check_int(&path, v.into())?;
+        }
+
+        let mut port_names = HashSet::new();
+        for (i, pcfg) in self.ports.iter().enumerate() {
+            if pcfg.name.is_empty() || !port_names.insert(pcfg.name.as_str()) {
+                return Err(ConfigError::new(format!("ports[{i}].name"), &pcfg.name, "must be non-empty and unique"));
+            }
+            if pcfg.device.is_empty() {
+                return Err(ConfigError::new(format!("ports[{i}].device"), "\"\"", "a PCI address or a vdev like net_af_packet0,iface=eth1"));
+            }
+            crate::device::check(&pcfg.device).map_err(|rule| ConfigError::new(format!("ports[{i}].device"), format!("{:?}", pcfg.device), rule))?;
+            if let Some(j) = self.ports[..i].iter().position(|q| crate::device::device_name(&q.device) == crate::device::device_name(&pcfg.device)) {
+                return Err(ConfigError::new(format!("ports[{i}].device"), format!("{:?}", pcfg.device), format!("must name another device than ports[{j}] ({}): one DPDK port per device", crate::device::device_name(&pcfg.device))));
+            }
+            let mtu_path = format!("ports[{i}].mtu");
+            lim("ports[].mtu").check_int(&mtu_path, pcfg.mtu.into())?;
+        }
+        for (i, pcfg) in self.ports.iter().enumerate() {
+            if let Some(f) = &pcfg.forward_to {
+                if !port_names.contains(f.as_str()) {
+                    return Err(ConfigError::new(format!("ports[{i}].forward_to"), f, "must name a port in [[ports]]"));
+                }
+            }
+            // A port address is the source of ARP requests, Neighbor Solicitations and
+            // tunnels on the wire: loopback and IPv4-mapped IPv6 (RFC 4291 §2.5.3, §2.5.5.2)
+            // never reach a neighbour.
+            let unusable6 = |a: Ipv6Addr| a.is_unspecified() || a.is_multicast() || a.is_loopback() || a.to_ipv4_mapped().is_some();
+            if let Some(a) = pcfg.address {
+                let bad = match a {
+                    IpAddr::V4(v4) => v4.is_unspecified() || v4.is_multicast() || v4.is_loopback() || v4 == Ipv4Addr::BROADCAST,
+                    IpAddr::V6(v6) => unusable6(v6),
+                };
+                if bad {
+                    return Err(ConfigError::new(format!("ports[{i}].address"), a, "must be a unicast IPv4 or IPv6 address that can be on a wire (not unspecified, multicast, broadcast, loopback or IPv4-mapped)"));
+                }
+            }
+            if let Some(a6) = pcfg.address6 {
+                if unusable6(a6) {
+                    return Err(ConfigError::new(format!("ports[{i}].address6"), a6, "must be a unicast IPv6 address that can be on a wire (not unspecified, multicast, loopback ::1 or IPv4-mapped ::ffff:a.b.c.d)"));
+                }
+                if let Some(a @ IpAddr::V6(_)) = pcfg.address {
+                    return Err(ConfigError::new(format!("ports[{i}].address6"), a6,
+                        format!("only for a port whose address is IPv4 (ports[{i}].address = {a} is already IPv6)")));
+                }
+            }
+        }
+        let mut zones = HashSet::new();
+        for (i, z) in self.zones.iter().enumerate() {
+            check_name(&format!("zones[{i}].zone"), &z.zone)?;
+            if !zones.insert(z.zone.as_str()) {
+                return Err(ConfigError::new(format!("zones[{i}].zone"), &z.zone, "must be unique"));
+            }
+        }
+        // With [[zones]] listed, every zone named elsewhere must be one of them (a typo in a
+        // zone name would silently disable zonal affinity for those clients or backends).
+        let known = |z: &str| zones.is_empty() || z.is_empty() || zones.contains(z);
+        let listed = || self.zones.iter().map(|z| z.zone.as_str()).collect::<Vec<_>>().join(", ");
+        for (i, cz) in self.client_zones.iter().enumerate() {
+            if let Some(j) = self.client_zones[..i].iter().position(|o| o.prefix == cz.prefix) {
+                return Err(ConfigError::new(format!("client_zones[{i}].prefix"), cz.prefix,
+                    format!("must be unique: client_zones[{j}] already has this prefix (a client matches one zone)")));
+            }
+            if cz.compatible && cz.zone.as_deref().unwrap_or("").is_empty() {
+                return Err(ConfigError::new(format!("client_zones[{i}].zone"), "(none)",
+                    "a compatible client prefix needs a zone (or set compatible = false)"));
+            }
+            if let Some(z) = cz.zone.as_ref().filter(|z| !z.is_empty()) {
+                check_name(&format!("client_zones[{i}].zone"), z)?;
+                if !known(z) {
+                    return Err(ConfigError::new(format!("client_zones[{i}].zone"), z, format!("must be one of [[zones]]: {}", listed())));
+                }
+            }
+        }
+        if let Some(f) = &self.forwarder {
+            if !f.zone.is_empty() {
+                check_name("forwarder.zone", &f.zone)?;
+            }
+            if !known(&f.zone) {
+                return Err(ConfigError::new("forwarder.zone", &f.zone, format!("must be one of [[zones]]: {}", listed())));
+            }
+            if let Some(z) = self.zones.iter().find(|z| z.zone == f.zone) {
+                if z.region != f.region {
+                    return Err(ConfigError::new("forwarder.region", &f.region,
+                        format!("must be {:?}, the region [[zones]] gives zone {:?}", z.region, z.zone)));
+                }
+            }
+        }
+        // RTT hints: zones of [[zones]], a distance in [0, 1e6] ms.
+        let rtt = lim("rtt_ms.<zone>.<zone>");
+        for (from, row) in &self.rtt_ms {
+            if !zones.contains(from.as_str()) {
+                return Err(ConfigError::new(format!("rtt_ms.{from}"), from,
+                    format!("must name a zone of [[zones]] ({})", if zones.is_empty() { "none listed".to_string() } else { listed() })));
+            }
+            for (to, &ms) in row {
+                let path = format!("rtt_ms.{from}.{to}");
+                if !zones.contains(to.as_str()) {
+                    return Err(ConfigError::new(path, to,
+                        format!("must name a zone of [[zones]] ({})", if zones.is_empty() { "none listed".to_string() } else { listed() })));
+                }
+                rtt.check_f(&path, ms, 0.0)?;
+            }
+        }
+        for (si, s) in self.services.iter().enumerate() {
+            for (bi, b) in s.backends.iter().enumerate() {
+                if !b.zone.is_empty() {
+                    check_name(&format!("services[{si}].backends[{bi}].zone"), &b.zone)?;
+                }
+                if !known(&b.zone) {
+                    return Err(ConfigError::new(format!("services[{si}].backends[{bi}].zone"), &b.zone,
+                        format!("must be one of [[zones]]: {}", listed())));
+                }
+            }
+        }
+        let mut names = HashSet::new();
+        let mut vips = HashSet::new();
+        for (i, s) in self.services.iter().enumerate() {
+            let sp = format!("services[{i}]");
+            s.validate(&sp)?;
+            if !names.insert(s.name.as_str()) {
+                return Err(ConfigError::new(format!("{sp}.name"), &s.name, "must be unique"));
+            }
+            if !vips.insert((s.vip, s.port, s.protocol)) {
+                return Err(ConfigError::new(format!("{sp}.vip"), format!("{}:{}/{:?}", s.vip, s.port, s.protocol),
+                    "another service already has this VIP, port and protocol"));
+            }
+        }
+        self.validate_vip_addresses()?;
+        // [metrics] / [announce] (fleet).
+        if let Some(m) = &self.metrics {
+            m.addr()?;
+        }
+        if let Some(a) = &self.announce {
+            // VIPs and the ports' own addresses: none may become a local or peer address of
+            // the announcement interface
+            let taken: Vec<IpAddr> = self.services.iter().map(|s| s.vip).chain(self.ports.iter().flat_map(|p| p.address.into_iter().chain(p.address6.map(IpAddr::V6)))).collect();
+            a.validate(&taken)?;
+        }
+        if let Some(s) = &self.sync {
+            s.validate()?;
+        }
+        // [neighbors] and ports[].gateway (neighbors).
+        self.neighbors.validate()?;
+        neighbors::validate_gateways(self)?;
+        Ok(())
+    }
+
+    /// Advice that does not refuse the config (printed by `spillway --check` and logged at
+    /// start): `maglev_table_size` under 100 × endpoints (shares may be uneven by more than
+    /// 1 %, Maglev NSDI 2016 §3.4).
+    pub fn warnings(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for (i, s) in self.services.iter().enumerate() {
+            // Maglev tables are built over endpoints (a group counts once per endpoint).
+            let n: usize = s.backends.iter().map(|b| b.members().len()).sum();
+            if (s.maglev_table_size as usize) < 100 * n {
+                out.push(format!(
+                    "services[{i}].maglev_table_size = {}: under 100 x {n} backends; shares may be uneven by more than 1 % (Maglev, NSDI 2016)",
+                    s.maglev_table_size
+                ));
+            }
+        }
+        out
+    }
+
+    /// Finds a service by name.
+    pub fn service(&self, name: &str) -> Option<&Service> {
+        self.services.iter().find(|s| s.name == name)
+    }
+}
+
+#[cfg(test)]
+mod tests;
