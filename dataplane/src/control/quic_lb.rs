@@ -11,6 +11,7 @@ use spillway_shared::config::{Config, Service};
 use spillway_shared::quic_lb::{codepoint, DecodeError, QuicLbConfig, ServerId, KEY_LEN, MAX_CODEPOINT};
 use spillway_shared::quic_lb_config::{key_from_file_contents, QuicLbAlgorithm};
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
 /// Why a short-header packet of a QUIC-LB service took the 5-tuple path instead
@@ -44,7 +45,14 @@ impl Fallback {
 pub struct QuicLbTable {
     configs: [Option<QuicLbConfig>; MAX_CODEPOINT as usize + 1],
     server_ids: Vec<(ServerId, u16)>,
+    /// Unique per built table (1, 2, ...; 0 for a `Default` one): what a worker's decode
+    /// cache ([`crate::fastpath::worker::quic::CidCache`]) keys its entries by, so an
+    /// entry of an older table (another key, other server IDs) never answers for this one.
+    id: u64,
 }
+
+/// The next [`QuicLbTable::id`] (tables are built by the control plane, never per packet).
+static NEXT_TABLE_ID: AtomicU64 = AtomicU64::new(1);
 
 impl QuicLbTable {
     /// The table of `svc`: `slot_of(backend index, endpoint index)` gives each endpoint's
@@ -55,7 +63,7 @@ impl QuicLbTable {
         if svc.quic_lb.is_empty() {
             return None;
         }
-        let mut t = QuicLbTable::default();
+        let mut t = QuicLbTable { id: NEXT_TABLE_ID.fetch_add(1, Ordering::Relaxed), ..Default::default() };
         let mut warnings = Vec::new();
         for q in &svc.quic_lb {
             let k = match (&q.algorithm, &q.key_file) {
@@ -86,6 +94,11 @@ impl QuicLbTable {
         }
         t.server_ids.sort_unstable_by_key(|e| e.0);
         Some((t, warnings))
+    }
+
+    /// This table's identity (unique per [`build`](Self::build); 0 for a `Default` one).
+    pub fn id(&self) -> u64 {
+        self.id
     }
 
     /// The configuration at `codepoint`, if any.
