@@ -44,11 +44,25 @@ impl Fallback {
 #[derive(Debug, Default)]
 pub struct QuicLbTable {
     configs: [Option<QuicLbConfig>; MAX_CODEPOINT as usize + 1],
-    server_ids: Vec<(ServerId, u16)>,
+    /// (`sid_key` of the server ID, endpoint slot), sorted by key: integer compares on the
+    /// packet path (a `ServerId`'s own order compares byte arrays, a `memcmp` call each).
+    server_ids: Vec<(u128, u16)>,
     /// Unique per built table (1, 2, ...; 0 for a `Default` one): what a worker's decode
     /// cache ([`crate::fastpath::worker::quic::CidCache`]) keys its entries by, so an
     /// entry of an older table (another key, other server IDs) never answers for this one.
     id: u64,
+}
+
+/// A server ID as one integer: its octets, zero-padded to 15, then its length (distinct
+/// server IDs give distinct keys).
+#[inline]
+fn sid_key(sid: &ServerId) -> u128 {
+    let mut k = [0u8; 16];
+    if let Some(d) = k.get_mut(..sid.len()) {
+        d.copy_from_slice(sid.as_bytes());
+    }
+    k[15] = sid.len() as u8;
+    u128::from_be_bytes(k)
 }
 
 /// The next [`QuicLbTable::id`] (tables are built by the control plane, never per packet).
@@ -88,7 +102,7 @@ impl QuicLbTable {
         for (bi, b) in svc.backends.iter().enumerate() {
             for (ei, m) in b.members().iter().enumerate() {
                 if let Some(sid) = m.server_id.as_deref().and_then(|h| ServerId::from_hex(h).ok()) {
-                    t.server_ids.push((sid, slot_of(bi, ei)));
+                    t.server_ids.push((sid_key(&sid), slot_of(bi, ei)));
                 }
             }
         }
@@ -117,7 +131,8 @@ impl QuicLbTable {
             DecodeError::TooShort { .. } => Fallback::TooShort,
             DecodeError::OtherCodepoint(_) => Fallback::UnknownCodepoint,
         })?;
-        match self.server_ids.binary_search_by(|e| e.0.cmp(&sid)) {
+        let k = sid_key(&sid);
+        match self.server_ids.binary_search_by_key(&k, |e| e.0) {
             Ok(i) => self.server_ids.get(i).map(|e| (sid, e.1)).ok_or(Fallback::UnknownServerId),
             Err(_) => Err(Fallback::UnknownServerId),
         }
