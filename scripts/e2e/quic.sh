@@ -57,7 +57,8 @@ quic_servers_start() {
     done
 }
 
-# quic_clients PORT N OUT [MIGRATE_ADDR]: N migrating connections from c1 (quic_migrate_client.py).
+# quic_clients PORT N OUT [MIGRATE_ADDR]: N migrating connections from c1 (quic_migrate_client.py;
+# c1 is also the fleet topology's client).
 quic_clients() {
     local extra=()
     [[ -z "${4:-}" ]] || extra=(--migrate-addr "$4")
@@ -155,14 +156,6 @@ _quic_fleet_crossed_ok() { awk -F'\t' '$2 != "-" && $4 != "-" && $2 != $4 && $5 
 _quic_fleet_agree() { awk -F'\t' '$2 == $3' "$1" | wc -l; }
 _quic_fleet_counter() { fleet_ctl "$1" status --json | _quic_counter_of "$2"; }
 
-# quic_fleet_clients PORT N OUT [MIGRATE_ADDR]: quic_clients from the fleet's client.
-quic_fleet_clients() {
-    local extra=()
-    [[ -z "${4:-}" ]] || extra=(--migrate-addr "$4")
-    nsx "$FLEET_CLIENT" timeout 120 "$SPW_PYTHON" "$SPW_LIB_DIR/quic_migrate_client.py" --vip "$SPW_VIP" --port "$1" --conns "$2" \
-        --parallel 10 --timeout 2 "${extra[@]}" >"$3" 2>"$3.stderr" || true
-}
-
 ## quic_fleet: ECMP over two Spillway hosts without flow sync; aioquic clients migrate (new source port, then new address and port) so that about half the connections move to the other host: every QUIC-LB connection completes on its original server, also those that crossed hosts (counted per host from the connection tables and the router's hash); the same migration without QUIC-LB breaks about 3/4
 e2e_quic_fleet() {
     local n="${E2E_QUIC_CONNS:-40}" ms h f ok ok2 crossed crossed2 cok cok2 agree plain_broken plain_crossed routed fb
@@ -182,12 +175,12 @@ e2e_quic_fleet() {
     quic_servers_start
 
     f="$SPW_LOG_DIR/quic-fleet"
-    quic_fleet_clients "$E2E_QUIC_PORT" "$n" "$f-port.tsv"
+    quic_clients "$E2E_QUIC_PORT" "$n" "$f-port.tsv"
     quic_fleet_paths "$f-port.tsv" quic "$FLEET_CLIENT_ADDR" "$E2E_QUIC_PORT" "$f-port.paths"
-    quic_fleet_clients "$E2E_QUIC_PORT" "$n" "$f-addr.tsv" "$E2E_QUIC_FLEET_ADDR2"
+    quic_clients "$E2E_QUIC_PORT" "$n" "$f-addr.tsv" "$E2E_QUIC_FLEET_ADDR2"
     quic_fleet_paths "$f-addr.tsv" quic "$E2E_QUIC_FLEET_ADDR2" "$E2E_QUIC_PORT" "$f-addr.paths"
     for h in "${FLEET_HOSTS[@]}"; do cp "$SPW_LOG_DIR/quic-clients-$h" "$f-addr.clients-$h"; done
-    quic_fleet_clients "$E2E_QUIC_PLAIN_PORT" "$n" "$f-plain.tsv"
+    quic_clients "$E2E_QUIC_PLAIN_PORT" "$n" "$f-plain.tsv"
     quic_fleet_paths "$f-plain.tsv" quic-plain "$FLEET_CLIENT_ADDR" "$E2E_QUIC_PLAIN_PORT" "$f-plain.paths"
     ok="$(_quic_ok "$f-port.tsv")"; ok2="$(_quic_ok "$f-addr.tsv")"
     crossed="$(_quic_fleet_crossed "$f-port.paths")"; cok="$(_quic_fleet_crossed_ok "$f-port.paths")"
