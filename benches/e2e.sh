@@ -5,7 +5,8 @@
 #   benches/e2e.sh memif      # two processes over net_memif (see docs/benchmarks.md)
 #   benches/e2e.sh flows      # only the many-flows case (flowgen, N_FLOWS then FLOWS_1M)
 #   benches/e2e.sh sync       # fleet flow sync off vs on (the sync case below)
-#   benches/e2e.sh capture    # capture compiled in, not running (the capture case)
+#   benches/e2e.sh capture    # drop capture compiled in, not running (the capture case)
+#   benches/e2e.sh quic       # QUIC-LB short-header routing vs plain UDP (the QUIC case)
 #
 # Environment: N_FLOWS (default 1000), DURATION seconds per run (default 5), SIZE (64),
 # IMIX=1 to add an IMIX run, SYN=1 to add a SYN (new-connection) run, SKIP_BUILD=1,
@@ -70,6 +71,17 @@
 # loopback, a UDP sink counting what arrives), alternating off/on SYNC_ROUNDS times
 # (default 2). Prints `ratio_sync_est=X.XX` and `ratio_sync_newconn=X.XX` (on / off, best
 # of each) and `sync_bytes_per_new_connection=N` (UDP payload sent / new connections).
+# QUIC case (`benches/e2e.sh quic`): pcap mode (net_pcap -> net_null, one worker), N_FLOWS
+# flows of 64-byte UDP datagrams (benches/gen_quic_pcap.py). `spillway_udp64`: to the UDP
+# service web-udp (no QUIC-LB: the connection-table path, every packet after a flow's first
+# a table hit). `spillway_quic64_plaintext`, `_single_pass`, `_four_pass`: the same flows as
+# QUIC short-header packets to the service quic (VIP:443, the same four backends with
+# server IDs), whose DCIDs carry a server ID under a plaintext (server ID 2 + nonce 6), a
+# single-pass AES (2 + 14) and a four-pass AES (2 + 6: three passes to decode) QUIC-LB
+# configuration: every packet routed by its DCID, the table untouched. Alternates the four
+# QUIC_ROUNDS times (default 2) and prints `ratio_quic_vs_udp_<config>=X.XX` (best Mpps
+# over best udp64 Mpps) and the same per worker core-second; fails when a QUIC run routed
+# fewer packets by their DCID than it forwarded (a fallback would measure the wrong path).
 # Exit status non-zero on any failure (build, a run that forwarded nothing, unparsable
 # counters).
 # Needs: cargo, python3, dpdk-testpmd (apt: dpdk, dpdk-dev, libpcap-dev). Runs as root
@@ -196,6 +208,8 @@ CFG
     for b in 1 2 3 4; do
         printf '[[services.backends]]\nname = "u%d"\naddress = "10.10.1.%d"\nmac = "02:00:00:00:11:%02x"\nzone = "z1"\n\n' "$b" "$b" "$b" >> "$file"
     done
+    # extra services of a case (the QUIC case's QUIC-LB service)
+    if [[ -n "${SPW_EXTRA_CONFIG:-}" ]]; then cat "$SPW_EXTRA_CONFIG" >> "$file"; fi
 }
 
 # status_field JSON_FILE EXPR: a number from a StatusReport JSON (python, no deps).
@@ -615,6 +629,45 @@ capture_mode() {
     python3 -c "print('ratio_pdump_idle=%.3f ratio_pdump_idle_per_worker_cpu=%.3f' % ($MED_pdump / $MED_capture, $MEDC_pdump / $MEDC_capture))"
 }
 
+# quic mode: QUIC-LB short-header routing vs plain UDP (header, "QUIC case").
+quic_mode() {
+    local key r c
+    key="$(python3 -c "import os; print(os.urandom(16).hex())")"
+    (umask 077; echo "$key" >"$WORK/quic-lb.key")
+    {
+        printf '[[services]]\nname = "quic"\nvip = "10.0.0.100"\nport = 443\nprotocol = "udp"\n\n'
+        printf '[[services.quic_lb]]\nconfig_rotation = 0\nserver_id_length = 2\nnonce_length = 6\nalgorithm = "plaintext"\n\n'
+        printf '[[services.quic_lb]]\nconfig_rotation = 1\nserver_id_length = 2\nnonce_length = 14\nalgorithm = "encrypted"\nkey_file = "%s"\n\n' "$WORK/quic-lb.key"
+        printf '[[services.quic_lb]]\nconfig_rotation = 2\nserver_id_length = 2\nnonce_length = 6\nalgorithm = "encrypted"\nkey_file = "%s"\n\n' "$WORK/quic-lb.key"
+        for b in 1 2 3 4; do
+            printf '[[services.backends]]\nname = "q%d"\naddress = "10.10.1.%d"\nmac = "02:00:00:00:11:%02x"\nzone = "z1"\nserver_id = "%04x"\n\n' "$b" "$b" "$b" "$b"
+        done
+    } >"$WORK/quic.toml"
+    local gen=(python3 "$HERE/gen_quic_pcap.py" --flows "$N_FLOWS" --size "$SIZE" --server-ids 0001,0002,0003,0004)
+    "${gen[@]}" --out "$WORK/udp64.pcap" --port 80
+    "${gen[@]}" --out "$WORK/quic64_plaintext.pcap" --codepoint 0 --nonce-length 6
+    "${gen[@]}" --out "$WORK/quic64_single_pass.pcap" --codepoint 1 --nonce-length 14 --key "$key"
+    "${gen[@]}" --out "$WORK/quic64_four_pass.pcap" --codepoint 2 --nonce-length 6 --key "$key"
+    for ((r = 1; r <= ${QUIC_ROUNDS:-2}; r++)); do
+        for c in udp64 quic64_plaintext quic64_single_pass quic64_four_pass; do
+            SPW_EXTRA_CONFIG="$WORK/quic.toml" run_spillway "$c$r" "$WORK/$c.pcap"
+            [[ "$c" == udp64 ]] && continue
+            python3 - "$WORK/$c$r.final.json" "$c$r" <<'PY' || die "run $c$r: not every packet was routed by its DCID; log in $WORK"
+import json, sys
+t = json.load(open(sys.argv[1]))["total"]
+q = dict(t["quic_lb"])
+print("  %s: quic_lb %s" % (sys.argv[2], " ".join("%s=%d" % kv for kv in sorted(q.items()) if kv[1])))
+sys.exit(0 if q.get("routed", 0) >= t["forwarded"] > 0 else 1)
+PY
+        done
+    done
+    best() { local p="$1" m=0 v; for ((r = 1; r <= ${QUIC_ROUNDS:-2}; r++)); do v="${2:-MPPS_}${p}$r"; m="$(python3 -c "print(max($m, ${!v:-0}))")"; done; echo "$m"; }
+    for c in plaintext single_pass four_pass; do
+        python3 -c "print('ratio_quic_vs_udp_$c=%.2f' % ($(best "quic64_$c") / $(best udp64)))"
+        python3 -c "print('ratio_quic_vs_udp_${c}_per_worker_cpu=%.2f' % ($(best "quic64_$c" MPPS_CPU_) / max($(best udp64 MPPS_CPU_), 1e-9)))"
+    done
+}
+
 # flows mode: only the many-flows case with flowgen (N_FLOWS, then FLOWS_1M flows).
 flows_mode() {
     many_flows_flowgen
@@ -628,5 +681,6 @@ case "$MODE" in
     memif) memif_mode ;;
     sync) sync_mode ;;
     capture) capture_mode ;;
-    *) die "unknown mode '$MODE' (pcap | memif | flows | sync | capture)" ;;
+    quic) quic_mode ;;
+    *) die "unknown mode '$MODE' (pcap | memif | flows | sync | capture | quic)" ;;
 esac

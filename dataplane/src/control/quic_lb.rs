@@ -11,6 +11,7 @@ use spillway_shared::config::{Config, Service};
 use spillway_shared::quic_lb::{codepoint, DecodeError, QuicLbConfig, ServerId, KEY_LEN, MAX_CODEPOINT};
 use spillway_shared::config::service::quic_lb::{key_from_file_contents, QuicLbAlgorithm};
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
 /// Why a short-header packet of a QUIC-LB service took the 5-tuple path instead
@@ -43,8 +44,29 @@ impl Fallback {
 #[derive(Debug, Default)]
 pub struct QuicLbTable {
     configs: [Option<QuicLbConfig>; MAX_CODEPOINT as usize + 1],
-    server_ids: Vec<(ServerId, u16)>,
+    /// (`sid_key` of the server ID, endpoint slot), sorted by key: integer compares on the
+    /// packet path (a `ServerId`'s own order compares byte arrays, a `memcmp` call each).
+    server_ids: Vec<(u128, u16)>,
+    /// Unique per built table (1, 2, ...; 0 for a `Default` one): what a worker's decode
+    /// cache ([`crate::fastpath::worker::quic::CidCache`]) keys its entries by, so an
+    /// entry of an older table (another key, other server IDs) never answers for this one.
+    id: u64,
 }
+
+/// A server ID as one integer: its octets, zero-padded to 15, then its length (distinct
+/// server IDs give distinct keys).
+#[inline]
+fn sid_key(sid: &ServerId) -> u128 {
+    let mut k = [0u8; 16];
+    if let Some(d) = k.get_mut(..sid.len()) {
+        d.copy_from_slice(sid.as_bytes());
+    }
+    k[15] = sid.len() as u8;
+    u128::from_be_bytes(k)
+}
+
+/// The next [`QuicLbTable::id`] (tables are built by the control plane, never per packet).
+static NEXT_TABLE_ID: AtomicU64 = AtomicU64::new(1);
 
 impl QuicLbTable {
     /// The table of `svc`: `slot_of(backend index, endpoint index)` gives each endpoint's
@@ -55,7 +77,7 @@ impl QuicLbTable {
         if svc.quic_lb.is_empty() {
             return None;
         }
-        let mut t = QuicLbTable::default();
+        let mut t = QuicLbTable { id: NEXT_TABLE_ID.fetch_add(1, Ordering::Relaxed), ..Default::default() };
         let mut warnings = Vec::new();
         for q in &svc.quic_lb {
             let k = match (&q.algorithm, &q.key_file) {
@@ -80,12 +102,17 @@ impl QuicLbTable {
         for (bi, b) in svc.backends.iter().enumerate() {
             for (ei, m) in b.members().iter().enumerate() {
                 if let Some(sid) = m.server_id.as_deref().and_then(|h| ServerId::from_hex(h).ok()) {
-                    t.server_ids.push((sid, slot_of(bi, ei)));
+                    t.server_ids.push((sid_key(&sid), slot_of(bi, ei)));
                 }
             }
         }
         t.server_ids.sort_unstable_by_key(|e| e.0);
         Some((t, warnings))
+    }
+
+    /// This table's identity (unique per [`build`](Self::build); 0 for a `Default` one).
+    pub fn id(&self) -> u64 {
+        self.id
     }
 
     /// The configuration at `codepoint`, if any.
@@ -104,7 +131,8 @@ impl QuicLbTable {
             DecodeError::TooShort { .. } => Fallback::TooShort,
             DecodeError::OtherCodepoint(_) => Fallback::UnknownCodepoint,
         })?;
-        match self.server_ids.binary_search_by(|e| e.0.cmp(&sid)) {
+        let k = sid_key(&sid);
+        match self.server_ids.binary_search_by_key(&k, |e| e.0) {
             Ok(i) => self.server_ids.get(i).map(|e| (sid, e.1)).ok_or(Fallback::UnknownServerId),
             Err(_) => Err(Fallback::UnknownServerId),
         }

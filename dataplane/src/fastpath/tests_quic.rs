@@ -21,25 +21,36 @@ const KEY: &str = "8f95f09245765f80256934e50c66207f";
 /// Server IDs of the four backends q1..q4 (MAC last byte 1..4); q4 is unhealthy.
 const SIDS: [&str; 4] = ["0a01", "0a02", "0a03", "0a04"];
 
+/// The key file of the tests, written once per process (tests run in parallel: a file
+/// rewritten while another test's snapshot reads it would leave a configuration out).
 fn key_path() -> String {
-    use std::os::unix::fs::PermissionsExt;
-    let dir = std::env::temp_dir().join(format!("spw-tests-quic-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let p = dir.join("key");
-    std::fs::write(&p, KEY).unwrap();
-    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).unwrap();
-    p.display().to_string()
+    static PATH: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    PATH.get_or_init(|| {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("spw-tests-quic-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("key");
+        std::fs::write(&p, KEY).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).unwrap();
+        p.display().to_string()
+    })
+    .clone()
 }
 
 /// The service with QUIC-LB (encrypted at codepoint 1, plaintext at codepoint 2) or the
 /// same service without it.
 fn config(quic: bool) -> String {
+    config_with(quic, SIDS)
+}
+
+/// [`config`] with the backends q1..q4 given `sids`.
+fn config_with(quic: bool, sids: [&str; 4]) -> String {
     let mut t = String::from("[[services]]\nname = \"q\"\nvip = \"10.0.0.100\"\nport = 443\nprotocol = \"udp\"\n");
     if quic {
         t += &format!("[[services.quic_lb]]\nconfig_rotation = 1\nserver_id_length = 2\nnonce_length = 6\nkey_file = \"{}\"\n", key_path());
         t += "[[services.quic_lb]]\nconfig_rotation = 2\nserver_id_length = 2\nnonce_length = 4\nalgorithm = \"plaintext\"\n";
     }
-    for (i, sid) in SIDS.iter().enumerate() {
+    for (i, sid) in sids.iter().enumerate() {
         t += &format!("[[services.backends]]\nname = \"q{}\"\naddress = \"10.10.0.{}\"\nmac = \"02:00:00:00:0b:{:02x}\"\n", i + 1, i + 1, i + 1);
         if quic {
             t += &format!("server_id = \"{sid}\"\n");
@@ -49,7 +60,11 @@ fn config(quic: bool) -> String {
 }
 
 fn snapshot(quic: bool) -> Snapshot {
-    let cfg = Config::from_toml(&config(quic)).unwrap();
+    snapshot_of(&config(quic))
+}
+
+fn snapshot_of(toml: &str) -> Snapshot {
+    let cfg = Config::from_toml(toml).unwrap();
     cfg.validate().unwrap();
     let mut slots = SlotMap::default();
     slots.sync(&cfg).unwrap();
@@ -138,7 +153,9 @@ fn payload(kind: &Kind) -> (Vec<u8>, Option<u8>) {
 fn kind() -> impl Strategy<Value = Kind> {
     prop_oneof![
         Just(Kind::Long),
-        (1u8..=2, 0usize..5, any::<[u8; 6]>(), proptest::option::of(0usize..12)).prop_map(|(codepoint, sid, nonce, cut)| Kind::Short { codepoint, sid, nonce, cut }),
+        // few nonces, so CIDs repeat (the worker's decode cache answers those)
+        (1u8..=2, 0usize..5, prop_oneof![any::<[u8; 6]>(), (0u8..3).prop_map(|n| [n; 6])], proptest::option::of(0usize..12))
+            .prop_map(|(codepoint, sid, nonce, cut)| Kind::Short { codepoint, sid, nonce, cut }),
         proptest::collection::vec(any::<u8>(), 0..24).prop_map(Kind::Random),
     ]
 }
@@ -168,9 +185,11 @@ proptest! {
                 }
                 None => {
                     // A random DCID may decode to a known server ID by chance: only
-                    // check those that the table cannot route.
+                    // check those that the table cannot route (the others are routed
+                    // unless they name the unhealthy q4).
                     let lookup = quic.services[0].quic_lb.as_ref().unwrap().lookup(p.get(1..).unwrap_or(&[]));
-                    if matches!(k, Kind::Random(_)) && lookup.is_ok() {
+                    if let (Kind::Random(_), Ok((sid, _))) = (k, &lookup) {
+                        routed += u64::from(*sid != ServerId::from_hex(SIDS[3]).unwrap());
                         continue;
                     }
                     prop_assert_eq!(got, send(&mut reference, &plain, udp(*client, *sport, &p), now), "{:?}", k);
@@ -181,6 +200,44 @@ proptest! {
         let now = packets.len() as u32 * 10;
         prop_assert_eq!(entries(&mut w, &quic, now), entries(&mut reference, &plain, now));
     }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    /// The worker's decode cache answers exactly as the table: any sequence of CIDs (few
+    /// distinct ones, so they repeat and collide; cut, unknown and random ones among them)
+    /// through one cache and two tables built from the same config (a new snapshot).
+    #[test]
+    fn the_decode_cache_answers_as_the_table(
+        cids in proptest::collection::vec((kind(), any::<bool>()), 1..200),
+    ) {
+        let (a, b) = (snapshot(true), snapshot(true));
+        let mut cache = crate::fastpath::worker::quic::CidCache::default();
+        for (k, second) in &cids {
+            let (p, _) = payload(k);
+            let t = if *second { &b } else { &a }.services[0].quic_lb.as_deref().unwrap();
+            let dcid = p.get(1..).unwrap_or(&[]);
+            prop_assert_eq!(cache.lookup(t, dcid), t.lookup(dcid).map(|r| r.1), "{:?}", k);
+        }
+    }
+}
+
+/// A four-pass CID the worker decoded (and cached) is decoded again under a new snapshot:
+/// when a live edit swaps two endpoints' server IDs, the same CID goes to the endpoint
+/// that now has its server ID, and back after the edit is undone.
+#[test]
+fn a_cached_decode_never_answers_for_a_new_snapshot() {
+    let swapped = ["0a02", "0a01", "0a03", "0a04"];
+    let (mut w, stats) = worker();
+    let (short, _) = payload(&Kind::Short { codepoint: 1, sid: 0, nonce: [5; 6], cut: None });
+    for (round, (sids, mac)) in [(SIDS, 1), (swapped, 2), (SIDS, 1), (swapped, 2)].into_iter().enumerate() {
+        let snap = snapshot_of(&config_with(true, sids));
+        for i in 0..3 {
+            assert_eq!(send(&mut w, &snap, udp(1, 40000 + i, &short), 0), Ok(mac), "round {round}, packet {i}");
+        }
+    }
+    assert_eq!(stats.quic.routed.load(Relaxed), 12);
 }
 
 /// A connection migrates (new source port and address): its short-header packets still

@@ -86,6 +86,7 @@ pub struct Worker {
     /// exactly this (VIP, port, proto), which is then the only such service (config
     /// validation refuses duplicates), so a new snapshot never needs a flush.
     svc_cache: [u16; SVC_CACHE],
+    quic_cache: quic::CidCache, // four-pass QUIC-LB decodes (worker/quic.rs)
     /// A first fragment was learned since held fragments were last released (they follow
     /// it at once, before another datagram can take its fragment-table slot).
     learned_first: bool,
@@ -214,6 +215,7 @@ impl Worker {
             stats,
             ports,
             svc_cache: [u16::MAX; SVC_CACHE],
+            quic_cache: Default::default(),
             learned_first: false,
             held_id: DatagramId::default(),
             neighbors: None,

@@ -8,14 +8,20 @@
 //! The connection table is neither read nor written for a QUIC-routed packet: it never
 //! evicts or rewrites another flow's entry, and a migrated connection needs no state.
 //! A child of [`super`]; same packet-path rules (no allocation, syscall or panic).
+//!
+//! Decoding a four-pass CID costs three or four dependent AES-128 blocks, several times a
+//! connection-table hit; a QUIC connection sends many packets with one DCID, so each
+//! worker keeps the endpoint slots of the four-pass CIDs it decoded last in a
+//! [`CidCache`] and decodes a CID again only when it is not there.
 
 use super::v6::Family;
 use super::Worker;
-use crate::control::quic_lb::Fallback;
+use crate::control::quic_lb::{Fallback, QuicLbTable};
 use crate::control::snapshot::{ServiceSnap, Snapshot};
 use crate::fastpath::stats::bump;
 use crate::wire;
 pub use crate::fastpath::stats::QuicCounters;
+use spillway_shared::quic_lb::{codepoint, Algorithm};
 
 /// UDP header length (RFC 768).
 const UDP_HEADER: usize = 8;
@@ -25,7 +31,7 @@ impl Worker {
     /// `frame[l4..end]` is the UDP datagram (header included) as the IP header bounds it.
     #[inline(always)]
     #[allow(clippy::too_many_arguments)]
-    pub(super) fn quic_route<A: Family>(&self, frame: &[u8], l4: usize, end: usize, svc: &ServiceSnap, svc_idx: u16, snap: &Snapshot, src: A, now: u32) -> Option<u16> {
+    pub(super) fn quic_route<A: Family>(&mut self, frame: &[u8], l4: usize, end: usize, svc: &ServiceSnap, svc_idx: u16, snap: &Snapshot, src: A, now: u32) -> Option<u16> {
         let table = svc.quic_lb.as_deref()?;
         if svc.proto != wire::PROTO_UDP {
             return None;
@@ -43,8 +49,8 @@ impl Worker {
             bump(&q.long_header, 1);
             return None;
         }
-        let slot = match table.lookup(dcid) {
-            Ok((_, slot)) => slot,
+        let slot = match self.quic_cache.lookup(table, dcid) {
+            Ok(slot) => slot,
             Err(f) => return fallback(f),
         };
         let incarnation = snap.backends.get(usize::from(slot)).map_or(0, |b| b.incarnation);
@@ -53,5 +59,74 @@ impl Worker {
         }
         bump(&q.routed, 1);
         Some(slot)
+    }
+}
+
+/// Buckets of a [`CidCache`] (a power of two): 2048 × 2 ways × 32 bytes = 128 KiB per worker.
+const CID_CACHE_BUCKETS: usize = 2048;
+
+/// One cached decode: the CID's first `cid_len` octets (zero-padded to 24) and
+/// `table id << 16 | endpoint slot`.
+#[derive(Clone, Copy, Default)]
+struct CidEntry {
+    key: [u64; 3],
+    tag: u64,
+}
+
+/// Two entries in one 64-byte cache line; way 0 is the most recently inserted.
+#[derive(Clone, Copy, Default)]
+#[repr(C, align(64))]
+struct CidBucket([CidEntry; 2]);
+
+/// A worker's cache of four-pass QUIC-LB decodes (two-way set-associative, keyed by the
+/// CID's octets and the [`QuicLbTable::id`] of the table that decoded them): a hit costs a
+/// hash and one cache line instead of three or four AES blocks. Only successful lookups
+/// are stored, so a CID that falls back is decoded (and counted) every time, as without
+/// the cache; an entry is only used with the table that stored it, so a new snapshot (new
+/// key, server IDs or endpoints) never gets an old answer. Plaintext and single-pass CIDs
+/// are decoded directly (as cheap as this lookup). Allocated once with its worker.
+pub struct CidCache {
+    buckets: Box<[CidBucket]>,
+}
+
+impl Default for CidCache {
+    fn default() -> Self {
+        CidCache { buckets: vec![CidBucket::default(); CID_CACHE_BUCKETS].into_boxed_slice() }
+    }
+}
+
+impl CidCache {
+    /// [`QuicLbTable::lookup`]'s endpoint slot for `dcid` (the bytes after the short
+    /// header's first octet), from the cache when `table` stored it there. Same results
+    /// and errors as the table's; no allocation; cannot panic.
+    #[inline]
+    pub fn lookup(&mut self, table: &QuicLbTable, dcid: &[u8]) -> Result<u16, Fallback> {
+        let id = table.id();
+        let len = match codepoint(dcid).and_then(|c| table.config(c)) {
+            Some(cfg) if id != 0 && cfg.algorithm() == Algorithm::FourPass => cfg.cid_len(),
+            _ => return table.lookup(dcid).map(|r| r.1),
+        };
+        let Some(cid) = dcid.get(..len) else {
+            return table.lookup(dcid).map(|r| r.1);
+        };
+        let mut k = [0u8; 24];
+        if let Some(d) = k.get_mut(..len) {
+            d.copy_from_slice(cid);
+        }
+        let word = |i: usize| k.get(i * 8..i * 8 + 8).and_then(|b| b.try_into().ok()).map_or(0, u64::from_le_bytes);
+        let key = [word(0), word(1), word(2)];
+        let h = (key[0] ^ key[1].rotate_left(21) ^ key[2].rotate_left(42)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        let Some(bucket) = self.buckets.get_mut((h >> (64 - CID_CACHE_BUCKETS.trailing_zeros())) as usize) else {
+            return table.lookup(dcid).map(|r| r.1);
+        };
+        for e in &bucket.0 {
+            if e.key == key && e.tag >> 16 == id {
+                return Ok(e.tag as u16);
+            }
+        }
+        let slot = table.lookup(dcid)?.1;
+        bucket.0[1] = bucket.0[0];
+        bucket.0[0] = CidEntry { key, tag: id << 16 | u64::from(slot) };
+        Ok(slot)
     }
 }
