@@ -23,7 +23,7 @@ fn bytes_per_flow_at_90_percent(t: &Timeouts) {
         let mut ct = ConnTable::<A>::new(cap, 0xfeed);
         let n = cap * 9 / 10;
         for i in 0..n as u32 {
-            ct.insert(&key(i), 1, 1, 0, 0, t);
+            ct.insert(&key(i), 1, 1, 0, t);
         }
         let live = ct.live(1);
         ((ct.capacity() * ConnTable::<A>::bytes_per_entry()) as f64 / live as f64, live)
@@ -46,7 +46,7 @@ fn bench(c: &mut Criterion) {
         let started = std::time::Instant::now();
         let mut ct = ConnTable::new(n, 0xfeed);
         for i in 0..n as u32 {
-            ct.insert(&key_of(i), (i % 64) as u16, 1, 0, 0, &t);
+            ct.insert(&key_of(i), (i % 64) as u16, 1, 0, &t);
         }
         let live = ct.live(1);
         // indices of keys that are present (bounded list so setup stays short)

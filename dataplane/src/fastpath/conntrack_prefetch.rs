@@ -32,8 +32,9 @@ impl PrefetchTarget {
     }
 }
 
-/// Prefetches the cache lines of a bucket of `len` bytes at `p` (two for IPv4's 128-byte
-/// buckets, four for IPv6's 256; a no-op off x86-64).
+/// Prefetches the cache lines of a bucket of `len` bytes at `p` (two for IPv4's 96-byte
+/// buckets, three for IPv6's 192: buckets are 32-byte aligned, so the lines at `p`,
+/// `p + 64`, ... cover the bucket; a no-op off x86-64).
 #[inline(always)]
 fn prefetch_lines(p: *const u8, len: usize) {
     #[cfg(target_arch = "x86_64")]

@@ -442,7 +442,7 @@ impl Worker {
             // counted as a new connection when its retransmission is delivered.
             return Ok(b);
         }
-        let tracked = A::ct(self).insert(&ct_key, b, inc, svc_idx, now, &t);
+        let tracked = A::ct(self).insert(&ct_key, b, inc, now, &t);
         if moved && tracked {
             bump(&self.stats.rebalanced, 1);
         }
