@@ -55,6 +55,7 @@ use spillway_shared::flow::{fmix64, FlowAddr, FlowKeyOf};
 
 #[path = "conntrack_prefetch.rs"]
 mod prefetch;
+use prefetch::Hash;
 pub use prefetch::PrefetchTarget;
 #[path = "conntrack_sync.rs"]
 mod sync;
@@ -310,6 +311,9 @@ pub struct ConnTable<A: FlowAddr = u32> {
     /// Keys of confirmed entries relocation moved behind the running dump pass, offered by
     /// its next step (capacity `relocate::DUMP_PENDING`, reserved at start: never grows).
     dump_pending: Vec<FlowKeyOf<A>>,
+    /// The bucket hash of the key the next lookup is expected to be for
+    /// ([`ConnTable::expect`]); any other key is hashed as usual.
+    hint: Hash,
 }
 
 impl<A: FlowAddr> ConnTable<A> {
@@ -327,6 +331,7 @@ impl<A: FlowAddr> ConnTable<A> {
             occ: [(n_buckets * WAYS) as u64, 0, 0, 0],
             dump_left: 0,
             dump_pending: Vec::with_capacity(relocate::DUMP_PENDING),
+            hint: Hash::NONE,
         }
     }
 
@@ -348,8 +353,18 @@ impl<A: FlowAddr> ConnTable<A> {
     /// bucket.
     #[inline]
     fn buckets_of(&self, k: &FlowKeyOf<A>) -> (usize, usize) {
-        let a = A::pair_word(k.src, k.dst, self.seed);
-        let b = (u64::from(k.sport) << 32) | (u64::from(k.dport) << 16) | u64::from(k.proto);
+        self.buckets_of_words(self.words(k))
+    }
+
+    /// The two words [`Self::buckets_of`] mixes: the seeded address pair and the ports
+    /// and protocol.
+    #[inline(always)]
+    fn words(&self, k: &FlowKeyOf<A>) -> (u64, u64) {
+        (A::pair_word(k.src, k.dst, self.seed), (u64::from(k.sport) << 32) | (u64::from(k.dport) << 16) | u64::from(k.proto))
+    }
+
+    #[inline(always)]
+    fn buckets_of_words(&self, (a, b): (u64, u64)) -> (usize, usize) {
         let x = a.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ b.wrapping_add(self.seed.rotate_left(32));
         let h = fmix64(x);
         let b1 = (h & self.mask) as usize;
@@ -360,6 +375,28 @@ impl<A: FlowAddr> ConnTable<A> {
         (b1, b2)
     }
 
+    /// [`Self::buckets_of`] for the packet path: the buckets the prefetch pass computed
+    /// when `k` is the key it was given ([`ConnTable::expect`]), else hashed now.
+    #[inline(always)]
+    fn pair(&self, k: &FlowKeyOf<A>) -> (usize, usize) {
+        let words = self.words(k);
+        let h = &self.hint;
+        if h.words == words && h.table == (self.seed, self.mask) {
+            return (h.buckets.0 as usize, h.buckets.1 as usize);
+        }
+        self.buckets_of_words(words)
+    }
+
+    /// Tells the table the next lookup is for the key of `t` (a target of this table,
+    /// [`ConnTable::prefetch_target`]): that lookup, and an insertion after it, take the
+    /// key's buckets from `t` instead of hashing the key again. A lookup for another key
+    /// hashes as usual, so a stale or foreign target costs a compare, never a wrong answer
+    /// (the buckets depend only on the hashed words, the seed and the mask, all compared).
+    #[inline(always)]
+    pub fn expect(&mut self, t: &PrefetchTarget) {
+        self.hint = t.hash;
+    }
+
     /// Index (bucket, way) of the entry for `k` (live or expired), if any.
     ///
     /// Reads the first bucket, and the second only when the key is not in the first: a key
@@ -368,7 +405,7 @@ impl<A: FlowAddr> ConnTable<A> {
     /// case, touches one bucket (two cache lines).
     #[inline]
     fn find(&self, k: &FlowKeyOf<A>) -> Option<(usize, usize)> {
-        let (b1, b2) = self.buckets_of(k);
+        let (b1, b2) = self.pair(k);
         if let Some(i) = self.buckets.get(b1).and_then(|b| b.0.iter().position(|e| e.matches(k))) {
             return Some((b1, i));
         }
@@ -386,9 +423,11 @@ impl<A: FlowAddr> ConnTable<A> {
     /// "conntrack at 1 M flows").
     #[inline]
     pub fn prefetch_target(&self, k: &FlowKeyOf<A>, both: bool) -> PrefetchTarget {
-        let (b1, b2) = self.buckets_of(k);
+        let words = self.words(k);
+        let (b1, b2) = self.buckets_of_words(words);
         let at = |b: usize| self.buckets.get(b).map_or(std::ptr::null(), |bk| bk as *const Bucket<A> as *const u8);
-        PrefetchTarget::new(at(b1), if both { at(b2) } else { std::ptr::null() }, std::mem::size_of::<Bucket<A>>())
+        let hash = Hash { words, table: (self.seed, self.mask), buckets: (b1 as u32, b2 as u32) };
+        PrefetchTarget::new(at(b1), if both { at(b2) } else { std::ptr::null() }, std::mem::size_of::<Bucket<A>>(), hash)
     }
 
     /// Looks `k` up; on a hit advances the state with the TCP `flags` of this packet
@@ -481,7 +520,7 @@ impl<A: FlowAddr> ConnTable<A> {
         // Rank: lower is evicted first, ties: the nearest deadline first (among entries of
         // one timeout, the oldest). An empty or expired slot of the first bucket wins
         // outright.
-        let (b1, b2) = self.buckets_of(k);
+        let (b1, b2) = self.pair(k);
         let mut victim = (b1, 0usize);
         let mut rank = (u8::MAX, u32::MAX);
         'scan: for b in [b1, b2] {

@@ -310,3 +310,34 @@ fn fill_level_at_first_failure() {
         eprintln!("cap {cap}: min {:.4} median {:.4} max {:.4}", loads[0], loads[loads.len() / 2], loads[loads.len() - 1]);
     }
 }
+
+/// The lookup after [`ConnTable::expect`] takes its buckets from the prefetch target (the
+/// key is hashed once per packet), and a target of another key or another table changes
+/// nothing.
+#[test]
+fn a_lookup_reuses_the_prefetch_hash_of_its_own_key_only() {
+    let t = Timeouts::default();
+    let mut ct = ConnTable::new(1024, 7);
+    let other = ConnTable::<u32>::new(1024, 8);
+    for i in 0..900 {
+        ct.insert(&key(i), (i % 5) as u16, 1, 0, &t);
+    }
+    for i in 0..900 {
+        let want = ct.peek(&key(i), 1).map(|h| h.backend);
+        for target in [ct.prefetch_target(&key(i), true), ct.prefetch_target(&key(i + 1), false), other.prefetch_target(&key(i), true), PrefetchTarget::NONE] {
+            ct.expect(&target);
+            assert_eq!(ct.lookup(&key(i), ACK, 1, &t).map(|h| h.backend), want, "key {i}");
+        }
+    }
+    // Proof that the buckets come from the target: a target whose buckets were altered
+    // sends the lookup of its key to the wrong buckets.
+    let mut bad = ct.prefetch_target(&key(3), false);
+    let (b1, b2) = ct.buckets_of(&key(3));
+    bad.hash.buckets = (((b1 + 1) & 255) as u32, ((b2 + 1) & 255) as u32);
+    ct.expect(&bad);
+    if ![b1, b2].contains(&((b1 + 1) & 255)) && ![b1, b2].contains(&((b2 + 1) & 255)) {
+        assert!(ct.peek(&key(3), 1).is_none(), "the lookup hashed the key again");
+    }
+    ct.expect(&PrefetchTarget::NONE);
+    assert!(ct.peek(&key(3), 1).is_some());
+}

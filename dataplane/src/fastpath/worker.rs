@@ -519,6 +519,10 @@ impl Worker {
                 if let Some(t) = targets.get(j + PREFETCH_DISTANCE) {
                     t.issue();
                 }
+                // The lookup reuses the buckets the prefetch pass hashed (one hash per packet).
+                if let Some(t) = targets.get(j) {
+                    self.ct.expect(t);
+                }
                 let v = self.process(&mut b, i, snap, now_ms);
                 forwarded += u64::from(self.dispatch(ports, tx, held, v, b, i, fwd, now_ms));
                 if self.learned_first && !held.is_empty() {
