@@ -1,4 +1,5 @@
-//! Connection table lookups, hit and miss, at 1 K, 1 M and 8 M tracked flows.
+//! Connection table lookups, hit and miss, at 1 K, 1 M and 8 M tracked flows, and the
+//! worker's prefetch-then-lookup pair with and without reusing the prefetch pass's hash.
 //!
 //! Each size uses a table of exactly that capacity, filled with that many distinct keys
 //! (two-choice 4-way buckets with relocation on insert keep ~97 % of them at load 1.0; hits are looked up
@@ -82,6 +83,24 @@ fn bench(c: &mut Criterion) {
                 ct.lookup(black_box(&key_of(i)), ACK, 2, &t)
             })
         });
+        // The worker's order: the prefetch pass hashes the key (and starts loading its
+        // bucket), then the lookup. `prefetch_hit` reuses that hash (`expect`: one hash per
+        // packet); `prefetch_hit_rehash` hashes again in the lookup (the table before the
+        // lookup took the prefetch pass's hash).
+        for (bench, reuse) in [("prefetch_hit", true), ("prefetch_hit_rehash", false)] {
+            g.bench_function(BenchmarkId::new(bench, name), |b| {
+                b.iter(|| {
+                    j = (j + 1) & mask;
+                    let k = key_of(present[j]);
+                    let target = ct.prefetch_target(black_box(&k), false);
+                    target.issue();
+                    if reuse {
+                        ct.expect(&target);
+                    }
+                    ct.lookup(black_box(&k), ACK, 2, &t)
+                })
+            });
+        }
         let mut s = 0x51u64;
         g.bench_function(BenchmarkId::new("miss", name), |b| {
             b.iter(|| {
