@@ -1,4 +1,5 @@
-//! Connection table lookups, hit and miss, at 1 K, 1 M and 8 M tracked flows.
+//! Connection table lookups, hit and miss, at 1 K, 1 M and 8 M tracked flows, and the
+//! worker's prefetch-then-lookup pair with and without reusing the prefetch pass's hash.
 //!
 //! Each size uses a table of exactly that capacity, filled with that many distinct keys
 //! (two-choice 4-way buckets with relocation on insert keep ~97 % of them at load 1.0; hits are looked up
@@ -23,7 +24,7 @@ fn bytes_per_flow_at_90_percent(t: &Timeouts) {
         let mut ct = ConnTable::<A>::new(cap, 0xfeed);
         let n = cap * 9 / 10;
         for i in 0..n as u32 {
-            ct.insert(&key(i), 1, 1, 0, 0, t);
+            ct.insert(&key(i), 1, 1, 0, t);
         }
         let live = ct.live(1);
         ((ct.capacity() * ConnTable::<A>::bytes_per_entry()) as f64 / live as f64, live)
@@ -46,7 +47,7 @@ fn bench(c: &mut Criterion) {
         let started = std::time::Instant::now();
         let mut ct = ConnTable::new(n, 0xfeed);
         for i in 0..n as u32 {
-            ct.insert(&key_of(i), (i % 64) as u16, 1, 0, 0, &t);
+            ct.insert(&key_of(i), (i % 64) as u16, 1, 0, &t);
         }
         let live = ct.live(1);
         // indices of keys that are present (bounded list so setup stays short)
@@ -82,6 +83,24 @@ fn bench(c: &mut Criterion) {
                 ct.lookup(black_box(&key_of(i)), ACK, 2, &t)
             })
         });
+        // The worker's order: the prefetch pass hashes the key (and starts loading its
+        // bucket), then the lookup. `prefetch_hit` reuses that hash (`expect`: one hash per
+        // packet); `prefetch_hit_rehash` hashes again in the lookup (the table before the
+        // lookup took the prefetch pass's hash).
+        for (bench, reuse) in [("prefetch_hit", true), ("prefetch_hit_rehash", false)] {
+            g.bench_function(BenchmarkId::new(bench, name), |b| {
+                b.iter(|| {
+                    j = (j + 1) & mask;
+                    let k = key_of(present[j]);
+                    let target = ct.prefetch_target(black_box(&k), false);
+                    target.issue();
+                    if reuse {
+                        ct.expect(&target);
+                    }
+                    ct.lookup(black_box(&k), ACK, 2, &t)
+                })
+            });
+        }
         let mut s = 0x51u64;
         g.bench_function(BenchmarkId::new("miss", name), |b| {
             b.iter(|| {

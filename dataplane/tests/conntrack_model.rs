@@ -92,7 +92,7 @@ impl<A: Addr> Pair<A> {
             }
             None => {
                 prop_assert_eq!(got, None, "flow {} found though it is gone", i);
-                prop_assert!(self.ct.insert(&k, backend, 1, 0, now, &T), "new flow {} not recorded at {} flows", i, self.model.len());
+                prop_assert!(self.ct.insert(&k, backend, 1, now, &T), "new flow {} not recorded at {} flows", i, self.model.len());
                 self.model.insert(i, Flow { backend, state: 1, last_seen: now, timeout: T.syn_ms });
             }
         }
@@ -240,7 +240,7 @@ fn flood<A: Addr>(table_seed: u64, key_seed: u64) -> Result<(), TestCaseError> {
         p.now += 1;
         let k = p.keys[i];
         if p.ct.lookup(&k, SYN, p.now, &T).is_none() {
-            p.ct.insert(&k, 7, 1, 0, p.now, &T);
+            p.ct.insert(&k, 7, 1, p.now, &T);
         }
     }
     for i in 0..FLOWS {

@@ -1236,10 +1236,8 @@ impl Model {
                 Some(r) => {
                     let same = r.backend == m.slot
                         && r.incarnation == m.inc
-                        && usize::from(r.service) == m.service
                         && r.state() == m.state
-                        && u64::from(r.timeout_ms) == m.timeout
-                        && r.last_seen == m.last_seen as u32;
+                        && r.expires == (m.last_seen + m.timeout) as u32;
                     ensure!(same, "entry {k:?}: table has {r:?}, model has {m:?}");
                 }
             }

@@ -220,7 +220,7 @@ mod tests {
                     let k = FlowKey::new(Ipv4Addr::new(10, 1, w as u8, i as u8), Ipv4Addr::new(10, 0, 0, 100), 1000 + i, 80, 6);
                     // slots 0 (incarnation 1) and 1 (incarnation 1); slot 1 with a stale incarnation 0 for i == 9
                     let (slot, inc) = if i == 9 { (1, 0) } else { (i % 2, 1) };
-                    worker.ct.insert(&k, slot, inc, 0, 5, &Timeouts::default());
+                    worker.ct.insert(&k, slot, inc, 5, &Timeouts::default());
                 }
                 while !stop.load(Ordering::Relaxed) {
                     sh.mailboxes[w].serve(|req| worker.control(req, &Snapshot::default(), 10));

@@ -1,9 +1,9 @@
 //! Per-worker connection tracking table (spec/backend-selection.md "Connection tracking").
 //!
 //! A bounded, set-associative hash table: `capacity / WAYS` buckets of [`WAYS`] entries,
-//! each entry 32 bytes, all allocated once at start (no allocation, no rehash, no locks on
+//! each entry 24 bytes (48 for IPv6), all allocated once at start (no allocation, no rehash, no locks on
 //! the packet path). Two-choice hashing: a key may live in one of two buckets (the first
-//! is preferred), so a lookup reads one 128-byte bucket (two cache lines), or two on a miss
+//! is preferred), so a lookup reads one 96-byte bucket (two cache lines), or two on a miss
 //! or an overflowed key; with two choices a bucket overflows only when both are full,
 //! which keeps premature evictions negligible up to high load factors.
 //!
@@ -17,8 +17,8 @@
 //! docs/decisions.md):
 //!
 //! 1. an expired entry;
-//! 2. the oldest SYN-only entry;
-//! 3. the oldest closing (FIN/RST) entry;
+//! 2. the SYN-only entry nearest its deadline (among entries of one timeout, the oldest);
+//! 3. the closing (FIN/RST) entry nearest its deadline (they share one timeout: the oldest);
 //! 4. never an established entry: a new entry (always unconfirmed) whose two buckets hold
 //!    only established entries is not recorded, and the flow is forwarded untracked by its
 //!    Maglev choice (`syn_not_tracked`).
@@ -36,16 +36,26 @@
 //! at one bucket.
 //!
 //! **Clock.** Times are `u32` milliseconds of the worker's monotonic clock, compared with
-//! wrapping arithmetic: an entry is expired when `now - last_seen` (mod 2^32) exceeds its
-//! timeout. That is exact while no entry stays in the table for 2^32 ms (49.7 days) without
-//! being looked at; [`ConnTable::sweep`], called by the worker a few buckets per poll,
-//! clears expired entries long before (the longest timeout is 57,600 s), so an idle entry
-//! can never wrap around and look live again.
+//! wrapping arithmetic: an entry is live while its deadline is at most [`LIVE_AHEAD_MS`]
+//! (the longest timeout, 16 h, plus 17 min) ahead of `now` (mod 2^32), and expired from
+//! the first millisecond after it. That is exact while no entry stays in the table for
+//! 2^32 − [`LIVE_AHEAD_MS`] ms (49 days) past its deadline without being looked at; [`ConnTable::sweep`], called by the worker a
+//! few buckets per poll, clears expired entries long before (a full cycle takes minutes),
+//! so an idle entry can never wrap around and look live again. The coarse last-packet time
+//! ([`Entry::seen`], units of [`SEEN_UNIT_MS`]) spans more than the longest timeout, so it
+//! cannot wrap on a live entry either.
+//!
+//! **Size.** 24 bytes per IPv4 entry, 48 per IPv6 entry: at 90 % load 26.7 and 53.3 bytes
+//! of table per tracked flow (`benches/benches/conntrack.rs` prints it). A 16-byte IPv4
+//! entry would need a stable service number in place of VIP:port:proto (indices shift
+//! when a service is removed) and a deadline of 16 bits (2 s units), which the SYN timeout
+//! (5 s) cannot take; see docs/architecture.md "Connection tracking".
 
-use spillway_shared::flow::{fmix64, FlowAddr, FlowKeyOf};
+use spillway_shared::flow::{FlowAddr, FlowKeyOf};
 
 #[path = "conntrack_prefetch.rs"]
 mod prefetch;
+use prefetch::Hash;
 pub use prefetch::PrefetchTarget;
 #[path = "conntrack_sync.rs"]
 mod sync;
@@ -72,10 +82,21 @@ pub const RELAYED: u8 = 0x40;
 /// Entries per bucket.
 pub const WAYS: usize = 4;
 
-/// How far (ms) `last_seen` may be ahead of `now` and still count as fresh (about 17
-/// minutes; see `Entry::expired`). Ages from 2^31 ms (24.8 days) up to 2^32 − `SKEW_MS`
-/// are expired: an entry idle that long is never live again.
-pub const SKEW_MS: u32 = 1 << 20;
+/// How far (ms) a live entry's deadline may be ahead of `now`: the longest idle timeout
+/// (57,600 s, the longest a peer's entry is installed for) plus about 17 minutes (2^20 ms) for a
+/// caller whose clock steps back a little (the worker's never does). A deadline further
+/// ahead is one that `now` passed long ago (the `u32` clock wrapped): expired.
+pub const LIVE_AHEAD_MS: u32 = sync::MAX_SYNCED_LIFETIME_MS + (1 << 20);
+
+/// Unit of [`Entry::seen`], ms (2^10: about 1 s). A `u16` of these spans 67,108 s, more
+/// than the longest idle timeout (57,600 s), so the idle time of a live entry never wraps.
+pub const SEEN_UNIT_MS: u32 = 1 << 10;
+
+/// [`Entry::seen`] of time `now` (ms).
+#[inline(always)]
+fn seen_of(now: u32) -> u16 {
+    (now / SEEN_UNIT_MS) as u16
+}
 
 /// Lifecycle state of an entry.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -91,37 +112,44 @@ pub enum State {
     Closing = 3,
 }
 
-/// One tracked connection: 32 bytes with IPv4 addresses (`Entry<u32>`), 64 bytes with
-/// IPv6 addresses (`Entry<u128>`). Generic over the address type so the IPv4 table keeps
-/// its 32-byte entries (two per 64-byte line) and IPv6 gets a table of its own.
+/// One tracked connection: 24 bytes with IPv4 addresses (`Entry<u32>`), 48 bytes with
+/// IPv6 addresses (`Entry<u128>`); a bucket of [`WAYS`] is 96 bytes (two cache lines) or
+/// 192 (three). Generic over the address type so IPv6 gets a table of its own.
+///
+/// The entry holds the whole 5-tuple (13 bytes for IPv4), not a service index: service
+/// indices shift when a service is removed, and an entry must survive that (the endpoint
+/// slot, with its incarnation, names the service: `worker::keeps_backend`). Time is one
+/// exact deadline plus a coarse last-packet time: the timeout of a state is the service's
+/// (`Timeouts`, given to every lookup), so it is not stored.
 #[derive(Clone, Copy, Debug)]
-#[repr(C, align(32))]
+#[repr(C)]
 pub struct Entry<A = u32> {
     /// Client address.
     pub src: A,
     /// VIP.
     pub dst: A,
+    /// Expiry deadline, ms of the worker clock: the entry is expired once `now` is past it
+    /// (wrapping comparison, module docs "Clock"). Set on every packet to `now` + the
+    /// idle timeout of the entry's state; a peer's entry gets its remaining lifetime.
+    pub expires: u32,
     /// Client port.
     pub sport: u16,
     /// VIP port.
     pub dport: u16,
+    /// Endpoint slot in the snapshot.
+    pub backend: u16,
+    /// Incarnation of that slot (a removed-and-reused slot does not match).
+    pub incarnation: u16,
+    /// Time of the last packet in units of [`SEEN_UNIT_MS`] (wrapping `u16`): for the
+    /// sync refresh walk's "active" test and the idle time `flows show` prints.
+    pub seen: u16,
     /// IP protocol.
     pub proto: u8,
-    /// [`State`] as u8.
+    /// [`State`] as u8, with the [`REMOTE`] and [`RELAYED`] flags.
     pub state: u8,
-    /// Backend slot in the snapshot.
-    pub backend: u16,
-    /// Incarnation of that backend slot (a removed-and-reused slot does not match).
-    pub incarnation: u16,
-    /// Service index in the snapshot the entry was created with.
-    pub service: u16,
-    /// Last packet time, ms.
-    pub last_seen: u32,
-    /// Idle timeout of the current state, ms.
-    pub timeout_ms: u32,
-    /// Creation time (ms), for drain deadlines.
-    pub created: u32,
 }
+
+const _: () = assert!(std::mem::size_of::<Entry<u32>>() == 24 && std::mem::size_of::<Entry<u128>>() == 48);
 
 impl<A: FlowAddr> Entry<A> {
     #[inline]
@@ -133,14 +161,13 @@ impl<A: FlowAddr> Entry<A> {
             && self.dport == k.dport
             && self.proto == k.proto
     }
-    /// Empty, or idle for longer than its timeout. `now - last_seen` (mod 2^32) is the
-    /// true age while it is below 2^32 ms, which [`ConnTable::sweep`] guarantees. An age in
-    /// the last [`SKEW_MS`] below 2^32 means `last_seen` is slightly ahead of `now` (a
-    /// caller whose clock is not monotonic; the worker's is): that entry is fresh.
+    /// Empty, or `now` is past its deadline: `expires - now` (mod 2^32) above
+    /// [`LIVE_AHEAD_MS`]. Exact while no entry stays 2^32 − [`LIVE_AHEAD_MS`] ms (about 49
+    /// days) past its deadline without being looked at, which [`ConnTable::sweep`]
+    /// guarantees (module docs, "Clock").
     #[inline]
     fn expired(&self, now: u32) -> bool {
-        let age = now.wrapping_sub(self.last_seen);
-        self.state == State::Empty as u8 || (age > self.timeout_ms && age < SKEW_MS.wrapping_neg())
+        self.state == State::Empty as u8 || self.expires.wrapping_sub(now) > LIVE_AHEAD_MS
     }
     /// The entry's state ([`REMOTE`] and [`RELAYED`] masked off).
     pub fn state(&self) -> State {
@@ -162,7 +189,16 @@ impl<A: FlowAddr> Entry<A> {
     }
     /// Lifetime left at `now` if no packet arrives, ms.
     pub fn remaining_ms(&self, now: u32) -> u32 {
-        self.timeout_ms.saturating_sub(now.wrapping_sub(self.last_seen))
+        if self.expired(now) {
+            0
+        } else {
+            self.expires.wrapping_sub(now)
+        }
+    }
+    /// Time since the entry's last packet (or its installation from a peer), ms, to
+    /// [`SEEN_UNIT_MS`] (about 1 s).
+    pub fn idle_ms(&self, now: u32) -> u32 {
+        u32::from(seen_of(now).wrapping_sub(self.seen)) * SEEN_UNIT_MS
     }
     /// The key of the entry.
     pub fn key(&self) -> FlowKeyOf<A> {
@@ -170,8 +206,11 @@ impl<A: FlowAddr> Entry<A> {
     }
 }
 
+/// [`WAYS`] entries: 96 bytes for IPv4, 192 for IPv6. Aligned to 32 bytes in a 64-byte
+/// aligned allocation (`conntrack_mem.rs`), so an IPv4 bucket spans exactly two cache
+/// lines and an IPv6 bucket three.
 #[derive(Clone, Copy)]
-#[repr(C, align(128))]
+#[repr(C, align(32))]
 pub(super) struct Bucket<A>([Entry<A>; WAYS]);
 
 /// Counters of the table (plain integers: the table is owned by one worker).
@@ -223,12 +262,8 @@ pub struct Hit {
     pub backend: u16,
     /// Backend incarnation.
     pub incarnation: u16,
-    /// Service index.
-    pub service: u16,
     /// State before this packet.
     pub state: State,
-    /// Creation time, ms.
-    pub created: u32,
     /// State after this packet.
     pub after: State,
     /// The entry was a peer's ([`REMOTE`]) and this is its first packet here: a flow that
@@ -256,8 +291,7 @@ impl Default for Timeouts {
 }
 
 /// The table, generic over the address type: `ConnTable` (= `ConnTable<u32>`) for IPv4,
-/// `ConnTable<u128>` for IPv6 (64-byte entries: 128 bytes per flow at capacity = 2 ×
-/// flows).
+/// `ConnTable<u128>` for IPv6 (48-byte entries).
 pub struct ConnTable<A: FlowAddr = u32> {
     buckets: BucketMem<A>,
     mask: u64,
@@ -277,6 +311,9 @@ pub struct ConnTable<A: FlowAddr = u32> {
     /// Keys of confirmed entries relocation moved behind the running dump pass, offered by
     /// its next step (capacity `relocate::DUMP_PENDING`, reserved at start: never grows).
     dump_pending: Vec<FlowKeyOf<A>>,
+    /// The bucket hash of the key the next lookup is expected to be for
+    /// ([`ConnTable::expect`]); any other key is hashed as usual.
+    hint: Hash,
 }
 
 impl<A: FlowAddr> ConnTable<A> {
@@ -294,6 +331,7 @@ impl<A: FlowAddr> ConnTable<A> {
             occ: [(n_buckets * WAYS) as u64, 0, 0, 0],
             dump_left: 0,
             dump_pending: Vec::with_capacity(relocate::DUMP_PENDING),
+            hint: Hash::NONE,
         }
     }
 
@@ -307,26 +345,6 @@ impl<A: FlowAddr> ConnTable<A> {
         std::mem::size_of::<Entry<A>>()
     }
 
-    /// The key's two candidate buckets (distinct whenever there are two buckets or more):
-    /// one seeded multiply-xor of the two key words and one murmur3 finaliser (an IPv4
-    /// 5-tuple fits in 2 × 64 bits; IPv6 addresses are folded with the seed first,
-    /// [`FlowAddr::pair_word`]); the low bits pick the first bucket, the high bits the
-    /// second. The seed enters before any mixing, so without it nobody can aim keys at a
-    /// bucket.
-    #[inline]
-    fn buckets_of(&self, k: &FlowKeyOf<A>) -> (usize, usize) {
-        let a = A::pair_word(k.src, k.dst, self.seed);
-        let b = (u64::from(k.sport) << 32) | (u64::from(k.dport) << 16) | u64::from(k.proto);
-        let x = a.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ b.wrapping_add(self.seed.rotate_left(32));
-        let h = fmix64(x);
-        let b1 = (h & self.mask) as usize;
-        let mut b2 = ((h >> 32) & self.mask) as usize;
-        if b2 == b1 {
-            b2 = b1 ^ (self.mask as usize & 1);
-        }
-        (b1, b2)
-    }
-
     /// Index (bucket, way) of the entry for `k` (live or expired), if any.
     ///
     /// Reads the first bucket, and the second only when the key is not in the first: a key
@@ -335,7 +353,7 @@ impl<A: FlowAddr> ConnTable<A> {
     /// case, touches one bucket (two cache lines).
     #[inline]
     fn find(&self, k: &FlowKeyOf<A>) -> Option<(usize, usize)> {
-        let (b1, b2) = self.buckets_of(k);
+        let (b1, b2) = self.pair(k);
         if let Some(i) = self.buckets.get(b1).and_then(|b| b.0.iter().position(|e| e.matches(k))) {
             return Some((b1, i));
         }
@@ -343,24 +361,10 @@ impl<A: FlowAddr> ConnTable<A> {
         second.0.iter().position(|e| e.matches(k)).map(|i| (b2, i))
     }
 
-    /// Where `k`'s lookup will read: its first-choice bucket (both of its cache lines), and
-    /// with `both` its second: for packets that will insert (a SYN), whose insertion reads
-    /// the second bucket when the first is full — always the case in a SYN flood against a
-    /// full table. The worker computes the targets of a whole burst first and
-    /// issues them a few packets ahead of their lookups ([`PrefetchTarget::issue`],
-    /// `worker::PREFETCH_DISTANCE`), so the DRAM misses of a large table overlap with the
-    /// processing of earlier packets instead of being waited for (docs/benchmarks.md,
-    /// "conntrack at 1 M flows").
-    #[inline]
-    pub fn prefetch_target(&self, k: &FlowKeyOf<A>, both: bool) -> PrefetchTarget {
-        let (b1, b2) = self.buckets_of(k);
-        let at = |b: usize| self.buckets.get(b).map_or(std::ptr::null(), |bk| bk as *const Bucket<A> as *const u8);
-        PrefetchTarget::new(at(b1), if both { at(b2) } else { std::ptr::null() }, std::mem::size_of::<Bucket<A>>())
-    }
-
-    /// Looks `k` up; on a hit refreshes `last_seen` and advances the state with the TCP
-    /// `flags` of this packet (SYN-only → established on a non-SYN packet; → closing on
-    /// FIN/RST). Expired entries are misses.
+    /// Looks `k` up; on a hit advances the state with the TCP `flags` of this packet
+    /// (SYN-only → established on a non-SYN packet; → closing on FIN/RST) and sets the
+    /// deadline to `now` + the timeout of the new state from `t` (the service's). Expired
+    /// entries are misses.
     #[inline(always)]
     pub fn lookup(&mut self, k: &FlowKeyOf<A>, flags: u8, now: u32, t: &Timeouts) -> Option<Hit> {
         if let Some((b, i)) = self.find(k) {
@@ -371,16 +375,17 @@ impl<A: FlowAddr> ConnTable<A> {
                 } else {
                     let adopted = e.state & REMOTE != 0;
                     if adopted {
-                        sync::adopt(e, t);
+                        sync::adopt(e);
                         self.counters.sync_adopted += 1;
                     }
                     let before = e.state();
                     let raw = e.state;
-                    advance(e, flags, t);
+                    advance(e, flags);
                     recount(&mut self.occ, raw, e.state);
-                    e.last_seen = now;
+                    e.expires = now.wrapping_add(timeout_of(e.state, e.proto, t));
+                    e.seen = seen_of(now);
                     self.counters.hits += 1;
-                    return Some(Hit { backend: e.backend, incarnation: e.incarnation, service: e.service, state: before, created: e.created, after: e.state(), adopted });
+                    return Some(Hit { backend: e.backend, incarnation: e.incarnation, state: before, after: e.state(), adopted });
                 }
             }
         }
@@ -388,21 +393,13 @@ impl<A: FlowAddr> ConnTable<A> {
         None
     }
 
-    /// Looks `k` up without touching the entry (no state change, no `last_seen` refresh,
+    /// Looks `k` up without touching the entry (no state change, no deadline refresh,
     /// no counters): for ICMP errors, which are not flow traffic and can be forged.
     #[inline]
     pub fn peek(&self, k: &FlowKeyOf<A>, now: u32) -> Option<Hit> {
         let (b, i) = self.find(k)?;
         let e = self.buckets.get(b)?.0.get(i)?;
-        (!e.expired(now)).then(|| Hit {
-            backend: e.backend,
-            incarnation: e.incarnation,
-            service: e.service,
-            state: e.state(),
-            created: e.created,
-            after: e.state(),
-            adopted: false,
-        })
+        (!e.expired(now)).then(|| Hit { backend: e.backend, incarnation: e.incarnation, state: e.state(), after: e.state(), adopted: false })
     }
 
     /// Inserts or overwrites the entry for `k` and returns whether it is now recorded.
@@ -411,7 +408,7 @@ impl<A: FlowAddr> ConnTable<A> {
     /// nothing is recorded (`false`, counted in `syn_not_tracked`), so a SYN flood cannot
     /// push out established connections.
     #[inline]
-    pub fn insert(&mut self, k: &FlowKeyOf<A>, backend: u16, incarnation: u16, service: u16, now: u32, t: &Timeouts) -> bool {
+    pub fn insert(&mut self, k: &FlowKeyOf<A>, backend: u16, incarnation: u16, now: u32, t: &Timeouts) -> bool {
         let (b, i) = match self.find(k) {
             Some(found) => found,
             None => match self.victim(k, now) {
@@ -425,24 +422,22 @@ impl<A: FlowAddr> ConnTable<A> {
         let Some(bucket) = self.buckets.get_mut(b) else { return false };
         let e = &mut bucket.0[i];
         recount(&mut self.occ, e.state, State::SynOnly as u8);
-        *e = Entry {
-            src: k.src,
-            dst: k.dst,
-            sport: k.sport,
-            dport: k.dport,
-            proto: k.proto,
-            state: State::SynOnly as u8,
-            backend,
-            incarnation,
-            service,
-            last_seen: now,
-            timeout_ms: 0,
-            created: now,
-        };
         // Every new entry starts unconfirmed (`SynOnly`): a TCP SYN — or the first packet
         // picked up mid-stream, e.g. after a restart — and the first datagram of a UDP flow.
         // The flow's next packet confirms it (see `advance`).
-        e.timeout_ms = if k.proto == crate::wire::PROTO_TCP { t.syn_ms } else { t.udp_ms };
+        let state = State::SynOnly as u8;
+        *e = Entry {
+            src: k.src,
+            dst: k.dst,
+            expires: now.wrapping_add(timeout_of(state, k.proto, t)),
+            sport: k.sport,
+            dport: k.dport,
+            backend,
+            incarnation,
+            seen: seen_of(now),
+            proto: k.proto,
+            state,
+        };
         self.counters.inserts += 1;
         true
     }
@@ -453,15 +448,16 @@ impl<A: FlowAddr> ConnTable<A> {
     /// established entries (a new entry never evicts one).
     #[inline]
     fn victim(&mut self, k: &FlowKeyOf<A>, now: u32) -> Option<(usize, usize)> {
-        // Rank: lower is evicted first, ties: older first. An empty or expired slot of the
-        // first bucket wins outright.
-        let (b1, b2) = self.buckets_of(k);
+        // Rank: lower is evicted first, ties: the nearest deadline first (among entries of
+        // one timeout, the oldest). An empty or expired slot of the first bucket wins
+        // outright.
+        let (b1, b2) = self.pair(k);
         let mut victim = (b1, 0usize);
-        let mut rank = (u8::MAX, 0u32);
+        let mut rank = (u8::MAX, u32::MAX);
         'scan: for b in [b1, b2] {
             let Some(bucket) = self.buckets.get(b) else { continue };
             for (i, e) in bucket.0.iter().enumerate() {
-                let age = now.wrapping_sub(e.last_seen);
+                let left = e.expires.wrapping_sub(now);
                 let class = if e.expired(now) {
                     0
                 } else {
@@ -472,9 +468,9 @@ impl<A: FlowAddr> ConnTable<A> {
                         State::Empty => 0,
                     }
                 };
-                if class < rank.0 || (class == rank.0 && age > rank.1 && class != 0) {
+                if class < rank.0 || (class == rank.0 && left < rank.1 && class != 0) {
                     victim = (b, i);
-                    rank = (class, age);
+                    rank = (class, left);
                     if class == 0 {
                         break 'scan;
                     }
@@ -541,41 +537,27 @@ impl<A: FlowAddr> ConnTable<A> {
         }
     }
 
-    /// Live (unexpired) entries at `now`: a full scan, for the control plane only.
-    pub fn live(&self, now: u32) -> usize {
-        self.buckets.iter().flat_map(|b| b.0.iter()).filter(|e| !e.expired(now)).count()
-    }
+}
 
-    /// Removes every entry for which `f` is true; returns how many (control-plane scans).
-    pub fn retain(&mut self, mut keep: impl FnMut(&Entry<A>) -> bool) -> usize {
-        let mut n = 0;
-        for b in self.buckets.iter_mut() {
-            for e in b.0.iter_mut() {
-                if e.state != State::Empty as u8 && !keep(e) {
-                    recount(&mut self.occ, e.state, State::Empty as u8);
-                    e.state = State::Empty as u8;
-                    n += 1;
-                }
-            }
-        }
-        n
+/// Idle timeout (ms) of an entry in raw state `state` of protocol `proto`: the SYN, TCP
+/// (the service's idle timeout) or closing timeout for TCP, the UDP one (the service's)
+/// for anything else.
+#[inline(always)]
+fn timeout_of(state: u8, proto: u8, t: &Timeouts) -> u32 {
+    if proto != crate::wire::PROTO_TCP {
+        return t.udp_ms;
     }
-
-    /// Visits every live entry.
-    pub fn for_each_live(&self, now: u32, mut f: impl FnMut(&Entry<A>)) {
-        for b in self.buckets.iter() {
-            for e in b.0.iter() {
-                if !e.expired(now) {
-                    f(e);
-                }
-            }
-        }
+    match state & 3 {
+        1 => t.syn_ms,
+        3 => t.closing_ms,
+        _ => t.tcp_ms,
     }
 }
 
-/// TCP state machine of an entry for one packet's `flags`.
+/// TCP state machine of an entry for one packet's `flags` (the deadline follows the new
+/// state: [`timeout_of`]).
 #[inline]
-fn advance<A>(e: &mut Entry<A>, flags: u8, t: &Timeouts) {
+fn advance<A>(e: &mut Entry<A>, flags: u8) {
     use crate::wire::tcp_flags::*;
     if e.proto != crate::wire::PROTO_TCP {
         // UDP and others: the second packet confirms the flow (idle timeout unchanged).
@@ -586,10 +568,8 @@ fn advance<A>(e: &mut Entry<A>, flags: u8, t: &Timeouts) {
     }
     if flags & (FIN | RST) != 0 {
         e.state = State::Closing as u8;
-        e.timeout_ms = t.closing_ms;
     } else if e.state == State::SynOnly as u8 && flags & SYN == 0 {
         e.state = State::Established as u8;
-        e.timeout_ms = t.tcp_ms;
     }
 }
 

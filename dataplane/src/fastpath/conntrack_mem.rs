@@ -5,8 +5,8 @@ use super::{Bucket, State};
 
 /// The buckets: one zeroed allocation aligned to 2 MiB and advised for transparent huge
 /// pages (`MADV_HUGEPAGE`), then touched page by page so no page fault happens on the
-/// packet path. With 4 KiB pages a 1 M-entry table (32 MiB) spans 8,192 pages and every
-/// lookup of a flow in a cold page also missed the TLB (page walk); with THP it spans 16
+/// packet path. With 4 KiB pages a 1 M-entry table (24 MiB) spans 6,144 pages and every
+/// lookup of a flow in a cold page also missed the TLB (page walk); with THP it spans 12
 /// (docs/benchmarks.md). An all-zero [`Entry`] is an empty slot, so zeroed memory is an
 /// empty table.
 pub(super) struct BucketMem<A> {
@@ -25,7 +25,8 @@ const HUGE_PAGE: usize = 2 << 20;
 impl<A> BucketMem<A> {
     pub(super) fn new(len: usize) -> BucketMem<A> {
         let bytes = len * std::mem::size_of::<Bucket<A>>();
-        let align = if bytes >= HUGE_PAGE { HUGE_PAGE } else { std::mem::align_of::<Bucket<A>>() };
+        // At least a cache line, so a bucket spans as few lines as its size allows.
+        let align = if bytes >= HUGE_PAGE { HUGE_PAGE } else { std::mem::align_of::<Bucket<A>>().max(64) };
         let layout = std::alloc::Layout::from_size_align(bytes.max(std::mem::size_of::<Bucket<A>>()), align)
             .unwrap_or_else(|_| std::alloc::Layout::new::<Bucket<A>>());
         // Not alloc_zeroed: that would write (fault in) every 4 KiB page before the advice.

@@ -1,24 +1,121 @@
-//! [`PrefetchTarget`]: the connection-table buckets a packet's lookup will read, computed
+//! The connection table's bucket hash, and [`PrefetchTarget`]: the buckets a packet's
+//! lookup will read, computed
 //! for a whole burst and issued a few packets ahead of the lookups (`Worker::poll`,
-//! docs/benchmarks.md "conntrack at 1 M flows"). A child of [`super`].
+//! docs/benchmarks.md "conntrack at 1 M flows"), carrying the key's bucket hash so the lookup
+//! does not hash again (one hash per packet). A child of [`super`].
 
-/// The buckets one packet's lookup will read ([`ConnTable::prefetch_target`]): addresses
-/// only, never dereferenced (a prefetch is a hint), so a stale target is harmless.
+use super::{Bucket, ConnTable};
+use spillway_shared::flow::{fmix64, FlowAddr, FlowKeyOf};
+
+impl<A: FlowAddr> ConnTable<A> {
+    /// The key's two candidate buckets (distinct whenever there are two buckets or more):
+    /// one seeded multiply-xor of the two key words and one murmur3 finaliser (an IPv4
+    /// 5-tuple fits in 2 × 64 bits; IPv6 addresses are folded with the seed first,
+    /// [`FlowAddr::pair_word`]); the low bits pick the first bucket, the high bits the
+    /// second. The seed enters before any mixing, so without it nobody can aim keys at a
+    /// bucket.
+    #[inline]
+    pub(super) fn buckets_of(&self, k: &FlowKeyOf<A>) -> (usize, usize) {
+        self.buckets_of_words(self.words(k))
+    }
+
+    /// The two words [`Self::buckets_of`] mixes: the seeded address pair and the ports
+    /// and protocol.
+    #[inline(always)]
+    fn words(&self, k: &FlowKeyOf<A>) -> (u64, u64) {
+        (A::pair_word(k.src, k.dst, self.seed), (u64::from(k.sport) << 32) | (u64::from(k.dport) << 16) | u64::from(k.proto))
+    }
+
+    #[inline(always)]
+    fn buckets_of_words(&self, (a, b): (u64, u64)) -> (usize, usize) {
+        let x = a.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ b.wrapping_add(self.seed.rotate_left(32));
+        let h = fmix64(x);
+        let b1 = (h & self.mask) as usize;
+        let mut b2 = ((h >> 32) & self.mask) as usize;
+        if b2 == b1 {
+            b2 = b1 ^ (self.mask as usize & 1);
+        }
+        (b1, b2)
+    }
+
+    /// [`Self::buckets_of`] for the packet path: the buckets the prefetch pass computed
+    /// when `k` is the key it was given ([`ConnTable::expect`]), else hashed now.
+    #[inline(always)]
+    pub(super) fn pair(&self, k: &FlowKeyOf<A>) -> (usize, usize) {
+        let words = self.words(k);
+        let h = &self.hint;
+        if h.words == words && h.table == (self.seed, self.mask) {
+            return (h.buckets.0 as usize, h.buckets.1 as usize);
+        }
+        self.buckets_of_words(words)
+    }
+
+    /// Tells the table the next lookup is for the key of `t` (a target of this table,
+    /// [`ConnTable::prefetch_target`]): that lookup, and an insertion after it, take the
+    /// key's buckets from `t` instead of hashing the key again. A lookup for another key
+    /// hashes as usual, so a stale or foreign target costs a compare, never a wrong answer
+    /// (the buckets depend only on the hashed words, the seed and the mask, all compared).
+    #[inline(always)]
+    pub fn expect(&mut self, t: &PrefetchTarget) {
+        self.hint = t.hash;
+    }
+
+
+    /// Where `k`'s lookup will read: its first-choice bucket (both of its cache lines), and
+    /// with `both` its second: for packets that will insert (a SYN), whose insertion reads
+    /// the second bucket when the first is full — always the case in a SYN flood against a
+    /// full table. The worker computes the targets of a whole burst first and
+    /// issues them a few packets ahead of their lookups ([`PrefetchTarget::issue`],
+    /// `worker::PREFETCH_DISTANCE`), so the DRAM misses of a large table overlap with the
+    /// processing of earlier packets instead of being waited for (docs/benchmarks.md,
+    /// "conntrack at 1 M flows").
+    #[inline]
+    pub fn prefetch_target(&self, k: &FlowKeyOf<A>, both: bool) -> PrefetchTarget {
+        let words = self.words(k);
+        let (b1, b2) = self.buckets_of_words(words);
+        let at = |b: usize| self.buckets.get(b).map_or(std::ptr::null(), |bk| bk as *const Bucket<A> as *const u8);
+        let hash = Hash { words, table: (self.seed, self.mask), buckets: (b1 as u32, b2 as u32) };
+        PrefetchTarget::new(at(b1), if both { at(b2) } else { std::ptr::null() }, std::mem::size_of::<Bucket<A>>(), hash)
+    }
+
+}
+
+/// The buckets one packet's lookup will read ([`ConnTable::prefetch_target`]): their
+/// addresses, never dereferenced (a prefetch is a hint), and the [`Hash`] of the key, which
+/// the lookup reuses instead of hashing the key again ([`ConnTable::expect`]).
 #[derive(Clone, Copy, Debug)]
 pub struct PrefetchTarget {
     first: *const u8,
     second: *const u8,
     len: u32,
+    pub(super) hash: Hash,
+}
+
+/// What the bucket hash of one key computed: the two words it mixed and the two buckets
+/// they gave, with the table's seed and mask. The buckets are a function of the words,
+/// seed and mask alone, so a key with the same words in a table with the same seed and
+/// mask has these buckets: reusing them can never be wrong.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Hash {
+    pub(super) words: (u64, u64),
+    pub(super) table: (u64, u64),
+    pub(super) buckets: (u32, u32),
+}
+
+impl Hash {
+    /// Matches no key (its table word pair is one no table has: a mask is `2^n - 1`).
+    pub(super) const NONE: Hash = Hash { words: (0, 0), table: (0, u64::MAX - 1), buckets: (0, 0) };
 }
 
 impl PrefetchTarget {
     /// Nothing to prefetch (a packet that is not TCP/UDP over IPv4).
-    pub const NONE: PrefetchTarget = PrefetchTarget { first: std::ptr::null(), second: std::ptr::null(), len: 0 };
+    pub const NONE: PrefetchTarget = PrefetchTarget { first: std::ptr::null(), second: std::ptr::null(), len: 0, hash: Hash::NONE };
 
-    /// The buckets at `first` and `second` (null: none), each `len` bytes.
+    /// The buckets at `first` and `second` (null: none), each `len` bytes, of a key whose
+    /// bucket hash is `hash`.
     #[inline(always)]
-    pub(super) fn new(first: *const u8, second: *const u8, len: usize) -> PrefetchTarget {
-        PrefetchTarget { first, second, len: len as u32 }
+    pub(super) fn new(first: *const u8, second: *const u8, len: usize, hash: Hash) -> PrefetchTarget {
+        PrefetchTarget { first, second, len: len as u32, hash }
     }
 
     /// Starts loading the target's buckets into the cache (PREFETCHT0 of each line).
@@ -32,8 +129,9 @@ impl PrefetchTarget {
     }
 }
 
-/// Prefetches the cache lines of a bucket of `len` bytes at `p` (two for IPv4's 128-byte
-/// buckets, four for IPv6's 256; a no-op off x86-64).
+/// Prefetches the cache lines of a bucket of `len` bytes at `p` (two for IPv4's 96-byte
+/// buckets, three for IPv6's 192: buckets are 32-byte aligned, so the lines at `p`,
+/// `p + 64`, ... cover the bucket; a no-op off x86-64).
 #[inline(always)]
 fn prefetch_lines(p: *const u8, len: usize) {
     #[cfg(target_arch = "x86_64")]

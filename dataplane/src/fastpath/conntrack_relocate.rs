@@ -1,5 +1,5 @@
-//! Relocation on insert (cuckoo displacement) and the occupancy counters of the
-//! connection table. A child of [`super`]; called only from [`ConnTable::insert`] and
+//! Relocation on insert (cuckoo displacement), the occupancy counters and the
+//! control-plane walks of the connection table. A child of [`super`]; called only from [`ConnTable::insert`] and
 //! [`ConnTable::install`] when both buckets of a new key are full, never on a lookup.
 //!
 //! **Relocation.** Every entry may live in either of its two buckets. When both buckets of
@@ -26,7 +26,7 @@
 //! slot (insert, install, confirm, close, expiry seen by a lookup, sweep, flush, remove,
 //! eviction, move), so `flows count` and `/metrics` read counters and never walk a table.
 
-use super::{ConnTable, FlowAddr, State};
+use super::{ConnTable, Entry, FlowAddr, State};
 
 /// Longest chain of moves one insertion may carry out.
 pub const MAX_MOVES: usize = 8;
@@ -210,7 +210,39 @@ impl<A: FlowAddr> ConnTable<A> {
     }
 }
 
+/// The walks of the control plane (never on the packet path).
 impl<A: FlowAddr> ConnTable<A> {
+    /// Live (unexpired) entries at `now`: a full scan, for the control plane only.
+    pub fn live(&self, now: u32) -> usize {
+        self.buckets.iter().flat_map(|b| b.0.iter()).filter(|e| !e.expired(now)).count()
+    }
+
+    /// Removes every entry for which `f` is true; returns how many (control-plane scans).
+    pub fn retain(&mut self, mut keep: impl FnMut(&Entry<A>) -> bool) -> usize {
+        let mut n = 0;
+        for b in self.buckets.iter_mut() {
+            for e in b.0.iter_mut() {
+                if e.state != State::Empty as u8 && !keep(e) {
+                    recount(&mut self.occ, e.state, State::Empty as u8);
+                    e.state = State::Empty as u8;
+                    n += 1;
+                }
+            }
+        }
+        n
+    }
+
+    /// Visits every live entry.
+    pub fn for_each_live(&self, now: u32, mut f: impl FnMut(&Entry<A>)) {
+        for b in self.buckets.iter() {
+            for e in b.0.iter() {
+                if !e.expired(now) {
+                    f(e);
+                }
+            }
+        }
+    }
+
     /// The same figures as [`ConnTable::occupancy`], by walking every slot: for tests that
     /// check the counters against the table (never called by the daemon).
     pub fn occupancy_by_walk(&self) -> Occupancy {

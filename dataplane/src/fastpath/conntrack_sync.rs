@@ -15,7 +15,7 @@
 //!   refresh extends it; its first packet here makes it this host's entry with the full
 //!   timeout of its state ([`adopt`]).
 
-use super::{ConnTable, Entry, FlowAddr, FlowKeyOf, State, Timeouts, RELAYED, REMOTE};
+use super::{ConnTable, Entry, FlowAddr, FlowKeyOf, State, RELAYED, REMOTE};
 
 /// Longest lifetime a peer's entry is installed with, ms (the longest configurable idle
 /// timeout, 57,600 s).
@@ -42,10 +42,8 @@ pub enum InstallOutcome {
 pub struct Synced {
     /// Endpoint slot here.
     pub backend: u16,
-    /// Its incarnation.
+    /// Its incarnation (the slot names the service).
     pub incarnation: u16,
-    /// Service index here.
-    pub service: u16,
     /// Established or closing.
     pub state: State,
     /// Lifetime left, ms.
@@ -65,16 +63,12 @@ pub struct SyncWalk {
     pub full_pass_left: usize,
 }
 
-/// Makes a peer's entry this host's on its first packet here: the flag goes and the
-/// timeout becomes its state's (the origin's lifetime left no longer applies).
+/// Makes a peer's entry this host's on its first packet here: the flags go, and the
+/// lookup then sets the deadline by its state's timeout (the origin's lifetime left no
+/// longer applies).
 #[cold]
-pub(super) fn adopt<A: FlowAddr>(e: &mut Entry<A>, t: &Timeouts) {
+pub(super) fn adopt<A: FlowAddr>(e: &mut Entry<A>) {
     e.state &= !(REMOTE | RELAYED);
-    e.timeout_ms = match e.state() {
-        State::Closing => t.closing_ms,
-        _ if e.proto == crate::wire::PROTO_TCP => t.tcp_ms,
-        _ => t.udp_ms,
-    };
 }
 
 impl<A: FlowAddr> ConnTable<A> {
@@ -82,7 +76,7 @@ impl<A: FlowAddr> ConnTable<A> {
     /// living its remaining time unless a packet arrives; module docs give the rules). `now`
     /// is the worker clock, ms.
     pub fn install(&mut self, k: &FlowKeyOf<A>, x: Synced, now: u32) -> InstallOutcome {
-        let Synced { backend, incarnation, service, state, remaining_ms, relayed } = x;
+        let Synced { backend, incarnation, state, remaining_ms, relayed } = x;
         let (b, i, outcome) = match self.find(k) {
             Some((b, i)) => {
                 let e = &self.buckets[b].0[i];
@@ -109,18 +103,16 @@ impl<A: FlowAddr> ConnTable<A> {
         self.buckets[b].0[i] = Entry {
             src: k.src,
             dst: k.dst,
-            sport: k.sport,
-            dport: k.dport,
-            proto: k.proto,
-            state: state as u8 | REMOTE | if relayed { RELAYED } else { 0 },
-            backend,
-            incarnation,
-            service,
-            last_seen: now,
             // A peer's lifetime is bounded by the longest idle timeout a config can set
             // (57,600 s), so no synced entry can outlive the sweep's clock guarantee.
-            timeout_ms: remaining_ms.clamp(1, MAX_SYNCED_LIFETIME_MS),
-            created: now,
+            expires: now.wrapping_add(remaining_ms.clamp(1, MAX_SYNCED_LIFETIME_MS)),
+            sport: k.sport,
+            dport: k.dport,
+            backend,
+            incarnation,
+            seen: super::seen_of(now),
+            proto: k.proto,
+            state: state as u8 | REMOTE | if relayed { RELAYED } else { 0 },
         };
         match outcome {
             InstallOutcome::Installed => self.counters.sync_installed += 1,
@@ -190,7 +182,7 @@ impl<A: FlowAddr> ConnTable<A> {
                 if e.expired(now) || e.state() == State::SynOnly {
                     continue;
                 }
-                if !all && (e.is_remote() || now.wrapping_sub(e.last_seen) >= active_ms) {
+                if !all && (e.is_remote() || e.idle_ms(now) >= active_ms) {
                     continue;
                 }
                 if !send(e) {
@@ -209,20 +201,21 @@ impl<A: FlowAddr> ConnTable<A> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fastpath::conntrack::Timeouts;
     use spillway_shared::flow::FlowKey;
 
     fn key(i: u32) -> FlowKey {
         FlowKey { src: 0x0a00_0000 + i, dst: 0x0a00_0064, sport: 40_000, dport: 80, proto: crate::wire::PROTO_TCP }
     }
     fn syn(backend: u16, remaining_ms: u32) -> Synced {
-        Synced { backend, incarnation: 1, service: 0, state: State::Established, remaining_ms, relayed: false }
+        Synced { backend, incarnation: 1, state: State::Established, remaining_ms, relayed: false }
     }
     const T: Timeouts = Timeouts { syn_ms: 5_000, tcp_ms: 600_000, closing_ms: 10_000, udp_ms: 30_000 };
 
     #[test]
     fn a_peer_entry_never_overrides_a_live_local_one() {
         let mut t = ConnTable::<u32>::new(64, 1);
-        assert!(t.insert(&key(1), 3, 1, 0, 0, &T));
+        assert!(t.insert(&key(1), 3, 1, 0, &T));
         assert_eq!(t.install(&key(1), syn(9, 60_000), 10), InstallOutcome::Conflict);
         assert_eq!(t.lookup(&key(1), 0x10, 20, &T).map(|h| h.backend), Some(3));
         assert_eq!(t.install(&key(2), syn(9, 60_000), 10), InstallOutcome::Installed);
@@ -253,7 +246,7 @@ mod tests {
     fn peer_entries_never_evict_established_ones_and_are_never_evicted_by_syns() {
         let mut t = ConnTable::<u32>::new(8, 1); // 2 buckets of 4: every key has both
         for i in 0..8 {
-            assert!(t.insert(&key(i), 1, 1, 0, 0, &T));
+            assert!(t.insert(&key(i), 1, 1, 0, &T));
             t.lookup(&key(i), 0x10, 1, &T);
         }
         assert_eq!(t.install(&key(100), syn(9, 60_000), 2), InstallOutcome::NoRoom);
@@ -261,7 +254,7 @@ mod tests {
         for i in 0..8 {
             assert_eq!(t.install(&key(i), syn(9, 60_000), 0), InstallOutcome::Installed);
         }
-        assert!(!t.insert(&key(200), 1, 1, 0, 1, &T), "a SYN does not evict the fleet's connections");
+        assert!(!t.insert(&key(200), 1, 1, 1, &T), "a SYN does not evict the fleet's connections");
         assert_eq!((0..8).filter(|i| t.peek(&key(*i), 2).is_some()).count(), 8);
     }
 
@@ -269,7 +262,7 @@ mod tests {
     fn the_walk_offers_active_local_entries_and_resumes_where_the_queue_filled() {
         let mut t = ConnTable::<u32>::new(256, 7);
         for i in 0..100 {
-            t.insert(&key(i), 1, 1, 0, 0, &T);
+            t.insert(&key(i), 1, 1, 0, &T);
             if i % 2 == 0 {
                 t.lookup(&key(i), 0x10, 0, &T); // confirmed
             }
@@ -315,7 +308,7 @@ mod tests {
             let mut t = ConnTable::<u32>::new(1024, seed);
             let k = |i: u32| FlowKey { src: spillway_shared::flow::fmix64(u64::from(i) ^ seed << 32) as u32, ..key(i) };
             for i in 0..900 {
-                assert!(t.insert(&k(i), 1, 1, 0, 0, &T));
+                assert!(t.insert(&k(i), 1, 1, 0, &T));
                 t.lookup(&k(i), 0x10, 0, &T);
             }
             let (len, mut seen) = (t.buckets_len(), std::collections::HashSet::new());
@@ -333,7 +326,7 @@ mod tests {
                 // new flows arrive between walk steps, up to 95 % load
                 for _ in 0..4 {
                     if next < 972 {
-                        assert!(t.insert(&k(next), 1, 1, 0, 1, &T), "seed {seed}: new flow not recorded during the dump");
+                        assert!(t.insert(&k(next), 1, 1, 1, &T), "seed {seed}: new flow not recorded during the dump");
                         next += 1;
                     }
                 }

@@ -8,12 +8,37 @@ fn key(i: u32) -> FlowKey {
 }
 
 #[test]
-fn entry_is_32_bytes() {
-    assert_eq!(std::mem::size_of::<Entry>(), 32);
-    assert_eq!(std::mem::size_of::<Bucket<u32>>(), 128);
-    // IPv6: 64-byte entries, i.e. 128 bytes per flow at capacity = 2 x flows
-    assert_eq!(std::mem::size_of::<Entry<u128>>(), 64);
-    assert_eq!(ConnTable::<u128>::bytes_per_entry(), 64);
+fn entries_are_24_and_48_bytes_and_buckets_whole_cache_lines() {
+    assert_eq!(std::mem::size_of::<Entry>(), 24);
+    assert_eq!(std::mem::size_of::<Bucket<u32>>(), 96);
+    assert_eq!(std::mem::size_of::<Entry<u128>>(), 48);
+    assert_eq!(std::mem::size_of::<Bucket<u128>>(), 192);
+    assert_eq!(ConnTable::<u128>::bytes_per_entry(), 48);
+    // Every bucket of a table starts at a multiple of 32 bytes of a 64-byte aligned
+    // allocation: an IPv4 bucket spans exactly two lines, an IPv6 one three.
+    let ct = ConnTable::<u32>::new(1 << 10, 1);
+    for b in ct.buckets.iter() {
+        let p = b as *const Bucket<u32> as usize;
+        assert_eq!((p + 95) / 64 - p / 64, 1, "bucket at {p:#x} spans more than two lines");
+    }
+    let ct = ConnTable::<u128>::new(1 << 10, 1);
+    assert!(ct.buckets.iter().all(|b| (b as *const Bucket<u128> as usize) % 64 == 0));
+}
+
+#[test]
+fn the_deadline_and_idle_time_survive_the_clock_wrapping() {
+    let t = Timeouts::default();
+    let mut ct = ConnTable::new(64, 3);
+    let start = u32::MAX - 1_000;
+    ct.insert(&key(1), 3, 1, start, &t);
+    assert!(ct.lookup(&key(1), ACK, start.wrapping_add(2_000), &t).is_some(), "confirmed across the wrap");
+    let e = ct.buckets.iter().flat_map(|b| b.0.iter()).find(|e| e.state != 0).copied().unwrap();
+    let later = start.wrapping_add(2_000 + t.tcp_ms - 1);
+    assert!(ct.peek(&key(1), later).is_some());
+    assert_eq!(e.remaining_ms(later), 1);
+    assert!(e.idle_ms(later) + SEEN_UNIT_MS >= t.tcp_ms - 1 && e.idle_ms(later) <= t.tcp_ms + SEEN_UNIT_MS);
+    assert!(ct.peek(&key(1), later.wrapping_add(2)).is_none(), "expired past its deadline");
+    assert_eq!(e.remaining_ms(later.wrapping_add(2)), 0);
 }
 
 fn key6(i: u128) -> FlowKey6 {
@@ -24,13 +49,13 @@ fn key6(i: u128) -> FlowKey6 {
 fn ipv6_table_tells_keys_apart_by_high_address_bits() {
     let t = Timeouts::default();
     let mut ct = ConnTable::<u128>::new(1024, 7);
-    ct.insert(&key6(1), 3, 1, 0, 0, &t);
+    ct.insert(&key6(1), 3, 1, 0, &t);
     assert_eq!(ct.lookup(&key6(1), ACK, 1, &t).map(|h| h.backend), Some(3));
     // same low 64 bits, another /64: another flow
     let other = FlowKey6 { src: key6(1).src ^ (1u128 << 80), ..key6(1) };
     assert!(ct.lookup(&other, ACK, 1, &t).is_none());
     for i in 0..600u128 {
-        ct.insert(&key6(i << 64), (i % 7) as u16, 0, 0, 2, &t);
+        ct.insert(&key6(i << 64), (i % 7) as u16, 0, 2, &t);
     }
     let found = (0..600u128).filter(|i| ct.peek(&key6(i << 64), 3).is_some_and(|h| h.backend == (i % 7) as u16)).count();
     assert!(found > 550, "two-choice table keeps nearly all of 600 keys in 1024 slots: {found}");
@@ -41,7 +66,7 @@ fn insert_lookup_and_states() {
     let t = Timeouts::default();
     let mut ct = ConnTable::new(1024, 7);
     assert!(ct.lookup(&key(1), SYN, 0, &t).is_none());
-    ct.insert(&key(1), 3, 1, 0, 0, &t);
+    ct.insert(&key(1), 3, 1, 0, &t);
     let h = ct.lookup(&key(1), ACK, 10, &t).unwrap();
     assert_eq!((h.backend, h.state), (3, State::SynOnly));
     let h = ct.lookup(&key(1), ACK, 20, &t).unwrap();
@@ -57,7 +82,7 @@ fn insert_lookup_and_states() {
 fn syn_only_expires_quickly() {
     let t = Timeouts::default();
     let mut ct = ConnTable::new(1024, 7);
-    ct.insert(&key(1), 3, 1, 0, 0, &t);
+    ct.insert(&key(1), 3, 1, 0, &t);
     assert!(ct.lookup(&key(1), SYN, 5_001, &t).is_none());
 }
 
@@ -67,13 +92,13 @@ fn flood_evicts_syn_only_first() {
     let mut ct = ConnTable::new(1024, 99);
     // 64 established flows
     for i in 0..64 {
-        ct.insert(&key(i), (i % 4) as u16, 1, 0, 0, &t);
+        ct.insert(&key(i), (i % 4) as u16, 1, 0, &t);
         ct.lookup(&key(i), ACK, 1, &t).unwrap();
     }
     // 20,000 SYN-only entries from other sources
     for i in 0..20_000u32 {
         let k = FlowKey { src: 0xc000_0000 + i, ..key(0) };
-        ct.insert(&k, 0, 1, 0, 2, &t);
+        ct.insert(&k, 0, 1, 2, &t);
     }
     assert!(ct.counters.evicted_syn_only > 18_000);
     for i in 0..64 {
@@ -86,17 +111,17 @@ fn syn_never_evicts_established() {
     let t = Timeouts::default();
     let mut ct = ConnTable::new(4, 1); // one bucket
     for i in 0..4 {
-        ct.insert(&key(i), i as u16, 1, 0, i, &t);
+        ct.insert(&key(i), i as u16, 1, i, &t);
         ct.lookup(&key(i), ACK, i, &t).unwrap();
     }
-    ct.insert(&key(9), 9, 1, 0, 10, &t);
+    ct.insert(&key(9), 9, 1, 10, &t);
     assert_eq!(ct.counters.syn_not_tracked, 1);
     assert!(ct.lookup(&key(9), ACK, 11, &t).is_none());
     for i in 0..4 {
         assert_eq!(ct.lookup(&key(i), ACK, 12, &t).unwrap().backend, i as u16);
     }
     // The handshake's next packet (an untracked flow's ACK) does not evict either.
-    ct.insert(&key(9), 9, 1, 0, 13, &t);
+    ct.insert(&key(9), 9, 1, 13, &t);
     assert_eq!(ct.counters.syn_not_tracked, 2);
 }
 
@@ -104,7 +129,7 @@ fn syn_never_evicts_established() {
 fn peek_changes_nothing() {
     let t = Timeouts::default();
     let mut ct = ConnTable::new(1024, 7);
-    ct.insert(&key(1), 3, 1, 0, 0, &t);
+    ct.insert(&key(1), 3, 1, 0, &t);
     let before = ct.counters;
     assert_eq!(ct.peek(&key(1), 100).unwrap().state, State::SynOnly);
     assert_eq!(ct.peek(&key(1), 100).unwrap().state, State::SynOnly);
@@ -119,16 +144,16 @@ fn new_flows_evict_closing_before_established_and_never_established() {
     let t = Timeouts::default();
     let mut ct = ConnTable::new(4, 1); // one bucket
     for i in 0..4 {
-        ct.insert(&key(i), i as u16, 1, 0, i, &t);
+        ct.insert(&key(i), i as u16, 1, i, &t);
         ct.lookup(&key(i), ACK, i, &t).unwrap(); // confirmed: established
     }
     ct.lookup(&key(2), FIN | ACK, 5, &t).unwrap(); // key 2 closing
-    ct.insert(&key(9), 9, 1, 0, 10, &t);
+    ct.insert(&key(9), 9, 1, 10, &t);
     assert_eq!(ct.counters.evicted_closing, 1);
     assert!(ct.lookup(&key(2), ACK, 11, &t).is_none());
     assert!(ct.lookup(&key(9), ACK, 11, &t).is_some());
     // now all four are established: a new flow (ACK picked up mid-stream) is not tracked
-    ct.insert(&key(10), 10, 1, 0, 12, &t);
+    ct.insert(&key(10), 10, 1, 12, &t);
     assert_eq!(ct.counters.syn_not_tracked, 1);
 }
 
@@ -137,10 +162,10 @@ fn udp_and_midstream_entries_start_unconfirmed() {
     let t = Timeouts::default();
     let mut ct = ConnTable::new(1024, 3);
     let u = FlowKey { proto: 17, ..key(1) };
-    ct.insert(&u, 1, 1, 0, 0, &t);
+    ct.insert(&u, 1, 1, 0, &t);
     assert_eq!(ct.lookup(&u, 0, 1, &t).unwrap().state, State::SynOnly);
     assert_eq!(ct.lookup(&u, 0, 2, &t).unwrap().state, State::Established);
-    ct.insert(&key(2), 1, 1, 0, 0, &t);
+    ct.insert(&key(2), 1, 1, 0, &t);
     assert_eq!(ct.lookup(&key(2), ACK, 1, &t).unwrap().state, State::SynOnly);
     assert_eq!(ct.lookup(&key(2), ACK, 2, &t).unwrap().state, State::Established);
 }
@@ -156,7 +181,7 @@ fn key_in_second_bucket_found_after_first_bucket_frees_a_slot() {
     let mut second = None;
     for i in 0..10_000u32 {
         let k = key(i);
-        if !ct.insert(&k, 1, 1, 0, 0, &t) {
+        if !ct.insert(&k, 1, 1, 0, &t) {
             continue;
         }
         ct.lookup(&k, ACK, 0, &t).unwrap();
@@ -179,7 +204,7 @@ fn key_in_second_bucket_found_after_first_bucket_frees_a_slot() {
 fn idle_entries_never_come_back_when_the_clock_wraps() {
     let t = Timeouts::default();
     let mut ct = ConnTable::new(16, 5);
-    ct.insert(&key(1), 1, 1, 0, 0, &t);
+    ct.insert(&key(1), 1, 1, 0, &t);
     ct.lookup(&key(1), ACK, 1, &t).unwrap();
     assert!(ct.peek(&key(1), 1 + 600_000).is_some());
     assert!(ct.peek(&key(1), 0x8000_0000 + 10).is_none(), "idle 24.8 days looked live");
@@ -233,7 +258,7 @@ mod model {
                     Op::Add(i) => {
                         if model.contains_key(&i) { continue; }
                         let backend = i.wrapping_mul(7);
-                        if ct.insert(&key(i.into()), backend, 1, 0, now, &t) {
+                        if ct.insert(&key(i.into()), backend, 1, now, &t) {
                             prop_assert!(ct.lookup(&key(i.into()), ACK, now, &t).is_some());
                             model.insert(i, backend);
                         }
@@ -274,7 +299,7 @@ fn fill_level_at_first_failure() {
             for i in 0..(cap as u32 * 2) {
                 let r = spillway_shared::flow::fmix64(seed << 32 | u64::from(i));
                 let k = FlowKey { src: r as u32, dst: 1, sport: (r >> 40) as u16, dport: 443, proto: 6 };
-                ct.insert(&k, 1, 1, 0, 0, &t);
+                ct.insert(&k, 1, 1, 0, &t);
                 ct.lookup(&k, ACK, 0, &t);
                 if ct.counters.syn_not_tracked > 0 || ct.counters.evicted_syn_only > 0 { break; }
                 n += 1;
@@ -284,4 +309,35 @@ fn fill_level_at_first_failure() {
         loads.sort_by(|a, b| a.partial_cmp(b).unwrap());
         eprintln!("cap {cap}: min {:.4} median {:.4} max {:.4}", loads[0], loads[loads.len() / 2], loads[loads.len() - 1]);
     }
+}
+
+/// The lookup after [`ConnTable::expect`] takes its buckets from the prefetch target (the
+/// key is hashed once per packet), and a target of another key or another table changes
+/// nothing.
+#[test]
+fn a_lookup_reuses_the_prefetch_hash_of_its_own_key_only() {
+    let t = Timeouts::default();
+    let mut ct = ConnTable::new(1024, 7);
+    let other = ConnTable::<u32>::new(1024, 8);
+    for i in 0..900 {
+        ct.insert(&key(i), (i % 5) as u16, 1, 0, &t);
+    }
+    for i in 0..900 {
+        let want = ct.peek(&key(i), 1).map(|h| h.backend);
+        for target in [ct.prefetch_target(&key(i), true), ct.prefetch_target(&key(i + 1), false), other.prefetch_target(&key(i), true), PrefetchTarget::NONE] {
+            ct.expect(&target);
+            assert_eq!(ct.lookup(&key(i), ACK, 1, &t).map(|h| h.backend), want, "key {i}");
+        }
+    }
+    // Proof that the buckets come from the target: a target whose buckets were altered
+    // sends the lookup of its key to the wrong buckets.
+    let mut bad = ct.prefetch_target(&key(3), false);
+    let (b1, b2) = ct.buckets_of(&key(3));
+    bad.hash.buckets = (((b1 + 1) & 255) as u32, ((b2 + 1) & 255) as u32);
+    ct.expect(&bad);
+    if ![b1, b2].contains(&((b1 + 1) & 255)) && ![b1, b2].contains(&((b2 + 1) & 255)) {
+        assert!(ct.peek(&key(3), 1).is_none(), "the lookup hashed the key again");
+    }
+    ct.expect(&PrefetchTarget::NONE);
+    assert!(ct.peek(&key(3), 1).is_some());
 }

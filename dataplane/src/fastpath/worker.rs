@@ -444,7 +444,7 @@ impl Worker {
             // counted as a new connection when its retransmission is delivered.
             return Ok(b);
         }
-        let tracked = A::ct(self).insert(&ct_key, b, inc, svc_idx, now, &t);
+        let tracked = A::ct(self).insert(&ct_key, b, inc, now, &t);
         if moved && tracked {
             bump(&self.stats.rebalanced, 1);
         }
@@ -520,6 +520,10 @@ impl Worker {
             for (j, mut b) in rx.drain(..).enumerate() {
                 if let Some(t) = targets.get(j + PREFETCH_DISTANCE) {
                     t.issue();
+                }
+                // The lookup reuses the buckets the prefetch pass hashed (one hash per packet).
+                if let Some(t) = targets.get(j) {
+                    self.ct.expect(t);
                 }
                 let v = self.process(&mut b, i, snap, now_ms);
                 forwarded += u64::from(self.dispatch(ports, tx, held, v, b, i, fwd, now_ms));

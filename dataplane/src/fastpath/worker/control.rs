@@ -26,7 +26,7 @@ impl Worker {
                     if matches(e.backend, e.incarnation) {
                         reply.count += 1;
                         if reply.entries.len() < max {
-                            reply.entries.push((*e, now_ms.wrapping_sub(e.last_seen)));
+                            reply.entries.push((*e, e.idle_ms(now_ms)));
                         }
                     }
                 });
@@ -34,7 +34,7 @@ impl Worker {
                     if matches(e.backend, e.incarnation) {
                         reply.count += 1;
                         if reply.entries.len() + reply.entries6.len() < max {
-                            reply.entries6.push((*e, now_ms.wrapping_sub(e.last_seen)));
+                            reply.entries6.push((*e, e.idle_ms(now_ms)));
                         }
                     }
                 });

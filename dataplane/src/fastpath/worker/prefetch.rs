@@ -22,7 +22,9 @@ impl Worker {
 
     /// The connection-table buckets [`Worker::prefetch`] would load for `buf`, to issue
     /// later ([`PrefetchTarget::issue`]): [`Worker::poll`] issues them
-    /// [`PREFETCH_DISTANCE`] packets ahead.
+    /// [`PREFETCH_DISTANCE`] packets ahead, and hands each packet's target to the table
+    /// just before processing it (`ConnTable::expect`), so the lookup reuses the bucket
+    /// hash computed here instead of hashing the 5-tuple again.
     #[inline]
     pub fn prefetch_target<B: PacketBuf>(&self, buf: &B) -> PrefetchTarget {
         match wire::flow_tuple_hint(buf.data()) {

@@ -155,7 +155,6 @@ impl Worker {
                 let x = Synced {
                     backend: r.backend,
                     incarnation: r.incarnation,
-                    service: r.service,
                     state: if rec.state == SyncState::Closing { State::Closing } else { State::Established },
                     remaining_ms: rec.remaining_ms,
                     relayed: rec.relayed,
