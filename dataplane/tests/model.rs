@@ -187,6 +187,9 @@ enum Op {
     /// A live edit of service `svc`'s `tracking_mode` (PER_SESSION when `session`) and
     /// `session_affinity` (`AFFINITIES[affinity]`), through the daemon's check.
     Retrack { svc: u8, session: bool, affinity: u8 },
+    /// A live edit of service `svc`'s `idle_timeout_sec` to `IDLE_TCP[i]` (TCP) or
+    /// `IDLE_UDP[i]` (UDP).
+    Timeout { svc: u8, i: u8 },
     /// Health of endpoint `e` of backend `b` flips.
     Health { svc: u8, b: u8, e: u8 },
     Enable { svc: u8, b: u8 },
@@ -206,10 +209,15 @@ enum Op {
 const AFFINITIES: [SessionAffinity; 5] =
     [SessionAffinity::NONE, SessionAffinity::CLIENT_IP_PORT_PROTO, SessionAffinity::CLIENT_IP_PROTO, SessionAffinity::CLIENT_IP, SessionAffinity::CLIENT_IP_NO_DESTINATION];
 
+/// Idle timeouts (s) a case uses for TCP services.
+const IDLE_TCP: [u32; 3] = [600, 900, 57_600];
+/// Idle timeouts (s) a case uses for UDP services.
+const IDLE_UDP: [u32; 4] = [1, 30, 600, 57_600];
+
 fn case_cfg() -> impl Strategy<Value = CaseCfg> {
     use SessionAffinity as A;
     let svc = |udp: bool| {
-        let idle = if udp { vec![1u32, 30, 600, 57_600] } else { vec![600u32, 900, 57_600] };
+        let idle = if udp { IDLE_UDP.to_vec() } else { IDLE_TCP.to_vec() };
         (
             prop::sample::select(vec![TrackingMode::PER_CONNECTION, TrackingMode::PER_SESSION]),
             prop::sample::select(vec![A::NONE, A::CLIENT_IP_PORT_PROTO, A::CLIENT_IP_PROTO, A::CLIENT_IP, A::CLIENT_IP_NO_DESTINATION]),
@@ -267,6 +275,7 @@ fn op(busy: bool) -> impl Strategy<Value = Op> {
         1 => (s.clone(), b.clone()).prop_map(|(svc, b)| Op::Enable { svc, b }),
         1 => (s.clone(), any::<bool>()).prop_map(|(svc, reuse)| Op::Add { svc, reuse }),
         1 => (s.clone(), any::<bool>(), 0u8..5).prop_map(|(svc, session, affinity)| Op::Retrack { svc, session, affinity }),
+        1 => (s.clone(), 0u8..4).prop_map(|(svc, i)| Op::Timeout { svc, i }),
         1 => (s.clone(), b.clone()).prop_map(|(svc, b)| Op::Remove { svc, b }),
         2 => (s.clone(), b.clone(), 1u32..=1000).prop_map(|(svc, b, weight)| Op::Weight { svc, b, weight }),
         2 => (s.clone(), b.clone(), e.clone(), 0u32..=60_000).prop_map(|(svc, b, e, in_ms)| Op::Drain { svc, b, e, in_ms }),
@@ -939,6 +948,13 @@ impl Model {
                 (e.state, e.timeout) = (State::Established, idle);
             }
             e.last_seen = now;
+            // every packet gives the entry its state's timeout in force now (docs/semantics.md
+            // "Timeouts follow live edits from the next packet")
+            e.timeout = match e.state {
+                State::Closing => closing_ms,
+                State::SynOnly if tcp => u64::from(self.timeouts.syn_ms),
+                _ => idle,
+            };
             let e = e.clone();
             stays = self.must_stay(&e).then_some(e.slot);
             if self.keeps(&e, src) {
@@ -1356,6 +1372,17 @@ impl Model {
                     }
                 }
             }
+            Op::Timeout { svc, i } => {
+                let s = usize::from(svc);
+                let list: &[u32] = if SERVICES[s].2 == UDP { &IDLE_UDP } else { &IDLE_TCP };
+                let idle = list[usize::from(i) % list.len()];
+                if self.svcs[s].idle_sec != idle {
+                    self.seen("idle timeout edited live");
+                }
+                self.svcs[s].idle_sec = idle;
+                self.cfg.services[s].idle_timeout_sec = Some(idle);
+                self.recompile();
+            }
             Op::Enable { svc, b } => {
                 let (i, _, _) = self.endpoint(usize::from(svc), b, 0);
                 let be = &mut self.cfg.services[usize::from(svc)].backends[i];
@@ -1518,7 +1545,9 @@ fn run(cases: u32, ops: usize) {
 }
 
 /// Situations every run of ≥ 10^5 steps reaches.
-const COVERED: [&str; 26] = [
+const COVERED: [&str; 28] = [
+    "failover backend stopped taking new connections (no switch)",
+    "idle timeout edited live",
     "tracking edit applied",
     "tracking edit refused",
     "pool switch",

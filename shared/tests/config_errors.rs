@@ -357,6 +357,22 @@ fn packet_capture_needs_multi_process() {
     }
 }
 
+/// The control socket path must be usable (an empty one failed only at start, naming no
+/// field); an over-long value is echoed cut, with its length.
+#[test]
+fn control_socket_path_and_long_values() {
+    let with = |sock: &str| BASE.replace("workers = 1", &format!("workers = 1\nsocket = \"{sock}\""));
+    load(&with("/run/spillway/ctl.sock")).unwrap();
+    for bad in [String::new(), format!("/tmp/{}", "s".repeat(110))] {
+        let e = load(&with(&bad)).unwrap_err();
+        assert!(e.starts_with("dataplane.socket = "), "{e}");
+        assert!(e.contains("must be a file path of 1 to 107 bytes"), "{e}");
+        assert!(e.len() < 400, "the value is echoed cut: {e}");
+    }
+    let e = load(&BASE.replace("zone = \"z2\"", &format!("zone = \"{}\"", "z".repeat(100_000)))).unwrap_err();
+    assert!(e.contains("[100002 characters]") && e.len() < 600, "a 100,000-character name is not echoed in full: {} bytes", e.len());
+}
+
 /// One rule for service, backend, endpoint and zone names: 1 to 63 characters of
 /// `[A-Za-z0-9._-]`; the error shows the name quoted (new-user test: `"my web"`,
 /// `"a/b"` and names with a newline were accepted for services and backends).

@@ -17,8 +17,9 @@
 //! docs/decisions.md):
 //!
 //! 1. an expired entry;
-//! 2. the SYN-only entry nearest its deadline (among entries of one timeout, the oldest);
-//! 3. the closing (FIN/RST) entry nearest its deadline (they share one timeout: the oldest);
+//! 2. the oldest SYN-only entry (by its last packet, in [`SEEN_UNIT_MS`] units; ties: the
+//!    nearest deadline);
+//! 3. the oldest closing (FIN/RST) entry (likewise);
 //! 4. never an established entry: a new entry (always unconfirmed) whose two buckets hold
 //!    only established entries is not recorded, and the flow is forwarded untracked by its
 //!    Maglev choice (`syn_not_tracked`).
@@ -448,12 +449,15 @@ impl<A: FlowAddr> ConnTable<A> {
     /// established entries (a new entry never evicts one).
     #[inline]
     fn victim(&mut self, k: &FlowKeyOf<A>, now: u32) -> Option<(usize, usize)> {
-        // Rank: lower is evicted first, ties: the nearest deadline first (among entries of
-        // one timeout, the oldest). An empty or expired slot of the first bucket wins
-        // outright.
+        // Rank: lower is evicted first; within a class the oldest (least recent packet, in
+        // `seen` units), then the nearest deadline. By age, not by deadline: a fresh TCP
+        // SYN (5 s) must outlive an older UDP first datagram (30 s or more), or a one-packet
+        // UDP flood would evict every handshake first. An empty or expired slot of the first
+        // bucket wins outright.
         let (b1, b2) = self.pair(k);
         let mut victim = (b1, 0usize);
-        let mut rank = (u8::MAX, u32::MAX);
+        let mut rank = (u8::MAX, u16::MAX, u32::MAX);
+        let now_seen = seen_of(now);
         'scan: for b in [b1, b2] {
             let Some(bucket) = self.buckets.get(b) else { continue };
             for (i, e) in bucket.0.iter().enumerate() {
@@ -468,9 +472,11 @@ impl<A: FlowAddr> ConnTable<A> {
                         State::Empty => 0,
                     }
                 };
-                if class < rank.0 || (class == rank.0 && left < rank.1 && class != 0) {
+                // u16::MAX - age: the oldest ranks lowest
+                let young = u16::MAX - now_seen.wrapping_sub(e.seen);
+                if class < rank.0 || (class == rank.0 && class != 0 && (young, left) < (rank.1, rank.2)) {
                     victim = (b, i);
-                    rank = (class, left);
+                    rank = (class, young, left);
                     if class == 0 {
                         break 'scan;
                     }

@@ -15,7 +15,7 @@
 //!   refresh extends it; its first packet here makes it this host's entry with the full
 //!   timeout of its state ([`adopt`]).
 
-use super::{ConnTable, Entry, FlowAddr, FlowKeyOf, State, RELAYED, REMOTE};
+use super::{ConnTable, Entry, FlowAddr, FlowKeyOf, State, RELAYED, REMOTE, SEEN_UNIT_MS};
 
 /// Longest lifetime a peer's entry is installed with, ms (the longest configurable idle
 /// timeout, 57,600 s).
@@ -182,7 +182,10 @@ impl<A: FlowAddr> ConnTable<A> {
                 if e.expired(now) || e.state() == State::SynOnly {
                     continue;
                 }
-                if !all && (e.is_remote() || e.idle_ms(now) >= active_ms) {
+                // `idle_ms` is coarse (SEEN_UNIT_MS, up to one unit too high): err toward
+                // sending, a spare refresh is harmless, a skipped one can let a peer's copy
+                // of a live flow expire.
+                if !all && (e.is_remote() || e.idle_ms(now) >= active_ms.saturating_add(SEEN_UNIT_MS)) {
                     continue;
                 }
                 if !send(e) {
@@ -297,6 +300,22 @@ mod tests {
             true
         });
         assert_eq!(idle, 0, "idle entries are not refreshed");
+    }
+
+    /// The walk's "active" test errs toward sending: an entry whose last packet was 1 ms
+    /// before the walk, just before a `seen` unit boundary, is offered with a 1 s interval.
+    #[test]
+    fn an_entry_seen_just_before_the_walk_is_offered() {
+        let mut t = ConnTable::<u32>::new(64, 3);
+        let last = 10 * SEEN_UNIT_MS - 1;
+        t.insert(&key(1), 1, 1, last - 100, &T);
+        t.lookup(&key(1), 0x10, last, &T); // confirmed; last packet 1 ms before the unit boundary
+        let mut n = 0;
+        t.sync_walk(last + 1, t.buckets_len(), 1_000, false, |_| {
+            n += 1;
+            true
+        });
+        assert_eq!(n, 1, "a connection active 1 ms ago is sent");
     }
 
     /// A dump pass offers every confirmed entry even when insertions during the pass move

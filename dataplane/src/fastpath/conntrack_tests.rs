@@ -341,3 +341,22 @@ fn a_lookup_reuses_the_prefetch_hash_of_its_own_key_only() {
     ct.expect(&PrefetchTarget::NONE);
     assert!(ct.peek(&key(3), 1).is_some());
 }
+
+/// Eviction ranks unconfirmed entries by age, not by deadline: a fresh TCP SYN (5 s) is not
+/// evicted before older UDP first datagrams (30 s), so a one-packet UDP flood cannot push
+/// handshakes out first (the order of the module doc: the oldest unconfirmed entry).
+#[test]
+fn a_fresh_syn_outlives_older_udp_entries() {
+    let t = Timeouts::default();
+    let mut ct = ConnTable::new(4, 7);
+    let udp = |i: u32| FlowKey { src: 0x0b00_0000 + i, dst: 0x0a00_0064, sport: 5000, dport: 53, proto: 17 };
+    for i in 0..3 {
+        assert!(ct.insert(&udp(i), 1, 1, i * 1_000, &t));
+    }
+    assert!(ct.insert(&key(1), 2, 1, 10_000, &t), "the SYN takes the last way");
+    assert!(ct.insert(&udp(3), 1, 1, 10_001, &t), "a new UDP flow evicts an unconfirmed entry");
+    assert!(ct.peek(&key(1), 10_001).is_some(), "the fresh SYN survives");
+    assert!(ct.peek(&udp(0), 10_001).is_none(), "the oldest UDP entry went");
+    assert!(ct.peek(&udp(1), 10_001).is_some() && ct.peek(&udp(2), 10_001).is_some());
+    assert_eq!(ct.counters.evicted_syn_only, 1);
+}

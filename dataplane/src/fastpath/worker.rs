@@ -10,8 +10,7 @@ use crate::fastpath::conntrack::{ConnTable, PrefetchTarget, Timeouts};
 use crate::wire::{self, tcp_flags, DropReason, Ipv4Info, Parsed};
 use crate::fastpath::port::{Burst, PacketBuf, Port, BURST};
 use crate::control::snapshot::{ClassTable, ServiceSnap, Snapshot};
-use crate::fastpath::{frag::{DatagramId, FragTable}, segments::parse_segmented};
-use crate::fastpath::stats::{bump, WorkerStats};
+use crate::fastpath::{frag::{DatagramId, FragTable}, segments::parse_segmented, stats::{bump, WorkerStats}};
 use spillway_shared::config::{SessionAffinity, TrackingMode};
 use spillway_shared::flow::{FlowAddr, FlowKey, FlowKeyOf};
 use std::sync::Arc;
@@ -237,7 +236,7 @@ impl Worker {
         self
     }
 
-    /// Replaces the IPv6 connection table with one of `capacity` entries (64 bytes each).
+    /// Replaces the IPv6 connection table with one of `capacity` entries (48 bytes each).
     pub fn with_ipv6_capacity(mut self, capacity: usize, seed: u64) -> Worker {
         self.ct6 = ConnTable::new(capacity, seed);
         self

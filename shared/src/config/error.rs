@@ -17,9 +17,19 @@ pub struct ConfigError {
 }
 
 impl ConfigError {
-    /// Builds an error from its three parts.
+    /// Builds an error from its three parts. A value longer than [`MAX_ECHOED_VALUE`]
+    /// characters is echoed as its head and last 20 characters with its length between (an error must stay readable whatever
+    /// was written).
     pub fn new(path: impl Into<String>, value: impl ToString, allowed: impl Into<String>) -> Self {
-        ConfigError { path: path.into(), value: value.to_string(), allowed: allowed.into() }
+        let mut value = value.to_string();
+        let n = value.chars().count();
+        if n > MAX_ECHOED_VALUE {
+            // the head and the tail (which may carry a length or a closing quote)
+            let head: String = value.chars().take(MAX_ECHOED_VALUE - 20).collect();
+            let tail: String = value.chars().skip(n - 20).collect();
+            value = format!("{head}…[{n} characters]…{tail}");
+        }
+        ConfigError { path: path.into(), value, allowed: allowed.into() }
     }
     /// The last component of the path without indices (`spillover_ratio`).
     pub fn field(&self) -> &str {
@@ -27,6 +37,9 @@ impl ConfigError {
         last.split('[').next().unwrap_or(last)
     }
 }
+
+/// Most characters of a value an error echoes ([`ConfigError::new`]).
+pub const MAX_ECHOED_VALUE: usize = 120;
 
 /// Errors of loading a config file.
 #[derive(Debug, thiserror::Error)]

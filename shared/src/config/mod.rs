@@ -253,6 +253,10 @@ impl Config {
             let path = format!("dataplane.{f}");
             lim(&path).check_int(&path, v)?;
         }
+        if d.socket.is_empty() || d.socket.contains('\0') || d.socket.len() > 107 {
+            // sun_path holds 108 bytes with the terminating NUL (unix(7))
+            return Err(ConfigError::new("dataplane.socket", format!("{:?}", d.socket), "must be a file path of 1 to 107 bytes without NUL (the control socket; default /run/spillway/ctl.sock)"));
+        }
         if let Some(a) = d.eal_args.iter().find(|a| d.packet_capture && matches!(a.as_str(), "--no-shconf" | "--in-memory")) {
             return Err(ConfigError::new("dataplane.packet_capture", "true",
                 format!("needs EAL multi-process for dpdk-dumpcap (a secondary process): remove {a} from dataplane.eal_args")));
