@@ -25,7 +25,7 @@ pub struct TopArgs {
     /// Print one sample (two reads `--interval` apart) and exit.
     #[arg(long)]
     pub once: bool,
-    /// With --once: the sample as JSON.
+    /// One sample as JSON (implies --once).
     #[arg(long)]
     pub json: bool,
     /// Seconds between refreshes (0.2 to 60).

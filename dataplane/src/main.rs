@@ -521,21 +521,24 @@ fn seed_for(worker: usize) -> u64 {
 }
 
 fn print_final(r: &spillway_shared::proto::StatusReport) {
-    let t = &r.total;
-    println!("spillway: final counters after {:.1} s", r.uptime_sec);
-    println!("  rx {}  tx {}  forwarded {}  new_connections {}  arp_replies {}  dropped {}", t.rx, t.tx, t.forwarded, t.new_connections, t.arp_replies, t.dropped());
+    use std::fmt::Write as _;
+    // One write, errors ignored: stdout may be a closed terminal (SIGHUP is ignored, so the
+    // daemon outlives it) and `println!` would panic, which aborts before the ports stop.
+    let (t, mut o) = (&r.total, String::new());
+    let _ = writeln!(o, "spillway: final counters after {:.1} s\n  rx {}  tx {}  forwarded {}  new_connections {}  arp_replies {}  dropped {}", r.uptime_sec, t.rx, t.tx, t.forwarded, t.new_connections, t.arp_replies, t.dropped());
     for (name, n) in t.drops.iter().filter(|d| d.1 > 0) {
-        println!("  drop {name}: {n}");
+        let _ = writeln!(o, "  drop {name}: {n}");
     }
     for b in &r.backends {
-        println!("  backend {}/{}: new_connections {} packets {}", b.service, b.backend, b.new_connections, b.packets);
+        let _ = writeln!(o, "  backend {}/{}: new_connections {} packets {}", b.service, b.backend, b.new_connections, b.packets);
     }
     for p in &r.ports {
-        println!("  port {}: ipackets {} opackets {} imissed {} mbufs_in_use {}", p.name, p.ipackets, p.opackets, p.imissed, p.mbufs_in_use);
+        let _ = writeln!(o, "  port {}: ipackets {} opackets {} imissed {} mbufs_in_use {}", p.name, p.ipackets, p.opackets, p.imissed, p.mbufs_in_use);
     }
     if let Ok(j) = serde_json::to_string(r) {
-        println!("final_status_json {j}");
+        let _ = writeln!(o, "final_status_json {j}");
     }
+    let _ = std::io::Write::write_all(&mut std::io::stdout(), o.as_bytes());
 }
 
 /// Programs the ports' multicast filters with the solicited-node groups of our IPv6

@@ -680,7 +680,9 @@ impl Model {
     /// to" the drain timeout), as the model states it: every slot of the inactive pool
     /// remembers when it last stopped taking new connections (a switch of the active pool
     /// stops it for the pool left, the end of the failover-threshold stage for a failover
-    /// backend); its connections stay until that moment + `connection_drain_timeout_sec`
+    /// backend that is itself enabled and healthy: a disabled one keeps its connections, an
+    /// unhealthy one follows the persistence rule); its connections stay until that moment +
+    /// `connection_drain_timeout_sec`
     /// (none with `disable_connection_drain_on_failover`). A slot taking new connections,
     /// or of the active pool, has nothing to drain.
     fn pool_marks(&mut self) {
@@ -690,9 +692,12 @@ impl Model {
             let takes: std::collections::HashSet<u16> = ss.tables.iter().flatten().flat_map(|t| t.backends.iter().copied()).collect();
             let svc = &self.cfg.services[si];
             let (drain_ms, cut) = (u64::from(svc.connection_drain_timeout_sec) * 1000, svc.disable_connection_drain_on_failover);
+            // a slot disabled or unhealthy has a reason of its own to take no new connections:
+            // it keeps the rules of disabled and unhealthy backends, it does not drain
+            let own: std::collections::HashSet<u16> = self.slot_info.iter().filter(|(s, i)| !i.enabled || !self.healthy(**s)).map(|(s, _)| *s).collect();
             let (info, now) = (&self.slot_info, self.now);
             let pool = self.pools.entry(si).or_insert_with(|| RefPool { failed_over: fo, took: takes.clone(), ..RefPool::default() });
-            let mut stops: Vec<u16> = pool.took.difference(&takes).copied().collect();
+            let mut stops: Vec<u16> = pool.took.difference(&takes).copied().filter(|s| !own.contains(s)).collect();
             if pool.failed_over == fo && stops.iter().any(|s| info.get(s).is_some_and(|i| i.failover && !fo)) {
                 self.cov.entry("failover backend stopped taking new connections (no switch)").and_modify(|n| *n += 1).or_insert(1);
             }

@@ -8,9 +8,12 @@
 //! * a slot of the inactive pool **starts draining** at time `t` when it stops taking new
 //!   connections: at a switch of the active pool (the slots of the pool it left that the
 //!   pipeline gives no new connection), or at a republication where a slot the pipeline gave
-//!   new connections no longer gets any (the failover-threshold stage sends new connections
-//!   to failover backends without a switch, spec/service-lb-policy.md "Failover health
-//!   threshold", and stops when the primary groups recover);
+//!   new connections no longer gets any while nothing of its own explains it (the
+//!   failover-threshold stage sends new connections to failover backends without a switch,
+//!   spec/service-lb-policy.md "Failover health threshold", and stops when the primary
+//!   groups recover). A slot that stops because it was disabled, became unhealthy or has
+//!   a capacity of zero does not start draining: disabled backends keep their connections
+//!   (docs/ctl.md), unhealthy ones follow `connection_persistence_on_unhealthy_backends`;
 //! * a draining slot keeps its connections until `t + connection_drain_timeout_sec`
 //!   (`draining_until_ms`), or loses them at once with
 //!   `disable_connection_drain_on_failover` (`evict_connections`); once the deadline has
@@ -89,6 +92,16 @@ fn passed(t: u32, timeout_sec: u32, now: u32) -> bool {
     u64::from(now.wrapping_sub(t)) >= u64::from(timeout_sec) * 1000
 }
 
+/// Whether the endpoint in `slot` (of service `svc`) is disabled, unhealthy in `snap`, or of a
+/// backend with a capacity of zero: a reason of its own to take no new connections.
+fn own_reason(svc: &spillway_shared::config::Service, slots: &SlotMap, snap: &Snapshot, slot: u16) -> bool {
+    let Some((_, b, ep)) = slots.owner(slot) else { return true };
+    let Some(be) = svc.backends.iter().find(|x| x.name == *b) else { return true };
+    let disabled = !be.enabled || be.members().iter().any(|m| m.name == *ep && !m.enabled);
+    let unhealthy = snap.backends.get(usize::from(slot)).is_none_or(|x| !x.healthy);
+    disabled || unhealthy || be.capacity_scaler == 0.0 || be.capacity_cps == Some(0.0)
+}
+
 /// Updates `pools` from the freshly compiled `snap` (service order of `cfg`) at `now_ms`
 /// and marks the draining slots in `snap` (`draining_until_ms` or `evict_connections`).
 /// Services absent from `pools` start with the pool `snap` gives them, no switch, and no
@@ -111,8 +124,9 @@ pub fn mark_draining(cfg: &Config, slots: &SlotMap, snap: &mut Snapshot, pools: 
             // persist on unhealthy ones)
             starting.extend(svc.backends.iter().filter(|b| b.failover != fo).flat_map(|b| slots.backend_slots(&svc.name, &b.name)));
         }
-        // slots that took new connections at the last republication and take none now
-        starting.extend(ps.eligible.iter().copied().filter(|s| eligible.binary_search(s).is_err()));
+        // slots that took new connections at the last republication and take none now, for
+        // no reason of their own (the pipeline stopped sending: the threshold stage ended)
+        starting.extend(ps.eligible.iter().copied().filter(|s| eligible.binary_search(s).is_err() && !own_reason(svc, slots, snap, *s)));
         ps.draining.retain(|d| eligible.binary_search(&d.slot).is_err() && inactive(d.slot));
         for slot in starting {
             let known = ps.draining.binary_search_by_key(&slot, |d| d.slot);
@@ -209,6 +223,24 @@ mod tests {
         assert_eq!(r.at(&[], 0), (false, None, false));
         assert_eq!(r.at(&[1, 2], 1_000), (false, None, false), "threshold stage: f takes new connections");
         assert_eq!(r.at(&[], 2_000), (false, Some(602_000), false), "the same bound with or without an earlier switch");
+    }
+
+    #[test]
+    fn a_failover_backend_disabled_or_unhealthy_keeps_its_rules_instead_of_draining() {
+        let mut r = Run::new();
+        r.at(&[], 0);
+        assert_eq!(r.at(&[1, 2], 1_000), (false, None, false), "threshold stage: f takes new connections");
+        // disabled while the threshold stage sends to it: disabled backends keep their
+        // connections (docs/ctl.md), nothing drains
+        r.cfg.services[0].backends[1].enabled = false;
+        assert_eq!(r.at(&[1, 2], 2_000), (false, None, false));
+        assert_eq!(r.at(&[], 900_000), (false, None, false), "not even when the threshold stage ends later");
+        // unhealthy likewise (the persistence rule applies, not a drain)
+        let mut r = Run::new();
+        r.at(&[], 0);
+        r.at(&[1, 2], 1_000);
+        r.health.entry(("web".into(), "f".into(), "f".into())).or_default().healthy = false;
+        assert_eq!(r.at(&[1, 2], 2_000), (false, None, false));
     }
 
     #[test]

@@ -293,6 +293,9 @@ impl Daemon {
                 if fields.iter().any(|(k, _)| k == "name") {
                     return Err(format!("{what}: field `name` cannot be set here (the command names the service)"));
                 }
+                if fields.iter().any(|(k, _)| k == "backends") {
+                    return Err(format!("{what}: field `backends` cannot be set here (add the service, then `backend add {name} NAME ...`, or use config apply)"));
+                }
                 let mut t = toml::Table::new();
                 t.insert("name".into(), toml::Value::String(name.clone()));
                 for (k, v) in &fields {

@@ -141,6 +141,10 @@ fn invalid_edits_change_nothing() {
     assert!(matches!(&r, Response::Error { message } if message.contains("must differ from the port's own address (ports[0].address = 10.0.0.2)")), "{r:?}");
     let r = d.edit_request(spillway_shared::proto::Request::ServiceAdd { name: "api".into(), fields: vec![("vip".into(), "10.0.0.101".into()), ("port".into(), "81".into()), ("name".into(), "\"other\"".into())], if_generation: None });
     assert!(matches!(&r, Response::Error { message } if message.contains("field `name` cannot be set here")), "{r:?}");
+    // nor bring backends (docs/ctl.md: `backends` cannot be set; use backend add)
+    let backends = "[{name = \"k\", address = \"10.0.9.1\", mac = \"02:00:00:00:09:01\"}]";
+    let r = d.edit_request(spillway_shared::proto::Request::ServiceAdd { name: "api".into(), fields: vec![("vip".into(), "10.0.0.101".into()), ("port".into(), "81".into()), ("backends".into(), backends.into())], if_generation: None });
+    assert!(matches!(&r, Response::Error { message } if message.contains("field `backends` cannot be set here")), "{r:?}");
     let r = d.edit_request(spillway_shared::proto::Request::ServiceSet { name: "web".into(), fields: vec![("backends".into(), "[]".into())], if_generation: None });
     assert!(matches!(r, Response::Error { .. }));
     assert_eq!(d.control.lock().unwrap().config_generation, 1);

@@ -10,7 +10,7 @@
 pub struct ConfigError {
     /// Field path, e.g. `services[0].spillover_ratio`.
     pub path: String,
-    /// The offending value as written.
+    /// The offending value as written (a long one cut, see [`ConfigError::new`]).
     pub value: String,
     /// What is allowed, e.g. `must be in [0.0, 1.0] (spec/zonal-affinity.md)`.
     pub allowed: String,

@@ -33,7 +33,9 @@ impl Worker {
     #[allow(clippy::too_many_arguments)]
     pub(super) fn quic_route<A: Family>(&mut self, frame: &[u8], l4: usize, end: usize, svc: &ServiceSnap, svc_idx: u16, snap: &Snapshot, src: A, now: u32) -> Option<u16> {
         let table = svc.quic_lb.as_deref()?;
-        if svc.proto != wire::PROTO_UDP {
+        // a source that is never unicast takes the 5-tuple path, where it is dropped as
+        // `martian_source` (shared/src/martian.rs)
+        if svc.proto != wire::PROTO_UDP || spillway_shared::martian::SourceAddr::never_a_source(src) {
             return None;
         }
         let q = &self.stats.quic;
