@@ -36,7 +36,10 @@ pub struct DryRunReport {
     pub notes: Vec<String>,
 }
 
-/// Effect on one service.
+/// Effect on one service. `classes` and `repicked` are both empty exactly when the
+/// service has no backends before and after the edit (added or removed empty, or an empty
+/// one edited): it routes nothing (new connections are dropped as `no_backend`) and tracks
+/// nothing, so nothing moves.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DryRunService {
     /// Service name.

@@ -141,6 +141,16 @@ pub(super) fn prepare(d: &Daemon, st: &ControlState, cand: &Config, changes: Vec
             classes: Vec::new(),
             repicked: Vec::new(),
         };
+        // A service without backends on both sides (a backend has at least one endpoint)
+        // routes nothing and tracks nothing: one entry without classes or re-picks when its
+        // config changes (`DryRunService` says so), instead of a stage trace per class.
+        let no_backends = |c: &Config| c.service(name).is_none_or(|s| s.backends.is_empty());
+        if no_backends(&st.cfg) && no_backends(cand) {
+            if st.cfg.service(name) != cand.service(name) {
+                report.services.push(svc);
+            }
+            continue;
+        }
         let mut classes: Vec<String> = before.class_names.clone();
         classes.extend(after.class_names.iter().filter(|c| !before.class_names.contains(c)).cloned());
         for class in &classes {

@@ -181,3 +181,21 @@ fn refusals_and_no_change_are_answered_like_the_edit() {
     let r = crate::ctl::server::Handler::handle(&d, Request::DryRun(Box::new(Request::Status)));
     assert!(matches!(&r, Response::Error { message } if message.contains("only editing requests")), "{r:?}");
 }
+
+/// A service without backends (added, edited or removed) is one entry with no classes and
+/// no re-picks, which `spillwayctl` prints as one line: it routes and tracks nothing.
+#[test]
+fn an_empty_service_is_one_entry_without_classes() {
+    let d = daemon();
+    let add = Request::ServiceAdd { name: "api".into(), fields: fields(&[("vip", "10.0.0.101"), ("port", "8080")]), if_generation: None };
+    let rep = dry(&d, &add);
+    assert_eq!(rep.services.len(), 1, "{rep:#?}");
+    let s = &rep.services[0];
+    assert_eq!((s.service.as_str(), s.what.as_str(), s.classes.len(), s.repicked.len()), ("api", "added", 0, 0), "{rep:#?}");
+    assert!(matches!(crate::ctl::server::Handler::handle(&d, add), Response::Applied(_)));
+    let set = Request::ServiceSet { name: "api".into(), fields: fields(&[("zonal_affinity", "STAY_WITHIN_ZONE")]), if_generation: None };
+    let rep = dry(&d, &set);
+    assert_eq!(rep.services.iter().map(|s| (s.service.as_str(), s.what.as_str(), s.classes.len(), s.repicked.len())).collect::<Vec<_>>(), [("api", "changed", 0, 0)], "{rep:#?}");
+    let rep = dry(&d, &Request::ServiceRemove { name: "api".into(), if_generation: None });
+    assert_eq!(rep.services.iter().map(|s| (s.service.as_str(), s.what.as_str(), s.classes.len(), s.repicked.len())).collect::<Vec<_>>(), [("api", "removed", 0, 0)], "{rep:#?}");
+}
