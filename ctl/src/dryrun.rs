@@ -24,10 +24,7 @@ pub fn request(socket: &Path, req: Request, json: bool) -> i32 {
             eprintln!("spillwayctl: unexpected response from the daemon: {r:?}");
             2
         }
-        Err(e) => {
-            eprintln!("spillwayctl: {e}");
-            e.exit_code()
-        }
+        Err(e) => client::fail_as(e, json),
     }
 }
 
