@@ -105,8 +105,9 @@ impl ClientError {
         }
     }
 
-    /// The reason in words: the daemon's own message for a refusal (`service web: backend
-    /// b1: weight = 0: must be in 1..=1000 ...`), the text line's otherwise.
+    /// The reason in words: the daemon's own message for a refusal
+    /// (`services[0].backends[0].weight = 0: must be in 1..=1000 ...`), the text line's
+    /// otherwise.
     pub fn message(&self) -> String {
         match self {
             ClientError::Refused(m) => m.clone(),
@@ -116,7 +117,7 @@ impl ClientError {
 }
 
 /// The JSON error object a `--json` command prints on stdout when its request fails:
-/// `{"error": KIND, "message": TEXT, "exit_code": N}` with KIND from
+/// `{"error": KIND, "exit_code": N, "message": TEXT}` (keys sorted) with KIND from
 /// [`ClientError::kind`] and N from [`ClientError::exit_code`] (docs/ctl.md "Exit codes").
 pub fn error_json(e: &ClientError) -> serde_json::Value {
     serde_json::json!({ "error": e.kind(), "message": e.message(), "exit_code": e.exit_code() })
