@@ -134,14 +134,7 @@ fn run(args: Args) -> Result<(), String> {
         // The fleet key is read at start: refuse a missing, open or short one here too.
         spillway_dataplane::sync::read_key(&sc.key_file).map_err(|e| format!("{path}: {e}"))?;
     }
-    // The control socket path actually used: `--socket`, else `dataplane.socket`.
-    let socket = args.socket.clone().unwrap_or_else(|| PathBuf::from(&cfg.dataplane.socket));
-    {
-        use std::os::unix::ffi::OsStrExt;
-        let from_config = args.socket.is_none();
-        spillway_shared::config::check_socket_path(if from_config { "dataplane.socket" } else { "--socket" }, socket.as_os_str().as_bytes())
-            .map_err(|e| if from_config { format!("{path}: {e}") } else { e.to_string() })?;
-    }
+    let socket = spillway_dataplane::ctl::socket::effective_path(args.socket.as_deref(), &cfg, &path)?; // the path used, checked
     if args.check {
         for w in &warnings {
             println!("{path}: warning: {w}");
