@@ -15,7 +15,8 @@ if flock -n "$SPW_LOCK_FILE" true; then echo free >"$SPW_E2E_LOCK_SEEN"; else ec
 exit 1
 CARGO
     chmod +x "$dir/cargo"
-    PATH="$dir:$PATH" SPW_LOCK_FILE="$dir/demo.lock" SPW_E2E_LOCK_SEEN="$dir/seen" \
+    # its own topology id, run dir and lock: nothing of the e2e topology (or a real demo) is touched
+    PATH="$dir:$PATH" SPW_TOPO=demolock SPW_RUN_DIR="$dir/run" SPW_LOCK_FILE="$dir/demo.lock" SPW_E2E_LOCK_SEEN="$dir/seen" \
         timeout 60 "$SPW_REPO_ROOT/scripts/demo.sh" --no-install >"$dir/out" 2>&1 || rc=$?
     e2e_check "the demo ran the stand-in cargo" test -f "$dir/seen"
     e2e_check "the lock was held during the build (seen: $(cat "$dir/seen" 2>/dev/null))" grep -qx held "$dir/seen"
