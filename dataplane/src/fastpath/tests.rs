@@ -398,6 +398,55 @@
         assert!(spillway_shared::martian::is_martian_source_in(&cfg, std::net::Ipv4Addr::new(10, 0, 0, 53)), "a VIP of another service counts");
     }
 
+    /// `multicast_source_mac`: a frame whose Ethernet source MAC is a group address (I/G bit
+    /// set: broadcast, IPv4/IPv6 multicast MACs, any odd first octet) is dropped whatever it
+    /// carries (a SYN to a VIP, tagged or not; an ARP request for the VIP; IPv6), and
+    /// creates no connection; the same frames from an individual (also a locally
+    /// administered) source MAC are served.
+    #[test]
+    fn frames_from_a_group_source_mac_are_dropped() {
+        let ports = vec![PortInfo { mac: [2, 0, 0, 0, 0, 1], forward_to: 0, addr: 0 }];
+        let mut w = Worker::new(0, 1024, 1, Timeouts::default(), Arc::new(WorkerStats::default()), ports);
+        let s = snap(&[("web", 80, "02:00:00:00:00:0a")], 1);
+        let arp = |src: [u8; 6]| {
+            let mut f = vec![0xff; 6];
+            f.extend_from_slice(&src);
+            f.extend_from_slice(&[0x08, 0x06, 0, 1, 8, 0, 6, 4, 0, 1]);
+            f.extend_from_slice(&src);
+            f.extend_from_slice(&[10, 1, 0, 5, 0, 0, 0, 0, 0, 0, 10, 0, 0, 100]);
+            MemBuf::new(&f)
+        };
+        let tagged = |b: &MemBuf| {
+            let mut f = b.data()[..12].to_vec();
+            f.extend_from_slice(&[0x81, 0x00, 0x00, 0x07]);
+            f.extend_from_slice(&b.data()[12..]);
+            MemBuf::new(&f)
+        };
+        let ipv6 = |src: [u8; 6]| {
+            let mut f = vec![0u8; 54];
+            f[6..12].copy_from_slice(&src);
+            f[12..14].copy_from_slice(&0x86ddu16.to_be_bytes());
+            f[14] = 0x60;
+            MemBuf::new(&f)
+        };
+        let group = [[0xff; 6], [0x01, 0x00, 0x5e, 0x00, 0x00, 0x05], [0x33, 0x33, 0, 0, 0, 1], [0x03, 0, 0, 0, 0, 9]];
+        for (i, src) in group.into_iter().enumerate() {
+            let mut b = syn(80);
+            b.data_mut()[6..12].copy_from_slice(&src);
+            b.data_mut()[34..36].copy_from_slice(&(41000 + i as u16).to_be_bytes());
+            let mut t = tagged(&b);
+            for (what, mut f) in [("SYN", b), ("tagged SYN", t.clone()), ("ARP request", arp(src)), ("IPv6", ipv6(src))] {
+                assert_eq!(w.process(&mut f, 0, &s, 0), Verdict::Drop(DropReason::MulticastSourceMac), "{what} from {src:02x?}");
+            }
+            // the same flow from an individual source is a new connection: nothing was tracked
+            t.data_mut()[6..12].copy_from_slice(&[0x02, 0, 0, 0, 0, 9]);
+            assert_eq!(w.process(&mut t, 0, &s, 0), Verdict::Forward, "tagged SYN from an individual source");
+        }
+        assert_eq!(counter(&w.stats.new_connections), group.len() as u64, "only the frames from individual sources made connections");
+        let mut a = arp([0x02, 0, 0, 0, 0, 9]);
+        assert_eq!(w.process(&mut a, 0, &s, 0), Verdict::Reply, "ARP request from an individual source");
+    }
+
     /// The first-use scenario that showed the capacity limit: a 1,024-entry table, 95 % of
     /// it in flows that send a SYN burst and then an ACK burst; one backend's flows are
     /// flushed, a backend is added, and another ACK burst follows. Every flow on another
