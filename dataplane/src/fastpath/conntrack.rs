@@ -420,7 +420,9 @@ impl<A: FlowAddr> ConnTable<A> {
     #[cold]
     #[inline(never)]
     fn evict(&mut self, b1: usize, b2: usize, now: u32, t: &impl ServiceTimeouts) -> Option<(usize, usize)> {
-        let mut best: Option<((u8, u32, u32), (usize, usize))> = None;
+        // (rank: class, u32::MAX - age, time left; lower goes first), (bucket, way)
+        type Ranked = ((u8, u32, u32), (usize, usize));
+        let mut best: Option<Ranked> = None;
         for b in [b1, b2] {
             let Some(bucket) = self.buckets.get(b) else { continue };
             for (i, e) in bucket.0.iter().enumerate() {
