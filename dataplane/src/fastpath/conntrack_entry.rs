@@ -58,7 +58,7 @@ impl<A: FlowAddr> CtKey<A> {
 }
 
 /// One tracked connection: 16 bytes with IPv4 addresses (`Entry<u32>`), 32 bytes with
-/// IPv6 addresses (`Entry<u128>`); a bucket of [`WAYS`] is 64 bytes (one cache line) or 128
+/// IPv6 addresses (`Entry<u128>`); a bucket of [`super::WAYS`] is 64 bytes (one cache line) or 128
 /// (two). Generic over the address type so IPv6 gets a table of its own.
 ///
 /// Keyed by [`CtKey`]. Time is one deadline (24 bits of [`TICK_MS`] units) beside the
@@ -108,7 +108,7 @@ impl<A: FlowAddr> Entry<A> {
     /// Empty, or `now` is past its deadline: the deadline is not 1 to [`LIVE_AHEAD`]
     /// ticks ahead of `now`'s (mod 2^24). Exact while no entry stays 2^24 − [`LIVE_AHEAD`]
     /// ticks (about 21 h) past its deadline without being looked at, which
-    /// [`ConnTable::sweep`] guarantees (module docs, "Clock").
+    /// [`super::ConnTable::sweep`] guarantees (module docs, "Clock").
     #[inline(always)]
     pub(super) fn expired(&self, now: u32) -> bool {
         self.raw_state() == State::Empty as u8 || self.deadline().wrapping_sub(tick(now)).wrapping_sub(1) & TICK_MASK >= LIVE_AHEAD
