@@ -351,7 +351,7 @@ fn run(args: Args) -> Result<(), String> {
             let stats = shared.stats[w].clone();
             let pinfo = port_infos.clone();
             let cap = cfg.conntrack.capacity_per_worker as usize;
-            // IPv6 flows get a table of their own (48-byte entries), as large as the IPv4
+            // IPv6 flows get a table of their own (32-byte entries), as large as the IPv4
             // one when IPv6 services are configured at start, else a small one.
             let cap6 = if cfg.services.iter().any(|s| s.vip.is_ipv6()) { cap } else { spillway_dataplane::fastpath::worker::DEFAULT_IPV6_CAPACITY };
             let seed = seed_for(w);
