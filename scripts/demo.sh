@@ -45,7 +45,9 @@ done
 topo_require_root
 # One demo at a time, from the start: the lock is taken before installing and building, so
 # a second run waits for (or gives up on) this one instead of building beside it, and a
-# run inside an outer `flock` holds no other lock than its own while it builds.
+# run inside an outer `flock` holds no other lock than its own while it builds. apt-get and
+# cargo start with fd 9 closed (as every child does: scripts/lib/topology.sh), so a demo
+# killed while it builds leaves no lock behind.
 topo_lock
 
 # ------------------------------------------------------------------ packages -
@@ -58,8 +60,8 @@ if [[ "${SPW_SKIP_INSTALL:-0}" != 1 ]]; then
     if ((${#missing[@]})); then
         topo_log "installing: ${missing[*]}"
         export DEBIAN_FRONTEND=noninteractive
-        timeout 600 apt-get update -q || topo_die "apt-get update failed"
-        timeout 1200 apt-get install -y -q --no-install-recommends "${missing[@]}" || topo_die "apt-get install failed"
+        timeout 600 apt-get update -q 9>&- || topo_die "apt-get update failed"
+        timeout 1200 apt-get install -y -q --no-install-recommends "${missing[@]}" 9>&- || topo_die "apt-get install failed"
     else
         topo_log "packages present: ${PACKAGES[*]}"
     fi
@@ -71,7 +73,7 @@ if [[ "${SPW_SKIP_BUILD:-0}" != 1 ]]; then
     [[ -z "$CARGO" && -x "${HOME:-/root}/.cargo/bin/cargo" ]] && CARGO="${HOME:-/root}/.cargo/bin/cargo"
     [[ -n "$CARGO" ]] || topo_die "cargo not found: install Rust with rustup (https://rustup.rs) and re-run, or pass --no-build with SPILLWAY_BIN/SPILLWAYCTL_BIN"
     topo_log "building: cargo build --release -p spillway-dataplane -p spillway-ctl"
-    (cd "$SPW_REPO_ROOT" && "$CARGO" build --release -p spillway-dataplane -p spillway-ctl) || topo_die "cargo build failed"
+    (cd "$SPW_REPO_ROOT" && "$CARGO" build --release -p spillway-dataplane -p spillway-ctl 9>&-) || topo_die "cargo build failed"
 fi
 [[ -x "$SPILLWAY_BIN" ]] || topo_die "no daemon at $SPILLWAY_BIN (build it or set SPILLWAY_BIN)"
 [[ -x "$SPILLWAYCTL_BIN" ]] || topo_die "no spillwayctl at $SPILLWAYCTL_BIN (build it or set SPILLWAYCTL_BIN)"

@@ -36,6 +36,10 @@ pub enum ClientError {
     /// The daemon answered with an error.
     #[error("daemon refused: {0}")]
     Refused(String),
+    /// A local input the request is built from could not be used (`config apply FILE`:
+    /// unreadable, larger than a message, not UTF-8); nothing was sent.
+    #[error("{0}")]
+    Input(String),
     /// The daemon could not read our request frame ([`Response::BadFrame`]).
     #[error("control socket {path}: the daemon could not read the request ({kind:?}): {message}")]
     BadFrame {
@@ -95,10 +99,12 @@ pub fn fail(e: ClientError) -> i32 {
 impl ClientError {
     /// The `error` of the JSON error object ([`error_json`]): `refused` (the daemon
     /// refused the request), `no_daemon`, `permission_denied`, `protocol` (the exchange
-    /// failed or the daemon could not read the request).
+    /// failed or the daemon could not read the request), `input` (a local file the
+    /// request is built from could not be used; nothing was sent).
     pub fn kind(&self) -> &'static str {
         match self {
             ClientError::Refused(_) => "refused",
+            ClientError::Input(_) => "input",
             ClientError::NoDaemon { .. } => "no_daemon",
             ClientError::Denied { .. } => "permission_denied",
             ClientError::Frame { .. } | ClientError::BadFrame { .. } => "protocol",

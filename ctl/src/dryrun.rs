@@ -33,16 +33,21 @@ fn pct(x: f64) -> String {
 }
 
 /// The headline of one client class: the share of new connections whose endpoint changes
-/// (the fraction of Maglev slots whose owner differs). When it is 0 nothing moves, even if
-/// stages or shares read differently; when the backends' shares are all unchanged the moves
-/// are between endpoints (an endpoint edit), not a change of backend share.
+/// (the fraction of Maglev slots whose owner differs), and how much of it changes backend.
+/// When it is 0 nothing moves, even if stages or shares read differently. Equal backend
+/// shares do not mean the moves stay inside a backend (a new `maglev_table_size`
+/// reshuffles owners across backends with every share unchanged): the words follow the
+/// owners (`DryRunClass::backend_moved_share`), not the shares.
 fn moved_headline(c: &DryRunClass) -> String {
     if c.moved_share <= 0.0 {
         return "nothing moves: no new connection changes backend or endpoint".into();
     }
-    let same_shares = c.shares.iter().all(|sh| (sh.before - sh.after).abs() <= 1e-9);
-    if same_shares {
-        format!("{} of new connections change endpoint (backend shares unchanged)", pct(c.moved_share))
+    // an older daemon's answer has no backend figure (negative): say "backend" as before
+    let backend = if c.backend_moved_share < 0.0 { c.moved_share } else { c.backend_moved_share };
+    if backend <= 0.0 {
+        format!("{} of new connections change endpoint (all stay on their backend)", pct(c.moved_share))
+    } else if c.moved_share - backend > 1e-9 {
+        format!("{} of new connections change endpoint, {} change backend", pct(c.moved_share), pct(backend))
     } else {
         format!("{} of new connections change backend", pct(c.moved_share))
     }
@@ -120,20 +125,27 @@ mod tests {
     /// share table; endpoint moves with unchanged backend shares say "change endpoint".
     #[test]
     fn the_headline_says_what_moves() {
-        let class = |moved_share: f64, before: f64, after: f64| DryRunClass {
+        let class = |moved_share: f64, backend_moved_share: f64, before: f64, after: f64| DryRunClass {
             class: "z1".into(),
             moved_share,
+            backend_moved_share,
             shares: vec![ShareChange { backend: "b2".into(), before, after }],
             stages: vec![StageChange { stage: "weights".into(), before: "x".into(), after: "y".into() }],
         };
-        let mut s = service("changed", vec![class(0.0, 1.0, 1.0)]);
+        let mut s = service("changed", vec![class(0.0, 0.0, 1.0, 1.0)]);
         s.repicked.push(Repick { backend: "b2".into(), endpoint: "e1".into(), reason: "removed".into(), connections: Some(0) });
         let text = render(&report(vec![s]));
         assert!(text.contains("client class z1: nothing moves: no new connection changes backend or endpoint\n"), "{text}");
         assert!(!text.contains("change backend\n"), "{text}");
-        let text = render(&report(vec![service("changed", vec![class(0.5, 1.0, 1.0)])]));
-        assert!(text.contains("client class z1: 50.0% of new connections change endpoint (backend shares unchanged)\n"), "{text}");
-        let text = render(&report(vec![service("changed", vec![class(0.25, 0.5, 0.75)])]));
+        let text = render(&report(vec![service("changed", vec![class(0.5, 0.0, 1.0, 1.0)])]));
+        assert!(text.contains("client class z1: 50.0% of new connections change endpoint (all stay on their backend)\n"), "{text}");
+        // equal shares, but the owners moved across backends (a new table size)
+        let text = render(&report(vec![service("changed", vec![class(0.666, 0.666, 0.5, 0.5)])]));
+        assert!(text.contains("client class z1: 66.6% of new connections change backend\n"), "{text}");
+        let text = render(&report(vec![service("changed", vec![class(0.5, 0.25, 0.5, 0.75)])]));
+        assert!(text.contains("client class z1: 50.0% of new connections change endpoint, 25.0% change backend\n"), "{text}");
+        // an older daemon's answer without the backend figure
+        let text = render(&report(vec![service("changed", vec![class(0.25, -1.0, 0.5, 0.75)])]));
         assert!(text.contains("client class z1: 25.0% of new connections change backend\n"), "{text}");
     }
 }

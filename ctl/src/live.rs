@@ -303,22 +303,16 @@ pub fn config(socket: &Path, cmd: &ConfigCmd) -> i32 {
                 f.take(limit + 1).read_to_end(&mut buf)?;
                 Ok(buf)
             });
+            let input = |m: String| crate::client::fail_as(crate::client::ClientError::Input(m), opts.json);
             let toml = match read {
                 Ok(b) if b.len() as u64 > limit => {
-                    eprintln!("spillwayctl: {} is larger than {limit} bytes (the control protocol's message limit)", file.display());
-                    return 2;
+                    return input(format!("{} is larger than {limit} bytes (the control protocol's message limit)", file.display()));
                 }
                 Ok(b) => match String::from_utf8(b) {
                     Ok(t) => t,
-                    Err(_) => {
-                        eprintln!("spillwayctl: {} is not UTF-8 text", file.display());
-                        return 2;
-                    }
+                    Err(_) => return input(format!("{} is not UTF-8 text", file.display())),
                 },
-                Err(e) => {
-                    eprintln!("spillwayctl: cannot read {}: {e}", file.display());
-                    return 2;
-                }
+                Err(e) => return input(format!("cannot read {}: {e}", file.display())),
             };
             mutate(socket, Request::ConfigApply { toml, if_generation: opts.if_generation }, *opts)
         }

@@ -111,4 +111,9 @@ fn json_edits_answer_a_refusal_with_a_json_error_object() {
     let (code, out, _) = run(&d.socket.with_file_name("none.sock"), &["backend", "set", "web", "b1", "weight=0", "--json"]);
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!((code, &v["error"], &v["exit_code"]), (2, &serde_json::json!("no_daemon"), &serde_json::json!(2)), "{out}");
+    // a config file that cannot be read is an `input` error object, nothing sent
+    let (code, out, err) = run(&d.socket, &["config", "apply", "/nonexistent/spillway.toml", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("not JSON ({e}): {out:?} {err:?}"));
+    assert_eq!((code, &v["error"], &v["exit_code"]), (2, &serde_json::json!("input"), &serde_json::json!(2)), "{out}");
+    assert!(v["message"].as_str().unwrap().starts_with("cannot read /nonexistent/spillway.toml"), "{out}");
 }

@@ -59,12 +59,24 @@ pub struct DryRunService {
 pub struct DryRunClass {
     /// Class name as in `snapshot show` (a zone name, or `(not zonal)`).
     pub class: String,
-    /// Fraction (0.0–1.0) of the new-connection hash space whose backend changes.
+    /// Fraction (0.0–1.0) of the new-connection hash space whose endpoint changes (a
+    /// change of backend included).
     pub moved_share: f64,
+    /// Fraction (0.0–1.0) of the new-connection hash space whose *backend* changes (at most
+    /// `moved_share`; the rest moves between endpoints of one backend). Absent in answers
+    /// of older daemons: read as `moved_share`.
+    #[serde(default = "backend_moved_unknown")]
+    pub backend_moved_share: f64,
     /// Backends with a share before or after, config order of the edited service.
     pub shares: Vec<ShareChange>,
     /// Pipeline stages whose outcome changes, in pipeline order.
     pub stages: Vec<StageChange>,
+}
+
+/// `DryRunClass::backend_moved_share` of an answer without it: unknown, taken as
+/// `moved_share` by the reader (a negative value says "absent").
+fn backend_moved_unknown() -> f64 {
+    -1.0
 }
 
 /// One backend's share of new connections (0.0–1.0) before and after.

@@ -243,21 +243,28 @@ fn class_name(c: &ClientClass) -> String {
 fn class_change(st: &ControlState, b: &Side, before: &Snapshot, a: &Side, after: &Snapshot, name: &str, class: &str, now_sec: f64) -> Option<DryRunClass> {
     let ob = b.owners(before, name, class);
     let oa = a.owners(after, name, class);
-    let moved_share = match (&ob, &oa) {
-        (None, None) => 0.0,
-        (None, Some(_)) | (Some(_), None) => 1.0,
+    // (endpoint moved, backend moved) shares: owner labels are `backend/endpoint`
+    let backend_of = |l: &String| l.split('/').next().map(str::to_string);
+    let (moved_share, backend_moved_share) = match (&ob, &oa) {
+        (None, None) => (0.0, 0.0),
+        (None, Some(_)) | (Some(_), None) => (1.0, 1.0),
         (Some((sb, lb, _)), Some((sa, la, _))) if sb.len() == sa.len() => {
-            let moved = sb.iter().zip(sa).filter(|(x, y)| lb[**x as usize] != la[**y as usize]).count();
-            moved as f64 / sb.len().max(1) as f64
+            let pairs = || sb.iter().zip(sa).map(|(x, y)| (&lb[*x as usize], &la[*y as usize]));
+            let n = sb.len().max(1) as f64;
+            (pairs().filter(|(x, y)| x != y).count() as f64 / n, pairs().filter(|(x, y)| backend_of(x) != backend_of(y)).count() as f64 / n)
         }
         (Some((_, lb, tb)), Some((_, la, ta))) => {
-            let moved = (0..SAMPLES)
-                .filter(|&i| {
-                    let h = spillway_shared::flow::fmix64(i);
-                    tb.maglev.lookup(h).map(|e| &lb[usize::from(e)]) != ta.maglev.lookup(h).map(|e| &la[usize::from(e)])
-                })
-                .count();
-            moved as f64 / SAMPLES as f64
+            let pick = |i: u64| {
+                let h = spillway_shared::flow::fmix64(i);
+                (tb.maglev.lookup(h).map(|e| &lb[usize::from(e)]), ta.maglev.lookup(h).map(|e| &la[usize::from(e)]))
+            };
+            let (mut moved, mut backend_moved) = (0usize, 0usize);
+            for i in 0..SAMPLES {
+                let (x, y) = pick(i);
+                moved += usize::from(x != y);
+                backend_moved += usize::from(x.and_then(backend_of) != y.and_then(backend_of));
+            }
+            (moved as f64 / SAMPLES as f64, backend_moved as f64 / SAMPLES as f64)
         }
     };
     let db = b.decision(st, name, class, now_sec);
@@ -280,7 +287,7 @@ fn class_change(st: &ControlState, b: &Side, before: &Snapshot, a: &Side, after:
     if moved_share == 0.0 && !shares_moved && stages.is_empty() {
         return None;
     }
-    Some(DryRunClass { class: class.to_string(), moved_share, shares, stages })
+    Some(DryRunClass { class: class.to_string(), moved_share, backend_moved_share, shares, stages })
 }
 
 /// Stages whose outcome changes, in pipeline order: their rule differs, or they exclude
@@ -365,10 +372,34 @@ fn repicks(pools: (Option<&PoolState>, Option<&PoolState>), b: &Side, before: &S
         for m in bk.members() {
             let Some(slot) = b.slots.slot(name, &bk.name, &m.name) else { continue };
             let inc = b.slots.incarnation(slot);
-            if leaves(b, before, name, slot, inc).is_some() {
-                continue; // already leaving today: the edit changes nothing for them
-            }
             let mut reason = leaves(a, after, name, slot, inc);
+            match leaves(b, before, name, slot, inc).as_deref() {
+                None => {}
+                // draining today: the edit matters when it cuts the drain short (evicted at
+                // once, or a nearer deadline: `control::pools` recomputes it on every
+                // republication from the edited connection_drain_timeout_sec)
+                Some("drains") => {
+                    let deadline = |s: &Snapshot| s.backends.get(usize::from(slot)).and_then(|x| x.draining_until_ms);
+                    let why = |svc: Option<&spillway_shared::config::Service>| match svc {
+                        Some(s) if s.disable_connection_drain_on_failover => "disable_connection_drain_on_failover".to_string(),
+                        Some(s) => format!("connection_drain_timeout_sec = {}", s.connection_drain_timeout_sec),
+                        None => "the edit".to_string(),
+                    };
+                    let cut = match (reason.as_deref(), deadline(before), deadline(after)) {
+                        (Some("evicted"), ..) => Some(format!("its running drain is cut: evicted now ({})", why(a.cfg.service(name)))),
+                        (Some("drains"), Some(x), Some(y)) if (x.wrapping_sub(y) as i32) > 0 => {
+                            Some(format!("its running drain ends {:.0} s sooner ({})", f64::from(x.wrapping_sub(y)) / 1000.0, why(a.cfg.service(name))))
+                        }
+                        _ => None,
+                    };
+                    if let Some(r) = cut {
+                        counts.push((out.len(), slot, inc));
+                        out.push(Repick { backend: bk.name.clone(), endpoint: m.name.clone(), reason: r, connections: None });
+                    }
+                    continue;
+                }
+                Some(_) => continue, // already leaving today: the edit changes nothing for them
+            }
             let pool_drain = pools.1.filter(|p| p.draining.iter().any(|d| d.slot == slot));
             if let (Some(r), Some(p), Some(sa)) = (reason.as_mut(), pool_drain, a.cfg.service(name)) {
                 if r == "evicted" || r == "drains" {

@@ -277,3 +277,50 @@ fn a_failover_switch_drains_the_pool_it_left_in_the_dry_run_as_applied() {
     let e3 = st.slots.slot("web", "p", "e3").unwrap();
     assert_eq!(d.shared.with_snapshot(|s| s.backends[usize::from(e3)].draining_until_ms.is_some()), Some(true), "applied: e3 drains, as predicted");
 }
+
+/// An edit that cuts a running drain short is in the dry run, as applied: with `f`
+/// draining (the threshold stage ended), `connection_drain_timeout_sec = 0` or
+/// `disable_connection_drain_on_failover = true` evicts its connections at the edit's
+/// republication, and a shorter timeout brings the deadline nearer.
+#[test]
+fn an_edit_that_cuts_a_running_drain_is_predicted_as_applied() {
+    for (field, value, evicted, says) in [
+        ("connection_drain_timeout_sec", "0", true, "evicted now (connection_drain_timeout_sec = 0)"),
+        ("disable_connection_drain_on_failover", "true", true, "evicted now (disable_connection_drain_on_failover)"),
+        ("connection_drain_timeout_sec", "300", false, "ends 300 s sooner (connection_drain_timeout_sec = 300)"),
+    ] {
+        let d = threshold_daemon();
+        {
+            let mut st = d.control.lock().unwrap();
+            for k in [1, 2] {
+                st.health.entry(("web".into(), "p".into(), format!("e{k}"))).or_default().healthy = true;
+            }
+            d.republish(&mut st);
+        }
+        assert_eq!(f_marks(&d), (true, false), "f drains (the threshold stage ended)");
+        let req = Request::ServiceSet { name: "web".into(), fields: fields(&[(field, value)]), if_generation: None };
+        let rep = dry(&d, &req);
+        assert!(matches!(crate::ctl::server::Handler::handle(&d, req), Response::Applied(_)));
+        assert_eq!(f_marks(&d), (!evicted, evicted), "{field} = {value} applied");
+        let f: Vec<&str> = rep.services.iter().flat_map(|s| &s.repicked).filter(|r| r.backend == "f").map(|r| r.reason.as_str()).collect();
+        assert!(f.len() == 1 && f[0].contains(says), "{field} = {value}: {rep:#?}");
+    }
+}
+
+/// A new `maglev_table_size` reshuffles owners across backends with every share
+/// unchanged: the dry run's backend figure follows the owners, as `explain` sees it
+/// applied (single-address backends: every move is a change of backend).
+#[test]
+fn a_table_size_change_moves_connections_between_backends_with_equal_shares() {
+    let d = daemon();
+    let before = picks(&d, "10.1.0.5");
+    let req = Request::ServiceSet { name: "web".into(), fields: fields(&[("maglev_table_size", "65537")]), if_generation: None };
+    let rep = dry(&d, &req);
+    let z1 = rep.services[0].classes.iter().find(|c| c.class == "z1").unwrap();
+    assert!(z1.shares.iter().all(|sh| (sh.before - sh.after).abs() <= 1e-9) && z1.moved_share > 0.3, "{z1:#?}");
+    assert!(matches!(crate::ctl::server::Handler::handle(&d, req), Response::Applied(_)));
+    let after = picks(&d, "10.1.0.5");
+    let backend = |p: &Option<String>| p.as_deref().and_then(|s| s.split('/').next()).map(str::to_string);
+    let changed = before.iter().zip(&after).filter(|(x, y)| backend(x) != backend(y)).count() as f64 / f64::from(PORTS);
+    assert!((z1.backend_moved_share - changed).abs() < 0.02, "predicted {} of new connections change backend, {} did", z1.backend_moved_share, changed);
+}
