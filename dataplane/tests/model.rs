@@ -1314,17 +1314,11 @@ impl Model {
         if (ms >= REPUBLISH_MS && republish) || due {
             self.recompile();
         }
-        if ms >= 1_000 {
-            // A running worker polls continuously, sweeping `SWEEP_BUCKETS_PER_POLL` buckets
-            // each time: a second is far more polls than a whole table takes. Here one poll
-            // stands for the whole gap, so the rest of the sweep cycle runs first. The
-            // table's clock rule relies on it: an entry unswept 21 h past its deadline
-            // (24-bit deadline in 8 ms ticks) could look live again.
-            let now32 = self.now32();
-            let (n4, n6) = (self.worker.ct.buckets_len(), self.worker.ct6.buckets_len());
-            self.worker.ct.sweep(now32, n4);
-            self.worker.ct6.sweep(now32, n6);
-        }
+        // The poll stands for the whole gap: the worker's sweep is paced by the clock
+        // (`ConnTable::sweep_paced`, a whole table per 60 s however rarely it polls), so
+        // this one poll sweeps what a running worker would have swept meanwhile; nothing
+        // here sweeps for it (an entry unswept 21 h past its deadline could look live
+        // again: the 24-bit deadline's window).
         if let Err(e) = self.poll_once(None) {
             self.advance_error = Some(e);
         }

@@ -229,4 +229,7 @@ impl ServiceTimeouts for SnapTimeouts<'_> {
     fn of(&self, service: u16) -> Timeouts {
         self.snap.service_by_number(service).map_or(self.base, |(_, s)| self.base.for_service(s.proto, s.idle_timeout_ms))
     }
+    fn known(&self, service: u16) -> bool {
+        self.snap.service_by_number(service).is_some()
+    }
 }

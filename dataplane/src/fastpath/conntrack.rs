@@ -57,9 +57,12 @@
 //! `now'` < `now + T` and expired from the next 8 ms boundary (at most 7 ms late). The
 //! expired window is 2^24 − [`LIVE_AHEAD`] = 9,446,144 ticks (21 h): exact while no entry
 //! stays in the table that long past its deadline without being looked at;
-//! [`ConnTable::sweep`], called by the worker a few buckets per poll, clears expired
-//! entries long before (a full cycle takes minutes), so an idle entry can never wrap around
-//! and look live again. The last-packet time is not stored: it is the deadline minus the
+//! [`ConnTable::sweep_paced`], called by the worker every poll, clears expired entries long
+//! before: it visits every bucket at least once per [`SWEEP_CYCLE_MS`] (60 s) of clock
+//! time however rarely the worker polls, so an idle entry can never wrap around and look
+//! live again. Only a worker thread stopped for 21 h (a process stopped by SIGSTOP, a host
+//! suspended) could meet one on its first poll after; the sweep of that poll and the next
+//! (up to [`MAX_SWEEP_PER_CALL`] buckets each) clears them. The last-packet time is not stored: it is the deadline minus the
 //! timeout of the entry's state ([`Entry::idle_ms`]), to 8 ms.
 //!
 //! **Size.** 16 bytes per IPv4 entry, 32 per IPv6 entry (buckets of 64 and 128 bytes: one
@@ -130,6 +133,11 @@ pub trait ServiceTimeouts {
     /// The timeouts of the entries of the service numbered `service`, as given to
     /// [`ConnTable::lookup`] for its packets.
     fn of(&self, service: u16) -> Timeouts;
+    /// Whether service number `service` exists (an entry of a removed one matches no
+    /// packet: eviction takes it first).
+    fn known(&self, _service: u16) -> bool {
+        true
+    }
 }
 
 impl ServiceTimeouts for Timeouts {
@@ -161,7 +169,8 @@ pub struct CtCounters {
     pub evicted_syn_only: u64,
     /// Full-bucket evictions of closing entries.
     pub evicted_closing: u64,
-    /// Expired entries reused.
+    /// Dead entries reused for a new one: expired, or of a removed service (whose number
+    /// names no service, so it matches no packet).
     pub expired_reused: u64,
     /// New entries not recorded because both their buckets held only established entries
     /// (a new entry never evicts an established connection; the packet is still forwarded
@@ -242,6 +251,16 @@ impl Default for Timeouts {
     }
 }
 
+/// Longest time (ms of the worker clock) between two visits of one bucket by
+/// [`ConnTable::sweep_paced`] while it is called at least that often: 60 s, so an entry is
+/// cleared at most a minute after its deadline, far inside the 21 h expired window of the
+/// 24-bit deadline (module docs, "Clock").
+pub const SWEEP_CYCLE_MS: u32 = 60_000;
+
+/// Most buckets one [`ConnTable::sweep_paced`] call visits (2^16 buckets: 4 MiB of IPv4
+/// table, about a millisecond): after a clock gap the rest is caught up over the next polls.
+pub const MAX_SWEEP_PER_CALL: usize = 1 << 16;
+
 /// The table, generic over the address type: `ConnTable` (= `ConnTable<u32>`) for IPv4,
 /// `ConnTable<u128>` for IPv6 (32-byte entries).
 pub struct ConnTable<A: FlowAddr = u32> {
@@ -250,6 +269,11 @@ pub struct ConnTable<A: FlowAddr = u32> {
     seed: u64,
     /// Next bucket [`ConnTable::sweep`] visits.
     cursor: usize,
+    /// Clock of the last [`ConnTable::sweep_paced`], ms.
+    swept_at: u32,
+    /// Buckets [`ConnTable::sweep_paced`] owes per elapsed ms: the table in
+    /// [`SWEEP_CYCLE_MS`].
+    sweep_per_ms: usize,
     /// Next bucket the sync refresh walk visits ([`ConnTable::sync_walk`]).
     sync_cursor: usize,
     /// Counters.
@@ -278,6 +302,8 @@ impl<A: FlowAddr> ConnTable<A> {
             mask: n_buckets as u64 - 1,
             seed,
             cursor: 0,
+            swept_at: 0,
+            sweep_per_ms: n_buckets.div_ceil(SWEEP_CYCLE_MS as usize),
             sync_cursor: 0,
             counters: CtCounters::default(),
             occ: [(n_buckets * WAYS) as u64, 0, 0, 0],
@@ -427,20 +453,38 @@ impl<A: FlowAddr> ConnTable<A> {
             let Some(bucket) = self.buckets.get(b) else { continue };
             for (i, e) in bucket.0.iter().enumerate() {
                 let class = match e.state() {
+                    // an entry of a removed service matches no packet (its number names no
+                    // service): a dead slot, whatever its state
+                    _ if !t.known(e.service) => 0,
                     State::SynOnly => 1,
                     State::Closing => 2,
                     _ => continue,
                 };
                 let left = e.remaining_ms(now);
-                // u32::MAX - age: the oldest ranks lowest
-                let rank = (class, u32::MAX - e.idle_ms(now, &t.of(e.service)), left);
+                // Age from today's timeout of the entry's state. An entry with more time
+                // left than that timeout was set before a live edit lowered it, so it is
+                // older than every entry set since: it ranks as the oldest (a flood's UDP
+                // entries must not look fresh after the operator shortens the UDP
+                // timeout). An entry of a removed service can match no packet: first of
+                // all. u32::MAX - age: the oldest ranks lowest.
+                let timeout = timeout_of(e.raw_state(), &t.of(e.service));
+                let age = if !t.known(e.service) {
+                    u32::MAX
+                } else if left > timeout {
+                    u32::MAX - 1
+                } else {
+                    timeout - left
+                };
+                let rank = (class, u32::MAX - age, left);
                 if best.is_none_or(|(r, _)| rank < r) {
                     best = Some((rank, (b, i)));
                 }
             }
         }
         let (rank, at) = best?;
-        if rank.0 == 1 {
+        if rank.0 == 0 {
+            self.counters.expired_reused += 1; // dead like an expired entry
+        } else if rank.0 == 1 {
             self.counters.evicted_syn_only += 1;
         } else {
             self.counters.evicted_closing += 1;
@@ -471,6 +515,24 @@ impl<A: FlowAddr> ConnTable<A> {
         }
         self.counters.swept += n as u64;
         n
+    }
+
+    /// [`ConnTable::sweep`] paced by the clock, not only by the poll rate: at least `min`
+    /// buckets, and enough that the whole table is swept at least once per
+    /// [`SWEEP_CYCLE_MS`] of clock time however rarely it is called (an idle worker that
+    /// sleeps `dataplane.idle_sleep_us` per poll: at 10 ms per poll and 2^26 entries, two
+    /// buckets per poll would take 23 h, past the 24-bit deadline's 21 h expired window,
+    /// module docs "Clock"); at most [`MAX_SWEEP_PER_CALL`] buckets per call, so a clock
+    /// gap (a process stopped for hours) is caught up over the next calls without one long
+    /// stall. Returns the entries cleared. No division on this path.
+    #[inline]
+    pub fn sweep_paced(&mut self, now: u32, min: usize) -> usize {
+        let elapsed = now.wrapping_sub(self.swept_at);
+        self.swept_at = now;
+        // a clock that stepped back (never the worker's) owes nothing
+        let elapsed = if elapsed > u32::MAX / 2 { 0 } else { elapsed as usize };
+        let due = self.sweep_per_ms.saturating_mul(elapsed).clamp(min, MAX_SWEEP_PER_CALL);
+        self.sweep(now, due)
     }
 
     /// Removes the entry for `k`, if any.

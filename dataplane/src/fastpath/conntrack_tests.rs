@@ -394,3 +394,80 @@ fn a_fresh_syn_outlives_older_udp_entries() {
     assert!(ct.peek(&udp(1), 10_001).is_some() && ct.peek(&udp(2), 10_001).is_some());
     assert_eq!(ct.counters.evicted_syn_only, 1);
 }
+
+/// The sweep is paced by the clock: called once per 10 ms (an idle worker at the largest
+/// `idle_sleep_us`) on a table of 2^18 entries, two buckets per call would take 328 s per
+/// cycle; every expired entry is still cleared within `SWEEP_CYCLE_MS` of its deadline,
+/// so none can stay unswept long enough for its 24-bit deadline to look live again (21 h).
+#[test]
+fn the_sweep_clears_every_expired_entry_within_a_cycle_however_rarely_it_runs() {
+    let t = Timeouts::default();
+    let mut ct = ConnTable::new(1 << 18, 9);
+    for i in 0..64 {
+        assert!(ct.insert(&key(i * 7919), 1, 1, 0, &t));
+        ct.lookup(&key(i * 7919), ACK, 1, &t).unwrap(); // established: deadline 600,001 ms
+    }
+    let live = |ct: &ConnTable| ct.buckets.iter().flat_map(|b| b.0.iter()).filter(|e| e.raw_state() != State::Empty as u8).count();
+    let deadline = 600_001 + TICK_MS;
+    let mut now = 0;
+    while now <= deadline + SWEEP_CYCLE_MS + 10 {
+        ct.sweep_paced(now, crate::fastpath::worker::SWEEP_BUCKETS_PER_POLL);
+        if now < 600_000 && now % 50_000 == 0 {
+            assert_eq!(live(&ct), 64, "swept before the deadline at {now} ms");
+        }
+        now += 10;
+    }
+    assert_eq!(live(&ct), 0, "an expired entry was not swept within {SWEEP_CYCLE_MS} ms of its deadline");
+    // a clock gap of 20 h (inside the 21 h window): the next call catches up, at most
+    // MAX_SWEEP_PER_CALL buckets (here the whole table)
+    for i in 0..64 {
+        assert!(ct.insert(&key(i * 7919), 1, 1, now, &t));
+    }
+    now += 20 * 3_600_000;
+    assert_eq!(ct.sweep_paced(now, 2), 64, "one call after the gap sweeps the whole 2^16-bucket table");
+}
+
+/// Timeouts for eviction tests: service 2 (UDP) with `udp_ms`, service 3 removed.
+struct EditedTimeouts(u32);
+impl ServiceTimeouts for EditedTimeouts {
+    fn of(&self, s: u16) -> Timeouts {
+        let t = Timeouts::default();
+        if s == 2 { t.for_service(17, self.0) } else { t }
+    }
+    fn known(&self, s: u16) -> bool {
+        s != 3
+    }
+}
+
+/// A fresh TCP SYN outlives older UDP first datagrams also after a live edit that lowers
+/// the UDP service's idle timeout (57,600 s -> 30 s): their time left exceeds today's
+/// timeout, so they were set before the edit and rank as the oldest.
+#[test]
+fn a_fresh_syn_outlives_older_udp_entries_after_a_timeout_edit() {
+    let (before, after) = (EditedTimeouts(57_600_000), EditedTimeouts(30_000));
+    let mut ct = ConnTable::new(4, 7);
+    let udp = |i: u32| CtKey { src: 0x0b00_0000 + i, sport: 5000, service: 2 };
+    for i in 0..3 {
+        assert!(ct.insert(&udp(i), 1, 1, i * 1_000, &before));
+    }
+    assert!(ct.insert(&key(1), 2, 1, 9_000, &after));
+    assert!(ct.insert(&udp(3), 1, 1, 10_000, &after), "a new UDP flow evicts an unconfirmed entry");
+    assert!(ct.peek(&key(1), 10_000).is_some(), "the 1-s-old SYN was evicted before UDP entries 8-10 s old");
+}
+
+/// Entries of a removed service can match no packet: eviction takes them first, even
+/// established ones, before a fresh SYN.
+#[test]
+fn entries_of_a_removed_service_are_evicted_first() {
+    let t = EditedTimeouts(600_000);
+    let mut ct = ConnTable::new(4, 7);
+    let gone = |i: u32| CtKey { src: 0x0b00_0000 + i, sport: 5000, service: 3 };
+    for i in 0..3 {
+        assert!(ct.insert(&gone(i), 1, 1, 8_000 + i, &t));
+        ct.lookup(&gone(i), ACK, 8_500, &t.of(3)).unwrap();
+    }
+    assert!(ct.insert(&key(1), 2, 1, 9_000, &t));
+    assert!(ct.insert(&key(2), 2, 1, 10_000, &t), "a new SYN takes a removed service's slot");
+    assert!(ct.peek(&key(1), 10_000).is_some(), "the 1-s-old SYN was evicted before the removed service's entries");
+    assert_eq!(ct.counters.syn_not_tracked, 0);
+}

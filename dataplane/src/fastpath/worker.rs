@@ -113,9 +113,10 @@ pub struct Worker {
     clock_ms: u32,
 }
 
-/// Connection-table buckets [`Worker::poll`] sweeps per iteration: at 10^4 to 10^7
-/// iterations per second a 1 M-entry table (262,144 buckets) is swept every 13 s to
-/// 3 min; the clock wraps only after 49.7 days.
+/// Connection-table buckets [`Worker::poll`] sweeps per iteration at least: at 10^4 to
+/// 10^7 iterations per second a 1 M-entry table (262,144 buckets) is swept every 13 s to
+/// 3 min; when polls are rarer (an idle worker sleeping `idle_sleep_us`) the sweep is
+/// paced by the clock instead, a whole table per 60 s (`ConnTable::sweep_paced`).
 pub const SWEEP_BUCKETS_PER_POLL: usize = 2;
 
 /// Fragment-table slots [`Worker::poll`] sweeps per iteration (16 B each: 512 contiguous
@@ -544,13 +545,14 @@ impl Worker {
         // Quiescent state (control::publish): this worker holds nothing of snapshots older
         // than this one any more. Release: our reads of them happen before their reclamation.
         self.stats.generation.store(snap.generation, std::sync::atomic::Ordering::Release);
-        // Clear a few expired entries so no idle entry's u32 age can wrap (conntrack docs).
-        self.ct.sweep(now_ms, SWEEP_BUCKETS_PER_POLL);
+        // Clear expired entries, paced by the clock, so no idle entry's 24-bit deadline can
+        // wrap (conntrack docs "Clock").
+        self.ct.sweep_paced(now_ms, SWEEP_BUCKETS_PER_POLL);
         self.frags.sweep(now_ms, FRAG_SWEEP_PER_POLL);
         if self.ipv6_seen {
             // Not before the first IPv6 packet: the sweep of empty tables costs an IPv4-only
             // worker cache lines on every poll.
-            self.ct6.sweep(now_ms, SWEEP_BUCKETS_PER_POLL);
+            self.ct6.sweep_paced(now_ms, SWEEP_BUCKETS_PER_POLL);
             self.frags6.sweep(now_ms, FRAG_SWEEP_PER_POLL);
         }
         if self.sync.is_some() {
