@@ -510,7 +510,7 @@ impl Worker {
             // at the start of the burst; this way they overlap with the processing.
             let mut targets = [PrefetchTarget::NONE; BURST];
             for (t, b) in targets.iter_mut().zip(rx.iter()) {
-                *t = self.prefetch_target(b);
+                *t = self.prefetch_target_in(b, snap);
             }
             for t in targets.iter().take(PREFETCH_DISTANCE) {
                 t.issue();

@@ -1,7 +1,8 @@
 //! The worker's connection-table prefetch: which buckets a packet's lookup will read, and
 //! how far ahead [`Worker::poll`] loads them. A child of [`super`].
 
-use super::{FlowKey, PacketBuf, PrefetchTarget, Worker};
+use super::{svc_slot, FlowKey, PacketBuf, PrefetchTarget, Worker};
+use crate::control::snapshot::Snapshot;
 use crate::wire;
 
 /// How many packets ahead of its lookup [`Worker::poll`] starts loading a packet's
@@ -31,5 +32,34 @@ impl Worker {
             Some((src, dst, sport, dport, proto)) => self.ct.prefetch_target(&FlowKey { src, dst, sport, dport, proto }, wire::syn_hint(buf.data())),
             None => PrefetchTarget::NONE,
         }
+    }
+
+    /// [`Worker::prefetch_target`] for the packet path ([`Worker::poll`]), under `snap`:
+    /// nothing for a QUIC short-header packet to a service with QUIC-LB, which is routed
+    /// by its DCID and never reads the connection table (worker/quic.rs), so its bucket
+    /// hash and loads would be wasted. The service comes from the worker's service cache
+    /// as it stands (not updated here); on a cache miss the packet's bucket is loaded, as
+    /// for any flow. A hint either way: a packet whose target is wrong or missing hashes
+    /// its key in the lookup, with the same result.
+    #[inline]
+    pub fn prefetch_target_in<B: PacketBuf>(&self, buf: &B, snap: &Snapshot) -> PrefetchTarget {
+        let data = buf.data();
+        match wire::flow_tuple_hint(data) {
+            Some((_, dst, _, dport, wire::PROTO_UDP)) if self.quic_short_header_hint(data, dst, dport, snap) => PrefetchTarget::NONE,
+            Some((src, dst, sport, dport, proto)) => self.ct.prefetch_target(&FlowKey { src, dst, sport, dport, proto }, wire::syn_hint(data)),
+            None => PrefetchTarget::NONE,
+        }
+    }
+
+    /// Whether the UDP datagram in `frame` (an unfragmented IPv4 packet without options,
+    /// per [`wire::flow_tuple_hint`]) carries a QUIC short header (first octet's high bit
+    /// clear, RFC 8999 §5.2) to `dst`:`dport`, a service with QUIC-LB in the service cache.
+    #[inline(always)]
+    fn quic_short_header_hint(&self, frame: &[u8], dst: u32, dport: u16, snap: &Snapshot) -> bool {
+        let Some(&i) = self.svc_cache.get(svc_slot(dst, dport, wire::PROTO_UDP)) else { return false };
+        let quic = snap.services.get(usize::from(i)).is_some_and(|s| s.vip == dst && s.port == dport && s.proto == wire::PROTO_UDP && s.quic_lb.is_some());
+        // Ethernet (+ one VLAN tag when the EtherType says so) + IPv4 header + UDP header
+        let l3 = if frame.get(12..14) == Some(&[0x08, 0x00]) { 14 } else { 18 };
+        quic && frame.get(l3 + 28).is_some_and(|b| b & 0x80 == 0)
     }
 }

@@ -21,7 +21,7 @@ use crate::control::snapshot::{ServiceSnap, Snapshot};
 use crate::fastpath::stats::bump;
 use crate::wire;
 pub use crate::fastpath::stats::QuicCounters;
-use spillway_shared::quic_lb::{codepoint, Algorithm};
+use spillway_shared::quic_lb::Algorithm;
 
 /// UDP header length (RFC 768).
 const UDP_HEADER: usize = 8;
@@ -99,36 +99,53 @@ impl Default for CidCache {
 
 impl CidCache {
     /// [`QuicLbTable::lookup`]'s endpoint slot for `dcid` (the bytes after the short
-    /// header's first octet), from the cache when `table` stored it there. Same results
+    /// header's first octet), from the cache when `table` stored it there (four-pass
+    /// only; plaintext and single pass are decoded directly, [`QuicLbTable::slot_with`]:
+    /// a 16-octet load or one AES block, no dearer than this cache's probe). Same results
     /// and errors as the table's; no allocation; cannot panic.
     #[inline]
     pub fn lookup(&mut self, table: &QuicLbTable, dcid: &[u8]) -> Result<u16, Fallback> {
+        let cfg = table.config_of(dcid)?;
         let id = table.id();
-        let len = match codepoint(dcid).and_then(|c| table.config(c)) {
-            Some(cfg) if id != 0 && cfg.algorithm() == Algorithm::FourPass => cfg.cid_len(),
-            _ => return table.lookup(dcid).map(|r| r.1),
-        };
-        let Some(cid) = dcid.get(..len) else {
-            return table.lookup(dcid).map(|r| r.1);
-        };
-        let mut k = [0u8; 24];
-        if let Some(d) = k.get_mut(..len) {
-            d.copy_from_slice(cid);
+        let len = cfg.cid_len();
+        if cfg.algorithm() != Algorithm::FourPass || id == 0 || dcid.len() < len {
+            return table.slot_with(cfg, dcid);
         }
-        let word = |i: usize| k.get(i * 8..i * 8 + 8).and_then(|b| b.try_into().ok()).map_or(0, u64::from_le_bytes);
-        let key = [word(0), word(1), word(2)];
+        let key = cid_words(dcid, len);
         let h = (key[0] ^ key[1].rotate_left(21) ^ key[2].rotate_left(42)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
         let Some(bucket) = self.buckets.get_mut((h >> (64 - CID_CACHE_BUCKETS.trailing_zeros())) as usize) else {
-            return table.lookup(dcid).map(|r| r.1);
+            return table.slot_with(cfg, dcid);
         };
         for e in &bucket.0 {
             if e.key == key && e.tag >> 16 == id {
                 return Ok(e.tag as u16);
             }
         }
-        let slot = table.lookup(dcid)?.1;
+        let slot = table.slot_with(cfg, dcid)?;
         bucket.0[1] = bucket.0[0];
         bucket.0[0] = CidEntry { key, tag: id << 16 | u64::from(slot) };
         Ok(slot)
     }
+}
+
+/// The cache key of a CID: its first `len` (≤ 24) octets as three little-endian words,
+/// zero past `len`. Read with whole-word loads and masked (a byte copy into a buffer read
+/// back as words would stall on store forwarding); octet by octet only where fewer than
+/// eight octets are left in `dcid`.
+#[inline(always)]
+fn cid_words(dcid: &[u8], len: usize) -> [u64; 3] {
+    let mut out = [0u64; 3];
+    for (i, w) in out.iter_mut().enumerate() {
+        let off = i * 8;
+        if off >= len {
+            break;
+        }
+        let n = (len - off).min(8);
+        let raw = match dcid.get(off..).and_then(|b| b.first_chunk::<8>()) {
+            Some(c) => u64::from_le_bytes(*c),
+            None => dcid.get(off..off + n).unwrap_or(&[]).iter().rev().fold(0u64, |a, &b| a << 8 | u64::from(b)),
+        };
+        *w = if n == 8 { raw } else { raw & ((1u64 << (8 * n)) - 1) };
+    }
+    out
 }
