@@ -64,8 +64,13 @@ impl Worker {
     }
 }
 
-/// Buckets of a [`CidCache`] (a power of two): 2048 × 2 ways × 32 bytes = 128 KiB per worker.
-const CID_CACHE_BUCKETS: usize = 2048;
+/// Buckets of a [`CidCache`] (a power of two): 1024 × 4 ways × 32 bytes = 128 KiB per
+/// worker. Four ways rather than two: replayed in turn, three CIDs of one two-way bucket
+/// evict each other on every packet (about 7 % of 1,000 connections missed every time
+/// in the `benches/e2e.sh quic` profile, each miss a full decode).
+const CID_CACHE_BUCKETS: usize = 1024;
+/// Entries of a [`CidCache`] bucket.
+const CID_CACHE_WAYS: usize = 4;
 
 /// One cached decode: the CID's first `cid_len` octets (zero-padded to 24) and
 /// `table id << 16 | endpoint slot`.
@@ -75,12 +80,13 @@ struct CidEntry {
     tag: u64,
 }
 
-/// Two entries in one 64-byte cache line; way 0 is the most recently inserted.
+/// Four entries in two 64-byte cache lines (one 128-byte aligned block); way 0 is the most
+/// recently inserted.
 #[derive(Clone, Copy, Default)]
-#[repr(C, align(64))]
-struct CidBucket([CidEntry; 2]);
+#[repr(C, align(128))]
+struct CidBucket([CidEntry; CID_CACHE_WAYS]);
 
-/// A worker's cache of four-pass QUIC-LB decodes (two-way set-associative, keyed by the
+/// A worker's cache of four-pass QUIC-LB decodes (four-way set-associative, keyed by the
 /// CID's octets and the [`QuicLbTable::id`] of the table that decoded them): a hit costs a
 /// hash and one cache line instead of three or four AES blocks. Only successful lookups
 /// are stored, so a CID that falls back is decoded (and counted) every time, as without
@@ -117,12 +123,14 @@ impl CidCache {
             return table.slot_with(cfg, dcid);
         };
         for e in &bucket.0 {
-            if e.key == key && e.tag >> 16 == id {
+            // word by word in registers (an array compare goes through the stack, where a
+            // wide load of narrower stores stalls on store forwarding)
+            if (e.key[0] ^ key[0]) | (e.key[1] ^ key[1]) | (e.key[2] ^ key[2]) | ((e.tag >> 16) ^ id) == 0 {
                 return Ok(e.tag as u16);
             }
         }
         let slot = table.slot_with(cfg, dcid)?;
-        bucket.0[1] = bucket.0[0];
+        bucket.0.copy_within(..CID_CACHE_WAYS - 1, 1);
         bucket.0[0] = CidEntry { key, tag: id << 16 | u64::from(slot) };
         Ok(slot)
     }
