@@ -53,13 +53,24 @@ impl Worker {
 
     /// Whether the UDP datagram in `frame` (an unfragmented IPv4 packet without options,
     /// per [`wire::flow_tuple_hint`]) carries a QUIC short header (first octet's high bit
-    /// clear, RFC 8999 §5.2) to `dst`:`dport`, a service with QUIC-LB in the service cache.
+    /// clear, RFC 8999 §5.2) to `dst`:`dport`, a service with QUIC-LB in the service
+    /// cache; if so, the decode cache's bucket for its DCID is prefetched
+    /// ([`super::quic::CidCache::prefetch`]) at once.
     #[inline(always)]
     fn quic_short_header_hint(&self, frame: &[u8], dst: u32, dport: u16, snap: &Snapshot) -> bool {
         let Some(&i) = self.svc_cache.get(svc_slot(dst, dport, wire::PROTO_UDP)) else { return false };
-        let quic = snap.services.get(usize::from(i)).is_some_and(|s| s.vip == dst && s.port == dport && s.proto == wire::PROTO_UDP && s.quic_lb.is_some());
-        // Ethernet (+ one VLAN tag when the EtherType says so) + IPv4 header + UDP header
-        let l3 = if frame.get(12..14) == Some(&[0x08, 0x00]) { 14 } else { 18 };
-        quic && frame.get(l3 + 28).is_some_and(|b| b & 0x80 == 0)
+        let table = match snap.services.get(usize::from(i)) {
+            Some(s) if s.vip == dst && s.port == dport && s.proto == wire::PROTO_UDP => s.quic_lb.as_deref(),
+            _ => None,
+        };
+        // Ethernet (+ the one VLAN tag `flow_tuple_hint` allows) + IPv4 header + UDP header
+        let payload = if frame.get(12..14) == Some(&[0x08, 0x00]) { 14 + 28 } else { 18 + 28 };
+        match (table, frame.get(payload..).and_then(|p| p.split_first())) {
+            (Some(t), Some((&first, dcid))) if first & 0x80 == 0 => {
+                self.quic_cache.prefetch(t, dcid);
+                true
+            }
+            _ => false,
+        }
     }
 }
