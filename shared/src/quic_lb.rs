@@ -259,19 +259,26 @@ impl QuicLbConfig {
         self.algorithm
     }
 
-    /// The server ID a DCID carries under this configuration. Reads the first
-    /// [`cid_len`](Self::cid_len) octets (a longer DCID's extra octets are the server's,
-    /// §5.3 "Server Actions"); allocates nothing; cannot panic.
-    pub fn decode(&self, dcid: &[u8]) -> Result<ServerId, DecodeError> {
+    /// The CID length, when `dcid` has at least that many octets and this configuration's
+    /// codepoint; else why not.
+    #[inline(always)]
+    fn check(&self, dcid: &[u8]) -> Result<usize, DecodeError> {
         let need = self.cid_len();
         if dcid.len() < need {
             return Err(DecodeError::TooShort { need, got: dcid.len() });
         }
         match codepoint(dcid) {
-            Some(c) if c == self.codepoint => {}
-            Some(c) => return Err(DecodeError::OtherCodepoint(c)),
-            None => return Err(DecodeError::TooShort { need, got: 0 }),
+            Some(c) if c == self.codepoint => Ok(need),
+            Some(c) => Err(DecodeError::OtherCodepoint(c)),
+            None => Err(DecodeError::TooShort { need, got: 0 }),
         }
+    }
+
+    /// The server ID a DCID carries under this configuration. Reads the first
+    /// [`cid_len`](Self::cid_len) octets (a longer DCID's extra octets are the server's,
+    /// §5.3 "Server Actions"); allocates nothing; cannot panic.
+    pub fn decode(&self, dcid: &[u8]) -> Result<ServerId, DecodeError> {
+        let need = self.check(dcid)?;
         let sid_len = self.server_id_len();
         let body = &dcid[1..need];
         let mut sid = [0u8; SERVER_ID_LEN_MAX as usize];
@@ -297,15 +304,7 @@ impl QuicLbConfig {
     /// plaintext lookup's time). Allocates nothing; cannot panic.
     #[inline]
     pub fn decode_key(&self, dcid: &[u8]) -> Result<u128, DecodeError> {
-        let need = self.cid_len();
-        if dcid.len() < need {
-            return Err(DecodeError::TooShort { need, got: dcid.len() });
-        }
-        match codepoint(dcid) {
-            Some(c) if c == self.codepoint => {}
-            Some(c) => return Err(DecodeError::OtherCodepoint(c)),
-            None => return Err(DecodeError::TooShort { need, got: 0 }),
-        }
+        let need = self.check(dcid)?;
         let sid_len = self.server_id_len();
         // the 16 octets after the first, zero-padded when the DCID is shorter (the
         // padding lies past the server ID: it is masked off)

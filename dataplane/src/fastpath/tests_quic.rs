@@ -104,6 +104,21 @@ fn udp(client: u8, sport: u16, payload: &[u8]) -> MemBuf {
     MemBuf::new(&f)
 }
 
+/// A UDP datagram from [fd01::`client`]:`sport` to the VIP fd00::100, port 443, with `payload`.
+fn udp6(client: u8, sport: u16, payload: &[u8]) -> MemBuf {
+    let mut src = [0u8; 16];
+    src[0] = 0xfd;
+    src[1] = 1;
+    src[15] = client;
+    let mut f = Vec::new();
+    etherparse::PacketBuilder::ethernet2([2, 0, 0, 0, 0, 0x99], [2, 0, 0, 0, 0, 1])
+        .ipv6(src, "fd00::100".parse::<std::net::Ipv6Addr>().unwrap().octets(), 64)
+        .udp(sport, 443)
+        .write(&mut f, payload)
+        .unwrap();
+    MemBuf::new(&f)
+}
+
 fn send(w: &mut Worker, snap: &Snapshot, mut b: MemBuf, now: u32) -> Result<u8, Verdict> {
     match w.process(&mut b, 0, snap, now) {
         Verdict::Forward => Ok(b.data()[5]),
@@ -289,17 +304,7 @@ fn ipv6_short_headers_reach_their_server_from_any_address() {
     for sid in 0..4 {
         let (p, _) = payload(&Kind::Short { codepoint: 2, sid, nonce: [9; 6], cut: None });
         for client in 1..=5u8 {
-            let mut src = [0u8; 16];
-            src[0] = 0xfd;
-            src[1] = 1;
-            src[15] = client;
-            let mut frame = Vec::new();
-            etherparse::PacketBuilder::ethernet2([2, 0, 0, 0, 0, 0x99], [2, 0, 0, 0, 0, 1])
-                .ipv6(src, "fd00::100".parse::<std::net::Ipv6Addr>().unwrap().octets(), 64)
-                .udp(40000 + u16::from(client), 443)
-                .write(&mut frame, &p)
-                .unwrap();
-            assert_eq!(send(&mut w, &snap, MemBuf::new(&frame), 0), Ok(sid as u8 + 1), "server {sid} from client {client}");
+            assert_eq!(send(&mut w, &snap, udp6(client, 40000 + u16::from(client), &p), 0), Ok(sid as u8 + 1), "server {sid} from client {client}");
         }
     }
     assert_eq!(stats.quic.routed.load(Relaxed), 20);
@@ -351,19 +356,6 @@ fn ipv6_unroutable_packets_take_the_5_tuple_path() {
     };
     let (quic, plain) = (config6(true), config6(false));
     let ((mut w, stats), (mut reference, _)) = (worker(), worker());
-    let frame = |client: u8, sport: u16, p: &[u8]| {
-        let mut src = [0u8; 16];
-        src[0] = 0xfd;
-        src[1] = 1;
-        src[15] = client;
-        let mut f = Vec::new();
-        etherparse::PacketBuilder::ethernet2([2, 0, 0, 0, 0, 0x99], [2, 0, 0, 0, 0, 1])
-            .ipv6(src, "fd00::100".parse::<std::net::Ipv6Addr>().unwrap().octets(), 64)
-            .udp(sport, 443)
-            .write(&mut f, p)
-            .unwrap();
-        MemBuf::new(&f)
-    };
     let unroutable = [
         Kind::Short { codepoint: 2, sid: 4, nonce: [1; 6], cut: None },
         Kind::Short { codepoint: 2, sid: 3, nonce: [2; 6], cut: None },
@@ -375,14 +367,14 @@ fn ipv6_unroutable_packets_take_the_5_tuple_path() {
         assert_eq!(expect, None, "{k:?}");
         for client in 1..=3u8 {
             let sport = 40000 + i as u16;
-            let got = send(&mut w, &quic, frame(client, sport, &p), 10);
+            let got = send(&mut w, &quic, udp6(client, sport, &p), 10);
             assert!(got.is_ok(), "{k:?} from {client}: {got:?}");
-            assert_eq!(got, send(&mut reference, &plain, frame(client, sport, &p), 10), "{k:?} from {client}");
+            assert_eq!(got, send(&mut reference, &plain, udp6(client, sport, &p), 10), "{k:?} from {client}");
         }
     }
     let (routable, mac) = payload(&Kind::Short { codepoint: 2, sid: 1, nonce: [4; 6], cut: None });
     for client in 1..=3u8 {
-        assert_eq!(send(&mut w, &quic, frame(client, 41000, &routable), 10), Ok(mac.unwrap()));
+        assert_eq!(send(&mut w, &quic, udp6(client, 41000, &routable), 10), Ok(mac.unwrap()));
     }
     let c: std::collections::HashMap<String, u64> = stats.quic.read().into_iter().collect();
     assert_eq!((c["routed"], c["long_header"]), (3, 3), "{c:?}");
