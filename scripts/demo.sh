@@ -43,6 +43,10 @@ done
 [[ "$REQUESTS" =~ ^[0-9]+$ ]] || topo_die "--requests must be a number"
 
 topo_require_root
+# One demo at a time, from the start: the lock is taken before installing and building, so
+# a second run waits for (or gives up on) this one instead of building beside it, and a
+# run inside an outer `flock` holds no other lock than its own while it builds.
+topo_lock
 
 # ------------------------------------------------------------------ packages -
 PACKAGES=(libdpdk-dev dpdk clang libclang-dev pkg-config iproute2 ethtool curl python3 tcpdump util-linux)
@@ -73,7 +77,6 @@ fi
 [[ -x "$SPILLWAYCTL_BIN" ]] || topo_die "no spillwayctl at $SPILLWAYCTL_BIN (build it or set SPILLWAYCTL_BIN)"
 
 # ------------------------------------------------------------------ topology -
-topo_lock
 # on failure: show why before everything is removed
 _demo_child=
 topo_before_down() {

@@ -11,15 +11,19 @@
 
 use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use spillway_benches::{key_of, xorshift};
-use spillway_dataplane::fastpath::conntrack::{ConnTable, Timeouts};
-use spillway_shared::flow::FlowKey;
+use spillway_dataplane::fastpath::conntrack::{ConnTable, CtKey, Timeouts};
+
+/// The table key of flow `i` of [`key_of`] (one service, number 1).
+fn ct_key(i: u32) -> CtKey {
+    CtKey::of(&key_of(i), 1)
+}
 
 const ACK: u8 = 0x10;
 
 /// Bytes of table memory per tracked flow with the table 90 % full (1 Mi entries), IPv4
 /// and IPv6, and whether every flow was recorded (relocation: no loss below ~96 %).
 fn bytes_per_flow_at_90_percent(t: &Timeouts) {
-    fn fill<A: spillway_shared::flow::FlowAddr>(t: &Timeouts, key: impl Fn(u32) -> spillway_shared::flow::FlowKeyOf<A>) -> (f64, usize) {
+    fn fill<A: spillway_shared::flow::FlowAddr>(t: &Timeouts, key: impl Fn(u32) -> CtKey<A>) -> (f64, usize) {
         let cap = 1usize << 20;
         let mut ct = ConnTable::<A>::new(cap, 0xfeed);
         let n = cap * 9 / 10;
@@ -29,10 +33,10 @@ fn bytes_per_flow_at_90_percent(t: &Timeouts) {
         let live = ct.live(1);
         ((ct.capacity() * ConnTable::<A>::bytes_per_entry()) as f64 / live as f64, live)
     }
-    let (b4, l4) = fill::<u32>(t, key_of);
+    let (b4, l4) = fill::<u32>(t, ct_key);
     let (b6, l6) = fill::<u128>(t, |i| {
-        let k = key_of(i);
-        spillway_shared::flow::FlowKeyOf { src: (0xfd01u128 << 112) | u128::from(k.src), dst: (0xfd00u128 << 112) | 0x100, sport: k.sport, dport: k.dport, proto: k.proto }
+        let k = ct_key(i);
+        CtKey { src: (0xfd01u128 << 112) | u128::from(k.src), sport: k.sport, service: k.service }
     });
     let n = (1usize << 20) * 9 / 10;
     eprintln!("conntrack/bytes_per_flow_at_90: ipv4 {b4:.1} bytes per tracked flow ({l4} of {n} flows tracked), ipv6 {b6:.1} ({l6} of {n})");
@@ -47,7 +51,7 @@ fn bench(c: &mut Criterion) {
         let started = std::time::Instant::now();
         let mut ct = ConnTable::new(n, 0xfeed);
         for i in 0..n as u32 {
-            ct.insert(&key_of(i), (i % 64) as u16, 1, 0, &t);
+            ct.insert(&ct_key(i), (i % 64) as u16, 1, 0, &t);
         }
         let live = ct.live(1);
         // indices of keys that are present (bounded list so setup stays short)
@@ -55,7 +59,7 @@ fn bench(c: &mut Criterion) {
         let mut s = 7u64;
         while present.len() < n.min(1 << 20) {
             let i = (xorshift(&mut s) % n as u64) as u32;
-            if ct.lookup(&key_of(i), ACK, 1, &t).is_some() {
+            if ct.lookup(&ct_key(i), ACK, 1, &t).is_some() {
                 present.push(i);
             }
         }
@@ -80,7 +84,7 @@ fn bench(c: &mut Criterion) {
             b.iter(|| {
                 j = (j + 1) & mask;
                 let i = present[j];
-                ct.lookup(black_box(&key_of(i)), ACK, 2, &t)
+                ct.lookup(black_box(&ct_key(i)), ACK, 2, &t)
             })
         });
         // The worker's order: the prefetch pass hashes the key (and starts loading its
@@ -91,7 +95,7 @@ fn bench(c: &mut Criterion) {
             g.bench_function(BenchmarkId::new(bench, name), |b| {
                 b.iter(|| {
                     j = (j + 1) & mask;
-                    let k = key_of(present[j]);
+                    let k = ct_key(present[j]);
                     let target = ct.prefetch_target(black_box(&k), false);
                     target.issue();
                     if reuse {
@@ -105,7 +109,7 @@ fn bench(c: &mut Criterion) {
         g.bench_function(BenchmarkId::new("miss", name), |b| {
             b.iter(|| {
                 let i = xorshift(&mut s) as u32;
-                let k = FlowKey { dst: 0x0a00_0065, ..key_of(i) };
+                let k = CtKey { service: 2, ..ct_key(i) };
                 ct.lookup(black_box(&k), ACK, 2, &t)
             })
         });

@@ -81,7 +81,7 @@ fn bench(c: &mut Criterion) {
                 set_flow(m.data_mut(), i);
             }
             for m in bufs.iter() {
-                w.prefetch(m);
+                w.prefetch(m, &snap);
             }
             let mut fwd = 0;
             for m in bufs.iter_mut() {
@@ -117,10 +117,10 @@ fn bench(c: &mut Criterion) {
                     }
                     let mut targets = [PrefetchTarget::NONE; 32];
                     match mode {
-                        "prefetch" => bufs.iter().for_each(|m| w.prefetch(m)),
+                        "prefetch" => bufs.iter().for_each(|m| w.prefetch(m, &snap)),
                         "pipelined" => {
                             for (t, m) in targets.iter_mut().zip(bufs.iter()) {
-                                *t = w.prefetch_target(m);
+                                *t = w.prefetch_target(m, &snap);
                             }
                             targets.iter().take(PREFETCH_DISTANCE).for_each(|t| t.issue());
                         }

@@ -54,7 +54,7 @@ fn main() {
             i += 1;
         }
         for b in burst.iter() {
-            w.prefetch(b);
+            w.prefetch(b, &snap);
         }
         for b in burst.iter_mut() {
             if black_box(w.process(b, 0, &snap, 2)) == Verdict::Forward {

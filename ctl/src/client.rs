@@ -92,6 +92,47 @@ pub fn fail(e: ClientError) -> i32 {
     e.exit_code()
 }
 
+impl ClientError {
+    /// The `error` of the JSON error object ([`error_json`]): `refused` (the daemon
+    /// refused the request), `no_daemon`, `permission_denied`, `protocol` (the exchange
+    /// failed or the daemon could not read the request).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ClientError::Refused(_) => "refused",
+            ClientError::NoDaemon { .. } => "no_daemon",
+            ClientError::Denied { .. } => "permission_denied",
+            ClientError::Frame { .. } | ClientError::BadFrame { .. } => "protocol",
+        }
+    }
+
+    /// The reason in words: the daemon's own message for a refusal
+    /// (`services[0].backends[0].weight = 0: must be in 1..=1000 ...`), the text line's
+    /// otherwise.
+    pub fn message(&self) -> String {
+        match self {
+            ClientError::Refused(m) => m.clone(),
+            e => e.to_string(),
+        }
+    }
+}
+
+/// The JSON error object a `--json` command prints on stdout when its request fails:
+/// `{"error": KIND, "exit_code": N, "message": TEXT}` (keys sorted) with KIND from
+/// [`ClientError::kind`] and N from [`ClientError::exit_code`] (docs/ctl.md "Exit codes").
+pub fn error_json(e: &ClientError) -> serde_json::Value {
+    serde_json::json!({ "error": e.kind(), "message": e.message(), "exit_code": e.exit_code() })
+}
+
+/// [`fail`], or with `json` the JSON error object ([`error_json`]) on stdout instead of
+/// the text line on stderr; the exit code is the same.
+pub fn fail_as(e: ClientError, json: bool) -> i32 {
+    if !json {
+        return fail(e);
+    }
+    println!("{}", serde_json::to_string_pretty(&error_json(&e)).unwrap_or_default());
+    e.exit_code()
+}
+
 /// Prints an answer of the wrong kind (a daemon of another build) and returns exit code 2.
 pub fn unexpected(r: &Response) -> i32 {
     eprintln!("spillwayctl: unexpected response from the daemon: {r:?}");

@@ -250,7 +250,7 @@ pub(crate) fn mutate(socket: &Path, req: Request, opts: MutOpts) -> i32 {
             0
         }
         Ok(r) => unexpected(&r),
-        Err(e) => fail(e),
+        Err(e) => crate::client::fail_as(e, json_out),
     }
 }
 

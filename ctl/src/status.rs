@@ -37,7 +37,7 @@ pub fn render(r: &StatusReport) -> String {
     }
     let _ = writeln!(o, "  {:<6} {:>12} {:>12} {:>12} {:>10} {:>10}", "total", t.rx, t.tx, t.forwarded, t.new_connections, t.dropped());
     let _ = writeln!(o, "\nCOUNTERS\n  arp_replies {}  nd_advertisements {}  nd_not_ours {}  icmp_forwarded {}  icmp_frag_needed_sent {}  fragments {}  fragments_held {}  rebalanced {}", t.arp_replies, t.nd_advertisements, t.nd_not_ours, t.icmp_forwarded, t.icmp_frag_needed_sent, t.fragments, t.fragments_held, t.rebalanced);
-    let _ = writeln!(o, "  conntrack: hits {}  misses {}  evicted syn_only {} closing {}  syn_not_tracked {}", t.ct_hits, t.ct_misses, t.ct_evicted_syn_only, t.ct_evicted_closing, t.ct_syn_not_tracked);
+    let _ = writeln!(o, "  conntrack: hits {}  misses {}  evicted syn_only {} closing {}  syn_not_tracked {}  relocated {}  relocation_failed {}", t.ct_hits, t.ct_misses, t.ct_evicted_syn_only, t.ct_evicted_closing, t.ct_syn_not_tracked, t.ct_relocated, t.ct_relocation_failed);
     if t.quic_lb.iter().any(|q| q.1 > 0) {
         let q: Vec<String> = t.quic_lb.iter().map(|(n, c)| format!("{n} {c}")).collect();
         let _ = writeln!(o, "  quic_lb: {}", q.join("  "));

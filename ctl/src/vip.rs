@@ -70,10 +70,7 @@ pub fn run(socket: &Path, cmd: &VipCmd) -> i32 {
             eprintln!("spillwayctl: unexpected response from the daemon: {r:?}");
             2
         }
-        Err(e) => {
-            eprintln!("spillwayctl: {e}");
-            e.exit_code()
-        }
+        Err(e) => crate::client::fail_as(e, json),
     }
 }
 

@@ -81,3 +81,34 @@ fn malformed_arguments_exit_2_before_the_daemon_is_asked() {
     }
     assert_eq!(d.connections.load(Ordering::SeqCst), 0, "no argument error may contact the daemon");
 }
+
+/// `--json` on a refused edit (and its dry run, and `vip drain`) prints the JSON error
+/// object on stdout, `{"error", "message", "exit_code"}`, and exits 1; with no daemon,
+/// `"error": "no_daemon"` and exit 2. Without `--json` the refusal stays a text line on
+/// stderr (docs/ctl.md "Exit codes").
+#[test]
+fn json_edits_answer_a_refusal_with_a_json_error_object() {
+    let d = FakeDaemon::start("json");
+    let run = |socket: &std::path::Path, args: &[&str]| {
+        let o = Command::new(env!("CARGO_BIN_EXE_spillwayctl")).arg("--socket").arg(socket).args(args).output().unwrap();
+        (o.status.code().unwrap_or(-1), String::from_utf8_lossy(&o.stdout).to_string(), String::from_utf8_lossy(&o.stderr).to_string())
+    };
+    let edits: [&[&str]; 4] = [
+        &["backend", "set", "web", "b1", "weight=0", "--json"],
+        &["backend", "set", "web", "b1", "weight=0", "--json", "--dry-run"],
+        &["service", "remove", "web", "--json"],
+        &["vip", "drain", "10.0.0.100", "--json"],
+    ];
+    for args in edits {
+        let (code, out, err) = run(&d.socket, args);
+        assert_eq!(code, 1, "{args:?}: {out}{err}");
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{args:?}: not JSON ({e}): {out:?} {err:?}"));
+        assert_eq!(v, serde_json::json!({ "error": "refused", "message": "fake daemon refuses", "exit_code": 1 }), "{args:?}");
+    }
+    let (code, out, err) = run(&d.socket, &["backend", "set", "web", "b1", "weight=0"]);
+    assert_eq!((code, out.as_str()), (1, ""), "{err}");
+    assert!(err.starts_with("spillwayctl: daemon refused: fake daemon refuses"), "{err}");
+    let (code, out, _) = run(&d.socket.with_file_name("none.sock"), &["backend", "set", "web", "b1", "weight=0", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!((code, &v["error"], &v["exit_code"]), (2, &serde_json::json!("no_daemon"), &serde_json::json!(2)), "{out}");
+}

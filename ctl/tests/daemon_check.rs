@@ -7,11 +7,16 @@ mod common;
 use std::process::Command;
 
 fn check(name: &str, text: &str) -> (i32, String) {
+    check_with(name, text, &[])
+}
+
+/// `spillway --config FILE --check ARGS...`: (exit code, stdout and stderr).
+fn check_with(name: &str, text: &str, args: &[&str]) -> (i32, String) {
     let dir = std::env::temp_dir().join(format!("spw-check-{}-{name}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("spillway.toml");
     std::fs::write(&path, text).unwrap();
-    let o = Command::new(common::daemon_bin()).arg("--config").arg(&path).arg("--check").output().unwrap();
+    let o = Command::new(common::daemon_bin()).arg("--config").arg(&path).arg("--check").args(args).output().unwrap();
     let _ = std::fs::remove_dir_all(&dir);
     (o.status.code().unwrap_or(-1), format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr)))
 }
@@ -71,4 +76,26 @@ fn check_refuses_a_device_without_its_required_arguments() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(err.contains("ports[0].device = \"net_af_packet0\": the net_af_packet driver needs `iface=`") && !err.contains("rte_eal_init"), "{err}");
+}
+
+/// The control socket path checked is the one the daemon would bind: `--socket` when given
+/// (a config whose `dataplane.socket` is unusable then passes, with a warning), else
+/// `dataplane.socket`; the error names where the path came from.
+#[test]
+fn check_validates_the_socket_path_actually_used() {
+    let base = common::null_example();
+    assert!(base.contains("socket = \"/run/spillway/ctl.sock\""), "the null example sets dataplane.socket");
+    let long = format!("/tmp/{}", "s".repeat(110));
+    for bad in ["", long.as_str()] {
+        let text = base.replace("socket = \"/run/spillway/ctl.sock\"", &format!("socket = \"{bad}\""));
+        let (code, out) = check("sock-cfg", &text);
+        assert_eq!(code, 2, "{out}");
+        assert!(out.contains("dataplane.socket = ") && out.contains("must be a file path of 1 to 107 bytes"), "{out}");
+        let (code, out) = check_with("sock-arg", &text, &["--socket", "/tmp/spw-check.sock"]);
+        assert_eq!(code, 0, "--socket overrides an unusable dataplane.socket: {out}");
+        assert!(out.contains("warning: dataplane.socket = ") && out.contains("the daemon starts only with --socket PATH"), "{out}");
+    }
+    let (code, out) = check_with("sock-bad-arg", &base, &["--socket", &long]);
+    assert_eq!(code, 2, "{out}");
+    assert!(out.contains("--socket = ") && out.contains("must be a file path of 1 to 107 bytes"), "{out}");
 }

@@ -134,6 +134,7 @@ fn run(args: Args) -> Result<(), String> {
         // The fleet key is read at start: refuse a missing, open or short one here too.
         spillway_dataplane::sync::read_key(&sc.key_file).map_err(|e| format!("{path}: {e}"))?;
     }
+    let socket = spillway_dataplane::ctl::socket::effective_path(args.socket.as_deref(), &cfg, &path)?; // the path used, checked
     if args.check {
         for w in &warnings {
             println!("{path}: warning: {w}");
@@ -148,10 +149,9 @@ fn run(args: Args) -> Result<(), String> {
         }
         println!("{path}: configuration OK ({} services, {} ports)", cfg.services.len(), cfg.ports.len());
         println!("  checked: syntax, every range and cross-reference, backend MACs/addresses, port device arguments (key=value, iface= etc. a driver needs), socket_group, worker_cores on this host, the [sync] key file (mode, length) and whether sync.listen can be bound now");
-        println!("  not checked without starting DPDK: that the devices exist and start, that they take the port MTU (RX scatter or mbufs sized for it), hugepage memory for the mbuf pools, queue and descriptor counts the NIC supports, the control socket path");
+        println!("  not checked without starting DPDK: that the devices exist and start, that they take the port MTU (RX scatter or mbufs sized for it), hugepage memory for the mbuf pools, queue and descriptor counts the NIC supports, whether the control socket can be bound (only its path is checked)");
         return Ok(());
     }
-    let socket = args.socket.clone().unwrap_or_else(|| PathBuf::from(&cfg.dataplane.socket));
     install_signals()?;
     // The control socket is taken before EAL starts: a second daemon on the same socket is
     // refused here, before it touches any port; requests wait until it is served below.
@@ -351,7 +351,7 @@ fn run(args: Args) -> Result<(), String> {
             let stats = shared.stats[w].clone();
             let pinfo = port_infos.clone();
             let cap = cfg.conntrack.capacity_per_worker as usize;
-            // IPv6 flows get a table of their own (48-byte entries), as large as the IPv4
+            // IPv6 flows get a table of their own (32-byte entries), as large as the IPv4
             // one when IPv6 services are configured at start, else a small one.
             let cap6 = if cfg.services.iter().any(|s| s.vip.is_ipv6()) { cap } else { spillway_dataplane::fastpath::worker::DEFAULT_IPV6_CAPACITY };
             let seed = seed_for(w);

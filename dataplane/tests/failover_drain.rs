@@ -59,5 +59,7 @@ fn a_threshold_failover_after_a_failback_is_not_re_picked_per_packet() {
     assert!(verdicts.iter().all(|v| *v == Verdict::Forward), "{verdicts:?}");
     assert_eq!(stats.rebalanced.load(Relaxed), 0, "the flow on the failover backend was re-picked per packet");
     assert_eq!(stats.new_connections.load(Relaxed), 1);
-    assert_eq!(w.ct.peek(&spillway_shared::flow::FlowKey::new([10, 1, 0, 7].into(), [10, 0, 0, 100].into(), 40000, 80, 6), now + 6).map(|h| h.state), Some(spillway_dataplane::fastpath::conntrack::State::Established));
+    let service = d.shared.with_snapshot(|s| s.services[0].id).unwrap();
+    let k = spillway_dataplane::fastpath::conntrack::CtKey { src: u32::from_be_bytes([10, 1, 0, 7]), sport: 40000, service };
+    assert_eq!(w.ct.peek(&k, now + 6).map(|h| h.state), Some(spillway_dataplane::fastpath::conntrack::State::Established));
 }

@@ -56,7 +56,7 @@ use proptest::test_runner::{Config as RunnerConfig, TestCaseError, TestRunner};
 use spillway_dataplane::control::pools::{mark_draining, PoolState};
 use spillway_dataplane::ctl::transaction::check_tracking_key;
 use spillway_dataplane::control::{compile, CompileInput, FlowRequest, HealthView, SlotMap, Snapshot};
-use spillway_dataplane::fastpath::conntrack::{State, Timeouts, WAYS};
+use spillway_dataplane::fastpath::conntrack::{CtKey, State, Timeouts, TICK_MS, WAYS};
 use spillway_dataplane::fastpath::frag::{FRAG_LIFETIME_MS, HOLD_LIFETIME_MS, HOLD_SLOTS};
 use spillway_dataplane::fastpath::port::{MemBuf, MemPort, PacketBuf};
 use spillway_dataplane::fastpath::stats::WorkerStats;
@@ -414,8 +414,12 @@ struct MEntry {
 }
 
 impl MEntry {
+    /// The table's deadline: the last packet plus the timeout, rounded up to its 8 ms tick.
+    fn deadline(&self) -> u64 {
+        (self.last_seen + self.timeout).div_ceil(u64::from(TICK_MS)) * u64::from(TICK_MS)
+    }
     fn expired(&self, now: u64) -> bool {
-        now - self.last_seen > self.timeout
+        now >= self.deadline()
     }
 }
 
@@ -735,6 +739,13 @@ impl Model {
     /// spec/backend-selection.md "Connection tracking": the 5-tuple, or under PER_SESSION
     /// with a reduced affinity the session tuple completed with the service's VIP, port and
     /// protocol (docs/semantics.md), so services on one VIP never share a session.
+    /// The table's key of a model key ([`Self::tracking_key`]): the client address and port
+    /// and the number of the service its VIP port and protocol name.
+    fn ct_key(&self, k: &FlowKey) -> CtKey {
+        let svc = SERVICES.iter().position(|s| s.1 == k.dport && s.2 == k.proto).expect("service");
+        CtKey { src: k.src, sport: k.sport, service: self.snap.services[svc].id }
+    }
+
     fn tracking_key(&self, svc: usize, key: &FlowKey) -> FlowKey {
         if self.session(svc) {
             FlowKey { src: key.src, dst: vip(), sport: 0, dport: SERVICES[svc].1, proto: SERVICES[svc].2 }
@@ -934,7 +945,7 @@ impl Model {
         let idle = u64::from(self.svcs[svc].idle_sec) * 1000;
         let syn = tcp && flags & (SYN | ACK) == SYN;
         let now = self.now;
-        ensure!(self.worker.ct.peek(&tk, self.now32()).is_some() == self.entries.contains_key(&tk), "lookup of {tk:?} disagrees with the table's contents");
+        ensure!(self.worker.ct.peek(&self.ct_key(&tk), self.now32()).is_some() == self.entries.contains_key(&tk), "lookup of {tk:?} disagrees with the table's contents");
         let (mut rebalance, mut stays, mut insert) = (false, None, None);
         let had = self.entries.contains_key(&tk);
         // Under PER_CONNECTION (or 5-tuple affinity) a SYN starts a new connection; a
@@ -994,7 +1005,7 @@ impl Model {
         self.check(&got, expect)?;
         let mut tracked = false;
         if let Some(b) = insert {
-            if self.worker.ct.peek(&tk, self.now32()).is_some() {
+            if self.worker.ct.peek(&self.ct_key(&tk), self.now32()).is_some() {
                 tracked = true;
                 let timeout = if tcp { u64::from(self.timeouts.syn_ms) } else { idle };
                 let inc = self.slot_info[&b].inc;
@@ -1147,7 +1158,7 @@ impl Model {
         let (_, port, proto) = SERVICES[svc];
         let key = FlowKey { src, dst: vip(), sport: cport, dport: port, proto };
         let tk = self.tracking_key(svc, &key);
-        ensure!(self.worker.ct.peek(&tk, self.now32()).is_some() == self.entries.contains_key(&tk), "lookup of {tk:?} disagrees with the table's contents");
+        ensure!(self.worker.ct.peek(&self.ct_key(&tk), self.now32()).is_some() == self.entries.contains_key(&tk), "lookup of {tk:?} disagrees with the table's contents");
         let expect = match self.entries.get(&tk) {
             Some(e) if self.same_backend(e) => {
                 *self.cov.entry("ICMP error to a recorded flow").or_default() += 1;
@@ -1232,7 +1243,7 @@ impl Model {
     /// table lost must be SYN-only or closing and match the eviction counters.
     fn reconcile(&mut self) -> Res {
         let now = self.now;
-        let mut real: HashMap<FlowKey, spillway_dataplane::fastpath::conntrack::Entry> = HashMap::new();
+        let mut real: HashMap<CtKey, spillway_dataplane::fastpath::conntrack::Entry> = HashMap::new();
         let mut twice = None;
         self.worker.ct.for_each_live(now as u32, |e| {
             if real.insert(e.key(), *e).is_some() {
@@ -1247,7 +1258,7 @@ impl Model {
                 gone.push(*k);
                 continue;
             }
-            match real.get(k) {
+            match real.get(&self.ct_key(k)) {
                 None => {
                     ensure!(m.state != State::Established, "established entry {k:?} {m:?} lost from the table");
                     lost_syn += u64::from(m.state == State::SynOnly);
@@ -1258,7 +1269,7 @@ impl Model {
                     let same = r.backend == m.slot
                         && r.incarnation == m.inc
                         && r.state() == m.state
-                        && r.expires == (m.last_seen + m.timeout) as u32;
+                        && u64::from(r.remaining_ms(now as u32)) == m.deadline() - now;
                     ensure!(same, "entry {k:?}: table has {r:?}, model has {m:?}");
                 }
             }
@@ -1271,7 +1282,8 @@ impl Model {
         if self.entries.len() * 10 >= self.worker.ct.capacity() * 9 {
             self.seen("table at least 90 % full");
         }
-        if let Some((k, e)) = real.iter().find(|(k, _)| !self.entries.contains_key(*k)) {
+        let known: std::collections::HashSet<CtKey> = self.entries.keys().map(|k| self.ct_key(k)).collect();
+        if let Some((k, e)) = real.iter().find(|(k, _)| !known.contains(*k)) {
             return Err(format!("table has an entry the model does not: {k:?} {e:?}"));
         }
         let c = self.worker.ct.counters;
@@ -1301,6 +1313,17 @@ impl Model {
         let due = self.pools_real.iter().any(|(name, p)| self.cfg.service(name).is_some_and(|s| p.deadline_due(s.connection_drain_timeout_sec, now32)));
         if (ms >= REPUBLISH_MS && republish) || due {
             self.recompile();
+        }
+        if ms >= 1_000 {
+            // A running worker polls continuously, sweeping `SWEEP_BUCKETS_PER_POLL` buckets
+            // each time: a second is far more polls than a whole table takes. Here one poll
+            // stands for the whole gap, so the rest of the sweep cycle runs first. The
+            // table's clock rule relies on it: an entry unswept 21 h past its deadline
+            // (24-bit deadline in 8 ms ticks) could look live again.
+            let now32 = self.now32();
+            let (n4, n6) = (self.worker.ct.buckets_len(), self.worker.ct6.buckets_len());
+            self.worker.ct.sweep(now32, n4);
+            self.worker.ct6.sweep(now32, n6);
         }
         if let Err(e) = self.poll_once(None) {
             self.advance_error = Some(e);

@@ -5,14 +5,13 @@
 //! Maglev choice does not depend on the worker).
 
 use etherparse::PacketBuilder;
-use spillway_dataplane::fastpath::conntrack::Timeouts;
+use spillway_dataplane::fastpath::conntrack::{CtKey, Timeouts};
 use spillway_dataplane::control::{compile, CompileInput, HealthView, SlotMap};
 use spillway_dataplane::fastpath::port::{MemBuf, MemPort, PacketBuf};
 use spillway_dataplane::control::snapshot::Snapshot;
 use spillway_dataplane::fastpath::stats::{read, WorkerStats};
 use spillway_dataplane::fastpath::worker::{PollBuffers, PortInfo, Worker};
 use spillway_shared::config::Config;
-use spillway_shared::flow::FlowKey;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -93,7 +92,7 @@ fn workers_share_nothing_but_the_snapshot() {
     assert_eq!((ca.rx, ca.forwarded, ca.new_connections), (40_000, 40_000, 20_000));
     assert_eq!((cb.rx, cb.forwarded, cb.new_connections), (40_000, 40_000, 20_000));
     // each table holds only its own worker's flows
-    let key = |net: u8, i: u32| FlowKey { src: u32::from_be_bytes([10, net, (i >> 8) as u8, i as u8]), dst: 0x0a00_0064, sport: 1000 + (i % 50000) as u16, dport: 80, proto: 6 };
+    let key = |net: u8, i: u32| CtKey { src: u32::from_be_bytes([10, net, (i >> 8) as u8, i as u8]), sport: 1000 + (i % 50000) as u16, service: snap.services[0].id };
     for i in (0..20_000).step_by(97) {
         assert!(wa.ct.peek(&key(1, i), 2).is_some() && wa.ct.peek(&key(2, i), 2).is_none());
         assert!(wb.ct.peek(&key(2, i), 2).is_some() && wb.ct.peek(&key(1, i), 2).is_none());

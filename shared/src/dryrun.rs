@@ -14,8 +14,10 @@
 //!   weights ([`crate::pipeline::Decision::weights`]), before → after.
 //! - *Re-picked connections*: tracked connections on an endpoint that would no longer keep
 //!   them under the persistence rules of the edited snapshot (removed, a new incarnation,
-//!   unhealthy without persistence, evicted or draining after a pool switch); the worker's
-//!   rule is `keeps_backend` (docs/semantics.md "Existing connections").
+//!   unhealthy without persistence, evicted or draining in the inactive pool: after a pool
+//!   switch, at the end of the failover-threshold stage, after a move to the inactive pool,
+//!   by the daemon's own drain rule, `control::pools`); the worker's rule is
+//!   `keeps_backend` (docs/semantics.md "Existing connections").
 //! - *Stage changes*: pipeline stages whose rule or output set differs (`zonal_affinity:
 //!   |I|/|C| = 2/3 ... result I` → `... 1/3 < 0.6: result A`).
 
@@ -36,7 +38,10 @@ pub struct DryRunReport {
     pub notes: Vec<String>,
 }
 
-/// Effect on one service.
+/// Effect on one service. `classes` and `repicked` are both empty exactly when the
+/// service has no backends before and after the edit (added or removed empty, or an empty
+/// one edited): it routes nothing (new connections are dropped as `no_backend`) and tracks
+/// nothing, so nothing moves.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DryRunService {
     /// Service name.
@@ -91,8 +96,9 @@ pub struct Repick {
     pub backend: String,
     /// Endpoint name (the backend's name for a one-address backend).
     pub endpoint: String,
-    /// Why (`backend removed`, `unhealthy and NEVER_PERSIST`, `drains for 300 s after the
-    /// failover`, ...).
+    /// Why (`removed`, `address changed (a new endpoint)`, `drains for 300 s after the
+    /// failover`, `drains for 300 s after the failover-threshold stage stops sending it new
+    /// connections`, `evicted after the failback (disable_connection_drain_on_failover)`, ...).
     pub reason: String,
     /// Tracked connections on the endpoint now, summed over workers; `None` when the
     /// workers did not answer in time.

@@ -358,17 +358,29 @@ fn packet_capture_needs_multi_process() {
 }
 
 /// The control socket path must be usable (an empty one failed only at start, naming no
-/// field); an over-long value is echoed cut, with its length.
+/// field), but only the path actually used is checked (`check_socket_path`, called by the
+/// daemon with `--socket` or `dataplane.socket`): a config whose own path is unusable
+/// loads, with a warning, since `--socket` may override it. An over-long value is echoed
+/// cut, with its length.
 #[test]
 fn control_socket_path_and_long_values() {
+    use spillway_shared::config::check_socket_path;
     let with = |sock: &str| BASE.replace("workers = 1", &format!("workers = 1\nsocket = \"{sock}\""));
     load(&with("/run/spillway/ctl.sock")).unwrap();
+    assert!(check_socket_path("dataplane.socket", b"/run/spillway/ctl.sock").is_ok());
+    assert!(check_socket_path("--socket", &[b'/'; 107]).is_ok());
     for bad in [String::new(), format!("/tmp/{}", "s".repeat(110))] {
-        let e = load(&with(&bad)).unwrap_err();
-        assert!(e.starts_with("dataplane.socket = "), "{e}");
-        assert!(e.contains("must be a file path of 1 to 107 bytes"), "{e}");
-        assert!(e.len() < 400, "the value is echoed cut: {e}");
+        load(&with(&bad)).unwrap();
+        let cfg = Config::from_toml(&with(&bad)).unwrap();
+        assert!(cfg.warnings().iter().any(|w| w.starts_with("dataplane.socket = ") && w.ends_with("the daemon starts only with --socket PATH")), "{:?}", cfg.warnings());
+        for field in ["dataplane.socket", "--socket"] {
+            let e = check_socket_path(field, bad.as_bytes()).unwrap_err().to_string();
+            assert!(e.starts_with(&format!("{field} = ")), "{e}");
+            assert!(e.contains("must be a file path of 1 to 107 bytes"), "{e}");
+            assert!(e.len() < 400, "the value is echoed cut: {e}");
+        }
     }
+    assert!(check_socket_path("--socket", b"/tmp/a\0b").is_err(), "a NUL byte");
     let e = load(&BASE.replace("zone = \"z2\"", &format!("zone = \"{}\"", "z".repeat(100_000)))).unwrap_err();
     assert!(e.contains("[100002 characters]") && e.len() < 600, "a 100,000-character name is not echoed in full: {} bytes", e.len());
 }

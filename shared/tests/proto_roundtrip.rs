@@ -110,6 +110,8 @@ fn counters() -> impl Strategy<Value = Counters> {
         control_tx_failed: n[0],
         nd_advertisements: n[17],
         nd_not_ours: n[16],
+        ct_relocated: n[19],
+        ct_relocation_failed: n[5],
     })
 }
 

@@ -339,8 +339,13 @@ fn compile_inner(cfg: &Config, slots: &SlotMap, input: CompileInput<'_>, neighbo
                 (0, vip6)
             }
         };
+        // A service outside the slot map (a caller that compiled without syncing it) gets a
+        // number above every assigned one it does not collide with: its index from the top.
+        let id = slots.service_number(&super::slots::identity(svc)).unwrap_or(u16::MAX - si as u16);
+        snap.by_number.insert(id, si as u16);
         snap.services.push(ServiceSnap {
             name: svc.name.clone(),
+            id,
             vip,
             vip6,
             ipv6: svc.vip.is_ipv6(),

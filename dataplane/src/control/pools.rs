@@ -107,6 +107,16 @@ fn own_reason(svc: &spillway_shared::config::Service, slots: &SlotMap, snap: &Sn
 /// Services absent from `pools` start with the pool `snap` gives them, no switch, and no
 /// slot draining.
 pub fn mark_draining(cfg: &Config, slots: &SlotMap, snap: &mut Snapshot, pools: &mut HashMap<String, PoolState>, now_ms: u32) {
+    mark(cfg, slots, snap, pools, now_ms, true);
+}
+
+/// [`mark_draining`] for a prediction (`--dry-run`): the same rule on a snapshot that is not
+/// published and pool states that are a copy, without logging the pool switches it sees.
+pub fn predict_draining(cfg: &Config, slots: &SlotMap, snap: &mut Snapshot, pools: &mut HashMap<String, PoolState>, now_ms: u32) {
+    mark(cfg, slots, snap, pools, now_ms, false);
+}
+
+fn mark(cfg: &Config, slots: &SlotMap, snap: &mut Snapshot, pools: &mut HashMap<String, PoolState>, now_ms: u32, log: bool) {
     for (si, svc) in cfg.services.iter().enumerate() {
         let Some(ss) = snap.services.get(si) else { continue };
         let fo = ss.failed_over;
@@ -117,7 +127,9 @@ pub fn mark_draining(cfg: &Config, slots: &SlotMap, snap: &mut Snapshot, pools: 
         };
         let mut starting: Vec<u16> = Vec::new();
         if ps.failed_over != fo {
-            tracing::info!(service = %svc.name, failed_over = fo, "active pool changed ({})", if fo { "failover" } else { "failback" });
+            if log {
+                tracing::info!(service = %svc.name, failed_over = fo, "active pool changed ({})", if fo { "failover" } else { "failback" });
+            }
             ps.failed_over = fo;
             ps.switched_at_ms = Some(now_ms);
             // every slot of the pool it left, eligible before or not (connections may

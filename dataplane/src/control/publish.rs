@@ -201,7 +201,6 @@ mod tests {
     use crate::control::snapshot::Snapshot;
     use crate::fastpath::conntrack::Timeouts;
     use crate::fastpath::worker::Worker;
-    use spillway_shared::flow::FlowKey;
     use spillway_shared::proto::FlowOp;
     use std::net::Ipv4Addr;
     use std::time::Duration;
@@ -217,7 +216,7 @@ mod tests {
             threads.push(std::thread::spawn(move || {
                 let mut worker = Worker::new(w, 1024, 7 + w as u64, Timeouts::default(), sh.stats[w].clone(), Vec::new());
                 for i in 0..10u16 {
-                    let k = FlowKey::new(Ipv4Addr::new(10, 1, w as u8, i as u8), Ipv4Addr::new(10, 0, 0, 100), 1000 + i, 80, 6);
+                    let k = crate::fastpath::conntrack::CtKey { src: u32::from(Ipv4Addr::new(10, 1, w as u8, i as u8)), sport: 1000 + i, service: 0 };
                     // slots 0 (incarnation 1) and 1 (incarnation 1); slot 1 with a stale incarnation 0 for i == 9
                     let (slot, inc) = if i == 9 { (1, 0) } else { (i % 2, 1) };
                     worker.ct.insert(&k, slot, inc, 5, &Timeouts::default());

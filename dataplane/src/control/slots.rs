@@ -23,7 +23,17 @@ pub struct SlotMap {
     addresses: Vec<Option<std::net::IpAddr>>,
     /// Slots given to an endpoint since the last [`SlotMap::take_fresh`].
     fresh: Vec<u16>,
+    /// Service numbers by service identity ([`ServiceIdentity`]): see
+    /// [`SlotMap::service_number`].
+    services: std::collections::HashMap<ServiceIdentity, u16>,
+    /// The last service number handed out (the next search starts after it).
+    last_service: u16,
 }
+
+/// What identifies a service for its connection-table number: (VIP, port, protocol
+/// number). A service keeps its number while these stay (a rename or any other edit keeps
+/// it); a service whose VIP, port or protocol changes is a new service.
+pub type ServiceIdentity = (std::net::IpAddr, u16, u8);
 
 fn keys(cfg: &Config) -> Vec<(EndpointKey, std::net::IpAddr)> {
     let mut out = Vec::new();
@@ -41,6 +51,7 @@ impl SlotMap {
     /// Assigns slots to every endpoint of `cfg`, keeping the slots of endpoints that are
     /// still configured and freeing the others. Errors when more than [`MAX_BACKEND_SLOTS`].
     pub fn sync(&mut self, cfg: &Config) -> Result<(), String> {
+        self.sync_services(cfg)?;
         let all = keys(cfg);
         let wanted: std::collections::HashSet<&EndpointKey> = all.iter().map(|(k, _)| k).collect();
         // free removed
@@ -118,6 +129,49 @@ impl SlotMap {
     pub fn incarnation(&self, slot: u16) -> u16 {
         self.incarnations.get(usize::from(slot)).copied().unwrap_or(0)
     }
+
+    /// Gives every service of `cfg` a number ([`SlotMap::service_number`]): a service that
+    /// stays keeps its number; the numbers of removed services are freed; a new service
+    /// takes the first free number after the last one handed out (wrapping), so a freed
+    /// number is reused only after every other number has been handed out since.
+    fn sync_services(&mut self, cfg: &Config) -> Result<(), String> {
+        let wanted: std::collections::HashSet<ServiceIdentity> = cfg.services.iter().map(identity).collect();
+        self.services.retain(|k, _| wanted.contains(k));
+        let mut used: std::collections::HashSet<u16> = self.services.values().copied().collect();
+        for s in &cfg.services {
+            let id = identity(s);
+            if self.services.contains_key(&id) {
+                continue;
+            }
+            let mut n = self.last_service;
+            let free = (0..=u16::MAX).find_map(|_| {
+                n = n.wrapping_add(1);
+                (!used.contains(&n)).then_some(n)
+            });
+            let Some(n) = free else { return Err("more than 65,536 services".to_string()) };
+            used.insert(n);
+            self.last_service = n;
+            self.services.insert(id, n);
+        }
+        Ok(())
+    }
+
+    /// The connection-table number of the service with this identity ([`ServiceIdentity`]),
+    /// if it is configured (assigned by [`SlotMap::sync`]). It stays the same across edits
+    /// and recompilations while the service exists, unlike the service's index in a
+    /// snapshot, which shifts when a service before it is added or removed; connection
+    /// entries are keyed by it (`fastpath::conntrack`). A number freed by a removed service
+    /// may eventually be reused; an entry of the removed service then still routes no flow of
+    /// the new one, because an entry's endpoint slot and incarnation must name a backend of
+    /// the packet's service (`fastpath::worker::keeps_backend`).
+    pub fn service_number(&self, id: &ServiceIdentity) -> Option<u16> {
+        self.services.get(id).copied()
+    }
+}
+
+/// The [`ServiceIdentity`] of a configured service.
+pub fn identity(s: &spillway_shared::config::Service) -> ServiceIdentity {
+    (s.vip, s.port, s.protocol.number())
 }
 
 #[cfg(test)]
@@ -149,5 +203,50 @@ mod tests {
         assert_ne!(m.incarnation(s1), i1);
         assert_eq!(m.incarnation(s2), i2);
         assert_eq!(m.take_fresh(), vec![s1]);
+    }
+
+    fn services(list: &[(&str, &str, u16)]) -> Config {
+        let mut t = String::new();
+        for (name, vip, port) in list {
+            t += &format!("[[services]]\nname = \"{name}\"\nvip = \"{vip}\"\nport = {port}\n[[services.backends]]\nname = \"b1\"\naddress = \"10.0.1.1\"\nmac = \"02:00:00:00:0b:01\"\n");
+        }
+        Config::from_toml(&t).unwrap()
+    }
+
+    /// A service keeps its number across unrelated edits: a service added before it (which
+    /// shifts its index), a backend added, a rename; a removed service's number is not
+    /// handed out again while other numbers are free.
+    #[test]
+    fn service_numbers_are_stable_across_edits_and_not_reused_soon() {
+        let mut m = SlotMap::default();
+        m.sync(&services(&[("web", "10.0.0.100", 80), ("dns", "10.0.0.100", 53)])).unwrap();
+        let num = |m: &SlotMap, vip: &str, port: u16| m.service_number(&(vip.parse().unwrap(), port, 6));
+        let (web, dns) = (num(&m, "10.0.0.100", 80).unwrap(), num(&m, "10.0.0.100", 53).unwrap());
+        assert_ne!(web, dns);
+        // a service added before both, another backend for web, dns renamed
+        let mut cfg = services(&[("new", "10.0.0.101", 80), ("web", "10.0.0.100", 80), ("domain", "10.0.0.100", 53)]);
+        let mut b2 = cfg.services[1].backends[0].clone();
+        b2.name = "b2".into();
+        cfg.services[1].backends.push(b2);
+        m.sync(&cfg).unwrap();
+        assert_eq!((num(&m, "10.0.0.100", 80), num(&m, "10.0.0.100", 53)), (Some(web), Some(dns)));
+        let new = num(&m, "10.0.0.101", 80).unwrap();
+        assert!(![web, dns].contains(&new));
+        // removing web frees its number; services added after it get fresh ones
+        m.sync(&services(&[("new", "10.0.0.101", 80), ("domain", "10.0.0.100", 53)])).unwrap();
+        assert_eq!(num(&m, "10.0.0.100", 80), None);
+        for i in 0..100u16 {
+            m.sync(&services(&[("new", "10.0.0.101", 80), ("domain", "10.0.0.100", 53), ("x", "10.0.0.102", 1000 + i)])).unwrap();
+            let x = num(&m, "10.0.0.102", 1000 + i).unwrap();
+            assert!(![web, dns, new].contains(&x), "number {x} reused after {i} services");
+        }
+        // web back: a new service, with a new number
+        m.sync(&cfg).unwrap();
+        assert!(num(&m, "10.0.0.100", 80).is_some_and(|n| n != web));
+        // a snapshot names each service by its number, and maps numbers back
+        let snap = crate::control::compile(&cfg, &m, crate::control::CompileInput { health: &crate::control::HealthView::new(), states: &mut Default::default(), now_sec: 0.0, generation: 1, port_addrs: vec![0] });
+        for (i, s) in snap.services.iter().enumerate() {
+            assert_eq!(snap.service_by_number(s.id).map(|(j, _)| usize::from(j)), Some(i));
+        }
     }
 }

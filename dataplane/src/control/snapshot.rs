@@ -7,6 +7,7 @@
 //! control thread for the life of a backend, with an incarnation number so a connection
 //! entry of a removed backend never matches a new backend that reuses the slot.
 
+use crate::fastpath::conntrack::{ServiceTimeouts, Timeouts};
 use hashbrown::HashMap;
 use spillway_shared::config::{ForwardingMode, SessionAffinity, TrackingMode};
 use spillway_shared::maglev::MaglevTable;
@@ -68,6 +69,10 @@ impl ClassTable {
 pub struct ServiceSnap {
     /// Name (for the control plane).
     pub name: String,
+    /// The service's number: stable across edits and recompilations while the service
+    /// (VIP, port, protocol) exists (`SlotMap::service_number`), unlike its index in
+    /// [`Snapshot::services`]. Connection-table entries are keyed by it.
+    pub id: u16,
     /// IPv4 VIP (host order); 0 for an IPv6 service.
     pub vip: u32,
     /// IPv6 VIP (host-order `u128`); 0 for an IPv4 service.
@@ -110,6 +115,10 @@ pub struct Snapshot {
     pub generation: u64,
     /// Services by index.
     pub services: Vec<ServiceSnap>,
+    /// Service number ([`ServiceSnap::id`]) → service index: for the control plane, fleet
+    /// sync and the connection table's out-of-line paths (eviction ranking), never the
+    /// per-packet lookup.
+    pub by_number: HashMap<u16, u16>,
     /// (VIP, port, proto) → service index.
     pub by_vip_port: HashMap<(u32, u16, u8), u16>,
     /// (VIP, proto) → (first service index, number of services): port-less packets
@@ -178,6 +187,20 @@ impl Snapshot {
         self.classes.lookup_v6(src).copied().unwrap_or(self.incompatible_class)
     }
 
+    /// The service numbered `number` ([`ServiceSnap::id`]) and its index, if it exists.
+    #[inline]
+    pub fn service_by_number(&self, number: u16) -> Option<(u16, &ServiceSnap)> {
+        let i = *self.by_number.get(&number)?;
+        self.services.get(usize::from(i)).map(|s| (i, s))
+    }
+
+    /// The timeouts of every service's connection entries ([`ServiceTimeouts`]), from the
+    /// `[conntrack]` timeouts `base` and each service's idle timeout and protocol; a number
+    /// no service has gets `base`.
+    pub fn timeouts(&self, base: Timeouts) -> SnapTimeouts<'_> {
+        SnapTimeouts { snap: self, base }
+    }
+
     /// Distinct tables (shared ones counted once).
     pub fn distinct_tables(&self) -> usize {
         let mut seen: Vec<*const ClassTable> = Vec::new();
@@ -190,5 +213,20 @@ impl Snapshot {
             }
         }
         seen.len()
+    }
+}
+
+/// [`Snapshot::timeouts`]: the connection-table timeouts of a snapshot's services by
+/// service number, for the table's out-of-line paths (eviction ranking, the sync refresh
+/// walk, `flows show`).
+#[derive(Clone, Copy)]
+pub struct SnapTimeouts<'s> {
+    snap: &'s Snapshot,
+    base: Timeouts,
+}
+
+impl ServiceTimeouts for SnapTimeouts<'_> {
+    fn of(&self, service: u16) -> Timeouts {
+        self.snap.service_by_number(service).map_or(self.base, |(_, s)| self.base.for_service(s.proto, s.idle_timeout_ms))
     }
 }

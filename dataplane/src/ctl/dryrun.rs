@@ -11,7 +11,7 @@
 
 use crate::control::snapshot::{ServiceSnap, Snapshot};
 use crate::control::{backend_states, compile_with_neighbors, with_unresolved, CompileInput, SlotMap};
-use crate::daemon::{ControlState, Daemon};
+use crate::daemon::{ControlState, Daemon, PoolState};
 use spillway_shared::config::Config;
 use spillway_shared::dryrun::{DryRunClass, DryRunReport, DryRunService, Repick, ShareChange, StageChange};
 use spillway_shared::pipeline::{self, ClientClass, Decision, Topology};
@@ -114,8 +114,15 @@ pub(super) fn prepare(d: &Daemon, st: &ControlState, cand: &Config, changes: Vec
         let mut states = st.states.clone();
         compile_with_neighbors(cfg, slots, CompileInput { health: &st.health, states: &mut states, now_sec, generation: st.generation, port_addrs: d.port_addrs.clone() }, neigh)
     };
-    let before = compile(&st.cfg, &st.slots, st.neighbors.view());
-    let after = compile(cand, &cand_slots, &neigh_after);
+    // Both sides get the drain marks the daemon's republication would give them now
+    // (`control::pools`, the same rule on copies of the pool states): the running one as
+    // published, the edited one as the edit's republication would mark it.
+    let now_ms = d.now_ms();
+    let mut before = compile(&st.cfg, &st.slots, st.neighbors.view());
+    crate::control::pools::predict_draining(&st.cfg, &st.slots, &mut before, &mut st.pools.clone(), now_ms);
+    let mut after = compile(cand, &cand_slots, &neigh_after);
+    let mut pools_after = st.pools.clone();
+    crate::control::pools::predict_draining(cand, &cand_slots, &mut after, &mut pools_after, now_ms);
     let side = |cfg: &'_ Config, slots: &'_ SlotMap, snap: &'_ Snapshot, neigh: &crate::neighbor::driver::NeighborView| Side {
         cfg: cfg.clone(),
         slots: slots.clone(),
@@ -141,6 +148,16 @@ pub(super) fn prepare(d: &Daemon, st: &ControlState, cand: &Config, changes: Vec
             classes: Vec::new(),
             repicked: Vec::new(),
         };
+        // A service without backends on both sides (a backend has at least one endpoint)
+        // routes nothing and tracks nothing: one entry without classes or re-picks when its
+        // config changes (`DryRunService` says so), instead of a stage trace per class.
+        let no_backends = |c: &Config| c.service(name).is_none_or(|s| s.backends.is_empty());
+        if no_backends(&st.cfg) && no_backends(cand) {
+            if st.cfg.service(name) != cand.service(name) {
+                report.services.push(svc);
+            }
+            continue;
+        }
         let mut classes: Vec<String> = before.class_names.clone();
         classes.extend(after.class_names.iter().filter(|c| !before.class_names.contains(c)).cloned());
         for class in &classes {
@@ -148,7 +165,8 @@ pub(super) fn prepare(d: &Daemon, st: &ControlState, cand: &Config, changes: Vec
                 svc.classes.push(c);
             }
         }
-        let mut slots = repicks(st, &b, &before, &a, &after, name, &mut svc.repicked);
+        let pools = (st.pools.get(name), pools_after.get(name));
+        let mut slots = repicks(pools, &b, &before, &a, &after, name, &mut svc.repicked);
         if svc.classes.is_empty() && svc.repicked.is_empty() {
             continue;
         }
@@ -293,8 +311,8 @@ fn stage_changes(before: Option<&Decision>, after: Option<&Decision>) -> Vec<Sta
 }
 
 /// Why a tracked connection on `slot` (with `incarnation`) of service `name` would not stay
-/// on it in `snap` — the worker's `keeps_backend` rule without the drain deadline, which
-/// [`repicks`] handles with the pool switch — or `None` when it stays.
+/// on it in `snap` — the worker's `keeps_backend` rule, a drain deadline counting as leaving
+/// (its connections go when it passes) — or `None` when it stays.
 fn leaves(side: &Side, snap: &Snapshot, name: &str, slot: u16, incarnation: u16) -> Option<String> {
     let Some((si, ss)) = side.service_snap(snap, name) else { return Some("service removed".into()) };
     let b = snap.backends.get(usize::from(slot))?;
@@ -307,6 +325,9 @@ fn leaves(side: &Side, snap: &Snapshot, name: &str, slot: u16, incarnation: u16)
     if b.evict_connections {
         return Some("evicted".into());
     }
+    if b.draining_until_ms.is_some() {
+        return Some("drains".into());
+    }
     let last_resort = ss.tables.iter().all(|t| t.as_ref().is_none_or(|t| t.all_unhealthy));
     if !b.healthy && !ss.persist_on_unhealthy && !last_resort {
         return Some("unhealthy, and the service does not persist connections on unhealthy backends".into());
@@ -314,16 +335,32 @@ fn leaves(side: &Side, snap: &Snapshot, name: &str, slot: u16, incarnation: u16)
     None
 }
 
+/// The words for a slot the edited snapshot marks draining or evicted by the pool rule
+/// (`control::pools`): after a switch of the active pool (`switched`, to the failover pool
+/// when `failed_over`), or without one when the slot's backend moved to the inactive pool
+/// (`moved`) or the pipeline stopped giving it new connections (the failover-threshold
+/// stage ended).
+fn drain_reason(svc: &spillway_shared::config::Service, evicted: bool, switched: bool, failed_over: bool, moved: bool) -> String {
+    let when = match (switched, moved) {
+        (true, _) => format!("after the {}", if failed_over { "failover" } else { "failback" }),
+        (false, true) => "after its move to the inactive pool".to_string(),
+        (false, false) => "after the failover-threshold stage stops sending it new connections".to_string(),
+    };
+    if !evicted {
+        return format!("drains for {} s {when}", svc.connection_drain_timeout_sec);
+    }
+    let why = if svc.disable_connection_drain_on_failover { "disable_connection_drain_on_failover" } else { "connection_drain_timeout_sec = 0" };
+    format!("evicted {when} ({why})")
+}
+
 /// The endpoints of service `name` whose tracked connections stay before the edit and
 /// would leave after it, into `out`; returns (index in `out`, slot, incarnation) for the
-/// counts.
-fn repicks(st: &ControlState, b: &Side, before: &Snapshot, a: &Side, after: &Snapshot, name: &str, out: &mut Vec<Repick>) -> Vec<(usize, u16, u16)> {
+/// counts. `pools`: the service's pool state now and as the edit's republication would
+/// leave it (`control::pools::predict_draining`, which marked `after`).
+fn repicks(pools: (Option<&PoolState>, Option<&PoolState>), b: &Side, before: &Snapshot, a: &Side, after: &Snapshot, name: &str, out: &mut Vec<Repick>) -> Vec<(usize, u16, u16)> {
     let mut counts = Vec::new();
     let Some(svc_b) = b.cfg.service(name) else { return counts };
-    // The pool switch of the edited snapshot (`Daemon::republish` starts the drain).
-    let fo_now = st.pools.get(name).map(|p| p.failed_over);
-    let fo_after = a.service_snap(after, name).map(|(_, s)| s.failed_over);
-    let svc_a = a.cfg.service(name);
+    let switched = pools.0.zip(pools.1).is_some_and(|(x, y)| x.failed_over != y.failed_over);
     for bk in &svc_b.backends {
         for m in bk.members() {
             let Some(slot) = b.slots.slot(name, &bk.name, &m.name) else { continue };
@@ -332,18 +369,11 @@ fn repicks(st: &ControlState, b: &Side, before: &Snapshot, a: &Side, after: &Sna
                 continue; // already leaving today: the edit changes nothing for them
             }
             let mut reason = leaves(a, after, name, slot, inc);
-            if reason.is_none() {
-                if let (Some(now), Some(fo), Some(sa)) = (fo_now, fo_after, svc_a) {
-                    let in_inactive = sa.backends.iter().find(|x| x.name == bk.name).is_some_and(|x| x.failover != fo);
-                    let eligible = a.service_snap(after, name).is_some_and(|(_, s)| s.tables.iter().flatten().any(|t| t.backends.contains(&slot)));
-                    if now != fo && in_inactive && !eligible {
-                        let what = if fo { "failover" } else { "failback" };
-                        reason = Some(if sa.disable_connection_drain_on_failover {
-                            format!("evicted at the {what} (disable_connection_drain_on_failover)")
-                        } else {
-                            format!("drains for {} s after the {what}", sa.connection_drain_timeout_sec)
-                        });
-                    }
+            let pool_drain = pools.1.filter(|p| p.draining.iter().any(|d| d.slot == slot));
+            if let (Some(r), Some(p), Some(sa)) = (reason.as_mut(), pool_drain, a.cfg.service(name)) {
+                if r == "evicted" || r == "drains" {
+                    let moved = sa.backends.iter().find(|x| x.name == bk.name).is_some_and(|x| x.failover != bk.failover);
+                    *r = drain_reason(sa, r == "evicted", switched, p.failed_over, moved);
                 }
             }
             if let Some(reason) = reason {

@@ -181,3 +181,99 @@ fn refusals_and_no_change_are_answered_like_the_edit() {
     let r = crate::ctl::server::Handler::handle(&d, Request::DryRun(Box::new(Request::Status)));
     assert!(matches!(&r, Response::Error { message } if message.contains("only editing requests")), "{r:?}");
 }
+
+/// A service without backends (added, edited or removed) is one entry with no classes and
+/// no re-picks, which `spillwayctl` prints as one line: it routes and tracks nothing.
+#[test]
+fn an_empty_service_is_one_entry_without_classes() {
+    let d = daemon();
+    let add = Request::ServiceAdd { name: "api".into(), fields: fields(&[("vip", "10.0.0.101"), ("port", "8080")]), if_generation: None };
+    let rep = dry(&d, &add);
+    assert_eq!(rep.services.len(), 1, "{rep:#?}");
+    let s = &rep.services[0];
+    assert_eq!((s.service.as_str(), s.what.as_str(), s.classes.len(), s.repicked.len()), ("api", "added", 0, 0), "{rep:#?}");
+    assert!(matches!(crate::ctl::server::Handler::handle(&d, add), Response::Applied(_)));
+    let set = Request::ServiceSet { name: "api".into(), fields: fields(&[("zonal_affinity", "STAY_WITHIN_ZONE")]), if_generation: None };
+    let rep = dry(&d, &set);
+    assert_eq!(rep.services.iter().map(|s| (s.service.as_str(), s.what.as_str(), s.classes.len(), s.repicked.len())).collect::<Vec<_>>(), [("api", "changed", 0, 0)], "{rep:#?}");
+    let rep = dry(&d, &Request::ServiceRemove { name: "api".into(), if_generation: None });
+    assert_eq!(rep.services.iter().map(|s| (s.service.as_str(), s.what.as_str(), s.classes.len(), s.repicked.len())).collect::<Vec<_>>(), [("api", "removed", 0, 0)], "{rep:#?}");
+}
+
+/// Service `web`: failover threshold 70 %, primary group `p` of 4 endpoints with 2 down
+/// (the threshold stage sends new connections to the failover backend `f`, no switch),
+/// drain 600 s.
+fn threshold_daemon() -> Daemon {
+    let mut t = String::from("[[ports]]\nname = \"p0\"\ndevice = \"net_null0\"\n[[services]]\nname = \"web\"\nvip = \"10.0.0.100\"\nport = 80\nfailover_health_threshold = 70\nconnection_drain_timeout_sec = 600\n[[services.backends]]\nname = \"p\"\n");
+    for k in 1..=4 {
+        t += &format!("[[services.backends.endpoints]]\nname = \"e{k}\"\naddress = \"10.0.1.{k}\"\nmac = \"02:00:00:00:01:{k:02x}\"\n");
+    }
+    t += "[[services.backends]]\nname = \"f\"\nfailover = true\naddress = \"10.0.2.1\"\nmac = \"02:00:00:00:02:01\"\n";
+    let d = Daemon::new(Config::from_toml(&t).unwrap(), 1, vec![0], Box::new(|_| Default::default())).unwrap();
+    {
+        let mut st = d.control.lock().unwrap();
+        for k in [1, 2] {
+            st.health.entry(("web".into(), "p".into(), format!("e{k}"))).or_default().healthy = false;
+        }
+        d.republish(&mut st);
+        assert!(st.pools["web"].eligible.contains(&st.slots.slot("web", "f", "f").unwrap()), "the threshold stage gives f new connections");
+        assert!(!st.pools["web"].failed_over);
+    }
+    d
+}
+
+/// f's drain mark in the published snapshot: (draining_until_ms is set, evicted).
+fn f_marks(d: &Daemon) -> (bool, bool) {
+    let f = d.control.lock().unwrap().slots.slot("web", "f", "f").unwrap();
+    d.shared.with_snapshot(|s| s.backends.get(usize::from(f)).map(|b| (b.draining_until_ms.is_some(), b.evict_connections))).flatten().unwrap()
+}
+
+/// The drains that start when the failover-threshold stage ends (no pool switch) are in
+/// the dry run, predicted by the daemon's own rule (`control::pools`): lowering
+/// `failover_health_threshold` ends the stage, so `f` drains, and the edit applied marks it
+/// so; disabling `f` instead keeps its connections (disabled backends do), in the dry run
+/// and when applied.
+#[test]
+fn the_end_of_the_failover_threshold_stage_drains_in_the_dry_run_as_applied() {
+    let d = threshold_daemon();
+    let end = Request::ServiceSet { name: "web".into(), fields: fields(&[("failover_health_threshold", "30")]), if_generation: None };
+    let rep = dry(&d, &end);
+    let repicked: Vec<(&str, &str)> = rep.services.iter().flat_map(|s| &s.repicked).map(|r| (r.backend.as_str(), r.reason.as_str())).collect();
+    assert_eq!(repicked, [("f", "drains for 600 s after the failover-threshold stage stops sending it new connections")], "{rep:#?}");
+    assert_eq!(f_marks(&d), (false, false), "the dry run marked nothing published");
+    assert!(matches!(crate::ctl::server::Handler::handle(&d, end), Response::Applied(_)));
+    assert_eq!(f_marks(&d), (true, false), "applied: f drains, as predicted");
+
+    let d = threshold_daemon();
+    let disable = Request::BackendSet { service: "web".into(), name: "f".into(), fields: fields(&[("enabled", "false")]), if_generation: None };
+    let rep = dry(&d, &disable);
+    assert!(rep.services.iter().all(|s| s.repicked.is_empty()), "a disabled backend keeps its connections: {rep:#?}");
+    assert!(matches!(crate::ctl::server::Handler::handle(&d, disable), Response::Applied(_)));
+    assert_eq!(f_marks(&d), (false, false), "applied: f does not drain, as predicted");
+
+    // with disable_connection_drain_on_failover the end of the stage evicts at once
+    let d = threshold_daemon();
+    assert!(matches!(crate::ctl::server::Handler::handle(&d, Request::ServiceSet { name: "web".into(), fields: fields(&[("disable_connection_drain_on_failover", "true")]), if_generation: None }), Response::Applied(_)));
+    let end = Request::ServiceSet { name: "web".into(), fields: fields(&[("failover_health_threshold", "30")]), if_generation: None };
+    let rep = dry(&d, &end);
+    let repicked: Vec<&str> = rep.services.iter().flat_map(|s| &s.repicked).map(|r| r.reason.as_str()).collect();
+    assert_eq!(repicked, ["evicted after the failover-threshold stage stops sending it new connections (disable_connection_drain_on_failover)"], "{rep:#?}");
+    assert!(matches!(crate::ctl::server::Handler::handle(&d, end), Response::Applied(_)));
+    assert_eq!(f_marks(&d), (false, true), "applied: f evicted, as predicted");
+}
+
+/// A switch of the active pool (the primaries disabled: failover) drains the pool it left,
+/// in the dry run as when applied (the rule's switch case, now from `control::pools` too).
+#[test]
+fn a_failover_switch_drains_the_pool_it_left_in_the_dry_run_as_applied() {
+    let d = threshold_daemon();
+    let off = Request::BackendSet { service: "web".into(), name: "p".into(), fields: fields(&[("enabled", "false")]), if_generation: None };
+    let rep = dry(&d, &off);
+    let repicked: Vec<(&str, &str)> = rep.services.iter().flat_map(|s| &s.repicked).map(|r| (r.endpoint.as_str(), r.reason.as_str())).filter(|(e, _)| ["e3", "e4"].contains(e)).collect();
+    assert_eq!(repicked, [("e3", "drains for 600 s after the failover"), ("e4", "drains for 600 s after the failover")], "{rep:#?}");
+    assert!(matches!(crate::ctl::server::Handler::handle(&d, off), Response::Applied(_)));
+    let st = d.control.lock().unwrap();
+    assert!(st.pools["web"].failed_over);
+    let e3 = st.slots.slot("web", "p", "e3").unwrap();
+    assert_eq!(d.shared.with_snapshot(|s| s.backends[usize::from(e3)].draining_until_ms.is_some()), Some(true), "applied: e3 drains, as predicted");
+}

@@ -256,6 +256,35 @@ fn a_live_health_check_is_written_with_the_fields_given() {
     assert!(text.contains("type = \"tcp\"") && text.contains("check_interval_sec = 2.0") && text.contains("timeout_sec = 0.5"), "{text}");
 }
 
+/// `zone=` (and `zone=""`) leaves a backend without a zone and takes the key out of the
+/// file: an empty zone name is not a name (docs/config.md "Names"), so `zone = ""` is
+/// never written, neither by a set nor by an add.
+#[test]
+fn an_empty_zone_removes_the_key() {
+    let f = fixture("zone");
+    let set = |v: &str| Request::BackendSet { service: "web".into(), name: "b1".into(), fields: fields(&[("zone", v)]), if_generation: None };
+    applied(f.daemon.edit_request(set("z1")));
+    let text = std::fs::read_to_string(&f.path).unwrap();
+    assert_eq!(text.matches("zone = \"z1\"").count(), 1, "{text}");
+    for empty in ["", "\"\""] {
+        applied(f.daemon.edit_request(set("z1")));
+        applied(f.daemon.edit_request(set(empty)));
+        check_file(&f).unwrap();
+        let text = std::fs::read_to_string(&f.path).unwrap();
+        assert!(!text.contains("zone"), "zone={empty} left a zone key:\n{text}");
+        assert_eq!(f.daemon.control.lock().unwrap().cfg.services[0].backends[0].zone, "");
+    }
+    applied(f.daemon.edit_request(Request::BackendAdd {
+        service: "web".into(),
+        name: "b3".into(),
+        fields: fields(&[("address", "10.0.1.3"), ("mac", "02:00:00:00:0b:03"), ("zone", "")]),
+        if_generation: None,
+    }));
+    check_file(&f).unwrap();
+    let text = std::fs::read_to_string(&f.path).unwrap();
+    assert!(!text.contains("zone"), "an added backend without a zone got a zone key:\n{text}");
+}
+
 fn request(op: &Op) -> Request {
     let b = |first: bool| if first { "b1" } else { "b2" }.to_string();
     let set = |name: String, f: Vec<(String, String)>| Request::BackendSet { service: "web".into(), name, fields: f, if_generation: None };

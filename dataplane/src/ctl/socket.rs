@@ -10,6 +10,21 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
+/// The control socket path the daemon binds: `--socket` (`arg`) when given, else the
+/// config's `dataplane.socket`, checked with
+/// [`spillway_shared::config::check_socket_path`] (1 to 107 bytes, no NUL). Only that path
+/// is checked: `--socket` makes an unusable `dataplane.socket` irrelevant. The error names
+/// `--socket`, or the config file `config_path` and `dataplane.socket`.
+pub fn effective_path(arg: Option<&Path>, cfg: &spillway_shared::config::Config, config_path: &str) -> Result<PathBuf, String> {
+    use std::os::unix::ffi::OsStrExt;
+    match arg {
+        Some(p) => spillway_shared::config::check_socket_path("--socket", p.as_os_str().as_bytes()).map(|()| p.to_path_buf()).map_err(|e| e.to_string()),
+        None => spillway_shared::config::check_socket_path("dataplane.socket", cfg.dataplane.socket.as_bytes())
+            .map(|()| PathBuf::from(&cfg.dataplane.socket))
+            .map_err(|e| format!("{config_path}: {e}")),
+    }
+}
+
 /// A control socket bound but not served yet: the daemon binds it before it starts DPDK,
 /// so that a second daemon on the same path is refused before it touches any port, and no
 /// other start can take the path in between (the socket is held from the check on).

@@ -197,20 +197,34 @@ impl Daemon {
         use crate::fastpath::conntrack::Entry;
         use spillway_shared::flow::FlowAddr;
         // Both tables' entries, IPv4 first; addresses printed by family ([fd01::5]:40000).
-        // A peer's entry that has seen no packet here shows as `synced` (fleet sync).
-        fn row<A: FlowAddr>(e: &Entry<A>) -> (std::net::SocketAddr, std::net::SocketAddr, u8, Option<crate::fastpath::conntrack::State>, u16, u16) {
-            let k = e.key();
-            let state = if e.is_remote() { None } else { Some(e.state()) };
-            (std::net::SocketAddr::new(k.src.ip(), k.sport), std::net::SocketAddr::new(k.dst.ip(), k.dport), k.proto, state, e.backend, e.incarnation)
+        // A peer's entry that has seen no packet here shows as `synced` (fleet sync). An
+        // entry names its service by number: the VIP, port and protocol are the service's
+        // (a service removed since shows as `?`, protocol 0).
+        let vips: hashbrown::HashMap<u16, (String, u8)> = self
+            .shared
+            .with_snapshot(|s| s.services.iter().map(|svc| (svc.id, (std::net::SocketAddr::new(if svc.ipv6 { std::net::IpAddr::V6(svc.vip6.into()) } else { std::net::IpAddr::V4(svc.vip.into()) }, svc.port).to_string(), svc.proto))).collect())
+            .unwrap_or_default();
+        let row = |e: &dyn RowOf| -> (std::net::SocketAddr, (String, u8), Option<crate::fastpath::conntrack::State>, u16, u16) {
+            let (client, service, state, backend, incarnation) = e.parts();
+            (client, vips.get(&service).cloned().unwrap_or_else(|| ("?".into(), 0)), state, backend, incarnation)
+        };
+        trait RowOf {
+            fn parts(&self) -> (std::net::SocketAddr, u16, Option<crate::fastpath::conntrack::State>, u16, u16);
+        }
+        impl<A: FlowAddr> RowOf for Entry<A> {
+            fn parts(&self) -> (std::net::SocketAddr, u16, Option<crate::fastpath::conntrack::State>, u16, u16) {
+                let state = if self.is_remote() { None } else { Some(self.state()) };
+                (std::net::SocketAddr::new(self.src.ip(), self.sport), self.service, state, self.backend, self.incarnation)
+            }
         }
         for (w, r) in replies.iter().enumerate() {
             let rows = r.entries.iter().map(|(e, idle)| (row(e), idle)).chain(r.entries6.iter().map(|(e, idle)| (row(e), idle)));
-            for ((client, vip, proto, state, backend, incarnation), idle) in rows {
+            for ((client, (vip, proto), state, backend, incarnation), idle) in rows {
                 let owner = names.iter().find(|n| n.0 == backend && n.1 == incarnation);
                 rep.entries.push(FlowRow {
                     worker: w as u32,
                     client: client.to_string(),
-                    vip: vip.to_string(),
+                    vip,
                     proto,
                     service: owner.map_or("?".into(), |o| o.2.clone()),
                     backend: owner.map_or("?".into(), |o| o.3.clone()),

@@ -5,25 +5,26 @@
 //! does not hash again (one hash per packet). A child of [`super`].
 
 use super::{Bucket, ConnTable};
-use spillway_shared::flow::{fmix64, FlowAddr, FlowKeyOf};
+use super::CtKey;
+use spillway_shared::flow::{fmix64, FlowAddr};
 
 impl<A: FlowAddr> ConnTable<A> {
     /// The key's two candidate buckets (distinct whenever there are two buckets or more):
     /// one seeded multiply-xor of the two key words and one murmur3 finaliser (an IPv4
-    /// 5-tuple fits in 2 × 64 bits; IPv6 addresses are folded with the seed first,
+    /// key fits in 2 × 64 bits; an IPv6 address is folded with the seed first,
     /// [`FlowAddr::pair_word`]); the low bits pick the first bucket, the high bits the
     /// second. The seed enters before any mixing, so without it nobody can aim keys at a
     /// bucket.
     #[inline]
-    pub(super) fn buckets_of(&self, k: &FlowKeyOf<A>) -> (usize, usize) {
+    pub(super) fn buckets_of(&self, k: &CtKey<A>) -> (usize, usize) {
         self.buckets_of_words(self.words(k))
     }
 
-    /// The two words [`Self::buckets_of`] mixes: the seeded address pair and the ports
-    /// and protocol.
+    /// The two words [`Self::buckets_of`] mixes: the seeded client address, and the client
+    /// port and service number.
     #[inline(always)]
-    fn words(&self, k: &FlowKeyOf<A>) -> (u64, u64) {
-        (A::pair_word(k.src, k.dst, self.seed), (u64::from(k.sport) << 32) | (u64::from(k.dport) << 16) | u64::from(k.proto))
+    fn words(&self, k: &CtKey<A>) -> (u64, u64) {
+        (A::pair_word(k.src, A::default(), self.seed), (u64::from(k.sport) << 16) | u64::from(k.service))
     }
 
     #[inline(always)]
@@ -41,7 +42,7 @@ impl<A: FlowAddr> ConnTable<A> {
     /// [`Self::buckets_of`] for the packet path: the buckets the prefetch pass computed
     /// when `k` is the key it was given ([`ConnTable::expect`]), else hashed now.
     #[inline(always)]
-    pub(super) fn pair(&self, k: &FlowKeyOf<A>) -> (usize, usize) {
+    pub(super) fn pair(&self, k: &CtKey<A>) -> (usize, usize) {
         let words = self.words(k);
         let h = &self.hint;
         if h.words == words && h.table == (self.seed, self.mask) {
@@ -61,7 +62,7 @@ impl<A: FlowAddr> ConnTable<A> {
     }
 
 
-    /// Where `k`'s lookup will read: its first-choice bucket (both of its cache lines), and
+    /// Where `k`'s lookup will read: its first-choice bucket (all of its cache lines), and
     /// with `both` its second: for packets that will insert (a SYN), whose insertion reads
     /// the second bucket when the first is full — always the case in a SYN flood against a
     /// full table. The worker computes the targets of a whole burst first and
@@ -70,7 +71,7 @@ impl<A: FlowAddr> ConnTable<A> {
     /// processing of earlier packets instead of being waited for (docs/benchmarks.md,
     /// "conntrack at 1 M flows").
     #[inline]
-    pub fn prefetch_target(&self, k: &FlowKeyOf<A>, both: bool) -> PrefetchTarget {
+    pub fn prefetch_target(&self, k: &CtKey<A>, both: bool) -> PrefetchTarget {
         let words = self.words(k);
         let (b1, b2) = self.buckets_of_words(words);
         let at = |b: usize| self.buckets.get(b).map_or(std::ptr::null(), |bk| bk as *const Bucket<A> as *const u8);
@@ -129,8 +130,8 @@ impl PrefetchTarget {
     }
 }
 
-/// Prefetches the cache lines of a bucket of `len` bytes at `p` (two for IPv4's 96-byte
-/// buckets, three for IPv6's 192: buckets are 32-byte aligned, so the lines at `p`,
+/// Prefetches the cache lines of a bucket of `len` bytes at `p` (one for IPv4's 64-byte
+/// buckets, two for IPv6's 128: buckets are 64-byte aligned, so the lines at `p`,
 /// `p + 64`, ... cover the bucket; a no-op off x86-64).
 #[inline(always)]
 fn prefetch_lines(p: *const u8, len: usize) {

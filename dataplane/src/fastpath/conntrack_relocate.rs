@@ -133,7 +133,7 @@ impl<A: FlowAddr> ConnTable<A> {
 
     /// A free (empty or expired) way of bucket `b`, if any.
     #[inline]
-    fn free_way(&self, b: usize, now: u32) -> Option<usize> {
+    pub(super) fn free_way(&self, b: usize, now: u32) -> Option<usize> {
         self.buckets.get(b)?.0.iter().position(|e| e.expired(now))
     }
 
@@ -144,14 +144,14 @@ impl<A: FlowAddr> ConnTable<A> {
         if self.hides_from_dump(&e, from.0, to.0) && self.dump_pending.len() < DUMP_PENDING {
             self.dump_pending.push(e.key());
         }
-        let old = self.buckets[to.0].0[to.1].state;
+        let old = self.buckets[to.0].0[to.1].raw_state();
         if old != State::Empty as u8 {
             self.counters.expired_reused += 1;
         }
-        recount(&mut self.occ, old, e.state);
+        recount(&mut self.occ, old, e.raw_state());
         self.buckets[to.0].0[to.1] = e;
-        recount(&mut self.occ, e.state, State::Empty as u8);
-        self.buckets[from.0].0[from.1].state = State::Empty as u8;
+        recount(&mut self.occ, e.raw_state(), State::Empty as u8);
+        self.buckets[from.0].0[from.1].set_raw_state(State::Empty as u8);
         self.counters.relocated += 1;
     }
 
@@ -222,9 +222,9 @@ impl<A: FlowAddr> ConnTable<A> {
         let mut n = 0;
         for b in self.buckets.iter_mut() {
             for e in b.0.iter_mut() {
-                if e.state != State::Empty as u8 && !keep(e) {
-                    recount(&mut self.occ, e.state, State::Empty as u8);
-                    e.state = State::Empty as u8;
+                if e.raw_state() != State::Empty as u8 && !keep(e) {
+                    recount(&mut self.occ, e.raw_state(), State::Empty as u8);
+                    e.set_raw_state(State::Empty as u8);
                     n += 1;
                 }
             }
@@ -248,7 +248,7 @@ impl<A: FlowAddr> ConnTable<A> {
     pub fn occupancy_by_walk(&self) -> Occupancy {
         let mut occ = [0u64; 4];
         for e in self.buckets.iter().flat_map(|b| b.0.iter()) {
-            occ[(e.state & 3) as usize] += 1;
+            occ[(e.raw_state() & 3) as usize] += 1;
         }
         Occupancy { empty: occ[0], syn_only: occ[1], established: occ[2], closing: occ[3] }
     }

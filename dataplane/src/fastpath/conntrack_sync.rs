@@ -15,7 +15,7 @@
 //!   refresh extends it; its first packet here makes it this host's entry with the full
 //!   timeout of its state ([`adopt`]).
 
-use super::{ConnTable, Entry, FlowAddr, FlowKeyOf, State, RELAYED, REMOTE, SEEN_UNIT_MS};
+use super::{ConnTable, CtKey, Entry, FlowAddr, ServiceTimeouts, State, RELAYED, REMOTE, TICK_MS};
 
 /// Longest lifetime a peer's entry is installed with, ms (the longest configurable idle
 /// timeout, 57,600 s).
@@ -68,14 +68,15 @@ pub struct SyncWalk {
 /// longer applies).
 #[cold]
 pub(super) fn adopt<A: FlowAddr>(e: &mut Entry<A>) {
-    e.state &= !(REMOTE | RELAYED);
+    e.set_raw_state(e.raw_state() & !(REMOTE | RELAYED));
 }
 
 impl<A: FlowAddr> ConnTable<A> {
     /// Installs a peer's entry for `k` ([`Synced`]: on its endpoint slot, in its state,
     /// living its remaining time unless a packet arrives; module docs give the rules). `now`
-    /// is the worker clock, ms.
-    pub fn install(&mut self, k: &FlowKeyOf<A>, x: Synced, now: u32) -> InstallOutcome {
+    /// is the worker clock, ms; `t` gives the services' timeouts, which rank the entries an
+    /// installation may evict (as [`ConnTable::insert`]).
+    pub fn install(&mut self, k: &CtKey<A>, x: Synced, now: u32, t: &impl ServiceTimeouts) -> InstallOutcome {
         let Synced { backend, incarnation, state, remaining_ms, relayed } = x;
         let (b, i, outcome) = match self.find(k) {
             Some((b, i)) => {
@@ -90,7 +91,7 @@ impl<A: FlowAddr> ConnTable<A> {
                 }
                 (b, i, InstallOutcome::Updated)
             }
-            None => match self.victim(k, now) {
+            None => match self.victim(k, now, t) {
                 Some((b, i)) => (b, i, InstallOutcome::Installed),
                 None => {
                     self.counters.sync_no_room += 1;
@@ -99,21 +100,12 @@ impl<A: FlowAddr> ConnTable<A> {
             },
         };
         let state = if state == State::Closing { State::Closing } else { State::Established };
-        super::recount(&mut self.occ, self.buckets[b].0[i].state, state as u8);
-        self.buckets[b].0[i] = Entry {
-            src: k.src,
-            dst: k.dst,
-            // A peer's lifetime is bounded by the longest idle timeout a config can set
-            // (57,600 s), so no synced entry can outlive the sweep's clock guarantee.
-            expires: now.wrapping_add(remaining_ms.clamp(1, MAX_SYNCED_LIFETIME_MS)),
-            sport: k.sport,
-            dport: k.dport,
-            backend,
-            incarnation,
-            seen: super::seen_of(now),
-            proto: k.proto,
-            state: state as u8 | REMOTE | if relayed { RELAYED } else { 0 },
-        };
+        super::recount(&mut self.occ, self.buckets[b].0[i].raw_state(), state as u8);
+        let raw = state as u8 | REMOTE | if relayed { RELAYED } else { 0 };
+        // A peer's lifetime is bounded by the longest idle timeout a config can set
+        // (57,600 s), so no synced entry can outlive the sweep's clock guarantee.
+        let life = (super::deadline(now, remaining_ms.clamp(1, MAX_SYNCED_LIFETIME_MS)) << 8) | u32::from(raw);
+        self.buckets[b].0[i] = Entry { src: k.src, sport: k.sport, service: k.service, backend, incarnation, life };
         match outcome {
             InstallOutcome::Installed => self.counters.sync_installed += 1,
             _ => self.counters.sync_updated += 1,
@@ -123,11 +115,11 @@ impl<A: FlowAddr> ConnTable<A> {
 
     /// Removes a peer's entry for `k` (the connection was flushed there); a live entry of
     /// this host's own stays. Returns whether one was removed.
-    pub fn remove_synced(&mut self, k: &FlowKeyOf<A>) -> bool {
+    pub fn remove_synced(&mut self, k: &CtKey<A>) -> bool {
         match self.find(k) {
             Some((b, i)) if self.buckets[b].0[i].is_remote() => {
-                super::recount(&mut self.occ, self.buckets[b].0[i].state, State::Empty as u8);
-                self.buckets[b].0[i].state = State::Empty as u8;
+                super::recount(&mut self.occ, self.buckets[b].0[i].raw_state(), State::Empty as u8);
+                self.buckets[b].0[i].set_raw_state(State::Empty as u8);
                 true
             }
             _ => false,
@@ -159,8 +151,9 @@ impl<A: FlowAddr> ConnTable<A> {
     /// `send` returns `false` when its queue is full: the walk stops at that bucket and
     /// resumes there, so nothing is skipped. With `all`, the entries relocation moved from
     /// buckets ahead of the pass into buckets behind it are offered first
-    /// ([`ConnTable::set_dump_pass_left`]). Returns the buckets visited.
-    pub fn sync_walk(&mut self, now: u32, buckets: usize, active_ms: u32, all: bool, mut send: impl FnMut(&Entry<A>) -> bool) -> usize {
+    /// ([`ConnTable::set_dump_pass_left`]). Returns the buckets visited. `t` gives the
+    /// services' timeouts, from which an entry's last packet is derived ([`Entry::idle_ms`]).
+    pub fn sync_walk(&mut self, now: u32, buckets: usize, active_ms: u32, all: bool, t: &impl ServiceTimeouts, mut send: impl FnMut(&Entry<A>) -> bool) -> usize {
         let len = self.buckets.len();
         let mut visited = 0;
         if all {
@@ -182,10 +175,10 @@ impl<A: FlowAddr> ConnTable<A> {
                 if e.expired(now) || e.state() == State::SynOnly {
                     continue;
                 }
-                // `idle_ms` is coarse (SEEN_UNIT_MS, up to one unit too high): err toward
-                // sending, a spare refresh is harmless, a skipped one can let a peer's copy
-                // of a live flow expire.
-                if !all && (e.is_remote() || e.idle_ms(now) >= active_ms.saturating_add(SEEN_UNIT_MS)) {
+                // `idle_ms` is to a tick and never too high; one tick of slack more errs
+                // toward sending: a spare refresh is harmless, a skipped one can let a
+                // peer's copy of a live flow expire.
+                if !all && (e.is_remote() || e.idle_ms(now, &t.of(e.service)) >= active_ms.saturating_add(TICK_MS)) {
                     continue;
                 }
                 if !send(e) {
@@ -205,10 +198,9 @@ impl<A: FlowAddr> ConnTable<A> {
 mod tests {
     use super::*;
     use crate::fastpath::conntrack::Timeouts;
-    use spillway_shared::flow::FlowKey;
 
-    fn key(i: u32) -> FlowKey {
-        FlowKey { src: 0x0a00_0000 + i, dst: 0x0a00_0064, sport: 40_000, dport: 80, proto: crate::wire::PROTO_TCP }
+    fn key(i: u32) -> CtKey {
+        CtKey { src: 0x0a00_0000 + i, sport: 40_000, service: 1 }
     }
     fn syn(backend: u16, remaining_ms: u32) -> Synced {
         Synced { backend, incarnation: 1, state: State::Established, remaining_ms, relayed: false }
@@ -219,25 +211,25 @@ mod tests {
     fn a_peer_entry_never_overrides_a_live_local_one() {
         let mut t = ConnTable::<u32>::new(64, 1);
         assert!(t.insert(&key(1), 3, 1, 0, &T));
-        assert_eq!(t.install(&key(1), syn(9, 60_000), 10), InstallOutcome::Conflict);
+        assert_eq!(t.install(&key(1), syn(9, 60_000), 10, &T), InstallOutcome::Conflict);
         assert_eq!(t.lookup(&key(1), 0x10, 20, &T).map(|h| h.backend), Some(3));
-        assert_eq!(t.install(&key(2), syn(9, 60_000), 10), InstallOutcome::Installed);
-        assert_eq!(t.install(&key(2), syn(8, 60_000), 11), InstallOutcome::Updated, "a newer record of the peer's");
+        assert_eq!(t.install(&key(2), syn(9, 60_000), 10, &T), InstallOutcome::Installed);
+        assert_eq!(t.install(&key(2), syn(8, 60_000), 11, &T), InstallOutcome::Updated, "a newer record of the peer's");
         assert!(!t.remove_synced(&key(1)), "a local entry is not the peer's to remove");
         let relayed = Synced { relayed: true, ..syn(7, 60_000) };
-        assert_eq!(t.install(&key(2), relayed, 12), InstallOutcome::Older, "a relayed copy does not replace the origin's");
+        assert_eq!(t.install(&key(2), relayed, 12, &T), InstallOutcome::Older, "a relayed copy does not replace the origin's");
         assert_eq!(t.lookup(&key(2), 0x10, 13, &T).map(|h| h.backend), Some(8));
-        t.install(&key(3), syn(9, u32::MAX), 0);
+        t.install(&key(3), syn(9, u32::MAX), 0, &T);
         assert!(t.peek(&key(3), MAX_SYNCED_LIFETIME_MS + 1).is_none(), "a peer's lifetime is bounded");
     }
 
     #[test]
     fn a_peer_entry_lives_its_remaining_time_then_is_adopted_with_the_full_timeout() {
         let mut t = ConnTable::<u32>::new(64, 1);
-        t.install(&key(1), syn(9, 1_000), 0);
+        t.install(&key(1), syn(9, 1_000), 0, &T);
         assert!(t.peek(&key(1), 999).is_some());
         assert!(t.peek(&key(1), 1_001).is_none(), "expires when the origin's would");
-        t.install(&key(2), syn(9, 1_000), 0);
+        t.install(&key(2), syn(9, 1_000), 0, &T);
         let h = t.lookup(&key(2), 0x10, 500, &T).unwrap();
         assert!(h.adopted && h.backend == 9 && h.after == State::Established);
         assert!(t.peek(&key(2), 500 + 599_000).is_some(), "the full TCP timeout once the flow is here");
@@ -252,10 +244,10 @@ mod tests {
             assert!(t.insert(&key(i), 1, 1, 0, &T));
             t.lookup(&key(i), 0x10, 1, &T);
         }
-        assert_eq!(t.install(&key(100), syn(9, 60_000), 2), InstallOutcome::NoRoom);
+        assert_eq!(t.install(&key(100), syn(9, 60_000), 2, &T), InstallOutcome::NoRoom);
         let mut t = ConnTable::<u32>::new(8, 1);
         for i in 0..8 {
-            assert_eq!(t.install(&key(i), syn(9, 60_000), 0), InstallOutcome::Installed);
+            assert_eq!(t.install(&key(i), syn(9, 60_000), 0, &T), InstallOutcome::Installed);
         }
         assert!(!t.insert(&key(200), 1, 1, 1, &T), "a SYN does not evict the fleet's connections");
         assert_eq!((0..8).filter(|i| t.peek(&key(*i), 2).is_some()).count(), 8);
@@ -270,13 +262,13 @@ mod tests {
                 t.lookup(&key(i), 0x10, 0, &T); // confirmed
             }
         }
-        t.install(&key(500), syn(9, 60_000), 0);
+        t.install(&key(500), syn(9, 60_000), 0, &T);
         let mut seen = std::collections::HashSet::new();
         let mut budget = 7;
         // a queue of 7 places per step: the walk must still offer every wanted entry
         for _ in 0..200 {
             budget = 7;
-            t.sync_walk(10, 8, 5_000, false, |e| {
+            t.sync_walk(10, 8, 5_000, false, &T, |e| {
                 if budget == 0 {
                     return false;
                 }
@@ -289,13 +281,13 @@ mod tests {
         let want: std::collections::HashSet<u32> = (0..100).filter(|i| i % 2 == 0).map(|i| key(i).src).collect();
         assert_eq!(seen, want, "confirmed local entries only: no SYN-only, no peer's");
         let mut all = std::collections::HashSet::new();
-        t.sync_walk(10, t.buckets_len(), 5_000, true, |e| {
+        t.sync_walk(10, t.buckets_len(), 5_000, true, &T, |e| {
             all.insert(e.src);
             true
         });
         assert!(all.contains(&key(500).src) && all.len() == 51, "a dump includes the peers' entries");
         let mut idle = 0;
-        t.sync_walk(10_000, t.buckets_len(), 5_000, false, |_| {
+        t.sync_walk(10_000, t.buckets_len(), 5_000, false, &T, |_| {
             idle += 1;
             true
         });
@@ -303,19 +295,26 @@ mod tests {
     }
 
     /// The walk's "active" test errs toward sending: an entry whose last packet was 1 ms
-    /// before the walk, just before a `seen` unit boundary, is offered with a 1 s interval.
+    /// before the walk, just before a tick boundary, is offered with a 1 s interval; one
+    /// idle for longer than the interval is not.
     #[test]
     fn an_entry_seen_just_before_the_walk_is_offered() {
         let mut t = ConnTable::<u32>::new(64, 3);
-        let last = 10 * SEEN_UNIT_MS - 1;
+        let last = 10_000 * TICK_MS - 1;
         t.insert(&key(1), 1, 1, last - 100, &T);
         t.lookup(&key(1), 0x10, last, &T); // confirmed; last packet 1 ms before the unit boundary
         let mut n = 0;
-        t.sync_walk(last + 1, t.buckets_len(), 1_000, false, |_| {
+        t.sync_walk(last + 1, t.buckets_len(), 1_000, false, &T, |_| {
             n += 1;
             true
         });
         assert_eq!(n, 1, "a connection active 1 ms ago is sent");
+        let mut n = 0;
+        t.sync_walk(last + 1_020, t.buckets_len(), 1_000, false, &T, |_| {
+            n += 1;
+            true
+        });
+        assert_eq!(n, 0, "a connection idle 1.02 s is not sent with a 1 s interval");
     }
 
     /// A dump pass offers every confirmed entry even when insertions during the pass move
@@ -325,7 +324,7 @@ mod tests {
         let mut queued_total = 0;
         for seed in 0..20u64 {
             let mut t = ConnTable::<u32>::new(1024, seed);
-            let k = |i: u32| FlowKey { src: spillway_shared::flow::fmix64(u64::from(i) ^ seed << 32) as u32, ..key(i) };
+            let k = |i: u32| CtKey { src: spillway_shared::flow::fmix64(u64::from(i) ^ seed << 32) as u32, ..key(i) };
             for i in 0..900 {
                 assert!(t.insert(&k(i), 1, 1, 0, &T));
                 t.lookup(&k(i), 0x10, 0, &T);
@@ -336,7 +335,7 @@ mod tests {
             let mut queued = 0;
             while left > 0 {
                 t.set_dump_pass_left(left);
-                let v = t.sync_walk(1, 8, 5_000, true, |e| {
+                let v = t.sync_walk(1, 8, 5_000, true, &T, |e| {
                     seen.insert(e.src);
                     true
                 });

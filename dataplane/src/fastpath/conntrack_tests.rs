@@ -1,48 +1,77 @@
 //! Tests of the connection table, with a model-based proptest against a plain map.
 use super::*;
 use crate::wire::tcp_flags::*;
-use spillway_shared::flow::{FlowKey, FlowKey6};
 
-fn key(i: u32) -> FlowKey {
-    FlowKey { src: 0x0a01_0000 + i, dst: 0x0a00_0064, sport: 40000, dport: 80, proto: 6 }
+fn key(i: u32) -> CtKey {
+    CtKey { src: 0x0a01_0000 + i, sport: 40000, service: 1 }
 }
 
 #[test]
-fn entries_are_24_and_48_bytes_and_buckets_whole_cache_lines() {
-    assert_eq!(std::mem::size_of::<Entry>(), 24);
-    assert_eq!(std::mem::size_of::<Bucket<u32>>(), 96);
-    assert_eq!(std::mem::size_of::<Entry<u128>>(), 48);
-    assert_eq!(std::mem::size_of::<Bucket<u128>>(), 192);
-    assert_eq!(ConnTable::<u128>::bytes_per_entry(), 48);
-    // Every bucket of a table starts at a multiple of 32 bytes of a 64-byte aligned
-    // allocation: an IPv4 bucket spans exactly two lines, an IPv6 one three.
+fn entries_are_16_and_32_bytes_and_buckets_whole_cache_lines() {
+    assert_eq!(std::mem::size_of::<Entry>(), 16);
+    assert_eq!(std::mem::size_of::<Bucket<u32>>(), 64);
+    assert_eq!(std::mem::size_of::<Entry<u128>>(), 32);
+    assert_eq!(std::mem::size_of::<Bucket<u128>>(), 128);
+    assert_eq!(ConnTable::<u128>::bytes_per_entry(), 32);
+    // Every bucket of a table starts on a cache line of a 64-byte aligned allocation: an
+    // IPv4 bucket is exactly one line, an IPv6 one two.
     let ct = ConnTable::<u32>::new(1 << 10, 1);
-    for b in ct.buckets.iter() {
-        let p = b as *const Bucket<u32> as usize;
-        assert_eq!((p + 95) / 64 - p / 64, 1, "bucket at {p:#x} spans more than two lines");
-    }
+    assert!(ct.buckets.iter().all(|b| (b as *const Bucket<u32> as usize) % 64 == 0));
     let ct = ConnTable::<u128>::new(1 << 10, 1);
     assert!(ct.buckets.iter().all(|b| (b as *const Bucket<u128> as usize) % 64 == 0));
 }
 
+/// The 24-bit deadline across both wraps (the `u32` ms clock at 2^32 ms, the tick at 2^27
+/// ms) and at every millisecond phase of a tick: an entry lives exactly its timeout, to 8
+/// ms (never less), and its derived idle time is to 8 ms, never too high.
 #[test]
 fn the_deadline_and_idle_time_survive_the_clock_wrapping() {
     let t = Timeouts::default();
-    let mut ct = ConnTable::new(64, 3);
-    let start = u32::MAX - 1_000;
-    ct.insert(&key(1), 3, 1, start, &t);
-    assert!(ct.lookup(&key(1), ACK, start.wrapping_add(2_000), &t).is_some(), "confirmed across the wrap");
-    let e = ct.buckets.iter().flat_map(|b| b.0.iter()).find(|e| e.state != 0).copied().unwrap();
-    let later = start.wrapping_add(2_000 + t.tcp_ms - 1);
-    assert!(ct.peek(&key(1), later).is_some());
-    assert_eq!(e.remaining_ms(later), 1);
-    assert!(e.idle_ms(later) + SEEN_UNIT_MS >= t.tcp_ms - 1 && e.idle_ms(later) <= t.tcp_ms + SEEN_UNIT_MS);
-    assert!(ct.peek(&key(1), later.wrapping_add(2)).is_none(), "expired past its deadline");
-    assert_eq!(e.remaining_ms(later.wrapping_add(2)), 0);
+    let starts = [u32::MAX - 1_000, (1u32 << 27) - 2_003, 0, 5];
+    for base in starts {
+        for phase in 0..(2 * TICK_MS) {
+            let start = base.wrapping_add(phase);
+            let mut ct = ConnTable::new(64, 3);
+            ct.insert(&key(1), 3, 1, start, &t);
+            assert!(ct.peek(&key(1), start.wrapping_add(t.syn_ms - 1)).is_some(), "SYN lives its timeout");
+            assert!(ct.peek(&key(1), start.wrapping_add(t.syn_ms + TICK_MS - 1)).is_none(), "SYN expired within 8 ms of its deadline");
+            let conf = start.wrapping_add(2_000);
+            assert!(ct.lookup(&key(1), ACK, conf, &t).is_some(), "confirmed across the wrap");
+            let e = ct.buckets.iter().flat_map(|b| b.0.iter()).find(|e| e.raw_state() != 0).copied().unwrap();
+            let rem = e.remaining_ms(conf);
+            assert!((t.tcp_ms..t.tcp_ms + TICK_MS).contains(&rem), "remaining {rem} at {start:#x}");
+            let later = conf.wrapping_add(t.tcp_ms - 1);
+            assert!(ct.peek(&key(1), later).is_some(), "live 1 ms before its deadline (start {start:#x})");
+            assert!((1..=TICK_MS).contains(&e.remaining_ms(later)));
+            let idle = e.idle_ms(conf.wrapping_add(1_000), &t);
+            assert!((1_000 - TICK_MS..=1_000).contains(&idle), "idle {idle}");
+            let gone = conf.wrapping_add(t.tcp_ms + TICK_MS - 1);
+            assert!(ct.peek(&key(1), gone).is_none(), "expired within 8 ms past its deadline (start {start:#x})");
+            assert_eq!(e.remaining_ms(gone), 0);
+            // and stays expired for the whole expired window (2^24 − LIVE_AHEAD ticks, 21 h)
+            for late_ms in [1u32 << 20, 3_600_000, 20 * 3_600_000] {
+                assert!(ct.peek(&key(1), gone.wrapping_add(late_ms)).is_none(), "looked live {late_ms} ms past its deadline");
+            }
+        }
+    }
 }
 
-fn key6(i: u128) -> FlowKey6 {
-    FlowKey6 { src: (0xfd01u128 << 112) + i, dst: 0xfd00u128 << 112 | 0x100, sport: 40000, dport: 80, proto: 6 }
+/// The longest timeout a config allows (16 h, a peer's longest lifetime) fits the live
+/// window, at any start.
+#[test]
+fn the_longest_timeout_is_live_to_its_end() {
+    let long = Timeouts { tcp_ms: sync::MAX_SYNCED_LIFETIME_MS, ..Timeouts::default() };
+    for start in [0u32, 7, (1 << 27) - 1, u32::MAX - 3] {
+        let mut ct = ConnTable::new(64, 3);
+        ct.insert(&key(1), 3, 1, start, &long);
+        ct.lookup(&key(1), ACK, start, &long).unwrap();
+        assert!(ct.peek(&key(1), start.wrapping_add(long.tcp_ms - 1)).is_some());
+        assert!(ct.peek(&key(1), start.wrapping_add(long.tcp_ms + TICK_MS)).is_none());
+    }
+}
+
+fn key6(i: u128) -> CtKey<u128> {
+    CtKey { src: (0xfd01u128 << 112) + i, sport: 40000, service: 1 }
 }
 
 #[test]
@@ -52,7 +81,7 @@ fn ipv6_table_tells_keys_apart_by_high_address_bits() {
     ct.insert(&key6(1), 3, 1, 0, &t);
     assert_eq!(ct.lookup(&key6(1), ACK, 1, &t).map(|h| h.backend), Some(3));
     // same low 64 bits, another /64: another flow
-    let other = FlowKey6 { src: key6(1).src ^ (1u128 << 80), ..key6(1) };
+    let other = CtKey { src: key6(1).src ^ (1u128 << 80), ..key6(1) };
     assert!(ct.lookup(&other, ACK, 1, &t).is_none());
     for i in 0..600u128 {
         ct.insert(&key6(i << 64), (i % 7) as u16, 0, 2, &t);
@@ -74,8 +103,8 @@ fn insert_lookup_and_states() {
     // established: lives 600 s
     assert!(ct.lookup(&key(1), ACK, 20 + 599_000, &t).is_some());
     ct.lookup(&key(1), FIN | ACK, 20 + 599_001, &t).unwrap();
-    // closing: gone after 10 s idle
-    assert!(ct.lookup(&key(1), ACK, 20 + 599_001 + 10_001, &t).is_none());
+    // closing: gone after 10 s idle (to the 8 ms tick)
+    assert!(ct.lookup(&key(1), ACK, 20 + 599_001 + 10_000 + TICK_MS, &t).is_none());
 }
 
 #[test]
@@ -83,7 +112,7 @@ fn syn_only_expires_quickly() {
     let t = Timeouts::default();
     let mut ct = ConnTable::new(1024, 7);
     ct.insert(&key(1), 3, 1, 0, &t);
-    assert!(ct.lookup(&key(1), SYN, 5_001, &t).is_none());
+    assert!(ct.lookup(&key(1), SYN, 5_000 + TICK_MS, &t).is_none());
 }
 
 #[test]
@@ -97,7 +126,7 @@ fn flood_evicts_syn_only_first() {
     }
     // 20,000 SYN-only entries from other sources
     for i in 0..20_000u32 {
-        let k = FlowKey { src: 0xc000_0000 + i, ..key(0) };
+        let k = CtKey { src: 0xc000_0000 + i, ..key(0) };
         ct.insert(&k, 0, 1, 2, &t);
     }
     assert!(ct.counters.evicted_syn_only > 18_000);
@@ -134,8 +163,9 @@ fn peek_changes_nothing() {
     assert_eq!(ct.peek(&key(1), 100).unwrap().state, State::SynOnly);
     assert_eq!(ct.peek(&key(1), 100).unwrap().state, State::SynOnly);
     assert_eq!(ct.counters, before);
-    // not refreshed: still expires 5 s after the SYN
-    assert!(ct.peek(&key(1), 5_001).is_none());
+    // not refreshed: still expires 5 s after the SYN (to the tick)
+    assert!(ct.peek(&key(1), 4_999).is_some());
+    assert!(ct.peek(&key(1), 5_000 + TICK_MS).is_none());
     assert!(ct.peek(&key(2), 1).is_none());
 }
 
@@ -161,10 +191,12 @@ fn new_flows_evict_closing_before_established_and_never_established() {
 fn udp_and_midstream_entries_start_unconfirmed() {
     let t = Timeouts::default();
     let mut ct = ConnTable::new(1024, 3);
-    let u = FlowKey { proto: 17, ..key(1) };
-    ct.insert(&u, 1, 1, 0, &t);
-    assert_eq!(ct.lookup(&u, 0, 1, &t).unwrap().state, State::SynOnly);
-    assert_eq!(ct.lookup(&u, 0, 2, &t).unwrap().state, State::Established);
+    let u = CtKey { service: 2, ..key(1) };
+    let tu = t.for_service(17, t.udp_ms);
+    ct.insert(&u, 1, 1, 0, &tu);
+    assert_eq!(ct.lookup(&u, 0, 1, &tu).unwrap().state, State::SynOnly);
+    assert_eq!(ct.lookup(&u, 0, 2, &tu).unwrap().state, State::Established);
+    assert!(ct.peek(&u, 2 + t.udp_ms - 1).is_some(), "the UDP idle timeout");
     ct.insert(&key(2), 1, 1, 0, &t);
     assert_eq!(ct.lookup(&key(2), ACK, 1, &t).unwrap().state, State::SynOnly);
     assert_eq!(ct.lookup(&key(2), ACK, 2, &t).unwrap().state, State::Established);
@@ -198,16 +230,16 @@ fn key_in_second_bucket_found_after_first_bucket_frees_a_slot() {
     assert!(ct.lookup(&k, ACK, 1, &t).is_some(), "live key missed after its first bucket freed a slot");
 }
 
-/// an entry idle for more than 2^31 ms (24.8 days) is expired, and a
-/// swept table cannot bring it back when the u32 clock wraps.
+/// an entry idle for 20 h past its deadline is still expired, and a swept table cannot
+/// bring it back when the deadline's 24-bit tick or the u32 clock wraps.
 #[test]
 fn idle_entries_never_come_back_when_the_clock_wraps() {
     let t = Timeouts::default();
     let mut ct = ConnTable::new(16, 5);
     ct.insert(&key(1), 1, 1, 0, &t);
     ct.lookup(&key(1), ACK, 1, &t).unwrap();
-    assert!(ct.peek(&key(1), 1 + 600_000).is_some());
-    assert!(ct.peek(&key(1), 0x8000_0000 + 10).is_none(), "idle 24.8 days looked live");
+    assert!(ct.peek(&key(1), 600_000).is_some());
+    assert!(ct.peek(&key(1), 600_001 + 20 * 3_600_000).is_none(), "idle 20 h looked live");
     // the sweep runs long before the clock wraps
     let swept: usize = (0..ct.buckets.len()).map(|_| ct.sweep(700_000, 1)).sum();
     assert_eq!(swept, 1);
@@ -298,7 +330,7 @@ fn fill_level_at_first_failure() {
             let mut n = 0;
             for i in 0..(cap as u32 * 2) {
                 let r = spillway_shared::flow::fmix64(seed << 32 | u64::from(i));
-                let k = FlowKey { src: r as u32, dst: 1, sport: (r >> 40) as u16, dport: 443, proto: 6 };
+                let k = CtKey { src: r as u32, sport: (r >> 40) as u16, service: 1 };
                 ct.insert(&k, 1, 1, 0, &t);
                 ct.lookup(&k, ACK, 0, &t);
                 if ct.counters.syn_not_tracked > 0 || ct.counters.evicted_syn_only > 0 { break; }
@@ -348,13 +380,15 @@ fn a_lookup_reuses_the_prefetch_hash_of_its_own_key_only() {
 #[test]
 fn a_fresh_syn_outlives_older_udp_entries() {
     let t = Timeouts::default();
+    // service 1 is TCP, service 2 UDP (30 s for its first datagram)
+    let by_service = |s: u16| if s == 2 { t.for_service(17, t.udp_ms) } else { t };
     let mut ct = ConnTable::new(4, 7);
-    let udp = |i: u32| FlowKey { src: 0x0b00_0000 + i, dst: 0x0a00_0064, sport: 5000, dport: 53, proto: 17 };
+    let udp = |i: u32| CtKey { src: 0x0b00_0000 + i, sport: 5000, service: 2 };
     for i in 0..3 {
-        assert!(ct.insert(&udp(i), 1, 1, i * 1_000, &t));
+        assert!(ct.insert(&udp(i), 1, 1, i * 1_000, &by_service));
     }
-    assert!(ct.insert(&key(1), 2, 1, 10_000, &t), "the SYN takes the last way");
-    assert!(ct.insert(&udp(3), 1, 1, 10_001, &t), "a new UDP flow evicts an unconfirmed entry");
+    assert!(ct.insert(&key(1), 2, 1, 10_000, &by_service), "the SYN takes the last way");
+    assert!(ct.insert(&udp(3), 1, 1, 10_001, &by_service), "a new UDP flow evicts an unconfirmed entry");
     assert!(ct.peek(&key(1), 10_001).is_some(), "the fresh SYN survives");
     assert!(ct.peek(&udp(0), 10_001).is_none(), "the oldest UDP entry went");
     assert!(ct.peek(&udp(1), 10_001).is_some() && ct.peek(&udp(2), 10_001).is_some());

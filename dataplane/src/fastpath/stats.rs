@@ -171,6 +171,8 @@ pub fn read(w: &WorkerStats) -> Counters {
         nd_advertisements: w.nd_advertisements.load(Relaxed),
         nd_not_ours: w.nd_not_ours.load(Relaxed),
         quic_lb: w.quic.read(),
+        ct_relocated: w.ct_relocated.load(Relaxed),
+        ct_relocation_failed: w.ct_relocation_failed.load(Relaxed),
     }
 }
 

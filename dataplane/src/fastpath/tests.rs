@@ -398,6 +398,55 @@
         assert!(spillway_shared::martian::is_martian_source_in(&cfg, std::net::Ipv4Addr::new(10, 0, 0, 53)), "a VIP of another service counts");
     }
 
+    /// `multicast_source_mac`: a frame whose Ethernet source MAC is a group address (I/G bit
+    /// set: broadcast, IPv4/IPv6 multicast MACs, any odd first octet) is dropped whatever it
+    /// carries (a SYN to a VIP, tagged or not; an ARP request for the VIP; IPv6), and
+    /// creates no connection; the same frames from an individual (also a locally
+    /// administered) source MAC are served.
+    #[test]
+    fn frames_from_a_group_source_mac_are_dropped() {
+        let ports = vec![PortInfo { mac: [2, 0, 0, 0, 0, 1], forward_to: 0, addr: 0 }];
+        let mut w = Worker::new(0, 1024, 1, Timeouts::default(), Arc::new(WorkerStats::default()), ports);
+        let s = snap(&[("web", 80, "02:00:00:00:00:0a")], 1);
+        let arp = |src: [u8; 6]| {
+            let mut f = vec![0xff; 6];
+            f.extend_from_slice(&src);
+            f.extend_from_slice(&[0x08, 0x06, 0, 1, 8, 0, 6, 4, 0, 1]);
+            f.extend_from_slice(&src);
+            f.extend_from_slice(&[10, 1, 0, 5, 0, 0, 0, 0, 0, 0, 10, 0, 0, 100]);
+            MemBuf::new(&f)
+        };
+        let tagged = |b: &MemBuf| {
+            let mut f = b.data()[..12].to_vec();
+            f.extend_from_slice(&[0x81, 0x00, 0x00, 0x07]);
+            f.extend_from_slice(&b.data()[12..]);
+            MemBuf::new(&f)
+        };
+        let ipv6 = |src: [u8; 6]| {
+            let mut f = vec![0u8; 54];
+            f[6..12].copy_from_slice(&src);
+            f[12..14].copy_from_slice(&0x86ddu16.to_be_bytes());
+            f[14] = 0x60;
+            MemBuf::new(&f)
+        };
+        let group = [[0xff; 6], [0x01, 0x00, 0x5e, 0x00, 0x00, 0x05], [0x33, 0x33, 0, 0, 0, 1], [0x03, 0, 0, 0, 0, 9]];
+        for (i, src) in group.into_iter().enumerate() {
+            let mut b = syn(80);
+            b.data_mut()[6..12].copy_from_slice(&src);
+            b.data_mut()[34..36].copy_from_slice(&(41000 + i as u16).to_be_bytes());
+            let mut t = tagged(&b);
+            for (what, mut f) in [("SYN", b), ("tagged SYN", t.clone()), ("ARP request", arp(src)), ("IPv6", ipv6(src))] {
+                assert_eq!(w.process(&mut f, 0, &s, 0), Verdict::Drop(DropReason::MulticastSourceMac), "{what} from {src:02x?}");
+            }
+            // the same flow from an individual source is a new connection: nothing was tracked
+            t.data_mut()[6..12].copy_from_slice(&[0x02, 0, 0, 0, 0, 9]);
+            assert_eq!(w.process(&mut t, 0, &s, 0), Verdict::Forward, "tagged SYN from an individual source");
+        }
+        assert_eq!(counter(&w.stats.new_connections), group.len() as u64, "only the frames from individual sources made connections");
+        let mut a = arp([0x02, 0, 0, 0, 0, 9]);
+        assert_eq!(w.process(&mut a, 0, &s, 0), Verdict::Reply, "ARP request from an individual source");
+    }
+
     /// The first-use scenario that showed the capacity limit: a 1,024-entry table, 95 % of
     /// it in flows that send a SYN burst and then an ACK burst; one backend's flows are
     /// flushed, a backend is added, and another ACK burst follows. Every flow on another
@@ -445,4 +494,98 @@
         assert_eq!(o, w.ct.occupancy_by_walk());
         assert_eq!((o.syn_only, o.established), (flushed, 972 - flushed));
         assert_eq!((counter(&w.stats.ct_entries[0]), counter(&w.stats.ct_entries[1])), (flushed, 972 - flushed));
+    }
+
+    mod service_numbers {
+        use super::*;
+        use proptest::prelude::*;
+
+        #[derive(Clone, Debug)]
+        enum Op {
+            /// A packet from 10.1.0.`client`:`sport` to port 80 + `port` (SYN or ACK).
+            Packet { client: u8, sport: u16, port: u16, syn: bool },
+            /// Remove the `i`-th configured service (shifts the indices of those after it).
+            Remove(usize),
+            /// Add a service on port 80 + `port` (if none is there), first in the list (shifts
+            /// every index); with `reuse`, it takes the number of the last removed service.
+            Add { port: u16, reuse: bool },
+        }
+
+        fn op() -> impl Strategy<Value = Op> {
+            prop_oneof![
+                6 => (1u8..5, 1000u16..1003, 0u16..4, any::<bool>()).prop_map(|(client, sport, port, syn)| Op::Packet { client, sport, port, syn }),
+                1 => (0usize..4).prop_map(Op::Remove),
+                1 => (0u16..4, any::<bool>()).prop_map(|(port, reuse)| Op::Add { port, reuse }),
+            ]
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
+            /// Services removed and added (indices shift; a new service may even get the
+            /// number of a removed one, as a wrapped number allocator would give it) never
+            /// make an entry of an old service route a flow of another: every forwarded
+            /// packet goes to a backend of the service of its VIP port now. Each service
+            /// instance has backends of its own (MAC last byte = instance × 2 + 1 or + 2).
+            #[test]
+            fn an_entry_never_routes_a_flow_of_another_service(ops in proptest::collection::vec(op(), 1..120)) {
+                // (instance, port offset) of the configured services, in config order
+                let mut svcs: Vec<(u8, u16)> = vec![(0, 0), (1, 1)];
+                let mut next_instance = 2u8;
+                let mut slots = SlotMap::default();
+                let mut states = std::collections::HashMap::new();
+                let mut reused: std::collections::HashMap<u16, u16> = std::collections::HashMap::new();
+                let mut last_removed: Option<u16> = None;
+                let mut generation = 0;
+                let mut build = |svcs: &[(u8, u16)], slots: &mut SlotMap, reused: &std::collections::HashMap<u16, u16>| {
+                    let t: String = svcs.iter().map(|(inst, p)| service(&format!("s{inst}"), 80 + p, "tcp", "", &["b1", "b2"], inst * 2)).collect();
+                    let cfg = Config::from_toml(&t).unwrap();
+                    slots.sync(&cfg).unwrap();
+                    generation += 1;
+                    let mut s = compile(&cfg, slots, CompileInput { health: &HealthView::new(), states: &mut states, now_sec: 0.0, generation, port_addrs: vec![0] });
+                    // forced number reuse: the service on that port takes the given number
+                    for (i, svc) in s.services.iter_mut().enumerate() {
+                        if let Some(&n) = reused.get(&svc.port) {
+                            s.by_number.retain(|_, v| usize::from(*v) != i);
+                            svc.id = n;
+                            s.by_number.insert(n, i as u16);
+                        }
+                    }
+                    s
+                };
+                let mut snap = build(&svcs, &mut slots, &reused);
+                let mut w = worker(64);
+                for (now, o) in ops.into_iter().enumerate() {
+                    match o {
+                        Op::Packet { client, sport, port, syn } => {
+                            let got = send(&mut w, &snap, frame(6, client, sport, 80 + port, if syn { SYN } else { ACK }), now as u32);
+                            match svcs.iter().find(|s| s.1 == port) {
+                                Some(&(inst, _)) => {
+                                    let mac = got.map_err(|v| TestCaseError::fail(format!("dropped: {v:?}")))?;
+                                    prop_assert!(mac == inst * 2 + 1 || mac == inst * 2 + 2, "port {} (instance {}) went to backend {:#x} of another service", 80 + port, inst, mac);
+                                }
+                                None => prop_assert!(got.is_err()),
+                            }
+                        }
+                        Op::Remove(i) if i < svcs.len() => {
+                            let (_, p) = svcs.remove(i);
+                            last_removed = snap.services.iter().find(|s| s.port == 80 + p).map(|s| s.id);
+                            reused.remove(&(80 + p));
+                            snap = build(&svcs, &mut slots, &reused);
+                        }
+                        Op::Add { port, reuse } if !svcs.iter().any(|s| s.1 == port) => {
+                            svcs.insert(0, (next_instance, port));
+                            next_instance += 1;
+                            if let (true, Some(n)) = (reuse, last_removed) {
+                                // no live service may hold the number
+                                if !snap.services.iter().any(|s| s.id == n) {
+                                    reused.insert(80 + port, n);
+                                }
+                            }
+                            snap = build(&svcs, &mut slots, &reused);
+                        }
+                        _ => {}
+                    }
+                }
+            }
+        }
     }

@@ -6,7 +6,7 @@
 //! one iteration over generic [`Port`]s. Nothing here locks, allocates or makes a syscall
 //! per packet, and nothing panics on any input.
 
-use crate::fastpath::conntrack::{ConnTable, PrefetchTarget, Timeouts};
+use crate::fastpath::conntrack::{ConnTable, CtKey, PrefetchTarget, Timeouts};
 use crate::wire::{self, tcp_flags, DropReason, Ipv4Info, Parsed};
 use crate::fastpath::port::{Burst, PacketBuf, Port, BURST};
 use crate::control::snapshot::{ClassTable, ServiceSnap, Snapshot};
@@ -155,21 +155,20 @@ fn class_table<'s, A: Family>(snap: &'s Snapshot, svc: &'s ServiceSnap, src: A) 
     svc.tables.get(usize::from(A::class_of(snap, src))).and_then(|t| t.as_deref())
 }
 
-/// The connection-table key of a flow of `svc`, and whether it is a *session* entry
-/// (spec/backend-selection.md "Connection tracking"):
-/// - `PER_CONNECTION`, or `PER_SESSION` with 5-tuple affinity: the 5-tuple;
-/// - `PER_SESSION` with a reduced affinity: the affinity tuple (client address, and the VIP
-///   unless `CLIENT_IP_NO_DESTINATION`) completed with the *service's* VIP, port and
-///   protocol, so two services on one VIP never share a session entry, and a TCP session
-///   keeps TCP's timeouts.
+/// The connection-table key of a flow of `svc` ([`CtKey`]: client address, client port,
+/// the service's number), and whether it is a *session* entry (spec/backend-selection.md
+/// "Connection tracking"):
+/// - `PER_CONNECTION`, or `PER_SESSION` with 5-tuple affinity: the client address and port;
+/// - `PER_SESSION` with a reduced affinity: the affinity's client address, port 0. The
+///   service number stands for the VIP, port and protocol, so two services on one VIP never
+///   share a session entry, and a TCP session keeps TCP's timeouts.
 #[inline]
-pub fn tracking_key<A: Family>(svc: &ServiceSnap, key: &FlowKeyOf<A>) -> (FlowKeyOf<A>, bool) {
+pub fn tracking_key<A: Family>(svc: &ServiceSnap, key: &FlowKeyOf<A>) -> (CtKey<A>, bool) {
     let five_tuple = matches!(svc.affinity, SessionAffinity::NONE | SessionAffinity::CLIENT_IP_PORT_PROTO);
     if svc.tracking == TrackingMode::PER_CONNECTION || five_tuple {
-        return (*key, false);
+        return (CtKey::of(key, svc.id), false);
     }
-    let reduced = key.for_affinity(svc.affinity);
-    (FlowKeyOf { src: reduced.src, dst: A::vip(svc), sport: 0, dport: svc.port, proto: svc.proto }, true)
+    (CtKey { src: key.for_affinity(svc.affinity).src, sport: 0, service: svc.id }, true)
 }
 
 /// Whether a tracked connection on backend slot `backend` (with `incarnation`) stays there
@@ -236,7 +235,7 @@ impl Worker {
         self
     }
 
-    /// Replaces the IPv6 connection table with one of `capacity` entries (48 bytes each).
+    /// Replaces the IPv6 connection table with one of `capacity` entries (32 bytes each).
     pub fn with_ipv6_capacity(mut self, capacity: usize, seed: u64) -> Worker {
         self.ct6 = ConnTable::new(capacity, seed);
         self
@@ -402,11 +401,8 @@ impl Worker {
         // once, when the new pick is recorded (not per packet while it cannot be).
         let mut moved = false;
         // This service's idle timeout applies to its established entries.
-        let mut t = self.timeouts;
-        t.tcp_ms = svc.idle_timeout_ms;
-        if key.proto != wire::PROTO_TCP {
-            t.udp_ms = svc.idle_timeout_ms;
-        }
+        let t = self.timeouts.for_service(svc.proto, svc.idle_timeout_ms);
+        let flags = if key.proto == wire::PROTO_TCP { flags } else { 0 };
         // spec/backend-selection.md: under PER_CONNECTION a SYN always starts a new
         // connection; under PER_SESSION only with 5-tuple affinity (not a session entry).
         if !syn || session {
@@ -443,7 +439,8 @@ impl Worker {
             // counted as a new connection when its retransmission is delivered.
             return Ok(b);
         }
-        let tracked = A::ct(self).insert(&ct_key, b, inc, now, &t);
+        let base = self.timeouts;
+        let tracked = A::ct(self).insert(&ct_key, b, inc, now, &snap.timeouts(base));
         if moved && tracked {
             bump(&self.stats.rebalanced, 1);
         }
@@ -510,7 +507,7 @@ impl Worker {
             // at the start of the burst; this way they overlap with the processing.
             let mut targets = [PrefetchTarget::NONE; BURST];
             for (t, b) in targets.iter_mut().zip(rx.iter()) {
-                *t = self.prefetch_target_in(b, snap);
+                *t = self.prefetch_target(b, snap);
             }
             for t in targets.iter().take(PREFETCH_DISTANCE) {
                 t.issue();

@@ -84,6 +84,8 @@ pub struct SyncIn {
     pub incarnation: u16,
     /// Service index in this host's snapshot.
     pub service: u16,
+    /// The service's number here (`ServiceSnap::id`): the worker keys the entry by it.
+    pub number: u16,
 }
 
 /// One worker's sync counters (written by that worker only, relaxed load + store; summed

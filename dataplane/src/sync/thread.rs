@@ -530,7 +530,8 @@ fn install(rt: &SyncRuntime, s: &Snapshot, ix: &Index, r: &Record, lag_ms: u64) 
     let remaining_ms = r.remaining_ms.saturating_sub(u32::try_from(lag_ms).unwrap_or(u32::MAX));
     // Nothing left: the origin's entry is gone, so the copy goes too.
     let op = if remaining_ms == 0 { wire::Op::Remove } else { r.op };
-    let rec = SyncIn { rec: Record { remaining_ms, op, ..*r }, backend, incarnation, service };
+    let number = s.services.get(usize::from(service)).map_or(0, |svc| svc.id);
+    let rec = SyncIn { rec: Record { remaining_ms, op, ..*r }, backend, incarnation, service, number };
     for w in rt.placement.workers(r.ipv6, r.src, r.dst, r.sport, r.dport) {
         if let Some(q) = rt.queues.inbound.get(w) {
             if q.push(rec).is_err() {

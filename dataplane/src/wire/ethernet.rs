@@ -101,6 +101,14 @@ impl<T: AsRef<[u8]>> EthernetFrame<T> {
         m
     }
 
+    /// Whether the source MAC has the individual/group bit (the least significant bit of
+    /// its first octet) set: a multicast or broadcast source, which IEEE 802.3 §3.2.3
+    /// never allows (a source address is an individual address).
+    #[inline(always)]
+    pub fn src_is_group(&self) -> bool {
+        self.untagged()[field::SRC.start] & 1 != 0
+    }
+
     /// The first 14 bytes (present by the check).
     #[inline]
     fn untagged(&self) -> &[u8; ETH_LEN] {

@@ -127,6 +127,11 @@ pub enum DropReason {
     /// A packet too big for the tunnel while the worker's ICMP error budget
     /// (`dataplane.icmp_errors_per_sec`) is spent (RFC 1812 §4.3.2.8, RFC 4443 §2.4(f)).
     IcmpErrorRateLimited,
+    /// A frame whose Ethernet source MAC has the individual/group bit set (multicast or
+    /// broadcast): a source address is always an individual address (IEEE 802.3 §3.2.3),
+    /// so the frame is spoofed or broken; replying to it or forwarding it would reflect
+    /// traffic to a group.
+    MulticastSourceMac,
 }
 
 impl DropReason {
@@ -243,9 +248,20 @@ impl Ipv4Info {
     }
 }
 
+/// `Err(MulticastSourceMac)` for a frame whose source MAC is a group (multicast or
+/// broadcast) address: one bit test on the checked header (IEEE 802.3 §3.2.3).
+#[inline(always)]
+fn individual_source<T: AsRef<[u8]>>(eth: &EthernetFrame<T>) -> Result<(), DropReason> {
+    if eth.src_is_group() {
+        return Err(DropReason::MulticastSourceMac);
+    }
+    Ok(())
+}
+
 /// Parses a frame. Errors name the reason it cannot be forwarded.
 ///
-/// Ethernet with up to two VLAN tags ([`EthernetFrame`]); ARP for Ethernet/IPv4
+/// Ethernet with up to two VLAN tags ([`EthernetFrame`]) from an individual source MAC
+/// (`Err(MulticastSourceMac)` for a group one, IEEE 802.3 §3.2.3); ARP for Ethernet/IPv4
 /// ([`ArpPacket`]); IPv4 ([`Ipv4Packet`]: version 4, IHL ≥ 5, `IHL·4 ≤ total length ≤
 /// frame`, trailing Ethernet padding allowed) with TTL ≥ 1 (`Err(TtlExceeded)` for TTL 0,
 /// RFC 1812 §5.3.1: a router must not forward it); for TCP/UDP first fragments and whole
@@ -253,6 +269,7 @@ impl Ipv4Info {
 #[inline]
 pub fn parse(frame: &[u8]) -> Result<Parsed, DropReason> {
     let eth = EthernetFrame::new_checked(frame)?;
+    individual_source(&eth)?;
     let l3 = eth.header_len();
     match eth.ethertype() {
         ETHERTYPE_IPV4 => parse_ipv4(eth.payload(), l3).map(Parsed::Ipv4),
@@ -275,6 +292,7 @@ pub fn parse(frame: &[u8]) -> Result<Parsed, DropReason> {
 #[inline(always)]
 pub fn parse_ipv4_frame(frame: &[u8], out: &mut Ipv4Info) -> Result<bool, DropReason> {
     let eth = EthernetFrame::new_checked(frame)?;
+    individual_source(&eth)?;
     if eth.ethertype() != ETHERTYPE_IPV4 {
         return Ok(false);
     }
@@ -298,6 +316,7 @@ pub fn parse_ipv4_frame(frame: &[u8], out: &mut Ipv4Info) -> Result<bool, DropRe
 #[inline]
 pub fn parse_head(head: &[u8], frame_len: usize) -> Result<Parsed, DropReason> {
     let eth = EthernetFrame::new_checked(head)?;
+    individual_source(&eth)?;
     let l3 = eth.header_len();
     match eth.ethertype() {
         ETHERTYPE_IPV4 => ipv4_info(Ipv4Packet::new_checked_head(eth.payload(), frame_len.saturating_sub(l3))?, l3).map(Parsed::Ipv4),

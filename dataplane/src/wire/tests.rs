@@ -108,6 +108,7 @@ fn drop_reason_names_are_stable() {
             "nd_invalid",
             "icmp_error_forbidden",
             "icmp_error_rate_limited",
+            "multicast_source_mac",
         ]
     );
     assert_eq!(DropReason::COUNT, names.len());
@@ -330,7 +331,7 @@ proptest::proptest! {
     /// original one byte for byte, the flow fields survive.
     #[test]
     fn encapsulation_round_trips(payload in proptest::collection::vec(proptest::num::u8::ANY, 0..100), tags in 0usize..3, hash in proptest::num::u64::ANY, gue in proptest::bool::ANY) {
-        let b = PacketBuilder::ethernet2([1; 6], [2; 6]);
+        let b = PacketBuilder::ethernet2([4; 6], [2; 6]);
         let mut f = Vec::new();
         match tags {
             0 => b.ipv4([10, 1, 2, 3], [10, 0, 0, 100], 9).udp(4000, 53).write(&mut f, &payload).unwrap(),

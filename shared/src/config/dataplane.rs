@@ -8,6 +8,26 @@ use crate::net::{IpPrefix, MacAddr};
 use serde::{Deserialize, Serialize};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
+/// Longest control socket path in bytes: `sun_path` holds 108 bytes with the terminating
+/// NUL (unix(7)).
+pub const SOCKET_PATH_MAX: usize = 107;
+
+/// Checks the control socket path the daemon will bind (`--socket`, else
+/// `dataplane.socket`): 1 to [`SOCKET_PATH_MAX`] bytes without NUL. `field` names where
+/// the path came from (`--socket` or `dataplane.socket`) in the error. Only the path
+/// actually used is checked: a config whose `dataplane.socket` is unusable starts with a
+/// usable `--socket` (and gets a warning, [`super::Config::warnings`]).
+pub fn check_socket_path(field: &str, path: &[u8]) -> Result<(), super::ConfigError> {
+    if path.is_empty() || path.contains(&0) || path.len() > SOCKET_PATH_MAX {
+        return Err(super::ConfigError::new(
+            field,
+            format!("{:?}", String::from_utf8_lossy(path)),
+            format!("must be a file path of 1 to {SOCKET_PATH_MAX} bytes without NUL (the control socket; default /run/spillway/ctl.sock)"),
+        ));
+    }
+    Ok(())
+}
+
 /// `[dataplane]`: process-level settings.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

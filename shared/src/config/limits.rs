@@ -223,7 +223,7 @@ pub const LIMITS: &[Limit] = &[
     Limit { path: "neighbors.retry_ms", range: Range::Int(100, 60_000), default: "1000", unit: "milliseconds an ARP request or Neighbor Solicitation waits before it is a timeout and is sent again", source: "RFC 1122 §2.3.2.1 (at most one ARP request per second per address: the default), RFC 4861 §10 (RetransTimer 1,000 ms); lower values for tests only" },
     Limit { path: "ports[].mtu", range: Range::Int(1280, 9216), default: "1500", unit: "bytes of IP packet (L3 MTU; Ethernet header, tags and FCS excluded); above 1500 needs RX scatter or large mbufs", source: "RFC 894; RFC 8200 §5 (1280); 9216: common switch jumbo limit" },
     Limit { path: "rtt_ms.<zone>.<zone>", range: Range::Float(0.0, 1e6), default: "absent (unknown distance)", unit: "milliseconds; both zones in [[zones]]", source: SLB },
-    Limit { path: "conntrack.capacity_per_worker", range: Range::Int(1024, 1 << 26), default: "1048576", unit: "entries, rounded up to a power of two; 24 bytes each (48 for IPv6)", source: HERE },
+    Limit { path: "conntrack.capacity_per_worker", range: Range::Int(1024, 1 << 26), default: "1048576", unit: "entries, rounded up to a power of two; 16 bytes each (32 for IPv6)", source: HERE },
     Limit { path: "conntrack.tcp_idle_timeout_sec", range: Range::Int(600, 57_600), default: "600", unit: "seconds", source: SBS },
     Limit { path: "conntrack.tcp_syn_timeout_sec", range: Range::Int(1, 600), default: "5", unit: "seconds", source: HERE },
     Limit { path: "conntrack.tcp_closing_timeout_sec", range: Range::Int(1, 600), default: "10", unit: "seconds", source: HERE },

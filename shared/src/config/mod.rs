@@ -253,10 +253,8 @@ impl Config {
             let path = format!("dataplane.{f}");
             lim(&path).check_int(&path, v)?;
         }
-        if d.socket.is_empty() || d.socket.contains('\0') || d.socket.len() > 107 {
-            // sun_path holds 108 bytes with the terminating NUL (unix(7))
-            return Err(ConfigError::new("dataplane.socket", format!("{:?}", d.socket), "must be a file path of 1 to 107 bytes without NUL (the control socket; default /run/spillway/ctl.sock)"));
-        }
+        // `dataplane.socket` is checked where it is used (`check_socket_path`): `--socket`
+        // overrides it, and then its value does not matter (a warning says so).
         if let Some(a) = d.eal_args.iter().find(|a| d.packet_capture && matches!(a.as_str(), "--no-shconf" | "--in-memory")) {
             return Err(ConfigError::new("dataplane.packet_capture", "true",
                 format!("needs EAL multi-process for dpdk-dumpcap (a secondary process): remove {a} from dataplane.eal_args")));
@@ -433,6 +431,9 @@ impl Config {
     /// 1 %, Maglev NSDI 2016 §3.4).
     pub fn warnings(&self) -> Vec<String> {
         let mut out = Vec::new();
+        if let Err(e) = check_socket_path("dataplane.socket", self.dataplane.socket.as_bytes()) {
+            out.push(format!("{e}; the daemon starts only with --socket PATH"));
+        }
         for (i, s) in self.services.iter().enumerate() {
             // Maglev tables are built over endpoints (a group counts once per endpoint).
             let n: usize = s.backends.iter().map(|b| b.members().len()).sum();

@@ -87,6 +87,14 @@ pub struct Counters {
     /// eligible).
     #[serde(default)]
     pub quic_lb: Vec<(String, u64)>,
+    /// Connection-table entries moved to their other bucket to make room for a new one
+    /// (relocation on insert), both families.
+    #[serde(default)]
+    pub ct_relocated: u64,
+    /// Insertions into two full buckets for which no chain of moves freed a slot (an
+    /// eviction or `ct_syn_not_tracked` follows), both families.
+    #[serde(default)]
+    pub ct_relocation_failed: u64,
 }
 
 impl Counters {
@@ -124,6 +132,8 @@ impl Counters {
             out.ct_evicted_syn_only += c.ct_evicted_syn_only;
             out.ct_evicted_closing += c.ct_evicted_closing;
             out.ct_syn_not_tracked += c.ct_syn_not_tracked;
+            out.ct_relocated += c.ct_relocated;
+            out.ct_relocation_failed += c.ct_relocation_failed;
             out.nd_advertisements += c.nd_advertisements;
             out.nd_not_ours += c.nd_not_ours;
             gen = Some(gen.map_or(c.generation, |g| g.min(c.generation)));

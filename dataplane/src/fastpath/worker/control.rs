@@ -22,11 +22,14 @@ impl Worker {
             }
             FlowOp::Show { limit } => {
                 let max = (limit as usize).min(crate::control::MAX_SHOW_PER_WORKER);
+                // The idle time is derived from the deadline and the service's timeouts.
+                use crate::fastpath::conntrack::ServiceTimeouts;
+                let t = snap.timeouts(self.timeouts);
                 self.ct.for_each_live(now_ms, |e| {
                     if matches(e.backend, e.incarnation) {
                         reply.count += 1;
                         if reply.entries.len() < max {
-                            reply.entries.push((*e, e.idle_ms(now_ms)));
+                            reply.entries.push((*e, e.idle_ms(now_ms, &t.of(e.service))));
                         }
                     }
                 });
@@ -34,7 +37,7 @@ impl Worker {
                     if matches(e.backend, e.incarnation) {
                         reply.count += 1;
                         if reply.entries.len() + reply.entries6.len() < max {
-                            reply.entries6.push((*e, e.idle_ms(now_ms)));
+                            reply.entries6.push((*e, e.idle_ms(now_ms, &t.of(e.service))));
                         }
                     }
                 });

@@ -6,10 +6,10 @@
 
 use super::{Family, Worker};
 use crate::control::snapshot::Snapshot;
-use crate::fastpath::conntrack::{ConnTable, Entry, Hit, State, SyncWalk, Synced, Timeouts};
+use crate::fastpath::conntrack::{ConnTable, CtKey, Entry, Hit, State, SyncWalk, Synced, Timeouts};
 use crate::sync::{bump, DumpItem, SyncOut, SyncQueues, WorkerSyncCounters, INSTALL_PER_POLL, WALK_MAX_PER_POLL};
 use crossbeam_queue::ArrayQueue;
-use spillway_shared::flow::{FlowAddr, FlowKeyOf};
+use spillway_shared::flow::FlowAddr;
 use spillway_shared::sync::{Op, Record, SyncState};
 use std::net::IpAddr;
 use std::sync::atomic::Ordering::Relaxed;
@@ -40,11 +40,13 @@ struct Fields {
     relayed: bool,
 }
 
-/// The wire record of `key`, or `None` (counted) when the slot no longer holds the
-/// endpoint the entry names.
-fn record<A: FlowAddr>(snap: &Snapshot, c: &WorkerSyncCounters, key: &FlowKeyOf<A>, f: Fields) -> Option<Record> {
+/// The wire record of `key`, or `None` (counted in `stale_slot`) when the slot no longer
+/// holds the endpoint the entry names or the snapshot has no service of the entry's
+/// number. Peers get the whole 5-tuple: the service number is this host's, so it is
+/// translated to the service's VIP, port and protocol here.
+fn record<A: FlowAddr>(snap: &Snapshot, c: &WorkerSyncCounters, key: &CtKey<A>, f: Fields) -> Option<Record> {
     let Fields { op, closing, backend, incarnation, remaining_ms, relayed } = f;
-    let Some(endpoint) = endpoint_of(snap, backend, incarnation) else {
+    let (Some(endpoint), Some((_, svc))) = (endpoint_of(snap, backend, incarnation), snap.service_by_number(key.service)) else {
         bump(&c.stale_slot, 1);
         return None;
     };
@@ -53,10 +55,10 @@ fn record<A: FlowAddr>(snap: &Snapshot, c: &WorkerSyncCounters, key: &FlowKeyOf<
         op,
         ipv6,
         src,
-        dst: wide(key.dst).0,
+        dst: if svc.ipv6 { svc.vip6 } else { u128::from(svc.vip) },
         sport: key.sport,
-        dport: key.dport,
-        proto: key.proto,
+        dport: svc.port,
+        proto: svc.proto,
         session: key.sport == 0,
         state: if closing { SyncState::Closing } else { SyncState::Established },
         remaining_ms,
@@ -86,7 +88,8 @@ fn offer(out: &ArrayQueue<SyncOut>, c: &WorkerSyncCounters, r: SyncOut) -> bool 
 /// covers the table once per `refresh_ms`. While a dump pass runs, the walk offers every
 /// entry to the dump queue instead, as fast as the `sync` thread takes them (a full dump
 /// queue pauses the pass where it is).
-fn walk<A: FlowAddr>(ct: &mut ConnTable<A>, w: &mut SyncWalk, snap: &Snapshot, q: (&ArrayQueue<SyncOut>, &ArrayQueue<DumpItem>), c: &WorkerSyncCounters, now: u32, refresh_ms: u32) {
+#[allow(clippy::too_many_arguments)]
+fn walk<A: FlowAddr>(ct: &mut ConnTable<A>, w: &mut SyncWalk, snap: &Snapshot, base: Timeouts, q: (&ArrayQueue<SyncOut>, &ArrayQueue<DumpItem>), c: &WorkerSyncCounters, now: u32, refresh_ms: u32) {
     let (out, dump) = q;
     let elapsed = u64::from(now.wrapping_sub(w.last_ms).min(1_000));
     w.last_ms = now;
@@ -98,7 +101,7 @@ fn walk<A: FlowAddr>(ct: &mut ConnTable<A>, w: &mut SyncWalk, snap: &Snapshot, q
     if budget == 0 {
         return;
     }
-    let visited = ct.sync_walk(now, budget, refresh_ms, all, |e| match entry_record(snap, c, e, Op::Upsert, now) {
+    let visited = ct.sync_walk(now, budget, refresh_ms, all, &snap.timeouts(base), |e| match entry_record(snap, c, e, Op::Upsert, now) {
         Some(rec) if all => dump.push(DumpItem::Entry(SyncOut { rec, at_ms: now })).is_ok(),
         Some(rec) => offer(out, c, SyncOut { rec, at_ms: now }),
         None => true,
@@ -113,11 +116,11 @@ impl Worker {
     /// connection is told to the peers. Out of line: once or twice per connection.
     #[cold]
     #[inline(never)]
-    pub(super) fn sync_state_change<A: Family>(&mut self, snap: &Snapshot, ct_key: &FlowKeyOf<A>, hit: &Hit, t: &Timeouts, now: u32) {
+    pub(super) fn sync_state_change<A: Family>(&mut self, snap: &Snapshot, ct_key: &CtKey<A>, hit: &Hit, t: &Timeouts, now: u32) {
         let Some(q) = self.sync.as_ref() else { return };
+        // `t` is the service's (`Timeouts::for_service`): the idle timeout when established
         let remaining_ms = match hit.after {
-            State::Established if ct_key.proto == crate::wire::PROTO_TCP => t.tcp_ms,
-            State::Established => t.udp_ms,
+            State::Established => t.tcp_ms,
             State::Closing => t.closing_ms,
             _ => return,
         };
@@ -161,19 +164,19 @@ impl Worker {
                 };
                 let removed = if rec.ipv6 {
                     self.ipv6_seen = true;
-                    let k = FlowKeyOf { src: rec.src, dst: rec.dst, sport: rec.sport, dport: rec.dport, proto: rec.proto };
+                    let k = CtKey { src: rec.src, sport: rec.sport, service: r.number };
                     match rec.op {
                         Op::Upsert => {
-                            self.ct6.install(&k, x, now);
+                            self.ct6.install(&k, x, now, &snap.timeouts(self.timeouts));
                             false
                         }
                         Op::Remove => self.ct6.remove_synced(&k),
                     }
                 } else {
-                    let k = FlowKeyOf { src: rec.src as u32, dst: rec.dst as u32, sport: rec.sport, dport: rec.dport, proto: rec.proto };
+                    let k = CtKey { src: rec.src as u32, sport: rec.sport, service: r.number };
                     match rec.op {
                         Op::Upsert => {
-                            self.ct.install(&k, x, now);
+                            self.ct.install(&k, x, now, &snap.timeouts(self.timeouts));
                             false
                         }
                         Op::Remove => self.ct.remove_synced(&k),
@@ -193,9 +196,9 @@ impl Worker {
                 self.sync_walk6.full_pass_left = if self.ipv6_seen { self.ct6.buckets_len() } else { 0 };
             }
             let refresh_ms = q.refresh_ms.load(Relaxed);
-            walk(&mut self.ct, &mut self.sync_walk, snap, (out, dump), c, now, refresh_ms);
+            walk(&mut self.ct, &mut self.sync_walk, snap, self.timeouts, (out, dump), c, now, refresh_ms);
             if self.ipv6_seen {
-                walk(&mut self.ct6, &mut self.sync_walk6, snap, (out, dump), c, now, refresh_ms);
+                walk(&mut self.ct6, &mut self.sync_walk6, snap, self.timeouts, (out, dump), c, now, refresh_ms);
             }
             if let Some(e) = self.sync_pass_end {
                 if self.sync_walk.full_pass_left == 0 && self.sync_walk6.full_pass_left == 0 && dump.push(DumpItem::End { epoch: e }).is_ok() {

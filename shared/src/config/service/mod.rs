@@ -162,8 +162,10 @@ pub struct Backend {
     /// Endpoint MAC (L2 DSR destination); required for L2_DSR services in the daemon.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mac: Option<MacAddr>,
-    /// Zone of this backend.
-    #[serde(default)]
+    /// Zone of this backend; empty = no zone (absent from the file). An empty string
+    /// (`zone = ""`, also `zone=` in a live edit) means the same and is never written: the
+    /// key is left out, since a zone name is 1 to 63 characters (docs/config.md "Names").
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub zone: String,
     /// Weight 1–1000 (default 50). spec/origin-routing.md.
     #[serde(default = "d_weight", deserialize_with = "ranged::weight")]
