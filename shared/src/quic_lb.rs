@@ -83,6 +83,25 @@ impl ServerId {
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
+
+    /// The server ID as one integer: its octets zero-padded to 15, then its length, read
+    /// big-endian. Distinct server IDs give distinct keys, and no key is 0 (the length is
+    /// at least 1). [`QuicLbConfig::decode_key`] gives the same integer straight from a DCID.
+    #[inline]
+    pub fn key(&self) -> u128 {
+        let mut k = [0u8; 16];
+        k[..SERVER_ID_LEN_MAX as usize].copy_from_slice(&self.bytes);
+        k[15] = self.len;
+        u128::from_be_bytes(k)
+    }
+}
+
+/// The [`ServerId::key`] of the first `len` (1–15) octets of `head`, a big-endian
+/// 16-octet window starting at the server ID.
+#[inline(always)]
+fn key_of_head(head: u128, len: usize) -> u128 {
+    let len = len.clamp(1, SERVER_ID_LEN_MAX as usize);
+    (head & (u128::MAX << (128 - 8 * len as u32))) | len as u128
 }
 
 impl fmt::Display for ServerId {
@@ -166,6 +185,8 @@ pub struct QuicLbConfig {
     codepoint: u8,
     server_id_len: u8,
     nonce_len: u8,
+    /// What `cipher` and the lengths give (computed once: read per packet).
+    algorithm: Algorithm,
     cipher: Option<Aes128>,
 }
 
@@ -200,7 +221,12 @@ impl QuicLbConfig {
             ));
         }
         let cipher = key.map(|k| Aes128::new(GenericArray::from_slice(&k)));
-        Ok(QuicLbConfig { codepoint, server_id_len, nonce_len, cipher })
+        let algorithm = match (&cipher, server_id_len + nonce_len) {
+            (None, _) => Algorithm::Plaintext,
+            (Some(_), 16) => Algorithm::SinglePass,
+            (Some(_), _) => Algorithm::FourPass,
+        };
+        Ok(QuicLbConfig { codepoint, server_id_len, nonce_len, algorithm, cipher })
     }
 
     /// The config rotation codepoint (0–6).
@@ -228,11 +254,23 @@ impl QuicLbConfig {
     }
 
     /// Which of the draft's algorithms this configuration runs.
+    #[inline]
     pub fn algorithm(&self) -> Algorithm {
-        match (&self.cipher, self.plaintext_len()) {
-            (None, _) => Algorithm::Plaintext,
-            (Some(_), 16) => Algorithm::SinglePass,
-            (Some(_), _) => Algorithm::FourPass,
+        self.algorithm
+    }
+
+    /// The CID length, when `dcid` has at least that many octets and this configuration's
+    /// codepoint; else why not.
+    #[inline(always)]
+    fn check(&self, dcid: &[u8]) -> Result<usize, DecodeError> {
+        let need = self.cid_len();
+        if dcid.len() < need {
+            return Err(DecodeError::TooShort { need, got: dcid.len() });
+        }
+        match codepoint(dcid) {
+            Some(c) if c == self.codepoint => Ok(need),
+            Some(c) => Err(DecodeError::OtherCodepoint(c)),
+            None => Err(DecodeError::TooShort { need, got: 0 }),
         }
     }
 
@@ -240,15 +278,7 @@ impl QuicLbConfig {
     /// [`cid_len`](Self::cid_len) octets (a longer DCID's extra octets are the server's,
     /// §5.3 "Server Actions"); allocates nothing; cannot panic.
     pub fn decode(&self, dcid: &[u8]) -> Result<ServerId, DecodeError> {
-        let need = self.cid_len();
-        if dcid.len() < need {
-            return Err(DecodeError::TooShort { need, got: dcid.len() });
-        }
-        match codepoint(dcid) {
-            Some(c) if c == self.codepoint => {}
-            Some(c) => return Err(DecodeError::OtherCodepoint(c)),
-            None => return Err(DecodeError::TooShort { need, got: 0 }),
-        }
+        let need = self.check(dcid)?;
         let sid_len = self.server_id_len();
         let body = &dcid[1..need];
         let mut sid = [0u8; SERVER_ID_LEN_MAX as usize];
@@ -265,6 +295,44 @@ impl QuicLbConfig {
             }
         }
         Ok(ServerId { len: self.server_id_len, bytes: sid })
+    }
+
+    /// [`decode`](Self::decode) as the server ID's [`ServerId::key`]: same results and
+    /// errors, for the packet path. The server ID is read (or decrypted) as one 16-octet
+    /// window and masked, not copied octet by octet (a variable-length copy through the
+    /// stack, read back as wider words, stalls on store forwarding: it was most of a
+    /// plaintext lookup's time). Allocates nothing; cannot panic.
+    #[inline]
+    pub fn decode_key(&self, dcid: &[u8]) -> Result<u128, DecodeError> {
+        let need = self.check(dcid)?;
+        let sid_len = self.server_id_len();
+        // the 16 octets after the first, zero-padded when the DCID is shorter (the
+        // padding lies past the server ID: it is masked off)
+        let window = || match dcid.get(1..).and_then(|b| b.first_chunk::<16>()) {
+            Some(w) => *w,
+            None => {
+                let mut w = [0u8; 16];
+                let body = dcid.get(1..need).unwrap_or(&[]);
+                if let Some(d) = w.get_mut(..body.len()) {
+                    d.copy_from_slice(body);
+                }
+                w
+            }
+        };
+        let head = match (&self.cipher, self.algorithm) {
+            (None, _) | (_, Algorithm::Plaintext) => u128::from_be_bytes(window()),
+            (Some(aes), Algorithm::SinglePass) => {
+                // need = 17: the window is the whole block
+                let mut block = GenericArray::from(window());
+                aes.decrypt_block(&mut block);
+                u128::from_be_bytes(block.into())
+            }
+            (Some(aes), Algorithm::FourPass) => {
+                let plain = feistel_decrypt(aes, dcid.get(1..need).unwrap_or(&[]), sid_len);
+                plain.first_chunk::<16>().map_or(0, |h| u128::from_be_bytes(*h))
+            }
+        };
+        Ok(key_of_head(head, sid_len))
     }
 
     /// The CID a server with `server_id` issues with `nonce` (draft §5.3–5.4): the first

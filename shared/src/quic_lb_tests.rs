@@ -19,6 +19,7 @@ fn check(cfg: &QuicLbConfig, sid: &str, nonce: &str, cid: &str) {
     let (out, len) = cfg.encode(&sid, &hex(nonce)).unwrap();
     assert_eq!(&out[..len], &hex(cid)[..], "encode under {cfg:?}");
     assert_eq!(cfg.decode(&hex(cid)), Ok(sid), "decode under {cfg:?}");
+    assert_eq!(cfg.decode_key(&hex(cid)), Ok(sid.key()), "decode_key under {cfg:?}");
 }
 
 #[test]
@@ -135,6 +136,7 @@ proptest! {
         prop_assert_eq!(len, cfg.cid_len());
         prop_assert_eq!(codepoint(&cid[..len]), Some(cfg.codepoint()));
         prop_assert_eq!(cfg.decode(&cid[..len]), Ok(sid));
+        prop_assert_eq!(cfg.decode_key(&cid[..len]), Ok(sid.key()));
     }
 
     /// The four-pass network is a permutation: decrypting all four passes gives the
@@ -159,6 +161,18 @@ proptest! {
             }
             Err(DecodeError::TooShort { need, got }) => prop_assert!(got < need),
             Err(DecodeError::OtherCodepoint(c)) => prop_assert_ne!(c, cfg.codepoint()),
+        }
+    }
+
+    /// `decode_key` is `decode` then `ServerId::key`, for every DCID (short ones, exactly
+    /// the CID length, and longer than the 16-octet window), and keys identify server IDs.
+    #[test]
+    fn decode_key_is_the_key_of_decode(cfg in any_config(), dcid in proptest::collection::vec(any::<u8>(), 0..=24), other in any::<[u8; 15]>()) {
+        prop_assert_eq!(cfg.decode_key(&dcid), cfg.decode(&dcid).map(|s| s.key()));
+        if let Ok(sid) = cfg.decode(&dcid) {
+            let o = ServerId::new(&other[..1 + usize::from(other[0]) % 15]).unwrap();
+            prop_assert_eq!(o.key() == sid.key(), o == sid);
+            prop_assert_ne!(sid.key(), 0);
         }
     }
 }

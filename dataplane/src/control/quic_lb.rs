@@ -44,25 +44,22 @@ impl Fallback {
 #[derive(Debug, Default)]
 pub struct QuicLbTable {
     configs: [Option<QuicLbConfig>; MAX_CODEPOINT as usize + 1],
-    /// (`sid_key` of the server ID, endpoint slot), sorted by key: integer compares on the
-    /// packet path (a `ServerId`'s own order compares byte arrays, a `memcmp` call each).
-    server_ids: Vec<(u128, u16)>,
+    /// (`ServerId::key`, endpoint slot) in an open-addressed table (linear probing from
+    /// [`sid_place`]; a power of two at least twice the server IDs, so a probe mostly
+    /// ends at its first place): one integer compare per packet, with no data-dependent
+    /// branch chain as in a binary search. Key 0 (no server ID's) marks a free place.
+    server_ids: Box<[(u128, u16)]>,
     /// Unique per built table (1, 2, ...; 0 for a `Default` one): what a worker's decode
     /// cache ([`crate::fastpath::worker::quic::CidCache`]) keys its entries by, so an
     /// entry of an older table (another key, other server IDs) never answers for this one.
     id: u64,
 }
 
-/// A server ID as one integer: its octets, zero-padded to 15, then its length (distinct
-/// server IDs give distinct keys).
-#[inline]
-fn sid_key(sid: &ServerId) -> u128 {
-    let mut k = [0u8; 16];
-    if let Some(d) = k.get_mut(..sid.len()) {
-        d.copy_from_slice(sid.as_bytes());
-    }
-    k[15] = sid.len() as u8;
-    u128::from_be_bytes(k)
+/// The first place of a server ID `key` in a table of `mask + 1` places.
+#[inline(always)]
+fn sid_place(key: u128, mask: usize) -> usize {
+    let x = (key as u64) ^ ((key >> 64) as u64).rotate_left(29);
+    (x.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) as usize & mask
 }
 
 /// The next [`QuicLbTable::id`] (tables are built by the control plane, never per packet).
@@ -99,14 +96,27 @@ impl QuicLbTable {
                 Err(e) => warnings.push(format!("service {}: QUIC-LB config_rotation {}: {e}", svc.name, q.config_rotation)),
             }
         }
+        let mut ids = Vec::new();
         for (bi, b) in svc.backends.iter().enumerate() {
             for (ei, m) in b.members().iter().enumerate() {
                 if let Some(sid) = m.server_id.as_deref().and_then(|h| ServerId::from_hex(h).ok()) {
-                    t.server_ids.push((sid_key(&sid), slot_of(bi, ei)));
+                    ids.push((sid.key(), slot_of(bi, ei)));
                 }
             }
         }
-        t.server_ids.sort_unstable_by_key(|e| e.0);
+        // unique by validation; a duplicate would keep the first endpoint
+        let places = (ids.len() * 2).next_power_of_two().max(4);
+        let mut table = vec![(0u128, 0u16); places];
+        for (k, slot) in ids {
+            let mut i = sid_place(k, places - 1);
+            while table[i].0 != 0 && table[i].0 != k {
+                i = (i + 1) & (places - 1);
+            }
+            if table[i].0 == 0 {
+                table[i] = (k, slot);
+            }
+        }
+        t.server_ids = table.into_boxed_slice();
         Some((t, warnings))
     }
 
@@ -125,22 +135,54 @@ impl QuicLbTable {
     /// configuration reads its CID length). No allocation; cannot panic.
     #[inline]
     pub fn lookup(&self, dcid: &[u8]) -> Result<(ServerId, u16), Fallback> {
+        let cfg = self.config_of(dcid)?;
+        let sid = cfg.decode(dcid).map_err(fallback_of)?;
+        self.slot_of_key(sid.key()).map(|slot| (sid, slot))
+    }
+
+    /// The configuration of `dcid`'s codepoint: `TooShort` for an empty DCID,
+    /// `UnknownCodepoint` when there is none.
+    #[inline]
+    pub fn config_of(&self, dcid: &[u8]) -> Result<&QuicLbConfig, Fallback> {
         let cp = codepoint(dcid).ok_or(Fallback::TooShort)?;
-        let cfg = self.config(cp).ok_or(Fallback::UnknownCodepoint)?;
-        let sid = cfg.decode(dcid).map_err(|e| match e {
-            DecodeError::TooShort { .. } => Fallback::TooShort,
-            DecodeError::OtherCodepoint(_) => Fallback::UnknownCodepoint,
-        })?;
-        let k = sid_key(&sid);
-        match self.server_ids.binary_search_by_key(&k, |e| e.0) {
-            Ok(i) => self.server_ids.get(i).map(|e| (sid, e.1)).ok_or(Fallback::UnknownServerId),
-            Err(_) => Err(Fallback::UnknownServerId),
+        self.config(cp).ok_or(Fallback::UnknownCodepoint)
+    }
+
+    /// [`lookup`](Self::lookup)'s endpoint slot with `cfg` (this table's configuration of
+    /// `dcid`'s codepoint, [`config_of`](Self::config_of)): the packet path's decode,
+    /// through [`QuicLbConfig::decode_key`]. Same results and errors.
+    #[inline]
+    pub fn slot_with(&self, cfg: &QuicLbConfig, dcid: &[u8]) -> Result<u16, Fallback> {
+        self.slot_of_key(cfg.decode_key(dcid).map_err(fallback_of)?)
+    }
+
+    /// The endpoint slot of the server ID whose [`ServerId::key`] is `key`.
+    #[inline]
+    fn slot_of_key(&self, key: u128) -> Result<u16, Fallback> {
+        let n = self.server_ids.len();
+        let mut i = sid_place(key, n.wrapping_sub(1));
+        for _ in 0..n {
+            match self.server_ids.get(i) {
+                Some(&(k, slot)) if k == key => return Ok(slot),
+                Some(&(k, _)) if k != 0 => i = (i + 1) & (n - 1),
+                _ => break,
+            }
         }
+        Err(Fallback::UnknownServerId)
     }
 
     /// The configurations in codepoint order (for `service show`, `explain`, `status`).
     pub fn configs(&self) -> impl Iterator<Item = &QuicLbConfig> {
         self.configs.iter().flatten()
+    }
+}
+
+/// The fallback reason of a decode error.
+#[inline]
+fn fallback_of(e: DecodeError) -> Fallback {
+    match e {
+        DecodeError::TooShort { .. } => Fallback::TooShort,
+        DecodeError::OtherCodepoint(_) => Fallback::UnknownCodepoint,
     }
 }
 

@@ -104,6 +104,21 @@ fn udp(client: u8, sport: u16, payload: &[u8]) -> MemBuf {
     MemBuf::new(&f)
 }
 
+/// A UDP datagram from [fd01::`client`]:`sport` to the VIP fd00::100, port 443, with `payload`.
+fn udp6(client: u8, sport: u16, payload: &[u8]) -> MemBuf {
+    let mut src = [0u8; 16];
+    src[0] = 0xfd;
+    src[1] = 1;
+    src[15] = client;
+    let mut f = Vec::new();
+    etherparse::PacketBuilder::ethernet2([2, 0, 0, 0, 0, 0x99], [2, 0, 0, 0, 0, 1])
+        .ipv6(src, "fd00::100".parse::<std::net::Ipv6Addr>().unwrap().octets(), 64)
+        .udp(sport, 443)
+        .write(&mut f, payload)
+        .unwrap();
+    MemBuf::new(&f)
+}
+
 fn send(w: &mut Worker, snap: &Snapshot, mut b: MemBuf, now: u32) -> Result<u8, Verdict> {
     match w.process(&mut b, 0, snap, now) {
         Verdict::Forward => Ok(b.data()[5]),
@@ -289,18 +304,88 @@ fn ipv6_short_headers_reach_their_server_from_any_address() {
     for sid in 0..4 {
         let (p, _) = payload(&Kind::Short { codepoint: 2, sid, nonce: [9; 6], cut: None });
         for client in 1..=5u8 {
-            let mut src = [0u8; 16];
-            src[0] = 0xfd;
-            src[1] = 1;
-            src[15] = client;
-            let mut frame = Vec::new();
-            etherparse::PacketBuilder::ethernet2([2, 0, 0, 0, 0, 0x99], [2, 0, 0, 0, 0, 1])
-                .ipv6(src, "fd00::100".parse::<std::net::Ipv6Addr>().unwrap().octets(), 64)
-                .udp(40000 + u16::from(client), 443)
-                .write(&mut frame, &p)
-                .unwrap();
-            assert_eq!(send(&mut w, &snap, MemBuf::new(&frame), 0), Ok(sid as u8 + 1), "server {sid} from client {client}");
+            assert_eq!(send(&mut w, &snap, udp6(client, 40000 + u16::from(client), &p), 0), Ok(sid as u8 + 1), "server {sid} from client {client}");
         }
     }
     assert_eq!(stats.quic.routed.load(Relaxed), 20);
+}
+
+/// More distinct four-pass CIDs than the decode cache holds (4,096), in turn, twice, with
+/// repeats in between: every cache answer (hit, miss, eviction of a bucket's oldest
+/// entry) is the table's.
+#[test]
+fn a_full_decode_cache_still_answers_as_the_table() {
+    let snap = snapshot(true);
+    let t = snap.services[0].quic_lb.as_deref().unwrap();
+    let mut cache = crate::fastpath::worker::quic::CidCache::default();
+    let cids: Vec<Vec<u8>> = (0..6000u32)
+        .map(|n| {
+            let b = n.to_le_bytes();
+            payload(&Kind::Short { codepoint: 1, sid: n as usize % 5, nonce: [b[0], b[1], 7, 7, 7, 7], cut: None }).0
+        })
+        .collect();
+    for round in 0..2 {
+        for (i, p) in cids.iter().enumerate() {
+            for q in [p, &cids[i / 2]] {
+                let dcid = &q[1..];
+                assert_eq!(cache.lookup(t, dcid), t.lookup(dcid).map(|r| r.1), "round {round}, CID {i}");
+            }
+        }
+    }
+}
+
+/// IPv6 fallbacks: a short header naming an unknown server ID, one naming the unhealthy
+/// endpoint, a cut CID and a long header get the 5-tuple path's decision (a worker over
+/// the same IPv6 service without QUIC-LB), are counted by reason, and leave the IPv6
+/// connection table as the 5-tuple path leaves it; routable packets from the same
+/// clients add nothing to it.
+#[test]
+fn ipv6_unroutable_packets_take_the_5_tuple_path() {
+    let config6 = |quic: bool| {
+        let mut t = String::from("[[ports]]\nname = \"p0\"\ndevice = \"net_null0\"\naddress6 = \"fd00::2\"\n[[services]]\nname = \"q\"\nvip = \"fd00::100\"\nport = 443\nprotocol = \"udp\"\n");
+        if quic {
+            t += "[[services.quic_lb]]\nconfig_rotation = 2\nserver_id_length = 2\nnonce_length = 4\nalgorithm = \"plaintext\"\n";
+        }
+        for (i, sid) in SIDS.iter().enumerate() {
+            t += &format!("[[services.backends]]\nname = \"q{}\"\naddress = \"fd00:21::{}\"\nmac = \"02:00:00:00:0b:{:02x}\"\n", i + 1, i + 1, i + 1);
+            if quic {
+                t += &format!("server_id = \"{sid}\"\n");
+            }
+        }
+        snapshot_of(&t)
+    };
+    let (quic, plain) = (config6(true), config6(false));
+    let ((mut w, stats), (mut reference, _)) = (worker(), worker());
+    let unroutable = [
+        Kind::Short { codepoint: 2, sid: 4, nonce: [1; 6], cut: None },
+        Kind::Short { codepoint: 2, sid: 3, nonce: [2; 6], cut: None },
+        Kind::Short { codepoint: 2, sid: 0, nonce: [3; 6], cut: Some(4) },
+        Kind::Long,
+    ];
+    for (i, k) in unroutable.iter().enumerate() {
+        let (p, expect) = payload(k);
+        assert_eq!(expect, None, "{k:?}");
+        for client in 1..=3u8 {
+            let sport = 40000 + i as u16;
+            let got = send(&mut w, &quic, udp6(client, sport, &p), 10);
+            assert!(got.is_ok(), "{k:?} from {client}: {got:?}");
+            assert_eq!(got, send(&mut reference, &plain, udp6(client, sport, &p), 10), "{k:?} from {client}");
+        }
+    }
+    let (routable, mac) = payload(&Kind::Short { codepoint: 2, sid: 1, nonce: [4; 6], cut: None });
+    for client in 1..=3u8 {
+        assert_eq!(send(&mut w, &quic, udp6(client, 41000, &routable), 10), Ok(mac.unwrap()));
+    }
+    let c: std::collections::HashMap<String, u64> = stats.quic.read().into_iter().collect();
+    assert_eq!((c["routed"], c["long_header"]), (3, 3), "{c:?}");
+    assert_eq!((c["fallback_unknown_server_id"], c["fallback_not_eligible"], c["fallback_too_short"]), (3, 3, 3), "{c:?}");
+    let entries6 = |w: &mut Worker, snap: &Snapshot| {
+        let req = crate::control::FlowRequest { seq: 0, op: spillway_shared::proto::FlowOp::Show { limit: u32::MAX }, slots: None };
+        let mut out: Vec<String> = w.control(&req, snap, 10).entries6.iter().map(|e| format!("{:?}", e.0)).collect();
+        out.sort();
+        out
+    };
+    let got = entries6(&mut w, &quic);
+    assert_eq!(got, entries6(&mut reference, &plain));
+    assert_eq!(got.len(), 12, "one IPv6 entry per unroutable flow, none for the routed ones: {got:?}");
 }

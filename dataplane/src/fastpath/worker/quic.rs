@@ -21,7 +21,7 @@ use crate::control::snapshot::{ServiceSnap, Snapshot};
 use crate::fastpath::stats::bump;
 use crate::wire;
 pub use crate::fastpath::stats::QuicCounters;
-use spillway_shared::quic_lb::{codepoint, Algorithm};
+use spillway_shared::quic_lb::{Algorithm, QuicLbConfig};
 
 /// UDP header length (RFC 768).
 const UDP_HEADER: usize = 8;
@@ -64,8 +64,13 @@ impl Worker {
     }
 }
 
-/// Buckets of a [`CidCache`] (a power of two): 2048 × 2 ways × 32 bytes = 128 KiB per worker.
-const CID_CACHE_BUCKETS: usize = 2048;
+/// Buckets of a [`CidCache`] (a power of two): 1024 × 4 ways × 32 bytes = 128 KiB per
+/// worker. Four ways rather than two: replayed in turn, three CIDs of one two-way bucket
+/// evict each other on every packet (about 7 % of 1,000 connections missed every time
+/// in the `benches/e2e.sh quic` profile, each miss a full decode).
+const CID_CACHE_BUCKETS: usize = 1024;
+/// Entries of a [`CidCache`] bucket.
+const CID_CACHE_WAYS: usize = 4;
 
 /// One cached decode: the CID's first `cid_len` octets (zero-padded to 24) and
 /// `table id << 16 | endpoint slot`.
@@ -75,12 +80,13 @@ struct CidEntry {
     tag: u64,
 }
 
-/// Two entries in one 64-byte cache line; way 0 is the most recently inserted.
+/// Four entries in two 64-byte cache lines (one 128-byte aligned block); way 0 is the most
+/// recently inserted.
 #[derive(Clone, Copy, Default)]
-#[repr(C, align(64))]
-struct CidBucket([CidEntry; 2]);
+#[repr(C, align(128))]
+struct CidBucket([CidEntry; CID_CACHE_WAYS]);
 
-/// A worker's cache of four-pass QUIC-LB decodes (two-way set-associative, keyed by the
+/// A worker's cache of four-pass QUIC-LB decodes (four-way set-associative, keyed by the
 /// CID's octets and the [`QuicLbTable::id`] of the table that decoded them): a hit costs a
 /// hash and one cache line instead of three or four AES blocks. Only successful lookups
 /// are stored, so a CID that falls back is decoded (and counted) every time, as without
@@ -99,36 +105,93 @@ impl Default for CidCache {
 
 impl CidCache {
     /// [`QuicLbTable::lookup`]'s endpoint slot for `dcid` (the bytes after the short
-    /// header's first octet), from the cache when `table` stored it there. Same results
+    /// header's first octet), from the cache when `table` stored it there (four-pass
+    /// only; plaintext and single pass are decoded directly, [`QuicLbTable::slot_with`]:
+    /// a 16-octet load or one AES block, no dearer than this cache's probe). Same results
     /// and errors as the table's; no allocation; cannot panic.
     #[inline]
     pub fn lookup(&mut self, table: &QuicLbTable, dcid: &[u8]) -> Result<u16, Fallback> {
+        let cfg = table.config_of(dcid)?;
         let id = table.id();
-        let len = match codepoint(dcid).and_then(|c| table.config(c)) {
-            Some(cfg) if id != 0 && cfg.algorithm() == Algorithm::FourPass => cfg.cid_len(),
-            _ => return table.lookup(dcid).map(|r| r.1),
+        let Some((key, b)) = cached_key(table, cfg, dcid) else {
+            return table.slot_with(cfg, dcid);
         };
-        let Some(cid) = dcid.get(..len) else {
-            return table.lookup(dcid).map(|r| r.1);
-        };
-        let mut k = [0u8; 24];
-        if let Some(d) = k.get_mut(..len) {
-            d.copy_from_slice(cid);
-        }
-        let word = |i: usize| k.get(i * 8..i * 8 + 8).and_then(|b| b.try_into().ok()).map_or(0, u64::from_le_bytes);
-        let key = [word(0), word(1), word(2)];
-        let h = (key[0] ^ key[1].rotate_left(21) ^ key[2].rotate_left(42)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        let Some(bucket) = self.buckets.get_mut((h >> (64 - CID_CACHE_BUCKETS.trailing_zeros())) as usize) else {
-            return table.lookup(dcid).map(|r| r.1);
+        let Some(bucket) = self.buckets.get_mut(b) else {
+            return table.slot_with(cfg, dcid);
         };
         for e in &bucket.0 {
-            if e.key == key && e.tag >> 16 == id {
+            // word by word in registers (an array compare goes through the stack, where a
+            // wide load of narrower stores stalls on store forwarding)
+            if (e.key[0] ^ key[0]) | (e.key[1] ^ key[1]) | (e.key[2] ^ key[2]) | ((e.tag >> 16) ^ id) == 0 {
                 return Ok(e.tag as u16);
             }
         }
-        let slot = table.lookup(dcid)?.1;
-        bucket.0[1] = bucket.0[0];
+        let slot = table.slot_with(cfg, dcid)?;
+        bucket.0.copy_within(..CID_CACHE_WAYS - 1, 1);
         bucket.0[0] = CidEntry { key, tag: id << 16 | u64::from(slot) };
         Ok(slot)
     }
+}
+
+impl CidCache {
+    /// Starts loading the bucket [`lookup`](Self::lookup) will read for `dcid` under
+    /// `table` (four-pass CIDs only: the others are not cached). A hint: it reads
+    /// nothing and changes nothing. The bucket is two of the 128 KiB cache's lines, too
+    /// many to stay in L1 between a connection's packets; [`super::Worker::poll`]'s
+    /// prefetch pass issues it a burst's processing ahead.
+    #[inline]
+    pub fn prefetch(&self, table: &QuicLbTable, dcid: &[u8]) {
+        let Ok(cfg) = table.config_of(dcid) else { return };
+        if let Some(bucket) = cached_key(table, cfg, dcid).and_then(|(_, b)| self.buckets.get(b)) {
+            #[cfg(target_arch = "x86_64")]
+            {
+                use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+                let p = bucket as *const CidBucket as *const i8;
+                // SAFETY: PREFETCHT0 is a hint: it never faults and has no architectural
+                // effect; both lines lie inside this bucket.
+                unsafe {
+                    _mm_prefetch::<_MM_HINT_T0>(p);
+                    _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(64));
+                }
+            }
+            #[cfg(not(target_arch = "x86_64"))]
+            let _ = bucket;
+        }
+    }
+}
+
+/// The cache key and bucket index of `dcid` under `cfg` (its codepoint's configuration
+/// in `table`), or `None` when it is not cached: not four-pass, a `Default` table, or
+/// shorter than the CID (the table's lookup says why).
+#[inline(always)]
+fn cached_key(table: &QuicLbTable, cfg: &QuicLbConfig, dcid: &[u8]) -> Option<([u64; 3], usize)> {
+    let len = cfg.cid_len();
+    if cfg.algorithm() != Algorithm::FourPass || table.id() == 0 || dcid.len() < len {
+        return None;
+    }
+    let key = cid_words(dcid, len);
+    let h = (key[0] ^ key[1].rotate_left(21) ^ key[2].rotate_left(42)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    Some((key, (h >> (64 - CID_CACHE_BUCKETS.trailing_zeros())) as usize))
+}
+
+/// The cache key of a CID: its first `len` (≤ 24) octets as three little-endian words,
+/// zero past `len`. Read with whole-word loads and masked (a byte copy into a buffer read
+/// back as words would stall on store forwarding); octet by octet only where fewer than
+/// eight octets are left in `dcid`.
+#[inline(always)]
+fn cid_words(dcid: &[u8], len: usize) -> [u64; 3] {
+    let mut out = [0u64; 3];
+    for (i, w) in out.iter_mut().enumerate() {
+        let off = i * 8;
+        if off >= len {
+            break;
+        }
+        let n = (len - off).min(8);
+        let raw = match dcid.get(off..).and_then(|b| b.first_chunk::<8>()) {
+            Some(c) => u64::from_le_bytes(*c),
+            None => dcid.get(off..off + n).unwrap_or(&[]).iter().rev().fold(0u64, |a, &b| a << 8 | u64::from(b)),
+        };
+        *w = if n == 8 { raw } else { raw & ((1u64 << (8 * n)) - 1) };
+    }
+    out
 }
