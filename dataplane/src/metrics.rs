@@ -156,7 +156,7 @@ pub fn render(daemon: &Daemon) -> String {
             [(labels(&[("worker", &i), ("state", "syn_only")]), c.ct_evicted_syn_only), (labels(&[("worker", &i), ("state", "closing")]), c.ct_evicted_closing)]
         }),
     );
-    b.counter("conntrack_syn_not_tracked", "New flows not tracked because both buckets were full of established entries", workers.iter().enumerate().map(|(i, c)| (w(i), c.ct_syn_not_tracked)));
+    b.counter("conntrack_syn_not_tracked", "Packets of new flows not tracked because both buckets were full of established entries (each packet of such a flow counts: it misses again)", workers.iter().enumerate().map(|(i, c)| (w(i), c.ct_syn_not_tracked)));
     let (capacity, generation, config_generation, propagation) = {
         let st = daemon.control.lock().unwrap_or_else(|e| e.into_inner());
         (st.cfg.conntrack.capacity_per_worker, st.generation, st.config_generation, st.last_propagation_us)
@@ -166,7 +166,7 @@ pub fn render(daemon: &Daemon) -> String {
     b.counter("conntrack_relocations", "Entries moved to their other bucket to make room for a new one", stats.iter().enumerate().map(|(i, s)| (w(i), s.ct_relocated.load(Ordering::Relaxed))));
     b.counter(
         "conntrack_relocation_failures",
-        "Insertions into two full buckets for which relocation found no room (an eviction or syn_not_tracked follows)",
+        "Relocation searches (insertions into two full buckets below 31/32 occupancy) that found no room (an eviction or syn_not_tracked follows); at 31/32 or more no search runs and nothing is counted here",
         stats.iter().enumerate().map(|(i, s)| (w(i), s.ct_relocation_failed.load(Ordering::Relaxed))),
     );
     b.gauge("conntrack_entries", "Connection-table entries held, both families (occupancy counters; no table walk)", stats.iter().enumerate().map(|(i, s)| (w(i), crate::fastpath::stats::ct_entries(s) as f64)));

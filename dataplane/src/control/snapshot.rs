@@ -229,7 +229,10 @@ impl ServiceTimeouts for SnapTimeouts<'_> {
     fn of(&self, service: u16) -> Timeouts {
         self.snap.service_by_number(service).map_or(self.base, |(_, s)| self.base.for_service(s.proto, s.idle_timeout_ms))
     }
-    fn known(&self, service: u16) -> bool {
-        self.snap.service_by_number(service).is_some()
+    fn dead(&self, service: u16, backend: u16, incarnation: u16) -> bool {
+        let Some((i, _)) = self.snap.service_by_number(service) else { return true };
+        // the worker's `keeps_backend` slot test: the slot still holds this endpoint of
+        // this service
+        self.snap.backends.get(usize::from(backend)).is_none_or(|b| !(b.present && b.incarnation == incarnation && b.service == i))
     }
 }

@@ -133,10 +133,13 @@ pub trait ServiceTimeouts {
     /// The timeouts of the entries of the service numbered `service`, as given to
     /// [`ConnTable::lookup`] for its packets.
     fn of(&self, service: u16) -> Timeouts;
-    /// Whether service number `service` exists (an entry of a removed one matches no
-    /// packet: eviction takes it first).
-    fn known(&self, _service: u16) -> bool {
-        true
+    /// Whether an entry of service number `service` on endpoint slot `backend` with
+    /// `incarnation` is dead: its service was removed, or its slot no longer holds that
+    /// endpoint of that service (removed, or its address changed), so no packet can keep
+    /// it (the worker's `keeps_backend` would re-pick). Eviction takes dead entries first,
+    /// whatever their state. Default: none is.
+    fn dead(&self, _service: u16, _backend: u16, _incarnation: u16) -> bool {
+        false
     }
 }
 
@@ -169,8 +172,8 @@ pub struct CtCounters {
     pub evicted_syn_only: u64,
     /// Full-bucket evictions of closing entries.
     pub evicted_closing: u64,
-    /// Dead entries reused for a new one: expired, or of a removed service (whose number
-    /// names no service, so it matches no packet).
+    /// Dead entries reused for a new one: expired, or dead by the snapshot (a removed
+    /// service or endpoint: [`ServiceTimeouts::dead`]).
     pub expired_reused: u64,
     /// New entries not recorded because both their buckets held only established entries
     /// (a new entry never evicts an established connection; the packet is still forwarded
@@ -455,7 +458,7 @@ impl<A: FlowAddr> ConnTable<A> {
                 let class = match e.state() {
                     // an entry of a removed service matches no packet (its number names no
                     // service): a dead slot, whatever its state
-                    _ if !t.known(e.service) => 0,
+                    _ if t.dead(e.service, e.backend, e.incarnation) => 0,
                     State::SynOnly => 1,
                     State::Closing => 2,
                     _ => continue,
@@ -465,10 +468,10 @@ impl<A: FlowAddr> ConnTable<A> {
                 // left than that timeout was set before a live edit lowered it, so it is
                 // older than every entry set since: it ranks as the oldest (a flood's UDP
                 // entries must not look fresh after the operator shortens the UDP
-                // timeout). An entry of a removed service can match no packet: first of
-                // all. u32::MAX - age: the oldest ranks lowest.
+                // timeout). A dead entry (class 0) can match no packet: first of all.
+                // u32::MAX - age: the oldest ranks lowest.
                 let timeout = timeout_of(e.raw_state(), &t.of(e.service));
-                let age = if !t.known(e.service) {
+                let age = if class == 0 {
                     u32::MAX
                 } else if left > timeout {
                     u32::MAX - 1

@@ -434,8 +434,8 @@ impl ServiceTimeouts for EditedTimeouts {
         let t = Timeouts::default();
         if s == 2 { t.for_service(17, self.0) } else { t }
     }
-    fn known(&self, s: u16) -> bool {
-        s != 3
+    fn dead(&self, s: u16, _: u16, _: u16) -> bool {
+        s == 3
     }
 }
 

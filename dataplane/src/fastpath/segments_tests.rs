@@ -151,12 +151,16 @@ fn poll_counts_multi_segment_only_where_the_port_cannot_send_it() {
         assert_eq!(w.poll(&mut ports, &mut tx, &s, 0), 2);
         let dropped = w.stats.drops[DropReason::MultiSegment as usize].load(Relaxed);
         let sent: Vec<usize> = ports[0].tx.iter().map(|b| b.pkt_len()).collect();
+        let backend_packets: u64 = w.stats.backend_packets.iter().map(|c| c.load(Relaxed)).sum();
         if single_only {
             assert_eq!((dropped, sent), (1, vec![154]));
             assert_eq!(w.stats.forwarded.load(Relaxed), 1);
+            // dropped before the lookup: not tracked, not a new connection, not a backend's
+            assert_eq!((w.stats.new_connections.load(Relaxed), backend_packets, w.ct.counters.inserts), (1, 1, 1));
         } else {
             assert_eq!((dropped, sent), (0, vec![9014, 154]));
             assert_eq!(w.stats.forwarded.load(Relaxed), 2);
+            assert_eq!((w.stats.new_connections.load(Relaxed), backend_packets, w.ct.counters.inserts), (2, 2, 2));
         }
     }
 }

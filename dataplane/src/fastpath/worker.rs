@@ -66,7 +66,7 @@ pub struct Worker {
     pub id: usize,
     /// Connection table (owned).
     pub ct: ConnTable,
-    /// IPv6 connection table (owned; 64-byte entries). Small unless sized with
+    /// IPv6 connection table (owned; 32-byte entries). Small unless sized with
     /// [`Worker::with_ipv6_capacity`] (the daemon does when the config has IPv6 services).
     pub ct6: ConnTable<u128>,
     /// Datagrams seen fragmented: the service their first fragment named.
@@ -522,7 +522,9 @@ impl Worker {
                 if let Some(t) = targets.get(j) {
                     self.ct.expect(t);
                 }
-                let v = self.process(&mut b, i, snap, now_ms);
+                // A chained frame its forwarding port cannot send is dropped before it is
+                // looked up: nothing tracked, no new connection, no backend packet counted.
+                let v = if crate::fastpath::segments::sendable(ports, fwd, &b) { self.process(&mut b, i, snap, now_ms) } else { Verdict::Drop(DropReason::MultiSegment) };
                 forwarded += u64::from(self.dispatch(ports, tx, held, v, b, i, fwd, now_ms));
                 if self.learned_first && !held.is_empty() {
                     self.release_held(ports, tx, held, snap, now_ms);
