@@ -1252,7 +1252,7 @@ impl Model {
         });
         ensure!(twice.is_none(), "key stored twice in the table: {twice:?}");
         let mut gone = Vec::new();
-        let (mut lost_syn, mut lost_closing) = (0u64, 0u64);
+        let (mut lost_syn, mut lost_closing, mut lost_dead) = (0u64, 0u64, 0u64);
         for (k, m) in &self.entries {
             if m.expired(now) {
                 gone.push(*k);
@@ -1260,6 +1260,15 @@ impl Model {
             }
             match real.get(&self.ct_key(k)) {
                 None => {
+                    // A dead entry (its endpoint slot no longer holds that endpoint of its
+                    // service: no packet can keep it) may give way to a new one in any
+                    // state (docs/architecture.md "Connection tracking").
+                    let dead = self.snap.backends.get(usize::from(m.slot)).is_none_or(|b| !(b.present && b.incarnation == m.inc && usize::from(b.service) == m.service));
+                    if dead {
+                        lost_dead += 1;
+                        gone.push(*k);
+                        continue;
+                    }
                     ensure!(m.state != State::Established, "established entry {k:?} {m:?} lost from the table");
                     lost_syn += u64::from(m.state == State::SynOnly);
                     lost_closing += u64::from(m.state == State::Closing);
@@ -1279,6 +1288,7 @@ impl Model {
         }
         *self.cov.entry("evicted SYN-only").or_default() += lost_syn;
         *self.cov.entry("evicted closing").or_default() += lost_closing;
+        *self.cov.entry("dead entry (removed endpoint) gave way").or_default() += lost_dead;
         if self.entries.len() * 10 >= self.worker.ct.capacity() * 9 {
             self.seen("table at least 90 % full");
         }
@@ -1567,7 +1577,7 @@ fn run(cases: u32, ops: usize) {
 }
 
 /// Situations every run of ≥ 10^5 steps reaches.
-const COVERED: [&str; 28] = [
+const COVERED: [&str; 29] = [
     "failover backend stopped taking new connections (no switch)",
     "idle timeout edited live",
     "tracking edit applied",
@@ -1594,6 +1604,7 @@ const COVERED: [&str; 28] = [
     "ICMP error to a recorded flow",
     "evicted SYN-only",
     "evicted closing",
+    "dead entry (removed endpoint) gave way",
     "table at least 90 % full",
     "u32 clock wrapped",
 ];
