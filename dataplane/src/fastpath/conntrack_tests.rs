@@ -471,3 +471,69 @@ fn entries_of_a_removed_service_are_evicted_first() {
     assert!(ct.peek(&key(1), 10_000).is_some(), "the 1-s-old SYN was evicted before the removed service's entries");
     assert_eq!(ct.counters.syn_not_tracked, 0);
 }
+
+/// A 54-byte IPv4 TCP SYN from 10.1.0.5:40000 to 10.0.0.100:`dport`.
+fn worker_syn(dport: u16) -> crate::fastpath::port::MemBuf {
+    let mut f = vec![0u8; 54];
+    f[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
+    f[14] = 0x45;
+    f[16..18].copy_from_slice(&40u16.to_be_bytes());
+    f[22] = 64;
+    f[23] = 6;
+    f[26..30].copy_from_slice(&[10, 1, 0, 5]);
+    f[30..34].copy_from_slice(&[10, 0, 0, 100]);
+    f[34..36].copy_from_slice(&40000u16.to_be_bytes());
+    f[36..38].copy_from_slice(&dport.to_be_bytes());
+    f[46] = 0x50;
+    f[47] = SYN;
+    crate::fastpath::port::MemBuf::new(&f)
+}
+
+/// A full table of a removed service's established connections does not lock other
+/// services out: those entries can match no packet any more (their service number
+/// names no service), so new connections of the remaining service take their slots
+/// (`expired_reused`) and every one is tracked (no `syn_not_tracked`).
+#[test]
+fn a_removed_services_entries_give_way_to_new_connections() {
+    use crate::control::{compile, CompileInput, HealthView, SlotMap};
+    use crate::fastpath::port::PacketBuf;
+    use crate::fastpath::stats::WorkerStats;
+    use crate::fastpath::worker::{PortInfo, Verdict, Worker};
+    use spillway_shared::config::Config;
+    use std::sync::Arc;
+    let ports = vec![PortInfo { mac: [2, 0, 0, 0, 0, 1], forward_to: 0, addr: 0 }];
+    let mut w = Worker::new(0, 16, 1, Timeouts::default(), Arc::new(WorkerStats::default()), ports);
+    let cfg = |names: &[(&str, u16)]| {
+        let mut t = String::new();
+        for (n, port) in names {
+            t += &format!("[[services]]\nname = \"{n}\"\nvip = \"10.0.0.100\"\nport = {port}\n[[services.backends]]\nname = \"{n}-b\"\naddress = \"10.10.0.{port}\"\nmac = \"02:00:00:00:00:0a\"\n");
+        }
+        Config::from_toml(&t).unwrap()
+    };
+    let mut slots = SlotMap::default();
+    let mut build = |c: &Config, generation: u64| {
+        slots.sync(c).unwrap();
+        compile(c, &slots, CompileInput { health: &HealthView::new(), states: &mut std::collections::HashMap::new(), now_sec: 0.0, generation, port_addrs: vec![0] })
+    };
+    let both = build(&cfg(&[("web", 80), ("api", 81)]), 1);
+    let pkt = |dport: u16, sport: u16, flags: u8| {
+        let mut b = worker_syn(dport);
+        b.data_mut()[34..36].copy_from_slice(&sport.to_be_bytes());
+        b.data_mut()[47] = flags;
+        b
+    };
+    for sport in 1000..1100 {
+        for flags in [SYN, ACK] {
+            assert_eq!(w.process(&mut pkt(80, sport, flags), 0, &both, 0), Verdict::Forward);
+        }
+    }
+    let full = w.ct.occupancy();
+    assert!(full.established >= 12 && full.empty == 0, "the table is full, mostly of web's established connections: {full:?}");
+    let api_only = build(&cfg(&[("api", 81)]), 2);
+    let (before, reused) = (w.ct.counters.syn_not_tracked, w.ct.counters.expired_reused);
+    for sport in 2000..2016 {
+        assert_eq!(w.process(&mut pkt(81, sport, SYN), 0, &api_only, 10), Verdict::Forward);
+    }
+    assert_eq!(w.ct.counters.syn_not_tracked - before, 0, "new connections of api went untracked behind dead entries");
+    assert!(w.ct.counters.expired_reused - reused >= 12, "web dead entries were reused: {} of {full:?}, {:?}", w.ct.counters.expired_reused - reused, w.ct.counters);
+}

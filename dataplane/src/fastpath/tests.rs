@@ -42,49 +42,6 @@
         MemBuf::new(&f)
     }
 
-    /// A full table of a removed service's established connections does not lock other
-    /// services out: those entries can match no packet any more (their service number
-    /// names no service), so new connections of the remaining service take their slots
-    /// (`expired_reused`) and every one is tracked (no `syn_not_tracked`).
-    #[test]
-    fn a_removed_services_entries_give_way_to_new_connections() {
-        let ports = vec![PortInfo { mac: [2, 0, 0, 0, 0, 1], forward_to: 0, addr: 0 }];
-        let mut w = Worker::new(0, 16, 1, Timeouts::default(), Arc::new(WorkerStats::default()), ports);
-        let cfg = |names: &[(&str, u16)]| {
-            let mut t = String::new();
-            for (n, port) in names {
-                t += &format!("[[services]]\nname = \"{n}\"\nvip = \"10.0.0.100\"\nport = {port}\n[[services.backends]]\nname = \"{n}-b\"\naddress = \"10.10.0.{port}\"\nmac = \"02:00:00:00:00:0a\"\n");
-            }
-            Config::from_toml(&t).unwrap()
-        };
-        let mut slots = SlotMap::default();
-        let mut build = |c: &Config, generation: u64| {
-            slots.sync(c).unwrap();
-            compile(c, &slots, CompileInput { health: &HealthView::new(), states: &mut std::collections::HashMap::new(), now_sec: 0.0, generation, port_addrs: vec![0] })
-        };
-        let both = build(&cfg(&[("web", 80), ("api", 81)]), 1);
-        let pkt = |dport: u16, sport: u16, flags: u8| {
-            let mut b = syn(dport);
-            b.data_mut()[34..36].copy_from_slice(&sport.to_be_bytes());
-            b.data_mut()[47] = flags;
-            b
-        };
-        for sport in 1000..1100 {
-            for flags in [tcp_flags::SYN, tcp_flags::ACK] {
-                assert_eq!(w.process(&mut pkt(80, sport, flags), 0, &both, 0), Verdict::Forward);
-            }
-        }
-        let full = w.ct.occupancy();
-        assert!(full.established >= 12 && full.empty == 0, "the table is full, mostly of web's established connections: {full:?}");
-        let api_only = build(&cfg(&[("api", 81)]), 2);
-        let (before, reused) = (w.ct.counters.syn_not_tracked, w.ct.counters.expired_reused);
-        for sport in 2000..2016 {
-            assert_eq!(w.process(&mut pkt(81, sport, tcp_flags::SYN), 0, &api_only, 10), Verdict::Forward);
-        }
-        assert_eq!(w.ct.counters.syn_not_tracked - before, 0, "new connections of api went untracked behind dead entries");
-        assert!(w.ct.counters.expired_reused - reused >= 12, "web dead entries were reused: {} of {full:?}, {:?}", w.ct.counters.expired_reused - reused, w.ct.counters);
-    }
-
     /// The service cache never answers with a service of an older snapshot: services
     /// reordered or removed in a new snapshot (even with the same generation) are seen.
     #[test]
