@@ -472,23 +472,6 @@ fn entries_of_a_removed_service_are_evicted_first() {
     assert_eq!(ct.counters.syn_not_tracked, 0);
 }
 
-/// A 54-byte IPv4 TCP SYN from 10.1.0.5:40000 to 10.0.0.100:`dport`.
-fn worker_syn(dport: u16) -> crate::fastpath::port::MemBuf {
-    let mut f = vec![0u8; 54];
-    f[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
-    f[14] = 0x45;
-    f[16..18].copy_from_slice(&40u16.to_be_bytes());
-    f[22] = 64;
-    f[23] = 6;
-    f[26..30].copy_from_slice(&[10, 1, 0, 5]);
-    f[30..34].copy_from_slice(&[10, 0, 0, 100]);
-    f[34..36].copy_from_slice(&40000u16.to_be_bytes());
-    f[36..38].copy_from_slice(&dport.to_be_bytes());
-    f[46] = 0x50;
-    f[47] = SYN;
-    crate::fastpath::port::MemBuf::new(&f)
-}
-
 /// A full table of a removed service's established connections does not lock other
 /// services out: those entries can match no packet any more (their service number
 /// names no service), so new connections of the remaining service take their slots
@@ -517,7 +500,7 @@ fn a_removed_services_entries_give_way_to_new_connections() {
     };
     let both = build(&cfg(&[("web", 80), ("api", 81)]), 1);
     let pkt = |dport: u16, sport: u16, flags: u8| {
-        let mut b = worker_syn(dport);
+        let mut b = crate::fastpath::tests::syn(dport);
         b.data_mut()[34..36].copy_from_slice(&sport.to_be_bytes());
         b.data_mut()[47] = flags;
         b

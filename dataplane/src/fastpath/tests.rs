@@ -26,7 +26,7 @@
         compile(&cfg, &slots, CompileInput { health: &HealthView::new(), states: &mut states, now_sec: 0.0, generation, port_addrs: vec![0] })
     }
 
-    fn syn(dport: u16) -> MemBuf {
+    pub(crate) fn syn(dport: u16) -> MemBuf {
         let mut f = vec![0u8; 54];
         f[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
         f[14] = 0x45;
