@@ -10,6 +10,12 @@
 //!   255.255.255.255); IPv6 `::` (unspecified), `::1` (loopback), ff00::/8 (multicast).
 //!   A backend's answer to such a source would go to a group, the backend itself or
 //!   nowhere, so the packet can only be spoofed or misrouted; or
+//! * is a unicast address that is never valid as the source of a forwarded packet: IPv4
+//!   169.254.0.0/16 and IPv6 fe80::/10 (link-local: RFC 3927 §7 and RFC 4291 §2.5.6, a
+//!   router must not forward a packet with a link-local source), and IPv6 ::ffff:0:0/96
+//!   (IPv4-mapped, RFC 4291 §2.5.5.2: an internal representation of an IPv4 node, never an
+//!   address on the wire; RFC 6890 lists it as not forwardable) — a mapped 127.0.0.1 would
+//!   otherwise pass where the IPv4 one is refused; or
 //! * is one of the forwarder's own addresses — a VIP, or a port's `address` — so it is
 //!   spoofed: the backend would answer the forwarder itself (in L2 DSR, a VIP that the
 //!   backend also holds on its loopback).
@@ -27,26 +33,48 @@ pub const MARTIAN_SOURCE: &str = "martian_source";
 /// An address that may be checked as a source: `u32` (IPv4, host byte order), `u128` (IPv6)
 /// or [`IpAddr`].
 pub trait SourceAddr: Copy {
-    /// The address can never be a unicast source (module doc's first rule).
+    /// The address can never be a unicast address (module doc's first rule: unspecified,
+    /// "this network", loopback, multicast, reserved, broadcast). Also the ARP sender rule
+    /// (RFC 826 / RFC 5227: such a sender is never answered nor learned).
+    fn never_unicast(self) -> bool;
+    /// The address is never valid as the source of a packet the forwarder forwards:
+    /// [`SourceAddr::never_unicast`], or link-local or (IPv6) IPv4-mapped (module doc's
+    /// second rule).
     fn never_a_source(self) -> bool;
 }
 
 impl SourceAddr for u32 {
     #[inline]
-    fn never_a_source(self) -> bool {
+    fn never_unicast(self) -> bool {
         let first = self >> 24;
         first == 0 || first == 127 || first >= 224
+    }
+    #[inline]
+    fn never_a_source(self) -> bool {
+        // 169.254.0.0/16: link-local (RFC 3927 §7).
+        self.never_unicast() || self >> 16 == 0xa9fe
     }
 }
 
 impl SourceAddr for u128 {
     #[inline]
-    fn never_a_source(self) -> bool {
+    fn never_unicast(self) -> bool {
         self == 0 || self == 1 || self >> 120 == 0xff
+    }
+    #[inline]
+    fn never_a_source(self) -> bool {
+        // fe80::/10 link-local (RFC 4291 §2.5.6); ::ffff:0:0/96 IPv4-mapped (§2.5.5.2).
+        self.never_unicast() || self >> 118 == 0x3fa || self >> 32 == 0xffff
     }
 }
 
 impl SourceAddr for IpAddr {
+    fn never_unicast(self) -> bool {
+        match self {
+            IpAddr::V4(a) => u32::from(a).never_unicast(),
+            IpAddr::V6(a) => u128::from(a).never_unicast(),
+        }
+    }
     fn never_a_source(self) -> bool {
         match self {
             IpAddr::V4(a) => u32::from(a).never_a_source(),
@@ -89,6 +117,9 @@ pub fn is_martian_source_in(cfg: &Config, src: impl Into<IpAddr>) -> bool {
 
 /// The sentence `explain` prints for a new connection from `src` dropped by this rule.
 pub fn explanation(src: IpAddr) -> String {
+    if src.never_a_source() && !src.never_unicast() {
+        return format!("new connection dropped: {MARTIAN_SOURCE}: the client address {src} is link-local or IPv4-mapped, never the source of a forwarded packet (RFC 3927 §7, RFC 4291 §2.5.5.2, §2.5.6), so the dataplane drops a new connection from it before choosing a backend");
+    }
     if src.never_a_source() {
         return format!("new connection dropped: {MARTIAN_SOURCE}: the client address {src} can never be a unicast source (unspecified, loopback, multicast, broadcast or reserved; RFC 1812 §5.3.7), so the dataplane drops a new connection from it before choosing a backend");
     }
@@ -120,7 +151,12 @@ mod tests {
             assert!(ip.never_a_source(), "{a}");
             assert!(explanation(ip).contains("never be a unicast source"), "{a}");
         }
-        for a in ["1.0.0.0", "10.1.0.7", "126.255.255.255", "128.0.0.1", "223.255.255.255", "2001:db8::1", "fe80::1", "fd00::7", "::2"] {
+        for a in ["169.254.0.0", "169.254.1.1", "169.254.255.255", "fe80::1", "febf:ffff::1", "::ffff:127.0.0.1", "::ffff:10.1.0.7", "::ffff:0.0.0.0"] {
+            let ip: IpAddr = a.parse().unwrap();
+            assert!(ip.never_a_source() && !ip.never_unicast(), "{a}");
+            assert!(explanation(ip).contains("link-local or IPv4-mapped"), "{a}");
+        }
+        for a in ["1.0.0.0", "10.1.0.7", "126.255.255.255", "128.0.0.1", "169.253.255.255", "169.255.0.0", "223.255.255.255", "2001:db8::1", "fec0::1", "fe7f::1", "fd00::7", "::2", "::fffe:7f00:1", "::1:ffff:7f00:1"] {
             assert!(!a.parse::<IpAddr>().unwrap().never_a_source(), "{a}");
         }
     }
@@ -130,9 +166,18 @@ mod tests {
         #[test]
         fn integer_forms_agree_with_std(v4: u32, v6: u128) {
             let a = Ipv4Addr::from(v4);
-            proptest::prop_assert_eq!(v4.never_a_source(), a.octets()[0] == 0 || a.is_loopback() || a.is_multicast() || a.octets()[0] >= 240);
+            let never_unicast4 = a.octets()[0] == 0 || a.is_loopback() || a.is_multicast() || a.octets()[0] >= 240;
+            proptest::prop_assert_eq!(v4.never_unicast(), never_unicast4);
+            proptest::prop_assert_eq!(v4.never_a_source(), never_unicast4 || a.is_link_local());
             let b = std::net::Ipv6Addr::from(v6);
-            proptest::prop_assert_eq!(v6.never_a_source(), b.is_unspecified() || b.is_loopback() || b.is_multicast());
+            let never_unicast6 = b.is_unspecified() || b.is_loopback() || b.is_multicast();
+            proptest::prop_assert_eq!(v6.never_unicast(), never_unicast6);
+            proptest::prop_assert_eq!(v6.never_a_source(), never_unicast6 || b.is_unicast_link_local() || b.to_ipv4_mapped().is_some());
+            // Both edges of each range (a random u128 almost never lands in one).
+            let link_local = (0xfe80u128 << 112) | (v6 & ((1u128 << 118) - 1));
+            proptest::prop_assert!(link_local.never_a_source() && std::net::Ipv6Addr::from(link_local).is_unicast_link_local());
+            let mapped = (0xffffu128 << 32) | u128::from(v4);
+            proptest::prop_assert!(mapped.never_a_source() && std::net::Ipv6Addr::from(mapped).to_ipv4_mapped().is_some());
         }
     }
 }

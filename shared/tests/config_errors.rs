@@ -427,3 +427,33 @@ fn ipv6_tunnels_carry_the_ipv6_minimum_mtu() {
     Config::from_toml(&cfg(1328, "GUE")).unwrap().validate().unwrap();
     Config::from_toml(&cfg(1300, "L2_DSR")).unwrap().validate().unwrap();
 }
+
+/// Values that parse but can never work are refused, naming the field: an empty region
+/// (as an empty zone is), a group or all-zero `[[ports]] mac` (our source MAC: backends'
+/// MACs are held to the same rule), an empty EAL argument, and a relative
+/// `dataplane.socket` (resolved from the daemon's working directory, not the config's).
+#[test]
+fn empty_region_group_port_mac_empty_eal_argument_and_relative_socket_are_refused() {
+    let cases = [
+        (BASE.replacen("zone = \"z2\"\nregion = \"r1\"", "zone = \"z2\"\nregion = \"\"", 1), "zones[1].region", "an empty region"),
+        (BASE.replace("device = \"net_null0\"", "device = \"net_null0\"\nmac = \"01:00:00:00:00:01\""), "ports[0].mac", "unicast, non-zero"),
+        (BASE.replace("device = \"net_null0\"", "device = \"net_null0\"\nmac = \"ff:ff:ff:ff:ff:ff\""), "ports[0].mac", "unicast, non-zero"),
+        (BASE.replace("device = \"net_null0\"", "device = \"net_null0\"\nmac = \"00:00:00:00:00:00\""), "ports[0].mac", "unicast, non-zero"),
+        (BASE.replace("workers = 1", "workers = 1\neal_args = [\"--no-pci\", \"\"]"), "dataplane.eal_args[1]", "must not be empty"),
+        (BASE.replace("workers = 1", "workers = 1\neal_args = [\" \"]"), "dataplane.eal_args[0]", "must not be empty"),
+    ];
+    for (text, field, why) in cases {
+        let e = load(&text).unwrap_err();
+        assert!(e.starts_with(&format!("{field} = ")) && e.contains(why), "{field}: {e}");
+    }
+    load(&BASE.replace("device = \"net_null0\"", "device = \"net_null0\"\nmac = \"02:00:00:00:00:01\"")).unwrap();
+    load(&BASE.replace("workers = 1", "workers = 1\neal_args = [\"--no-pci\"]")).unwrap();
+    use spillway_shared::config::check_socket_path;
+    for rel in ["rel.sock", "./ctl.sock", "run/spillway/ctl.sock"] {
+        let e = check_socket_path("dataplane.socket", rel.as_bytes()).unwrap_err().to_string();
+        assert!(e.starts_with("dataplane.socket = ") && e.contains("absolute path") && e.contains("working directory"), "{e}");
+        assert!(check_socket_path("--socket", rel.as_bytes()).is_ok(), "--socket {rel} is the operator's own path");
+        let cfg = Config::from_toml(&BASE.replace("workers = 1", &format!("workers = 1\nsocket = \"{rel}\""))).unwrap();
+        assert!(cfg.warnings().iter().any(|w| w.contains("absolute path")), "{:?}", cfg.warnings());
+    }
+}

@@ -131,6 +131,7 @@ fn plain_integers<T: Serialize>(decoded: &T, fields: &[(String, String)], what: 
 }
 
 /// Applies `fields` to a serialisable object through its TOML form; errors name `what`.
+/// An empty value removes the field, except `address` (refused: it would become 0.0.0.0).
 /// `rows` is the [`spillway_shared::config::limits`] prefix of the object's fields
 /// (`services[].backends[]`), for the range an integer error gives.
 fn edit<T: Serialize + DeserializeOwned>(obj: &T, fields: &[(String, String)], what: &str, fixed: &[&str], rows: &str) -> Result<T, String> {
@@ -144,6 +145,9 @@ fn edit<T: Serialize + DeserializeOwned>(obj: &T, fields: &[(String, String)], w
             Some(val) => {
                 t.insert(k.clone(), val);
             }
+            // An empty value removes a field, and a removed address reads as 0.0.0.0, which
+            // a later edit would then refuse with a value the operator never typed.
+            None if k == "address" => return Err(format!("{what}: address= (empty): an address cannot be removed; give one (e.g. address=10.0.1.3)")),
             None => {
                 t.remove(k);
             }

@@ -136,6 +136,13 @@ fn invalid_edits_change_nothing() {
     let r = d.edit_request(set("web", "b1", &[("mac", ""), ("address", "\"0.0.0.0\"")], None));
     let Response::Error { message } = r else { panic!("{r:?}") };
     assert!(message.starts_with("services[0].backends[0].address = 0.0.0.0: a unicast endpoint address is required"), "{message}");
+    // nor may an address be removed (it read as 0.0.0.0): backend set / add, endpoint add
+    for r in [set("web", "b1", &[("address", "")], None), set("web", "b1", &[("mac", "02:00:00:00:0b:07"), ("address", " ")], None)] {
+        let r = d.edit_request(r);
+        assert!(matches!(&r, Response::Error { message } if message.starts_with("service web: backend b1: address= (empty): an address cannot be removed")), "{r:?}");
+    }
+    let r = d.edit_request(ep_req("add", "b1", "e9", &[("address", ""), ("mac", "02:00:00:00:0b:19")]));
+    assert!(matches!(&r, Response::Error { message } if message.contains("endpoint e9: address= (empty): an address cannot be removed")), "{r:?}");
     // nor the port's own address, nor may `service add` rename the service by a field
     let r = d.edit_request(set("web", "b1", &[("address", "10.0.0.2")], None));
     assert!(matches!(&r, Response::Error { message } if message.contains("must differ from the port's own address (ports[0].address = 10.0.0.2)")), "{r:?}");

@@ -1,5 +1,7 @@
 //! Tests of the worker: the rules that decide whether a connection keeps its backend
-//!, the service cache, fragments.
+//!, the service cache, fragments, source checks.
+//!
+//! Over 600 lines: the worker's IPv4 cases share this file's snapshot and frame helpers.
 
     use crate::fastpath::worker::*;
     use crate::fastpath::conntrack::Timeouts;
@@ -380,7 +382,7 @@
         let s = compile(&cfg, &slots, CompileInput { health: &HealthView::new(), states: &mut states, now_sec: 0.0, generation: 1, port_addrs });
         let ports = vec![PortInfo { mac: [2, 0, 0, 0, 0, 1], forward_to: 0, addr: u32::from(std::net::Ipv4Addr::new(10, 0, 0, 2)) }];
         let mut w = Worker::new(0, 1024, 1, Timeouts::default(), Arc::new(WorkerStats::default()), ports);
-        let never = [[0, 0, 0, 0], [0, 9, 9, 9], [127, 0, 0, 1], [224, 0, 0, 5], [239, 1, 2, 3], [240, 0, 0, 1], [255, 255, 255, 255]];
+        let never = [[0, 0, 0, 0], [0, 9, 9, 9], [127, 0, 0, 1], [169, 254, 1, 1], [224, 0, 0, 5], [239, 1, 2, 3], [240, 0, 0, 1], [255, 255, 255, 255]];
         for src in never {
             assert!(spillway_shared::martian::is_martian_source_in(&cfg, std::net::Ipv4Addr::from(src)), "{src:?} is never a source");
         }
@@ -396,6 +398,45 @@
             }
         }
         assert!(spillway_shared::martian::is_martian_source_in(&cfg, std::net::Ipv4Addr::new(10, 0, 0, 53)), "a VIP of another service counts");
+    }
+
+    /// An ICMP error quoting a tracked flow goes to its backend from a unicast router, and
+    /// is dropped as `martian_source` from a source that is never unicast (broadcast,
+    /// multicast, loopback, 0/8, 240/4): a spoofed PMTU update must not reach the backend.
+    #[test]
+    fn icmp_errors_from_sources_that_are_never_unicast_are_martian() {
+        let ports = vec![PortInfo { mac: [2, 0, 0, 0, 0, 1], forward_to: 0, addr: 0 }];
+        let mut w = Worker::new(0, 1024, 1, Timeouts::default(), Arc::new(WorkerStats::default()), ports);
+        let s = snap(&[("web", 80, "02:00:00:00:00:0a")], 1);
+        assert_eq!(w.process(&mut syn(80), 0, &s, 0), Verdict::Forward);
+        // fragmentation needed (type 3 code 4), quoting the reply VIP:80 -> 10.1.0.5:40000
+        let frag_needed = |src: [u8; 4]| {
+            let mut f = vec![0u8; 70];
+            f[6] = 2;
+            f[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
+            f[14] = 0x45;
+            f[16..18].copy_from_slice(&56u16.to_be_bytes());
+            (f[22], f[23]) = (64, 1);
+            f[26..30].copy_from_slice(&src);
+            f[30..34].copy_from_slice(&[10, 0, 0, 100]);
+            (f[34], f[35]) = (3, 4);
+            f[40..42].copy_from_slice(&1400u16.to_be_bytes());
+            f[42] = 0x45;
+            f[44..46].copy_from_slice(&40u16.to_be_bytes());
+            (f[50], f[51]) = (64, 6);
+            f[54..58].copy_from_slice(&[10, 0, 0, 100]);
+            f[58..62].copy_from_slice(&[10, 1, 0, 5]);
+            f[62..64].copy_from_slice(&80u16.to_be_bytes());
+            f[64..66].copy_from_slice(&40000u16.to_be_bytes());
+            MemBuf::new(&f)
+        };
+        for src in [[255, 255, 255, 255], [224, 0, 0, 1], [127, 0, 0, 1], [0, 0, 0, 0], [240, 1, 1, 1]] {
+            assert_eq!(w.process(&mut frag_needed(src), 0, &s, 1), Verdict::Drop(DropReason::MartianSource), "{src:?}");
+        }
+        assert_eq!(counter(&w.stats.icmp_forwarded), 0);
+        let mut b = frag_needed([10, 9, 0, 1]);
+        assert_eq!(w.process(&mut b, 0, &s, 2), Verdict::Forward, "from a router");
+        assert_eq!((&b.data()[0..6], counter(&w.stats.icmp_forwarded)), (&[2, 0, 0, 0, 0, 0x0a][..], 1));
     }
 
     /// `multicast_source_mac`: a frame whose Ethernet source MAC is a group address (I/G bit

@@ -408,6 +408,17 @@ fn packet_too_big_quoting_a_flow_goes_to_its_backend() {
         assert_eq!((v, &fwd[0..6]), (Verdict::Forward, &out[0..6]), "PTB for flow {c} to the flow's backend");
     }
     assert_eq!(w.stats.icmp_forwarded.load(Relaxed), 8);
+    // The same error from a source that is never unicast (multicast, unspecified,
+    // loopback) is spoofed: dropped as martian_source, not forwarded as a PMTU update.
+    let mut reply = Vec::new();
+    PacketBuilder::ipv6(VIP, client(0), 60).tcp(80, 41000, 9, 1000).ack(1).write(&mut reply, &[0; 1300]).unwrap();
+    let mut loopback = [0u8; 16];
+    loopback[15] = 1;
+    for src in [[0xff, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1], [0; 16], loopback] {
+        let ptb = icmpv6(src, VIP, 64, 2, 1280u32.to_be_bytes(), &reply[..1232]);
+        assert_eq!(run(&mut w, &snap, &ptb, 1).0, Verdict::Drop(DropReason::MartianSource), "PTB from {src:02x?}");
+    }
+    assert_eq!(w.stats.icmp_forwarded.load(Relaxed), 8);
     let echo = icmpv6(client(1), VIP, 64, 128, [0; 4], &[0; 8]);
     assert_eq!(run(&mut w, &snap, &echo, 2).0, Verdict::Drop(DropReason::IcmpIgnored));
 }

@@ -285,15 +285,15 @@ impl Worker {
         };
         match parsed {
             Parsed::Arp(a) => {
-                let t = u32::from(a.tpa);
-                if a.oper == 1 && (snap.arp_addrs.contains_key(&t) || (pinfo.addr != 0 && t == pinfo.addr)) {
+                let (t, refused) = (u32::from(a.tpa), self.arp_sender_refused(buf.data(), a, snap, pinfo));
+                if !refused && a.oper == 1 && (snap.arp_addrs.contains_key(&t) || (pinfo.addr != 0 && t == pinfo.addr)) {
                     if let Err(r) = wire::arp_reply_in_place(buf.data_mut(), a, pinfo.mac) {
                         return Verdict::Drop(r);
                     }
                     bump(&self.stats.arp_replies, 1);
                     return Verdict::Reply;
                 }
-                if a.oper == wire::arp::OP_REPLY {
+                if !refused && a.oper == wire::arp::OP_REPLY {
                     return self.hand_over_arp_reply(buf.data(), a, port, now_ms);
                 }
                 Verdict::Drop(DropReason::ArpIgnored)
@@ -464,7 +464,8 @@ impl Worker {
             return Verdict::Drop(DropReason::NotForVip);
         }
         let q = match wire::icmp_quote(buf.data(), p) {
-            Ok(Some(q)) => q,
+            Ok(Some(q)) if !spillway_shared::martian::SourceAddr::never_unicast(p.src) => q,
+            Ok(Some(_)) => return Verdict::Drop(DropReason::MartianSource), // spoofed source: as in `process_icmpv6`
             Ok(None) => return Verdict::Drop(DropReason::IcmpIgnored),
             Err(r) => return Verdict::Drop(r),
         };

@@ -346,3 +346,54 @@ fn explain_agrees_with_status_on_a_failed_next_hop() {
         assert_eq!(r.backend.as_deref(), Some("b2"));
     }
 }
+
+/// An ARP request for our port address is answered only from a valid sender (RFC 826,
+/// RFC 5227): `ar$sha` individual, non-zero and equal to the Ethernet source; `ar$spa`
+/// unicast (or 0.0.0.0, an ARP Probe, which is answered) and not one of our addresses.
+/// Replies from such senders are not handed to the neighbour table either.
+#[test]
+fn arp_from_bogus_or_conflicting_senders_is_neither_answered_nor_learned() {
+    let q = Arc::new(NeighborQueues::new(1));
+    let mut snap = crate::control::snapshot::Snapshot::default();
+    snap.arp_addrs.insert(u32::from(Ipv4Addr::new(10, 0, 0, 100)), ());
+    let mut w = worker(0, Some(q.clone()));
+    let station = [2, 0, 0, 0, 0, 0x11];
+    // A request from `src` (Ethernet) with sender `sha`/`spa`, for our port address.
+    let request = |src: [u8; 6], sha: [u8; 6], spa: [u8; 4]| {
+        let mut f = frames::request(sha, Ipv4Addr::from(spa), Ipv4Addr::new(10, 0, 0, 1));
+        f[6..12].copy_from_slice(&src);
+        MemBuf::new(&f)
+    };
+    let mut ok = request(station, station, [10, 0, 0, 11]);
+    assert_eq!(w.process(&mut ok, 0, &snap, 0), Verdict::Reply);
+    assert_eq!(&ok.data()[0..6], &station, "the reply goes to the requester");
+    let mut probe = request(station, station, [0, 0, 0, 0]);
+    assert_eq!(w.process(&mut probe, 0, &snap, 0), Verdict::Reply, "an ARP Probe (RFC 5227 §2.1.1) is answered");
+    let bogus = [
+        ("broadcast sender hw", request(station, [0xff; 6], [10, 0, 0, 11])),
+        ("multicast sender hw", request(station, [0x01, 0, 0x5e, 0, 0, 1], [10, 0, 0, 11])),
+        ("zero sender hw", request(station, [0; 6], [10, 0, 0, 11])),
+        ("sender hw is another station", request(station, [2, 0, 0, 0, 0x99, 0x99], [10, 0, 0, 11])),
+        ("broadcast sender", request(station, station, [255, 255, 255, 255])),
+        ("multicast sender", request(station, station, [224, 0, 0, 1])),
+        ("loopback sender", request(station, station, [127, 0, 0, 1])),
+        ("this-network sender", request(station, station, [0, 1, 2, 3])),
+        ("reserved sender", request(station, station, [240, 0, 0, 1])),
+        ("sender claims our port address", request(station, station, [10, 0, 0, 1])),
+        ("sender claims a VIP", request(station, station, [10, 0, 0, 100])),
+    ];
+    for (what, mut f) in bogus {
+        assert_eq!(w.process(&mut f, 0, &snap, 0), Verdict::Drop(DropReason::ArpIgnored), "{what}");
+    }
+    assert_eq!(w.stats.arp_replies.load(Relaxed), 2);
+    // Replies: a valid one is handed over; the bogus ones are not.
+    assert_eq!(w.process(&mut reply([10, 0, 0, 11], station), 0, &snap, 0), Verdict::Consumed);
+    assert!(q.seen[0].pop().is_some());
+    let mut other_hw = reply([10, 0, 0, 11], station);
+    other_hw.data_mut()[6..12].copy_from_slice(&[2, 0, 0, 0, 0x99, 0x99]);
+    for (what, mut f) in [("sender hw is another station", other_hw), ("broadcast sender", reply([255; 4], station)), ("zero sender", reply([0; 4], station)), ("sender claims a VIP", reply([10, 0, 0, 100], station))] {
+        assert_eq!(w.process(&mut f, 0, &snap, 0), Verdict::Drop(DropReason::ArpIgnored), "reply: {what}");
+    }
+    assert!(q.seen[0].is_empty(), "nothing learned from bogus replies");
+    assert_eq!(w.stats.arp_replies_seen.load(Relaxed), 1);
+}

@@ -7,11 +7,23 @@ use super::NeighborSeen;
 use crate::control::snapshot::Snapshot;
 use crate::fastpath::port::{Burst, Port};
 use crate::fastpath::stats::bump;
-use crate::fastpath::worker::{Verdict, Worker};
+use crate::fastpath::worker::{PortInfo, Verdict, Worker};
 use crate::wire::{self, DropReason};
 use std::net::{IpAddr, Ipv6Addr};
 
 impl Worker {
+    /// Whether the ARP packet `a` in `frame`, received on a port with `pinfo`, is neither
+    /// answered nor learned (dropped as `arp_ignored`): its sender is not a valid unicast
+    /// station ([`wire::arp::sender_is_valid`]), or its sender protocol address is one of
+    /// our own (a VIP or a port address: `snap.arp_addrs`, this port's address): another
+    /// station claims our address (an address conflict, RFC 5227 §2.4), and learning or
+    /// answering it would help it take the address over.
+    #[inline]
+    pub(crate) fn arp_sender_refused(&self, frame: &[u8], a: &wire::ArpInfo, snap: &Snapshot, pinfo: PortInfo) -> bool {
+        let spa = u32::from(a.spa);
+        !wire::arp::sender_is_valid(frame, a) || snap.arp_addrs.contains_key(&spa) || (spa != 0 && spa == pinfo.addr)
+    }
+
     /// An ARP reply addressed to this port's own address (its target protocol address;
     /// 0.0.0.0 when the port has none: the answer to an RFC 5227 probe) goes, with its
     /// arrival time `now_ms`, to the control side's neighbour table, which learns it only

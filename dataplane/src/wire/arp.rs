@@ -108,6 +108,28 @@ impl<T: AsRef<[u8]>> ArpPacket<T> {
     }
 }
 
+/// Whether the ARP packet `a` in the Ethernet `frame` names a sender that may be answered
+/// or learned: its sender hardware address (`ar$sha`) is an individual, non-zero address
+/// equal to the frame's Ethernet source address, and its sender protocol address (`ar$spa`)
+/// is a unicast address (not 0/8, 127/8, 224/4 or 240/4 with 255.255.255.255:
+/// [`spillway_shared::martian::SourceAddr::never_unicast`]), except that a request from
+/// 0.0.0.0 is an ARP Probe (RFC 5227 §2.1.1), answered (never learned) so that the prober
+/// sees the address is in use. RFC 826 "Packet Reception" merges the sender's pair into the
+/// cache and answers to `ar$sha`: a sender that is a group, zero or another station's
+/// address would have us learn a bogus neighbour or send the reply to a group or to any
+/// MAC the frame names. Whether `ar$spa` is one of our own addresses (an address
+/// conflict) is the caller's check. `false` also when `a` does not fit in `frame`.
+#[inline]
+pub fn sender_is_valid(frame: &[u8], a: &ArpInfo) -> bool {
+    let sha = frame.get(a.offset + field::SHA.start..a.offset + field::SHA.end);
+    let (Some(src), Some(sha)) = (frame.get(6..12), sha) else {
+        return false;
+    };
+    let spa = u32::from(a.spa);
+    let probe = a.oper == OP_REQUEST && spa == 0;
+    sha == src && sha[0] & 1 == 0 && sha != [0u8; 6] && (probe || !spillway_shared::martian::SourceAddr::never_unicast(spa))
+}
+
 impl<T: AsRef<[u8]> + AsMut<[u8]>> ArpPacket<T> {
     /// The 28 checked bytes, writable.
     #[inline]

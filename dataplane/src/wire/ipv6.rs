@@ -199,6 +199,9 @@ pub struct ExtWalk {
 
 /// Walks the extension headers of an IPv6 payload (module docs) from `next_header` (the
 /// fixed header's). `Err(Ipv6ExtChain)` beyond [`MAX_EXT_HEADERS`] headers;
+/// `Err(Ipv6RoutingType0)` for a Type 0 Routing Header with Segments Left > 0 (RFC 5095
+/// §3: deprecated, must not be processed; with Segments Left 0 it is ignored as RFC 8200
+/// §4.4 says for any routing type);
 /// `Err(TruncatedIpv6)` when a header runs past the payload. No allocation, at most
 /// `MAX_EXT_HEADERS` iterations.
 #[inline]
@@ -224,6 +227,10 @@ pub fn walk_ext(next_header: u8, payload: &[u8]) -> Result<ExtWalk, DropReason> 
             return Err(DropReason::Ipv6ExtChain);
         }
         let h = payload.get(at..at + len).ok_or(DropReason::TruncatedIpv6)?;
+        // Routing Type 0 with Segments Left > 0 (bytes 2, 3): RFC 5095 §3.
+        if nh == NH_ROUTING && h.get(2) == Some(&0) && h.get(3).is_some_and(|&left| left > 0) {
+            return Err(DropReason::Ipv6RoutingType0);
+        }
         headers += 1;
         let next = h.first().copied().unwrap_or(NH_NONE);
         if nh == NH_FRAGMENT {
@@ -374,6 +381,29 @@ mod tests {
         for stop in [NH_ESP, NH_NONE] {
             let w = walk_ext(stop, &[0u8; 4]).unwrap();
             assert_eq!((w.proto, w.offset), (stop, 0));
+        }
+    }
+
+    /// RFC 5095 §3: a Type 0 Routing Header with Segments Left > 0 is dropped with its
+    /// reason wherever it is in the chain; with Segments Left 0, or another routing type
+    /// (2, 4), the walk goes on (RFC 8200 §4.4).
+    #[test]
+    fn routing_header_type0_with_segments_left_is_dropped() {
+        let rh = |ty: u8, left: u8| {
+            let mut h = vec![0u8; 24]; // one address: (2 + 1) * 8 octets
+            (h[1], h[2], h[3]) = (2, ty, left);
+            h
+        };
+        for (left, at) in [(1, 0), (255, 0), (1, 1)] {
+            let chain = if at == 0 { vec![(NH_ROUTING, rh(0, left))] } else { vec![(NH_HOP_BY_HOP, opts(0)), (NH_ROUTING, rh(0, left))] };
+            let b = with_exts(&chain, 1, 2);
+            let p = Ipv6Packet::new_checked(&b[..]).unwrap();
+            assert_eq!(walk_ext(p.next_header(), p.payload()), Err(DropReason::Ipv6RoutingType0), "segments left {left}");
+        }
+        for (ty, left) in [(0, 0), (2, 1), (4, 3)] {
+            let b = with_exts(&[(NH_ROUTING, rh(ty, left))], 1, 2);
+            let p = Ipv6Packet::new_checked(&b[..]).unwrap();
+            assert_eq!(walk_ext(p.next_header(), p.payload()).map(|w| (w.proto, w.offset)), Ok((17, 24)), "type {ty}, segments left {left}");
         }
     }
 

@@ -132,6 +132,10 @@ pub enum DropReason {
     /// so the frame is spoofed or broken; replying to it or forwarding it would reflect
     /// traffic to a group.
     MulticastSourceMac,
+    /// An IPv6 packet with a Type 0 Routing Header and Segments Left > 0: RFC 5095 §3
+    /// deprecates it (source routing that lets a packet bounce between hosts) and a node
+    /// must not process it; forwarding it unchanged would hand it to a backend that might.
+    Ipv6RoutingType0,
 }
 
 impl DropReason {

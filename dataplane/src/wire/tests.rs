@@ -109,6 +109,7 @@ fn drop_reason_names_are_stable() {
             "icmp_error_forbidden",
             "icmp_error_rate_limited",
             "multicast_source_mac",
+            "ipv6_routing_type0",
         ]
     );
     assert_eq!(DropReason::COUNT, names.len());

@@ -17,12 +17,25 @@ pub const SOCKET_PATH_MAX: usize = 107;
 /// the path came from (`--socket` or `dataplane.socket`) in the error. Only the path
 /// actually used is checked: a config whose `dataplane.socket` is unusable starts with a
 /// usable `--socket` (and gets a warning, [`super::Config::warnings`]).
+///
+/// `dataplane.socket` must also be absolute: a relative path would be resolved from the
+/// daemon's working directory (`/` under systemd), not from the config file's, so
+/// `spillwayctl` would look for the socket elsewhere. `--socket` may be relative (the
+/// operator's shell resolves it where they typed it).
 pub fn check_socket_path(field: &str, path: &[u8]) -> Result<(), super::ConfigError> {
+    let shown = || format!("{:?}", String::from_utf8_lossy(path));
     if path.is_empty() || path.contains(&0) || path.len() > SOCKET_PATH_MAX {
         return Err(super::ConfigError::new(
             field,
-            format!("{:?}", String::from_utf8_lossy(path)),
+            shown(),
             format!("must be a file path of 1 to {SOCKET_PATH_MAX} bytes without NUL (the control socket; default /run/spillway/ctl.sock)"),
+        ));
+    }
+    if field == "dataplane.socket" && path.first() != Some(&b'/') {
+        return Err(super::ConfigError::new(
+            field,
+            shown(),
+            "must be an absolute path: a relative one would be resolved from the daemon's working directory (/ under systemd), not from the config file's (or pass --socket PATH)",
         ));
     }
     Ok(())

@@ -255,6 +255,10 @@ impl Config {
         }
         // `dataplane.socket` is checked where it is used (`check_socket_path`): `--socket`
         // overrides it, and then its value does not matter (a warning says so).
+        if let Some(i) = d.eal_args.iter().position(|a| a.trim().is_empty()) {
+            return Err(ConfigError::new(format!("dataplane.eal_args[{i}]"), format!("{:?}", d.eal_args[i]),
+                "must not be empty: the EAL would get an empty argument (remove it)"));
+        }
         if let Some(a) = d.eal_args.iter().find(|a| d.packet_capture && matches!(a.as_str(), "--no-shconf" | "--in-memory")) {
             return Err(ConfigError::new("dataplane.packet_capture", "true",
                 format!("needs EAL multi-process for dpdk-dumpcap (a secondary process): remove {a} from dataplane.eal_args")));
@@ -293,6 +297,11 @@ impl Config {
             if let Some(j) = self.ports[..i].iter().position(|q| crate::device::device_name(&q.device) == crate::device::device_name(&pcfg.device)) {
                 return Err(ConfigError::new(format!("ports[{i}].device"), format!("{:?}", pcfg.device), format!("must name another device than ports[{j}] ({}): one DPDK port per device", crate::device::device_name(&pcfg.device))));
             }
+            // Our source MAC on every frame we send: a group or zero one would be dropped by
+            // neighbours (IEEE 802.3 §3.2.3), as `multicast_source_mac` drops it here.
+            if let Some(m) = pcfg.mac.filter(|m| m.0[0] & 1 != 0 || m.0 == [0; 6]) {
+                return Err(ConfigError::new(format!("ports[{i}].mac"), m, "must be a unicast, non-zero MAC address (the source MAC of the frames this port sends)"));
+            }
             let mtu_path = format!("ports[{i}].mtu");
             lim("ports[].mtu").check_int(&mtu_path, pcfg.mtu.into())?;
         }
@@ -328,6 +337,9 @@ impl Config {
         let mut zones = HashSet::new();
         for (i, z) in self.zones.iter().enumerate() {
             check_name(&format!("zones[{i}].zone"), &z.zone)?;
+            if z.region.is_empty() {
+                return Err(ConfigError::new(format!("zones[{i}].region"), "\"\"", "must name the zone's region (1 or more characters): an empty region is refused as an empty zone is"));
+            }
             if !zones.insert(z.zone.as_str()) {
                 return Err(ConfigError::new(format!("zones[{i}].zone"), &z.zone, "must be unique"));
             }

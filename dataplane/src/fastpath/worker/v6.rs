@@ -208,6 +208,12 @@ impl Worker {
             Ok(None) => return Verdict::Drop(DropReason::IcmpIgnored),
             Err(r) => return Verdict::Drop(r),
         };
+        // An error from a source that is never unicast (a broadcast, multicast, loopback
+        // or unspecified address) can only be spoofed: it must not reach a backend as a
+        // PMTU or unreachable update (RFC 1812 §5.3.7; RFC 4291 §2.7).
+        if spillway_shared::martian::SourceAddr::never_unicast(p.src) {
+            return Verdict::Drop(DropReason::MartianSource);
+        }
         let Some(&svc_idx) = snap.by_vip6_port.get(&(q.vip, q.vip_port, q.proto)) else {
             return Verdict::Drop(DropReason::NoService);
         };
