@@ -113,10 +113,9 @@ pub struct Worker {
     clock_ms: u32,
 }
 
-/// Connection-table buckets [`Worker::poll`] sweeps per iteration at least: at 10^4 to
-/// 10^7 iterations per second a 1 M-entry table (262,144 buckets) is swept every 13 s to
-/// 3 min; when polls are rarer (an idle worker sleeping `idle_sleep_us`) the sweep is
-/// paced by the clock instead, a whole table per 60 s (`ConnTable::sweep_paced`).
+/// Connection-table buckets [`Worker::poll`] sweeps per iteration at least (10^4 to 10^7
+/// iterations per second: a 1 M-entry table every 13 s to 3 min); when polls are rarer
+/// the sweep is paced by the clock, a whole table per 60 s (`ConnTable::sweep_paced`).
 pub const SWEEP_BUCKETS_PER_POLL: usize = 2;
 
 /// Fragment-table slots [`Worker::poll`] sweeps per iteration (16 B each: 512 contiguous
