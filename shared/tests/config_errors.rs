@@ -322,9 +322,10 @@ fn duplicate_client_zone_prefixes_are_refused() {
 /// address; a backend or endpoint address that is a VIP; a core listed twice.
 #[test]
 fn impossible_addresses_and_cores_are_refused() {
-    for vip in ["0.0.0.0", "::", "255.255.255.255", "224.0.0.5", "ff02::1", "127.0.0.1", "::1"] {
+    // link-local and IPv4-mapped VIPs too: their clients' sources are martian
+    for vip in ["0.0.0.0", "::", "255.255.255.255", "224.0.0.5", "ff02::1", "127.0.0.1", "::1", "169.254.1.1", "fe80::1", "::ffff:10.0.0.9"] {
         let e = load(&BASE.replace("vip = \"10.0.0.100\"", &format!("vip = \"{vip}\""))).unwrap_err();
-        assert!(e.starts_with(&format!("services[0].vip = {vip}: must be a unicast IPv4 or IPv6 address (not unspecified, broadcast, multicast or loopback)")), "{vip}: {e}");
+        assert!(e.starts_with(&format!("services[0].vip = {vip}: must be a unicast IPv4 or IPv6 address a client can reach (not unspecified, broadcast, multicast, loopback, link-local or IPv4-mapped)")), "{vip}: {e}");
     }
     let e = load(&BASE.replace("device = \"net_null0\"", "device = \"net_null0\"\naddress = \"10.0.0.100\"")).unwrap_err();
     assert!(e.starts_with("services[0].vip = 10.0.0.100: must differ from the port's own address (ports[0].address = 10.0.0.100)"), "{e}");

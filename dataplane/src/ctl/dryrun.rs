@@ -332,12 +332,13 @@ fn leaves(side: &Side, snap: &Snapshot, name: &str, slot: u16, incarnation: u16)
     if b.evict_connections {
         return Some("evicted".into());
     }
-    if b.draining_until_ms.is_some() {
-        return Some("drains".into());
-    }
+    // the worker's order (`keeps_backend`): health before the drain deadline
     let last_resort = ss.tables.iter().all(|t| t.as_ref().is_none_or(|t| t.all_unhealthy));
     if !b.healthy && !ss.persist_on_unhealthy && !last_resort {
         return Some("unhealthy, and the service does not persist connections on unhealthy backends".into());
+    }
+    if b.draining_until_ms.is_some() {
+        return Some("drains".into());
     }
     None
 }
@@ -390,7 +391,9 @@ fn repicks(pools: (Option<&PoolState>, Option<&PoolState>), b: &Side, before: &S
                         (Some("drains"), Some(x), Some(y)) if (x.wrapping_sub(y) as i32) > 0 => {
                             Some(format!("its running drain ends {:.0} s sooner ({})", f64::from(x.wrapping_sub(y)) / 1000.0, why(a.cfg.service(name))))
                         }
-                        _ => None,
+                        (Some("drains"), ..) | (None, ..) => None,
+                        // removed, address changed, service removed, unhealthy: at once
+                        (Some(r), ..) => Some(format!("its running drain is cut: {r}")),
                     };
                     if let Some(r) = cut {
                         counts.push((out.len(), slot, inc));

@@ -324,3 +324,22 @@ fn a_table_size_change_moves_connections_between_backends_with_equal_shares() {
     let changed = before.iter().zip(&after).filter(|(x, y)| backend(x) != backend(y)).count() as f64 / f64::from(PORTS);
     assert!((z1.backend_moved_share - changed).abs() < 0.02, "predicted {} of new connections change backend, {} did", z1.backend_moved_share, changed);
 }
+
+/// A running drain cut by removing the draining backend is in the dry run (its
+/// connections are re-picked at once when applied).
+#[test]
+fn removing_a_draining_backend_is_predicted() {
+    let d = threshold_daemon();
+    {
+        let mut st = d.control.lock().unwrap();
+        for k in [1, 2] {
+            st.health.entry(("web".into(), "p".into(), format!("e{k}"))).or_default().healthy = true;
+        }
+        d.republish(&mut st);
+    }
+    assert_eq!(f_marks(&d), (true, false), "f drains (the threshold stage ended)");
+    let req = Request::BackendRemove { service: "web".into(), name: "f".into(), if_generation: None };
+    let rep = dry(&d, &req);
+    let f: Vec<&str> = rep.services.iter().flat_map(|s| &s.repicked).filter(|r| r.backend == "f").map(|r| r.reason.as_str()).collect();
+    assert_eq!(f, ["its running drain is cut: removed"], "{rep:#?}");
+}

@@ -60,9 +60,10 @@
 //! [`ConnTable::sweep_paced`], called by the worker every poll, clears expired entries long
 //! before: it visits every bucket at least once per [`SWEEP_CYCLE_MS`] (60 s) of clock
 //! time however rarely the worker polls, so an idle entry can never wrap around and look
-//! live again. Only a worker thread stopped for 21 h (a process stopped by SIGSTOP, a host
-//! suspended) could meet one on its first poll after; the sweep of that poll and the next
-//! (up to [`MAX_SWEEP_PER_CALL`] buckets each) clears them. The last-packet time is not stored: it is the deadline minus the
+//! live again. Only a worker thread stopped for more than 21 h (a process stopped by
+//! SIGSTOP, a host suspended) can find entries whose deadline wrapped: they read as live,
+//! to the sweep as well, until their false deadline (at most the longest timeout, 16 h)
+//! passes; their packets still go through `keeps_backend`. The last-packet time is not stored: it is the deadline minus the
 //! timeout of the entry's state ([`Entry::idle_ms`]), to 8 ms.
 //!
 //! **Size.** 16 bytes per IPv4 entry, 32 per IPv6 entry (buckets of 64 and 128 bytes: one
@@ -272,8 +273,10 @@ pub struct ConnTable<A: FlowAddr = u32> {
     seed: u64,
     /// Next bucket [`ConnTable::sweep`] visits.
     cursor: usize,
-    /// Clock of the last [`ConnTable::sweep_paced`], ms.
-    swept_at: u32,
+    /// Clock of the last [`ConnTable::sweep_paced`], ms; `None` before the first (which
+    /// owes nothing: an IPv6 table first swept at the first IPv6 packet must not pay for
+    /// the time before it).
+    swept_at: Option<u32>,
     /// Buckets [`ConnTable::sweep_paced`] owes per elapsed ms: the table in
     /// [`SWEEP_CYCLE_MS`].
     sweep_per_ms: usize,
@@ -305,7 +308,7 @@ impl<A: FlowAddr> ConnTable<A> {
             mask: n_buckets as u64 - 1,
             seed,
             cursor: 0,
-            swept_at: 0,
+            swept_at: None,
             sweep_per_ms: n_buckets.div_ceil(SWEEP_CYCLE_MS as usize),
             sync_cursor: 0,
             counters: CtCounters::default(),
@@ -473,10 +476,12 @@ impl<A: FlowAddr> ConnTable<A> {
                 let timeout = timeout_of(e.raw_state(), &t.of(e.service));
                 let age = if class == 0 {
                     u32::MAX
-                } else if left > timeout {
+                } else if left >= timeout.saturating_add(TICK_MS) {
+                    // (a fresh entry has up to TICK_MS - 1 ms more than its timeout: the
+                    // deadline is rounded up to its tick)
                     u32::MAX - 1
                 } else {
-                    timeout - left
+                    timeout.saturating_sub(left)
                 };
                 let rank = (class, u32::MAX - age, left);
                 if best.is_none_or(|(r, _)| rank < r) {
@@ -526,12 +531,13 @@ impl<A: FlowAddr> ConnTable<A> {
     /// sleeps `dataplane.idle_sleep_us` per poll: at 10 ms per poll and 2^26 entries, two
     /// buckets per poll would take 23 h, past the 24-bit deadline's 21 h expired window,
     /// module docs "Clock"); at most [`MAX_SWEEP_PER_CALL`] buckets per call, so a clock
-    /// gap (a process stopped for hours) is caught up over the next calls without one long
-    /// stall. Returns the entries cleared. No division on this path.
+    /// gap (a process stopped for a while) costs no long stall: the call after it sweeps
+    /// up to that many buckets and the normal pace covers the rest of the table within
+    /// [`SWEEP_CYCLE_MS`]. Returns the entries cleared. No division on this path.
     #[inline]
     pub fn sweep_paced(&mut self, now: u32, min: usize) -> usize {
-        let elapsed = now.wrapping_sub(self.swept_at);
-        self.swept_at = now;
+        let elapsed = self.swept_at.map_or(0, |t| now.wrapping_sub(t));
+        self.swept_at = Some(now);
         // a clock that stepped back (never the worker's) owes nothing
         let elapsed = if elapsed > u32::MAX / 2 { 0 } else { elapsed as usize };
         let due = self.sweep_per_ms.saturating_mul(elapsed).clamp(min, MAX_SWEEP_PER_CALL);

@@ -520,3 +520,21 @@ fn a_removed_services_entries_give_way_to_new_connections() {
     assert_eq!(w.ct.counters.syn_not_tracked - before, 0, "new connections of api went untracked behind dead entries");
     assert!(w.ct.counters.expired_reused - reused >= 12, "web dead entries were reused: {} of {full:?}, {:?}", w.ct.counters.expired_reused - reused, w.ct.counters);
 }
+
+/// A fresh entry has up to `TICK_MS - 1` ms more than its timeout left (its deadline is
+/// rounded up to a tick): that does not make it look "set under a longer timeout" and
+/// rank as the oldest. A SYN inserted off a tick boundary outlives older UDP entries.
+#[test]
+fn a_fresh_syn_off_a_tick_boundary_outlives_older_udp_entries() {
+    let t = EditedTimeouts(30_000);
+    let udp = |i: u32| CtKey { src: 0x0b00_0000 + i, sport: 5000, service: 2 };
+    for at in [9_001, 9_003, 9_007] {
+        let mut ct = ConnTable::new(4, 7);
+        for i in 0..3 {
+            assert!(ct.insert(&udp(i), 1, 1, i * 1_000 + 3, &t));
+        }
+        assert!(ct.insert(&key(1), 2, 1, at, &t));
+        assert!(ct.insert(&udp(3), 1, 1, at + 1, &t), "a new UDP flow evicts an unconfirmed entry");
+        assert!(ct.peek(&key(1), at + 1).is_some(), "the SYN inserted at {at} ms was evicted before UDP entries 6-9 s old");
+    }
+}

@@ -522,8 +522,7 @@ impl Worker {
                 if let Some(t) = targets.get(j) {
                     self.ct.expect(t);
                 }
-                // A chained frame its forwarding port cannot send: dropped before any lookup.
-                let v = if crate::fastpath::segments::sendable(ports, fwd, &b) { self.process(&mut b, i, snap, now_ms) } else { Verdict::Drop(DropReason::MultiSegment) };
+                let v = self.process(&mut b, i, snap, now_ms);
                 forwarded += u64::from(self.dispatch(ports, tx, held, v, b, i, fwd, now_ms));
                 if self.learned_first && !held.is_empty() {
                     self.release_held(ports, tx, held, snap, now_ms);

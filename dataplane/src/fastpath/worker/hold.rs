@@ -87,7 +87,7 @@ impl Worker {
             match r {
                 Release::Ready(mut h) => {
                     let fwd = self.ports.get(h.port).map_or(h.port, |p| p.forward_to).min(ports.len().saturating_sub(1));
-                    let v = match if sendable(ports, fwd, &h.buf) { self.process(&mut h.buf, h.port, snap, now) } else { Verdict::Drop(DropReason::MultiSegment) } {
+                    let v = match self.process(&mut h.buf, h.port, snap, now) {
                         // cannot happen (the table knows the datagram); never hold twice
                         Verdict::Hold => Verdict::Drop(DropReason::FragmentUnknown),
                         v => v,

@@ -332,11 +332,17 @@ impl Backend {
     }
 }
 
-/// A VIP must be an address a client can send to: not unspecified, broadcast, multicast
-/// or loopback.
+/// A VIP must be an address a client can send to and be served from: not unspecified,
+/// broadcast, multicast or loopback; not link-local (169.254/16, fe80::/10) or
+/// IPv4-mapped IPv6 (::ffff:0:0/96), whose clients' sources the dataplane drops as
+/// `martian_source` (RFC 3927 §7, RFC 4291 §2.5.5.2): such a service could never serve.
 fn vip_rule(vip: IpAddr) -> Option<&'static str> {
     let bad = vip.is_unspecified() || vip.is_multicast() || vip.is_loopback() || vip == IpAddr::V4(Ipv4Addr::BROADCAST);
-    bad.then_some("must be a unicast IPv4 or IPv6 address (not unspecified, broadcast, multicast or loopback)")
+    let unserved = match vip {
+        IpAddr::V4(a) => a.is_link_local(),
+        IpAddr::V6(a) => (a.segments()[0] & 0xffc0) == 0xfe80 || a.to_ipv4_mapped().is_some(),
+    };
+    (bad || unserved).then_some("must be a unicast IPv4 or IPv6 address a client can reach (not unspecified, broadcast, multicast, loopback, link-local or IPv4-mapped)")
 }
 
 impl Service {
