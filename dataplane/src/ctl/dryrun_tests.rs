@@ -278,6 +278,21 @@ fn a_failover_switch_drains_the_pool_it_left_in_the_dry_run_as_applied() {
     assert_eq!(d.shared.with_snapshot(|s| s.backends[usize::from(e3)].draining_until_ms.is_some()), Some(true), "applied: e3 drains, as predicted");
 }
 
+/// [`threshold_daemon`] after its primaries recovered: the failover-threshold stage
+/// ended, so `f` drains (not evicted).
+fn draining_f_daemon() -> Daemon {
+    let d = threshold_daemon();
+    {
+        let mut st = d.control.lock().unwrap();
+        for k in [1, 2] {
+            st.health.entry(("web".into(), "p".into(), format!("e{k}"))).or_default().healthy = true;
+        }
+        d.republish(&mut st);
+    }
+    assert_eq!(f_marks(&d), (true, false), "f drains (the threshold stage ended)");
+    d
+}
+
 /// An edit that cuts a running drain short is in the dry run, as applied: with `f`
 /// draining (the threshold stage ended), `connection_drain_timeout_sec = 0` or
 /// `disable_connection_drain_on_failover = true` evicts its connections at the edit's
@@ -289,15 +304,7 @@ fn an_edit_that_cuts_a_running_drain_is_predicted_as_applied() {
         ("disable_connection_drain_on_failover", "true", true, "evicted now (disable_connection_drain_on_failover)"),
         ("connection_drain_timeout_sec", "300", false, "ends 300 s sooner (connection_drain_timeout_sec = 300)"),
     ] {
-        let d = threshold_daemon();
-        {
-            let mut st = d.control.lock().unwrap();
-            for k in [1, 2] {
-                st.health.entry(("web".into(), "p".into(), format!("e{k}"))).or_default().healthy = true;
-            }
-            d.republish(&mut st);
-        }
-        assert_eq!(f_marks(&d), (true, false), "f drains (the threshold stage ended)");
+        let d = draining_f_daemon();
         let req = Request::ServiceSet { name: "web".into(), fields: fields(&[(field, value)]), if_generation: None };
         let rep = dry(&d, &req);
         assert!(matches!(crate::ctl::server::Handler::handle(&d, req), Response::Applied(_)));
@@ -329,15 +336,7 @@ fn a_table_size_change_moves_connections_between_backends_with_equal_shares() {
 /// connections are re-picked at once when applied).
 #[test]
 fn removing_a_draining_backend_is_predicted() {
-    let d = threshold_daemon();
-    {
-        let mut st = d.control.lock().unwrap();
-        for k in [1, 2] {
-            st.health.entry(("web".into(), "p".into(), format!("e{k}"))).or_default().healthy = true;
-        }
-        d.republish(&mut st);
-    }
-    assert_eq!(f_marks(&d), (true, false), "f drains (the threshold stage ended)");
+    let d = draining_f_daemon();
     let req = Request::BackendRemove { service: "web".into(), name: "f".into(), if_generation: None };
     let rep = dry(&d, &req);
     let f: Vec<&str> = rep.services.iter().flat_map(|s| &s.repicked).filter(|r| r.backend == "f").map(|r| r.reason.as_str()).collect();
