@@ -116,9 +116,10 @@ pub struct Snapshot {
     /// Services by index.
     pub services: Vec<ServiceSnap>,
     /// Service number ([`ServiceSnap::id`]) → service index: for the control plane, fleet
-    /// sync and the connection table's out-of-line paths (eviction ranking), never the
+    /// sync and the connection table's out-of-line paths (eviction ranking, which asks for
+    /// up to eight entries' services per eviction: an array, not a hash map), never the
     /// per-packet lookup.
-    pub by_number: HashMap<u16, u16>,
+    pub by_number: ServiceNumbers,
     /// (VIP, port, proto) → service index.
     pub by_vip_port: HashMap<(u32, u16, u8), u16>,
     /// (VIP, proto) → (first service index, number of services): port-less packets
@@ -190,7 +191,7 @@ impl Snapshot {
     /// The service numbered `number` ([`ServiceSnap::id`]) and its index, if it exists.
     #[inline]
     pub fn service_by_number(&self, number: u16) -> Option<(u16, &ServiceSnap)> {
-        let i = *self.by_number.get(&number)?;
+        let i = self.by_number.get(number)?;
         self.services.get(usize::from(i)).map(|s| (i, s))
     }
 
@@ -213,6 +214,35 @@ impl Snapshot {
             }
         }
         seen.len()
+    }
+}
+
+/// Service number → service index ([`Snapshot::by_number`]): a dense array indexed by the
+/// number (the slot map hands out small numbers, `control/slots.rs`; a service compiled
+/// without the slot map takes one from the top, which only tests do), `u16::MAX` where no
+/// service has the number. A lookup is one bounds-checked load.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ServiceNumbers(Vec<u16>);
+
+impl ServiceNumbers {
+    /// The index of the service numbered `number`, if one is.
+    #[inline]
+    pub fn get(&self, number: u16) -> Option<u16> {
+        self.0.get(usize::from(number)).copied().filter(|&i| i != u16::MAX)
+    }
+
+    /// Records that the service numbered `number` is at index `index` (not `u16::MAX`).
+    pub fn insert(&mut self, number: u16, index: u16) {
+        let n = usize::from(number);
+        if self.0.len() <= n {
+            self.0.resize(n + 1, u16::MAX);
+        }
+        self.0[n] = index;
+    }
+
+    /// Forgets every number whose service is at `index`.
+    pub fn remove_index(&mut self, index: u16) {
+        self.0.iter_mut().filter(|i| **i == index).for_each(|i| *i = u16::MAX);
     }
 }
 

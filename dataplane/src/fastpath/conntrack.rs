@@ -265,6 +265,9 @@ pub const SWEEP_CYCLE_MS: u32 = 60_000;
 /// table, about a millisecond): after a clock gap the rest is caught up over the next polls.
 pub const MAX_SWEEP_PER_CALL: usize = 1 << 16;
 
+/// Buckets [`ConnTable::sweep`] prefetches for its next call (the usual per-poll pace).
+const SWEEP_PREFETCH: usize = 4;
+
 /// The table, generic over the address type: `ConnTable` (= `ConnTable<u32>`) for IPv4,
 /// `ConnTable<u128>` for IPv6 (32-byte entries).
 pub struct ConnTable<A: FlowAddr = u32> {
@@ -452,13 +455,16 @@ impl<A: FlowAddr> ConnTable<A> {
     #[cold]
     #[inline(never)]
     fn evict(&mut self, b1: usize, b2: usize, now: u32, t: &impl ServiceTimeouts) -> Option<(usize, usize)> {
-        // (rank: class, u32::MAX - age, time left; lower goes first), (bucket, way)
-        type Ranked = ((u8, u32, u32), (usize, usize));
-        let mut best: Option<Ranked> = None;
+        // rank: class, u32::MAX - age, time left (lower goes first), packed into one u128;
+        // (bucket, way)
+        let mut best: Option<(u128, (usize, usize))> = None;
+        // The timeouts of the last entry's service: a bucket's entries are mostly of one
+        // service (all of them in a flood), and each lookup reads the snapshot.
+        let mut memo: Option<(u16, Timeouts)> = None;
         for b in [b1, b2] {
             let Some(bucket) = self.buckets.get(b) else { continue };
             for (i, e) in bucket.0.iter().enumerate() {
-                let class = match e.state() {
+                let class: u8 = match e.state() {
                     // an entry of a removed service matches no packet (its number names no
                     // service): a dead slot, whatever its state
                     _ if t.dead(e.service, e.backend, e.incarnation) => 0,
@@ -473,26 +479,37 @@ impl<A: FlowAddr> ConnTable<A> {
                 // entries must not look fresh after the operator shortens the UDP
                 // timeout). A dead entry (class 0) can match no packet: first of all.
                 // u32::MAX - age: the oldest ranks lowest.
-                let timeout = timeout_of(e.raw_state(), &t.of(e.service));
                 let age = if class == 0 {
                     u32::MAX
-                } else if left >= timeout.saturating_add(TICK_MS) {
-                    // (a fresh entry has up to TICK_MS - 1 ms more than its timeout: the
-                    // deadline is rounded up to its tick)
-                    u32::MAX - 1
                 } else {
-                    timeout.saturating_sub(left)
+                    let ts = match memo {
+                        Some((svc, ts)) if svc == e.service => ts,
+                        _ => {
+                            let ts = t.of(e.service);
+                            memo = Some((e.service, ts));
+                            ts
+                        }
+                    };
+                    let timeout = timeout_of(e.raw_state(), &ts);
+                    if left >= timeout.saturating_add(TICK_MS) {
+                        // (a fresh entry has up to TICK_MS - 1 ms more than its timeout:
+                        // the deadline is rounded up to its tick)
+                        u32::MAX - 1
+                    } else {
+                        timeout.saturating_sub(left)
+                    }
                 };
-                let rank = (class, u32::MAX - age, left);
+                let rank = u128::from(class) << 64 | u128::from(u32::MAX - age) << 32 | u128::from(left);
                 if best.is_none_or(|(r, _)| rank < r) {
                     best = Some((rank, (b, i)));
                 }
             }
         }
         let (rank, at) = best?;
-        if rank.0 == 0 {
+        let class = (rank >> 64) as u8;
+        if class == 0 {
             self.counters.expired_reused += 1; // dead like an expired entry
-        } else if rank.0 == 1 {
+        } else if class == 1 {
             self.counters.evicted_syn_only += 1;
         } else {
             self.counters.evicted_closing += 1;
@@ -522,6 +539,13 @@ impl<A: FlowAddr> ConnTable<A> {
             }
         }
         self.counters.swept += n as u64;
+        // The buckets the next call will read: loaded now, a poll ahead (in a table larger
+        // than the cache each is a DRAM miss the next sweep would otherwise wait for).
+        for k in 1..=buckets.min(len).min(SWEEP_PREFETCH) {
+            if let Some(b) = self.buckets.get((self.cursor + k) & (len - 1)) {
+                prefetch::prefetch_lines(b as *const Bucket<A> as *const u8, std::mem::size_of::<Bucket<A>>());
+            }
+        }
         n
     }
 

@@ -76,7 +76,9 @@ impl<A: FlowAddr> ConnTable<A> {
         let (b1, b2) = self.buckets_of_words(words);
         let at = |b: usize| self.buckets.get(b).map_or(std::ptr::null(), |bk| bk as *const Bucket<A> as *const u8);
         let hash = Hash { words, table: (self.seed, self.mask), buckets: (b1 as u32, b2 as u32) };
-        PrefetchTarget::new(at(b1), if both { at(b2) } else { std::ptr::null() }, std::mem::size_of::<Bucket<A>>(), hash)
+        let mut t = PrefetchTarget::new(at(b1), if both { at(b2) } else { std::ptr::null() }, std::mem::size_of::<Bucket<A>>(), hash);
+        t.ipv6 = std::mem::size_of::<A>() == 16;
+        t
     }
 
 }
@@ -89,6 +91,8 @@ pub struct PrefetchTarget {
     first: *const u8,
     second: *const u8,
     len: u32,
+    /// A target of an IPv6 table (`ConnTable<u128>`).
+    ipv6: bool,
     pub(super) hash: Hash,
 }
 
@@ -110,13 +114,20 @@ impl Hash {
 
 impl PrefetchTarget {
     /// Nothing to prefetch (a packet that is not TCP/UDP over IPv4).
-    pub const NONE: PrefetchTarget = PrefetchTarget { first: std::ptr::null(), second: std::ptr::null(), len: 0, hash: Hash::NONE };
+    pub const NONE: PrefetchTarget = PrefetchTarget { first: std::ptr::null(), second: std::ptr::null(), len: 0, ipv6: false, hash: Hash::NONE };
+
+    /// Whether this is a target of an IPv6 table (hand it to that table's
+    /// [`ConnTable::expect`]; [`PrefetchTarget::NONE`] says IPv4).
+    #[inline(always)]
+    pub fn is_ipv6(&self) -> bool {
+        self.ipv6
+    }
 
     /// The buckets at `first` and `second` (null: none), each `len` bytes, of a key whose
     /// bucket hash is `hash`.
     #[inline(always)]
     pub(super) fn new(first: *const u8, second: *const u8, len: usize, hash: Hash) -> PrefetchTarget {
-        PrefetchTarget { first, second, len: len as u32, hash }
+        PrefetchTarget { first, second, len: len as u32, ipv6: false, hash }
     }
 
     /// Starts loading the target's buckets into the cache (PREFETCHT0 of each line).
@@ -134,7 +145,7 @@ impl PrefetchTarget {
 /// buckets, two for IPv6's 128: buckets are 64-byte aligned, so the lines at `p`,
 /// `p + 64`, ... cover the bucket; a no-op off x86-64).
 #[inline(always)]
-fn prefetch_lines(p: *const u8, len: usize) {
+pub(super) fn prefetch_lines(p: *const u8, len: usize) {
     #[cfg(target_arch = "x86_64")]
     {
         use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};

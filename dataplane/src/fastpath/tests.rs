@@ -586,7 +586,7 @@
                     // forced number reuse: the service on that port takes the given number
                     for (i, svc) in s.services.iter_mut().enumerate() {
                         if let Some(&n) = reused.get(&svc.port) {
-                            s.by_number.retain(|_, v| usize::from(*v) != i);
+                            s.by_number.remove_index(i as u16);
                             svc.id = n;
                             s.by_number.insert(n, i as u16);
                         }

@@ -547,3 +547,32 @@ fn later_fragment_behind_destination_options_is_held() {
     let later = frag_with_dest_opts(43, client(3), 5353, false);
     assert_eq!(run(&mut w, &snap, &later, 0).0, Verdict::Hold);
 }
+
+/// The prefetch pass (IPv4 and IPv6 targets, issued once the tables hold
+/// `PREFETCH_MIN_ENTRIES` entries, each handed to its own family's table) is only a hint:
+/// a worker polled in bursts sends exactly what one fed frame by frame through `process`
+/// sends, for SYNs then ACKs of both families, across the gate.
+#[test]
+fn the_prefetch_pass_changes_no_decision_in_either_family() {
+    let snap = snapshot(&config("", &v6_backend));
+    let mk = || Worker::new(0, 1 << 16, 9, Timeouts::default(), Arc::new(WorkerStats::default()), vec![PortInfo { mac: LB, forward_to: 0, addr: 0x0a00_0002 }]).with_ipv6_capacity(1 << 16, 11);
+    let (mut polled, mut single, mut bufs) = (mk(), mk(), PollBuffers::new(1));
+    let tcp4 = |i: u16, syn: bool| {
+        let b = PacketBuilder::ethernet2(CLIENT_MAC, LB).ipv4([10, 1, (i >> 8) as u8, i as u8], [10, 0, 0, 100], 64).tcp(2000 + i % 7, 80, 1, 1000);
+        let mut out = Vec::new();
+        (if syn { b.syn() } else { b.ack(1) }).write(&mut out, &[]).unwrap();
+        out
+    };
+    let n = PREFETCH_MIN_ENTRIES as u16 / 2 + 1500;
+    let frames: Vec<Vec<u8>> = [true, false].iter().flat_map(|&syn| (0..n).flat_map(move |i| [tcp6(client(i), 3000, syn, &[]), tcp4(i, syn)])).collect();
+    let mut sent = Vec::new();
+    for chunk in frames.chunks(32) {
+        sent.extend(poll(&mut polled, &mut bufs, &snap, chunk.to_vec(), 5));
+    }
+    let want: Vec<Vec<u8>> = frames.iter().filter_map(|f| Some(run(&mut single, &snap, f, 5)).filter(|(v, _)| *v == Verdict::Forward).map(|(_, d)| d)).collect();
+    assert_eq!(sent.len(), want.len());
+    assert!(sent == want, "the polled worker decided differently");
+    assert!(polled.ct.entries() + polled.ct6.entries() >= PREFETCH_MIN_ENTRIES, "the gate was never crossed");
+    assert!(polled.prefetch_target(&MemBuf::new(&tcp6(client(1), 3000, false, &[])), &snap).is_ipv6(), "no IPv6 target");
+    assert_eq!((polled.ct.counters.hits, polled.ct6.counters.hits), (single.ct.counters.hits, single.ct6.counters.hits));
+}

@@ -27,7 +27,7 @@ mod sync;
 mod run;
 pub mod quic;
 pub use run::{on_worker_thread, run_loop, LoopParams};
-pub use prefetch::PREFETCH_DISTANCE;
+pub use prefetch::{PREFETCH_DISTANCE, PREFETCH_MIN_ENTRIES};
 pub use hold::PollBuffers;
 
 /// What to do with one frame.
@@ -85,7 +85,8 @@ pub struct Worker {
     /// exactly this (VIP, port, proto), which is then the only such service (config
     /// validation refuses duplicates), so a new snapshot never needs a flush.
     svc_cache: [u16; SVC_CACHE],
-    quic_cache: quic::CidCache, // four-pass QUIC-LB decodes (worker/quic.rs)
+    svc_cache6: [u16; SVC_CACHE], // the same for IPv6 services (worker/v6.rs)
+    quic_cache: quic::CidCache, // encrypted QUIC-LB decodes (worker/quic.rs)
     /// A first fragment was learned since held fragments were last released (they follow
     /// it at once, before another datagram can take its fragment-table slot).
     learned_first: bool,
@@ -213,6 +214,7 @@ impl Worker {
             stats,
             ports,
             svc_cache: [u16::MAX; SVC_CACHE],
+            svc_cache6: [u16::MAX; SVC_CACHE],
             quic_cache: Default::default(),
             learned_first: false,
             held_id: DatagramId::default(),
@@ -259,9 +261,21 @@ impl Worker {
         }
     }
 
-    /// Every frame but a single-segment IPv4 one: ARP, IPv6 (and its chained-mbuf errors).
+    /// Every frame but a single-segment IPv4 one: IPv6 (parsed in place, as IPv4 is), ARP,
+    /// chained-mbuf frames.
     #[inline(never)]
     fn process_other<B: PacketBuf>(&mut self, buf: &mut B, port: usize, snap: &Snapshot, now_ms: u32) -> Verdict {
+        let mut p6 = wire::Ipv6Info::default();
+        match wire::parse_ipv6_frame(buf.data(), &mut p6) {
+            Ok(true) => {
+                let Some(pinfo) = self.ports.get(port).copied() else { return Verdict::Drop(DropReason::NotForVip) };
+                self.ipv6_seen = true;
+                return self.process_v6(buf, &p6, port, pinfo, snap, now_ms);
+            }
+            Ok(false) => {}
+            Err(_) if buf.segments() > 1 => return self.process_segmented(buf, port, snap, now_ms),
+            Err(r) => return Verdict::Drop(r),
+        }
         let parsed = wire::parse(buf.data());
         match &parsed {
             Ok(parsed) => self.decide(buf, parsed, port, snap, now_ms),
@@ -507,8 +521,10 @@ impl Worker {
             // would queue behind the core's few outstanding-miss slots (line fill buffers)
             // at the start of the burst; this way they overlap with the processing.
             let mut targets = [PrefetchTarget::NONE; BURST];
-            for (t, b) in targets.iter_mut().zip(rx.iter()) {
-                *t = self.prefetch_target(b, snap);
+            if self.ct.entries() + self.ct6.entries() >= PREFETCH_MIN_ENTRIES {
+                for (t, b) in targets.iter_mut().zip(rx.iter()) {
+                    *t = self.prefetch_target(b, snap);
+                }
             }
             for t in targets.iter().take(PREFETCH_DISTANCE) {
                 t.issue();
@@ -519,8 +535,10 @@ impl Worker {
                     t.issue();
                 }
                 // The lookup reuses the buckets the prefetch pass hashed (one hash per packet).
-                if let Some(t) = targets.get(j) {
-                    self.ct.expect(t);
+                match targets.get(j) {
+                    Some(t) if t.is_ipv6() => self.ct6.expect(t),
+                    Some(t) => self.ct.expect(t),
+                    None => {}
                 }
                 let v = self.process(&mut b, i, snap, now_ms);
                 forwarded += u64::from(self.dispatch(ports, tx, held, v, b, i, fwd, now_ms));

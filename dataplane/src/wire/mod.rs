@@ -159,7 +159,7 @@ pub enum Parsed {
 }
 
 /// IPv6 and L4 fields of a packet, with the offsets the rewrites need.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub struct Ipv6Info {
     /// Offset of the IPv6 header in the frame (14 + 4 per VLAN tag).
     pub l3: usize,
@@ -301,6 +301,21 @@ pub fn parse_ipv4_frame(frame: &[u8], out: &mut Ipv4Info) -> Result<bool, DropRe
         return Ok(false);
     }
     fill_ipv4(Ipv4Packet::new_checked(eth.payload())?, eth.header_len(), out)?;
+    Ok(true)
+}
+
+/// The IPv6 entry of [`parse`], as [`parse_ipv4_frame`] is the IPv4 one: `Ok(true)` with
+/// `out` filled for an IPv6 packet, `Err` exactly as [`parse`] gives for it, and
+/// `Ok(false)` (`out` untouched) for any other ethertype. Inlined into the caller's local
+/// for the reason [`parse_ipv4_frame`] gives (no [`Parsed`] returned by value and copied).
+#[inline(always)]
+pub fn parse_ipv6_frame(frame: &[u8], out: &mut Ipv6Info) -> Result<bool, DropReason> {
+    let eth = EthernetFrame::new_checked(frame)?;
+    individual_source(&eth)?;
+    if eth.ethertype() != ETHERTYPE_IPV6 {
+        return Ok(false);
+    }
+    *out = parse_ipv6(eth.payload(), eth.header_len())?;
     Ok(true)
 }
 
@@ -450,6 +465,26 @@ pub fn flow_tuple_hint(frame: &[u8]) -> Option<(u32, u32, u16, u16, u8)> {
     Some((be32(ip, ipv4::field::SRC), be32(ip, ipv4::field::DST), be16(ports, l4::tcp_field::SRC_PORT), be16(ports, l4::tcp_field::DST_PORT), proto))
 }
 
+/// The 5-tuple `(src, dst, sport, dport, next header)` of an IPv6 TCP/UDP frame without
+/// extension headers (untagged or one tag: the upper header right after the fixed 40
+/// octets, RFC 8200 §3), read at fixed offsets like [`flow_tuple_hint`]; `None` for
+/// anything else. Only a hint (the worker's burst prefetch): [`parse`] still decides.
+#[inline]
+pub fn flow_tuple_hint6(frame: &[u8]) -> Option<(u128, u128, u16, u16, u8)> {
+    let (l3, et) = hint_l3(frame)?;
+    if et != ETHERTYPE_IPV6 {
+        return None;
+    }
+    let h = frame.get(l3..)?.first_chunk::<{ ipv6::IPV6_LEN + 4 }>()?;
+    let (ip, ports) = h.split_at(ipv6::IPV6_LEN);
+    let proto = ip[ipv6::field::NEXT_HEADER];
+    if ip[0] >> 4 != 6 || (proto != PROTO_TCP && proto != PROTO_UDP) {
+        return None;
+    }
+    let addr = |r: std::ops::Range<usize>| ip.get(r).and_then(|b| b.first_chunk::<16>()).map_or(0, |b| u128::from_be_bytes(*b));
+    Some((addr(ipv6::field::SRC), addr(ipv6::field::DST), be16(ports, l4::tcp_field::SRC_PORT), be16(ports, l4::tcp_field::DST_PORT), proto))
+}
+
 /// Whether `frame` looks like a TCP SYN without ACK (a new connection) — a hint for the
 /// prefetch pass, read at fixed offsets like [`flow_tuple_hint`]; never an error.
 #[inline]
@@ -459,6 +494,18 @@ pub fn syn_hint(frame: &[u8]) -> bool {
     const FLAGS: usize = ipv4::IPV4_MIN_LEN + l4::tcp_field::FLAGS;
     match frame.get(l3..).and_then(|h| h.first_chunk::<{ FLAGS + 1 }>()) {
         Some(h) if h[ipv4::field::VER_IHL] == 0x45 && h[ipv4::field::PROTOCOL] == PROTO_TCP => h[FLAGS] & (tcp_flags::SYN | tcp_flags::ACK) == tcp_flags::SYN,
+        _ => false,
+    }
+}
+
+/// Whether `frame` looks like an IPv6 TCP SYN without ACK (no extension headers), as
+/// [`syn_hint`] for IPv4; never an error.
+#[inline]
+pub fn syn_hint6(frame: &[u8]) -> bool {
+    let Some((l3, ETHERTYPE_IPV6)) = hint_l3(frame) else { return false };
+    const FLAGS: usize = ipv6::IPV6_LEN + l4::tcp_field::FLAGS;
+    match frame.get(l3..).and_then(|h| h.first_chunk::<{ FLAGS + 1 }>()) {
+        Some(h) if h[ipv6::field::NEXT_HEADER] == PROTO_TCP => h[FLAGS] & (tcp_flags::SYN | tcp_flags::ACK) == tcp_flags::SYN,
         _ => false,
     }
 }

@@ -352,6 +352,23 @@ proptest::proptest! {
     }
 
     #[test]
+    fn flow_tuple_hint6_agrees_with_parse(f in proptest::collection::vec(0u8.., 0..80), vlan in proptest::bool::ANY, tcp in proptest::bool::ANY) {
+        let (src, dst) = ([0xfd, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x12, 0x34], [0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0]);
+        let mut out = Vec::new();
+        let b = PacketBuilder::ethernet2([2; 6], [0; 6]);
+        let b = if vlan { b.single_vlan(7u16.try_into().unwrap()).ipv6(src, dst, 64) } else { b.ipv6(src, dst, 64) };
+        if tcp { b.tcp(4000, 80, 1, 1000).write(&mut out, &f).unwrap() } else { b.udp(4000, 80).write(&mut out, &f).unwrap() }
+        let hint = flow_tuple_hint6(&out).unwrap();
+        let mut p = Ipv6Info::default();
+        proptest::prop_assert_eq!(parse_ipv6_frame(&out, &mut p), Ok(true));
+        proptest::prop_assert_eq!(Ok(Parsed::Ipv6(p)), parse(&out));
+        proptest::prop_assert_eq!((p.src, p.dst, p.sport, p.dport, p.proto), hint);
+        // no IPv4 hint for it, no IPv6 hint for IPv4 or random bytes; never panics
+        proptest::prop_assert_eq!(flow_tuple_hint(&out), None);
+        let _ = flow_tuple_hint6(&f);
+    }
+
+    #[test]
     fn flow_tuple_hint_agrees_with_parse(f in proptest::collection::vec(0u8.., 0..80), vlan in proptest::bool::ANY) {
         let mut out = Vec::new();
         let b = PacketBuilder::ethernet2([0; 6], [0; 6]);
@@ -360,6 +377,7 @@ proptest::proptest! {
         } else {
             b.ipv4([10, 1, 2, 3], [10, 0, 0, 100], 64).udp(4000, 80).write(&mut out, &f).unwrap();
         }
+        proptest::prop_assert_eq!(flow_tuple_hint6(&out), None);
         let (src, dst, sport, dport, proto) = flow_tuple_hint(&out).unwrap();
         let p = ipv4_of(&out);
         proptest::prop_assert_eq!((p.src, p.dst, p.sport, p.dport, p.proto), (src, dst, sport, dport, proto));

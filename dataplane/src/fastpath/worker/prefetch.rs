@@ -11,6 +11,14 @@ use crate::wire;
 /// the core's outstanding-miss slots.
 pub const PREFETCH_DISTANCE: usize = 8;
 
+/// Entries both connection tables hold together below which the prefetch pass is skipped
+/// ([`Worker::prefetch_target`] gives no target): their buckets (at most 1 MiB of IPv4 or
+/// 2 MiB of IPv6 buckets, one per entry at worst) stay in the core's caches, so a prefetch
+/// saves no miss and the pass is pure cost (about 66 instructions per IPv4 packet, 170 per
+/// IPv6 one; `benches/examples/packet_ir.rs`). Above it every lookup may miss to DRAM and
+/// the pass pays for itself many times (docs/benchmarks.md "conntrack at 1 M flows").
+pub const PREFETCH_MIN_ENTRIES: u64 = 16_384;
+
 impl Worker {
     /// Prefetches the connection-table bucket of `buf`'s 5-tuple (TCP/UDP, unfragmented).
     /// Issued at once (the criterion benches' all-at-once variant); [`Worker::poll`] issues
@@ -32,30 +40,49 @@ impl Worker {
     /// reads the connection table (worker/quic.rs), so its four-pass decode-cache bucket
     /// is loaded instead, at once ([`super::quic::CidCache::prefetch`]). A hint either
     /// way: a packet whose target is wrong or missing hashes its key in the lookup, with
-    /// the same result.
+    /// the same result. No target at all while the tables hold fewer than
+    /// [`PREFETCH_MIN_ENTRIES`] entries (they fit in the cache).
     #[inline]
     pub fn prefetch_target<B: PacketBuf>(&self, buf: &B, snap: &Snapshot) -> PrefetchTarget {
-        let Some((src, dst, sport, dport, proto)) = wire::flow_tuple_hint(buf.data()) else { return PrefetchTarget::NONE };
+        if self.ct.entries() + self.ct6.entries() < PREFETCH_MIN_ENTRIES {
+            return PrefetchTarget::NONE;
+        }
+        let Some((src, dst, sport, dport, proto)) = wire::flow_tuple_hint(buf.data()) else { return self.prefetch_target6(buf, snap) };
         let cached = self.svc_cache.get(svc_slot(dst, dport, proto)).and_then(|&i| snap.services.get(usize::from(i)));
         let svc = match cached {
             Some(s) if s.vip == dst && s.port == dport && s.proto == proto && !s.ipv6 => Some(s),
             _ => snap.by_vip_port.get(&(dst, dport, proto)).and_then(|&i| snap.services.get(usize::from(i))),
         };
         match svc {
-            Some(s) if s.proto == wire::PROTO_UDP && s.quic_lb.is_some() && self.quic_short_header_hint(buf.data(), s) => PrefetchTarget::NONE,
+            Some(s) if s.proto == wire::PROTO_UDP && s.quic_lb.is_some() && self.quic_short_header_hint(buf.data(), s, wire::ETHERTYPE_IPV4, 28) => PrefetchTarget::NONE,
             Some(s) => self.ct.prefetch_target(&CtKey { src, sport, service: s.id }, wire::syn_hint(buf.data())),
             None => PrefetchTarget::NONE,
         }
     }
 
-    /// Whether the UDP datagram in `frame` (an unfragmented IPv4 packet without options,
-    /// per [`wire::flow_tuple_hint`]) to `svc` (a service with QUIC-LB) carries a QUIC
-    /// short header (first octet's high bit clear, RFC 8999 §5.2); if so, the decode
-    /// cache's bucket for its DCID is prefetched.
+    /// [`Worker::prefetch_target`] for an IPv6 TCP/UDP frame without extension headers
+    /// ([`wire::flow_tuple_hint6`]): the IPv6 table's target, the service from the IPv6
+    /// service cache or map; `NONE` for anything else.
+    #[inline]
+    fn prefetch_target6<B: PacketBuf>(&self, buf: &B, snap: &Snapshot) -> PrefetchTarget {
+        let Some((src, dst, sport, dport, proto)) = wire::flow_tuple_hint6(buf.data()) else { return PrefetchTarget::NONE };
+        match self.peek_service6(dst, dport, proto, snap) {
+            Some(s) if s.proto == wire::PROTO_UDP && s.quic_lb.is_some() && self.quic_short_header_hint(buf.data(), s, wire::ETHERTYPE_IPV6, 48) => PrefetchTarget::NONE,
+            Some(s) => self.ct6.prefetch_target(&CtKey { src, sport, service: s.id }, wire::syn_hint6(buf.data())),
+            None => PrefetchTarget::NONE,
+        }
+    }
+
+    /// Whether the UDP datagram in `frame` (of ethertype `ethertype`, an unfragmented IPv4
+    /// packet without options per [`wire::flow_tuple_hint`] or an IPv6 one without
+    /// extension headers per [`wire::flow_tuple_hint6`]; `ip_udp` octets of IP and UDP
+    /// headers) to `svc` (a service with QUIC-LB) carries a QUIC short header (first
+    /// octet's high bit clear, RFC 8999 §5.2); if so, the decode cache's bucket for its
+    /// DCID is prefetched.
     #[inline(always)]
-    fn quic_short_header_hint(&self, frame: &[u8], svc: &ServiceSnap) -> bool {
-        // Ethernet (+ the one VLAN tag `flow_tuple_hint` allows) + IPv4 header + UDP header
-        let payload = if frame.get(12..14) == Some(&[0x08, 0x00]) { 14 + 28 } else { 18 + 28 };
+    fn quic_short_header_hint(&self, frame: &[u8], svc: &ServiceSnap, ethertype: u16, ip_udp: usize) -> bool {
+        // Ethernet (+ the one VLAN tag the hints allow) + IP header + UDP header
+        let payload = if frame.get(12..14) == Some(&ethertype.to_be_bytes()) { 14 + ip_udp } else { 18 + ip_udp };
         match (svc.quic_lb.as_deref(), frame.get(payload..).and_then(|p| p.split_first())) {
             (Some(t), Some((&first, dcid))) if first & 0x80 == 0 => {
                 self.quic_cache.prefetch(t, dcid);

@@ -9,10 +9,12 @@
 //! evicts or rewrites another flow's entry, and a migrated connection needs no state.
 //! A child of [`super`]; same packet-path rules (no allocation, syscall or panic).
 //!
-//! Decoding a four-pass CID costs three or four dependent AES-128 blocks, several times a
-//! connection-table hit; a QUIC connection sends many packets with one DCID, so each
-//! worker keeps the endpoint slots of the four-pass CIDs it decoded last in a
-//! [`CidCache`] and decodes a CID again only when it is not there.
+//! Decoding an encrypted CID costs one AES-128 block (single pass) or three or four
+//! dependent ones (four-pass), more than a connection-table hit (`benches/e2e.sh quic`:
+//! single pass decoded per packet ran at 0.76 × the UDP 5-tuple rate); a QUIC connection
+//! sends many packets with one DCID, so each worker keeps the endpoint slots of the
+//! encrypted CIDs it decoded last in a [`CidCache`] and decodes a CID again only when it
+//! is not there. Plaintext server IDs are read directly.
 
 use super::v6::Family;
 use super::Worker;
@@ -86,13 +88,13 @@ struct CidEntry {
 #[repr(C, align(128))]
 struct CidBucket([CidEntry; CID_CACHE_WAYS]);
 
-/// A worker's cache of four-pass QUIC-LB decodes (four-way set-associative, keyed by the
+/// A worker's cache of encrypted (single-pass and four-pass) QUIC-LB decodes (four-way set-associative, keyed by the
 /// CID's octets and the [`QuicLbTable::id`] of the table that decoded them): a hit costs a
 /// hash and one cache line instead of three or four AES blocks. Only successful lookups
 /// are stored, so a CID that falls back is decoded (and counted) every time, as without
 /// the cache; an entry is only used with the table that stored it, so a new snapshot (new
-/// key, server IDs or endpoints) never gets an old answer. Plaintext and single-pass CIDs
-/// are decoded directly (as cheap as this lookup). Allocated once with its worker.
+/// key, server IDs or endpoints) never gets an old answer. Plaintext CIDs are read
+/// directly (a masked load, cheaper than this lookup). Allocated once with its worker.
 pub struct CidCache {
     buckets: Box<[CidBucket]>,
 }
@@ -105,10 +107,10 @@ impl Default for CidCache {
 
 impl CidCache {
     /// [`QuicLbTable::lookup`]'s endpoint slot for `dcid` (the bytes after the short
-    /// header's first octet), from the cache when `table` stored it there (four-pass
-    /// only; plaintext and single pass are decoded directly, [`QuicLbTable::slot_with`]:
-    /// a 16-octet load or one AES block, no dearer than this cache's probe). Same results
-    /// and errors as the table's; no allocation; cannot panic.
+    /// header's first octet), from the cache when `table` stored it there (encrypted
+    /// CIDs only; a plaintext one is read directly, [`QuicLbTable::slot_with`]: a masked
+    /// 16-octet load, no dearer than this cache's probe). Same results and errors as the
+    /// table's; no allocation; cannot panic.
     #[inline]
     pub fn lookup(&mut self, table: &QuicLbTable, dcid: &[u8]) -> Result<u16, Fallback> {
         let cfg = table.config_of(dcid)?;
@@ -135,7 +137,7 @@ impl CidCache {
 
 impl CidCache {
     /// Starts loading the bucket [`lookup`](Self::lookup) will read for `dcid` under
-    /// `table` (four-pass CIDs only: the others are not cached). A hint: it reads
+    /// `table` (encrypted CIDs only: plaintext ones are not cached). A hint: it reads
     /// nothing and changes nothing. The bucket is two of the 128 KiB cache's lines, too
     /// many to stay in L1 between a connection's packets; [`super::Worker::poll`]'s
     /// prefetch pass issues it a burst's processing ahead.
@@ -161,12 +163,12 @@ impl CidCache {
 }
 
 /// The cache key and bucket index of `dcid` under `cfg` (its codepoint's configuration
-/// in `table`), or `None` when it is not cached: not four-pass, a `Default` table, or
+/// in `table`), or `None` when it is not cached: plaintext, a `Default` table, or
 /// shorter than the CID (the table's lookup says why).
 #[inline(always)]
 fn cached_key(table: &QuicLbTable, cfg: &QuicLbConfig, dcid: &[u8]) -> Option<([u64; 3], usize)> {
     let len = cfg.cid_len();
-    if cfg.algorithm() != Algorithm::FourPass || table.id() == 0 || dcid.len() < len {
+    if cfg.algorithm() == Algorithm::Plaintext || table.id() == 0 || dcid.len() < len {
         return None;
     }
     let key = cid_words(dcid, len);
