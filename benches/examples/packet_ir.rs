@@ -38,7 +38,7 @@ fn main() {
     let snap = snapshot(&cfg);
     let ports = vec![PortInfo { mac: [2, 0, 0, 0, 0, 1], forward_to: 1, addr: 0 }, PortInfo { mac: [2, 0, 0, 0, 0, 2], forward_to: 1, addr: 0 }];
     let full = workload == "syn_full";
-    let mut w = Worker::new(0, if full { 1 << 16 } else { 1 << 20 }, 0xabcdef, Timeouts::default(), Arc::new(WorkerStats::default()), ports);
+    let mut w = Worker::new(0, if full { 1 << 16 } else { 1 << 20 }, 0xabcdef, Timeouts::default(), Arc::new(WorkerStats::default()), ports).with_ipv6_capacity(1 << 20, 0x1234);
     let syn_run = workload == "syn_new" || full;
     let flags = if syn_run { SYN } else { ACK };
     let flows = if syn_run { n } else { 1000 };

@@ -135,6 +135,10 @@ impl SlotMap {
     /// takes the first free number after the last one handed out (wrapping), so a freed
     /// number is reused only after every other number has been handed out since.
     fn sync_services(&mut self, cfg: &Config) -> Result<(), String> {
+        // service indices are u16 with u16::MAX meaning none (`snapshot::ServiceNumbers`)
+        if cfg.services.len() >= usize::from(u16::MAX) {
+            return Err(format!("{} services: at most 65,534", cfg.services.len()));
+        }
         let wanted: std::collections::HashSet<ServiceIdentity> = cfg.services.iter().map(identity).collect();
         self.services.retain(|k, _| wanted.contains(k));
         let mut used: std::collections::HashSet<u16> = self.services.values().copied().collect();

@@ -218,9 +218,11 @@ impl Snapshot {
 }
 
 /// Service number → service index ([`Snapshot::by_number`]): a dense array indexed by the
-/// number (the slot map hands out small numbers, `control/slots.rs`; a service compiled
-/// without the slot map takes one from the top, which only tests do), `u16::MAX` where no
-/// service has the number. A lookup is one bounds-checked load.
+/// number, `u16::MAX` where no service has the number. A lookup is one bounds-checked
+/// load. Its length is the highest number in use + 1: the slot map hands out the next
+/// number after the last one (wrapping, `control/slots.rs`), so under service churn it
+/// grows towards 65,536 entries (128 KiB per snapshot), as does a service compiled without
+/// the slot map (tests), which takes a number from the top.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ServiceNumbers(Vec<u16>);
 
@@ -231,8 +233,13 @@ impl ServiceNumbers {
         self.0.get(usize::from(number)).copied().filter(|&i| i != u16::MAX)
     }
 
-    /// Records that the service numbered `number` is at index `index` (not `u16::MAX`).
+    /// Records that the service numbered `number` is at index `index`. Index `u16::MAX` is
+    /// the "none" marker: the slot map refuses 65,535 services or more
+    /// (`SlotMap::sync`), so every index is below it; one equal to it is not recorded.
     pub fn insert(&mut self, number: u16, index: u16) {
+        if index == u16::MAX {
+            return;
+        }
         let n = usize::from(number);
         if self.0.len() <= n {
             self.0.resize(n + 1, u16::MAX);

@@ -49,6 +49,8 @@ fn config_with(quic: bool, sids: [&str; 4]) -> String {
     if quic {
         t += &format!("[[services.quic_lb]]\nconfig_rotation = 1\nserver_id_length = 2\nnonce_length = 6\nkey_file = \"{}\"\n", key_path());
         t += "[[services.quic_lb]]\nconfig_rotation = 2\nserver_id_length = 2\nnonce_length = 4\nalgorithm = \"plaintext\"\n";
+        // 2 + 14 = 16 octets: AES-128 single pass (cached by the worker as four-pass is)
+        t += &format!("[[services.quic_lb]]\nconfig_rotation = 3\nserver_id_length = 2\nnonce_length = 14\nkey_file = \"{}\"\n", key_path());
     }
     for (i, sid) in sids.iter().enumerate() {
         t += &format!("[[services.backends]]\nname = \"q{}\"\naddress = \"10.10.0.{}\"\nmac = \"02:00:00:00:0b:{:02x}\"\n", i + 1, i + 1, i + 1);
@@ -131,7 +133,8 @@ fn send(w: &mut Worker, snap: &Snapshot, mut b: MemBuf, now: u32) -> Result<u8, 
 enum Kind {
     /// A long header (Initial): 5-tuple path.
     Long,
-    /// A short header with a CID of codepoint 1 (encrypted) or 2 (plaintext) for server
+    /// A short header with a CID of codepoint 1 (four-pass), 2 (plaintext) or 3 (single
+    /// pass; its 14-octet nonce is `nonce` repeated) for server
     /// `sid` (0–3 known; 4 unknown), cut to `cut` octets when given.
     Short { codepoint: u8, sid: usize, nonce: [u8; 6], cut: Option<usize> },
     /// A short header with arbitrary bytes.
@@ -142,11 +145,12 @@ fn payload(kind: &Kind) -> (Vec<u8>, Option<u8>) {
     match kind {
         Kind::Long => (vec![0xc0, 0, 0, 0, 1, 8, 1, 2, 3, 4, 5, 6, 7, 8, 0], None),
         Kind::Short { codepoint, sid, nonce, cut } => {
-            let key = (*codepoint == 1).then(|| spillway_shared::config::service::quic_lb::key_from_file_contents(KEY.as_bytes()).unwrap());
-            let nonce_len = if *codepoint == 1 { 6 } else { 4 };
+            let key = (*codepoint != 2).then(|| spillway_shared::config::service::quic_lb::key_from_file_contents(KEY.as_bytes()).unwrap());
+            let nonce_len = [0, 6, 4, 14][usize::from(*codepoint)];
             let cfg = QuicLbConfig::new(*codepoint, 2, nonce_len, key).unwrap();
             let id = if *sid < 4 { SIDS[*sid].to_string() } else { "7777".into() };
-            let (cid, len) = cfg.encode(&ServerId::from_hex(&id).unwrap(), &nonce[..nonce_len as usize]).unwrap();
+            let nonce: Vec<u8> = nonce.iter().cycle().take(usize::from(nonce_len)).copied().collect();
+            let (cid, len) = cfg.encode(&ServerId::from_hex(&id).unwrap(), &nonce).unwrap();
             let mut p = vec![0x40];
             p.extend_from_slice(&cid[..len]);
             p.extend_from_slice(&[0xee; 20]); // protected packet number and payload
@@ -169,7 +173,7 @@ fn kind() -> impl Strategy<Value = Kind> {
     prop_oneof![
         Just(Kind::Long),
         // few nonces, so CIDs repeat (the worker's decode cache answers those)
-        (1u8..=2, 0usize..5, prop_oneof![any::<[u8; 6]>(), (0u8..3).prop_map(|n| [n; 6])], proptest::option::of(0usize..12))
+        (1u8..=3, 0usize..5, prop_oneof![any::<[u8; 6]>(), (0u8..3).prop_map(|n| [n; 6])], proptest::option::of(0usize..12))
             .prop_map(|(codepoint, sid, nonce, cut)| Kind::Short { codepoint, sid, nonce, cut }),
         proptest::collection::vec(any::<u8>(), 0..24).prop_map(Kind::Random),
     ]

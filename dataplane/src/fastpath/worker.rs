@@ -372,7 +372,8 @@ impl Worker {
         let slot = svc_slot(dst, dport, proto);
         let cached = self.svc_cache.get(slot).copied().unwrap_or(u16::MAX);
         match snap.services.get(usize::from(cached)) {
-            Some(s) if s.vip == dst && s.port == dport && s.proto == proto => Some(cached),
+            // (an IPv6 service has `vip` 0: never an IPv4 packet's to 0.0.0.0)
+            Some(s) if s.vip == dst && s.port == dport && s.proto == proto && !s.ipv6 => Some(cached),
             _ => {
                 let found = snap.by_vip_port.get(&(dst, dport, proto)).copied();
                 if let (Some(i), Some(c)) = (found, self.svc_cache.get_mut(slot)) {

@@ -37,7 +37,7 @@ impl Worker {
     /// from the worker's service cache (filled by the packets' lookups), else the snapshot's
     /// (VIP, port, protocol) map; a packet of no service gets no target. Nor does a QUIC
     /// short-header packet to a service with QUIC-LB: it is routed by its DCID and never
-    /// reads the connection table (worker/quic.rs), so its four-pass decode-cache bucket
+    /// reads the connection table (worker/quic.rs), so its (encrypted CID's) decode-cache bucket
     /// is loaded instead, at once ([`super::quic::CidCache::prefetch`]). A hint either
     /// way: a packet whose target is wrong or missing hashes its key in the lookup, with
     /// the same result. No target at all while the tables hold fewer than
