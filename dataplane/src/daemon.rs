@@ -54,6 +54,10 @@ pub struct ControlState {
     pub health_checker_dead: Option<String>,
     /// `RLIMIT_NOFILE` soft limit in force (set by `main` after raising it; 0 = unknown).
     pub nofile_limit: u64,
+    /// Whether the config the daemon started with had an IPv6 service: `main` then sized
+    /// the IPv6 connection tables from `capacity_per_worker` (else 1,024 entries), so IPv6
+    /// services may come and go live; otherwise the first one needs a restart.
+    pub ipv6_tables_sized: bool,
 }
 
 pub use crate::control::pools::PoolState;
@@ -124,6 +128,7 @@ impl Daemon {
             .map(|(svc, ss)| (svc.name.clone(), PoolState::at_start(ss)))
             .collect();
         let shared = Arc::new(Shared::new(snap, workers));
+        let ipv6_tables_sized = cfg.services.iter().any(|s| s.vip.is_ipv6()); // as main.rs sizes them
         Ok(Daemon {
             control: Mutex::new(ControlState {
                 cfg,
@@ -143,6 +148,7 @@ impl Daemon {
                 health_generation: 0,
                 health_checker_dead: None,
                 nofile_limit: 0,
+                ipv6_tables_sized,
             }),
             shared,
             started,

@@ -185,3 +185,26 @@ fn first_failover_after_start_evicts_when_drain_disabled() {
     assert!(fo);
     assert!(evict, "drain disabled: p2's connections must be cut at once");
 }
+
+/// A daemon that started with an IPv6 service sized its IPv6 connection tables for it, so
+/// dropping its last IPv6 service and adding one back is a live edit (it was refused as
+/// "the first IPv6 service" until a restart); one that started without refuses the first.
+#[test]
+fn an_ipv6_service_can_come_back_when_the_daemon_started_with_one() {
+    use spillway_shared::proto::{Request, Response};
+    let start = |v6: bool| {
+        let mut t = String::from("[[ports]]\nname = \"p0\"\ndevice = \"net_null0\"\n[[services]]\nname = \"web\"\nvip = \"10.0.0.100\"\nport = 80\n");
+        if v6 {
+            t += "[[services]]\nname = \"web6\"\nvip = \"fd00::100\"\nport = 80\n";
+        }
+        Daemon::new(Config::from_toml(&t).unwrap(), 1, vec![0], Box::new(|_| PortStatus::default())).unwrap()
+    };
+    let add = || Request::ServiceAdd { name: "web6b".into(), fields: vec![("vip".into(), "fd00::200".into()), ("port".into(), "80".into())], if_generation: None };
+    let d = start(true);
+    let r = d.edit_request(Request::ServiceRemove { name: "web6".into(), if_generation: None });
+    assert!(matches!(r, Response::Applied(_)), "{r:?}");
+    let r = d.edit_request(add());
+    assert!(matches!(r, Response::Applied(_)), "an IPv6 service back on a daemon started with one: {r:?}");
+    let r = start(false).edit_request(add());
+    assert!(matches!(&r, Response::Error { message, .. } if message.contains("first IPv6 service")), "{r:?}");
+}

@@ -68,9 +68,10 @@ fn plan(st: &ControlState, if_generation: Option<u64>, f: impl FnOnce(&mut Confi
         return Err("[metrics] and [announce] cannot change while the daemon runs (listener and interface are set up at start); edit the file and restart".into());
     }
     // A daemon started without IPv6 services has 1,024-entry IPv6 tables (main.rs sizes
-    // them from capacity_per_worker only when the file has an IPv6 service).
+    // them from capacity_per_worker only when the file has an IPv6 service). One that
+    // started with them may drop its last IPv6 service and add one back.
     let has_v6 = |c: &Config| c.services.iter().any(|s| s.vip.is_ipv6());
-    if has_v6(&cand) && !has_v6(&st.cfg) {
+    if has_v6(&cand) && !has_v6(&st.cfg) && !st.ipv6_tables_sized {
         return Err("the first IPv6 service cannot be added while the daemon runs (IPv6 connection tables are sized at start from [conntrack] capacity_per_worker, and this daemon started without IPv6 services); add it to the file and restart".into());
     }
     if cand.neighbors != st.cfg.neighbors {

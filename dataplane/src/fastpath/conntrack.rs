@@ -267,7 +267,6 @@ pub const MAX_SWEEP_PER_CALL: usize = 1 << 16;
 
 /// Buckets [`ConnTable::sweep`] prefetches for its next call (the usual per-poll pace).
 const SWEEP_PREFETCH: usize = 4;
-
 /// The table, generic over the address type: `ConnTable` (= `ConnTable<u32>`) for IPv4,
 /// `ConnTable<u128>` for IPv6 (32-byte entries).
 pub struct ConnTable<A: FlowAddr = u32> {
@@ -539,8 +538,7 @@ impl<A: FlowAddr> ConnTable<A> {
             }
         }
         self.counters.swept += n as u64;
-        // The buckets the next call will read: loaded now, a poll ahead (in a table larger
-        // than the cache each is a DRAM miss the next sweep would otherwise wait for).
+        // The next call's buckets, loaded a poll ahead (in a big table, each a DRAM miss).
         for k in 1..=buckets.min(len).min(SWEEP_PREFETCH) {
             if let Some(b) = self.buckets.get((self.cursor + k) & (len - 1)) {
                 prefetch::prefetch_lines(b as *const Bucket<A> as *const u8, std::mem::size_of::<Bucket<A>>());

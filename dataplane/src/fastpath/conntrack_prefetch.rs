@@ -113,8 +113,8 @@ impl Hash {
 }
 
 impl PrefetchTarget {
-    /// Nothing to prefetch (a packet that is not TCP/UDP of a service, a QUIC short header,
-    /// or tables small enough to stay in the cache).
+    /// Nothing to prefetch (a packet that is not TCP/UDP of a service, or a QUIC short
+    /// header).
     pub const NONE: PrefetchTarget = PrefetchTarget { first: std::ptr::null(), second: std::ptr::null(), len: 0, ipv6: false, hash: Hash::NONE };
 
     /// Whether this is a target of an IPv6 table (hand it to that table's

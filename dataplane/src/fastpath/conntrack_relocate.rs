@@ -114,12 +114,6 @@ fn on_path(nodes: &[Node], mut at: usize, b: usize) -> bool {
 }
 
 impl<A: FlowAddr> ConnTable<A> {
-    /// Slots holding an entry (expired ones until cleared), from the counters: one add.
-    #[inline(always)]
-    pub fn entries(&self) -> u64 {
-        self.occ[1] + self.occ[2] + self.occ[3]
-    }
-
     /// The table's slots by state, read from counters (no walk).
     pub fn occupancy(&self) -> Occupancy {
         let o = &self.occ;

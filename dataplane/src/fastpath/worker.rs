@@ -23,11 +23,13 @@ pub use deliver::{IcmpBudget, DEFAULT_ICMP_ERRORS_PER_SEC, ICMP_BURST};
 mod hold;
 mod control;
 mod prefetch;
+mod svc_cache;
+use svc_cache::SVC_CACHE;
 mod sync;
 mod run;
 pub mod quic;
 pub use run::{on_worker_thread, run_loop, LoopParams};
-pub use prefetch::{PREFETCH_DISTANCE, PREFETCH_MIN_ENTRIES};
+pub use prefetch::PREFETCH_DISTANCE;
 pub use hold::PollBuffers;
 
 /// What to do with one frame.
@@ -122,15 +124,6 @@ pub const SWEEP_BUCKETS_PER_POLL: usize = 2;
 /// Fragment-table slots [`Worker::poll`] sweeps per iteration (16 B each: 512 contiguous
 /// bytes): the 1,024-slot table is swept every 32 iterations.
 pub const FRAG_SWEEP_PER_POLL: usize = 32;
-
-/// Entries of [`Worker`]'s service cache (power of two).
-const SVC_CACHE: usize = 64;
-
-#[inline]
-fn svc_slot(dst: u32, dport: u16, proto: u8) -> usize {
-    let x = (u64::from(dst) << 24 | u64::from(dport) << 8 | u64::from(proto)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    (x >> 58) as usize & (SVC_CACHE - 1)
-}
 
 /// Entries of the IPv6 connection table of a worker built with [`Worker::new`].
 pub const DEFAULT_IPV6_CAPACITY: usize = 1024;
@@ -366,24 +359,6 @@ impl Worker {
         self.deliver(buf, Inner::V4(p), svc, backend, snap, pinfo, &key)
     }
 
-    /// Service index of (VIP, port, protocol), through the worker's direct-mapped cache.
-    #[inline(always)]
-    fn service_of(&mut self, dst: u32, dport: u16, proto: u8, snap: &Snapshot) -> Option<u16> {
-        let slot = svc_slot(dst, dport, proto);
-        let cached = self.svc_cache.get(slot).copied().unwrap_or(u16::MAX);
-        match snap.services.get(usize::from(cached)) {
-            // (an IPv6 service has `vip` 0: never an IPv4 packet's to 0.0.0.0)
-            Some(s) if s.vip == dst && s.port == dport && s.proto == proto && !s.ipv6 => Some(cached),
-            _ => {
-                let found = snap.by_vip_port.get(&(dst, dport, proto)).copied();
-                if let (Some(i), Some(c)) = (found, self.svc_cache.get_mut(slot)) {
-                    *c = i;
-                }
-                found
-            }
-        }
-    }
-
     /// The service of an IPv4 fragment: the one its first fragment named (learned in the
     /// worker's [`FragTable`]); for a later fragment whose first fragment was not seen, the
     /// only service of its (VIP, protocol), else [`Verdict::Hold`] (module docs of
@@ -522,10 +497,8 @@ impl Worker {
             // would queue behind the core's few outstanding-miss slots (line fill buffers)
             // at the start of the burst; this way they overlap with the processing.
             let mut targets = [PrefetchTarget::NONE; BURST];
-            if self.ct.entries() + self.ct6.entries() >= PREFETCH_MIN_ENTRIES {
-                for (t, b) in targets.iter_mut().zip(rx.iter()) {
-                    *t = self.prefetch_target(b, snap);
-                }
+            for (t, b) in targets.iter_mut().zip(rx.iter()) {
+                *t = self.prefetch_target(b, snap);
             }
             for t in targets.iter().take(PREFETCH_DISTANCE) {
                 t.issue();

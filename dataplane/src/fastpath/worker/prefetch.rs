@@ -1,7 +1,7 @@
 //! The worker's connection-table prefetch: which buckets a packet's lookup will read, and
 //! how far ahead [`Worker::poll`] loads them. A child of [`super`].
 
-use super::{svc_slot, CtKey, PacketBuf, PrefetchTarget, Worker};
+use super::{CtKey, PacketBuf, PrefetchTarget, Worker};
 use crate::control::snapshot::{ServiceSnap, Snapshot};
 use crate::wire;
 
@@ -11,13 +11,10 @@ use crate::wire;
 /// the core's outstanding-miss slots.
 pub const PREFETCH_DISTANCE: usize = 8;
 
-/// Entries both connection tables hold together below which the prefetch pass is skipped
-/// ([`Worker::prefetch_target`] gives no target): their buckets (at most 1 MiB of IPv4 or
-/// 2 MiB of IPv6 buckets, one per entry at worst) stay in the core's caches, so a prefetch
-/// saves no miss and the pass is pure cost (about 66 instructions per IPv4 packet, 170 per
-/// IPv6 one; `benches/examples/packet_ir.rs`). Above it every lookup may miss to DRAM and
-/// the pass pays for itself many times (docs/benchmarks.md "conntrack at 1 M flows").
-pub const PREFETCH_MIN_ENTRIES: u64 = 16_384;
+// No prefetch pass below some table size: tried (2026-12-01), and undone. Even 1,000
+// flows' buckets (64 KiB of IPv4 table) do not stay cached while the RX device streams
+// packets through the same caches: without the pass `ConnTable::find` took 27 % of the
+// worker's samples of the e2e IPv4 run instead of 3-7 % (docs/benchmarks.md).
 
 impl Worker {
     /// Prefetches the connection-table bucket of `buf`'s 5-tuple (TCP/UDP, unfragmented).
@@ -40,20 +37,11 @@ impl Worker {
     /// reads the connection table (worker/quic.rs), so its (encrypted CID's) decode-cache bucket
     /// is loaded instead, at once ([`super::quic::CidCache::prefetch`]). A hint either
     /// way: a packet whose target is wrong or missing hashes its key in the lookup, with
-    /// the same result. No target at all while the tables hold fewer than
-    /// [`PREFETCH_MIN_ENTRIES`] entries (they fit in the cache).
+    /// the same result.
     #[inline]
     pub fn prefetch_target<B: PacketBuf>(&self, buf: &B, snap: &Snapshot) -> PrefetchTarget {
-        if self.ct.entries() + self.ct6.entries() < PREFETCH_MIN_ENTRIES {
-            return PrefetchTarget::NONE;
-        }
         let Some((src, dst, sport, dport, proto)) = wire::flow_tuple_hint(buf.data()) else { return self.prefetch_target6(buf, snap) };
-        let cached = self.svc_cache.get(svc_slot(dst, dport, proto)).and_then(|&i| snap.services.get(usize::from(i)));
-        let svc = match cached {
-            Some(s) if s.vip == dst && s.port == dport && s.proto == proto && !s.ipv6 => Some(s),
-            _ => snap.by_vip_port.get(&(dst, dport, proto)).and_then(|&i| snap.services.get(usize::from(i))),
-        };
-        match svc {
+        match self.peek_service(dst, dport, proto, snap) {
             Some(s) if s.proto == wire::PROTO_UDP && s.quic_lb.is_some() && self.quic_short_header_hint(buf.data(), s, wire::ETHERTYPE_IPV4, 28) => PrefetchTarget::NONE,
             Some(s) => self.ct.prefetch_target(&CtKey { src, sport, service: s.id }, wire::syn_hint(buf.data())),
             None => PrefetchTarget::NONE,

@@ -4,7 +4,7 @@
 //! (Neighbor Discovery answers, errors quoting a flow). Same rules as the parent: no locks,
 //! allocation, syscalls or panics per packet.
 
-use super::{class_table, selection_hash, svc_slot, tracking_key, Inner, PortInfo, Verdict, Worker};
+use super::{class_table, selection_hash, tracking_key, Inner, PortInfo, Verdict, Worker};
 use spillway_shared::flow::FlowKeyOf;
 use crate::control::snapshot::{ServiceSnap, Snapshot};
 use crate::fastpath::conntrack::ConnTable;
@@ -131,36 +131,6 @@ impl Worker {
         self.deliver(buf, Inner::V6(p), svc, backend, snap, pinfo, &key)
     }
 
-    /// Service index of (IPv6 VIP, port, protocol), through the worker's direct-mapped IPv6
-    /// service cache (as [`Worker::service_of`] for IPv4: an entry is used only when the
-    /// cached index names a current service with exactly this VIP, port and protocol).
-    #[inline(always)]
-    pub(super) fn service_of6(&mut self, dst: u128, dport: u16, proto: u8, snap: &Snapshot) -> Option<u16> {
-        let slot = svc_slot6(dst, dport, proto);
-        let cached = self.svc_cache6.get(slot).copied().unwrap_or(u16::MAX);
-        match snap.services.get(usize::from(cached)) {
-            Some(s) if s.ipv6 && s.vip6 == dst && s.port == dport && s.proto == proto => Some(cached),
-            _ => {
-                let found = snap.by_vip6_port.get(&(dst, dport, proto)).copied();
-                if let (Some(i), Some(c)) = (found, self.svc_cache6.get_mut(slot)) {
-                    *c = i;
-                }
-                found
-            }
-        }
-    }
-
-    /// The service of (IPv6 VIP, port, protocol) for the prefetch pass: from the cache
-    /// when it holds it, else the snapshot's map (the cache is not filled here).
-    #[inline(always)]
-    pub(super) fn peek_service6<'s>(&self, dst: u128, dport: u16, proto: u8, snap: &'s Snapshot) -> Option<&'s ServiceSnap> {
-        let cached = self.svc_cache6.get(svc_slot6(dst, dport, proto)).and_then(|&i| snap.services.get(usize::from(i)));
-        match cached {
-            Some(s) if s.ipv6 && s.vip6 == dst && s.port == dport && s.proto == proto => Some(s),
-            _ => snap.by_vip6_port.get(&(dst, dport, proto)).and_then(|&i| snap.services.get(usize::from(i))),
-        }
-    }
-
     /// The service of an IPv6 fragment, as [`Worker::fragment_service`] for IPv4 (32-bit
     /// identification; keyed on the Fragment header's Next Header): the one its first
     /// fragment named; for a later fragment whose first fragment was not seen, the only
@@ -260,11 +230,4 @@ impl Worker {
         }
         v
     }
-}
-
-/// The IPv6 service cache's slot of (VIP, port, protocol): the VIP's four 32-bit words
-/// folded, then the IPv4 slot hash.
-#[inline(always)]
-fn svc_slot6(dst: u128, dport: u16, proto: u8) -> usize {
-    svc_slot((dst ^ dst >> 32 ^ dst >> 64 ^ dst >> 96) as u32, dport, proto)
 }
