@@ -162,6 +162,22 @@ fn edit<T: Serialize + DeserializeOwned>(obj: &T, fields: &[(String, String)], w
     Ok(out)
 }
 
+/// The error of a new table `t` (built from `fields`) that did not decode, naming the
+/// field and the value given when one field alone causes `msg` (without it the table
+/// decodes, or fails otherwise: e.g. `port = 65536` then reads "missing field `port`"),
+/// as [`edit`] names them; else `msg` alone (a required field missing).
+fn culprit(t: &toml::Table, fields: &[(String, String)], what: &str, msg: &str) -> String {
+    let alone = |k: &str| {
+        let mut without = t.clone();
+        without.remove(k);
+        toml::Value::Table(without).try_into::<Service>().map_or_else(|e| e.message() != msg, |_| true)
+    };
+    match fields.iter().find(|(k, _)| alone(k)) {
+        Some((k, v)) => format!("{what}: {k} = {v}: {msg}"),
+        None => format!("{what}: {msg}"),
+    }
+}
+
 fn table_diff(prefix: &str, a: &toml::Table, b: &toml::Table, skip: &str, out: &mut Vec<String>) {
     let mut keys: Vec<&String> = a.keys().chain(b.keys()).filter(|k| k.as_str() != skip).collect();
     keys.sort();
@@ -307,7 +323,7 @@ impl Daemon {
                         t.insert(k.clone(), v);
                     }
                 }
-                let s: Service = toml::Value::Table(t).try_into().map_err(|e: toml::de::Error| format!("{what}: {}", e.message()))?;
+                let s: Service = toml::Value::Table(t.clone()).try_into().map_err(|e: toml::de::Error| culprit(&t, &fields, &what, e.message()))?;
                 plain_integers(&s, &fields, &what, "services[]")?;
                 c.services.push(s);
                 Ok(())

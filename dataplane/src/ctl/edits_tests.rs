@@ -243,6 +243,13 @@ fn integer_fields_take_plain_integers_only() {
     let r = d.edit_request(spillway_shared::proto::Request::ServiceAdd { name: "api".into(), fields: vec![("vip".into(), "10.0.0.101".into()), ("port".into(), "0x50".into())], if_generation: None });
     let Response::Error { message } = r else { panic!("port=0x50 accepted: {r:?}") };
     assert!(message.contains("port = 0x50") && message.contains("must be in 1..=65535"), "{message}");
+    // out of range for its type (u16): the field and value are named too
+    let r = d.edit_request(spillway_shared::proto::Request::ServiceAdd { name: "api".into(), fields: vec![("vip".into(), "10.0.0.101".into()), ("port".into(), "65536".into())], if_generation: None });
+    let Response::Error { message } = r else { panic!("port=65536 accepted: {r:?}") };
+    assert!(message.contains("port = 65536") && message.contains("must be in 1..=65535"), "{message}");
+    let r = d.edit_request(spillway_shared::proto::Request::ServiceAdd { name: "api".into(), fields: vec![("port".into(), "80".into())], if_generation: None });
+    let Response::Error { message } = r else { panic!("a service without vip accepted: {r:?}") };
+    assert!(message.contains("vip") && !message.contains("port = 80"), "{message}");
     let r = d.edit_request(ep_req("add", "b1", "e2", &[("address", "10.0.1.9"), ("mac", "02:00:00:00:0b:09"), ("weight", "5e1")]));
     let Response::Error { message } = r else { panic!("endpoint weight=5e1 accepted: {r:?}") };
     assert!(message.contains("weight = 5e1") && message.contains("must be in 1..="), "{message}");
