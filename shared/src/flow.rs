@@ -15,6 +15,10 @@ pub trait FlowAddr: Copy + Eq + Ord + std::hash::Hash + Default + std::fmt::Debu
     /// IPv4: `(src << 32 | dst) ^ seed`, exactly the pre-IPv6 word, so IPv4 backend choices
     /// are unchanged. IPv6: the four 64-bit halves chained through the murmur3 finaliser.
     fn pair_word(src: Self, dst: Self, seed: u64) -> u64;
+    /// Address width in bits: 32 (IPv4) or 128 (IPv6).
+    const BITS: u32;
+    /// The address as (high, low) 64-bit halves of its host-order value: IPv4 `(0, a)`.
+    fn halves(self) -> (u64, u64);
     /// The address as an [`std::net::IpAddr`] (for printing).
     fn ip(self) -> std::net::IpAddr;
 }
@@ -23,6 +27,11 @@ impl FlowAddr for u32 {
     #[inline]
     fn pair_word(src: u32, dst: u32, seed: u64) -> u64 {
         ((u64::from(src) << 32) | u64::from(dst)) ^ seed
+    }
+    const BITS: u32 = 32;
+    #[inline(always)]
+    fn halves(self) -> (u64, u64) {
+        (0, u64::from(self))
     }
     fn ip(self) -> std::net::IpAddr {
         Ipv4Addr::from(self).into()
@@ -36,6 +45,11 @@ impl FlowAddr for u128 {
         let h = fmix64(h ^ src as u64);
         let h = fmix64(h ^ (dst >> 64) as u64);
         h ^ dst as u64
+    }
+    const BITS: u32 = 128;
+    #[inline(always)]
+    fn halves(self) -> (u64, u64) {
+        ((self >> 64) as u64, self as u64)
     }
     fn ip(self) -> std::net::IpAddr {
         Ipv6Addr::from(self).into()

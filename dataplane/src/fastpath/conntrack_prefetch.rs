@@ -10,25 +10,36 @@ use spillway_shared::flow::{fmix64, FlowAddr};
 
 impl<A: FlowAddr> ConnTable<A> {
     /// The key's two candidate buckets (distinct whenever there are two buckets or more):
-    /// one seeded multiply-xor of the two key words and one murmur3 finaliser (an IPv4
-    /// key fits in 2 × 64 bits; an IPv6 address is folded with the seed first,
-    /// [`FlowAddr::pair_word`]); the low bits pick the first bucket, the high bits the
-    /// second. The seed enters before any mixing, so without it nobody can aim keys at a
-    /// bucket.
+    /// one seeded multiply-xor of two words and one murmur3 finaliser; the low bits pick
+    /// the first bucket, the high bits the second. IPv4: the words are the seeded client
+    /// address and (client port, service number). IPv6: the address's high half goes
+    /// through a finaliser with the seed first and its low half is folded in after
+    /// ([`Self::buckets_of_words`]), two finalisers in all. The seed enters before any
+    /// mixing, so without it nobody can aim keys at a bucket.
     #[inline]
     pub(super) fn buckets_of(&self, k: &CtKey<A>) -> (usize, usize) {
         self.buckets_of_words(self.words(k))
     }
 
-    /// The two words [`Self::buckets_of`] mixes: the seeded client address, and the client
-    /// port and service number.
+    /// The raw words of `k` that [`Self::buckets_of_words`] hashes, and that a lookup
+    /// compares with the prefetch pass's [`Hash`] to reuse its buckets: IPv4
+    /// `[(client << 32) ^ seed, port << 16 | service, 0]` (one shift and xor); IPv6 `[the
+    /// client address's high and low halves, port << 16 | service]` (no mixing at all,
+    /// so a hit costs three compares instead of hashing a 128-bit address again).
     #[inline(always)]
-    fn words(&self, k: &CtKey<A>) -> (u64, u64) {
-        (A::pair_word(k.src, A::default(), self.seed), (u64::from(k.sport) << 16) | u64::from(k.service))
+    fn words(&self, k: &CtKey<A>) -> [u64; 3] {
+        let b = (u64::from(k.sport) << 16) | u64::from(k.service);
+        if A::BITS == 128 {
+            let (hi, lo) = k.src.halves();
+            [hi, lo, b]
+        } else {
+            [A::pair_word(k.src, A::default(), self.seed), b, 0]
+        }
     }
 
     #[inline(always)]
-    fn buckets_of_words(&self, (a, b): (u64, u64)) -> (usize, usize) {
+    fn buckets_of_words(&self, w: [u64; 3]) -> (usize, usize) {
+        let (a, b) = if A::BITS == 128 { (fmix64(w[0] ^ self.seed) ^ w[1], w[2]) } else { (w[0], w[1]) };
         let x = a.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ b.wrapping_add(self.seed.rotate_left(32));
         let h = fmix64(x);
         let b1 = (h & self.mask) as usize;
@@ -45,7 +56,9 @@ impl<A: FlowAddr> ConnTable<A> {
     pub(super) fn pair(&self, k: &CtKey<A>) -> (usize, usize) {
         let words = self.words(k);
         let h = &self.hint;
-        if h.words == words && h.table == (self.seed, self.mask) {
+        // An IPv4 key's third word is always 0: not compared.
+        let same = h.words[0] == words[0] && h.words[1] == words[1] && (A::BITS != 128 || h.words[2] == words[2]);
+        if same && h.table == (self.seed, self.mask) {
             return (h.buckets.0 as usize, h.buckets.1 as usize);
         }
         self.buckets_of_words(words)
@@ -96,20 +109,20 @@ pub struct PrefetchTarget {
     pub(super) hash: Hash,
 }
 
-/// What the bucket hash of one key computed: the two words it mixed and the two buckets
-/// they gave, with the table's seed and mask. The buckets are a function of the words,
+/// What the bucket hash of one key computed: the raw words it mixed (`ConnTable::words`)
+/// and the two buckets they gave, with the table's seed and mask. The buckets are a function of the words,
 /// seed and mask alone, so a key with the same words in a table with the same seed and
 /// mask has these buckets: reusing them can never be wrong.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) struct Hash {
-    pub(super) words: (u64, u64),
+    pub(super) words: [u64; 3],
     pub(super) table: (u64, u64),
     pub(super) buckets: (u32, u32),
 }
 
 impl Hash {
     /// Matches no key (its table word pair is one no table has: a mask is `2^n - 1`).
-    pub(super) const NONE: Hash = Hash { words: (0, 0), table: (0, u64::MAX - 1), buckets: (0, 0) };
+    pub(super) const NONE: Hash = Hash { words: [0; 3], table: (0, u64::MAX - 1), buckets: (0, 0) };
 }
 
 impl PrefetchTarget {

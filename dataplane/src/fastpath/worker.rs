@@ -244,22 +244,23 @@ impl Worker {
         // IPv4 first, parsed in place ([`wire::parse_ipv4_frame`] says why).
         let mut p = Ipv4Info::default();
         match wire::parse_ipv4_frame(buf.data(), &mut p) {
-            Ok(true) => match self.ports.get(port).copied() {
+            Ok(wire::FrameKind::Ipv4) => match self.ports.get(port).copied() {
                 Some(pinfo) => self.decide_v4(buf, &p, pinfo, snap, now_ms),
                 None => Verdict::Drop(DropReason::NotForVip),
             },
-            Ok(false) => self.process_other(buf, port, snap, now_ms),
+            Ok(wire::FrameKind::Other { l3, ethertype }) => self.process_other(buf, l3, ethertype, port, snap, now_ms),
             Err(_) if buf.segments() > 1 => self.process_segmented(buf, port, snap, now_ms),
             Err(r) => Verdict::Drop(r),
         }
     }
 
-    /// Every frame but a single-segment IPv4 one: IPv6 (parsed in place, as IPv4 is), ARP,
+    /// Every frame but a single-segment IPv4 one (its Ethernet header checked: the L3
+    /// header at `l3`, of `ethertype`): IPv6 (parsed in place, as IPv4 is), ARP,
     /// chained-mbuf frames.
     #[inline(never)]
-    fn process_other<B: PacketBuf>(&mut self, buf: &mut B, port: usize, snap: &Snapshot, now_ms: u32) -> Verdict {
+    fn process_other<B: PacketBuf>(&mut self, buf: &mut B, l3: usize, ethertype: u16, port: usize, snap: &Snapshot, now_ms: u32) -> Verdict {
         let mut p6 = wire::Ipv6Info::default();
-        match wire::parse_ipv6_frame(buf.data(), &mut p6) {
+        match wire::parse_ipv6_at(buf.data(), l3, ethertype, &mut p6) {
             Ok(true) => {
                 let Some(pinfo) = self.ports.get(port).copied() else { return Verdict::Drop(DropReason::NotForVip) };
                 self.ipv6_seen = true;

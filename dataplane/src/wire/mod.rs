@@ -283,10 +283,26 @@ pub fn parse(frame: &[u8]) -> Result<Parsed, DropReason> {
     }
 }
 
-/// The IPv4 entry of [`parse`], for the packet path's common case: `Ok(true)` with `out`
+/// What [`parse_ipv4_frame`] found: an IPv4 packet (its [`Ipv4Info`] filled), or the link
+/// layer of any other frame, for [`parse_ipv6_at`] or [`parse`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FrameKind {
+    /// IPv4: the out-parameter holds its fields.
+    Ipv4,
+    /// Another ethertype (IPv6, ARP, unsupported): where its L3 header starts, after the
+    /// Ethernet header and its tags (14, 18 or 22 bytes), and the ethertype.
+    Other {
+        /// Offset of the L3 header in the frame.
+        l3: usize,
+        /// The ethertype after the tags.
+        ethertype: u16,
+    },
+}
+
+/// The IPv4 entry of [`parse`], for the packet path's common case: `Ok(Ipv4)` with `out`
 /// filled for an IPv4 packet (untagged or VLAN/QinQ-tagged), `Err` exactly as [`parse`]
-/// gives for it, and `Ok(false)` (`out` untouched) for any other ethertype (parse those
-/// with [`parse`]).
+/// gives for it, and `Ok(Other { .. })` (`out` untouched) for any other ethertype, whose
+/// Ethernet header, checked, need not be parsed again ([`parse_ipv6_at`]).
 ///
 /// Why an out-parameter, inlined: returned by value, the 48-byte [`Ipv4Info`] (or a
 /// [`Parsed`], sized by its IPv6 variant) was written field by field and then copied in
@@ -294,28 +310,28 @@ pub fn parse(frame: &[u8]) -> Result<Parsed, DropReason> {
 /// stall per packet, the hottest spot of the worker under `perf` (docs/benchmarks.md
 /// "Per-stage budget"). Inlined into the caller's local, its fields stay in registers.
 #[inline(always)]
-pub fn parse_ipv4_frame(frame: &[u8], out: &mut Ipv4Info) -> Result<bool, DropReason> {
+pub fn parse_ipv4_frame(frame: &[u8], out: &mut Ipv4Info) -> Result<FrameKind, DropReason> {
     let eth = EthernetFrame::new_checked(frame)?;
     individual_source(&eth)?;
-    if eth.ethertype() != ETHERTYPE_IPV4 {
-        return Ok(false);
+    let (l3, ethertype) = (eth.header_len(), eth.ethertype());
+    if ethertype != ETHERTYPE_IPV4 {
+        return Ok(FrameKind::Other { l3, ethertype });
     }
-    fill_ipv4(Ipv4Packet::new_checked(eth.payload())?, eth.header_len(), out)?;
-    Ok(true)
+    fill_ipv4(Ipv4Packet::new_checked(eth.payload())?, l3, out)?;
+    Ok(FrameKind::Ipv4)
 }
 
-/// The IPv6 entry of [`parse`], as [`parse_ipv4_frame`] is the IPv4 one: `Ok(true)` with
-/// `out` filled for an IPv6 packet, `Err` exactly as [`parse`] gives for it, and
-/// `Ok(false)` (`out` untouched) for any other ethertype. Inlined into the caller's local
-/// for the reason [`parse_ipv4_frame`] gives (no [`Parsed`] returned by value and copied).
+/// The IPv6 entry of [`parse`], after [`parse_ipv4_frame`] found a frame of another
+/// ethertype (`l3`, `ethertype`: its [`FrameKind::Other`]): `Ok(true)` with `out` filled
+/// for an IPv6 packet, `Err` exactly as [`parse`] gives for it, and `Ok(false)` (`out`
+/// untouched) for any other ethertype. Inlined into the caller's local for the reason
+/// [`parse_ipv4_frame`] gives (no [`Parsed`] returned by value and copied).
 #[inline(always)]
-pub fn parse_ipv6_frame(frame: &[u8], out: &mut Ipv6Info) -> Result<bool, DropReason> {
-    let eth = EthernetFrame::new_checked(frame)?;
-    individual_source(&eth)?;
-    if eth.ethertype() != ETHERTYPE_IPV6 {
+pub fn parse_ipv6_at(frame: &[u8], l3: usize, ethertype: u16, out: &mut Ipv6Info) -> Result<bool, DropReason> {
+    if ethertype != ETHERTYPE_IPV6 {
         return Ok(false);
     }
-    *out = parse_ipv6(eth.payload(), eth.header_len())?;
+    fill_ipv6(Ipv6Packet::new_checked(frame.get(l3..).unwrap_or(&[]))?, l3, out)?;
     Ok(true)
 }
 
@@ -405,44 +421,57 @@ fn parse_ipv6(l3_bytes: &[u8], l3: usize) -> Result<Ipv6Info, DropReason> {
 }
 
 /// The fields of a checked IPv6 view at offset `l3` (whole or, from [`parse_head`], the
-/// first segment), as [`parse_ipv6`] describes. Always inlined, as [`ipv4_info`] is.
+/// first segment), as [`parse_ipv6`] describes: [`fill_ipv6`] into a fresh value.
 #[inline(always)]
 fn ipv6_info(ip: Ipv6Packet<&[u8]>, l3: usize) -> Result<Ipv6Info, DropReason> {
-    if ip.hop_limit() == 0 {
+    let mut info = Ipv6Info::default();
+    fill_ipv6(ip, l3, &mut info)?;
+    Ok(info)
+}
+
+/// [`ipv6_info`] written field by field into `info` (untouched on `Err`: every check comes
+/// before the first store), so [`parse_ipv6_frame`] builds no temporary to copy, as
+/// [`fill_ipv4`] does. A TCP or UDP header right after the fixed 40 octets (no extension
+/// headers, the common case) is taken without calling [`ipv6::walk_ext`]: the walk
+/// would stop there at once with the same answer (upper protocol, offset 0, no Fragment
+/// header).
+#[inline(always)]
+fn fill_ipv6(ip: Ipv6Packet<&[u8]>, l3: usize, info: &mut Ipv6Info) -> Result<(), DropReason> {
+    let (nh, hop_limit) = (ip.next_header(), ip.hop_limit());
+    if hop_limit == 0 {
         return Err(DropReason::HopLimitExceeded);
     }
     let payload = ip.payload();
-    let w = ipv6::walk_ext(ip.next_header(), payload)?;
+    let w = if nh == PROTO_TCP || nh == PROTO_UDP { ipv6::ExtWalk { proto: nh, offset: 0, frag: None, headers: 0 } } else { ipv6::walk_ext(nh, payload)? };
     let frag = w.frag.unwrap_or_default();
-    let mut info = Ipv6Info {
-        l3,
-        payload_len: ip.payload_len(),
-        l4: l3 + ipv6::IPV6_LEN + w.offset,
-        src: ip.src_addr(),
-        dst: ip.dst_addr(),
-        proto: w.proto,
-        hop_limit: ip.hop_limit(),
-        fragmented: w.frag.is_some(),
-        frag_offset: frag.offset,
-        frag_more: frag.more,
-        ident: frag.ident,
-        frag_next: if w.frag.is_some() { frag.next } else { w.proto },
-        sport: 0,
-        dport: 0,
-        tcp_flags: 0,
-        has_ports: false,
-    };
+    let (mut sport, mut dport, mut tcp_flags, mut has_ports) = (0, 0, 0, false);
     if frag.offset == 0 {
         let upper = payload.get(w.offset..).unwrap_or(&[]);
-        if info.proto == PROTO_TCP {
+        if w.proto == PROTO_TCP {
             let tcp = TcpPacket::new_checked(upper)?;
-            (info.sport, info.dport, info.tcp_flags, info.has_ports) = (tcp.src_port(), tcp.dst_port(), tcp.flags(), true);
-        } else if info.proto == PROTO_UDP {
+            (sport, dport, tcp_flags, has_ports) = (tcp.src_port(), tcp.dst_port(), tcp.flags(), true);
+        } else if w.proto == PROTO_UDP {
             let udp = UdpPacket::new_checked(upper)?;
-            (info.sport, info.dport, info.has_ports) = (udp.src_port(), udp.dst_port(), true);
+            (sport, dport, has_ports) = (udp.src_port(), udp.dst_port(), true);
         }
     }
-    Ok(info)
+    info.l3 = l3;
+    info.payload_len = ip.payload_len();
+    info.l4 = l3 + ipv6::IPV6_LEN + w.offset;
+    info.src = ip.src_addr();
+    info.dst = ip.dst_addr();
+    info.proto = w.proto;
+    info.hop_limit = hop_limit;
+    info.fragmented = w.frag.is_some();
+    info.frag_offset = frag.offset;
+    info.frag_more = frag.more;
+    info.ident = frag.ident;
+    info.frag_next = if w.frag.is_some() { frag.next } else { w.proto };
+    info.sport = sport;
+    info.dport = dport;
+    info.tcp_flags = tcp_flags;
+    info.has_ports = has_ports;
+    Ok(())
 }
 
 /// The 5-tuple `(src, dst, sport, dport, proto)` of an unfragmented IPv4 TCP/UDP frame

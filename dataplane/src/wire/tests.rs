@@ -360,7 +360,9 @@ proptest::proptest! {
         if tcp { b.tcp(4000, 80, 1, 1000).write(&mut out, &f).unwrap() } else { b.udp(4000, 80).write(&mut out, &f).unwrap() }
         let hint = flow_tuple_hint6(&out).unwrap();
         let mut p = Ipv6Info::default();
-        proptest::prop_assert_eq!(parse_ipv6_frame(&out, &mut p), Ok(true));
+        let l3 = if vlan { ETH_LEN + 4 } else { ETH_LEN };
+        proptest::prop_assert_eq!(parse_ipv4_frame(&out, &mut Ipv4Info::default()), Ok(FrameKind::Other { l3, ethertype: ETHERTYPE_IPV6 }));
+        proptest::prop_assert_eq!(parse_ipv6_at(&out, l3, ETHERTYPE_IPV6, &mut p), Ok(true));
         proptest::prop_assert_eq!(Ok(Parsed::Ipv6(p)), parse(&out));
         proptest::prop_assert_eq!((p.src, p.dst, p.sport, p.dport, p.proto), hint);
         // no IPv4 hint for it, no IPv6 hint for IPv4 or random bytes; never panics
@@ -397,5 +399,99 @@ fn every_drop_reason_is_documented() {
         let n = r.name();
         assert!(arch.contains(&format!("`{n}`")), "docs/architecture.md does not list {n}");
         assert!(ops.lines().any(|l| l.starts_with('|') && l.contains(&format!("`{n}`"))), "docs/operations.md's drop table does not explain {n}");
+    }
+}
+
+/// The worker's in-place entries, chained as `Worker::process` chains them: IPv4
+/// ([`parse_ipv4_frame`]), else IPv6 ([`parse_ipv6_at`] on the link layer it found), else
+/// `Ok(None)` (the worker then calls [`parse`]).
+fn parse_in_place(f: &[u8]) -> Result<Option<Parsed>, DropReason> {
+    let mut p4 = Ipv4Info::default();
+    match parse_ipv4_frame(f, &mut p4)? {
+        FrameKind::Ipv4 => Ok(Some(Parsed::Ipv4(p4))),
+        FrameKind::Other { l3, ethertype } => {
+            let mut p6 = Ipv6Info::default();
+            Ok(parse_ipv6_at(f, l3, ethertype, &mut p6)?.then_some(Parsed::Ipv6(p6)))
+        }
+    }
+}
+
+/// An IPv4 or IPv6 TCP/UDP frame (optionally tagged); IPv6 optionally with a Hop-by-Hop
+/// Options header or a Fragment header (`ext`: 0 none, 1 hop-by-hop, 2 fragment with
+/// offset `frag_off`) inserted after the fixed header, lengths kept valid.
+fn ip_frame(v6: bool, vlan: bool, tcp: bool, ext: u8, frag_off: u16, payload: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    let b = PacketBuilder::ethernet2([2; 6], [4; 6]);
+    let b = if vlan { b.single_vlan(7u16.try_into().unwrap()) } else { b.single_vlan(0u16.try_into().unwrap()) };
+    let b = if v6 { b.ipv6([0xfd, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x12, 0x34], [0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0], 64) } else { b.ipv4([10, 1, 2, 3], [10, 0, 0, 100], 64) };
+    if tcp { b.tcp(4000, 80, 1, 1000).write(&mut out, payload).unwrap() } else { b.udp(4000, 80).write(&mut out, payload).unwrap() }
+    if !vlan {
+        out.drain(12..16); // untagged: drop the tag (ethertype follows the MACs)
+    }
+    let l3 = if vlan { ETH_LEN + 4 } else { ETH_LEN };
+    if v6 && ext != 0 {
+        let nh = out[l3 + 6];
+        let hdr: [u8; 8] = if ext == 1 { [nh, 0, 1, 4, 0, 0, 0, 0] } else { let o = (frag_off << 3).to_be_bytes(); [nh, 0, o[0], o[1], 0, 0, 0, 9] };
+        out[l3 + 6] = if ext == 1 { ipv6::NH_HOP_BY_HOP } else { ipv6::NH_FRAGMENT };
+        let plen = u16::from_be_bytes([out[l3 + 4], out[l3 + 5]]) + 8;
+        out[l3 + 4..l3 + 6].copy_from_slice(&plen.to_be_bytes());
+        out.splice(l3 + 40..l3 + 40, hdr);
+    }
+    out
+}
+
+proptest::proptest! {
+    /// The in-place entries the worker takes for IPv4 and IPv6 (fields written into the
+    /// caller's local, IPv6's TCP/UDP-first shortcut past the extension-header walk, the
+    /// link layer parsed once for both) decide exactly as [`parse`] on any frame:
+    /// well-formed ones with and without extension headers and fragments, and the same
+    /// with bytes overwritten and the end cut off.
+    #[test]
+    fn in_place_parsing_agrees_with_parse(v6 in proptest::bool::ANY, vlan in proptest::bool::ANY, tcp in proptest::bool::ANY, ext in 0u8..3, frag_off in 0u16..3,
+                                          payload in proptest::collection::vec(0u8.., 0..40),
+                                          edits in proptest::collection::vec((0usize..100, 0u8..), 0..4), cut in 0usize..120) {
+        let mut f = ip_frame(v6, vlan, tcp, ext, frag_off, &payload);
+        let intact = edits.is_empty() && !(cut < f.len() && cut % 3 == 0);
+        for (at, byte) in edits {
+            if let Some(b) = f.get_mut(at) {
+                *b = byte;
+            }
+        }
+        if !intact {
+            f.truncate(if cut % 3 == 0 { cut } else { f.len() });
+        }
+        let whole = parse(&f);
+        if intact {
+            // Well formed: the ports etherparse reads (an independent parser walking the
+            // same extension headers) are ours; a non-first fragment has none.
+            let s = SlicedPacket::from_ethernet(&f).unwrap();
+            let ports = match s.transport {
+                Some(TransportSlice::Tcp(t)) => Some((t.source_port(), t.destination_port())),
+                Some(TransportSlice::Udp(u)) => Some((u.source_port(), u.destination_port())),
+                _ => None,
+            };
+            let ours = match &whole {
+                Ok(Parsed::Ipv4(p)) => p.has_ports.then_some((p.sport, p.dport)),
+                Ok(Parsed::Ipv6(p)) => p.has_ports.then_some((p.sport, p.dport)),
+                other => panic!("{other:?}"),
+            };
+            proptest::prop_assert_eq!(ours, ports);
+            proptest::prop_assert_eq!(ours.is_some(), !(v6 && ext == 2 && frag_off != 0));
+        }
+        let expected = match whole {
+            Ok(Parsed::Arp(_)) | Err(DropReason::UnsupportedEthertype) => Ok(None),
+            other => other.map(Some),
+        };
+        proptest::prop_assert_eq!(parse_in_place(&f), expected);
+    }
+}
+
+proptest::proptest! {
+    /// The IPv6 in-place entry's shortcut ([`fill_ipv6`]: TCP or UDP right after the
+    /// fixed header skips the walk) is what the walk answers for it, whatever follows.
+    #[test]
+    fn walk_ext_stops_at_once_at_tcp_or_udp(tcp in proptest::bool::ANY, payload in proptest::collection::vec(0u8.., 0..64)) {
+        let nh = if tcp { PROTO_TCP } else { PROTO_UDP };
+        proptest::prop_assert_eq!(ipv6::walk_ext(nh, &payload), Ok(ipv6::ExtWalk { proto: nh, offset: 0, frag: None, headers: 0 }));
     }
 }
