@@ -62,7 +62,7 @@ pub struct Config {
     #[serde(default)]
     pub zones: Vec<Location>,
     /// Round-trip-time hints in ms: `rtt_ms.<from_zone>.<to_zone>`; symmetric.
-    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty", deserialize_with = "ranged::float_map")]
     pub rtt_ms: std::collections::BTreeMap<String, std::collections::BTreeMap<String, f64>>,
     /// Client prefix → zone table (longest prefix match). spec/zonal-affinity.md "Compatible clients".
     #[serde(default)]
