@@ -494,3 +494,26 @@ fn negative_zero_reads_as_zero_in_every_float_field() {
     let s: spillway_shared::config::Service = toml::Value::Table(t).try_into().unwrap();
     assert!(s.spillover_ratio.is_some_and(|r| r == 0.0 && r.is_sign_positive()), "{:?}", s.spillover_ratio);
 }
+
+/// A key given twice in one table is named with its table and line only: no field range
+/// (the value is not at fault; fresh-user QA: `spillover_ratio` twice also printed `must be
+/// in [0.0, 1.0]`). A value the parser refuses still gets its field's range.
+#[test]
+fn a_duplicate_key_names_the_key_and_its_line_only() {
+    for (from, to, key, table) in [
+        ("port = 80", "port = 80\nspillover_ratio = 0.5\nspillover_ratio = 0.6", "spillover_ratio", "services"),
+        ("workers = 1", "workers = 1\nworkers = 2", "workers", "dataplane"),
+        ("name = \"b1\"", "name = \"b1\"\nweight = 5\nweight = 6", "weight", "services.backends"),
+        ("name = \"b1\"", "name = \"b1\"\nname = \"b2\"", "name", "services.backends"),
+        ("z2 = 1.0", "z2 = 1.0\nz2 = 2.0", "z2", "rtt_ms.z1"),
+    ] {
+        let text = BASE.replacen(from, to, 1);
+        // the second key: the last line of `to`
+        let at = text.find(to).unwrap() + to.rfind('\n').unwrap() + 1;
+        let line = text[..at].matches('\n').count() + 1;
+        let e = load(&text).unwrap_err();
+        assert_eq!(e, format!("duplicate key `{key}` in table `{table}` (line {line}, column 1)"), "{to}");
+    }
+    let e = load(&BASE.replace("workers = 1", "workers = 99999999999999999999")).unwrap_err();
+    assert!(e.starts_with("dataplane.workers: ") && e.contains("must be in 1..=64") && e.contains("(line 3, column "), "{e}");
+}
