@@ -470,6 +470,24 @@ impl Config {
     pub fn service(&self, name: &str) -> Option<&Service> {
         self.services.iter().find(|s| s.name == name)
     }
+
+    /// The services whose VIP is `vip` (config order), or the refusal of `vip
+    /// drain|undrain` (and of its dry run) for an address that is no VIP, listing the VIPs
+    /// there are: `vip 10.9.9.9: not a configured VIP (configured: 10.0.0.100, fd00::100)`.
+    pub fn services_of_vip(&self, vip: IpAddr) -> Result<Vec<&Service>, String> {
+        let of: Vec<&Service> = self.services.iter().filter(|s| s.vip == vip).collect();
+        if !of.is_empty() {
+            return Ok(of);
+        }
+        let mut known: Vec<String> = Vec::new();
+        for s in &self.services {
+            let v = s.vip.to_string();
+            if !known.contains(&v) {
+                known.push(v);
+            }
+        }
+        Err(format!("vip {vip}: not a configured VIP (configured: {})", if known.is_empty() { "none".into() } else { known.join(", ") }))
+    }
 }
 
 #[cfg(test)]
