@@ -15,6 +15,7 @@ mod live;
 mod scenario;
 mod service_read;
 mod status;
+mod table;
 mod top;
 mod vip;
 
