@@ -20,10 +20,7 @@ pub fn request(socket: &Path, req: Request, json: bool) -> i32 {
             }
             0
         }
-        Ok(r) => {
-            eprintln!("spillwayctl: unexpected response from the daemon: {r:?}");
-            2
-        }
+        Ok(r) => client::unexpected(&r),
         Err(e) => client::fail_as(e, json),
     }
 }

@@ -230,10 +230,7 @@ pub fn run(args: &ExplainArgs, socket: &std::path::Path) -> i32 {
             print!("{text}");
             0
         }
-        Err(e) => {
-            eprintln!("spillwayctl explain: {e}");
-            2
-        }
+        Err(e) => crate::client::error_out("spillwayctl explain", "input", 2, &e),
     }
 }
 
@@ -243,21 +240,12 @@ fn live(args: &ExplainArgs, socket: &std::path::Path) -> i32 {
     let req = Request::Explain { client: args.client, client_port: args.client_port, vip: args.vip.map(|v| v.to_string()), quic_dcid: args.quic_dcid.clone() };
     let r = match crate::client::request(socket, &req) {
         Ok(Response::Explain(r)) => r,
-        Ok(other) => {
-            eprintln!("spillwayctl explain: unexpected response {other:?}");
-            return 2;
-        }
-        Err(e) => {
-            eprintln!("spillwayctl explain: {e}");
-            return e.exit_code();
-        }
+        Ok(other) => return crate::client::error_out("spillwayctl explain", "protocol", 2, &format!("unexpected response {other:?}")),
+        Err(e) => return crate::client::fail_from("spillwayctl explain", e),
     };
     let d: Decision = match serde_json::from_str(&r.decision_json) {
         Ok(d) => d,
-        Err(e) => {
-            eprintln!("spillwayctl explain: bad decision from the daemon: {e}");
-            return 2;
-        }
+        Err(e) => return crate::client::error_out("spillwayctl explain", "protocol", 2, &format!("bad decision from the daemon: {e}")),
     };
     if args.json {
         let j = serde_json::json!({

@@ -276,10 +276,7 @@ fn fetch_config(socket: &Path) -> Result<(u64, Config), i32> {
     match client::request(socket, &Request::ConfigShow) {
         Ok(Response::Config { generation, toml, .. }) => match Config::from_toml(&toml) {
             Ok(c) => Ok((generation, c)),
-            Err(e) => {
-                eprintln!("spillwayctl: the daemon's config does not parse: {e}");
-                Err(2)
-            }
+            Err(e) => Err(client::error_out("spillwayctl", "protocol", 2, &format!("the daemon's config does not parse: {e}"))),
         },
         Ok(r) => Err(unexpected(&r)),
         Err(e) => Err(fail(e)),

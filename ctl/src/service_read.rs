@@ -20,17 +20,11 @@ pub(crate) fn fetch_service(socket: &Path, name: &str) -> Result<(u64, spillway_
             match toml::from_str::<One>(&toml).map(|o| o.services.into_iter().next()) {
                 Ok(Some(s)) => Ok((generation, s, backends)),
                 Ok(None) => Err(unexpected(&Response::Service { generation, toml, backends })),
-                Err(e) => {
-                    eprintln!("spillwayctl: the daemon's service {name} does not parse: {e}");
-                    Err(2)
-                }
+                Err(e) => Err(client::error_out("spillwayctl", "protocol", 2, &format!("the daemon's service {name} does not parse: {e}"))),
             }
         }
         Ok(r) => Err(unexpected(&r)),
-        Err(client::ClientError::Refused(m)) if m.starts_with("no service named") => {
-            eprintln!("spillwayctl: {m}");
-            Err(1)
-        }
+        Err(client::ClientError::Refused(m)) if m.starts_with("no service named") => Err(client::error_out("spillwayctl", "refused", 1, &m)),
         Err(e) => Err(fail(e)),
     }
 }
@@ -46,8 +40,7 @@ pub(crate) fn backend_read(socket: &Path, service: &str, name: Option<&String>, 
     let list: Vec<_> = svc.backends.iter().filter(|b| name.is_none_or(|n| &b.name == n)).collect();
     if list.is_empty() {
         if let Some(n) = name {
-            eprintln!("spillwayctl: service {service} has no backend {n}");
-            return 1;
+            return client::error_out("spillwayctl", "refused", 1, &format!("service {service} has no backend {n}"));
         }
     }
     if as_json {

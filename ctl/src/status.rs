@@ -155,14 +155,8 @@ pub fn run(socket: &Path, json: bool) -> i32 {
             }
             0
         }
-        Ok(other) => {
-            eprintln!("spillwayctl: unexpected response {other:?}");
-            2
-        }
-        Err(e) => {
-            eprintln!("spillwayctl: {e}");
-            e.exit_code()
-        }
+        Ok(other) => client::unexpected(&other),
+        Err(e) => client::fail(e),
     }
 }
 

@@ -66,10 +66,7 @@ pub fn run(socket: &Path, cmd: &VipCmd) -> i32 {
             }
             0
         }
-        Ok(r) => {
-            eprintln!("spillwayctl: unexpected response from the daemon: {r:?}");
-            2
-        }
+        Ok(r) => client::unexpected(&r),
         Err(e) => crate::client::fail_as(e, json),
     }
 }
