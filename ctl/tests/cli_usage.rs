@@ -41,6 +41,12 @@ impl FakeDaemon {
     }
 }
 
+/// Runs `spillwayctl --socket SOCKET args`: (exit code, stdout, stderr).
+fn run(socket: &std::path::Path, args: &[&str]) -> (i32, String, String) {
+    let o = Command::new(env!("CARGO_BIN_EXE_spillwayctl")).arg("--socket").arg(socket).args(args).output().unwrap();
+    (o.status.code().unwrap_or(-1), String::from_utf8_lossy(&o.stdout).to_string(), String::from_utf8_lossy(&o.stderr).to_string())
+}
+
 #[test]
 fn the_fake_daemon_sees_a_valid_request() {
     let d = FakeDaemon::start("valid");
@@ -89,10 +95,6 @@ fn malformed_arguments_exit_2_before_the_daemon_is_asked() {
 #[test]
 fn json_edits_answer_a_refusal_with_a_json_error_object() {
     let d = FakeDaemon::start("json");
-    let run = |socket: &std::path::Path, args: &[&str]| {
-        let o = Command::new(env!("CARGO_BIN_EXE_spillwayctl")).arg("--socket").arg(socket).args(args).output().unwrap();
-        (o.status.code().unwrap_or(-1), String::from_utf8_lossy(&o.stdout).to_string(), String::from_utf8_lossy(&o.stderr).to_string())
-    };
     let edits: [&[&str]; 4] = [
         &["backend", "set", "web", "b1", "weight=0", "--json"],
         &["backend", "set", "web", "b1", "weight=0", "--json", "--dry-run"],
@@ -125,10 +127,6 @@ fn json_edits_answer_a_refusal_with_a_json_error_object() {
 #[test]
 fn every_json_command_fails_with_the_json_error_object() {
     let d = FakeDaemon::start("jsonreads");
-    let run = |socket: &std::path::Path, args: &[&str]| {
-        let o = Command::new(env!("CARGO_BIN_EXE_spillwayctl")).arg("--socket").arg(socket).args(args).output().unwrap();
-        (o.status.code().unwrap_or(-1), String::from_utf8_lossy(&o.stdout).to_string(), String::from_utf8_lossy(&o.stderr).to_string())
-    };
     let reads: [&[&str]; 15] = [
         &["status"], &["stats"], &["config", "show"], &["service", "list"], &["service", "show", "web"], &["backend", "list", "web"],
         &["backend", "show", "web", "b1"], &["health", "show"], &["flows", "count"], &["flows", "show"], &["flows", "flush"],
