@@ -124,10 +124,11 @@ fn parse_vip(s: &str) -> Result<VipArg, String> {
     Ok(VipArg { ip, port, proto })
 }
 
-/// Parses `--offered-cps`: a finite rate >= 0 (connections/s).
+/// Parses `--offered-cps`: a finite rate >= 0 (connections/s); `-0` is 0 (not shown as
+/// `offered_cps=-0` in the trace).
 fn parse_cps(s: &str) -> Result<f64, String> {
     match s.parse::<f64>() {
-        Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
+        Ok(v) if v.is_finite() && v >= 0.0 => Ok(if v == 0.0 { 0.0 } else { v }),
         _ => Err(format!("{s:?}: must be a finite number of connections/s >= 0, e.g. 5000")),
     }
 }
@@ -373,4 +374,16 @@ fn explain(args: &ExplainArgs) -> Result<String, String> {
         }
     }
     Ok(o)
+}
+
+#[cfg(test)]
+mod tests {
+    /// `--offered-cps -0` is the rate 0, never a negative zero shown as `offered_cps=-0`.
+    #[test]
+    fn offered_cps_negative_zero_is_zero() {
+        let v = super::parse_cps("-0").unwrap();
+        assert!(v == 0.0 && v.is_sign_positive());
+        assert_eq!(super::parse_cps("2.5"), Ok(2.5));
+        assert!(super::parse_cps("-1").is_err() && super::parse_cps("inf").is_err());
+    }
 }
