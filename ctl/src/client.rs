@@ -6,6 +6,7 @@
 use spillway_shared::proto::{self, FrameError, Request, Response};
 use std::os::unix::net::UnixStream;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 /// Why a request failed.
@@ -90,17 +91,54 @@ pub fn request(socket: &Path, req: &Request) -> Result<Response, ClientError> {
     }
 }
 
-/// Prints a failed request's reason and returns its exit code ([`ClientError::exit_code`]).
+/// Whether the command line asked for `--json` (set once by `main` after parsing): every
+/// error is then the JSON error object on stdout ([`error_json`]), whichever command.
+static JSON_ERRORS: AtomicBool = AtomicBool::new(false);
+
+/// Makes every later error of this process print as the JSON error object (`--json`).
+pub fn set_json_errors(on: bool) {
+    JSON_ERRORS.store(on, Ordering::Relaxed);
+}
+
+/// Whether errors print as JSON ([`set_json_errors`]).
+pub fn json_errors() -> bool {
+    JSON_ERRORS.load(Ordering::Relaxed)
+}
+
+/// Prints a failed request's reason and returns its exit code ([`ClientError::exit_code`]):
+/// the text line on stderr, or under `--json` the JSON error object on stdout.
 pub fn fail(e: ClientError) -> i32 {
-    eprintln!("spillwayctl: {e}");
+    fail_as(e, false)
+}
+
+/// [`fail`] with another name in front of the text line (`spillwayctl explain: ...`).
+pub fn fail_from(who: &str, e: ClientError) -> i32 {
+    if json_errors() {
+        return fail(e);
+    }
+    eprintln!("{who}: {e}");
     e.exit_code()
+}
+
+/// Prints an error found on this side (not a failed request) and returns `code`:
+/// `WHO: MESSAGE` on stderr (`who` is `spillwayctl`, or `spillwayctl explain`), or under
+/// `--json` the JSON error object `{"error": kind, "exit_code": code, "message": MESSAGE}`
+/// on stdout, with the kinds of [`ClientError::kind`] (plus `usage`).
+pub fn error_out(who: &str, kind: &str, code: i32, message: &str) -> i32 {
+    if json_errors() {
+        println!("{}", serde_json::to_string_pretty(&serde_json::json!({ "error": kind, "message": message, "exit_code": code })).unwrap_or_default());
+    } else {
+        eprintln!("{who}: {message}");
+    }
+    code
 }
 
 impl ClientError {
     /// The `error` of the JSON error object ([`error_json`]): `refused` (the daemon
     /// refused the request), `no_daemon`, `permission_denied`, `protocol` (the exchange
     /// failed or the daemon could not read the request), `input` (a local file the
-    /// request is built from could not be used; nothing was sent).
+    /// request is built from could not be used; nothing was sent). Errors found before any
+    /// request ([`error_out`]) also use `usage` (a command-line error, exit 2).
     pub fn kind(&self) -> &'static str {
         match self {
             ClientError::Refused(_) => "refused",
@@ -129,20 +167,21 @@ pub fn error_json(e: &ClientError) -> serde_json::Value {
     serde_json::json!({ "error": e.kind(), "message": e.message(), "exit_code": e.exit_code() })
 }
 
-/// [`fail`], or with `json` the JSON error object ([`error_json`]) on stdout instead of
-/// the text line on stderr; the exit code is the same.
+/// [`fail`], or with `json` (or `--json` on the command line) the JSON error object
+/// ([`error_json`]) on stdout instead of the text line on stderr; the exit code is the same.
 pub fn fail_as(e: ClientError, json: bool) -> i32 {
-    if !json {
-        return fail(e);
+    if !json && !json_errors() {
+        eprintln!("spillwayctl: {e}");
+        return e.exit_code();
     }
     println!("{}", serde_json::to_string_pretty(&error_json(&e)).unwrap_or_default());
     e.exit_code()
 }
 
-/// Prints an answer of the wrong kind (a daemon of another build) and returns exit code 2.
+/// Prints an answer of the wrong kind (a daemon of another build) and returns exit code 2
+/// (under `--json`: the JSON error object, kind `protocol`).
 pub fn unexpected(r: &Response) -> i32 {
-    eprintln!("spillwayctl: unexpected response from the daemon: {r:?}");
-    2
+    error_out("spillwayctl", "protocol", 2, &format!("unexpected response from the daemon: {r:?}"))
 }
 
 /// Prints `v` as pretty JSON (the `--json` output of every command) and returns exit code 0.

@@ -20,10 +20,7 @@ pub fn request(socket: &Path, req: Request, json: bool) -> i32 {
             }
             0
         }
-        Ok(r) => {
-            eprintln!("spillwayctl: unexpected response from the daemon: {r:?}");
-            2
-        }
+        Ok(r) => client::unexpected(&r),
         Err(e) => client::fail_as(e, json),
     }
 }
@@ -58,6 +55,13 @@ pub fn render(r: &DryRunReport) -> String {
     let mut o = format!("dry run against config generation {}: nothing applied\n", r.config_generation);
     for c in &r.changes {
         let _ = writeln!(o, "  {c}");
+    }
+    // A change no service's routing or tracked connections feel (a drain timeout, an idle
+    // timeout, encap_mtu, a failover ratio without failover backends): say so, rather than
+    // leave the diff alone as if its effect were unknown.
+    let changed = !r.changes.is_empty() && r.changes.iter().all(|c| !c.starts_with("no change"));
+    if changed && r.services.is_empty() && r.notes.is_empty() {
+        let _ = writeln!(o, "routing unchanged: no new connection changes backend or endpoint, and every tracked connection stays on its backend");
     }
     for s in &r.services {
         if s.classes.is_empty() && s.repicked.is_empty() {
@@ -119,6 +123,24 @@ mod tests {
             assert_eq!(lines.len(), 3, "{text}");
             assert!(lines[2].starts_with(&format!("service api ({what}): {says}")), "{text}");
         }
+    }
+
+    /// A change that moves nothing anywhere says so after the diff (fresh-user QA: a dry run
+    /// of `failover_health_threshold` alone printed the diff and nothing else); an edit
+    /// that changes nothing, or one with services or notes, gets no such line.
+    #[test]
+    fn a_change_that_moves_nothing_says_so() {
+        let mut r = report(Vec::new());
+        r.changes = vec!["service web: connection_drain_timeout_sec: 600 -> 300".into()];
+        let text = render(&r);
+        assert_eq!(text.lines().nth(2), Some("routing unchanged: no new connection changes backend or endpoint, and every tracked connection stays on its backend"), "{text}");
+        r.changes = vec!["no change".into()];
+        assert!(!render(&r).contains("routing unchanged"));
+        r.changes = vec!["no config change (the drain is held in memory)".into()];
+        r.notes = vec!["vip 10.0.0.100: ...".into()];
+        assert!(!render(&r).contains("routing unchanged"));
+        let text = render(&report(vec![service("changed", Vec::new())]));
+        assert!(!text.contains("routing unchanged"), "{text}");
     }
 
     /// A class whose moved share is 0 says that nothing moves, also over a 100 % -> 100 %

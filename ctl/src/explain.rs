@@ -124,10 +124,11 @@ fn parse_vip(s: &str) -> Result<VipArg, String> {
     Ok(VipArg { ip, port, proto })
 }
 
-/// Parses `--offered-cps`: a finite rate >= 0 (connections/s).
+/// Parses `--offered-cps`: a finite rate >= 0 (connections/s); `-0` is 0 (not shown as
+/// `offered_cps=-0` in the trace).
 fn parse_cps(s: &str) -> Result<f64, String> {
     match s.parse::<f64>() {
-        Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
+        Ok(v) if v.is_finite() && v >= 0.0 => Ok(if v == 0.0 { 0.0 } else { v }),
         _ => Err(format!("{s:?}: must be a finite number of connections/s >= 0, e.g. 5000")),
     }
 }
@@ -230,10 +231,7 @@ pub fn run(args: &ExplainArgs, socket: &std::path::Path) -> i32 {
             print!("{text}");
             0
         }
-        Err(e) => {
-            eprintln!("spillwayctl explain: {e}");
-            2
-        }
+        Err(e) => crate::client::error_out("spillwayctl explain", "input", 2, &e),
     }
 }
 
@@ -243,21 +241,12 @@ fn live(args: &ExplainArgs, socket: &std::path::Path) -> i32 {
     let req = Request::Explain { client: args.client, client_port: args.client_port, vip: args.vip.map(|v| v.to_string()), quic_dcid: args.quic_dcid.clone() };
     let r = match crate::client::request(socket, &req) {
         Ok(Response::Explain(r)) => r,
-        Ok(other) => {
-            eprintln!("spillwayctl explain: unexpected response {other:?}");
-            return 2;
-        }
-        Err(e) => {
-            eprintln!("spillwayctl explain: {e}");
-            return e.exit_code();
-        }
+        Ok(other) => return crate::client::error_out("spillwayctl explain", "protocol", 2, &format!("unexpected response {other:?}")),
+        Err(e) => return crate::client::fail_from("spillwayctl explain", e),
     };
     let d: Decision = match serde_json::from_str(&r.decision_json) {
         Ok(d) => d,
-        Err(e) => {
-            eprintln!("spillwayctl explain: bad decision from the daemon: {e}");
-            return 2;
-        }
+        Err(e) => return crate::client::error_out("spillwayctl explain", "protocol", 2, &format!("bad decision from the daemon: {e}")),
     };
     if args.json {
         let j = serde_json::json!({
@@ -385,4 +374,16 @@ fn explain(args: &ExplainArgs) -> Result<String, String> {
         }
     }
     Ok(o)
+}
+
+#[cfg(test)]
+mod tests {
+    /// `--offered-cps -0` is the rate 0, never a negative zero shown as `offered_cps=-0`.
+    #[test]
+    fn offered_cps_negative_zero_is_zero() {
+        let v = super::parse_cps("-0").unwrap();
+        assert!(v == 0.0 && v.is_sign_positive());
+        assert_eq!(super::parse_cps("2.5"), Ok(2.5));
+        assert!(super::parse_cps("-1").is_err() && super::parse_cps("inf").is_err());
+    }
 }

@@ -180,11 +180,20 @@ impl FlowSel {
 /// Renders `health show` rows (one per endpoint) as a table, with a total of skipped probes when there are
 /// any (probes the daemon could not start for lack of descriptors or memory).
 pub fn render_health(rows: &[spillway_shared::proto::HealthRow]) -> String {
-    let mut o = format!("{:<12} {:<12} {:<12} {:<16} {:<9} {:<7} {:>10} {:>9} {:>8} {:>8} {:>8}  last_error\n", "service", "backend", "endpoint", "address", "state", "checked", "latency_ms", "load_cps", "probes", "failed", "skipped");
+    use crate::table::{Align::*, Table};
+    let mut t = Table::new(&[
+        ("service", 12, Left), ("backend", 12, Left), ("endpoint", 12, Left), ("address", 16, Left), ("state", 9, Left), ("checked", 7, Left),
+        ("latency_ms", 10, Right), ("load_cps", 9, Right), ("probes", 8, Right), ("failed", 8, Right), ("skipped", 8, Right), (" last_error", 0, Free),
+    ]);
     for r in rows {
         let lat = r.latency_ms.map_or("-".into(), |l| format!("{l:.2}"));
-        let _ = writeln!(o, "{:<12} {:<12} {:<12} {:<16} {:<9} {:<7} {:>10} {:>9.1} {:>8} {:>8} {:>8}  {}", r.service, r.backend, r.endpoint, r.address, if r.healthy { "healthy" } else { "UNHEALTHY" }, if r.checked { "yes" } else { "static" }, lat, r.load_cps, r.probes, r.probes_failed, r.probes_skipped, r.last_error.as_deref().unwrap_or("-"));
+        t.row(vec![
+            r.service.clone(), r.backend.clone(), r.endpoint.clone(), r.address.clone(), (if r.healthy { "healthy" } else { "UNHEALTHY" }).into(),
+            (if r.checked { "yes" } else { "static" }).into(), lat, format!("{:.1}", r.load_cps), r.probes.to_string(), r.probes_failed.to_string(),
+            r.probes_skipped.to_string(), format!(" {}", r.last_error.as_deref().unwrap_or("-")),
+        ]);
     }
+    let mut o = t.render("");
     let skipped: u64 = rows.iter().map(|r| r.probes_skipped).sum();
     if skipped > 0 {
         let _ = writeln!(o, "\nSKIPPED PROBES: {skipped} in total (the daemon ran out of file descriptors, memory or ports; raise LimitNOFILE, see docs/operations.md \"Health checker\")");
@@ -267,10 +276,7 @@ fn fetch_config(socket: &Path) -> Result<(u64, Config), i32> {
     match client::request(socket, &Request::ConfigShow) {
         Ok(Response::Config { generation, toml, .. }) => match Config::from_toml(&toml) {
             Ok(c) => Ok((generation, c)),
-            Err(e) => {
-                eprintln!("spillwayctl: the daemon's config does not parse: {e}");
-                Err(2)
-            }
+            Err(e) => Err(client::error_out("spillwayctl", "protocol", 2, &format!("the daemon's config does not parse: {e}"))),
         },
         Ok(r) => Err(unexpected(&r)),
         Err(e) => Err(fail(e)),
@@ -336,11 +342,13 @@ pub fn service(socket: &Path, cmd: &ServiceCmd) -> i32 {
             if j.json {
                 return json(&serde_json::json!({ "generation": gen, "services": cfg.services }));
             }
-            let mut o = format!("{:<14} {:<24} {:<33} {:<8} {:>8} {:>8}\n", "name", "vip", "zonal_affinity", "mode", "backends", "enabled");
+            use crate::table::{Align::*, Table};
+            let mut t = Table::new(&[("name", 14, Left), ("vip", 24, Left), ("zonal_affinity", 33, Left), ("mode", 8, Left), ("backends", 8, Right), ("enabled", 8, Right)]);
             for s in &cfg.services {
                 let vip = format!("{}/{}", std::net::SocketAddr::new(s.vip, s.port), format!("{:?}", s.protocol).to_lowercase());
-                let _ = writeln!(o, "{:<14} {:<24} {:<33} {:<8} {:>8} {:>8}", s.name, vip, format!("{:?}", s.zonal_affinity), format!("{:?}", s.forwarding_mode), s.backends.len(), s.backends.iter().filter(|b| b.enabled).count());
+                t.row(vec![s.name.clone(), vip, format!("{:?}", s.zonal_affinity), format!("{:?}", s.forwarding_mode), s.backends.len().to_string(), s.backends.iter().filter(|b| b.enabled).count().to_string()]);
             }
+            let mut o = t.render("");
             let _ = writeln!(o, "(config generation {gen})");
             print!("{o}");
             return 0;
@@ -435,10 +443,7 @@ pub fn flows(socket: &Path, cmd: &FlowsCmd) -> i32 {
             let per: Vec<String> = r.per_worker.iter().enumerate().map(|(i, n)| format!("worker {i}: {n}")).collect();
             let mut o = format!("{what}: {} ({})\n", r.total, per.join(", "));
             if matches!(op, FlowOp::Show { .. }) {
-                let _ = writeln!(o, "{:<6} {:<22} {:<22} {:>5} {:<12} {:<12} {:<12} {:>9}", "worker", "client", "vip", "proto", "service", "backend", "state", "idle_ms");
-                for e in &r.entries {
-                    let _ = writeln!(o, "{:<6} {:<22} {:<22} {:>5} {:<12} {:<12} {:<12} {:>9}", e.worker, e.client, e.vip, e.proto, e.service, e.backend, e.state, e.idle_ms);
-                }
+                o += &render_flows(&r.entries);
             }
             print!("{o}");
             0
@@ -446,6 +451,18 @@ pub fn flows(socket: &Path, cmd: &FlowsCmd) -> i32 {
         Ok(r) => unexpected(&r),
         Err(e) => fail(e),
     }
+}
+
+/// The `flows show` table: one line per entry; the client and VIP columns (22 characters,
+/// an IPv4 `IP:port`) widen to the longest endpoint shown, a full IPv6 `[addr]:port`
+/// included, as the name columns do for long names ([`crate::table`]).
+pub fn render_flows(entries: &[spillway_shared::proto::FlowRow]) -> String {
+    use crate::table::{Align::*, Table};
+    let mut t = Table::new(&[("worker", 6, Left), ("client", 22, Left), ("vip", 22, Left), ("proto", 5, Right), ("service", 12, Left), ("backend", 12, Left), ("state", 12, Left), ("idle_ms", 9, Right)]);
+    for e in entries {
+        t.row(vec![e.worker.to_string(), e.client.clone(), e.vip.clone(), e.proto.to_string(), e.service.clone(), e.backend.clone(), e.state.clone(), e.idle_ms.to_string()]);
+    }
+    t.render("")
 }
 
 /// `stats`: counters per port, worker, backend and drop reason.
@@ -517,5 +534,37 @@ pub fn snapshot(socket: &Path, cmd: &SnapshotCmd) -> i32 {
         }
         Ok(r) => unexpected(&r),
         Err(e) => fail(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use spillway_shared::proto::FlowRow;
+
+    fn row(client: &str, vip: &str) -> FlowRow {
+        FlowRow { worker: 1, client: client.into(), vip: vip.into(), proto: 6, service: "web".into(), backend: "b1".into(), state: "established".into(), idle_ms: 42 }
+    }
+
+    /// `flows show` keeps its IPv4 layout, and a full IPv6 endpoint widens the client and
+    /// VIP columns so every later column still starts where its header does (fresh-user
+    /// QA: IPv6 endpoints ran into the next column and the table went out of line).
+    #[test]
+    fn flows_show_columns_fit_ipv6_endpoints() {
+        let v4 = super::render_flows(&[row("10.1.0.10:40000", "10.0.0.100:80")]);
+        assert_eq!(
+            v4,
+            "worker client                 vip                    proto service      backend      state          idle_ms\n\
+             1      10.1.0.10:40000        10.0.0.100:80              6 web          b1           established         42\n"
+        );
+        let long = "[fd01:0:0:5:1234:5678:9abc:def0]:40000";
+        let text = super::render_flows(&[row("10.1.0.10:40000", "10.0.0.100:80"), row(long, "[fd00::100]:80")]);
+        let lines: Vec<&str> = text.lines().collect();
+        let col = |l: &str, field: &str| l.find(field).unwrap_or_else(|| panic!("{field} not in {l}"));
+        assert_eq!(col(lines[2], long), col(lines[0], "client"), "{text}");
+        for (header, cell) in [("vip", "[fd00::100]:80"), ("service", "web"), ("backend", "b1"), ("state", "established")] {
+            assert_eq!(col(lines[2], cell), col(lines[0], header), "{header}:\n{text}");
+            assert_eq!(col(lines[1], if header == "vip" { "10.0.0.100:80" } else { cell }), col(lines[0], header), "{header}:\n{text}");
+        }
+        assert!(lines.iter().all(|l| l.len() == lines[0].len()), "every line ends with idle_ms right-aligned:\n{text}");
     }
 }

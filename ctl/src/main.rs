@@ -5,6 +5,7 @@
 //! request (validation error, stale `--if-generation`, unknown name), 2 usage, file or
 //! configuration errors, or no daemon listening. See docs/ctl.md.
 
+mod args;
 mod capture;
 mod client;
 mod dryrun;
@@ -15,6 +16,7 @@ mod live;
 mod scenario;
 mod service_read;
 mod status;
+mod table;
 mod top;
 mod vip;
 
@@ -104,9 +106,39 @@ enum ScenarioCmd {
 /// returns exit code 2. Nothing is sent to the daemon.
 pub(crate) fn usage_error(message: impl std::fmt::Display) -> i32 {
     use clap::CommandFactory;
+    if client::json_errors() {
+        return client::error_out("spillwayctl", "usage", 2, &message.to_string());
+    }
     let e = Cli::command().error(clap::error::ErrorKind::ValueValidation, message);
     let _ = e.print();
     2
+}
+
+/// Parses the command line ([`args`]): clap's errors, with a tip for an option given before
+/// its command, as JSON under `--json`; `--help`, `--version` and `--generate-assets DIR`
+/// as usual.
+fn parse() -> Cli {
+    use clap::{CommandFactory, FromArgMatches};
+    let raw: Vec<String> = std::env::args_os().map(|a| a.to_string_lossy().into_owned()).collect();
+    if raw.get(1).is_some_and(|a| a == spillway_cli_support::GENERATE_ASSETS) {
+        return spillway_cli_support::parse("1");
+    }
+    let root = Cli::command();
+    let parsed = root.clone().try_get_matches_from(std::env::args_os()).and_then(|m| Cli::from_arg_matches(&m).map(|c| (c, args::json_set(&m))));
+    match parsed {
+        Ok((cli, json)) => {
+            client::set_json_errors(json);
+            cli
+        }
+        Err(e) => {
+            let e = args::with_tips(e.format(&mut root.clone()), &root, &raw);
+            if e.use_stderr() && args::json_in(&raw) {
+                client::set_json_errors(true);
+                std::process::exit(client::error_out("spillwayctl", "usage", 2, &args::usage_message(&e)));
+            }
+            e.exit()
+        }
+    }
 }
 
 fn main() {
@@ -117,7 +149,7 @@ fn main() {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
     // Also `--generate-assets DIR` (hidden): man pages and completions, for the package.
-    let cli: Cli = spillway_cli_support::parse("1");
+    let cli: Cli = parse();
     let code = match &cli.command {
         Command::Scenario(ScenarioCmd::Run { files }) => scenario::run(files),
         Command::Explain(args) => explain::run(args, &cli.socket),

@@ -20,17 +20,11 @@ pub(crate) fn fetch_service(socket: &Path, name: &str) -> Result<(u64, spillway_
             match toml::from_str::<One>(&toml).map(|o| o.services.into_iter().next()) {
                 Ok(Some(s)) => Ok((generation, s, backends)),
                 Ok(None) => Err(unexpected(&Response::Service { generation, toml, backends })),
-                Err(e) => {
-                    eprintln!("spillwayctl: the daemon's service {name} does not parse: {e}");
-                    Err(2)
-                }
+                Err(e) => Err(client::error_out("spillwayctl", "protocol", 2, &format!("the daemon's service {name} does not parse: {e}"))),
             }
         }
         Ok(r) => Err(unexpected(&r)),
-        Err(client::ClientError::Refused(m)) if m.starts_with("no service named") => {
-            eprintln!("spillwayctl: {m}");
-            Err(1)
-        }
+        Err(client::ClientError::Refused(m)) if m.starts_with("no service named") => Err(client::error_out("spillwayctl", "refused", 1, &m)),
         Err(e) => Err(fail(e)),
     }
 }
@@ -46,15 +40,18 @@ pub(crate) fn backend_read(socket: &Path, service: &str, name: Option<&String>, 
     let list: Vec<_> = svc.backends.iter().filter(|b| name.is_none_or(|n| &b.name == n)).collect();
     if list.is_empty() {
         if let Some(n) = name {
-            eprintln!("spillwayctl: service {service} has no backend {n}");
-            return 1;
+            return client::error_out("spillwayctl", "refused", 1, &format!("service {service} has no backend {n}"));
         }
     }
     if as_json {
         let rows: Vec<_> = list.iter().map(|b| serde_json::json!({ "config": b, "state": st(&b.name) })).collect();
         return json(&serde_json::json!({ "generation": gen, "service": service, "backends": rows }));
     }
-    let mut o = format!("{:<12} {:<16} {:<19} {:<6} {:>6} {:>4} {:<9} {:<9} {:>10} {:>12}\n", "backend", "address", "mac", "zone", "weight", "prio", "failover", "state", "new_conns", "packets");
+    use crate::table::{Align::*, Table};
+    let mut t = Table::new(&[
+        ("backend", 12, Left), ("address", 16, Left), ("mac", 19, Left), ("zone", 6, Left), ("weight", 6, Right), ("prio", 4, Right),
+        ("failover", 9, Left), ("state", 9, Left), ("new_conns", 10, Right), ("packets", 12, Right),
+    ]);
     for b in &list {
         let s = st(&b.name);
         let state = match (b.enabled, s.as_ref().is_none_or(|s| s.healthy), s.as_ref().is_some_and(|s| s.drained)) {
@@ -69,8 +66,12 @@ pub(crate) fn backend_read(socket: &Path, service: &str, name: Option<&String>, 
             Some(s) if b.is_group() => format!("{}/{} endpoints", s.healthy_endpoints, s.endpoints),
             _ => b.address.to_string(),
         };
-        let _ = writeln!(o, "{:<12} {:<16} {:<19} {:<6} {:>6} {:>4} {:<9} {:<9} {:>10} {:>12}", b.name, address, mac, b.zone, b.weight, b.priority, b.failover, state, s.as_ref().map_or(0, |s| s.new_connections), s.as_ref().map_or(0, |s| s.packets));
+        t.row(vec![
+            b.name.clone(), address, mac, b.zone.clone(), b.weight.to_string(), b.priority.to_string(), b.failover.to_string(), state.into(),
+            s.as_ref().map_or(0, |s| s.new_connections).to_string(), s.as_ref().map_or(0, |s| s.packets).to_string(),
+        ]);
     }
+    let mut o = t.render("");
     if name.is_some() {
         let wrap = serde_json::json!({ "backends": list });
         let _ = write!(o, "\n{}", toml::to_string_pretty(&wrap).unwrap_or_default());

@@ -52,7 +52,11 @@ pub fn render(r: &StatusReport) -> String {
     // Both levels: a backend's row (healthy/enabled endpoints, drain), then for a group
     // one row per endpoint.
     let _ = writeln!(o, "\nBACKENDS");
-    let _ = writeln!(o, "  {:<12} {:<16} {:<16} {:<6} {:<9} {:>9} {:>10} {:>12}", "service", "backend", "address", "zone", "state", "endpoints", "new_conns", "packets");
+    use crate::table::{Align::*, Table};
+    let mut table = Table::new(&[
+        ("service", 12, Left), ("backend", 16, Left), ("address", 16, Left), ("zone", 6, Left), ("state", 9, Left),
+        ("endpoints", 9, Right), ("new_conns", 10, Right), ("packets", 12, Right),
+    ]);
     for b in &r.backends {
         // A backend none of whose endpoints has a resolved next hop is UNRESOLVED.
         let unresolved = !b.members.is_empty() && b.members.iter().all(|m| m.unresolved.is_some());
@@ -64,7 +68,7 @@ pub fn render(r: &StatusReport) -> String {
             (true, false, false) => "UNHEALTHY",
         };
         let eps = format!("{}/{}", b.healthy_endpoints, b.endpoints);
-        let _ = writeln!(o, "  {:<12} {:<16} {:<16} {:<6} {:<9} {:>9} {:>10} {:>12}", b.service, b.backend, b.address, b.zone, state, eps, b.new_connections, b.packets);
+        table.row(vec![b.service.clone(), b.backend.clone(), b.address.clone(), b.zone.clone(), state.into(), eps, b.new_connections.to_string(), b.packets.to_string()]);
         if b.members.len() > 1 || b.members.first().is_some_and(|m| m.name != b.backend) {
             for m in &b.members {
                 let state = match (m.enabled, m.healthy) {
@@ -74,10 +78,11 @@ pub fn render(r: &StatusReport) -> String {
                     (true, false) => "UNHEALTHY",
                 };
                 let name = format!("  └ {}", m.name);
-                let _ = writeln!(o, "  {:<12} {:<16} {:<16} {:<6} {:<9} {:>9} {:>10} {:>12}", "", trunc(&name, 16), m.address, "", state, format!("w {}", m.weight), m.new_connections, m.packets);
+                table.row(vec![String::new(), name, m.address.clone(), String::new(), state.into(), format!("w {}", m.weight), m.new_connections.to_string(), m.packets.to_string()]);
             }
         }
     }
+    o += &table.render("  ");
     // QUIC-LB: which endpoint each server ID routes to (docs/operations.md "QUIC-LB").
     if r.backends.iter().flat_map(|b| &b.members).any(|m| m.server_id.is_some()) {
         let _ = writeln!(o, "\nQUIC-LB SERVER IDS");
@@ -96,11 +101,13 @@ pub fn render(r: &StatusReport) -> String {
     if !n.entries.is_empty() {
         let _ = writeln!(o, "\nNEXT HOPS (ARP, NEIGHBOR DISCOVERY)");
         let _ = writeln!(o, "  requests {}  replies {}  ignored {}  timeouts {}  expired {}  changed {}  gratuitous {}  deferred {}  mld_reports {}", n.requests, n.replies, n.ignored, n.timeouts, n.expired, n.changed, n.gratuitous, n.deferred, n.mld_reports);
+        // an IPv6 next hop widens the address column for every line
+        let w = n.entries.iter().map(|e| e.0.chars().count()).max().unwrap_or(0).max(16);
         for (addr, mac, age) in &n.entries {
             if mac.is_empty() {
-                let _ = writeln!(o, "  {addr:<16} unresolved");
+                let _ = writeln!(o, "  {addr:<w$} unresolved");
             } else {
-                let _ = writeln!(o, "  {addr:<16} {mac}  confirmed {age} s ago");
+                let _ = writeln!(o, "  {addr:<w$} {mac}  confirmed {age} s ago");
             }
         }
         for b in &r.backends {
@@ -155,14 +162,8 @@ pub fn run(socket: &Path, json: bool) -> i32 {
             }
             0
         }
-        Ok(other) => {
-            eprintln!("spillwayctl: unexpected response {other:?}");
-            2
-        }
-        Err(e) => {
-            eprintln!("spillwayctl: {e}");
-            e.exit_code()
-        }
+        Ok(other) => client::unexpected(&other),
+        Err(e) => client::fail(e),
     }
 }
 
@@ -199,6 +200,32 @@ mod tests {
         assert!(line(" g1 ").contains("DRAINED") && line(" g1 ").contains("1/2"), "{t}");
         assert!(line("└ e22").contains("UNHEALTHY") && line("└ e1 ").contains("healthy"), "{t}");
         assert!(line(" b2 ").contains("1/1") && !t.contains("└ b2"), "a single endpoint has no endpoint row: {t}");
+    }
+
+    /// IPv6 endpoint and next-hop addresses widen their columns: every row's state and
+    /// counters start where the header's do.
+    #[test]
+    fn ipv6_addresses_keep_the_tables_in_line() {
+        use spillway_shared::proto::{BackendStatus, EndpointStatus, NeighborStatus};
+        let long = "fd00:1:2:3:4:5:6:7";
+        let ep = |n: &str, a: &str| EndpointStatus { name: n.into(), address: a.into(), weight: 50, healthy: true, enabled: true, ..Default::default() };
+        let mut r = StatusReport::default();
+        r.backends.push(BackendStatus {
+            service: "web6".into(), backend: "g1".into(), zone: "z1".into(), healthy: true, enabled: true, endpoints: 2, healthy_endpoints: 2,
+            members: vec![ep("e1", long), ep("e2", "fd00::2")], ..Default::default()
+        });
+        r.backends.push(BackendStatus { service: "web".into(), backend: "b1".into(), address: "10.0.1.1".into(), healthy: true, enabled: true, endpoints: 1, healthy_endpoints: 1, members: vec![ep("b1", "10.0.1.1")], ..Default::default() });
+        r.neighbors = NeighborStatus { entries: vec![(long.into(), "02:00:00:00:00:12".into(), 4), ("10.0.0.11".into(), String::new(), -1)], ..Default::default() };
+        let t = render(&r);
+        let lines: Vec<&str> = t.lines().collect();
+        let header = lines.iter().position(|l| l.trim_start().starts_with("service ")).unwrap();
+        let col = |l: &str, s: &str| l.find(s).map(|b| l[..b].chars().count());
+        for l in &lines[header + 1..header + 5] {
+            assert_eq!(col(l, "healthy"), col(lines[header], "state"), "{t}");
+            assert_eq!(l.chars().count(), lines[header].chars().count(), "{t}");
+        }
+        let hops: Vec<&&str> = lines.iter().filter(|l| l.contains("confirmed") || l.ends_with("unresolved")).collect();
+        assert_eq!(hops[0].find("02:00"), hops[1].find("unresolved"), "{t}");
     }
 
     #[test]

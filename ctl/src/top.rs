@@ -282,14 +282,8 @@ pub fn render(s: &Sample, sort: SortKey, reverse: bool, filter: &str) -> String 
 fn status(socket: &Path) -> Result<StatusReport, i32> {
     match client::request(socket, &Request::Status) {
         Ok(Response::Status(s)) => Ok(s),
-        Ok(r) => {
-            eprintln!("spillwayctl: unexpected response from the daemon: {r:?}");
-            Err(2)
-        }
-        Err(e) => {
-            eprintln!("spillwayctl: {e}");
-            Err(e.exit_code())
-        }
+        Ok(r) => Err(client::unexpected(&r)),
+        Err(e) => Err(client::fail(e)),
     }
 }
 

@@ -66,25 +66,24 @@ pub fn run(socket: &Path, cmd: &VipCmd) -> i32 {
             }
             0
         }
-        Ok(r) => {
-            eprintln!("spillwayctl: unexpected response from the daemon: {r:?}");
-            2
-        }
+        Ok(r) => client::unexpected(&r),
         Err(e) => crate::client::fail_as(e, json),
     }
 }
 
 /// The text table of `vip show`.
 pub fn table(rows: &[VipRow]) -> String {
-    let mut o = format!("{:<16} {:<6} {:<8} {:<10} {}\n", "VIP", "READY", "DRAINED", "ANNOUNCED", "SERVICES / WHY NOT READY");
+    use crate::table::{Align::*, Table};
+    let mut t = Table::new(&[("VIP", 16, Left), ("READY", 6, Left), ("DRAINED", 8, Left), ("ANNOUNCED", 10, Left), ("SERVICES / WHY NOT READY", 0, Free)]);
     for r in rows {
-        let yn = |b: bool| if b { "yes" } else { "no" };
+        let yn = |b: bool| if b { "yes" } else { "no" }.to_string();
         let mut tail = r.services.join(",");
         if !r.not_ready_because.is_empty() {
             tail = format!("{tail}: {}", r.not_ready_because.join("; "));
         }
-        o.push_str(&format!("{:<16} {:<6} {:<8} {:<10} {tail}\n", r.vip, yn(r.ready), yn(r.drained), yn(r.announced)));
+        t.row(vec![r.vip.clone(), yn(r.ready), yn(r.drained), yn(r.announced), tail]);
     }
+    let mut o = t.render("");
     if rows.is_empty() {
         o.push_str("(no VIP evaluated yet)\n");
     }

@@ -41,6 +41,12 @@ impl FakeDaemon {
     }
 }
 
+/// Runs `spillwayctl --socket SOCKET args`: (exit code, stdout, stderr).
+fn run(socket: &std::path::Path, args: &[&str]) -> (i32, String, String) {
+    let o = Command::new(env!("CARGO_BIN_EXE_spillwayctl")).arg("--socket").arg(socket).args(args).output().unwrap();
+    (o.status.code().unwrap_or(-1), String::from_utf8_lossy(&o.stdout).to_string(), String::from_utf8_lossy(&o.stderr).to_string())
+}
+
 #[test]
 fn the_fake_daemon_sees_a_valid_request() {
     let d = FakeDaemon::start("valid");
@@ -89,10 +95,6 @@ fn malformed_arguments_exit_2_before_the_daemon_is_asked() {
 #[test]
 fn json_edits_answer_a_refusal_with_a_json_error_object() {
     let d = FakeDaemon::start("json");
-    let run = |socket: &std::path::Path, args: &[&str]| {
-        let o = Command::new(env!("CARGO_BIN_EXE_spillwayctl")).arg("--socket").arg(socket).args(args).output().unwrap();
-        (o.status.code().unwrap_or(-1), String::from_utf8_lossy(&o.stdout).to_string(), String::from_utf8_lossy(&o.stderr).to_string())
-    };
     let edits: [&[&str]; 4] = [
         &["backend", "set", "web", "b1", "weight=0", "--json"],
         &["backend", "set", "web", "b1", "weight=0", "--json", "--dry-run"],
@@ -116,4 +118,44 @@ fn json_edits_answer_a_refusal_with_a_json_error_object() {
     let v: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("not JSON ({e}): {out:?} {err:?}"));
     assert_eq!((code, &v["error"], &v["exit_code"]), (2, &serde_json::json!("input"), &serde_json::json!(2)), "{out}");
     assert!(v["message"].as_str().unwrap().starts_with("cannot read /nonexistent/spillway.toml"), "{out}");
+}
+
+/// With `--json`, every command's failure is the JSON error object on stdout, nothing on
+/// stderr — reads (`status`, `flows show`, `config show`, `explain`, ...) as edits, a
+/// refusal, a missing daemon and a usage error alike (fresh-user QA: reads printed
+/// plain-text errors under `--json`).
+#[test]
+fn every_json_command_fails_with_the_json_error_object() {
+    let d = FakeDaemon::start("jsonreads");
+    let reads: [&[&str]; 15] = [
+        &["status"], &["stats"], &["config", "show"], &["service", "list"], &["service", "show", "web"], &["backend", "list", "web"],
+        &["backend", "show", "web", "b1"], &["health", "show"], &["flows", "count"], &["flows", "show"], &["flows", "flush"],
+        &["snapshot", "show"], &["vip", "show"], &["explain", "--client", "10.1.0.1"], &["top", "--once", "--interval", "0.2"],
+    ];
+    let none = d.socket.with_file_name("none.sock");
+    for args in reads {
+        let args: Vec<&str> = args.iter().copied().chain(["--json"]).collect();
+        for (socket, kind, code) in [(&d.socket, "refused", 1), (&none, "no_daemon", 2)] {
+            let (c, out, err) = run(socket, &args);
+            let v: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{args:?}: not JSON ({e}): {out:?} {err:?}"));
+            assert_eq!((c, &v["error"], &v["exit_code"], err.as_str()), (code, &serde_json::json!(kind), &serde_json::json!(code), ""), "{args:?}: {out}");
+            assert!(v["message"].as_str().is_some_and(|m| !m.is_empty()), "{args:?}: {out}");
+        }
+    }
+    let asked = d.connections.load(Ordering::SeqCst);
+    for (args, says) in [
+        (&["flows", "show", "--bogus", "--json"][..], "unexpected argument '--bogus' found"),
+        (&["backend", "set", "web", "b1", "weight", "--json"][..], "invalid value \"weight\" for 'FIELD=VALUE'"),
+        (&["--if-generation", "3", "backend", "set", "web", "b1", "weight=1", "--json"][..], "give it after the command"),
+    ] {
+        let (c, out, err) = run(&d.socket, args);
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{args:?}: not JSON ({e}): {out:?} {err:?}"));
+        assert_eq!((c, &v["error"], &v["exit_code"], err.as_str()), (2, &serde_json::json!("usage"), &serde_json::json!(2), ""), "{args:?}: {out}");
+        assert!(v["message"].as_str().unwrap().contains(says), "{args:?}: {out}");
+    }
+    assert_eq!(d.connections.load(Ordering::SeqCst), asked, "usage errors ask no daemon");
+    // without --json: text on stderr, as before
+    let (c, out, err) = run(&d.socket, &["status"]);
+    assert_eq!((c, out.as_str()), (1, ""), "{err}");
+    assert!(err.starts_with("spillwayctl: daemon refused: fake daemon refuses"), "{err}");
 }

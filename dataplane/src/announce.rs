@@ -194,11 +194,7 @@ pub fn refresh(daemon: &Daemon, obs: &Observation, announced: &BTreeSet<IpAddr>,
 pub fn drain_request(daemon: &Daemon, vip: IpAddr, drained: bool) -> Result<Vec<VipRow>, String> {
     {
         let st = daemon.control.lock().unwrap_or_else(|e| e.into_inner());
-        if !st.cfg.services.iter().any(|s| s.vip == vip) {
-            let mut known: Vec<String> = st.cfg.services.iter().map(|s| s.vip.to_string()).collect();
-            known.dedup();
-            return Err(format!("vip {vip}: not a configured VIP (configured: {})", if known.is_empty() { "none".into() } else { known.join(", ") }));
-        }
+        st.cfg.services_of_vip(vip)?;
     }
     daemon.fleet.set_drained(vip, drained);
     if daemon.fleet.vips().is_empty() {

@@ -63,11 +63,11 @@ impl Daemon {
     fn vip_dry_run(&self, vip: std::net::IpAddr, drain: bool) -> Response {
         let (generation, services) = {
             let st = self.control.lock().unwrap_or_else(|e| e.into_inner());
-            let names: Vec<String> = st.cfg.services.iter().filter(|s| s.vip == vip).map(|s| s.name.clone()).collect();
-            if names.is_empty() {
-                return Response::Error { message: format!("vip {vip}: not a configured VIP") };
+            // the drain's own check and refusal (`announce::drain_request`)
+            match st.cfg.services_of_vip(vip) {
+                Ok(of) => (st.config_generation, of.iter().map(|s| s.name.clone()).collect::<Vec<String>>()),
+                Err(message) => return Response::Error { message },
             }
-            (st.config_generation, names)
         };
         let row = self.fleet.vips().into_iter().find(|r| r.vip == vip.to_string());
         let mut notes = Vec::new();

@@ -62,7 +62,7 @@ pub struct Config {
     #[serde(default)]
     pub zones: Vec<Location>,
     /// Round-trip-time hints in ms: `rtt_ms.<from_zone>.<to_zone>`; symmetric.
-    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty", deserialize_with = "ranged::float_map")]
     pub rtt_ms: std::collections::BTreeMap<String, std::collections::BTreeMap<String, f64>>,
     /// Client prefix → zone table (longest prefix match). spec/zonal-affinity.md "Compatible clients".
     #[serde(default)]
@@ -120,11 +120,16 @@ fn unique_limit_by_key(key: &str) -> Option<&'static limits::Limit> {
     rows.next().is_none().then_some(first)
 }
 
-/// The key of the `key = value` line holding byte offset `at`, if that line is one.
-fn span_line_key(text: &str, at: usize) -> Option<String> {
+/// The key of the `key = value` line holding byte offset `at`, if that line is one and
+/// `at` lies in its value (after the `=`): an error there is about the value. An error at
+/// the key itself (a duplicate key) is about the key, and gets `None`.
+fn span_value_key(text: &str, at: usize) -> Option<String> {
     let start = text.get(..at.min(text.len()))?.rfind('\n').map_or(0, |i| i + 1);
     let line = text.get(start..)?.lines().next()?;
     let (k, _) = line.split_once('=')?;
+    if at <= start + k.len() {
+        return None;
+    }
     let k = k.trim();
     (!k.is_empty() && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')).then(|| k.to_string())
 }
@@ -156,9 +161,11 @@ impl Config {
             // what the field's type holds).
             let allowed = |p: &str| limit_of(p).map(|l| format!("; {}", l.allowed())).unwrap_or_default();
             if path.is_empty() || path == "." {
-                // the TOML parser itself (e.g. an integer beyond 64 bits): name the key of
-                // that line and, when it names one field, its range
-                let key = span_line_key(text, inner.span().map_or(0, |s| s.start));
+                // the TOML parser itself. About a value (e.g. an integer beyond 64 bits):
+                // name the key of that line and, when it names one field, its range. About
+                // a key (`duplicate key `workers` in table `dataplane``): the parser's
+                // message names the key and the table; no range, the value is not at fault.
+                let key = span_value_key(text, inner.span().map_or(0, |s| s.start));
                 match key {
                     Some(k) => {
                         let l = unique_limit_by_key(&k);
@@ -462,6 +469,24 @@ impl Config {
     /// Finds a service by name.
     pub fn service(&self, name: &str) -> Option<&Service> {
         self.services.iter().find(|s| s.name == name)
+    }
+
+    /// The services whose VIP is `vip` (config order), or the refusal of `vip
+    /// drain|undrain` (and of its dry run) for an address that is no VIP, listing the VIPs
+    /// there are: `vip 10.9.9.9: not a configured VIP (configured: 10.0.0.100, fd00::100)`.
+    pub fn services_of_vip(&self, vip: IpAddr) -> Result<Vec<&Service>, String> {
+        let of: Vec<&Service> = self.services.iter().filter(|s| s.vip == vip).collect();
+        if !of.is_empty() {
+            return Ok(of);
+        }
+        let mut known: Vec<String> = Vec::new();
+        for s in &self.services {
+            let v = s.vip.to_string();
+            if !known.contains(&v) {
+                known.push(v);
+            }
+        }
+        Err(format!("vip {vip}: not a configured VIP (configured: {})", if known.is_empty() { "none".into() } else { known.join(", ") }))
     }
 }
 

@@ -2,6 +2,11 @@
 //! and refuse one that does not fit the field's type with the range of its
 //! [`super::limits`] row, instead of serde's bare "expected u32". The range itself is
 //! checked by [`super::Config::validate`].
+//!
+//! Float fields whose range starts at 0.0 ([`float`], [`optional_float`], [`float_map`])
+//! read negative zero (`-0.0`, a TOML float distinct from `0.0`) as `0.0`: it passes
+//! every `>= 0.0` check, so without this it would be kept and shown (`spillover_ratio =
+//! -0.0`) by `config show`, the edit's diff and the written-back file.
 
 use serde::de::{Deserializer, Error, Visitor};
 use std::fmt;
@@ -80,6 +85,32 @@ optional! {
     failover_health_threshold: u32 = "services[].failover_health_threshold";
     hc_port: u16 = "services[].health_check.port";
     expected_status: u16 = "services[].health_check.expected_status";
+}
+
+/// `v` with negative zero made `0.0` (IEEE 754 `-0.0 == 0.0`, but it prints as `-0.0`).
+pub(crate) fn unsigned_zero(v: f64) -> f64 {
+    if v == 0.0 {
+        0.0
+    } else {
+        v
+    }
+}
+
+/// A float field (any TOML number); `-0.0` reads as `0.0`.
+pub fn float<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    <f64 as serde::Deserialize>::deserialize(d).map(unsigned_zero)
+}
+
+/// An optional float field (with `#[serde(default)]`); `-0.0` reads as `0.0`.
+pub fn optional_float<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
+    float(d).map(Some)
+}
+
+/// `rtt_ms.<zone>.<zone>`: milliseconds per zone pair; `-0.0` reads as `0.0`.
+pub fn float_map<'de, D: Deserializer<'de>>(d: D) -> Result<std::collections::BTreeMap<String, std::collections::BTreeMap<String, f64>>, D::Error> {
+    let mut m: std::collections::BTreeMap<String, std::collections::BTreeMap<String, f64>> = serde::Deserialize::deserialize(d)?;
+    m.values_mut().flat_map(|inner| inner.values_mut()).for_each(|v| *v = unsigned_zero(*v));
+    Ok(m)
 }
 
 /// `worker_cores`: core ids (non-negative integers).

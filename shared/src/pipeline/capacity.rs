@@ -181,13 +181,22 @@ pub fn failover_threshold(
 ) -> Option<Vec<(usize, f64)>> {
     let svc = ctx.svc;
     let has_pool = svc.backends.iter().any(|b| b.failover);
-    if !lb_policy_configured(svc) || !has_pool || set.is_empty() {
-        trace.push(ctx.entry("failover_threshold", "no service LB policy or no failover backends: pass", set, set));
+    let t = svc.failover_threshold_percent();
+    // Every rule names the threshold in effect, so a dry run of a new
+    // failover_health_threshold shows this stage's change even when nothing moves.
+    if !lb_policy_configured(svc) {
+        trace.push(ctx.entry("failover_threshold", "no service LB policy configured (failover_health_threshold applies with one): pass", set, set));
         return shares;
     }
-    let t = svc.failover_threshold_percent();
+    if !has_pool || set.is_empty() {
+        let why = if has_pool { "no candidates" } else { "no failover backends to send to" };
+        let mut e = ctx.entry("failover_threshold", format!("failover_health_threshold = {t} %: {why}: pass"), set, set);
+        e.numbers.insert("threshold_percent".into(), f64::from(t));
+        trace.push(e);
+        return shares;
+    }
     if !matches!(tier, TierKind::HealthyPrimaries { .. }) {
-        let mut e = ctx.entry("failover_threshold", "not on primaries: pass", set, set);
+        let mut e = ctx.entry("failover_threshold", format!("failover_health_threshold = {t} %: not on primaries: pass"), set, set);
         e.numbers.insert("threshold_percent".into(), f64::from(t));
         trace.push(e);
         return shares;
@@ -247,7 +256,7 @@ pub fn failover_threshold(
         None => set.to_vec(),
     };
     let mut e = ctx.entry("failover_threshold",
-        "groups below failover_health_threshold send to failover backends (spec/service-lb-policy.md)", set, &out);
+        format!("groups below failover_health_threshold = {t} % send to failover backends (spec/service-lb-policy.md)"), set, &out);
     e.numbers.insert("threshold_percent".into(), f64::from(t));
     e.numbers.insert("groups_below".into(), below.len() as f64);
     e.notes = notes;

@@ -113,3 +113,30 @@ proptest! {
         }
     }
 }
+
+/// The failover-threshold stage names the threshold in effect in its rule, in every case
+/// (no failover backends, failed over, active), so that a dry run of
+/// `failover_health_threshold` alone (which compares stage rules) says what the stage
+/// would do instead of printing only the config diff; unset differs from any value too.
+#[test]
+fn failover_threshold_rule_names_the_threshold() {
+    let rule = |pool: bool, primaries_healthy: bool, t: Option<u32>| {
+        let mut s = svc(4);
+        s.failover_health_threshold = t;
+        s.backends[3].failover = pool;
+        let mut st = vec![BackendState::healthy(); 4];
+        if !primaries_healthy {
+            st[..3].fill(BackendState::unhealthy());
+        }
+        let d = evaluate(&s, &st, &topo(true), &ClientClass::Zone("z1".into()), None, &mut ServiceState::default(), 0.0);
+        d.trace.iter().find(|e| e.stage == "failover_threshold").unwrap().rule.clone()
+    };
+    for (pool, healthy) in [(false, true), (true, true), (true, false)] {
+        let (unset, t50, t70) = (rule(pool, healthy, None), rule(pool, healthy, Some(50)), rule(pool, healthy, Some(70)));
+        assert!(t50.contains("failover_health_threshold = 50 %") && t70.contains("failover_health_threshold = 70 %"), "{t50} / {t70}");
+        assert!(unset != t70 && unset.contains("no service LB policy configured"), "{unset}");
+    }
+    assert!(rule(false, true, Some(50)).contains("no failover backends to send to: pass"));
+    assert!(rule(true, false, Some(50)).contains("not on primaries: pass"));
+    assert!(rule(true, true, Some(50)).starts_with("groups below failover_health_threshold = 50 % send to failover backends"));
+}

@@ -46,10 +46,10 @@ pub struct Service {
     #[serde(default)]
     pub zonal_affinity: ZonalAffinity,
     /// [0.0, 1.0]; with SPILL_CROSS_ZONE, absent means 0.0.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "ranged::optional_float")]
     pub spillover_ratio: Option<f64>,
     /// [0.0, 1.0]; present = a failover policy is configured.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "ranged::optional_float")]
     pub failover_ratio: Option<f64>,
     /// With failover: drop new connections when nothing is healthy (default: last resort).
     #[serde(default)]
@@ -76,7 +76,7 @@ pub struct Service {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub isolation_mode: Option<IsolationMode>,
     /// Latency band in ms (≥ 0); present = latency stage on.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "ranged::optional_float")]
     pub latency_sensitivity_ms: Option<f64>,
     /// How packets reach the backend.
     #[serde(default)]
@@ -183,13 +183,13 @@ pub struct Backend {
     #[serde(default)]
     pub preference: Preference,
     /// Target capacity in new connections per second (absent: unlimited).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "ranged::optional_float")]
     pub capacity_cps: Option<f64>,
     /// 0.0, or 0.1–1.0 (default 1.0).
-    #[serde(default = "d_scaler")]
+    #[serde(default = "d_scaler", deserialize_with = "ranged::float")]
     pub capacity_scaler: f64,
     /// Configured latency in ms (otherwise measured by health probes).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "ranged::optional_float")]
     pub latency_ms: Option<f64>,
     /// `[[services.backends.endpoints]]`: the group's endpoints. Empty = the one endpoint
     /// given by `address`/`mac` (spec/service-lb-policy.md "Vocabulary": a backend is a
