@@ -9,27 +9,57 @@ set-up: table zeroing, Maglev build, flow warm-up). docs/benchmarks.md "Per-stag
     benches/cg_stages.py A.out 100000 B.out 300000
 
 Costs are self costs per (function symbol, inlined source file, line); the stage of a
-line comes from its source file and, in worker.rs, from the function whose lines hold it.
+line comes from its source file (FILES), in worker.rs from the function whose lines hold
+it (WORKER_FNS), and for library code inlined into our functions from that function's
+symbol (FN_STAGES).
 """
 import collections, re, sys
 
 WORKER_FNS = [  # (first line, stage) in dataplane/src/fastpath/worker.rs, by `fn` position
-    ("fn svc_slot", "service lookup (snapshot)"),
     ("fn selection_hash", "select on miss"),
     ("fn class_table", "snapshot/backend access"),
     ("pub fn tracking_key", "connection-table lookup"),
     ("fn keeps_backend", "snapshot/backend access"),
     ("pub fn new(", "other"),
     ("pub fn process<", "dispatch (process glue)"),
-    ("fn process_other<", "other"),
+    ("fn process_segmented<", "other"),
     ("fn decide<", "other"),
     ("fn decide_v4<", "dispatch (process glue)"),
-    ("fn service_of", "service lookup (snapshot)"),
     ("fn fragment_service", "other"),
-    ("pub fn prefetch<", "prefetch pass (hint, hash, prefetch)"),
     ("fn select<", "connection-table lookup"),
     ("fn process_icmp", "other"),
     ("pub fn poll<", "other"),
+]
+
+# Our files outside worker.rs, by path suffix: (stage inside the packet path, stage when
+# inlined into packet_ir's main, i.e. the prefetch pass).
+FILES = [
+    ("fastpath/worker/deliver.rs", "rewrite (L2 DSR)", None),
+    ("fastpath/worker/prefetch.rs", "prefetch pass (hint, hash, prefetch)", "prefetch pass (hint, hash, prefetch)"),
+    ("fastpath/worker/svc_cache.rs", "service lookup (snapshot)", "prefetch pass (hint, hash, prefetch)"),
+    ("fastpath/worker/v6.rs", "dispatch (process glue)", None),
+    ("fastpath/worker/quic.rs", "dispatch (process glue)", None),
+    ("fastpath/conntrack", "connection-table lookup", "prefetch pass (hint, hash, prefetch)"),
+    ("shared/src/flow.rs", "connection-table lookup", "prefetch pass (hint, hash, prefetch)"),
+    ("fastpath/stats.rs", "counters", None),
+    ("fastpath/port.rs", "harness (MemBuf accessors; an mbuf's are inlined)", None),
+    ("control/snapshot.rs", "snapshot/backend access", None),
+    ("shared/src/maglev.rs", "snapshot/backend access", None),
+    ("/wire/", "parse", "prefetch pass (hint, hash, prefetch)"),
+]
+
+# Library code (core/alloc: slices, integers, options) inlined into one of our functions,
+# staged by that function's symbol (its last path segment).
+FN_STAGES = [
+    ("process_v6", "dispatch (process glue)"), ("process_other", "dispatch (process glue)"),
+    ("process", "dispatch (process glue)"), ("decide", "dispatch (process glue)"),
+    ("map_or_else", "connection-table lookup"), ("select", "connection-table lookup"),
+    ("find", "connection-table lookup"), ("lookup", "connection-table lookup"),
+    ("parse_ipv4", "parse"), ("parse_ipv6", "parse"), ("walk_ext", "parse"),
+    ("deliver", "rewrite (L2 DSR)"), ("service_of", "service lookup (snapshot)"),
+    ("pkt_len", "harness (MemBuf accessors; an mbuf's are inlined)"),
+    ("data", "harness (MemBuf accessors; an mbuf's are inlined)"),
+    ("data_mut", "harness (MemBuf accessors; an mbuf's are inlined)"),
 ]
 
 
@@ -74,37 +104,27 @@ def load(path):
 
 def stage(fn, fi, line, wr):
     f = fi or ""
-    in_main = fn is not None and fn.startswith("packet_ir::main")
-    if f.endswith("fastpath/worker.rs") and line > 0:
+    fnn = fn or ""
+    in_main = fnn.startswith("packet_ir::main")
+    if f.endswith("fastpath/worker.rs") and line > 0 and not in_main:
         st = "other"
         for start, s in wr:
             if line >= start:
                 st = s
         return st
-    if f.endswith("fastpath/worker_deliver.rs"):
-        return "rewrite (L2 DSR)"
-    if "/wire/" in f:
-        if (fn or "").startswith("spillway_dataplane::wire::parse_ipv4"):
-            return "parse"
-        if in_main:
-            return "prefetch pass (hint, hash, prefetch)"
-        return "rewrite (L2 DSR)" if "deliver" in (fn or "") else "parse"
-    if f.endswith("conntrack.rs") or f.endswith("shared/src/flow.rs"):
-        return "prefetch pass (hint, hash, prefetch)" if in_main else "connection-table lookup"
-    if f.endswith("stats.rs"):
-        return "counters"
-    if "control/snapshot.rs" in f or "shared/src/maglev.rs" in f:
-        return "snapshot/backend access"
+    for suffix, inside, in_pass in FILES:
+        if suffix in f:
+            return (in_pass or inside) if in_main else inside
     if "benches/" in f:
         return "harness (packet_ir loop, set_flow)"
-    fnn = fn or ""
-    if in_main and f.endswith("fastpath/worker.rs"):
-        return "prefetch pass (hint, hash, prefetch)"
-    for key, s in [("ipv4_info", "parse"), ("ConnTable::find", "connection-table lookup"), ("ConnTable<A>::find", "connection-table lookup"), ("MemBuf", "harness (MemBuf accessors; an mbuf's are inlined)"), ("Worker::select", "connection-table lookup"),
-                   ("Worker::deliver", "rewrite (L2 DSR)"), ("wire::parse_ipv4", "parse"), ("EthernetFrame", "parse"), ("Worker::service_of", "service lookup (snapshot)"), ("Worker::process", "dispatch (process glue)"), ("Worker::decide", "dispatch (process glue)")]:
-        if key in fnn:
+    if in_main:
+        # the prefetch pass and packet_ir's own loop are both inlined into main
+        return "library code inlined into packet_ir's main (prefetch pass and harness loop)"
+    last = fnn.split("::")[-1]
+    for name, s in FN_STAGES:
+        if last == name or last.startswith(name + "<"):
             return s
-    return "harness (packet_ir loop, set_flow) and library code in it"
+    return "other (library functions: memcpy, ...)"
 
 
 def main():

@@ -54,11 +54,14 @@
 # two-worker case then prints `scaling_per_worker_cpu_2w` (its Mpps per worker core-second
 # over the one-worker run's): on a host whose other load takes part of the cores, this is
 # the scaling figure that does not depend on what the scheduler left to the workers.
-# ROUNDS (pcap mode, default 1): run the single-worker pairs that make the ratios
-# (est64 and est64_v6; est64_memif, est64_1m and syn64_random; testpmd 5tswap) ROUNDS
-# times, interleaved, and take each ratio from the best Mpps of each run over the rounds
-# (best of N: another tenant's load on a shared host only ever lowers a figure); each
-# round's own ratios are printed too (`round=R ratio_...`), and `rounds_<ratio>=a,b,c`.
+# ROUNDS (pcap mode, default 1, >= 1): run the single-worker runs that make the ratios
+# ROUNDS times: est64 and est64_v6 alternating, then (GEN_1M=flowgen) est64_memif,
+# est64_1m and syn64_random in turn, then testpmd 5tswap ROUNDS times; `ratio_vs_5tswap`,
+# `ratio_v6_vs_v4`, `ratio_1m_vs_1k` and `ratio_syn_random_vs_est1k` then take the best
+# Mpps of each run over the rounds (best of N: another tenant's load on a shared host
+# only ever lowers a figure). Each round's own ratios are printed too (`round=R
+# ratio_...`), and `rounds_<ratio>=a,b,c`. The two-worker run, testpmd io and the
+# GEN_1M=pcap 1 M run are run once.
 # Prints one line per run (`run=<name> mpps=<x> ...`), then `ratio_vs_5tswap=X.XX`
 # (Spillway established 64-byte Mpps / testpmd 5tswap Mpps) and, with the many-flows case,
 # `ratio_1m_vs_1k=X.XX` (see the many-flows case).
@@ -119,6 +122,7 @@ die() { echo "e2e.sh: error: $*" >&2; exit 1; }
 for v in N_FLOWS FLOWS_1M DURATION SIZE ROUNDS; do
     [[ "${!v}" =~ ^[0-9]+$ ]] || die "$v=${!v}: a whole number"
 done
+((ROUNDS >= 1)) || die "ROUNDS=$ROUNDS: at least 1"
 [[ "$MODE" != flows ]] || ((FLOWS_1M > 0)) || die "flows mode needs FLOWS_1M > 0"
 for c in python3 "$TESTPMD"; do command -v "$c" >/dev/null || die "$c not found (apt-get install -y python3 dpdk)"; done
 [[ $EUID -eq 0 ]] || die "DPDK EAL needs root"
@@ -238,9 +242,11 @@ run_spillway() {
     if [[ -x "$SPILLWAYCTL_BIN" && -S "$WORK/ctl.sock" ]]; then
         sleep 1
         cpu1="$(worker_cpu_ticks "$pid")"
-        "$SPILLWAYCTL_BIN" --socket "$WORK/ctl.sock" status --json > "$WORK/$name.s1.json" || true
+        # a failed status (its --json error object goes to stdout) leaves no sample: the
+        # final counters below are used instead
+        "$SPILLWAYCTL_BIN" --socket "$WORK/ctl.sock" status --json > "$WORK/$name.s1.json" || rm -f "$WORK/$name.s1.json"
         sleep "$DURATION"
-        "$SPILLWAYCTL_BIN" --socket "$WORK/ctl.sock" status --json > "$WORK/$name.s2.json" || true
+        "$SPILLWAYCTL_BIN" --socket "$WORK/ctl.sock" status --json > "$WORK/$name.s2.json" || rm -f "$WORK/$name.s2.json"
         cpu2="$(worker_cpu_ticks "$pid")"
         # e.g. pause the generator while Spillway still runs (flowgen_run)
         if [[ -n "${SPW_AFTER_SAMPLES:-}" ]]; then $SPW_AFTER_SAMPLES; fi
@@ -412,7 +418,7 @@ pcap_mode() {
             l="ROUND_RATIOS_$r"
             [[ -z "${!l:-}" ]] || echo "rounds_$r=${!l}"
         done
-        echo "# ratios below: best Mpps of each run over $ROUNDS rounds"
+        echo "# ratio_vs_5tswap, _v6_vs_v4, _1m_vs_1k (flowgen), _syn_random_vs_est1k below: best Mpps of each run over $ROUNDS rounds; _2w_vs_1w: the one two-worker run over the best one-worker run"
     fi
     # shellcheck disable=SC2154  # set by eval in run_*
     python3 -c "print('ratio_vs_5tswap=%.2f' % ($MPPS_est64 / $MPPS_testpmd_5tswap))"

@@ -38,6 +38,24 @@ RULES = [  # (substring of any frame's function, stage), first match wins
 ]
 
 
+# Frames of the burst's prefetch pass (`worker/prefetch.rs`, inlined into `Worker::poll`):
+# outside `Worker::process`, a sample in one of these is the pass's.
+PASS_KEYS = ["Worker::prefetch", "flow_tuple_hint", "syn_hint", "svc_cache::", "conntrack::prefetch::", "PrefetchTarget", "prefetch_target"]
+
+
+def stage_of(fns):
+    """The stage of a sample whose chain of inlined frames is `fns` (innermost first)."""
+    in_process = any("Worker::process" in f or "Worker::decide" in f for f in fns)
+    if not in_process and any(k in f for f in fns for k in PASS_KEYS):
+        return "prefetch pass (hint, hash, prefetch)"
+    for key, s in RULES:
+        if key in ("Worker::prefetch", "flow_tuple_hint"):
+            continue
+        if any(key in f for f in fns):
+            return s
+    return "other (ours)"
+
+
 def main():
     ips_file, base, pgoff, binary = sys.argv[1], int(sys.argv[2], 16), int(sys.argv[3], 16), sys.argv[4]
     # the executable LOAD segment's vaddr - offset (PIE: the mapping's file offset is not
@@ -78,13 +96,7 @@ def main():
         chains[cur].append(l)
         i += 2
     for a, n in ours.items():
-        fns = chains.get(a, [])
-        st = "other (ours)"
-        for key, s in RULES:
-            if any(key in f for f in fns):
-                st = s
-                break
-        stages[st] += n
+        stages[stage_of(chains.get(a, []))] += n
     total = sum(stages.values())
     for s, n in sorted(stages.items(), key=lambda kv: -kv[1]):
         print(f"{s:50s} {n:6d} samples {100 * n / total:5.1f} %")

@@ -134,7 +134,7 @@ fn parse_cps(s: &str) -> Result<f64, String> {
 }
 
 fn pick_service<'a>(cfg: &'a Config, vip: Option<&VipArg>) -> Result<&'a Service, String> {
-    let list = || cfg.services.iter().map(|s| format!("{}/{:?}", SocketAddr::new(s.vip, s.port), s.protocol).to_lowercase()).collect::<Vec<_>>().join(", ");
+    let list = || cfg.services.iter().map(|s| s.endpoint_label()).collect::<Vec<_>>().join(", ");
     match vip {
         None if cfg.services.len() == 1 => Ok(&cfg.services[0]),
         None => Err(format!("the config has {} services; choose one with --vip ({})", cfg.services.len(), list())),
@@ -338,7 +338,7 @@ fn explain(args: &ExplainArgs) -> Result<String, String> {
     let chosen = pick.map(|x| svc.backends[x.backend].name.as_str());
     let endpoint = pick.map(|x| ep_name(x.backend, x.endpoint));
     let endpoint_shares: Vec<(String, String, f64)> = eps.iter().map(|x| (svc.backends[x.backend].name.clone(), ep_name(x.backend, x.endpoint), x.share)).collect();
-    let proto = format!("{:?}", svc.protocol).to_lowercase();
+    let proto = svc.protocol.name();
     let quic = args.quic_dcid.as_deref().map(|d| crate::explain_quic::offline(svc, &up, d)).transpose()?;
     if args.json {
         let j = JsonOut {

@@ -345,7 +345,7 @@ pub fn service(socket: &Path, cmd: &ServiceCmd) -> i32 {
             use crate::table::{Align::*, Table};
             let mut t = Table::new(&[("name", 14, Left), ("vip", 24, Left), ("zonal_affinity", 33, Left), ("mode", 8, Left), ("backends", 8, Right), ("enabled", 8, Right)]);
             for s in &cfg.services {
-                let vip = format!("{}/{}", std::net::SocketAddr::new(s.vip, s.port), format!("{:?}", s.protocol).to_lowercase());
+                let vip = s.endpoint_label();
                 t.row(vec![s.name.clone(), vip, format!("{:?}", s.zonal_affinity), format!("{:?}", s.forwarding_mode), s.backends.len().to_string(), s.backends.iter().filter(|b| b.enabled).count().to_string()]);
             }
             let mut o = t.render("");

@@ -516,4 +516,18 @@ fn a_duplicate_key_names_the_key_and_its_line_only() {
     }
     let e = load(&BASE.replace("workers = 1", "workers = 99999999999999999999")).unwrap_err();
     assert!(e.starts_with("dataplane.workers: ") && e.contains("must be in 1..=64") && e.contains("(line 3, column "), "{e}");
+    // A table given twice: one line, the parser's two statements joined (fresh-user QA:
+    // "invalid table header duplicate key `conntrack` ..." read as one garbled sentence).
+    let text = BASE.replacen("[conntrack]", "[conntrack]\n[conntrack]", 1);
+    let line = text[..text.find("[conntrack]\n[conntrack]").unwrap()].matches('\n').count() + 2;
+    let e = load(&text).unwrap_err();
+    assert_eq!(e, format!("invalid table header: duplicate key `conntrack` in document root (line {line}, column 1)"));
+}
+
+/// A float refused for its range echoes negative zero as written, `-0.0` (Display
+/// prints `-0`).
+#[test]
+fn a_refused_negative_zero_is_echoed_as_written() {
+    let e = load(&BASE.replace("check_interval_sec = 5.0", "check_interval_sec = -0.0")).unwrap_err();
+    assert!(e.starts_with("services[0].health_check.check_interval_sec = -0.0: must be in [0.1, "), "{e}");
 }

@@ -174,7 +174,38 @@ pub(super) fn prepare(d: &Daemon, st: &ControlState, cand: &Config, changes: Vec
         counts.extend(slots.drain(..).map(|(ri, slot, inc)| (si, ri, slot, inc)));
         report.services.push(svc);
     }
+    report.notes.extend(address_notes(&st.cfg, cand));
     Prepared { report, counts }
+}
+
+/// What an edit of a service's VIP, port, protocol or forwarding mode does to the
+/// connections it tracks, which neither the Maglev tables nor the re-picks show: their
+/// packets keep the old address, so after a VIP/port/protocol change they match no
+/// service (dropped as `no_service` or `not_for_vip`); after a forwarding-mode change
+/// they keep their backends but reach them in the new form. One note per service and
+/// kind, in config order (their presence also tells the client not to print "routing
+/// unchanged").
+fn address_notes(before: &Config, after: &Config) -> Vec<String> {
+    let mut notes = Vec::new();
+    for s in &after.services {
+        let Some(old) = before.service(&s.name) else { continue };
+        let was = (old.vip, old.port, old.protocol);
+        if was != (s.vip, s.port, s.protocol) {
+            let (from, to) = (old.endpoint_label(), s.endpoint_label());
+            let then = match after.services.iter().find(|o| (o.vip, o.port, o.protocol) == was) {
+                Some(o) => format!("which is service {}'s after the edit: they are re-picked among its backends", o.name),
+                None => "which no service has after the edit: they are dropped (no_service or not_for_vip) and those clients must reconnect".into(),
+            };
+            notes.push(format!("service {}: {from} -> {to}: packets of its tracked connections still go to {from}, {then}", s.name));
+        }
+        if old.forwarding_mode != s.forwarding_mode {
+            notes.push(format!(
+                "service {}: forwarding_mode {:?} -> {:?}: tracked connections keep their backends, and from now on their packets reach them as {:?} (the backends must accept that form)",
+                s.name, old.forwarding_mode, s.forwarding_mode, s.forwarding_mode
+            ));
+        }
+    }
+    notes
 }
 
 /// Asks the workers for the connection counts of a [`prepare`]d dry run (without the

@@ -342,3 +342,23 @@ fn removing_a_draining_backend_is_predicted() {
     let f: Vec<&str> = rep.services.iter().flat_map(|s| &s.repicked).filter(|r| r.backend == "f").map(|r| r.reason.as_str()).collect();
     assert_eq!(f, ["its running drain is cut: removed"], "{rep:#?}");
 }
+
+/// An edit of a service's port, VIP or forwarding mode changes no Maglev table, yet its
+/// tracked connections feel it: the dry run says how (a note, which also keeps
+/// `spillwayctl` from printing "routing unchanged"); an edit that changes neither routing
+/// nor addresses (a drain timeout) gets no note.
+#[test]
+fn address_and_forwarding_changes_say_what_tracked_connections_get() {
+    let d = daemon();
+    let set = |f: &[(&str, &str)]| dry(&d, &Request::ServiceSet { name: "web".into(), fields: fields(f), if_generation: None });
+    let rep = set(&[("port", "8081")]);
+    assert!(rep.services.is_empty(), "{rep:#?}");
+    assert_eq!(rep.notes.len(), 1, "{rep:#?}");
+    assert!(rep.notes[0].starts_with("service web: 10.0.0.100:80/tcp -> 10.0.0.100:8081/tcp:") && rep.notes[0].contains("dropped (no_service or not_for_vip)"), "{rep:#?}");
+    let rep = set(&[("vip", "10.0.0.109")]);
+    assert!(rep.notes.iter().any(|n| n.contains("10.0.0.100:80/tcp -> 10.0.0.109:80/tcp")), "{rep:#?}");
+    let rep = set(&[("forwarding_mode", "GUE")]);
+    assert!(rep.notes.iter().any(|n| n.contains("forwarding_mode L2_DSR -> GUE") && n.contains("keep their backends")), "{rep:#?}");
+    let rep = set(&[("connection_drain_timeout_sec", "77")]);
+    assert!(rep.notes.is_empty() && rep.services.is_empty() && rep.changes.iter().all(|c| !c.starts_with("no change")), "{rep:#?}");
+}

@@ -325,7 +325,7 @@ impl Daemon {
         .collect();
         Ok(ExplainReport {
             service: svc.name.clone(),
-            vip: format!("{}/{}", std::net::SocketAddr::new(svc.vip, svc.port), format!("{:?}", svc.protocol).to_lowercase()),
+            vip: svc.endpoint_label(),
             client: std::net::SocketAddr::new(client, client_port).to_string(),
             class: class.to_string(),
             decision_json: serde_json::to_string(&d).map_err(|e| e.to_string())?,
@@ -402,7 +402,7 @@ pub(crate) fn no_service(c: &Config, name: &str) -> String {
 
 /// Finds a service by `IP:PORT[/proto]` (or the only one when `vip` is `None`).
 pub fn pick_service<'a>(cfg: &'a Config, vip: Option<&str>) -> Result<&'a Service, String> {
-    let list = || cfg.services.iter().map(|s| format!("{}/{:?}", std::net::SocketAddr::new(s.vip, s.port), s.protocol).to_lowercase()).collect::<Vec<_>>().join(", ");
+    let list = || cfg.services.iter().map(|s| s.endpoint_label()).collect::<Vec<_>>().join(", ");
     let Some(v) = vip else {
         return match cfg.services.len() {
             1 => Ok(&cfg.services[0]),
@@ -419,6 +419,6 @@ pub fn pick_service<'a>(cfg: &'a Config, vip: Option<&str>) -> Result<&'a Servic
     let (ip, port) = (sa.ip(), sa.port());
     cfg.services
         .iter()
-        .find(|s| s.vip == ip && s.port == port && proto.as_deref().map(|p| format!("{:?}", s.protocol).to_lowercase() == p).unwrap_or(true))
+        .find(|s| s.vip == ip && s.port == port && proto.as_deref().map(|p| s.protocol.name() == p).unwrap_or(true))
         .ok_or_else(|| format!("no service {v} (have: {})", list()))
 }

@@ -133,11 +133,15 @@ impl<A: FlowAddr> Entry<A> {
     }
     /// Lifetime left at `now` if no packet arrives, ms (to the tick the deadline was
     /// rounded up to).
+    #[inline]
     pub fn remaining_ms(&self, now: u32) -> u32 {
-        if self.expired(now) {
+        // Ticks ahead, computed once: `expired` is "empty, or 0 or more than LIVE_AHEAD
+        // ticks ahead" ((ahead - 1) mod 2^24 >= LIVE_AHEAD, as [`Self::expired`] reads it).
+        let ahead = self.deadline().wrapping_sub(tick(now)) & TICK_MASK;
+        if self.raw_state() == State::Empty as u8 || ahead == 0 || ahead > LIVE_AHEAD {
             0
         } else {
-            (self.deadline().wrapping_sub(tick(now)) & TICK_MASK) * TICK_MS - (now & (TICK_MS - 1))
+            ahead * TICK_MS - (now & (TICK_MS - 1))
         }
     }
     /// Time since the entry's last packet (or its installation from a peer), ms, derived
@@ -164,3 +168,24 @@ pub(super) fn timeout_of(state: u8, t: &Timeouts) -> u32 {
     }
 }
 
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    proptest::proptest! {
+        /// `remaining_ms` computes the ticks ahead once; it is 0 exactly when `expired`
+        /// says so, and otherwise the time to the deadline's tick, for any life word
+        /// (every state byte, every deadline, wrapped or not) and any clock.
+        #[test]
+        fn remaining_is_zero_exactly_when_expired(life in proptest::num::u32::ANY, now in proptest::num::u32::ANY) {
+            let e = Entry::<u32> { src: 1, sport: 2, service: 3, backend: 4, incarnation: 5, life };
+            let left = e.remaining_ms(now);
+            proptest::prop_assert_eq!(left == 0, e.expired(now));
+            if !e.expired(now) {
+                let ahead = (life >> 8).wrapping_sub(tick(now)) & TICK_MASK;
+                proptest::prop_assert_eq!(left, ahead * TICK_MS - (now & (TICK_MS - 1)));
+            }
+        }
+    }
+}

@@ -50,6 +50,15 @@ impl<A: FlowAddr> ConnTable<A> {
         (b1, b2)
     }
 
+    /// What names this table's bucket function beside the words: its seed, and its mask
+    /// with the top bit set for an IPv6 table (the families hash their words differently,
+    /// so a target of one family's table must never match the other's, even with the same
+    /// seed). A mask is at most 2^32 - 1, so the bit is free.
+    #[inline(always)]
+    fn table_id(&self) -> (u64, u64) {
+        (self.seed, if A::BITS == 128 { self.mask | 1 << 63 } else { self.mask })
+    }
+
     /// [`Self::buckets_of`] for the packet path: the buckets the prefetch pass computed
     /// when `k` is the key it was given ([`ConnTable::expect`]), else hashed now.
     #[inline(always)]
@@ -58,7 +67,7 @@ impl<A: FlowAddr> ConnTable<A> {
         let h = &self.hint;
         // An IPv4 key's third word is always 0: not compared.
         let same = h.words[0] == words[0] && h.words[1] == words[1] && (A::BITS != 128 || h.words[2] == words[2]);
-        if same && h.table == (self.seed, self.mask) {
+        if same && h.table == self.table_id() {
             return (h.buckets.0 as usize, h.buckets.1 as usize);
         }
         self.buckets_of_words(words)
@@ -68,7 +77,8 @@ impl<A: FlowAddr> ConnTable<A> {
     /// [`ConnTable::prefetch_target`]): that lookup, and an insertion after it, take the
     /// key's buckets from `t` instead of hashing the key again. A lookup for another key
     /// hashes as usual, so a stale or foreign target costs a compare, never a wrong answer
-    /// (the buckets depend only on the hashed words, the seed and the mask, all compared).
+    /// (the buckets depend only on the hashed words, the family, the seed and the mask,
+    /// all compared: [`Self::table_id`]).
     #[inline(always)]
     pub fn expect(&mut self, t: &PrefetchTarget) {
         self.hint = t.hash;
@@ -88,7 +98,7 @@ impl<A: FlowAddr> ConnTable<A> {
         let words = self.words(k);
         let (b1, b2) = self.buckets_of_words(words);
         let at = |b: usize| self.buckets.get(b).map_or(std::ptr::null(), |bk| bk as *const Bucket<A> as *const u8);
-        let hash = Hash { words, table: (self.seed, self.mask), buckets: (b1 as u32, b2 as u32) };
+        let hash = Hash { words, table: self.table_id(), buckets: (b1 as u32, b2 as u32) };
         let mut t = PrefetchTarget::new(at(b1), if both { at(b2) } else { std::ptr::null() }, std::mem::size_of::<Bucket<A>>(), hash);
         t.ipv6 = std::mem::size_of::<A>() == 16;
         t
@@ -110,9 +120,10 @@ pub struct PrefetchTarget {
 }
 
 /// What the bucket hash of one key computed: the raw words it mixed (`ConnTable::words`)
-/// and the two buckets they gave, with the table's seed and mask. The buckets are a function of the words,
-/// seed and mask alone, so a key with the same words in a table with the same seed and
-/// mask has these buckets: reusing them can never be wrong.
+/// and the two buckets they gave, with the table's family, seed and mask (`table`,
+/// `ConnTable::table_id`). The buckets are a function of the words, family, seed and mask
+/// alone, so a key with the same words in a table with the same `table` has these
+/// buckets: reusing them can never be wrong.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) struct Hash {
     pub(super) words: [u64; 3],

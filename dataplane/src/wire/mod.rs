@@ -430,7 +430,7 @@ fn ipv6_info(ip: Ipv6Packet<&[u8]>, l3: usize) -> Result<Ipv6Info, DropReason> {
 }
 
 /// [`ipv6_info`] written field by field into `info` (untouched on `Err`: every check comes
-/// before the first store), so [`parse_ipv6_frame`] builds no temporary to copy, as
+/// before the first store), so [`parse_ipv6_at`] builds no temporary to copy, as
 /// [`fill_ipv4`] does. A TCP or UDP header right after the fixed 40 octets (no extension
 /// headers, the common case) is taken without calling [`ipv6::walk_ext`]: the walk
 /// would stop there at once with the same answer (upper protocol, offset 0, no Fragment

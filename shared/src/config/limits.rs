@@ -163,7 +163,9 @@ impl Limit {
         if ok {
             Ok(())
         } else {
-            Err(super::error::ConfigError::new(path, v, msg.unwrap_or_else(|| self.allowed())))
+            // `-0.0` as written (Display drops the fraction of negative zero: "-0")
+            let echo = if v == 0.0 && v.is_sign_negative() { "-0.0".to_string() } else { v.to_string() };
+            Err(super::error::ConfigError::new(path, echo, msg.unwrap_or_else(|| self.allowed())))
         }
     }
 }

@@ -152,7 +152,10 @@ impl Config {
         serde_path_to_error::deserialize::<_, Config>(de).map_err(|e| {
             let path = e.path().to_string();
             let inner = e.into_inner();
-            let msg = inner.message().trim_end();
+            // the parser's message may run over lines ("invalid table header\nduplicate
+            // key `metrics` in document root"): one line, its parts joined by ": "
+            let msg = inner.message().lines().map(str::trim).filter(|l| !l.is_empty()).collect::<Vec<_>>().join(": ");
+            let msg = msg.as_str();
             let span = inner.span();
             let at = span.as_ref().map(|s| line_col(text, s.start)).map(|(l, c)| format!(" (line {l}, column {c})")).unwrap_or_default();
             let raw = span.and_then(|s| text.get(s)).map(str::trim).filter(|r| !r.is_empty() && r.len() <= 80 && !r.contains('\n'));
@@ -421,7 +424,7 @@ impl Config {
                 return Err(ConfigError::new(format!("{sp}.name"), &s.name, "must be unique"));
             }
             if !vips.insert((s.vip, s.port, s.protocol)) {
-                return Err(ConfigError::new(format!("{sp}.vip"), format!("{}:{}/{:?}", s.vip, s.port, s.protocol),
+                return Err(ConfigError::new(format!("{sp}.vip"), s.endpoint_label(),
                     "another service already has this VIP, port and protocol"));
             }
         }

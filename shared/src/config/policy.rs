@@ -22,6 +22,13 @@ impl Protocol {
             Protocol::Udp => 17,
         }
     }
+    /// The name config files and `spillwayctl` use: `tcp`, `udp`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Protocol::Tcp => "tcp",
+            Protocol::Udp => "udp",
+        }
+    }
 }
 
 /// spec/zonal-affinity.md "Options". The short names without the `ZONAL_AFFINITY_` prefix

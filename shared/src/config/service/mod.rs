@@ -112,6 +112,12 @@ fn d_maglev() -> u32 {
 }
 
 impl Service {
+    /// The service's VIP, port and protocol as `spillwayctl` and `flows show` print
+    /// them: `10.0.0.100:80/tcp`, `[fd00::100]:53/udp`.
+    pub fn endpoint_label(&self) -> String {
+        format!("{}/{}", std::net::SocketAddr::new(self.vip, self.port), self.protocol.name())
+    }
+
     /// A service with every policy field at its default.
     pub fn new(name: &str, vip: impl Into<IpAddr>, port: u16, protocol: Protocol) -> Self {
         Service {
