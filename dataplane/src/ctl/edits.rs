@@ -14,10 +14,23 @@ use crate::daemon::Daemon;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use spillway_shared::config::{Backend, Config, Endpoint, Service};
+use spillway_shared::martian::SourceAddr;
 use spillway_shared::proto::Response;
 
-/// Checks the daemon needs beyond [`Config::validate`]: endpoints that are health-checked
-/// or encapsulated to have a unicast address, and IPIP/GUE services have a port address as
+/// Whether an endpoint address can be sent to (probed, encapsulated to, resolved): a
+/// unicast address ([`SourceAddr::never_unicast`]: not unspecified, 0/8, loopback,
+/// multicast, 240/4 or broadcast, the addresses whose ARP replies the dataplane ignores),
+/// not IPv4-mapped IPv6 (RFC 4291 §2.5.5.2: write the IPv4 address), and not IPv6
+/// link-local (fe80::/10): the health checker's sockets and the neighbour table take no
+/// zone index, and without one such an address names no interface (RFC 4007 §6). IPv4
+/// link-local (169.254/16) needs no zone and is usable.
+fn usable_endpoint_address(a: std::net::IpAddr) -> bool {
+    let v6_unusable = matches!(a, std::net::IpAddr::V6(v6) if v6.segments()[0] & 0xffc0 == 0xfe80 || v6.to_ipv4_mapped().is_some());
+    !(a.is_unspecified() || a.never_unicast() || v6_unusable)
+}
+
+/// Checks the daemon needs beyond [`Config::validate`]: endpoints that are health-checked,
+/// encapsulated or resolved by ARP/ND to have a usable address ([`usable_endpoint_address`]), and IPIP/GUE services have a port address as
 /// outer source. Errors name the field path. A `mac` is optional: next hops without one are
 /// resolved with ARP or, for IPv6, Neighbor Discovery, which needs a forwarding port with
 /// an IPv6 address ([`crate::neighbor`]). QUIC-LB key files are read here (missing, too
@@ -44,10 +57,10 @@ pub fn daemon_checks(cfg: &Config) -> Result<(), String> {
                     }
                 }
                 let needs_address = resolves || s.health_check.is_some() || s.forwarding_mode != spillway_shared::config::ForwardingMode::L2_DSR;
-                let a = m.address;
-                if needs_address && (a.is_unspecified() || a == std::net::IpAddr::from(std::net::Ipv4Addr::BROADCAST) || a.is_multicast() || a.is_loopback()) {
+                if needs_address && !usable_endpoint_address(m.address) {
                     return Err(format!(
-                        "{at}.address = {a}: a unicast endpoint address is required (health checks, IPIP/GUE and ARP resolution of a missing mac send to it)"
+                        "{at}.address = {}: a unicast endpoint address is required (health checks, IPIP/GUE and ARP/ND resolution of a missing mac send to it): not unspecified, 0/8, loopback, multicast, 240/4, broadcast, IPv4-mapped, or IPv6 link-local (no zone index can be given)",
+                        m.address
                     ));
                 }
             }

@@ -136,6 +136,19 @@ fn invalid_edits_change_nothing() {
     let r = d.edit_request(set("web", "b1", &[("mac", ""), ("address", "\"0.0.0.0\"")], None));
     let Response::Error { message } = r else { panic!("{r:?}") };
     assert!(message.starts_with("services[0].backends[0].address = 0.0.0.0: a unicast endpoint address is required"), "{message}");
+    // Nor any other address it cannot send to (QA: a link-local endpoint was accepted);
+    // IPv4 link-local needs no zone index and is accepted.
+    for a in ["0.1.2.3", "127.0.0.1", "224.0.0.5", "240.0.0.5", "255.255.255.255"] {
+        let r = d.edit_request(set("web", "b1", &[("mac", ""), ("address", &format!("\"{a}\""))], None));
+        assert!(matches!(&r, Response::Error { message } if message.starts_with(&format!("services[0].backends[0].address = {a}: a unicast endpoint address is required"))), "{a}: {r:?}");
+    }
+    let one = |vip: &str, a: &str| Config::from_toml(&format!("[[ports]]\nname = \"p0\"\ndevice = \"net_null0\"\naddress = \"10.0.0.2\"\naddress6 = \"fd00::2\"\n[[services]]\nname = \"s\"\nvip = \"{vip}\"\nport = 80\n[[services.backends]]\nname = \"b1\"\naddress = \"{a}\"\n")).unwrap();
+    for a in ["::1", "ff02::1", "fe80::1", "::ffff:10.0.1.1"] {
+        let e = super::daemon_checks(&one("fd00::100", a)).unwrap_err();
+        assert!(e.starts_with(&format!("services[0].backends[0].address = {a}: a unicast endpoint address is required")), "{a}: {e}");
+    }
+    super::daemon_checks(&one("fd00::100", "fd00::11")).unwrap();
+    super::daemon_checks(&one("10.0.0.100", "169.254.7.1")).unwrap();
     // nor may an address be removed (it read as 0.0.0.0): backend set / add, endpoint add
     for r in [set("web", "b1", &[("address", "")], None), set("web", "b1", &[("mac", "02:00:00:00:0b:07"), ("address", " ")], None)] {
         let r = d.edit_request(r);

@@ -72,7 +72,6 @@
 
 use spillway_shared::flow::{FlowAddr, FlowKeyOf};
 
-
 #[path = "conntrack_prefetch.rs"]
 mod prefetch;
 use prefetch::Hash;
@@ -298,6 +297,8 @@ pub struct ConnTable<A: FlowAddr = u32> {
     /// The bucket hash of the key the next lookup is expected to be for
     /// ([`ConnTable::expect`]); any other key is hashed as usual.
     hint: Hash,
+    /// Whether relocation may search above the occupancy gate ([`relocate::FullGate`]).
+    gate: relocate::FullGate,
 }
 
 impl<A: FlowAddr> ConnTable<A> {
@@ -309,15 +310,14 @@ impl<A: FlowAddr> ConnTable<A> {
             buckets: BucketMem::new(n_buckets),
             mask: n_buckets as u64 - 1,
             seed,
-            cursor: 0,
-            swept_at: None,
+            cursor: 0, swept_at: None,
             sweep_per_ms: n_buckets.div_ceil(SWEEP_CYCLE_MS as usize),
             sync_cursor: 0,
             counters: CtCounters::default(),
             occ: [(n_buckets * WAYS) as u64, 0, 0, 0],
-            dump_left: 0,
             dump_pending: Vec::with_capacity(relocate::DUMP_PENDING),
-            hint: Hash::NONE,
+            dump_left: 0, hint: Hash::NONE,
+            gate: relocate::FullGate::default(),
         }
     }
 

@@ -100,7 +100,7 @@ impl<A: FlowAddr> ConnTable<A> {
         let at = |b: usize| self.buckets.get(b).map_or(std::ptr::null(), |bk| bk as *const Bucket<A> as *const u8);
         let hash = Hash { words, table: self.table_id(), buckets: (b1 as u32, b2 as u32) };
         let mut t = PrefetchTarget::new(at(b1), if both { at(b2) } else { std::ptr::null() }, std::mem::size_of::<Bucket<A>>(), hash);
-        t.ipv6 = std::mem::size_of::<A>() == 16;
+        t.ipv6 = A::BITS == 128;
         t
     }
 

@@ -11,16 +11,21 @@
 //! neither the entry nor its state, only its slot, and a key is in one of its two buckets
 //! before and after every move, so every lookup (which reads both buckets) stays right.
 //! With two choices, four ways and chains of up to eight moves, tables of random keys first
-//! ran out of room only at the occupancy gate below, 96.9 % (96.9–97.2 % over 40 seeds of
-//! 1 Ki slots, 96.9 % in all 40 of 64 Ki: `fill_level_at_first_failure`); 95 % is tested
-//! (`dataplane/tests/conntrack_model.rs`).
+//! ran out of room at 96.3–98.8 % (median 97.9 %) over 40 seeds of 1 Ki slots and at
+//! 97.1–97.7 % (median 97.5 %) over 40 of 64 Ki (`fill_level_at_first_failure`,
+//! 2026-12-02); 95 % is tested (`dataplane/tests/conntrack_model.rs`).
 //! Without relocation the first eviction came at about 86 %.
 //!
-//! **Cost bound.** The search reads at most [`MAX_SEARCH`] buckets, and runs only while at
-//! most [`FULL_NUM`]/[`FULL_DEN`] of the slots hold an entry (expired ones counted until
-//! cleared): above that, a free slot within reach is unlikely, and a SYN flood against a
-//! full table would otherwise pay the whole search on every SYN. A flood therefore costs
-//! what it cost without relocation: an eviction of the oldest SYN-only entry.
+//! **Cost bound.** The search reads at most [`MAX_SEARCH`] buckets. While more than
+//! [`FULL_NUM`]/[`FULL_DEN`] of the slots hold an entry it runs only while the last search
+//! there found room ([`FullGate`]): after a failure it is closed for 1 ms, then 2, 4, ... up
+//! to [`MAX_BACKOFF_MS`], and reopened by a success. A SYN flood against a full table would
+//! otherwise pay a failing search on every SYN; so it pays at most one a second, and
+//! otherwise what it cost without relocation: an eviction of the oldest SYN-only entry.
+//! Not closed outright above the gate: the counts include expired entries no sweep has
+//! cleared yet (up to [`super::SWEEP_CYCLE_MS`] after their deadline), so a table that
+//! counts 97 % may hold 94 % of live entries and expired slots within reach (review,
+//! 2026-12-02: 93.75 % live and 3.1 % expired SYN-only entries evicted live ones).
 //!
 //! **Occupancy.** The table counts its slots by state ([`Occupancy`]) on every change of a
 //! slot (insert, install, confirm, close, expiry seen by a lookup, sweep, flush, remove,
@@ -44,6 +49,35 @@ pub const MAX_SEARCH: usize = 2000;
 pub const FULL_NUM: u64 = 31;
 /// See [`FULL_NUM`].
 pub const FULL_DEN: u64 = 32;
+
+/// Longest time relocation stays closed above the occupancy gate after failed searches
+/// ([`FullGate`]), ms.
+pub const MAX_BACKOFF_MS: u32 = 1_000;
+
+/// Whether relocation may search while the table is above the occupancy gate
+/// ([`FULL_NUM`]; module docs, "Cost bound"): open until a search there fails, then closed
+/// for `backoff_ms` of clock time, which doubles with each further failure (1 ms up to
+/// [`MAX_BACKOFF_MS`]); a successful search, or any search below the gate, reopens it.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct FullGate {
+    /// Clock from which the next search may run, ms (meaningful while `backoff_ms > 0`).
+    retry_at: u32,
+    /// Current closing time, ms; 0: open.
+    backoff_ms: u32,
+}
+
+impl FullGate {
+    /// Whether a search may run at `now` (ms; the comparison survives the clock's wrap).
+    fn open(&self, now: u32) -> bool {
+        self.backoff_ms == 0 || now.wrapping_sub(self.retry_at) as i32 >= 0
+    }
+
+    /// A search above the gate found no room at `now`: closed for twice as long as before.
+    fn failed(&mut self, now: u32) {
+        self.backoff_ms = self.backoff_ms.saturating_mul(2).clamp(1, MAX_BACKOFF_MS);
+        self.retry_at = now.wrapping_add(self.backoff_ms);
+    }
+}
 
 /// Keys moved behind a running sync dump pass that its next step offers first
 /// ([`ConnTable::sync_walk`]); the queue is allocated once with the table.
@@ -156,15 +190,26 @@ impl<A: FlowAddr> ConnTable<A> {
     }
 
     /// Frees a slot in bucket `b1` or `b2` (both full of live entries) by a chain of moves
-    /// (module docs); returns it, or `None` when no chain within the bounds exists or the
-    /// table is too full to search.
+    /// (module docs); returns it, or `None` when no chain within the bounds exists or, above
+    /// the occupancy gate, the search is closed after a recent failure ([`FullGate`]).
     #[cold]
     #[inline(never)]
     pub(super) fn relocate(&mut self, b1: usize, b2: usize, now: u32) -> Option<(usize, usize)> {
-        let cap = self.capacity() as u64;
-        if self.occupancy().entries() * FULL_DEN >= cap * FULL_NUM {
+        let full = self.occupancy().entries() * FULL_DEN >= self.capacity() as u64 * FULL_NUM;
+        if full && !self.gate.open(now) {
             return None;
         }
+        let found = self.search(b1, b2, now);
+        match found {
+            Some(_) => self.gate = FullGate::default(),
+            None if full => self.gate.failed(now),
+            None => {}
+        }
+        found
+    }
+
+    /// The breadth-first search of [`Self::relocate`], carried out when it finds a chain.
+    fn search(&mut self, b1: usize, b2: usize, now: u32) -> Option<(usize, usize)> {
         let mut nodes = [Node { bucket: b1 as u32, parent: ROOT, way: 0, depth: 0 }; MAX_SEARCH + 2];
         nodes[1].bucket = b2 as u32;
         let (mut len, mut head, mut reads) = (2usize, 0usize, 0usize);

@@ -70,7 +70,9 @@ impl Worker {
 }
 
 /// Removes the entries of `ct` on a listed endpoint; with sync on, this host's own
-/// confirmed ones are removed on the peers too. Returns how many.
+/// confirmed ones are removed on the peers too. Returns how many were live: an expired
+/// entry no sweep has cleared yet is removed too, but neither counted nor sent (review:
+/// `flows flush` counted flows `flows count` did not).
 fn flush<A: spillway_shared::flow::FlowAddr>(
     ct: &mut crate::fastpath::conntrack::ConnTable<A>,
     matches: &impl Fn(u16, u16) -> bool,
@@ -79,11 +81,16 @@ fn flush<A: spillway_shared::flow::FlowAddr>(
     snap: &crate::control::snapshot::Snapshot,
     now_ms: u32,
 ) -> usize {
+    let mut live = 0;
     ct.retain(|e| {
         let flushed = matches(e.backend, e.incarnation);
-        if let (true, Some(q)) = (flushed, sync) {
-            Worker::sync_removed(q, id, snap, e, now_ms);
+        if flushed && e.remaining_ms(now_ms) > 0 {
+            live += 1;
+            if let Some(q) = sync {
+                Worker::sync_removed(q, id, snap, e, now_ms);
+            }
         }
         !flushed
-    })
+    });
+    live
 }
