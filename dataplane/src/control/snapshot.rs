@@ -267,9 +267,19 @@ impl ServiceTimeouts for SnapTimeouts<'_> {
         self.snap.service_by_number(service).map_or(self.base, |(_, s)| self.base.for_service(s.proto, s.idle_timeout_ms))
     }
     fn dead(&self, service: u16, backend: u16, incarnation: u16) -> bool {
-        let Some((i, _)) = self.snap.service_by_number(service) else { return true };
-        // the worker's `keeps_backend` slot test: the slot still holds this endpoint of
-        // this service
+        self.dead_in(self.snap.service_by_number(service).map(|(i, _)| i), service, backend, incarnation)
+    }
+    /// The timeouts and the service's index (`None`: no service has the number).
+    fn resolve(&self, service: u16) -> (Timeouts, Option<u16>) {
+        match self.snap.service_by_number(service) {
+            Some((i, s)) => (self.base.for_service(s.proto, s.idle_timeout_ms), Some(i)),
+            None => (self.base, None),
+        }
+    }
+    /// [`Self::dead`] with the service's index from [`Self::resolve`]: the worker's
+    /// `keeps_backend` slot test (the slot still holds this endpoint of this service).
+    fn dead_in(&self, handle: Option<u16>, _service: u16, backend: u16, incarnation: u16) -> bool {
+        let Some(i) = handle else { return true };
         self.snap.backends.get(usize::from(backend)).is_none_or(|b| !(b.present && b.incarnation == incarnation && b.service == i))
     }
 }

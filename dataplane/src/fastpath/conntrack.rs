@@ -141,6 +141,17 @@ pub trait ServiceTimeouts {
     fn dead(&self, _service: u16, _backend: u16, _incarnation: u16) -> bool {
         false
     }
+    /// [`Self::of`] for service number `service`, and a handle for [`Self::dead_in`]:
+    /// what eviction looks up once per service instead of once per entry (it ranks up to
+    /// eight entries, mostly of one service). Default: `(self.of(service), Some(service))`.
+    fn resolve(&self, service: u16) -> (Timeouts, Option<u16>) {
+        (self.of(service), Some(service))
+    }
+    /// [`Self::dead`] for an entry of service number `service`, whose [`Self::resolve`]
+    /// gave `handle`. Default: `self.dead(service, backend, incarnation)`.
+    fn dead_in(&self, _handle: Option<u16>, service: u16, backend: u16, incarnation: u16) -> bool {
+        self.dead(service, backend, incarnation)
+    }
 }
 
 impl ServiceTimeouts for Timeouts {
@@ -443,77 +454,6 @@ impl<A: FlowAddr> ConnTable<A> {
             return Some(free);
         }
         self.evict(b1, b2, now, t)
-    }
-
-    /// Eviction in two full buckets (out of line): the oldest SYN-only entry, else the
-    /// oldest closing one — by age (the last packet, derived from the deadline and the
-    /// timeout of the entry's state under its service's timeouts), then the nearest
-    /// deadline; counted. By age, not by deadline: a fresh TCP SYN (5 s) must outlive an
-    /// older UDP first datagram (30 s or more), or a one-packet UDP flood would evict every
-    /// handshake first. `None` when both hold only established entries.
-    #[cold]
-    #[inline(never)]
-    fn evict(&mut self, b1: usize, b2: usize, now: u32, t: &impl ServiceTimeouts) -> Option<(usize, usize)> {
-        // rank: class, u32::MAX - age, time left (lower goes first), packed into one u128;
-        // (bucket, way)
-        let mut best: Option<(u128, (usize, usize))> = None;
-        // The timeouts of the last entry's service: a bucket's entries are mostly of one
-        // service (all of them in a flood), and each lookup reads the snapshot.
-        let mut memo: Option<(u16, Timeouts)> = None;
-        for b in [b1, b2] {
-            let Some(bucket) = self.buckets.get(b) else { continue };
-            for (i, e) in bucket.0.iter().enumerate() {
-                let class: u8 = match e.state() {
-                    // an entry of a removed service matches no packet (its number names no
-                    // service): a dead slot, whatever its state
-                    _ if t.dead(e.service, e.backend, e.incarnation) => 0,
-                    State::SynOnly => 1,
-                    State::Closing => 2,
-                    _ => continue,
-                };
-                let left = e.remaining_ms(now);
-                // Age from today's timeout of the entry's state. An entry with more time
-                // left than that timeout was set before a live edit lowered it, so it is
-                // older than every entry set since: it ranks as the oldest (a flood's UDP
-                // entries must not look fresh after the operator shortens the UDP
-                // timeout). A dead entry (class 0) can match no packet: first of all.
-                // u32::MAX - age: the oldest ranks lowest.
-                let age = if class == 0 {
-                    u32::MAX
-                } else {
-                    let ts = match memo {
-                        Some((svc, ts)) if svc == e.service => ts,
-                        _ => {
-                            let ts = t.of(e.service);
-                            memo = Some((e.service, ts));
-                            ts
-                        }
-                    };
-                    let timeout = timeout_of(e.raw_state(), &ts);
-                    if left >= timeout.saturating_add(TICK_MS) {
-                        // (a fresh entry has up to TICK_MS - 1 ms more than its timeout:
-                        // the deadline is rounded up to its tick)
-                        u32::MAX - 1
-                    } else {
-                        timeout.saturating_sub(left)
-                    }
-                };
-                let rank = u128::from(class) << 64 | u128::from(u32::MAX - age) << 32 | u128::from(left);
-                if best.is_none_or(|(r, _)| rank < r) {
-                    best = Some((rank, (b, i)));
-                }
-            }
-        }
-        let (rank, at) = best?;
-        let class = (rank >> 64) as u8;
-        if class == 0 {
-            self.counters.expired_reused += 1; // dead like an expired entry
-        } else if class == 1 {
-            self.counters.evicted_syn_only += 1;
-        } else {
-            self.counters.evicted_closing += 1;
-        }
-        Some(at)
     }
 
     /// Clears expired entries in the next `buckets` buckets (a cursor walks the table

@@ -1,5 +1,6 @@
-//! Relocation on insert (cuckoo displacement), the occupancy counters and the
-//! control-plane walks of the connection table. A child of [`super`]; called only from [`ConnTable::insert`] and
+//! Relocation on insert (cuckoo displacement), eviction when it finds no room, the
+//! occupancy counters and the control-plane walks of the connection table. A child of
+//! [`super`]; relocation and eviction are called only from [`ConnTable::insert`] and
 //! [`ConnTable::install`] when both buckets of a new key are full, never on a lookup.
 //!
 //! **Relocation.** Every entry may live in either of its two buckets. When both buckets of
@@ -31,7 +32,7 @@
 //! slot (insert, install, confirm, close, expiry seen by a lookup, sweep, flush, remove,
 //! eviction, move), so `flows count` and `/metrics` read counters and never walk a table.
 
-use super::{ConnTable, Entry, FlowAddr, State};
+use super::{ConnTable, Entry, FlowAddr, ServiceTimeouts, State, Timeouts, TICK_MS};
 
 /// Longest chain of moves one insertion may carry out.
 pub const MAX_MOVES: usize = 8;
@@ -206,6 +207,70 @@ impl<A: FlowAddr> ConnTable<A> {
             None => {}
         }
         found
+    }
+
+    /// Eviction in two full buckets (out of line): the oldest SYN-only entry, else the
+    /// oldest closing one — by age (the last packet, derived from the deadline and the
+    /// timeout of the entry's state under its service's timeouts), then the nearest
+    /// deadline; counted. By age, not by deadline: a fresh TCP SYN (5 s) must outlive an
+    /// older UDP first datagram (30 s or more), or a one-packet UDP flood would evict every
+    /// handshake first. An entry of a removed service or endpoint ([`ServiceTimeouts::dead`])
+    /// goes before all of them, whatever its state. `None` when both hold only established
+    /// entries.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn evict(&mut self, b1: usize, b2: usize, now: u32, t: &impl ServiceTimeouts) -> Option<(usize, usize)> {
+        // The best (lowest) rank so far, class << 62 | (u32::MAX - age) << 30 | time left
+        // (ms, < 2^26: at most LIVE_AHEAD ticks), and its (bucket, way); u64::MAX is above
+        // every rank (class <= 2).
+        let (mut best, mut at) = (u64::MAX, None);
+        // The service of the last entry, resolved once: a bucket's entries are mostly of
+        // one service (all of them in a flood). `memo` is a service number or, before the
+        // first, a value none is.
+        let (mut memo, mut ts, mut handle) = (u32::MAX, Timeouts::default(), None);
+        for b in [b1, b2] {
+            let Some(bucket) = self.buckets.get(b) else { continue };
+            for (i, e) in bucket.0.iter().enumerate() {
+                if memo != u32::from(e.service) {
+                    (ts, handle) = t.resolve(e.service);
+                    memo = u32::from(e.service);
+                }
+                let class: u64 = match e.state() {
+                    // an entry of a removed service matches no packet (its number names no
+                    // service): a dead slot, whatever its state
+                    _ if t.dead_in(handle, e.service, e.backend, e.incarnation) => 0,
+                    State::SynOnly => 1,
+                    State::Closing => 2,
+                    _ => continue,
+                };
+                let left = e.remaining_ms(now);
+                // Age from today's timeout of the entry's state. An entry with more time
+                // left than that timeout was set before a live edit lowered it, so it is
+                // older than every entry set since: it ranks as the oldest (a flood's UDP
+                // entries must not look fresh after the operator shortens the UDP
+                // timeout). A dead entry (class 0) can match no packet: first of all.
+                // u32::MAX - age: the oldest ranks lowest.
+                let age = if class == 0 {
+                    u32::MAX
+                } else {
+                    let timeout = if class == 1 { ts.syn_ms } else { ts.closing_ms };
+                    // (a fresh entry has up to TICK_MS - 1 ms more than its timeout: the
+                    // deadline is rounded up to its tick)
+                    if left >= timeout.saturating_add(TICK_MS) { u32::MAX - 1 } else { timeout.saturating_sub(left) }
+                };
+                let rank = class << 62 | u64::from(u32::MAX - age) << 30 | u64::from(left);
+                if rank < best {
+                    (best, at) = (rank, Some((b, i)));
+                }
+            }
+        }
+        let at = at?;
+        match best >> 62 {
+            0 => self.counters.expired_reused += 1, // dead like an expired entry
+            1 => self.counters.evicted_syn_only += 1,
+            _ => self.counters.evicted_closing += 1,
+        }
+        Some(at)
     }
 
     /// The breadth-first search of [`Self::relocate`], carried out when it finds a chain.

@@ -537,6 +537,39 @@
         assert_eq!((counter(&w.stats.ct_entries[0]), counter(&w.stats.ct_entries[1])), (flushed, 972 - flushed));
     }
 
+    /// The snapshot's eviction view (`ServiceTimeouts::resolve` + `dead_in`, one service
+    /// look-up per service instead of per entry) answers what `of` + `dead` answer, for
+    /// every service number and endpoint slot, live, removed or never used, and any
+    /// incarnation.
+    #[test]
+    fn the_snapshots_eviction_view_agrees_with_of_and_dead() {
+        use crate::fastpath::conntrack::ServiceTimeouts;
+        let both = format!("{}{}", service("web", 80, "tcp", "", &["b1", "b2", "b3"], 0), service("dns", 53, "udp", "idle_timeout_sec = 7", &["d1"], 8));
+        let cfg = Config::from_toml(&both).unwrap();
+        let fewer = Config::from_toml(&service("web", 80, "tcp", "", &["b1", "b3"], 0)).unwrap();
+        let mut slots = SlotMap::default();
+        slots.sync(&cfg).unwrap();
+        slots.sync(&fewer).unwrap();
+        let mut states = std::collections::HashMap::new();
+        let (mut live, mut dead) = (0, 0);
+        for c in [&cfg, &fewer] {
+            let s = compile(c, &slots, CompileInput { health: &HealthView::new(), states: &mut states, now_sec: 0.0, generation: 1, port_addrs: vec![0] });
+            let t = s.timeouts(Timeouts::default());
+            for svc in 0..6u16 {
+                let (ts, handle) = t.resolve(svc);
+                assert_eq!(ts, t.of(svc), "service number {svc}");
+                for slot in 0..6u16 {
+                    for inc in 0..4u16 {
+                        let d = t.dead(svc, slot, inc);
+                        assert_eq!(t.dead_in(handle, svc, slot, inc), d, "service number {svc}, slot {slot}, incarnation {inc}");
+                        (live, dead) = if d { (live, dead + 1) } else { (live + 1, dead) };
+                    }
+                }
+            }
+        }
+        assert!(live > 0 && dead > 0, "both answers occur: {live} live, {dead} dead");
+    }
+
     /// `flows flush` counts (and with sync sends) only live entries: an unconfirmed entry
     /// past its deadline that no sweep has cleared yet is removed, not counted (review: a
     /// flush counted flows that `flows count` did not).

@@ -14,7 +14,6 @@
 //! `ipv6_ext_chain` (a bound on per-packet work, RFC 7112 §5 and RFC 8200 §4.1 let a node
 //! discard what it cannot process within its limits).
 
-use super::ipv4::{PROTO_TCP, PROTO_UDP};
 use super::{be16, view_invariant_broken, DropReason};
 
 /// Fixed IPv6 header length.
@@ -205,23 +204,8 @@ pub struct ExtWalk {
 /// §4.4 says for any routing type);
 /// `Err(TruncatedIpv6)` when a header runs past the payload. No allocation, at most
 /// `MAX_EXT_HEADERS` iterations.
-///
-/// TCP or UDP right after the fixed header (no extension headers, the common case) is
-/// answered inline (upper protocol, offset 0, no Fragment header); any other first Next
-/// Header walks the chain out of line ([`walk_chain`], which answers the same for TCP and
-/// UDP: `wire::tests::walk_ext_agrees_with_the_chain_walk`).
-#[inline(always)]
+#[inline]
 pub fn walk_ext(next_header: u8, payload: &[u8]) -> Result<ExtWalk, DropReason> {
-    if next_header == PROTO_TCP || next_header == PROTO_UDP {
-        return Ok(ExtWalk { proto: next_header, offset: 0, frag: None, headers: 0 });
-    }
-    walk_chain(next_header, payload)
-}
-
-/// The chain walk of [`walk_ext`], for every first Next Header (TCP and UDP included: it
-/// stops there at once).
-#[inline(never)]
-pub(super) fn walk_chain(next_header: u8, payload: &[u8]) -> Result<ExtWalk, DropReason> {
     let mut nh = next_header;
     let mut at = 0usize;
     let mut frag = None;
