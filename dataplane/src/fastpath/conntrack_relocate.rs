@@ -58,7 +58,7 @@ pub const MAX_BACKOFF_MS: u32 = 1_000;
 /// Whether relocation may search while the table is above the occupancy gate
 /// ([`FULL_NUM`]; module docs, "Cost bound"): open until a search there fails, then closed
 /// for `backoff_ms` of clock time, which doubles with each further failure (1 ms up to
-/// [`MAX_BACKOFF_MS`]); a successful search, or any search below the gate, reopens it.
+/// [`MAX_BACKOFF_MS`]); a successful search reopens it.
 #[derive(Clone, Copy, Debug, Default)]
 pub(super) struct FullGate {
     /// Clock from which the next search may run, ms (meaningful while `backoff_ms > 0`).
@@ -70,7 +70,9 @@ pub(super) struct FullGate {
 impl FullGate {
     /// Whether a search may run at `now` (ms; the comparison survives the clock's wrap).
     fn open(&self, now: u32) -> bool {
-        self.backoff_ms == 0 || now.wrapping_sub(self.retry_at) as i32 >= 0
+        // A `retry_at` more than the longest back-off ahead was set before a clock wrap
+        // (review: otherwise a stale gate stays shut for up to ~24.8 days): open.
+        self.backoff_ms == 0 || now.wrapping_sub(self.retry_at) as i32 >= 0 || self.retry_at.wrapping_sub(now) > MAX_BACKOFF_MS
     }
 
     /// A search above the gate found no room at `now`: closed for twice as long as before.
