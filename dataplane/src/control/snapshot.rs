@@ -264,10 +264,10 @@ pub struct SnapTimeouts<'s> {
 
 impl ServiceTimeouts for SnapTimeouts<'_> {
     fn of(&self, service: u16) -> Timeouts {
-        self.snap.service_by_number(service).map_or(self.base, |(_, s)| self.base.for_service(s.proto, s.idle_timeout_ms))
+        self.resolve(service).0
     }
     fn dead(&self, service: u16, backend: u16, incarnation: u16) -> bool {
-        self.dead_in(self.snap.service_by_number(service).map(|(i, _)| i), service, backend, incarnation)
+        self.dead_in(self.resolve(service).1, service, backend, incarnation)
     }
     /// The timeouts and the service's index (`None`: no service has the number).
     fn resolve(&self, service: u16) -> (Timeouts, Option<u16>) {

@@ -25,8 +25,13 @@ use spillway_shared::proto::Response;
 /// zone index, and without one such an address names no interface (RFC 4007 §6). IPv4
 /// link-local (169.254/16) needs no zone and is usable.
 fn usable_endpoint_address(a: std::net::IpAddr) -> bool {
-    let v6_unusable = matches!(a, std::net::IpAddr::V6(v6) if v6.segments()[0] & 0xffc0 == 0xfe80 || v6.to_ipv4_mapped().is_some());
-    !(a.is_unspecified() || a.never_unicast() || v6_unusable)
+    // IPv6: the martian-source rule (never unicast, link-local, IPv4-mapped); IPv4: never
+    // unicast only (its link-local needs no zone).
+    let unusable = match a {
+        std::net::IpAddr::V4(v4) => u32::from(v4).never_unicast(),
+        std::net::IpAddr::V6(v6) => u128::from(v6).never_a_source(),
+    };
+    !(a.is_unspecified() || unusable)
 }
 
 /// Checks the daemon needs beyond [`Config::validate`]: endpoints that are health-checked,

@@ -21,8 +21,10 @@
 //! [`FULL_NUM`]/[`FULL_DEN`] of the slots hold an entry it runs only while the last search
 //! there found room ([`FullGate`]): after a failure it is closed for 1 ms, then 2, 4, ... up
 //! to [`MAX_BACKOFF_MS`], and reopened by a success. A SYN flood against a full table would
-//! otherwise pay a failing search on every SYN; so it pays at most one a second, and
-//! otherwise what it cost without relocation: an eviction of the oldest SYN-only entry.
+//! otherwise pay a failing search on every SYN; so, while its searches keep failing (ten
+//! in a row reach the 1 s step), it pays at most one a second, and otherwise what it cost
+//! without relocation: an eviction of the oldest SYN-only entry. A search that succeeds
+//! restarts the back-off at 1 ms.
 //! Not closed outright above the gate: the counts include expired entries no sweep has
 //! cleared yet (up to [`super::SWEEP_CYCLE_MS`] after their deadline), so a table that
 //! counts 97 % may hold 94 % of live entries and expired slots within reach (review,
