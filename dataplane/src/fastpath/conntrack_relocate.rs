@@ -14,7 +14,7 @@
 //! With two choices, four ways and chains of up to eight moves, tables of random keys first
 //! ran out of room at 96.3–98.8 % (median 97.9 %) over 40 seeds of 1 Ki slots and at
 //! 97.1–97.7 % (median 97.5 %) over 40 of 64 Ki (`fill_level_at_first_failure`,
-//! 2026-12-02); 95 % is tested (`dataplane/tests/conntrack_model.rs`).
+//! 2026-12-02, with the earlier 2,000-read search); 95 % is tested (`dataplane/tests/conntrack_model.rs`).
 //! Without relocation the first eviction came at about 86 %.
 //!
 //! **Cost bound.** The search reads at most [`MAX_SEARCH`] buckets. While more than
@@ -40,15 +40,19 @@ use super::{ConnTable, Entry, FlowAddr, ServiceTimeouts, State, Timeouts, TICK_M
 pub const MAX_MOVES: usize = 8;
 
 /// Most buckets one search reads besides the new key's two. The worst case of one
-/// insertion is a search that fails: about 2,000 cache misses (100–200 µs without the RX
-/// ring being polled), which happens only near the occupancy gate ([`FULL_NUM`]); a search
-/// stops at the first free slot (breadth-first: the shortest chain). Its nodes are on the
-/// stack (16 KiB). Five moves and 500 reads were not enough: 1 case in about 500 lost a
-/// SYN-only entry at 94.8 % load of a 1 Ki table.
-pub const MAX_SEARCH: usize = 2000;
+/// insertion is a search that fails: about 4,000 cache misses (200–400 µs without the RX
+/// ring being polled), which happens only near the occupancy gate ([`FULL_NUM`]; above it
+/// at most once per [`FullGate`] back-off); a search stops at the first free slot
+/// (breadth-first: the shortest chain). Its nodes are on the stack (32 KiB). Five moves
+/// and 500 reads were not enough (1 case in about 500 lost a SYN-only entry at 94.8 % load
+/// of a 1 Ki table), nor were 2,000 reads: the clean-clone CI run of 2026-12-02 found a
+/// handshake burst that lost one at 972 flows (94.9 %), kept by 4,000
+/// (`handshake_regression_a_chain_beyond_the_search_bound`; 10 moves did not help).
+pub const MAX_SEARCH: usize = 4000;
 
-/// Relocation is tried only while `entries × FULL_DEN < capacity × FULL_NUM` (31/32 =
-/// 96.9 % of the slots hold an entry).
+/// The occupancy gate: while `entries × FULL_DEN >= capacity × FULL_NUM` (31/32 = 96.9 %
+/// of the slots hold an entry, expired ones not yet swept included) relocation searches
+/// only while [`FullGate`] is open.
 pub const FULL_NUM: u64 = 31;
 /// See [`FULL_NUM`].
 pub const FULL_DEN: u64 = 32;
