@@ -456,6 +456,10 @@ two_workers() {
 # in the background and waits until its port is up; FLOWGEN_PID is its pid.
 flowgen_start() {
     local log="$WORK/flowgen_$1.log" t=0
+    # Emptied here, not only by the child's redirect: the wait below could otherwise read
+    # the last round's "started" line before the child has truncated the file, and the
+    # check after it then finds an empty log (seen: "flowgen did not start ()" in round 2).
+    : > "$log"
     # shellcheck disable=SC2086  # FLOWGEN_EXTRA: extra flowgen flags, word-split on purpose
     "$FLOWGEN_BIN" --device "net_memif0,role=server,socket=$WORK/gen.sock,id=0" --flows "$2" --size "$SIZE" --seconds 600 ${FLOWGEN_EXTRA:-} \
         -- --no-huge -m 256 --no-pci --file-prefix spw-gen -l "$GEN_CORE" > "$log" 2>&1 &

@@ -61,6 +61,14 @@ pub fn run(socket: &Path, cmd: &EndpointCmd) -> i32 {
             (service.clone(), backend.clone(), name.clone())
         }
     };
+    let example = match cmd {
+        EndpointCmd::Add { .. } => "endpoint add web g1 e3 address=10.0.1.13",
+        EndpointCmd::Remove { .. } => "endpoint remove web g1 e3",
+        EndpointCmd::Set { .. } => "endpoint set web g1 e3 weight=80",
+    };
+    if let Err(c) = crate::live::name_given("endpoint", &n, example) {
+        return c;
+    }
     let (req, opts) = match cmd {
         EndpointCmd::Add { fields, opts, .. } => {
             match with_fields(fields, |f| Request::EndpointAdd { service: s, backend: b, name: n, fields: f, if_generation: opts.if_generation }) {

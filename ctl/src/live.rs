@@ -320,9 +320,26 @@ pub fn config(socket: &Path, cmd: &ConfigCmd) -> i32 {
                 },
                 Err(e) => return input(format!("cannot read {}: {e}", file.display())),
             };
+            // A file that is not TOML at all (a wrong path, a JSON file) is named here;
+            // the daemon checks everything else and knows no file names.
+            if let Err(e) = toml::from_str::<toml::Table>(&toml) {
+                let msg = e.message().lines().map(str::trim).filter(|l| !l.is_empty()).collect::<Vec<_>>().join(": ");
+                let at = e.span().map(|s| toml[..s.start.min(toml.len())].matches('\n').count() + 1).map(|l| format!(" (line {l})")).unwrap_or_default();
+                return input(format!("{} is not a TOML document: {msg}{at}", file.display()));
+            }
             mutate(socket, Request::ConfigApply { toml, if_generation: opts.if_generation }, *opts)
         }
     }
+}
+
+/// A positional NAME that is really a `FIELD=VALUE` pair (the NAME was left out, e.g.
+/// `endpoint add web b1 address=10.0.1.13`) is a usage error (exit 2) naming what is
+/// missing; names never hold `=` (docs/config.md, names).
+pub(crate) fn name_given(what: &str, name: &str, example: &str) -> Result<(), i32> {
+    if name.contains('=') {
+        return Err(crate::usage_error(format!("{what} NAME is missing: {name:?} is a FIELD=VALUE pair, not a name; e.g. `spillwayctl {example}`")));
+    }
+    Ok(())
 }
 
 /// Builds a mutation from `FIELD=VALUE` arguments; a malformed or repeated one is a usage
@@ -368,6 +385,9 @@ pub fn service(socket: &Path, cmd: &ServiceCmd) -> i32 {
             return 0;
         }
         ServiceCmd::Add { name, fields, opts } => {
+            if let Err(c) = name_given("service", name, "service add web vip=10.0.0.100 port=80") {
+                return c;
+            }
             match with_fields(fields, |f| Request::ServiceAdd { name: name.clone(), fields: f, if_generation: opts.if_generation }) {
                 Ok(r) => return mutate(socket, r, *opts),
                 Err(c) => return c,
@@ -390,6 +410,9 @@ pub fn backend(socket: &Path, cmd: &BackendCmd) -> i32 {
         BackendCmd::List { service, json: j } => return crate::service_read::backend_read(socket, service, None, j.json),
         BackendCmd::Show { service, name, json: j } => return crate::service_read::backend_read(socket, service, Some(name), j.json),
         BackendCmd::Add { service, name, fields, opts } => {
+            if let Err(c) = name_given("backend", name, "backend add web b3 address=10.0.1.3 zone=z1") {
+                return c;
+            }
             match with_fields(fields, |f| Request::BackendAdd { service: service.clone(), name: name.clone(), fields: f, if_generation: opts.if_generation }) {
                 Ok(r) => (r, *opts),
                 Err(c) => return c,

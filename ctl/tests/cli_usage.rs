@@ -75,6 +75,10 @@ fn malformed_arguments_exit_2_before_the_daemon_is_asked() {
         (&["service", "set", "web", "spillover_ratio=0.1", "spillover_ratio=0.2"], "`spillover_ratio` is given twice"),
         (&["service", "add", "api", "vip=10.0.0.101", "port"], "expected FIELD=VALUE"),
         (&["endpoint", "set", "web", "b1", "e1", "weight=1", "weight=1"], "`weight` is given twice"),
+        // NAME left out: the first FIELD=VALUE is not taken as the name
+        (&["endpoint", "add", "web", "b1", "address=10.0.1.13"], "endpoint NAME is missing: \"address=10.0.1.13\" is a FIELD=VALUE pair"),
+        (&["backend", "add", "web", "address=10.0.1.9", "zone=z1"], "backend NAME is missing"),
+        (&["service", "add", "vip=10.0.0.101", "port=80"], "service NAME is missing"),
         (&["vip", "drain", "10.0.0.256"], "must be an IPv4 or IPv6 address"),
         (&["explain", "--client", "fd01::5", "--vip", "fd00::100:80/tcp"], "an IPv6 VIP in brackets"),
         (&["explain", "--client", "fd01::5", "--vip", "[fd00::1000000]:80/tcp"], "is not an IPv6 address"),
@@ -118,6 +122,15 @@ fn json_edits_answer_a_refusal_with_a_json_error_object() {
     let v: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("not JSON ({e}): {out:?} {err:?}"));
     assert_eq!((code, &v["error"], &v["exit_code"]), (2, &serde_json::json!("input"), &serde_json::json!(2)), "{out}");
     assert!(v["message"].as_str().unwrap().starts_with("cannot read /nonexistent/spillway.toml"), "{out}");
+    // a file that is not TOML is named, nothing sent (new-user test: the daemon's parse
+    // error did not say which file)
+    let json = d.socket.with_file_name("not-a-config.json");
+    std::fs::write(&json, "{\"services\": []}\n").unwrap();
+    let before = d.connections.load(Ordering::SeqCst);
+    let (code, out, err) = run(&d.socket, &["config", "apply", json.to_str().unwrap()]);
+    assert_eq!((code, out.as_str()), (2, ""), "{err}");
+    assert!(err.contains(&format!("{} is not a TOML document: ", json.display())) && err.contains("(line 1)"), "{err}");
+    assert_eq!(d.connections.load(Ordering::SeqCst), before, "a non-TOML file must not reach the daemon");
 }
 
 /// With `--json`, every command's failure is the JSON error object on stdout, nothing on

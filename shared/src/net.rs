@@ -318,6 +318,60 @@ impl<V: Clone> PrefixTable<V> {
     }
 }
 
+/// An address that may be checked as a source: `u32` (IPv4, host byte order), `u128` (IPv6)
+/// or [`IpAddr`].
+pub trait SourceAddr: Copy {
+    /// The address can never be a unicast address ([`crate::martian`] module doc's first
+    /// rule: unspecified, "this network", loopback, multicast, reserved, broadcast; RFC 1812
+    /// §5.3.7, RFC 4291 §2.5.2, §2.7). Also the ARP sender rule
+    /// (RFC 826 / RFC 5227: such a sender is never answered nor learned).
+    fn never_unicast(self) -> bool;
+    /// The address is never valid as the source of a packet the forwarder forwards:
+    /// [`SourceAddr::never_unicast`], or link-local or (IPv6) IPv4-mapped ([`crate::martian`]
+    /// module doc's second rule).
+    fn never_a_source(self) -> bool;
+}
+
+impl SourceAddr for u32 {
+    #[inline]
+    fn never_unicast(self) -> bool {
+        let first = self >> 24;
+        first == 0 || first == 127 || first >= 224
+    }
+    #[inline]
+    fn never_a_source(self) -> bool {
+        // 169.254.0.0/16: link-local (RFC 3927 §7).
+        self.never_unicast() || self >> 16 == 0xa9fe
+    }
+}
+
+impl SourceAddr for u128 {
+    #[inline]
+    fn never_unicast(self) -> bool {
+        self == 0 || self == 1 || self >> 120 == 0xff
+    }
+    #[inline]
+    fn never_a_source(self) -> bool {
+        // fe80::/10 link-local (RFC 4291 §2.5.6); ::ffff:0:0/96 IPv4-mapped (§2.5.5.2).
+        self.never_unicast() || self >> 118 == 0x3fa || self >> 32 == 0xffff
+    }
+}
+
+impl SourceAddr for IpAddr {
+    fn never_unicast(self) -> bool {
+        match self {
+            IpAddr::V4(a) => u32::from(a).never_unicast(),
+            IpAddr::V6(a) => u128::from(a).never_unicast(),
+        }
+    }
+    fn never_a_source(self) -> bool {
+        match self {
+            IpAddr::V4(a) => u32::from(a).never_a_source(),
+            IpAddr::V6(a) => u128::from(a).never_a_source(),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

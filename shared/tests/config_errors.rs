@@ -531,3 +531,49 @@ fn a_refused_negative_zero_is_echoed_as_written() {
     let e = load(&BASE.replace("check_interval_sec = 5.0", "check_interval_sec = -0.0")).unwrap_err();
     assert!(e.starts_with("services[0].health_check.check_interval_sec = -0.0: must be in [0.1, "), "{e}");
 }
+
+/// Addresses that can never be unicast are refused where the daemon sends from or to them
+/// (new-user test: each was accepted): a port's own `address` in 0.0.0.0/8 or 240.0.0.0/4,
+/// a `sync.peers` entry or `sync.listen` that is broadcast, 0.0.0.0/8 or IPv4-mapped, a
+/// `metrics.listen` that is multicast, broadcast or IPv4-mapped. Loopback peers (several hosts on one machine) and an
+/// unspecified metrics address (every interface) stay accepted.
+#[test]
+fn never_unicast_port_peer_and_metrics_addresses_are_refused() {
+    for a in ["0.1.2.3", "240.0.0.1", "255.255.255.255", "224.0.0.1", "127.0.0.1"] {
+        let e = load(&BASE.replace("device = \"net_null0\"", &format!("device = \"net_null0\"\naddress = \"{a}\""))).unwrap_err();
+        assert!(e.starts_with(&format!("ports[0].address = {a}: must be a unicast IPv4 or IPv6 address that can be on a wire")), "{a}: {e}");
+    }
+    load(&BASE.replace("device = \"net_null0\"", "device = \"net_null0\"\naddress = \"10.9.0.1\"")).unwrap();
+    let sync = |peer: &str| format!("{BASE}\n[sync]\nlisten = \"127.0.0.1:7946\"\npeers = [\"{peer}\"]\nkey_file = \"/etc/spillway/sync.key\"\n");
+    for p in ["255.255.255.255:7946", "0.0.0.9:7946", "240.1.1.1:7946", "224.0.0.9:7946"] {
+        let e = load(&sync(p)).unwrap_err();
+        assert!(e.starts_with(&format!("sync.peers[0] = {p}: must be a unicast address with a port")), "{p}: {e}");
+    }
+    load(&sync("127.0.0.2:7946")).unwrap();
+    let metrics = |l: &str| format!("{BASE}\n[metrics]\nlisten = \"{l}\"\n");
+    for l in ["224.0.0.1:9101", "255.255.255.255:9101", "[ff02::1]:9101", "240.0.0.1:9101", "[::ffff:224.0.0.1]:9101"] {
+        let e = load(&metrics(l)).unwrap_err();
+        assert!(e.starts_with(&format!("metrics.listen = {l:?}: must be a unicast, loopback or unspecified address")), "{l}: {e}");
+    }
+    for p in ["[::ffff:10.0.0.9]:7946", "[::ffff:0.0.0.9]:7946"] {
+        let e = load(&sync(p).replace("127.0.0.1:7946", "[fd00::1]:7946")).unwrap_err();
+        assert!(e.starts_with(&format!("sync.peers[0] = {p}: must be a unicast address with a port")), "{p}: {e}");
+    }
+    for l in ["0.0.0.9:7946", "[::ffff:10.0.0.1]:7946", "0.0.0.0:7946", "224.0.0.1:7946"] {
+        let e = load(&sync("127.0.0.2:7946").replace("127.0.0.1:7946", l)).unwrap_err();
+        assert!(e.starts_with(&format!("sync.listen = {l}: must be a unicast IP:PORT")), "{l}: {e}");
+    }
+    for l in ["0.0.0.0:9101", "[::]:9101", "127.0.0.1:9101", "10.0.0.7:0"] {
+        load(&metrics(l)).unwrap();
+    }
+}
+
+/// Two services on one VIP, port and protocol: the error names the service that already
+/// has them (new-user test: it said only "another service").
+#[test]
+fn a_vip_port_clash_names_the_other_service() {
+    let web2 = "\n[[services]]\nname = \"web2\"\nvip = \"10.0.0.100\"\nport = 80\n\n[[services.backends]]\nname = \"c1\"\naddress = \"10.0.1.7\"\nzone = \"z1\"\n";
+    let e = load(&format!("{BASE}{web2}")).unwrap_err();
+    assert!(e.starts_with("services[1].vip = 10.0.0.100:80/tcp: services \"web2\" (services[1]) and \"web\" (services[0]) cannot both have this VIP, port and protocol"), "{e}");
+    load(&format!("{BASE}{}", web2.replace("port = 80", "port = 81"))).unwrap();
+}

@@ -63,8 +63,11 @@ pub fn daemon_checks(cfg: &Config) -> Result<(), String> {
                 }
                 let needs_address = resolves || s.health_check.is_some() || s.forwarding_mode != spillway_shared::config::ForwardingMode::L2_DSR;
                 if needs_address && !usable_endpoint_address(m.address) {
+                    // Only the resolution needed it: a `mac` lifts the rule (review F6).
+                    let only_resolution = s.health_check.is_none() && s.forwarding_mode == spillway_shared::config::ForwardingMode::L2_DSR;
+                    let hint = if only_resolution { format!("; or give {at}.mac: an L2 DSR endpoint with a mac and no health check is never sent to at its address") } else { String::new() };
                     return Err(format!(
-                        "{at}.address = {}: a unicast endpoint address is required (health checks, IPIP/GUE and ARP/ND resolution of a missing mac send to it): not unspecified, 0/8, loopback, multicast, 240/4, broadcast, IPv4-mapped, or IPv6 link-local (no zone index can be given)",
+                        "{at}.address = {}: a unicast endpoint address is required (health checks, IPIP/GUE and ARP/ND resolution of a missing mac send to it): not unspecified, 0/8, loopback, multicast, 240/4, broadcast, IPv4-mapped, or IPv6 link-local (no zone index can be given){hint}",
                         m.address
                     ));
                 }
@@ -307,6 +310,13 @@ impl Daemon {
             Ok(c) => c,
             Err(e) => return Response::Error { message: format!("config: {e}") },
         };
+        // A file without ports is not a whole config (new-user test: an empty file was
+        // refused as "[dataplane] cannot change", from its defaults).
+        if new.ports.is_empty() {
+            return Response::Error {
+                message: "config: no [[ports]]: config apply takes the whole config file, as `spillwayctl config show` prints it (a section left out means its defaults)".into(),
+            };
+        }
         self.mutate_with(if_generation, Some(text), dry_run, move |c| {
             *c = new;
             Ok(())

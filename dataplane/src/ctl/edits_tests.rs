@@ -146,6 +146,11 @@ fn invalid_edits_change_nothing() {
     for a in ["::1", "ff02::1", "fe80::1", "::ffff:10.0.1.1"] {
         let e = super::daemon_checks(&one("fd00::100", a)).unwrap_err();
         assert!(e.starts_with(&format!("services[0].backends[0].address = {a}: a unicast endpoint address is required")), "{a}: {e}");
+        // L2 DSR without health check: the error says a mac lifts the rule, and it does
+        assert!(e.ends_with("; or give services[0].backends[0].mac: an L2 DSR endpoint with a mac and no health check is never sent to at its address"), "{a}: {e}");
+        let mut with_mac = one("fd00::100", a);
+        with_mac.services[0].backends[0].mac = Some("02:00:00:00:0b:01".parse().unwrap());
+        super::daemon_checks(&with_mac).unwrap();
     }
     super::daemon_checks(&one("fd00::100", "fd00::11")).unwrap();
     super::daemon_checks(&one("10.0.0.100", "169.254.7.1")).unwrap();
@@ -339,6 +344,20 @@ fn a_reordered_sync_peer_list_is_no_change() {
     assert!(!matches!(&r, Response::Error { message } if message.contains("[sync] cannot change")), "{r:?}");
     let r = d.config_apply(&sync("\"10.0.0.4:7946\""), None);
     assert!(matches!(&r, Response::Error { message } if message.contains("[sync] cannot change")), "{r:?}");
+}
+
+/// `config apply` of a file without `[[ports]]` (an empty file, a fragment) is refused as
+/// not a whole config, not as "[dataplane] cannot change" from the sections' defaults
+/// (new-user test); nothing changes.
+#[test]
+fn config_apply_of_a_file_without_ports_says_it_takes_the_whole_file() {
+    let d = daemon();
+    let generation = d.shared.with_snapshot(|s| s.generation).unwrap();
+    for text in ["", "[conntrack]\ncapacity_per_worker = 4096\n", "[[services]]\nname = \"x\"\nvip = \"10.0.0.9\"\nport = 80\n"] {
+        let r = d.config_apply(text, None);
+        assert!(matches!(&r, Response::Error { message } if message.starts_with("config: no [[ports]]: config apply takes the whole config file")), "{text:?}: {r:?}");
+    }
+    assert_eq!(d.shared.with_snapshot(|s| s.generation).unwrap(), generation);
 }
 
 /// A daemon that started without IPv6 services has small IPv6 tables: the first IPv6

@@ -87,7 +87,7 @@ mod entry;
 use entry::{deadline, timeout_of};
 pub use entry::{CtKey, Entry, LIVE_AHEAD, TICK_MS};
 use relocate::recount;
-pub use relocate::{Occupancy, MAX_MOVES};
+pub use relocate::{Occupancy, BUDGET_BANK, BUDGET_PER_MS, MAX_MOVES, MAX_SEARCH};
 use mem::BucketMem;
 pub use sync::{InstallOutcome, SyncWalk, Synced};
 
@@ -209,8 +209,12 @@ pub struct CtCounters {
     /// `conntrack_relocate.rs`).
     pub relocated: u64,
     /// Insertions into two full buckets for which no chain of moves was found within the
-    /// search bounds (or the table was too full to search); an eviction follows, if any.
+    /// search bounds, or for which no search ran because the table is above the occupancy
+    /// gate and the read budget was spent (`SearchBudget`); an eviction follows, if any.
     pub relocation_failed: u64,
+    /// Buckets read by relocation searches beyond the new key's two: the search's cost in
+    /// cache misses (tests and benches; not a status field).
+    pub relocation_reads: u64,
 }
 
 /// What a lookup found.
@@ -308,8 +312,11 @@ pub struct ConnTable<A: FlowAddr = u32> {
     /// The bucket hash of the key the next lookup is expected to be for
     /// ([`ConnTable::expect`]); any other key is hashed as usual.
     hint: Hash,
-    /// Whether relocation may search above the occupancy gate ([`relocate::FullGate`]).
-    gate: relocate::FullGate,
+    /// The bucket reads relocation may spend above the occupancy gate ([`relocate::SearchBudget`]).
+    budget: relocate::SearchBudget,
+    /// The relocation search's queue, reserved at start (`MAX_SEARCH + 2` nodes, 32 KiB):
+    /// a search neither allocates nor clears 32 KiB of stack.
+    search_nodes: Vec<relocate::Node>,
 }
 
 impl<A: FlowAddr> ConnTable<A> {
@@ -328,7 +335,8 @@ impl<A: FlowAddr> ConnTable<A> {
             occ: [(n_buckets * WAYS) as u64, 0, 0, 0],
             dump_pending: Vec::with_capacity(relocate::DUMP_PENDING),
             dump_left: 0, hint: Hash::NONE,
-            gate: relocate::FullGate::default(),
+            budget: relocate::SearchBudget::default(),
+            search_nodes: Vec::with_capacity(relocate::MAX_SEARCH + 2),
         }
     }
 

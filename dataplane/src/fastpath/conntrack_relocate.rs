@@ -18,15 +18,25 @@
 //! Without relocation the first eviction came at about 86 %.
 //!
 //! **Cost bound.** The search reads at most [`MAX_SEARCH`] buckets. While more than
-//! [`FULL_NUM`]/[`FULL_DEN`] of the slots hold an entry it runs only while the last search
-//! there found room ([`FullGate`]): after a failure it is closed for 1 ms, then 2, 4, ... up
-//! to [`MAX_BACKOFF_MS`], and reopened by a success. A SYN flood against a full table would
-//! otherwise pay a failing search on every SYN; so, while its searches keep failing (ten
-//! in a row reach the 1 s step), it pays at most one a second, and otherwise what it cost
-//! without relocation: an eviction of the oldest SYN-only entry. A search that succeeds
-//! restarts the back-off at 1 ms.
-//! Not closed outright above the gate: the counts include expired entries no sweep has
-//! cleared yet (up to [`super::SWEEP_CYCLE_MS`] after their deadline), so a table that
+//! [`FULL_NUM`]/[`FULL_DEN`] of the slots hold an entry (the occupancy gate) the searches
+//! that *fail* draw on a budget ([`SearchBudget`]): [`BUDGET_BANK`] bucket reads banked
+//! (two failed searches), refilled at [`BUDGET_PER_MS`] a millisecond (4,000 a second:
+//! one failed search). A search starts while anything is left and may overdraw it by
+//! one; an insertion into two full buckets when the budget is spent skips the search and
+//! evicts. A SYN flood against a full table thus pays at most one failed search a second
+//! after the first two, and otherwise what it cost without relocation: an eviction of the
+//! oldest SYN-only entry. Successful searches are free: a table that counts more than the
+//! gate only because of expired entries no sweep has cleared yet (below) finds room on
+//! every search, at any connection rate, so the budget never closes there (review,
+//! 2026-12-02: a budget charged for every read would have skipped searches at 95 % live
+//! under 10,000 new flows a second, test `expired_entries_at_64_ki_slots`). Until
+//! 2026-12-02 a back-off closed the search for 1 ms to 1 s after a failed search and each
+//! success restarted it at 1 ms: against a table whose SYN-only entries expire here and
+//! there, successes and failed 4,000-read searches alternated and 52 % of the worker went
+//! to the search (`perf record` of the `spillway_syn64_random` run); the budget does not
+//! refill on a success (test `a_flood_against_a_full_table_spends_the_read_budget`).
+//! Not off above the gate: the counts include expired entries no sweep has cleared yet (up
+//! to [`super::SWEEP_CYCLE_MS`] after their deadline), so a table that
 //! counts 97 % may hold 94 % of live entries and expired slots within reach (review,
 //! 2026-12-02: 93.75 % live and 3.1 % expired SYN-only entries evicted live ones).
 //!
@@ -42,8 +52,8 @@ pub const MAX_MOVES: usize = 8;
 /// Most buckets one search reads besides the new key's two. The worst case of one
 /// insertion is a search that fails: about 4,000 cache misses (200–400 µs without the RX
 /// ring being polled), which happens only near the occupancy gate ([`FULL_NUM`]; above it
-/// at most once per [`FullGate`] back-off); a search stops at the first free slot
-/// (breadth-first: the shortest chain). Its nodes are on the stack (32 KiB). Five moves
+/// at most about once a second, [`SearchBudget`]); a search stops at the first free slot
+/// (breadth-first: the shortest chain). Its queue is reserved in the table (32 KiB). Five moves
 /// and 500 reads were not enough (1 case in about 500 lost a SYN-only entry at 94.8 % load
 /// of a 1 Ki table), nor were 2,000 reads: the clean-clone CI run of 2026-12-02 found a
 /// handshake burst that lost one at 972 flows (94.9 %), kept by 4,000
@@ -52,39 +62,49 @@ pub const MAX_SEARCH: usize = 4000;
 
 /// The occupancy gate: while `entries × FULL_DEN >= capacity × FULL_NUM` (31/32 = 96.9 %
 /// of the slots hold an entry, expired ones not yet swept included) relocation searches
-/// only while [`FullGate`] is open.
+/// only while failed searches have not spent the [`SearchBudget`].
 pub const FULL_NUM: u64 = 31;
 /// See [`FULL_NUM`].
 pub const FULL_DEN: u64 = 32;
 
-/// Longest time relocation stays closed above the occupancy gate after failed searches
-/// ([`FullGate`]), ms.
-pub const MAX_BACKOFF_MS: u32 = 1_000;
+/// Most bucket reads of failed searches the relocation budget banks above the occupancy
+/// gate ([`SearchBudget`]): two failed searches.
+pub const BUDGET_BANK: u32 = 2 * MAX_SEARCH as u32;
 
-/// Whether relocation may search while the table is above the occupancy gate
-/// ([`FULL_NUM`]; module docs, "Cost bound"): open until a search there fails, then closed
-/// for `backoff_ms` of clock time, which doubles with each further failure (1 ms up to
-/// [`MAX_BACKOFF_MS`]); a successful search reopens it.
+/// Bucket reads the relocation budget gains per millisecond of clock ([`SearchBudget`]):
+/// one failed search a second.
+pub const BUDGET_PER_MS: u32 = MAX_SEARCH as u32 / 1000;
+
+/// The failed-search reads relocation may still spend above the occupancy gate
+/// ([`FULL_NUM`]; module docs, "Cost bound"): a token bucket of [`BUDGET_BANK`] reads,
+/// refilled at [`BUDGET_PER_MS`] per ms of the table's clock; a search that fails spends
+/// what it read, one that succeeds nothing. Wrap-safe: the elapsed time is the clock's
+/// wrapping difference, and a difference above 2^31 ms (a clock that stepped back) refills
+/// nothing. Full at start.
 #[derive(Clone, Copy, Debug, Default)]
-pub(super) struct FullGate {
-    /// Clock from which the next search may run, ms (meaningful while `backoff_ms > 0`).
-    retry_at: u32,
-    /// Current closing time, ms; 0: open.
-    backoff_ms: u32,
+pub(super) struct SearchBudget {
+    /// Reads spent and not yet refilled (0 = a full bank; above the bank by at most one
+    /// search).
+    spent: u32,
+    /// Clock of the last refill, ms.
+    at: u32,
 }
 
-impl FullGate {
-    /// Whether a search may run at `now` (ms; the comparison survives the clock's wrap).
-    fn open(&self, now: u32) -> bool {
-        // A `retry_at` more than the longest back-off ahead was set before a clock wrap
-        // (review: otherwise a stale gate stays shut for up to ~24.8 days): open.
-        self.backoff_ms == 0 || now.wrapping_sub(self.retry_at) as i32 >= 0 || self.retry_at.wrapping_sub(now) > MAX_BACKOFF_MS
+impl SearchBudget {
+    /// Refills for the time since the last call and tells whether a search may start at
+    /// `now` (ms): while anything is left of the bank.
+    fn allows(&mut self, now: u32) -> bool {
+        let dt = now.wrapping_sub(self.at);
+        if dt <= u32::MAX / 2 {
+            self.spent = self.spent.saturating_sub(dt.saturating_mul(BUDGET_PER_MS));
+        }
+        self.at = now;
+        self.spent < BUDGET_BANK
     }
 
-    /// A search above the gate found no room at `now`: closed for twice as long as before.
-    fn failed(&mut self, now: u32) {
-        self.backoff_ms = self.backoff_ms.saturating_mul(2).clamp(1, MAX_BACKOFF_MS);
-        self.retry_at = now.wrapping_add(self.backoff_ms);
+    /// A search that read `reads` buckets failed.
+    fn spend(&mut self, reads: u32) {
+        self.spent = self.spent.saturating_add(reads);
     }
 }
 
@@ -129,7 +149,7 @@ pub(super) fn recount(occ: &mut [u64; 4], old: u8, new: u8) {
 /// One node of the search: a full bucket, reached by moving the entry at way `way` of
 /// node `parent`'s bucket into it (roots: the new key's two buckets, `parent == ROOT`).
 #[derive(Clone, Copy)]
-struct Node {
+pub(super) struct Node {
     bucket: u32,
     parent: u16,
     way: u8,
@@ -200,19 +220,24 @@ impl<A: FlowAddr> ConnTable<A> {
 
     /// Frees a slot in bucket `b1` or `b2` (both full of live entries) by a chain of moves
     /// (module docs); returns it, or `None` when no chain within the bounds exists or, above
-    /// the occupancy gate, the search is closed after a recent failure ([`FullGate`]).
+    /// the occupancy gate, failed searches have spent the budget ([`SearchBudget`]).
     #[cold]
     #[inline(never)]
     pub(super) fn relocate(&mut self, b1: usize, b2: usize, now: u32) -> Option<(usize, usize)> {
         let full = self.occupancy().entries() * FULL_DEN >= self.capacity() as u64 * FULL_NUM;
-        if full && !self.gate.open(now) {
+        if !full {
+            return self.search(b1, b2, now);
+        }
+        if !self.budget.allows(now) {
+            // Counted as a failure too: no move freed a slot (review F7: while the search
+            // was off, `relocation_failed` stood still as the table refused room).
+            self.counters.relocation_failed += 1;
             return None;
         }
+        let before = self.counters.relocation_reads;
         let found = self.search(b1, b2, now);
-        match found {
-            Some(_) => self.gate = FullGate::default(),
-            None if full => self.gate.failed(now),
-            None => {}
+        if found.is_none() {
+            self.budget.spend((self.counters.relocation_reads - before) as u32);
         }
         found
     }
@@ -283,23 +308,44 @@ impl<A: FlowAddr> ConnTable<A> {
 
     /// The breadth-first search of [`Self::relocate`], carried out when it finds a chain.
     fn search(&mut self, b1: usize, b2: usize, now: u32) -> Option<(usize, usize)> {
-        let mut nodes = [Node { bucket: b1 as u32, parent: ROOT, way: 0, depth: 0 }; MAX_SEARCH + 2];
-        nodes[1].bucket = b2 as u32;
-        let (mut len, mut head, mut reads) = (2usize, 0usize, 0usize);
-        'search: while head < len {
+        // The queue lives in the table (reserved at start); taken out for the search so the
+        // moves may borrow the table. `mem::take` leaves an empty Vec: no allocation.
+        let mut nodes = std::mem::take(&mut self.search_nodes);
+        let found = self.search_in(&mut nodes, b1, b2, now);
+        self.search_nodes = nodes;
+        found
+    }
+
+    /// [`Self::search`] over the queue `nodes` (capacity `MAX_SEARCH + 2`, never exceeded).
+    fn search_in(&mut self, nodes: &mut Vec<Node>, b1: usize, b2: usize, now: u32) -> Option<(usize, usize)> {
+        nodes.clear();
+        nodes.push(Node { bucket: b1 as u32, parent: ROOT, way: 0, depth: 0 });
+        nodes.push(Node { bucket: b2 as u32, parent: ROOT, way: 0, depth: 0 });
+        let (mut head, mut reads) = (0usize, 0usize);
+        'search: while head < nodes.len() {
             let n = nodes[head];
             let nb = n.bucket as usize;
-            for way in 0..super::WAYS {
+            // The other buckets of this bucket's entries, loaded together: their misses
+            // overlap instead of following one another (most of a search's time).
+            let mut alts = [usize::MAX; super::WAYS];
+            for (way, alt) in alts.iter_mut().enumerate() {
                 let Some(e) = self.buckets.get(nb).map(|b| b.0[way]) else { break };
                 let (x1, x2) = self.buckets_of(&e.key());
-                let alt = if x1 == nb { x2 } else { x1 };
-                if alt == nb || on_path(&nodes, head, alt) || (self.hides_from_dump(&e, nb, alt) && self.dump_pending.len() + MAX_MOVES > DUMP_PENDING) {
+                *alt = if x1 == nb { x2 } else { x1 };
+                if let Some(b) = self.buckets.get(*alt) {
+                    super::prefetch::prefetch_lines(b as *const super::Bucket<A> as *const u8, std::mem::size_of::<super::Bucket<A>>());
+                }
+            }
+            for (way, &alt) in alts.iter().enumerate() {
+                let Some(e) = self.buckets.get(nb).map(|b| b.0[way]) else { break };
+                if alt == nb || on_path(nodes, head, alt) || (self.hides_from_dump(&e, nb, alt) && self.dump_pending.len() + MAX_MOVES > DUMP_PENDING) {
                     continue;
                 }
                 if reads == MAX_SEARCH {
                     break 'search;
                 }
                 reads += 1;
+                self.counters.relocation_reads += 1;
                 if let Some(free) = self.free_way(alt, now) {
                     // Carry the chain out from its free end: each move fills the slot the
                     // previous one left, so no key is ever outside its two buckets. The
@@ -316,9 +362,8 @@ impl<A: FlowAddr> ConnTable<A> {
                     }
                     return Some((nodes[cur].bucket as usize, hole));
                 }
-                if usize::from(n.depth) + 1 < MAX_MOVES && len < nodes.len() {
-                    nodes[len] = Node { bucket: alt as u32, parent: head as u16, way: way as u8, depth: n.depth + 1 };
-                    len += 1;
+                if usize::from(n.depth) + 1 < MAX_MOVES && nodes.len() < MAX_SEARCH + 2 {
+                    nodes.push(Node { bucket: alt as u32, parent: head as u16, way: way as u8, depth: n.depth + 1 });
                 }
             }
             head += 1;

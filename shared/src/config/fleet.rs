@@ -5,6 +5,7 @@
 //! ("VIP announcement").
 
 use super::error::ConfigError;
+use crate::net::SourceAddr;
 use serde::{Deserialize, Serialize};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
@@ -18,11 +19,21 @@ pub struct MetricsConfig {
 }
 
 impl MetricsConfig {
-    /// The listen address, parsed.
+    /// The listen address, parsed. Errors: not `IP:PORT`, or an address a TCP listener
+    /// cannot be bound to: multicast, broadcast, 240.0.0.0/4 or 0.0.0.0/8 other than the
+    /// unspecified address (RFC 1812 §5.3.7; `0.0.0.0` and `::` listen on every address),
+    /// or IPv4-mapped IPv6 (RFC 4291 §2.5.5.2: write the IPv4 address).
     pub fn addr(&self) -> Result<SocketAddr, ConfigError> {
-        self.listen
+        let a: SocketAddr = self
+            .listen
             .parse()
-            .map_err(|_| ConfigError::new("metrics.listen", format!("{:?}", self.listen), "must be IP:PORT, e.g. \"127.0.0.1:9101\" or \"[::1]:9101\""))
+            .map_err(|_| ConfigError::new("metrics.listen", format!("{:?}", self.listen), "must be IP:PORT, e.g. \"127.0.0.1:9101\" or \"[::1]:9101\""))?;
+        let ip = a.ip();
+        let mapped = matches!(ip, IpAddr::V6(v6) if v6.to_ipv4_mapped().is_some());
+        if (ip.never_unicast() && !ip.is_loopback() && !ip.is_unspecified()) || mapped {
+            return Err(ConfigError::new("metrics.listen", format!("{:?}", self.listen), "must be a unicast, loopback or unspecified address (not multicast, broadcast, 0.0.0.0/8, 240.0.0.0/4 or IPv4-mapped ::ffff:a.b.c.d)"));
+        }
+        Ok(a)
     }
 }
 

@@ -35,10 +35,11 @@ pub use health::*;
 pub use policy::*;
 pub use service::*;
 
+use crate::net::SourceAddr;
 use limits::get as lim;
 use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::net::{IpAddr, Ipv6Addr};
 
 /// serde default of the boolean fields that are on unless set (`compatible`, `enabled`).
 fn yes() -> bool {
@@ -322,16 +323,17 @@ impl Config {
                 }
             }
             // A port address is the source of ARP requests, Neighbor Solicitations and
-            // tunnels on the wire: loopback and IPv4-mapped IPv6 (RFC 4291 §2.5.3, §2.5.5.2)
-            // never reach a neighbour.
-            let unusable6 = |a: Ipv6Addr| a.is_unspecified() || a.is_multicast() || a.is_loopback() || a.to_ipv4_mapped().is_some();
+            // tunnels on the wire: an address that can never be unicast (the martian rule's
+            // first list: 0.0.0.0/8, loopback, multicast, 240.0.0.0/4 with broadcast; RFC
+            // 1812 §5.3.7) and IPv4-mapped IPv6 (RFC 4291 §2.5.5.2) never reach a neighbour.
+            let unusable6 = |a: Ipv6Addr| u128::from(a).never_unicast() || a.to_ipv4_mapped().is_some();
             if let Some(a) = pcfg.address {
                 let bad = match a {
-                    IpAddr::V4(v4) => v4.is_unspecified() || v4.is_multicast() || v4.is_loopback() || v4 == Ipv4Addr::BROADCAST,
+                    IpAddr::V4(v4) => u32::from(v4).never_unicast(),
                     IpAddr::V6(v6) => unusable6(v6),
                 };
                 if bad {
-                    return Err(ConfigError::new(format!("ports[{i}].address"), a, "must be a unicast IPv4 or IPv6 address that can be on a wire (not unspecified, multicast, broadcast, loopback or IPv4-mapped)"));
+                    return Err(ConfigError::new(format!("ports[{i}].address"), a, "must be a unicast IPv4 or IPv6 address that can be on a wire (not 0.0.0.0/8, 240.0.0.0/4, multicast, broadcast, loopback, unspecified or IPv4-mapped)"));
                 }
             }
             if let Some(a6) = pcfg.address6 {
@@ -416,17 +418,18 @@ impl Config {
             }
         }
         let mut names = HashSet::new();
-        let mut vips = HashSet::new();
+        let mut vips: std::collections::HashMap<_, usize> = std::collections::HashMap::with_capacity(self.services.len());
         for (i, s) in self.services.iter().enumerate() {
             let sp = format!("services[{i}]");
             s.validate(&sp)?;
             if !names.insert(s.name.as_str()) {
                 return Err(ConfigError::new(format!("{sp}.name"), &s.name, "must be unique"));
             }
-            if !vips.insert((s.vip, s.port, s.protocol)) {
+            if let Some(&j) = vips.get(&(s.vip, s.port, s.protocol)) {
                 return Err(ConfigError::new(format!("{sp}.vip"), s.endpoint_label(),
-                    "another service already has this VIP, port and protocol"));
+                    format!("services {:?} ({sp}) and {:?} (services[{j}]) cannot both have this VIP, port and protocol", s.name, self.services[j].name)));
             }
+            vips.insert((s.vip, s.port, s.protocol), i);
         }
         self.validate_vip_addresses()?;
         // [metrics] / [announce] (fleet).

@@ -2,6 +2,7 @@
 //! protocol itself is [`crate::sync`].
 
 use super::error::ConfigError;
+use crate::net::SourceAddr;
 use serde::{Deserialize, Serialize};
 use std::net::{IpAddr, SocketAddr};
 
@@ -44,6 +45,14 @@ fn d_age() -> u32 {
     30
 }
 
+/// An address flow updates cannot be sent to or from: never unicast (0.0.0.0/8, multicast,
+/// 240.0.0.0/4 with the broadcast address, `::`; RFC 1812 §5.3.7) but loopback (several
+/// hosts on one machine, tests), or IPv4-mapped IPv6 (RFC 4291 §2.5.5.2: write the IPv4
+/// address).
+fn unusable(ip: IpAddr) -> bool {
+    (ip.never_unicast() && !ip.is_loopback()) || matches!(ip, IpAddr::V6(v6) if v6.to_ipv4_mapped().is_some())
+}
+
 /// Most peers of `[sync]`.
 pub const MAX_PEERS: usize = 64;
 
@@ -59,8 +68,8 @@ impl SyncConfig {
         let mut out = Vec::new();
         for (i, p) in self.peers.iter().enumerate() {
             let a: SocketAddr = p.parse().map_err(|_| ConfigError::new(format!("sync.peers[{i}]"), format!("{p:?}"), "must be IP:PORT"))?;
-            if a.ip().is_unspecified() || a.ip().is_multicast() || a.port() == 0 {
-                return Err(ConfigError::new(format!("sync.peers[{i}]"), p, "must be a unicast address with a port"));
+            if unusable(a.ip()) || a.port() == 0 {
+                return Err(ConfigError::new(format!("sync.peers[{i}]"), p, "must be a unicast address with a port (not 0.0.0.0/8, multicast, broadcast, 240.0.0.0/4 or IPv4-mapped ::ffff:a.b.c.d)"));
             }
             if a != own && !out.contains(&a) {
                 out.push(a);
@@ -72,9 +81,9 @@ impl SyncConfig {
     /// Checks every field's range (the key file itself is checked by the daemon at start).
     pub fn validate(&self) -> Result<(), ConfigError> {
         let l = self.listen_addr()?;
-        let broadcast = matches!(l.ip(), IpAddr::V4(v) if v.is_broadcast());
-        if l.port() == 0 || l.ip().is_multicast() || l.ip().is_unspecified() || broadcast {
-            return Err(ConfigError::new("sync.listen", &self.listen, "must be a unicast IP:PORT with a port other than 0"));
+        // The listen address is also the source of every message: unspecified is no source.
+        if l.port() == 0 || l.ip().is_unspecified() || unusable(l.ip()) {
+            return Err(ConfigError::new("sync.listen", &self.listen, "must be a unicast IP:PORT with a port other than 0 (not unspecified, 0.0.0.0/8, multicast, broadcast, 240.0.0.0/4 or IPv4-mapped)"));
         }
         let peers = self.peer_addrs()?;
         if peers.len() > MAX_PEERS {

@@ -1,6 +1,7 @@
 //! Tests of the whole configuration: parsing, loading and the rules across sections.
 
     use super::*;
+    use std::net::Ipv4Addr;
 
     const EXAMPLE: &str = r#"
 [dataplane]
