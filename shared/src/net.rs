@@ -330,6 +330,10 @@ pub trait SourceAddr: Copy {
     /// [`SourceAddr::never_unicast`], or link-local or (IPv6) IPv4-mapped ([`crate::martian`]
     /// module doc's second rule).
     fn never_a_source(self) -> bool;
+    /// The address is IPv6 and IPv4-mapped, `::ffff:a.b.c.d` (RFC 4291 §2.5.5.2: an
+    /// internal representation of an IPv4 node, never an address on the wire); never for
+    /// IPv4.
+    fn ipv4_mapped(self) -> bool;
 }
 
 impl SourceAddr for u32 {
@@ -343,6 +347,10 @@ impl SourceAddr for u32 {
         // 169.254.0.0/16: link-local (RFC 3927 §7).
         self.never_unicast() || self >> 16 == 0xa9fe
     }
+    #[inline]
+    fn ipv4_mapped(self) -> bool {
+        false
+    }
 }
 
 impl SourceAddr for u128 {
@@ -353,7 +361,11 @@ impl SourceAddr for u128 {
     #[inline]
     fn never_a_source(self) -> bool {
         // fe80::/10 link-local (RFC 4291 §2.5.6); ::ffff:0:0/96 IPv4-mapped (§2.5.5.2).
-        self.never_unicast() || self >> 118 == 0x3fa || self >> 32 == 0xffff
+        self.never_unicast() || self >> 118 == 0x3fa || self.ipv4_mapped()
+    }
+    #[inline]
+    fn ipv4_mapped(self) -> bool {
+        self >> 32 == 0xffff
     }
 }
 
@@ -369,6 +381,9 @@ impl SourceAddr for IpAddr {
             IpAddr::V4(a) => u32::from(a).never_a_source(),
             IpAddr::V6(a) => u128::from(a).never_a_source(),
         }
+    }
+    fn ipv4_mapped(self) -> bool {
+        matches!(self, IpAddr::V6(a) if u128::from(a).ipv4_mapped())
     }
 }
 

@@ -29,8 +29,7 @@ impl MetricsConfig {
             .parse()
             .map_err(|_| ConfigError::new("metrics.listen", format!("{:?}", self.listen), "must be IP:PORT, e.g. \"127.0.0.1:9101\" or \"[::1]:9101\""))?;
         let ip = a.ip();
-        let mapped = matches!(ip, IpAddr::V6(v6) if v6.to_ipv4_mapped().is_some());
-        if (ip.never_unicast() && !ip.is_loopback() && !ip.is_unspecified()) || mapped {
+        if (ip.never_unicast() && !ip.is_loopback() && !ip.is_unspecified()) || ip.ipv4_mapped() {
             return Err(ConfigError::new("metrics.listen", format!("{:?}", self.listen), "must be a unicast, loopback or unspecified address (not multicast, broadcast, 0.0.0.0/8, 240.0.0.0/4 or IPv4-mapped ::ffff:a.b.c.d)"));
         }
         Ok(a)

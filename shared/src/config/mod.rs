@@ -39,7 +39,7 @@ use crate::net::SourceAddr;
 use limits::get as lim;
 use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
-use std::net::{IpAddr, Ipv6Addr};
+use std::net::IpAddr;
 
 /// serde default of the boolean fields that are on unless set (`compatible`, `enabled`).
 fn yes() -> bool {
@@ -326,18 +326,14 @@ impl Config {
             // tunnels on the wire: an address that can never be unicast (the martian rule's
             // first list: 0.0.0.0/8, loopback, multicast, 240.0.0.0/4 with broadcast; RFC
             // 1812 §5.3.7) and IPv4-mapped IPv6 (RFC 4291 §2.5.5.2) never reach a neighbour.
-            let unusable6 = |a: Ipv6Addr| u128::from(a).never_unicast() || a.to_ipv4_mapped().is_some();
+            let unusable = |a: IpAddr| a.never_unicast() || a.ipv4_mapped();
             if let Some(a) = pcfg.address {
-                let bad = match a {
-                    IpAddr::V4(v4) => u32::from(v4).never_unicast(),
-                    IpAddr::V6(v6) => unusable6(v6),
-                };
-                if bad {
+                if unusable(a) {
                     return Err(ConfigError::new(format!("ports[{i}].address"), a, "must be a unicast IPv4 or IPv6 address that can be on a wire (not 0.0.0.0/8, 240.0.0.0/4, multicast, broadcast, loopback, unspecified or IPv4-mapped)"));
                 }
             }
             if let Some(a6) = pcfg.address6 {
-                if unusable6(a6) {
+                if unusable(IpAddr::V6(a6)) {
                     return Err(ConfigError::new(format!("ports[{i}].address6"), a6, "must be a unicast IPv6 address that can be on a wire (not unspecified, multicast, loopback ::1 or IPv4-mapped ::ffff:a.b.c.d)"));
                 }
                 if let Some(a @ IpAddr::V6(_)) = pcfg.address {

@@ -50,7 +50,7 @@ fn d_age() -> u32 {
 /// hosts on one machine, tests), or IPv4-mapped IPv6 (RFC 4291 §2.5.5.2: write the IPv4
 /// address).
 fn unusable(ip: IpAddr) -> bool {
-    (ip.never_unicast() && !ip.is_loopback()) || matches!(ip, IpAddr::V6(v6) if v6.to_ipv4_mapped().is_some())
+    (ip.never_unicast() && !ip.is_loopback()) || ip.ipv4_mapped()
 }
 
 /// Most peers of `[sync]`.
