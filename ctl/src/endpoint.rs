@@ -45,8 +45,8 @@ pub enum EndpointCmd {
         backend: String,
         /// Endpoint name (or its address when it has no name).
         name: String,
-        /// `field=value` pairs.
-        #[arg(required = true, value_name = "FIELD=VALUE")]
+        /// `field=value` pairs (at least one).
+        #[arg(value_name = "FIELD=VALUE")]
         fields: Vec<String>,
         #[command(flatten)]
         opts: MutOpts,
@@ -78,6 +78,9 @@ pub fn run(socket: &Path, cmd: &EndpointCmd) -> i32 {
         }
         EndpointCmd::Remove { opts, .. } => (Request::EndpointRemove { service: s, backend: b, name: n, if_generation: opts.if_generation }, *opts),
         EndpointCmd::Set { fields, opts, .. } => {
+            if let Err(c) = crate::live::fields_given(fields, example) {
+                return c;
+            }
             match with_fields(fields, |f| Request::EndpointSet { service: s, backend: b, name: n, fields: f, if_generation: opts.if_generation }) {
                 Ok(r) => (r, *opts),
                 Err(c) => return c,

@@ -135,6 +135,9 @@ fn parse_cps(s: &str) -> Result<f64, String> {
 
 fn pick_service<'a>(cfg: &'a Config, vip: Option<&VipArg>) -> Result<&'a Service, String> {
     let list = || cfg.services.iter().map(|s| s.endpoint_label()).collect::<Vec<_>>().join(", ");
+    if cfg.services.is_empty() {
+        return Err("the config has no services: nothing to explain (add a [[services]] table; docs/config.md)".into());
+    }
     match vip {
         None if cfg.services.len() == 1 => Ok(&cfg.services[0]),
         None => Err(format!("the config has {} services; choose one with --vip ({})", cfg.services.len(), list())),

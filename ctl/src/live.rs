@@ -84,8 +84,8 @@ pub enum ServiceCmd {
     Set {
         /// Service name.
         name: String,
-        /// `field=value` pairs.
-        #[arg(required = true, value_name = "FIELD=VALUE")]
+        /// `field=value` pairs (at least one).
+        #[arg(value_name = "FIELD=VALUE")]
         fields: Vec<String>,
         #[command(flatten)]
         opts: MutOpts,
@@ -138,8 +138,8 @@ pub enum BackendCmd {
         service: String,
         /// Backend name.
         name: String,
-        /// `field=value` pairs.
-        #[arg(required = true, value_name = "FIELD=VALUE")]
+        /// `field=value` pairs (at least one).
+        #[arg(value_name = "FIELD=VALUE")]
         fields: Vec<String>,
         #[command(flatten)]
         opts: MutOpts,
@@ -324,7 +324,7 @@ pub fn config(socket: &Path, cmd: &ConfigCmd) -> i32 {
             // the daemon checks everything else and knows no file names.
             if let Err(e) = toml::from_str::<toml::Table>(&toml) {
                 let msg = e.message().lines().map(str::trim).filter(|l| !l.is_empty()).collect::<Vec<_>>().join(": ");
-                let at = e.span().map(|s| toml[..s.start.min(toml.len())].matches('\n').count() + 1).map(|l| format!(" (line {l})")).unwrap_or_default();
+                let at = e.span().map(|s| line_column(&toml, s.start)).map(|(l, c)| format!(" (line {l}, column {c})")).unwrap_or_default();
                 return input(format!("{} is not a TOML document: {msg}{at}", file.display()));
             }
             mutate(socket, Request::ConfigApply { toml, if_generation: opts.if_generation }, *opts)
@@ -332,12 +332,36 @@ pub fn config(socket: &Path, cmd: &ConfigCmd) -> i32 {
     }
 }
 
+/// 1-based line and column (in characters) of byte offset `at` in `text`; an offset past the
+/// end or inside a character is clamped to the nearest boundary before it.
+pub(crate) fn line_column(text: &str, at: usize) -> (usize, usize) {
+    let mut at = at.min(text.len());
+    while !text.is_char_boundary(at) {
+        at -= 1;
+    }
+    let before = &text[..at];
+    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+    (before.matches('\n').count() + 1, before[line_start..].chars().count() + 1)
+}
+
 /// A positional NAME that is really a `FIELD=VALUE` pair (the NAME was left out, e.g.
 /// `endpoint add web b1 address=10.0.1.13`) is a usage error (exit 2) naming what is
 /// missing; names never hold `=` (docs/config.md, names).
+/// The usage line printed is the subcommand's (the first two words of `example`).
 pub(crate) fn name_given(what: &str, name: &str, example: &str) -> Result<(), i32> {
     if name.contains('=') {
-        return Err(crate::usage_error(format!("{what} NAME is missing: {name:?} is a FIELD=VALUE pair, not a name; e.g. `spillwayctl {example}`")));
+        let path: Vec<&str> = example.split_whitespace().take(2).collect();
+        return Err(crate::usage_error_in(&path, format!("{what} NAME is missing: {name:?} is a FIELD=VALUE pair, not a name; e.g. `spillwayctl {example}`")));
+    }
+    Ok(())
+}
+
+/// `set` with no `FIELD=VALUE` pair is a usage error (exit 2) with an example; checked after
+/// [`name_given`], so a NAME left out is named as such rather than as "no fields".
+pub(crate) fn fields_given(fields: &[String], example: &str) -> Result<(), i32> {
+    if fields.is_empty() {
+        let path: Vec<&str> = example.split_whitespace().take(2).collect();
+        return Err(crate::usage_error_in(&path, format!("nothing to set: give one or more FIELD=VALUE pairs, e.g. `spillwayctl {example}`")));
     }
     Ok(())
 }
@@ -395,6 +419,10 @@ pub fn service(socket: &Path, cmd: &ServiceCmd) -> i32 {
         }
         ServiceCmd::Remove { name, opts } => (Request::ServiceRemove { name: name.clone(), if_generation: opts.if_generation }, *opts),
         ServiceCmd::Set { name, fields, opts } => {
+            let example = "service set web spillover_ratio=0.2";
+            if let Err(c) = name_given("service", name, example).and_then(|()| fields_given(fields, example)) {
+                return c;
+            }
             match with_fields(fields, |f| Request::ServiceSet { name: name.clone(), fields: f, if_generation: opts.if_generation }) {
                 Ok(r) => (r, *opts),
                 Err(c) => return c,
@@ -422,6 +450,10 @@ pub fn backend(socket: &Path, cmd: &BackendCmd) -> i32 {
             (Request::BackendRemove { service: service.clone(), name: name.clone(), if_generation: opts.if_generation }, *opts)
         }
         BackendCmd::Set { service, name, fields, opts } => {
+            let example = "backend set web b1 weight=80";
+            if let Err(c) = name_given("backend", name, example).and_then(|()| fields_given(fields, example)) {
+                return c;
+            }
             match with_fields(fields, |f| Request::BackendSet { service: service.clone(), name: name.clone(), fields: f, if_generation: opts.if_generation }) {
                 Ok(r) => (r, *opts),
                 Err(c) => return c,
@@ -566,6 +598,21 @@ mod tests {
 
     fn row(client: &str, vip: &str) -> FlowRow {
         FlowRow { worker: 1, client: client.into(), vip: vip.into(), proto: 6, service: "web".into(), backend: "b1".into(), state: "established".into(), idle_ms: 42 }
+    }
+
+    /// Line and column are 1-based, columns count characters, and offsets past the end or
+    /// inside a character clamp (`config apply`'s "not a TOML document" position).
+    #[test]
+    fn line_column_counts_lines_and_characters() {
+        use super::line_column;
+        let t = "a = 1\nbé = [\n";
+        assert_eq!(line_column(t, 0), (1, 1));
+        assert_eq!(line_column(t, 4), (1, 5));
+        assert_eq!(line_column(t, 6), (2, 1));
+        assert_eq!(line_column(t, 9), (2, 3), "é is one column");
+        assert_eq!(line_column(t, 8), (2, 2), "inside é clamps to its start");
+        assert_eq!(line_column(t, 999), (3, 1));
+        assert_eq!(line_column("", 5), (1, 1));
     }
 
     /// `flows show` keeps its IPv4 layout, and a full IPv6 endpoint widens the client and

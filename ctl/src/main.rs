@@ -105,11 +105,26 @@ enum ScenarioCmd {
 /// `FIELD=VALUE`) the way clap reports its own: `error: ...` plus the usage hint on stderr;
 /// returns exit code 2. Nothing is sent to the daemon.
 pub(crate) fn usage_error(message: impl std::fmt::Display) -> i32 {
+    usage_error_in(&[], message)
+}
+
+/// [`usage_error`] with the usage line of the subcommand at `path` (e.g. `["service",
+/// "set"]`); a path that names no subcommand stops at the deepest one found.
+pub(crate) fn usage_error_in(path: &[&str], message: impl std::fmt::Display) -> i32 {
     use clap::CommandFactory;
     if client::json_errors() {
         return client::error_out("spillwayctl", "usage", 2, &message.to_string());
     }
-    let e = Cli::command().error(clap::error::ErrorKind::ValueValidation, message);
+    let mut top = Cli::command();
+    top.build();
+    let mut cmd = &mut top;
+    for p in path {
+        if cmd.find_subcommand(p).is_none() {
+            break;
+        }
+        cmd = cmd.find_subcommand_mut(p).expect("found above");
+    }
+    let e = cmd.error(clap::error::ErrorKind::ValueValidation, message);
     let _ = e.print();
     2
 }

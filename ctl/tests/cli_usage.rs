@@ -79,6 +79,13 @@ fn malformed_arguments_exit_2_before_the_daemon_is_asked() {
         (&["endpoint", "add", "web", "b1", "address=10.0.1.13"], "endpoint NAME is missing: \"address=10.0.1.13\" is a FIELD=VALUE pair"),
         (&["backend", "add", "web", "address=10.0.1.9", "zone=z1"], "backend NAME is missing"),
         (&["service", "add", "vip=10.0.0.101", "port=80"], "service NAME is missing"),
+        // `set` with NAME left out, or with nothing to set
+        (&["service", "set", "spillover_ratio=0.2"], "service NAME is missing"),
+        (&["backend", "set", "web", "weight=80"], "backend NAME is missing"),
+        (&["endpoint", "set", "web", "b1", "weight=80"], "endpoint NAME is missing"),
+        (&["backend", "set", "web", "b1"], "nothing to set: give one or more FIELD=VALUE pairs"),
+        (&["service", "set", "web"], "nothing to set"),
+        (&["endpoint", "set", "web", "b1", "e1"], "nothing to set"),
         (&["vip", "drain", "10.0.0.256"], "must be an IPv4 or IPv6 address"),
         (&["explain", "--client", "fd01::5", "--vip", "fd00::100:80/tcp"], "an IPv6 VIP in brackets"),
         (&["explain", "--client", "fd01::5", "--vip", "[fd00::1000000]:80/tcp"], "is not an IPv6 address"),
@@ -90,6 +97,15 @@ fn malformed_arguments_exit_2_before_the_daemon_is_asked() {
         assert!(!err.contains("fake daemon"), "{args:?} reached the daemon: {err}");
     }
     assert_eq!(d.connections.load(Ordering::SeqCst), 0, "no argument error may contact the daemon");
+    // the usage line is the subcommand's, not the top level's (fresh-user QA)
+    for (args, usage) in [
+        (&["backend", "set", "web", "weight=80"][..], "Usage: spillwayctl backend set "),
+        (&["endpoint", "add", "web", "b1", "address=10.0.1.13"][..], "Usage: spillwayctl endpoint add "),
+        (&["service", "set", "web"][..], "Usage: spillwayctl service set "),
+    ] {
+        let (_, err) = d.run(args);
+        assert!(err.contains(usage), "{args:?}: {err}");
+    }
 }
 
 /// `--json` on a refused edit (and its dry run, and `vip drain`) prints the JSON error
@@ -129,7 +145,7 @@ fn json_edits_answer_a_refusal_with_a_json_error_object() {
     let before = d.connections.load(Ordering::SeqCst);
     let (code, out, err) = run(&d.socket, &["config", "apply", json.to_str().unwrap()]);
     assert_eq!((code, out.as_str()), (2, ""), "{err}");
-    assert!(err.contains(&format!("{} is not a TOML document: ", json.display())) && err.contains("(line 1)"), "{err}");
+    assert!(err.contains(&format!("{} is not a TOML document: ", json.display())) && err.contains("(line 1, column 1)"), "{err}");
     assert_eq!(d.connections.load(Ordering::SeqCst), before, "a non-TOML file must not reach the daemon");
 }
 

@@ -136,4 +136,11 @@ fn explain_errors_exit_2() {
         .args(["--client", "10.1.0.1"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("zz"));
+    // a config with no services says so, with or without --vip (fresh-user QA: "(have: )")
+    for vip in [&["--vip", "10.0.0.1:80/tcp"][..], &[][..]] {
+        let out = bin().args(["explain", "--config", "/dev/null", "--client", "10.1.0.1"]).args(vip).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(err.contains("the config has no services") && !err.contains("(have: )"), "{vip:?}: {err}");
+    }
 }

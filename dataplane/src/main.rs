@@ -213,7 +213,13 @@ fn run(args: Args) -> Result<(), String> {
         }
         mc_ports.push((port.port_id(), p.name.clone(), promiscuous.is_ok()));
         port.start().map_err(|e| format!("ports[{i}] ({}): {e}", p.name))?;
-        tracing::info!(port = %p.name, device = %p.device, mac = %spillway_shared::net::MacAddr(port.mac()), "port started");
+        // The MAC the port sends from: ports[].mac when configured (frames carry it as their
+        // source), else the PMD's; the PMD's own is logged beside it when they differ.
+        let pmd_mac = spillway_shared::net::MacAddr(port.mac());
+        match p.mac {
+            Some(m) if m != pmd_mac => tracing::info!(port = %p.name, device = %p.device, mac = %m, pmd_mac = %pmd_mac, "port started (mac from ports[].mac)"),
+            _ => tracing::info!(port = %p.name, device = %p.device, mac = %pmd_mac, "port started"),
+        }
         ports.push(port);
         pools.push(Arc::new(pool));
     }
