@@ -2,7 +2,8 @@
 //! (`[[services.backends.endpoints]]`, docs/config.md "Backend groups"). The daemon's edit
 //! engine validates them like the file and writes them back with comments kept.
 
-use crate::live::{mutate, with_fields, MutOpts};
+use crate::fields::with_fields;
+use crate::live::{mutate, MutOpts};
 use clap::Subcommand;
 use spillway_shared::proto::Request;
 use std::path::Path;
@@ -66,22 +67,22 @@ pub fn run(socket: &Path, cmd: &EndpointCmd) -> i32 {
         EndpointCmd::Remove { .. } => "endpoint remove web g1 e3",
         EndpointCmd::Set { .. } => "endpoint set web g1 e3 weight=80",
     };
-    if let Err(c) = crate::live::name_given("endpoint", &n, example) {
+    if let Err(c) = crate::fields::name_given("endpoint", &n, example) {
         return c;
     }
     let (req, opts) = match cmd {
         EndpointCmd::Add { fields, opts, .. } => {
-            match with_fields(fields, |f| Request::EndpointAdd { service: s, backend: b, name: n, fields: f, if_generation: opts.if_generation }) {
+            match with_fields(fields, example, |f| Request::EndpointAdd { service: s, backend: b, name: n, fields: f, if_generation: opts.if_generation }) {
                 Ok(r) => (r, *opts),
                 Err(c) => return c,
             }
         }
         EndpointCmd::Remove { opts, .. } => (Request::EndpointRemove { service: s, backend: b, name: n, if_generation: opts.if_generation }, *opts),
         EndpointCmd::Set { fields, opts, .. } => {
-            if let Err(c) = crate::live::fields_given(fields, example) {
+            if let Err(c) = crate::fields::fields_given(fields, example) {
                 return c;
             }
-            match with_fields(fields, |f| Request::EndpointSet { service: s, backend: b, name: n, fields: f, if_generation: opts.if_generation }) {
+            match with_fields(fields, example, |f| Request::EndpointSet { service: s, backend: b, name: n, fields: f, if_generation: opts.if_generation }) {
                 Ok(r) => (r, *opts),
                 Err(c) => return c,
             }

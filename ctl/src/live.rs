@@ -3,6 +3,7 @@
 //! and print the new config generation and what changed.
 
 use crate::client::{self, fail, json, unexpected};
+use crate::fields::{fields_given, line_column, name_given, with_fields};
 use clap::{Args, Subcommand};
 use spillway_shared::config::Config;
 use spillway_shared::proto::{Applied, FlowFilter, FlowOp, Request, Response};
@@ -228,23 +229,6 @@ pub enum SnapshotCmd {
 
 
 
-/// Splits `field=value` arguments; a field given twice (`weight=1 weight=2`) is refused,
-/// since which value was meant is unknown.
-pub fn parse_fields(args: &[String]) -> Result<Vec<(String, String)>, String> {
-    let mut out: Vec<(String, String)> = Vec::with_capacity(args.len());
-    for a in args {
-        let (k, v) = match a.split_once('=') {
-            Some((k, v)) if !k.trim().is_empty() => (k.trim().to_string(), v.to_string()),
-            _ => return Err(format!("invalid value {a:?} for 'FIELD=VALUE': expected FIELD=VALUE, e.g. weight=80")),
-        };
-        if let Some((_, w)) = out.iter().find(|(j, _)| *j == k) {
-            return Err(format!("field `{k}` is given twice ({k}={w} and {k}={v}); give each field once"));
-        }
-        out.push((k, v));
-    }
-    Ok(out)
-}
-
 pub(crate) fn mutate(socket: &Path, req: Request, opts: MutOpts) -> i32 {
     let json_out = opts.json;
     if opts.dry_run {
@@ -332,46 +316,6 @@ pub fn config(socket: &Path, cmd: &ConfigCmd) -> i32 {
     }
 }
 
-/// 1-based line and column (in characters) of byte offset `at` in `text`; an offset past the
-/// end or inside a character is clamped to the nearest boundary before it.
-pub(crate) fn line_column(text: &str, at: usize) -> (usize, usize) {
-    let mut at = at.min(text.len());
-    while !text.is_char_boundary(at) {
-        at -= 1;
-    }
-    let before = &text[..at];
-    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
-    (before.matches('\n').count() + 1, before[line_start..].chars().count() + 1)
-}
-
-/// A positional NAME that is really a `FIELD=VALUE` pair (the NAME was left out, e.g.
-/// `endpoint add web b1 address=10.0.1.13`) is a usage error (exit 2) naming what is
-/// missing; names never hold `=` (docs/config.md, names).
-/// The usage line printed is the subcommand's (the first two words of `example`).
-pub(crate) fn name_given(what: &str, name: &str, example: &str) -> Result<(), i32> {
-    if name.contains('=') {
-        let path: Vec<&str> = example.split_whitespace().take(2).collect();
-        return Err(crate::usage_error_in(&path, format!("{what} NAME is missing: {name:?} is a FIELD=VALUE pair, not a name; e.g. `spillwayctl {example}`")));
-    }
-    Ok(())
-}
-
-/// `set` with no `FIELD=VALUE` pair is a usage error (exit 2) with an example; checked after
-/// [`name_given`], so a NAME left out is named as such rather than as "no fields".
-pub(crate) fn fields_given(fields: &[String], example: &str) -> Result<(), i32> {
-    if fields.is_empty() {
-        let path: Vec<&str> = example.split_whitespace().take(2).collect();
-        return Err(crate::usage_error_in(&path, format!("nothing to set: give one or more FIELD=VALUE pairs, e.g. `spillwayctl {example}`")));
-    }
-    Ok(())
-}
-
-/// Builds a mutation from `FIELD=VALUE` arguments; a malformed or repeated one is a usage
-/// error (exit 2, clap style) and nothing is sent.
-pub(crate) fn with_fields(fields: &[String], f: impl FnOnce(Vec<(String, String)>) -> Request) -> Result<Request, i32> {
-    parse_fields(fields).map(f).map_err(crate::usage_error)
-}
-
 /// `service ...`
 pub fn service(socket: &Path, cmd: &ServiceCmd) -> i32 {
     let req = match cmd {
@@ -409,10 +353,11 @@ pub fn service(socket: &Path, cmd: &ServiceCmd) -> i32 {
             return 0;
         }
         ServiceCmd::Add { name, fields, opts } => {
-            if let Err(c) = name_given("service", name, "service add web vip=10.0.0.100 port=80") {
+            let example = "service add web vip=10.0.0.100 port=80";
+            if let Err(c) = name_given("service", name, example) {
                 return c;
             }
-            match with_fields(fields, |f| Request::ServiceAdd { name: name.clone(), fields: f, if_generation: opts.if_generation }) {
+            match with_fields(fields, example, |f| Request::ServiceAdd { name: name.clone(), fields: f, if_generation: opts.if_generation }) {
                 Ok(r) => return mutate(socket, r, *opts),
                 Err(c) => return c,
             }
@@ -423,7 +368,7 @@ pub fn service(socket: &Path, cmd: &ServiceCmd) -> i32 {
             if let Err(c) = name_given("service", name, example).and_then(|()| fields_given(fields, example)) {
                 return c;
             }
-            match with_fields(fields, |f| Request::ServiceSet { name: name.clone(), fields: f, if_generation: opts.if_generation }) {
+            match with_fields(fields, example, |f| Request::ServiceSet { name: name.clone(), fields: f, if_generation: opts.if_generation }) {
                 Ok(r) => (r, *opts),
                 Err(c) => return c,
             }
@@ -438,10 +383,11 @@ pub fn backend(socket: &Path, cmd: &BackendCmd) -> i32 {
         BackendCmd::List { service, json: j } => return crate::service_read::backend_read(socket, service, None, j.json),
         BackendCmd::Show { service, name, json: j } => return crate::service_read::backend_read(socket, service, Some(name), j.json),
         BackendCmd::Add { service, name, fields, opts } => {
-            if let Err(c) = name_given("backend", name, "backend add web b3 address=10.0.1.3 zone=z1") {
+            let example = "backend add web b3 address=10.0.1.3 zone=z1";
+            if let Err(c) = name_given("backend", name, example) {
                 return c;
             }
-            match with_fields(fields, |f| Request::BackendAdd { service: service.clone(), name: name.clone(), fields: f, if_generation: opts.if_generation }) {
+            match with_fields(fields, example, |f| Request::BackendAdd { service: service.clone(), name: name.clone(), fields: f, if_generation: opts.if_generation }) {
                 Ok(r) => (r, *opts),
                 Err(c) => return c,
             }
@@ -454,7 +400,7 @@ pub fn backend(socket: &Path, cmd: &BackendCmd) -> i32 {
             if let Err(c) = name_given("backend", name, example).and_then(|()| fields_given(fields, example)) {
                 return c;
             }
-            match with_fields(fields, |f| Request::BackendSet { service: service.clone(), name: name.clone(), fields: f, if_generation: opts.if_generation }) {
+            match with_fields(fields, example, |f| Request::BackendSet { service: service.clone(), name: name.clone(), fields: f, if_generation: opts.if_generation }) {
                 Ok(r) => (r, *opts),
                 Err(c) => return c,
             }
@@ -598,21 +544,6 @@ mod tests {
 
     fn row(client: &str, vip: &str) -> FlowRow {
         FlowRow { worker: 1, client: client.into(), vip: vip.into(), proto: 6, service: "web".into(), backend: "b1".into(), state: "established".into(), idle_ms: 42 }
-    }
-
-    /// Line and column are 1-based, columns count characters, and offsets past the end or
-    /// inside a character clamp (`config apply`'s "not a TOML document" position).
-    #[test]
-    fn line_column_counts_lines_and_characters() {
-        use super::line_column;
-        let t = "a = 1\nbé = [\n";
-        assert_eq!(line_column(t, 0), (1, 1));
-        assert_eq!(line_column(t, 4), (1, 5));
-        assert_eq!(line_column(t, 6), (2, 1));
-        assert_eq!(line_column(t, 9), (2, 3), "é is one column");
-        assert_eq!(line_column(t, 8), (2, 2), "inside é clamps to its start");
-        assert_eq!(line_column(t, 999), (3, 1));
-        assert_eq!(line_column("", 5), (1, 1));
     }
 
     /// `flows show` keeps its IPv4 layout, and a full IPv6 endpoint widens the client and

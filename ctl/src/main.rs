@@ -12,6 +12,7 @@ mod dryrun;
 mod endpoint;
 mod explain;
 mod explain_quic;
+mod fields;
 mod live;
 mod scenario;
 mod service_read;
@@ -102,14 +103,10 @@ enum ScenarioCmd {
 }
 
 /// Reports a command-line error found after parsing (a malformed or repeated
-/// `FIELD=VALUE`) the way clap reports its own: `error: ...` plus the usage hint on stderr;
-/// returns exit code 2. Nothing is sent to the daemon.
-pub(crate) fn usage_error(message: impl std::fmt::Display) -> i32 {
-    usage_error_in(&[], message)
-}
-
-/// [`usage_error`] with the usage line of the subcommand at `path` (e.g. `["service",
-/// "set"]`); a path that names no subcommand stops at the deepest one found.
+/// `FIELD=VALUE`, a NAME left out) the way clap reports its own: `error: ...` plus the
+/// usage line of the subcommand at `path` (e.g. `["service", "set"]`; a path that names no
+/// subcommand stops at the deepest one found) on stderr, or the JSON error object under
+/// `--json`; returns exit code 2. Nothing is sent to the daemon.
 pub(crate) fn usage_error_in(path: &[&str], message: impl std::fmt::Display) -> i32 {
     use clap::CommandFactory;
     if client::json_errors() {

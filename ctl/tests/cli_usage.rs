@@ -102,6 +102,9 @@ fn malformed_arguments_exit_2_before_the_daemon_is_asked() {
         (&["backend", "set", "web", "weight=80"][..], "Usage: spillwayctl backend set "),
         (&["endpoint", "add", "web", "b1", "address=10.0.1.13"][..], "Usage: spillwayctl endpoint add "),
         (&["service", "set", "web"][..], "Usage: spillwayctl service set "),
+        // a malformed FIELD=VALUE pair too (review)
+        (&["backend", "set", "web", "b1", "weight"][..], "Usage: spillwayctl backend set "),
+        (&["endpoint", "add", "web", "b1", "e1", "address"][..], "Usage: spillwayctl endpoint add "),
     ] {
         let (_, err) = d.run(args);
         assert!(err.contains(usage), "{args:?}: {err}");

@@ -213,13 +213,9 @@ fn run(args: Args) -> Result<(), String> {
         }
         mc_ports.push((port.port_id(), p.name.clone(), promiscuous.is_ok()));
         port.start().map_err(|e| format!("ports[{i}] ({}): {e}", p.name))?;
-        // The MAC the port sends from: ports[].mac when configured (frames carry it as their
-        // source), else the PMD's; the PMD's own is logged beside it when they differ.
+        // `mac`: what frames carry as their source (ports[].mac, else the PMD's); `pmd_mac`: the PMD's.
         let pmd_mac = spillway_shared::net::MacAddr(port.mac());
-        match p.mac {
-            Some(m) if m != pmd_mac => tracing::info!(port = %p.name, device = %p.device, mac = %m, pmd_mac = %pmd_mac, "port started (mac from ports[].mac)"),
-            _ => tracing::info!(port = %p.name, device = %p.device, mac = %pmd_mac, "port started"),
-        }
+        tracing::info!(port = %p.name, device = %p.device, mac = %p.mac.unwrap_or(pmd_mac), pmd_mac = %pmd_mac, "port started");
         ports.push(port);
         pools.push(Arc::new(pool));
     }
@@ -422,7 +418,7 @@ fn run(args: Args) -> Result<(), String> {
         // reclamation.
         let deadline = args.duration.map(|d| Instant::now() + Duration::from_secs_f64(d));
         let mut last_latency = Instant::now();
-        let mut links = LinkWatch::new(link_ports);
+        let mut links = dpdk::LinkWatch::new(link_ports);
         while !STOP.load(Ordering::SeqCst) && deadline.is_none_or(|d| Instant::now() < d) {
             daemon.control_heartbeat.beat(); // the watchdog is fed only while this moves
             // Read before draining: once the checker's first round is over, every event of
@@ -570,37 +566,4 @@ fn multicast_programmer(ports: Vec<(u16, String, bool)>) -> spillway_dataplane::
             }
         }
     })
-}
-
-/// Logs link up/down changes of the ports (checked once a second on the control thread
-/// with `rte_eth_link_get_nowait`, which every driver supports, rather than link-state
-/// interrupts, which virtual devices lack). The state itself is the `port_link_up` gauge.
-struct LinkWatch {
-    ports: Vec<(u16, String)>,
-    last: Vec<Option<bool>>,
-    checked: Instant,
-}
-
-impl LinkWatch {
-    fn new(ports: Vec<(u16, String)>) -> LinkWatch {
-        let last = vec![None; ports.len()];
-        LinkWatch { ports, last, checked: Instant::now() - Duration::from_secs(1) }
-    }
-
-    fn tick(&mut self) {
-        if self.checked.elapsed() < Duration::from_secs(1) {
-            return;
-        }
-        self.checked = Instant::now();
-        for ((id, name), last) in self.ports.iter().zip(self.last.iter_mut()) {
-            let Ok(l) = dpdk::port_link(*id) else { continue };
-            match *last {
-                Some(was) if was != l.up && l.up => tracing::info!(port = %name, speed_mbps = l.speed_mbps, "link up"),
-                Some(was) if was != l.up => tracing::warn!(port = %name, "link down"),
-                None => tracing::info!(port = %name, up = l.up, speed_mbps = l.speed_mbps, "link state"),
-                _ => {}
-            }
-            *last = Some(l.up);
-        }
-    }
 }

@@ -23,8 +23,13 @@ _top_busy() { top_pane | awk '$1 == "web" && $2 ~ /^b[1-4]$/ && $3 == "healthy" 
 e2e_top() {
     e2e_setup
     local clients_pid
-    E2E_TOP_REQUESTS="${E2E_TOP_REQUESTS:-600}"
-    run_clients "$E2E_TOP_REQUESTS" >/dev/null 2>&1 &
+    E2E_TOP_REQUESTS="${E2E_TOP_REQUESTS:-200}"
+    # Clients keep making requests until the last rate check is done (the flag file goes),
+    # at most 60 s: on a fast machine one batch of 600 ended before `top --once` sampled
+    # (every rate 0).
+    local busy_flag="$SPW_RUN_DIR/top.clients"
+    : >"$busy_flag"
+    ( end=$((SECONDS + 60)); while [[ -e $busy_flag ]] && ((SECONDS < end)); do run_clients "$E2E_TOP_REQUESTS"; done ) >/dev/null 2>&1 &
     clients_pid=$!
     _e2e_child="$clients_pid"
     _top_tmux kill-server 2>/dev/null || true
@@ -53,6 +58,7 @@ s = json.loads(sys.argv[1])
 assert sum(b['new_conns_per_sec'] for b in s['backends'] if b['service'] == 'web') > 0, s
 assert s['workers'] and all(0 <= w['busy_share'] <= 1 for w in s['workers']), s
 " "$once"
+    rm -f "$busy_flag"
     local nott
     nott="$(spillwayctl_cmd top </dev/null 2>&1 | cat)" || true
     e2e_check "top without a terminal (a pipe) refuses with advice, no panic: $nott" bash -c '[[ "$1" == *"needs a terminal"* && "$1" != *panicked* ]]' _ "$nott"

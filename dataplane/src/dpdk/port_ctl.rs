@@ -1,11 +1,12 @@
 //! Control-side calls on a port by its id, made while the workers run: counters
-//! (`rte_eth_stats`), extended statistics, link state, and the multicast filter. None of
+//! (`rte_eth_stats`), extended statistics, link state (and [`LinkWatch`], which logs its changes), and the multicast filter. None of
 //! them touches a queue; the control loop, `status` and the metrics endpoint use them.
 
 use super::error::*;
 use dpdk_sys as sys;
 use std::ffi::CStr;
 use std::ptr;
+use std::time::{Duration, Instant};
 
 /// Port counters (`rte_eth_stats`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -131,4 +132,39 @@ pub fn set_multicast(port_id: u16, macs: &[[u8; 6]]) -> Result<MulticastMode> {
     let all = unsafe { sys::rte_eth_allmulticast_enable(port_id) };
     check("rte_eth_allmulticast_enable", all, || format!("port {port_id} (rte_eth_dev_set_mc_addr_list: {})", super::strerror(ret)))
         .map(|_| MulticastMode::AllMulticast)
+}
+
+/// Logs link up/down changes of the ports (checked once a second on the control thread
+/// with `rte_eth_link_get_nowait`, which every driver supports, rather than link-state
+/// interrupts, which virtual devices lack). The state itself is the `port_link_up` gauge.
+pub struct LinkWatch {
+    ports: Vec<(u16, String)>,
+    last: Vec<Option<bool>>,
+    checked: Instant,
+}
+
+impl LinkWatch {
+    /// Watches `ports` (port id, name); the first [`LinkWatch::tick`] logs every port's state.
+    pub fn new(ports: Vec<(u16, String)>) -> LinkWatch {
+        let last = vec![None; ports.len()];
+        LinkWatch { ports, last, checked: Instant::now() - Duration::from_secs(1) }
+    }
+
+    /// Checks the links when a second has passed since the last check; logs changes.
+    pub fn tick(&mut self) {
+        if self.checked.elapsed() < Duration::from_secs(1) {
+            return;
+        }
+        self.checked = Instant::now();
+        for ((id, name), last) in self.ports.iter().zip(self.last.iter_mut()) {
+            let Ok(l) = port_link(*id) else { continue };
+            match *last {
+                Some(was) if was != l.up && l.up => tracing::info!(port = %name, speed_mbps = l.speed_mbps, "link up"),
+                Some(was) if was != l.up => tracing::warn!(port = %name, "link down"),
+                None => tracing::info!(port = %name, up = l.up, speed_mbps = l.speed_mbps, "link state"),
+                _ => {}
+            }
+            *last = Some(l.up);
+        }
+    }
 }

@@ -5,9 +5,9 @@ use super::{Bucket, State};
 
 /// The buckets: one zeroed allocation aligned to 2 MiB and advised for transparent huge
 /// pages (`MADV_HUGEPAGE`), then touched page by page so no page fault happens on the
-/// packet path. With 4 KiB pages a 1 M-entry table (24 MiB) spans 6,144 pages and every
-/// lookup of a flow in a cold page also missed the TLB (page walk); with THP it spans 12
-/// (docs/benchmarks.md). An all-zero [`Entry`] is an empty slot, so zeroed memory is an
+/// packet path. With 4 KiB pages a 1 Mi-entry IPv4 table (16 MiB) spans 4,096 pages and
+/// every lookup of a flow in a cold page also missed the TLB (page walk); with THP it spans
+/// 8 (docs/benchmarks.md). An all-zero [`Entry`] is an empty slot, so zeroed memory is an
 /// empty table.
 pub(super) struct BucketMem<A> {
     ptr: std::ptr::NonNull<Bucket<A>>,
@@ -23,12 +23,16 @@ unsafe impl<A: Sync> Sync for BucketMem<A> {}
 const HUGE_PAGE: usize = 2 << 20;
 
 impl<A> BucketMem<A> {
+    /// `len` buckets. Panics when `len` buckets cannot be described to the allocator
+    /// (their size overflows `isize`): the config caps a table at 2^26 entries, so only a
+    /// direct caller (a test or bench) can ask for that; never a slice longer than the
+    /// allocation.
     pub(super) fn new(len: usize) -> BucketMem<A> {
-        let bytes = len * std::mem::size_of::<Bucket<A>>();
+        let bytes = len.checked_mul(std::mem::size_of::<Bucket<A>>()).expect("connection table size overflows usize");
         // At least a cache line, so a bucket spans as few lines as its size allows.
         let align = if bytes >= HUGE_PAGE { HUGE_PAGE } else { std::mem::align_of::<Bucket<A>>().max(64) };
         let layout = std::alloc::Layout::from_size_align(bytes.max(std::mem::size_of::<Bucket<A>>()), align)
-            .unwrap_or_else(|_| std::alloc::Layout::new::<Bucket<A>>());
+            .expect("connection table size exceeds what one allocation may hold");
         // Not alloc_zeroed: that would write (fault in) every 4 KiB page before the advice.
         // SAFETY: layout has non-zero size.
         let raw = unsafe { std::alloc::alloc(layout) };

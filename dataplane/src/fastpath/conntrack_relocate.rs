@@ -22,7 +22,8 @@
 //! that *fail* draw on a budget ([`SearchBudget`]): [`BUDGET_BANK`] bucket reads banked
 //! (two failed searches), refilled at [`BUDGET_PER_MS`] a millisecond (4,000 a second:
 //! one failed search). A search starts while anything is left and may overdraw it by
-//! one; an insertion into two full buckets when the budget is spent skips the search and
+//! one (so a burst reads at most 12,000 buckets in failed searches: two at once, a third a
+//! millisecond later); an insertion into two full buckets when the budget is spent skips the search and
 //! evicts. A SYN flood against a full table thus pays at most one failed search a second
 //! after the first two, and otherwise what it cost without relocation: an eviction of the
 //! oldest SYN-only entry. Successful searches are free: a table that counts more than the
@@ -92,7 +93,13 @@ pub(super) struct SearchBudget {
 
 impl SearchBudget {
     /// Refills for the time since the last call and tells whether a search may start at
-    /// `now` (ms): while anything is left of the bank.
+    /// `now` (ms): while anything is left of the bank. A search may so overdraw it by up
+    /// to one search: a full bank lets two failed searches of [`MAX_SEARCH`] reads through
+    /// at once and a third a millisecond later (at most `BUDGET_BANK + MAX_SEARCH` =
+    /// 12,000 reads in a burst), then one a second. Kept so (review, 2026-12-04): starting
+    /// only while a whole search is left would also stop the searches that fail early
+    /// after a few hundred reads (a small neighbourhood), which at the gate are most of
+    /// them, and evict live entries a later search would have found room for.
     fn allows(&mut self, now: u32) -> bool {
         let dt = now.wrapping_sub(self.at);
         if dt <= u32::MAX / 2 {
@@ -414,5 +421,46 @@ impl<A: FlowAddr> ConnTable<A> {
             occ[(e.raw_state() & 3) as usize] += 1;
         }
         Occupancy { empty: occ[0], syn_only: occ[1], established: occ[2], closing: occ[3] }
+    }
+}
+
+#[cfg(test)]
+mod budget_tests {
+    use super::{SearchBudget, BUDGET_BANK, BUDGET_PER_MS, MAX_SEARCH};
+
+    /// The budget's exact sequence (module docs, "Cost bound"): two failed searches of
+    /// [`MAX_SEARCH`] reads at once, a third a millisecond later (the overdraft), then
+    /// nothing until the refill brings the spent reads below the bank again (one search a
+    /// second); searches that fail early cost what they read; a clock that steps back
+    /// refills nothing.
+    #[test]
+    fn two_failed_searches_at_once_a_third_after_a_millisecond_then_one_a_second() {
+        let full = MAX_SEARCH as u32;
+        let mut b = SearchBudget::default();
+        let now = 1_000u32;
+        for _ in 0..2 {
+            assert!(b.allows(now));
+            b.spend(full);
+        }
+        assert!(!b.allows(now), "a third at once");
+        assert!(b.allows(now + 1), "the overdraft, a millisecond later");
+        b.spend(full);
+        assert!(b.spent <= BUDGET_BANK + full);
+        let refill_ms = full / BUDGET_PER_MS;
+        assert!(!b.allows(now + refill_ms), "shut for the second after the overdraft");
+        assert!(b.allows(now + 1 + refill_ms), "one search a second");
+        b.spend(full);
+        assert!(!b.allows(now + 2 + refill_ms));
+        assert!(!b.allows(now), "a clock that stepped back refills nothing");
+        // early failures: 500 reads each, while anything is left
+        let mut b = SearchBudget::default();
+        let mut n = 0;
+        while b.allows(now) {
+            b.spend(500);
+            n += 1;
+        }
+        assert_eq!(n, BUDGET_BANK / 500);
+        assert!(b.allows(now + 1_000_000));
+        assert_eq!(b.spent, 0);
     }
 }
