@@ -47,6 +47,10 @@
 
 use super::{ConnTable, Entry, FlowAddr, ServiceTimeouts, State, Timeouts, TICK_MS};
 
+// `ConnTable::evict` packs the time left (ms) into 26 bits and the slot of two buckets
+// into 3.
+const _: () = assert!((super::LIVE_AHEAD as u64) * (TICK_MS as u64) < 1 << 26 && super::WAYS == 4);
+
 /// Longest chain of moves one insertion may carry out.
 pub const MAX_MOVES: usize = 8;
 
@@ -260,15 +264,20 @@ impl<A: FlowAddr> ConnTable<A> {
     #[cold]
     #[inline(never)]
     pub(super) fn evict(&mut self, b1: usize, b2: usize, now: u32, t: &impl ServiceTimeouts) -> Option<(usize, usize)> {
-        // The best (lowest) rank so far, class << 62 | (u32::MAX - age) << 30 | time left
-        // (ms, < 2^26: at most LIVE_AHEAD ticks), and its (bucket, way); u64::MAX is above
-        // every rank (class <= 2).
-        let (mut best, mut at) = (u64::MAX, None);
+        // The best (lowest) key so far: class << 61 | (u32::MAX - age) << 29 | time left
+        // (ms, < 2^26: at most LIVE_AHEAD ticks) << 3 | slot (0..=7: the way, + 4 in the
+        // second bucket); u64::MAX is above every key (class <= 2). The slot in the low
+        // bits makes the minimum the first slot of the lowest rank, as a strict `<` scan
+        // would find, and lets it be taken without a branch on the comparison: which of
+        // eight random entries is oldest is a coin toss to the branch predictor, and the
+        // mispredictions were most of this function's time in a SYN flood (`perf record`
+        // of `spillway_syn64_random`, 2026-12-04).
+        let mut best = u64::MAX;
         // The service of the last entry, resolved once: a bucket's entries are mostly of
         // one service (all of them in a flood). `memo` is a service number or, before the
         // first, a value none is.
         let (mut memo, mut ts, mut handle) = (u32::MAX, Timeouts::default(), None);
-        for b in [b1, b2] {
+        for (half, b) in [b1, b2].into_iter().enumerate() {
             let Some(bucket) = self.buckets.get(b) else { continue };
             for (i, e) in bucket.0.iter().enumerate() {
                 if memo != u32::from(e.service) {
@@ -298,19 +307,20 @@ impl<A: FlowAddr> ConnTable<A> {
                     // deadline is rounded up to its tick)
                     if left >= timeout.saturating_add(TICK_MS) { u32::MAX - 1 } else { timeout.saturating_sub(left) }
                 };
-                let rank = class << 62 | u64::from(u32::MAX - age) << 30 | u64::from(left);
-                if rank < best {
-                    (best, at) = (rank, Some((b, i)));
-                }
+                let key = class << 61 | u64::from(u32::MAX - age) << 29 | u64::from(left) << 3 | (half * super::WAYS + i) as u64;
+                best = best.min(key);
             }
         }
-        let at = at?;
-        match best >> 62 {
+        if best == u64::MAX {
+            return None;
+        }
+        match best >> 61 {
             0 => self.counters.expired_reused += 1, // dead like an expired entry
             1 => self.counters.evicted_syn_only += 1,
             _ => self.counters.evicted_closing += 1,
         }
-        Some(at)
+        let slot = (best & 7) as usize;
+        Some((if slot < super::WAYS { b1 } else { b2 }, slot % super::WAYS))
     }
 
     /// The breadth-first search of [`Self::relocate`], carried out when it finds a chain.
@@ -423,6 +433,10 @@ impl<A: FlowAddr> ConnTable<A> {
         Occupancy { empty: occ[0], syn_only: occ[1], established: occ[2], closing: occ[3] }
     }
 }
+
+#[cfg(test)]
+#[path = "conntrack_evict_tests.rs"]
+mod evict_tests;
 
 #[cfg(test)]
 mod budget_tests {
