@@ -35,7 +35,7 @@ pub struct ExplainArgs {
     pub client_port: u16,
     /// Offered new-connection rate for the capacity stage, connections/s, finite and >= 0
     /// (default: sum of load_cps). Offline only (needs --config).
-    #[arg(long, value_name = "CPS", requires = "config", value_parser = parse_cps)]
+    #[arg(long, value_name = "CPS", requires = "config", value_parser = parse_cps, allow_negative_numbers = true)]
     pub offered_cps: Option<f64>,
     /// A QUIC short-header packet's DCID (hex, first octet included): also show its
     /// QUIC-LB decode (codepoint, configuration, server ID) and where such packets go.

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 pub struct MutOpts {
     /// Refuse the edit unless the daemon's config generation is still N (optimistic
     /// concurrency: read with `config show`, edit, retry on refusal).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub if_generation: Option<u64>,
     /// Print the answer as JSON.
     #[arg(long)]

@@ -68,6 +68,9 @@ fn malformed_arguments_exit_2_before_the_daemon_is_asked() {
         (&["explain", "--client", "10.1.0.10", "--health", "h.json"], "--config"),
         (&["explain", "--client", "10.1.0.10", "--offered-cps", "5"], "--config"),
         (&["explain", "--config", "x.toml", "--client", "10.1.0.10", "--offered-cps=-5"], "must be a finite number"),
+        // a negative value as its own word is the option's value, not an unknown argument
+        (&["explain", "--config", "x.toml", "--client", "10.1.0.10", "--offered-cps", "-1"], "must be a finite number"),
+        (&["backend", "set", "web", "b1", "weight=80", "--if-generation", "-1"], "invalid value '-1' for '--if-generation <N>'"),
         (&["explain", "--config", "x.toml", "--client", "10.1.0.10", "--offered-cps", "inf"], "must be a finite number"),
         (&["explain", "--client", "10.1.0.999"], "invalid value"),
         (&["backend", "set", "web", "b1", "weight=1", "weight=2"], "`weight` is given twice (weight=1 and weight=2)"),

@@ -193,6 +193,11 @@ fn culprit(t: &toml::Table, fields: &[(String, String)], what: &str, msg: &str) 
         without.remove(k);
         toml::Value::Table(without).try_into::<Service>().map_or_else(|e| e.message() != msg, |_| true)
     };
+    // a field left out is no given field's fault (removing any given one changes the
+    // message too: `vip` was blamed for a missing `port`)
+    if msg.starts_with("missing field") {
+        return format!("{what}: {msg}");
+    }
     match fields.iter().find(|(k, _)| alone(k)) {
         Some((k, v)) => format!("{what}: {k} = {v}: {msg}"),
         None => format!("{what}: {msg}"),
@@ -244,8 +249,19 @@ pub fn describe_changes(old: &Config, new: &Config) -> Vec<String> {
             match o.backends.iter().find(|x| x.name == b.name) {
                 None => out.push(format!("service {}: backend {} added", s.name, b.name)),
                 Some(ob) => {
-                    table_diff(&format!("service {}: backend {}: ", s.name, b.name), &tab(ob), &tab(b), "endpoints", &mut out);
-                    endpoint_diff(&format!("service {}: backend {}: ", s.name, b.name), ob, b, &mut out);
+                    let prefix = format!("service {}: backend {}: ", s.name, b.name);
+                    let (mut to, mut tb) = (tab(ob), tab(b));
+                    if ob.is_group() != b.is_group() {
+                        // the one-address form's address and MAC move into (or out of) the
+                        // endpoint named like the backend: said by `endpoint_diff`, not as
+                        // an address "unset"
+                        for t in [&mut to, &mut tb] {
+                            t.remove("address");
+                            t.remove("mac");
+                        }
+                    }
+                    table_diff(&prefix, &to, &tb, "endpoints", &mut out);
+                    endpoint_diff(&prefix, ob, b, &mut out);
                 }
             }
         }
@@ -262,11 +278,43 @@ pub fn describe_changes(old: &Config, new: &Config) -> Vec<String> {
 }
 
 /// Endpoint-level lines of a backend's change (`endpoint e3 added`, `endpoint e1: weight:
-/// 50 -> 80`); a switch between the single-endpoint form and a group is one line.
+/// 50 -> 80`). A switch between the one-address form and a group is one line (`written
+/// as one address -> a group of 2 endpoints`) and then the endpoints compared by name,
+/// the one-address form being one endpoint named like the backend (`Backend::members`):
+/// `endpoint set web b1 b1 weight=7` on a one-address backend says `endpoint b1:
+/// weight: 50 -> 7`, not that its address was unset (fresh-user QA).
 fn endpoint_diff(prefix: &str, old: &Backend, new: &Backend, out: &mut Vec<String>) {
     if old.is_group() != new.is_group() {
-        if old.endpoints != new.endpoints {
-            out.push(format!("{prefix}endpoints: {} -> {}", old.members().len(), new.members().len()));
+        let form = |b: &Backend| match b.endpoints.len() {
+            0 => "one address".to_string(),
+            1 => "a group of 1 endpoint".to_string(),
+            n => format!("a group of {n} endpoints"),
+        };
+        out.push(format!("{prefix}written as {} -> {}", form(old), form(new)));
+        let (om, nm) = (old.members(), new.members());
+        for m in &om {
+            if !nm.iter().any(|x| x.name == m.name) {
+                out.push(format!("{prefix}endpoint {} removed", m.name));
+            }
+        }
+        for m in &nm {
+            let Some(o) = om.iter().find(|x| x.name == m.name) else {
+                out.push(format!("{prefix}endpoint {} added", m.name));
+                continue;
+            };
+            let opt = |v: Option<String>| v.map_or("(unset)".to_string(), |v| format!("{v:?}"));
+            let fields = [
+                ("address", format!("{:?}", o.address.to_string()), format!("{:?}", m.address.to_string())),
+                ("mac", opt(o.mac.map(|x| x.to_string())), opt(m.mac.map(|x| x.to_string()))),
+                ("weight", o.weight.to_string(), m.weight.to_string()),
+                ("enabled", o.enabled.to_string(), m.enabled.to_string()),
+                ("server_id", opt(o.server_id.clone()), opt(m.server_id.clone())),
+            ];
+            for (k, a, b) in fields {
+                if a != b {
+                    out.push(format!("{prefix}endpoint {}: {k}: {a} -> {b}", m.name));
+                }
+            }
         }
         return;
     }

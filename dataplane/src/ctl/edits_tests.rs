@@ -206,6 +206,20 @@ fn ep_req(kind: &str, backend: &str, name: &str, f: &[(&str, &str)]) -> spillway
     }
 }
 
+/// `endpoint set` on a one-address backend's own endpoint (named like the backend) writes
+/// the backend as a group of one; the answer says so and names the field that changed,
+/// not an address and MAC "unset" (fresh-user QA).
+#[test]
+fn endpoint_set_on_a_one_address_backend_names_what_changed() {
+    let d = daemon();
+    let r = d.edit_request(ep_req("set", "b1", "b1", &[("weight", "7")]));
+    let Response::Applied(a) = r else { panic!("{r:?}") };
+    assert_eq!(a.changes, ["service web: backend b1: written as one address -> a group of 1 endpoint", "service web: backend b1: endpoint b1: weight: 50 -> 7"]);
+    let r = d.edit_request(ep_req("set", "b1", "b1", &[("address", "10.0.1.77")]));
+    let Response::Applied(a) = r else { panic!("{r:?}") };
+    assert_eq!(a.changes, ["service web: backend b1: endpoint b1: address: \"10.0.1.1\" -> \"10.0.1.77\""]);
+}
+
 #[test]
 fn endpoint_edits_keep_slots_and_health_of_the_others_and_refuse_bad_input() {
     let d = daemon();
@@ -214,7 +228,7 @@ fn endpoint_edits_keep_slots_and_health_of_the_others_and_refuse_bad_input() {
     // b1 becomes a group: its old endpoint keeps its slot (same key: named like the backend)
     let r = d.edit_request(ep_req("add", "b1", "e2", &[("address", "10.0.1.11"), ("mac", "02:00:00:00:0b:11")]));
     let Response::Applied(a) = r else { panic!("{r:?}") };
-    assert!(a.changes.iter().any(|c| c.contains("endpoints: 1 -> 2")), "{:?}", a.changes);
+    assert_eq!(a.changes, ["service web: backend b1: written as one address -> a group of 2 endpoints", "service web: backend b1: endpoint e2 added"]);
     {
         let st = d.control.lock().unwrap();
         assert_eq!(st.slots.slot("web", "b1", "b1"), slot_b1);
@@ -268,6 +282,14 @@ fn integer_fields_take_plain_integers_only() {
     let r = d.edit_request(spillway_shared::proto::Request::ServiceAdd { name: "api".into(), fields: vec![("port".into(), "80".into())], if_generation: None });
     let Response::Error { message } = r else { panic!("a service without vip accepted: {r:?}") };
     assert!(message.contains("vip") && !message.contains("port = 80"), "{message}");
+    // a missing field is no given field's fault (fresh-user QA: `vip` was blamed for it)
+    let r = d.edit_request(spillway_shared::proto::Request::ServiceAdd { name: "api".into(), fields: vec![("vip".into(), "10.0.0.101".into())], if_generation: None });
+    let Response::Error { message } = r else { panic!("a service without port accepted: {r:?}") };
+    assert!(message.contains("missing field `port`") && !message.contains("vip = "), "{message}");
+    // an integer beyond 64 bits is named as one, not as a string (fresh-user QA)
+    let r = d.edit_request(set("web", "b1", &[("weight", "99999999999999999999999")], None));
+    let Response::Error { message } = r else { panic!("accepted: {r:?}") };
+    assert!(message.contains("weight = 99999999999999999999999") && message.contains("beyond 64 bits") && !message.contains("not a string"), "{message}");
     let r = d.edit_request(ep_req("add", "b1", "e2", &[("address", "10.0.1.9"), ("mac", "02:00:00:00:0b:09"), ("weight", "5e1")]));
     let Response::Error { message } = r else { panic!("endpoint weight=5e1 accepted: {r:?}") };
     assert!(message.contains("weight = 5e1") && message.contains("must be in 1..="), "{message}");

@@ -72,7 +72,7 @@ pub enum LoadError {
 
 /// The one rule for service, backend, endpoint and zone names (docs/config.md "Names"):
 /// they appear in log lines, metrics labels, CLI arguments and file paths.
-pub const NAME_RULE: &str = "must be 1 to 63 characters, each a letter, a digit, '.', '_' or '-' (no spaces, '/' or control characters)";
+pub const NAME_RULE: &str = "must be 1 to 63 characters, each an ASCII letter, a digit, '.', '_' or '-' (no spaces, '/' or control characters)";
 
 /// Checks `name` against [`NAME_RULE`]; the error shows the value quoted, so an empty name
 /// or a newline is visible.

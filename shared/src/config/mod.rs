@@ -135,6 +135,53 @@ fn span_value_key(text: &str, at: usize) -> Option<String> {
     (!k.is_empty() && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')).then(|| k.to_string())
 }
 
+/// The value of the `key = value` line holding byte offset `at`, as written (up to a
+/// comment; at most 80 characters), for messages about it.
+fn line_value(text: &str, at: usize) -> Option<String> {
+    let start = text.get(..at.min(text.len()))?.rfind('\n').map_or(0, |i| i + 1);
+    let line = text.get(start..)?.lines().next()?;
+    let v = line.split_once('=')?.1;
+    let v = if v.trim_start().starts_with('"') { v } else { v.split('#').next().unwrap_or("") };
+    let v = v.trim();
+    (!v.is_empty() && v.chars().count() <= 80).then(|| v.to_string())
+}
+
+/// `path` (a range table's, e.g. `services[].backends[].weight`) with the indices of the
+/// `[[...]]` tables that hold byte offset `at` of `text`, counted from their headers
+/// (`services[2].backends[0].weight`); an index that cannot be counted (an inline array,
+/// a header not written as `[[services]]`) stays `[]`. For errors the TOML parser
+/// reports before serde knows the path (an integer beyond 64 bits, a float beyond f64).
+fn indexed_path(text: &str, at: usize, path: &str) -> String {
+    let before = text.get(..at.min(text.len())).unwrap_or("");
+    let parts: Vec<&str> = path.split("[]").collect();
+    let (mut out, mut table, mut from) = (String::new(), String::new(), 0usize);
+    for (i, part) in parts.iter().enumerate() {
+        out.push_str(part);
+        if i + 1 == parts.len() {
+            break;
+        }
+        table.push_str(part);
+        let header = format!("[[{table}]]");
+        let starts: Vec<usize> = before[from..]
+            .match_indices('\n')
+            .map(|(j, _)| from + j + 1)
+            .chain((from == 0).then_some(0))
+            .filter(|&j| before[j..].lines().next().is_some_and(|l| l.split('#').next().unwrap_or("").replace([' ', '\t'], "") == header))
+            .collect();
+        match starts.iter().max() {
+            Some(&last) => {
+                out.push_str(&format!("[{}]", starts.len() - 1));
+                from = last;
+            }
+            None => {
+                out.push_str("[]");
+                from = before.len();
+            }
+        }
+    }
+    out
+}
+
 /// Line and column (1-based) of a byte offset.
 fn line_col(text: &str, at: usize) -> (usize, usize) {
     let before = &text[..at.min(text.len())];
@@ -173,9 +220,14 @@ impl Config {
                 match key {
                     Some(k) => {
                         let l = unique_limit_by_key(&k);
-                        let name = l.map_or(k.clone(), |l| l.path.to_string());
+                        let name = l.map_or(k.clone(), |l| indexed_path(text, inner.span().map_or(0, |s| s.start), l.path));
                         let range = l.map(|l| format!("; {}", l.allowed())).unwrap_or_default();
-                        format!("{name}: {msg}{range}{at}")
+                        // the value as written on its line (the parser's span may cover
+                        // one character of it)
+                        match line_value(text, inner.span().map_or(0, |s| s.start)) {
+                            Some(v) => format!("{name} = {v}: {msg}{range}{at}"),
+                            None => format!("{name}: {msg}{range}{at}"),
+                        }
                     }
                     None => format!("{msg}{at}"),
                 }

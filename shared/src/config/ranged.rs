@@ -28,8 +28,16 @@ impl Visitor<'_> for Wide {
         // and a live edit accept the same integers.
         Err(E::custom(format!("{} (a plain integer, not the float {v:?})", super::limits::get(self.0).allowed())))
     }
-    fn visit_str<E: Error>(self, _: &str) -> Result<i64, E> {
-        Err(E::custom(format!("{} (a number, not a string)", super::limits::get(self.0).allowed())))
+    fn visit_str<E: Error>(self, s: &str) -> Result<i64, E> {
+        // A live edit's value that TOML could not read as an integer arrives as a string:
+        // all digits, it is a number beyond 64 bits, not text (fresh-user QA).
+        let digits = s.strip_prefix(['-', '+']).unwrap_or(s);
+        let why = if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) && s.parse::<i64>().is_err() {
+            "a whole number beyond 64 bits"
+        } else {
+            "a number, not a string"
+        };
+        Err(E::custom(format!("{} ({why})", super::limits::get(self.0).allowed())))
     }
     fn visit_bool<E: Error>(self, _: bool) -> Result<i64, E> {
         Err(E::custom(format!("{} (a number, not a boolean)", super::limits::get(self.0).allowed())))
