@@ -29,7 +29,9 @@ e2e_top() {
     # (every rate 0).
     local busy_flag="$SPW_RUN_DIR/top.clients"
     : >"$busy_flag"
-    ( end=$((SECONDS + 60)); while [[ -e $busy_flag ]] && ((SECONDS < end)); do run_clients "$E2E_TOP_REQUESTS"; done ) >/dev/null 2>&1 &
+    # (and no longer than the test itself: a failed check ends the test's shell early)
+    local test_pid=$BASHPID
+    ( end=$((SECONDS + 60)); while [[ -e $busy_flag ]] && ((SECONDS < end)) && kill -0 "$test_pid" 2>/dev/null; do run_clients "$E2E_TOP_REQUESTS"; done ) >/dev/null 2>&1 &
     clients_pid=$!
     _e2e_child="$clients_pid"
     _top_tmux kill-server 2>/dev/null || true

@@ -188,16 +188,16 @@ fn edit<T: Serialize + DeserializeOwned>(obj: &T, fields: &[(String, String)], w
 /// decodes, or fails otherwise: e.g. `port = 65536` then reads "missing field `port`"),
 /// as [`edit`] names them; else `msg` alone (a required field missing).
 fn culprit(t: &toml::Table, fields: &[(String, String)], what: &str, msg: &str) -> String {
+    // A field is at fault when removing it changes the error. For a missing field, only
+    // when removing it leaves no missing field: a `backends=[{...}]` lacking a `name` is
+    // that value's fault, while removing `vip` from `vip=... ` (no `port`) only trades one
+    // missing field for another (fresh-user QA: `vip` was blamed for the missing `port`).
+    let missing = |m: &str| m.starts_with("missing field");
     let alone = |k: &str| {
         let mut without = t.clone();
         without.remove(k);
-        toml::Value::Table(without).try_into::<Service>().map_or_else(|e| e.message() != msg, |_| true)
+        toml::Value::Table(without).try_into::<Service>().map_or_else(|e| e.message() != msg && !(missing(msg) && missing(e.message())), |_| true)
     };
-    // a field left out is no given field's fault (removing any given one changes the
-    // message too: `vip` was blamed for a missing `port`)
-    if msg.starts_with("missing field") {
-        return format!("{what}: {msg}");
-    }
     match fields.iter().find(|(k, _)| alone(k)) {
         Some((k, v)) => format!("{what}: {k} = {v}: {msg}"),
         None => format!("{what}: {msg}"),
@@ -252,12 +252,13 @@ pub fn describe_changes(old: &Config, new: &Config) -> Vec<String> {
                     let prefix = format!("service {}: backend {}: ", s.name, b.name);
                     let (mut to, mut tb) = (tab(ob), tab(b));
                     if ob.is_group() != b.is_group() {
-                        // the one-address form's address and MAC move into (or out of) the
-                        // endpoint named like the backend: said by `endpoint_diff`, not as
-                        // an address "unset"
+                        // the one-address form's address, MAC and server ID move into (or
+                        // out of) the endpoint named like the backend: said by
+                        // `endpoint_diff`, not as an address "unset"
                         for t in [&mut to, &mut tb] {
                             t.remove("address");
                             t.remove("mac");
+                            t.remove("server_id");
                         }
                     }
                     table_diff(&prefix, &to, &tb, "endpoints", &mut out);
@@ -510,6 +511,8 @@ fn into_group(b: &mut Backend) {
     }
     let mut e = Endpoint::new(Some(&b.name), b.address);
     e.mac = b.mac.take();
+    // a group's server IDs are its endpoints' (QUIC-LB); the backend's would be ignored
+    e.server_id = b.server_id.take();
     b.address = std::net::Ipv4Addr::UNSPECIFIED.into();
     b.endpoints.push(e);
 }

@@ -286,10 +286,14 @@ fn integer_fields_take_plain_integers_only() {
     let r = d.edit_request(spillway_shared::proto::Request::ServiceAdd { name: "api".into(), fields: vec![("vip".into(), "10.0.0.101".into())], if_generation: None });
     let Response::Error { message } = r else { panic!("a service without port accepted: {r:?}") };
     assert!(message.contains("missing field `port`") && !message.contains("vip = "), "{message}");
+    // ... while a missing field inside a given value is still that value's (review)
+    let r = d.edit_request(spillway_shared::proto::Request::ServiceAdd { name: "api".into(), fields: vec![("vip".into(), "10.0.0.101".into()), ("port".into(), "81".into()), ("quic_lb".into(), "[{config_rotation=0}]".into())], if_generation: None });
+    let Response::Error { message } = r else { panic!("a QUIC-LB config without lengths accepted: {r:?}") };
+    assert!(message.contains("quic_lb = [{config_rotation=0}]: missing field"), "{message}");
     // an integer beyond 64 bits is named as one, not as a string (fresh-user QA)
     let r = d.edit_request(set("web", "b1", &[("weight", "99999999999999999999999")], None));
     let Response::Error { message } = r else { panic!("accepted: {r:?}") };
-    assert!(message.contains("weight = 99999999999999999999999") && message.contains("beyond 64 bits") && !message.contains("not a string"), "{message}");
+    assert!(message.contains("weight = 99999999999999999999999") && message.contains("beyond TOML's signed 64-bit integers") && !message.contains("not a string"), "{message}");
     let r = d.edit_request(ep_req("add", "b1", "e2", &[("address", "10.0.1.9"), ("mac", "02:00:00:00:0b:09"), ("weight", "5e1")]));
     let Response::Error { message } = r else { panic!("endpoint weight=5e1 accepted: {r:?}") };
     assert!(message.contains("weight = 5e1") && message.contains("must be in 1..="), "{message}");
@@ -463,6 +467,14 @@ fn quic_lb_is_edited_live_and_a_bad_key_file_refuses_the_edit() {
     let dcid = spillway_shared::quic_lb::parse_hex("0720b1d07b359d3c").unwrap();
     let q = d.shared.with_snapshot(|s| crate::control::quic_lb::explain(s, Some(0), "0720b1d07b359d3c", |_| Some(("b1".into(), "b1".into())))).unwrap();
     assert_eq!((q.server_id.as_deref(), q.fallback.as_deref()), (Some("ed793a"), None), "{q:?}");
+    let routed = d.shared.with_snapshot(|s| s.services[0].quic_lb.as_ref().unwrap().lookup(&dcid).map(|r| r.1)).unwrap();
+    assert_eq!(routed, Ok(d.control.lock().unwrap().slots.slot("web", "b1", "b1").unwrap()));
+    // b1 written as a group of one (endpoint set on its own endpoint): its server ID moves
+    // into the endpoint, the edit is applied and the ID still routes to it (review: it was
+    // left on the backend, and the edit refused with `server_id = absent: required`)
+    let r = d.edit_request(ep_req("set", "b1", "b1", &[("weight", "7")]));
+    let Response::Applied(a) = r else { panic!("{r:?}") };
+    assert_eq!(a.changes, ["service web: backend b1: written as one address -> a group of 1 endpoint", "service web: backend b1: endpoint b1: weight: 50 -> 7"]);
     let routed = d.shared.with_snapshot(|s| s.services[0].quic_lb.as_ref().unwrap().lookup(&dcid).map(|r| r.1)).unwrap();
     assert_eq!(routed, Ok(d.control.lock().unwrap().slots.slot("web", "b1", "b1").unwrap()));
     std::fs::remove_dir_all(&dir).ok();

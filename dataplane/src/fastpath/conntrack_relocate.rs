@@ -25,7 +25,7 @@
 //! one (so a burst reads at most 12,000 buckets in failed searches: two at once, a third a
 //! millisecond later); an insertion into two full buckets when the budget is spent skips the search and
 //! evicts. A SYN flood against a full table thus pays at most one failed search a second
-//! after the first two, and otherwise what it cost without relocation: an eviction of the
+//! after the first three, and otherwise what it cost without relocation: an eviction of the
 //! oldest SYN-only entry. Successful searches are free: a table that counts more than the
 //! gate only because of expired entries no sweep has cleared yet (below) finds room on
 //! every search, at any connection rate, so the budget never closes there (review,

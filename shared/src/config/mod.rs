@@ -166,7 +166,7 @@ fn indexed_path(text: &str, at: usize, path: &str) -> String {
             .match_indices('\n')
             .map(|(j, _)| from + j + 1)
             .chain((from == 0).then_some(0))
-            .filter(|&j| before[j..].lines().next().is_some_and(|l| l.split('#').next().unwrap_or("").replace([' ', '\t'], "") == header))
+            .filter(|&j| before[j..].lines().next().is_some_and(|l| l.trim_start_matches('\u{feff}').split('#').next().unwrap_or("").replace([' ', '\t'], "") == header))
             .collect();
         match starts.iter().max() {
             Some(&last) => {

@@ -30,10 +30,11 @@ impl Visitor<'_> for Wide {
     }
     fn visit_str<E: Error>(self, s: &str) -> Result<i64, E> {
         // A live edit's value that TOML could not read as an integer arrives as a string:
-        // all digits, it is a number beyond 64 bits, not text (fresh-user QA).
+        // all digits (no leading zero), it is a number beyond TOML's integers (signed 64
+        // bits), not text (fresh-user QA).
         let digits = s.strip_prefix(['-', '+']).unwrap_or(s);
-        let why = if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) && s.parse::<i64>().is_err() {
-            "a whole number beyond 64 bits"
+        let why = if digits.len() > 1 && !digits.starts_with('0') && digits.bytes().all(|b| b.is_ascii_digit()) && s.parse::<i64>().is_err() {
+            "a whole number beyond TOML's signed 64-bit integers"
         } else {
             "a number, not a string"
         };
