@@ -285,3 +285,19 @@ enabled = false
     fn primes() {
         assert!(is_prime(65537) && is_prime(251) && !is_prime(65536) && !is_prime(1) && is_prime(2));
     }
+
+/// The `[[...]]` indices of a parser error's path are counted from the headers before it:
+/// nested arrays from their parent's last header, comments and spaces in headers allowed,
+/// a UTF-8 BOM before the first header, `[]` kept when nothing can be counted (review).
+#[test]
+fn indexed_path_counts_the_headers_before_the_error() {
+    let text = "\u{feff}[[services]]\nname = \"a\"\n[[ services.backends ]] # b\nname = \"x\"\n[[services]]\nname = \"b\"\n[[services.backends]]\nname = \"y\"\n[[services.backends]]\nweight = 9\n";
+    let at = text.find("weight").unwrap() + 9;
+    assert_eq!(indexed_path(text, at, "services[].backends[].weight"), "services[1].backends[1].weight");
+    let at = text.find("name = \"x\"").unwrap();
+    assert_eq!(indexed_path(text, at, "services[].backends[].name"), "services[0].backends[0].name");
+    assert_eq!(indexed_path("services = [{ port = 1 }]", 20, "services[].port"), "services[].port");
+    assert_eq!(indexed_path(text, usize::MAX, "dataplane.workers"), "dataplane.workers");
+    assert_eq!(line_value("a = 1\nport = 99999999999999999999 # x\n", 12).as_deref(), Some("99999999999999999999"));
+    assert_eq!(line_value("port =\n", 6), None);
+}
