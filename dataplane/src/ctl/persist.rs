@@ -178,6 +178,30 @@ pub fn restore(path: &Path, running: &Config, generation: u64, text: &str) -> st
     Ok(Some(Written { text, layout_kept, path: real, not_durable }))
 }
 
+/// Why the next live edit that changes something would be refused because of the config
+/// file at `path` ([`write_back`]'s refusals), as a sentence with the way out: missing,
+/// unreadable, not loading, or changed by hand (it loads, but not to `running`). `None`
+/// when the file holds the running config. For the answer of an edit that changes nothing,
+/// which writes no file and so would otherwise say nothing of it (fresh-user QA).
+pub fn file_problem(path: &Path, running: &Config) -> Option<String> {
+    let shown = path.display();
+    let bak = resolve(path).map(|r| backup_path(&r).display().to_string()).unwrap_or_else(|_| format!("{shown}.bak"));
+    let fix = format!("fix it by hand (the last good version is {bak}) or replace it with `spillwayctl config apply GOOD.toml`");
+    let real = match resolve(path) {
+        Ok(r) => r,
+        Err(e) => return Some(format!("{shown} cannot be followed ({e}): the next edit that changes something will be refused; {fix}")),
+    };
+    match std::fs::read_to_string(&real) {
+        Ok(t) => match loads(&t) {
+            Ok(c) if &c == running => None,
+            Ok(_) => Some(format!("{shown} was changed by hand since the daemon loaded it: the next edit that changes something will be refused; apply it with `spillwayctl config apply {shown}` or restart")),
+            Err(e) => Some(format!("{shown} does not load ({e}): the next edit that changes something will be refused; {fix}")),
+        },
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Some(format!("{shown} is missing: the next edit that changes something will be refused; {fix}")),
+        Err(e) => Some(format!("cannot read {shown} ({e}): the next edit that changes something will be refused; {fix}")),
+    }
+}
+
 /// At start: keeps the config file at `path` as `FILE.bak` ([`keep_last_good`]) if it
 /// still parses to `loaded`, the config the daemon started from (a file changed since it
 /// was read is not taken as good). Failures are logged, never fatal.

@@ -446,6 +446,29 @@ fn a_file_that_fails_validation_is_recovered_like_a_broken_one() {
     check_file(&f).unwrap();
 }
 
+/// An edit that changes nothing writes no file, but its answer warns when the file would
+/// refuse the next real edit: broken by hand, deleted, or changed by hand (fresh-user QA:
+/// it answered a bare `no change`).
+#[test]
+fn a_no_op_edit_warns_of_a_file_the_next_edit_would_refuse() {
+    let f = fixture("noop-warn");
+    let no_op = |d: &Daemon| match weight_of_b2(d, 70) {
+        Response::Applied(a) => a.changes,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(no_op(&f.daemon), ["no change"], "an intact file: no warning");
+    std::fs::write(&f.path, COMMENTED.replace("weight = 70", "weight = 0")).unwrap();
+    let c = no_op(&f.daemon);
+    assert!(c.len() == 2 && c[1].starts_with("warning: ") && c[1].contains("does not load") && c[1].contains("config apply GOOD.toml"), "{c:?}");
+    std::fs::write(&f.path, COMMENTED.replace("weight = 70", "weight = 71")).unwrap();
+    let c = no_op(&f.daemon);
+    assert!(c.len() == 2 && c[1].contains("changed by hand") && c[1].contains("config apply"), "{c:?}");
+    std::fs::remove_file(&f.path).unwrap();
+    let c = no_op(&f.daemon);
+    assert!(c.len() == 2 && c[1].contains("is missing") && c[1].contains(".bak"), "{c:?}");
+    assert!(!f.path.exists(), "a no-op edit writes nothing");
+}
+
 /// A deleted file is not silently recreated without its comments by the next edit.
 #[test]
 fn a_deleted_file_is_not_recreated_by_an_edit() {

@@ -149,9 +149,9 @@ impl Daemon {
                 }
                 Ok(Ok(p)) => p,
                 Ok(Err(a)) => {
-                    let running = replacement.is_some().then(|| st.cfg.clone());
+                    let running = st.cfg.clone();
                     drop(st);
-                    return self.restore_file(a, replacement.zip(running));
+                    return self.restore_file(a, replacement, running);
                 }
                 Err(message) => return Response::Error { message },
             }
@@ -183,12 +183,20 @@ impl Daemon {
         }
     }
 
-    /// Answers an edit that changes nothing; for a `config apply` (`apply`: its text and
-    /// the running config), first writes the config file anew from the applied text if the
-    /// file is missing or does not parse ([`super::persist::restore`]), so that the way out
-    /// the refusals of a broken file give also works when the running config is unchanged.
-    fn restore_file(&self, mut a: Applied, apply: Option<(&str, Config)>) -> Response {
-        let (Some((text, running)), Some(path)) = (apply, &self.config_path) else { return Response::Applied(a) };
+    /// Answers an edit that changes nothing (`running`: the running config). For a `config
+    /// apply` (`replacement`: its text), first writes the config file anew from the applied
+    /// text if the file is missing or does not parse ([`super::persist::restore`]), so that
+    /// the way out the refusals of a broken file give also works when the running config is
+    /// unchanged. Any other such edit writes nothing, and its answer warns when the file
+    /// would refuse the next edit that changes something ([`super::persist::file_problem`]).
+    fn restore_file(&self, mut a: Applied, replacement: Option<&str>, running: Config) -> Response {
+        let Some(path) = &self.config_path else { return Response::Applied(a) };
+        let Some(text) = replacement else {
+            if let Some(p) = super::persist::file_problem(path, &running) {
+                a.changes.push(format!("warning: {p}"));
+            }
+            return Response::Applied(a);
+        };
         match super::persist::restore(path, &running, a.generation, text) {
             Ok(None) => Response::Applied(a),
             Ok(Some(w)) => {
