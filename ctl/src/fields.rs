@@ -1,6 +1,5 @@
 //! The arguments of `spillwayctl`'s edits that clap cannot check by itself: `FIELD=VALUE`
-//! pairs, a NAME left out, a `set` with nothing to set, and where in a file a TOML error
-//! is. Every refusal is a usage error (exit 2, the subcommand's usage line) and nothing is
+//! pairs, a NAME left out and a `set` with nothing to set. Every refusal is a usage error (exit 2, the subcommand's usage line) and nothing is
 //! sent to the daemon.
 
 use spillway_shared::proto::Request;
@@ -20,18 +19,6 @@ pub fn parse_fields(args: &[String]) -> Result<Vec<(String, String)>, String> {
         out.push((k, v));
     }
     Ok(out)
-}
-
-/// 1-based line and column (in characters) of byte offset `at` in `text`; an offset past the
-/// end or inside a character is clamped to the nearest boundary before it.
-pub(crate) fn line_column(text: &str, at: usize) -> (usize, usize) {
-    let mut at = at.min(text.len());
-    while !text.is_char_boundary(at) {
-        at -= 1;
-    }
-    let before = &text[..at];
-    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
-    (before.matches('\n').count() + 1, before[line_start..].chars().count() + 1)
 }
 
 /// A positional NAME that is really a `FIELD=VALUE` pair (the NAME was left out, e.g.
@@ -64,22 +51,4 @@ pub(crate) fn with_fields(fields: &[String], example: &str, f: impl FnOnce(Vec<(
 /// The subcommand path of an example command line: its first two words.
 fn usage_path(example: &str) -> Vec<&str> {
     example.split_whitespace().take(2).collect()
-}
-
-#[cfg(test)]
-mod tests {
-    /// Line and column are 1-based, columns count characters, and offsets past the end or
-    /// inside a character clamp (`config apply`'s "not a TOML document" position).
-    #[test]
-    fn line_column_counts_lines_and_characters() {
-        use super::line_column;
-        let t = "a = 1\nbé = [\n";
-        assert_eq!(line_column(t, 0), (1, 1));
-        assert_eq!(line_column(t, 4), (1, 5));
-        assert_eq!(line_column(t, 6), (2, 1));
-        assert_eq!(line_column(t, 9), (2, 3), "é is one column");
-        assert_eq!(line_column(t, 8), (2, 2), "inside é clamps to its start");
-        assert_eq!(line_column(t, 999), (3, 1));
-        assert_eq!(line_column("", 5), (1, 1));
-    }
 }

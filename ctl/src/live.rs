@@ -3,7 +3,7 @@
 //! and print the new config generation and what changed.
 
 use crate::client::{self, fail, json, unexpected};
-use crate::fields::{fields_given, line_column, name_given, with_fields};
+use crate::fields::{fields_given, name_given, with_fields};
 use clap::{Args, Subcommand};
 use spillway_shared::config::Config;
 use spillway_shared::proto::{Applied, FlowFilter, FlowOp, Request, Response};
@@ -308,7 +308,7 @@ pub fn config(socket: &Path, cmd: &ConfigCmd) -> i32 {
             // the daemon checks everything else and knows no file names.
             if let Err(e) = toml::from_str::<toml::Table>(&toml) {
                 let msg = e.message().lines().map(str::trim).filter(|l| !l.is_empty()).collect::<Vec<_>>().join(": ");
-                let at = e.span().map(|s| line_column(&toml, s.start)).map(|(l, c)| format!(" (line {l}, column {c})")).unwrap_or_default();
+                let at = e.span().map(|s| spillway_shared::config::line_col(&toml, s.start)).map(|(l, c)| format!(" (line {l}, column {c})")).unwrap_or_default();
                 return input(format!("{} is not a TOML document: {msg}{at}", file.display()));
             }
             mutate(socket, Request::ConfigApply { toml, if_generation: opts.if_generation }, *opts)

@@ -185,9 +185,10 @@ pub fn restore(path: &Path, running: &Config, generation: u64, text: &str) -> st
 /// which writes no file and so would otherwise say nothing of it (fresh-user QA).
 pub fn file_problem(path: &Path, running: &Config) -> Option<String> {
     let shown = path.display();
-    let bak = resolve(path).map(|r| backup_path(&r).display().to_string()).unwrap_or_else(|_| format!("{shown}.bak"));
+    let real = resolve(path);
+    let bak = real.as_ref().map_or_else(|_| format!("{shown}.bak"), |r| backup_path(r).display().to_string());
     let fix = format!("fix it by hand (the last good version is {bak}) or replace it with `spillwayctl config apply GOOD.toml`");
-    let real = match resolve(path) {
+    let real = match real {
         Ok(r) => r,
         Err(e) => return Some(format!("{shown} cannot be followed ({e}): the next edit that changes something will be refused; {fix}")),
     };

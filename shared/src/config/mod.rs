@@ -125,8 +125,7 @@ fn unique_limit_by_key(key: &str) -> Option<&'static limits::Limit> {
 /// `at` lies in its value (after the `=`): an error there is about the value. An error at
 /// the key itself (a duplicate key) is about the key, and gets `None`.
 fn span_value_key(text: &str, at: usize) -> Option<String> {
-    let start = text.get(..at.min(text.len()))?.rfind('\n').map_or(0, |i| i + 1);
-    let line = text.get(start..)?.lines().next()?;
+    let (start, line) = line_at(text, at)?;
     let (k, _) = line.split_once('=')?;
     if at <= start + k.len() {
         return None;
@@ -138,9 +137,7 @@ fn span_value_key(text: &str, at: usize) -> Option<String> {
 /// The value of the `key = value` line holding byte offset `at`, as written (up to a
 /// comment; at most 80 characters), for messages about it.
 fn line_value(text: &str, at: usize) -> Option<String> {
-    let start = text.get(..at.min(text.len()))?.rfind('\n').map_or(0, |i| i + 1);
-    let line = text.get(start..)?.lines().next()?;
-    let v = line.split_once('=')?.1;
+    let v = line_at(text, at)?.1.split_once('=')?.1;
     let v = if v.trim_start().starts_with('"') { v } else { v.split('#').next().unwrap_or("") };
     let v = v.trim();
     (!v.is_empty() && v.chars().count() <= 80).then(|| v.to_string())
@@ -182,12 +179,25 @@ fn indexed_path(text: &str, at: usize, path: &str) -> String {
     out
 }
 
-/// Line and column (1-based) of a byte offset.
-fn line_col(text: &str, at: usize) -> (usize, usize) {
-    let before = &text[..at.min(text.len())];
-    let line = before.matches('\n').count() + 1;
-    let col = before.len() - before.rfind('\n').map_or(0, |i| i + 1) + 1;
-    (line, col)
+/// The line holding byte offset `at` of `text`: its start offset and its text (without
+/// the line break); `None` past the end or inside a character.
+fn line_at(text: &str, at: usize) -> Option<(usize, &str)> {
+    let start = text.get(..at.min(text.len()))?.rfind('\n').map_or(0, |i| i + 1);
+    Some((start, text.get(start..)?.lines().next()?))
+}
+
+/// 1-based line and column (in characters) of byte offset `at` in `text`, as every
+/// "(line L, column C)" of a config error gives it (the daemon's and `spillwayctl config
+/// apply`'s); an offset past the end or inside a character is clamped to the nearest
+/// boundary before it, so any offset is safe.
+pub fn line_col(text: &str, at: usize) -> (usize, usize) {
+    let mut at = at.min(text.len());
+    while !text.is_char_boundary(at) {
+        at -= 1;
+    }
+    let before = &text[..at];
+    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+    (before.matches('\n').count() + 1, before[line_start..].chars().count() + 1)
 }
 
 impl Config {

@@ -301,3 +301,17 @@ fn indexed_path_counts_the_headers_before_the_error() {
     assert_eq!(line_value("a = 1\nport = 99999999999999999999 # x\n", 12).as_deref(), Some("99999999999999999999"));
     assert_eq!(line_value("port =\n", 6), None);
 }
+
+/// Line and column are 1-based, columns count characters, and offsets past the end or
+/// inside a character clamp (every config error's position, `config apply`'s too).
+#[test]
+fn line_col_counts_lines_and_characters() {
+    let t = "a = 1\nbé = [\n";
+    assert_eq!(line_col(t, 0), (1, 1));
+    assert_eq!(line_col(t, 4), (1, 5));
+    assert_eq!(line_col(t, 6), (2, 1));
+    assert_eq!(line_col(t, 9), (2, 3), "é is one column");
+    assert_eq!(line_col(t, 8), (2, 2), "inside é clamps to its start");
+    assert_eq!(line_col(t, 999), (3, 1));
+    assert_eq!(line_col("", 5), (1, 1));
+}
