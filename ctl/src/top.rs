@@ -96,6 +96,24 @@ pub struct BackendRate {
     pub bits_per_sec: f64,
 }
 
+/// One service's rates: the sums of its backends' (all of them, whatever the filter).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct ServiceRate {
+    /// Service name.
+    pub service: String,
+    /// Backends of the service.
+    pub backends: usize,
+    /// Of those, backends that take new connections: enabled, not drained, healthy (a
+    /// group: enough of its endpoints healthy).
+    pub healthy_backends: usize,
+    /// New connections per second.
+    pub new_conns_per_sec: f64,
+    /// Packets forwarded per second.
+    pub packets_per_sec: f64,
+    /// Bits forwarded per second (frames as received, before encapsulation).
+    pub bits_per_sec: f64,
+}
+
 /// One worker's load.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct WorkerRate {
@@ -134,7 +152,7 @@ pub struct Sample {
     /// Backends, sorted by the sort key, filtered.
     pub backends: Vec<BackendRate>,
     /// Services: sums of their backends (unfiltered).
-    pub services: Vec<BackendRate>,
+    pub services: Vec<ServiceRate>,
     /// Workers.
     pub workers: Vec<WorkerRate>,
     /// Ports.
@@ -178,16 +196,22 @@ pub fn sample(prev: &StatusReport, cur: &StatusReport, sort: SortKey, reverse: b
             }
         })
         .collect();
-    let mut services: Vec<BackendRate> = Vec::new();
-    for b in &backends {
-        match services.iter_mut().find(|s| s.service == b.service) {
-            Some(s) => {
-                s.new_conns_per_sec += b.new_conns_per_sec;
-                s.packets_per_sec += b.packets_per_sec;
-                s.bits_per_sec += b.bits_per_sec;
+    let mut services: Vec<ServiceRate> = Vec::new();
+    // (`backends` is still in `cur.backends`' order: it is filtered and sorted below)
+    for (st, b) in cur.backends.iter().zip(&backends) {
+        let i = match services.iter().position(|s| s.service == b.service) {
+            Some(i) => i,
+            None => {
+                services.push(ServiceRate { service: b.service.clone(), backends: 0, healthy_backends: 0, new_conns_per_sec: 0.0, packets_per_sec: 0.0, bits_per_sec: 0.0 });
+                services.len() - 1
             }
-            None => services.push(BackendRate { backend: String::new(), health: String::new(), ..b.clone() }),
-        }
+        };
+        let s = &mut services[i];
+        s.backends += 1;
+        s.healthy_backends += usize::from(st.enabled && !st.drained && st.healthy);
+        s.new_conns_per_sec += b.new_conns_per_sec;
+        s.packets_per_sec += b.packets_per_sec;
+        s.bits_per_sec += b.bits_per_sec;
     }
     backends.retain(|b| format!("{}/{}", b.service, b.backend).contains(filter));
     let key = |b: &BackendRate| match sort {
@@ -261,7 +285,8 @@ pub fn render(s: &Sample, sort: SortKey, reverse: bool, filter: &str) -> String 
         let _ = writeln!(o, "{:<14} {:<14} {:<16} {:>9} {:>9} {:>9}", b.service, b.backend, b.health, si(b.new_conns_per_sec), si(b.packets_per_sec), si(b.bits_per_sec));
     }
     for v in &s.services {
-        let _ = writeln!(o, "{:<14} {:<14} {:<16} {:>9} {:>9} {:>9}", v.service, "(all)", "", si(v.new_conns_per_sec), si(v.packets_per_sec), si(v.bits_per_sec));
+        let health = format!("{}/{} healthy", v.healthy_backends, v.backends);
+        let _ = writeln!(o, "{:<14} {:<14} {:<16} {:>9} {:>9} {:>9}", v.service, "(all)", health, si(v.new_conns_per_sec), si(v.packets_per_sec), si(v.bits_per_sec));
     }
     let _ = writeln!(o, "{:<8} {:>6} {:>9} {:>9}", "WORKER", "BUSY", "RX/S", "DROPS/S");
     for w in &s.workers {
@@ -432,6 +457,10 @@ mod tests {
         assert_eq!(s.backends[0].backend, "b1");
         assert_eq!((s.backends[0].new_conns_per_sec, s.backends[0].packets_per_sec, s.backends[0].bits_per_sec), (100.0, 1000.0, 1_000_000.0));
         assert_eq!(s.services[0].new_conns_per_sec, 100.0);
+        assert_eq!((s.services[0].service.as_str(), s.services[0].backends, s.services[0].healthy_backends), ("web", 2, 2));
+        let json = serde_json::to_value(&s.services[0]).unwrap();
+        assert!(json.get("backend").is_none() && json["healthy_backends"] == 2, "{json}");
+        assert!(render(&s, SortKey::Conns, false, "").contains("2/2 healthy"));
         // 2000 polls, 1000 idle: half busy
         assert_eq!(s.workers[0].busy_share, 0.5);
         assert_eq!(s.ports[0].imissed_per_sec, 10.0);

@@ -377,7 +377,7 @@ fn answer(mut conn: TcpStream, body: &impl Fn() -> String) -> std::io::Result<()
     conn.set_write_timeout(Some(Duration::from_secs(2)))?;
     let mut buf = vec![0u8; MAX_HEAD];
     let mut len = 0;
-    let (status, ctype, text) = loop {
+    let (head_only, (status, ctype, text)) = loop {
         let n = conn.read(&mut buf[len..])?;
         if n == 0 {
             return Ok(());
@@ -388,19 +388,28 @@ fn answer(mut conn: TcpStream, body: &impl Fn() -> String) -> std::io::Result<()
         match req.parse(&buf[..len]) {
             Ok(httparse::Status::Complete(_)) => {
                 let om = req.headers.iter().any(|h| h.name.eq_ignore_ascii_case("accept") && String::from_utf8_lossy(h.value).contains("application/openmetrics-text"));
-                break route(req.method.unwrap_or(""), req.path.unwrap_or(""), om, body);
+                // HEAD: GET's status and headers without its content (RFC 9110 §9.3.2).
+                let method = req.method.unwrap_or("");
+                let head_only = method == "HEAD";
+                break (head_only, route(if head_only { "GET" } else { method }, req.path.unwrap_or(""), om, body));
             }
             Ok(httparse::Status::Partial) if len < MAX_HEAD => continue,
-            Ok(httparse::Status::Partial) => break ("431 Request Header Fields Too Large", "text/plain", "request head over 8 KiB\n".to_string()),
-            Err(e) => break ("400 Bad Request", "text/plain", format!("bad request: {e}\n")),
+            Ok(httparse::Status::Partial) => break (false, ("431 Request Header Fields Too Large", "text/plain", "request head over 8 KiB\n".to_string())),
+            Err(e) => break (false, ("400 Bad Request", "text/plain", format!("bad request: {e}\n"))),
         }
     };
-    let head = format!("HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n", text.len());
+    // A 405 names the methods there are (RFC 9110 §15.5.6).
+    let allow = if status.starts_with("405") { "Allow: GET, HEAD\r\n" } else { "" };
+    let head = format!("HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\n{allow}Connection: close\r\n\r\n", text.len());
     conn.write_all(head.as_bytes())?;
-    conn.write_all(text.as_bytes())?;
+    if !head_only {
+        conn.write_all(text.as_bytes())?;
+    }
     conn.flush()
 }
 
+/// Status, content type and content of the answer to `method` (GET; a HEAD is routed as
+/// a GET and sent without content) on `path` (a query string is ignored).
 fn route(method: &str, path: &str, openmetrics: bool, body: &impl Fn() -> String) -> (&'static str, &'static str, String) {
     let path = path.split('?').next().unwrap_or("");
     match (method, path) {
@@ -408,7 +417,7 @@ fn route(method: &str, path: &str, openmetrics: bool, body: &impl Fn() -> String
         ("GET", "/metrics") => ("200 OK", CONTENT_TYPE_TEXT, to_prometheus_text(&body())),
         ("GET", "/") => ("200 OK", "text/plain", "spillway: metrics at /metrics\n".to_string()),
         ("GET", _) => ("404 Not Found", "text/plain", format!("no page {path}; metrics are at /metrics\n")),
-        _ => ("405 Method Not Allowed", "text/plain", format!("method {method} not allowed; use GET /metrics\n")),
+        _ => ("405 Method Not Allowed", "text/plain", format!("method {method} not allowed; use GET (or HEAD) /metrics\n")),
     }
 }
 

@@ -25,7 +25,12 @@ fn serves_metrics_and_refuses_the_rest() {
     assert!(r.contains("Content-Type: text/plain; version=0.0.4"), "{r}");
     assert!(r.ends_with("\r\n\r\nspillway_x 1\n"), "{r}");
     assert!(get(addr, "GET /nope HTTP/1.1\r\n\r\n").starts_with("HTTP/1.1 404"));
-    assert!(get(addr, "POST /metrics HTTP/1.1\r\n\r\n").starts_with("HTTP/1.1 405"));
+    let r = get(addr, "POST /metrics HTTP/1.1\r\n\r\n");
+    assert!(r.starts_with("HTTP/1.1 405") && r.contains("\r\nAllow: GET, HEAD\r\n"), "{r}");
+    // HEAD: GET's status and headers (its Content-Length), no content (RFC 9110 §9.3.2).
+    let r = get(addr, "HEAD /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
+    assert!(r.starts_with("HTTP/1.1 200 OK\r\n") && r.contains("Content-Length: 13\r\n") && r.ends_with("\r\n\r\n"), "{r}");
+    assert!(get(addr, "HEAD /nope HTTP/1.1\r\n\r\n").starts_with("HTTP/1.1 404"));
     assert!(get(addr, "\x01\x02 garbage\r\n\r\n").starts_with("HTTP/1.1 400"));
     // A client that sends half a request and goes away does not stop the server.
     drop(TcpStream::connect(addr).unwrap());

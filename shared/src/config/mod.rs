@@ -239,6 +239,11 @@ impl Config {
                             None => format!("{name}: {msg}{range}{at}"),
                         }
                     }
+                    // No TOML document starts with `{` (a key, a `[table]` header or a
+                    // comment does): a JSON file given by mistake is named as one.
+                    None if text.trim_start_matches('\u{feff}').trim_start().starts_with('{') => {
+                        format!("not a TOML document: it starts with '{{' (JSON?); the config is TOML (docs/config.md): {msg}{at}")
+                    }
                     None => format!("{msg}{at}"),
                 }
             } else if msg.starts_with("invalid type") {

@@ -315,3 +315,14 @@ fn line_col_counts_lines_and_characters() {
     assert_eq!(line_col(t, 999), (3, 1));
     assert_eq!(line_col("", 5), (1, 1));
 }
+
+/// A JSON file given as the config is named as not TOML, with the parser's own words and
+/// where (fresh-user QA: it answered a bare "invalid key").
+#[test]
+fn json_is_named_as_not_toml() {
+    let e = Config::from_toml("\n  {\"services\": []}\n").unwrap_err();
+    assert!(e.starts_with("not a TOML document: it starts with '{' (JSON?)") && e.ends_with("(line 2, column 3)"), "{e}");
+    // a TOML syntax error elsewhere keeps its own message
+    let e = Config::from_toml("services = [").unwrap_err();
+    assert!(!e.contains("JSON"), "{e}");
+}
