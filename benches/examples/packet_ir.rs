@@ -72,10 +72,14 @@ fn main() {
         // as `Worker::poll`: the burst's targets, issued PREFETCH_DISTANCE packets ahead,
         // each handed to the tables just before its packet (the lookup reuses its hash;
         // a table ignores another table's target)
-        let targets: [PrefetchTarget; 32] = std::array::from_fn(|j| w.prefetch_target(&burst[j], &snap));
-        for t in targets.iter().take(PREFETCH_DISTANCE) {
-            t.issue();
-        }
+        // as `Worker::poll`: the first PREFETCH_DISTANCE issued as the pass computes them
+        let targets: [PrefetchTarget; 32] = std::array::from_fn(|j| {
+            let t = w.prefetch_target(&burst[j], &snap);
+            if j < PREFETCH_DISTANCE {
+                t.issue();
+            }
+            t
+        });
         for (j, b) in burst.iter_mut().enumerate() {
             if let Some(t) = targets.get(j + PREFETCH_DISTANCE) {
                 t.issue();

@@ -497,12 +497,15 @@ impl Worker {
             // Table loads a few packets ahead of their lookups: all of a burst's at once
             // would queue behind the core's few outstanding-miss slots (line fill buffers)
             // at the start of the burst; this way they overlap with the processing.
+            // The first PREFETCH_DISTANCE are issued as the pass computes them, so their
+            // loads overlap with the rest of the pass instead of being waited for by the
+            // burst's first lookups.
             let mut targets = [PrefetchTarget::NONE; BURST];
-            for (t, b) in targets.iter_mut().zip(rx.iter()) {
+            for (j, (t, b)) in targets.iter_mut().zip(rx.iter()).enumerate() {
                 *t = self.prefetch_target(b, snap);
-            }
-            for t in targets.iter().take(PREFETCH_DISTANCE) {
-                t.issue();
+                if j < PREFETCH_DISTANCE {
+                    t.issue();
+                }
             }
             let mut forwarded = 0u64;
             for (j, mut b) in rx.drain(..).enumerate() {
