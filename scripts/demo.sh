@@ -140,6 +140,13 @@ demo_body() {
     else
         topo_log "warning: b1 was not marked healthy within 15 s"
     fi
+    # The same server answers web6's IPv6 health checks (b1v6), probed on their own
+    # schedule: wait for it too (a few seconds at most), so the final status agrees.
+    if ms="$(spillway_wait_health b1v6 true 5)"; then
+        echo "   b1v6 (service web6, IPv6) healthy again ${ms} ms later"
+    else
+        topo_log "warning: b1v6 was not marked healthy within 5 s after b1"
+    fi
     run_clients $((REQUESTS / 2)) || true
 
     # -------------------------------------------------------------------- report -

@@ -15,7 +15,7 @@ use pcap_file::pcapng::blocks::enhanced_packet::{EnhancedPacketBlock, EnhancedPa
 use pcap_file::pcapng::blocks::interface_description::{InterfaceDescriptionBlock, InterfaceDescriptionOption};
 use pcap_file::pcapng::PcapNgWriter;
 use spillway_shared::capture::{CaptureFilter, CapturedFrame};
-use spillway_shared::proto::{Request, Response};
+use spillway_shared::proto::{Request, Response, VipRow};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -29,11 +29,12 @@ pub enum CaptureCmd {
         /// Only this drop reason (repeatable; names as in `stats`); default every reason.
         #[arg(long = "reason", value_name = "R")]
         reasons: Vec<String>,
-        /// Only frames to this destination address (IPv4 or IPv6).
+        /// Only frames to this destination address (IPv4 or IPv6): a VIP, or any other
+        /// address (warned about: `not_for_vip` drops go to such addresses).
         #[arg(long, value_name = "V")]
         vip: Option<std::net::IpAddr>,
-        /// Stop after N frames.
-        #[arg(long, value_name = "N")]
+        /// Stop after N frames (N >= 1; without it, on SIGINT/SIGTERM).
+        #[arg(long, value_name = "N", value_parser = parse_count)]
         count: Option<u64>,
         /// Bytes kept per frame (1-512).
         #[arg(long, value_name = "S", default_value_t = 512)]
@@ -42,6 +43,16 @@ pub enum CaptureCmd {
         #[arg(short = 'w', value_name = "FILE|-")]
         write: PathBuf,
     },
+}
+
+/// `--count N`: a number of frames, at least 1 (0 would end the capture before it began;
+/// leave `--count` out to capture until SIGINT/SIGTERM).
+fn parse_count(s: &str) -> Result<u64, String> {
+    match s.parse::<u64>() {
+        Ok(0) => Err("must be at least 1 (leave --count out to capture until SIGINT/SIGTERM)".into()),
+        Ok(n) => Ok(n),
+        Err(_) => Err("must be a number of frames >= 1".into()),
+    }
 }
 
 static STOP: AtomicBool = AtomicBool::new(false);
@@ -82,6 +93,19 @@ fn writer<W: Write>(out: W, snaplen: u32) -> Result<PcapNgWriter<W>, String> {
     Ok(w)
 }
 
+/// The warning for `--vip V` when V is none of the daemon's VIPs (`rows`, from `vip
+/// show`), in the words of `vip drain`'s refusal; `None` when it is one, or when the
+/// daemon has no rows yet. Such a V is not refused: the drops sent to any address (e.g.
+/// `not_for_vip`) can be captured this way, but a mistyped VIP would capture nothing,
+/// silently (fresh-user QA).
+fn vip_warning(v: std::net::IpAddr, rows: &[VipRow]) -> Option<String> {
+    if rows.is_empty() || rows.iter().any(|r| r.vip.parse::<std::net::IpAddr>() == Ok(v)) {
+        return None;
+    }
+    let known: Vec<&str> = rows.iter().map(|r| r.vip.as_str()).collect();
+    Some(format!("--vip {v}: not a configured VIP (configured: {}); capturing the drops sent to {v} all the same (e.g. not_for_vip)", known.join(", ")))
+}
+
 /// Runs `capture drops`.
 pub fn run(socket: &Path, cmd: &CaptureCmd) -> i32 {
     let CaptureCmd::Drops { reasons, vip, count, snaplen, write } = cmd;
@@ -96,6 +120,12 @@ pub fn run(socket: &Path, cmd: &CaptureCmd) -> i32 {
             }
         }
     };
+    if let Some(v) = vip {
+        // a daemon that cannot answer is reported by the start request below
+        if let Some(w) = client::request(socket, &Request::VipShow).ok().and_then(|r| if let Response::Vips(rows) = r { vip_warning(*v, &rows) } else { None }) {
+            eprintln!("spillwayctl: warning: {w}");
+        }
+    }
     let filter = CaptureFilter { reasons: reasons.clone(), vip: *vip, snaplen: *snaplen };
     let started = match client::request(socket, &Request::CaptureStart(filter)) {
         Ok(Response::CaptureStarted(s)) => s,
@@ -163,6 +193,29 @@ mod tests {
 
     /// The file reads back with pcap-file's own parser: one interface, the frames, and the
     /// comment of each.
+    /// A `--vip` that is no VIP is warned about, as `vip drain` would refuse it, and still
+    /// captured (drops to other addresses); a VIP, or no rows yet, is not.
+    #[test]
+    fn a_vip_filter_that_is_no_vip_is_warned_about() {
+        let row = |v: &str| VipRow { vip: v.into(), services: vec!["web".into()], ready: true, drained: false, announced: false, not_ready_because: Vec::new() };
+        let rows = [row("10.0.0.100"), row("fd00::100")];
+        assert_eq!(
+            vip_warning("10.9.9.9".parse().unwrap(), &rows).as_deref(),
+            Some("--vip 10.9.9.9: not a configured VIP (configured: 10.0.0.100, fd00::100); capturing the drops sent to 10.9.9.9 all the same (e.g. not_for_vip)")
+        );
+        assert_eq!(vip_warning("fd00::100".parse().unwrap(), &rows), None);
+        assert_eq!(vip_warning("10.0.0.100".parse().unwrap(), &rows), None);
+        assert_eq!(vip_warning("10.9.9.9".parse().unwrap(), &[]), None);
+    }
+
+    /// `--count 0` is a usage error (fresh-user QA: it captured nothing and exited 0).
+    #[test]
+    fn count_is_at_least_one() {
+        assert_eq!(parse_count("3"), Ok(3));
+        assert!(parse_count("0").unwrap_err().contains("must be at least 1"));
+        assert!(parse_count("-1").unwrap_err().contains(">= 1"));
+    }
+
     #[test]
     fn pcapng_reads_back_with_the_comments() {
         let frames = vec![

@@ -20,6 +20,14 @@ pub enum ClientError {
         /// OS reason.
         reason: String,
     },
+    /// The path exists but is no socket (a directory, a regular file): nothing listens there.
+    #[error("{path} is {what}, not a socket: no spillway daemon can listen there; pass --socket with the daemon's control socket (dataplane.socket in its config; default {default})", default = spillway_shared::config::DEFAULT_SOCKET)]
+    NotASocket {
+        /// The path given.
+        path: String,
+        /// What it is instead (`a directory`).
+        what: &'static str,
+    },
     /// The socket exists but this user may not open it.
     #[error("permission denied on {path}: the control socket is for root and the configured dataplane.socket_group")]
     Denied {
@@ -68,8 +76,9 @@ impl ClientError {
 /// [`ClientError::Refused`]).
 pub fn request(socket: &Path, req: &Request) -> Result<Response, ClientError> {
     let path = socket.display().to_string();
-    let mut s = UnixStream::connect(socket).map_err(|e| match e.kind() {
-        std::io::ErrorKind::PermissionDenied => ClientError::Denied { path: path.clone() },
+    let mut s = UnixStream::connect(socket).map_err(|e| match (e.kind(), not_a_socket(socket)) {
+        (_, Some(what)) => ClientError::NotASocket { path: path.clone(), what },
+        (std::io::ErrorKind::PermissionDenied, None) => ClientError::Denied { path: path.clone() },
         _ => ClientError::NoDaemon { path: path.clone(), reason: e.to_string() },
     })?;
     let _ = s.set_read_timeout(Some(Duration::from_secs(30)));
@@ -89,6 +98,26 @@ pub fn request(socket: &Path, req: &Request) -> Result<Response, ClientError> {
         Response::BadFrame { kind, message } => Err(ClientError::BadFrame { path, kind, message }),
         r => Ok(r),
     }
+}
+
+/// What `path` is when it exists but is no socket (`a directory`), after a failed connect:
+/// "connection refused" would send the user looking for a daemon that cannot be there.
+fn not_a_socket(path: &Path) -> Option<&'static str> {
+    use std::os::unix::fs::FileTypeExt;
+    let t = std::fs::metadata(path).ok()?.file_type();
+    Some(if t.is_socket() {
+        return None;
+    } else if t.is_dir() {
+        "a directory"
+    } else if t.is_file() {
+        "a regular file"
+    } else if t.is_fifo() {
+        "a FIFO"
+    } else if t.is_char_device() || t.is_block_device() {
+        "a device"
+    } else {
+        "an unusual file"
+    })
 }
 
 /// Whether the command line asked for `--json` (set once by `main` after parsing): every
@@ -143,7 +172,7 @@ impl ClientError {
         match self {
             ClientError::Refused(_) => "refused",
             ClientError::Input(_) => "input",
-            ClientError::NoDaemon { .. } => "no_daemon",
+            ClientError::NoDaemon { .. } | ClientError::NotASocket { .. } => "no_daemon",
             ClientError::Denied { .. } => "permission_denied",
             ClientError::Frame { .. } | ClientError::BadFrame { .. } => "protocol",
         }

@@ -20,8 +20,8 @@ pub struct ExplainArgs {
     /// Client (source) address of the new connection (IPv4 or IPv6).
     #[arg(long, value_name = "IP")]
     pub client: IpAddr,
-    /// Service as IP:PORT[/tcp|udp]; optional when the config has one service. A malformed
-    /// value is a usage error (exit 2) before any daemon is asked.
+    /// Service as IP:PORT/PROTO (PROTO tcp or udp, required); optional when the config has
+    /// one service. A malformed value is a usage error (exit 2) before any daemon is asked.
     #[arg(long, value_name = "IP:PORT/PROTO", value_parser = parse_vip)]
     pub vip: Option<VipArg>,
     /// JSON object: backend name -> {"healthy": bool | "endpoints": n, "healthy_endpoints": n |
@@ -75,26 +75,21 @@ struct JsonOut<'a> {
     quic: Option<spillway_shared::proto::QuicExplain>,
 }
 
-/// `--vip IP:PORT[/tcp|udp]`, parsed by clap so a malformed value is a usage error (exit 2).
+/// `--vip IP:PORT/PROTO`, parsed by clap so a malformed value is a usage error (exit 2).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct VipArg {
     /// The VIP.
     pub ip: IpAddr,
     /// Its port.
     pub port: u16,
-    /// Its protocol; `None` matches either.
-    pub proto: Option<Protocol>,
+    /// Its protocol (required: a VIP and port may carry a TCP and a UDP service).
+    pub proto: Protocol,
 }
 
 impl std::fmt::Display for VipArg {
-    /// The canonical form sent to the daemon: `10.0.0.100:80/tcp`, `[fd00::100]:80/tcp`
-    /// (or without `/PROTO`).
+    /// The canonical form sent to the daemon: `10.0.0.100:80/tcp`, `[fd00::100]:80/tcp`.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}", SocketAddr::new(self.ip, self.port))?;
-        match self.proto {
-            Some(p) => write!(f, "/{}", format!("{p:?}").to_lowercase()),
-            None => Ok(()),
-        }
+        write!(f, "{}/{}", SocketAddr::new(self.ip, self.port), self.proto.name())
     }
 }
 
@@ -115,10 +110,11 @@ fn parse_vip(s: &str) -> Result<VipArg, String> {
         Ok(p) if p > 0 => p,
         _ => return Err(format!("{s:?}: port {port:?} must be an integer in 1..=65535")),
     };
+    // No default protocol: 10.0.0.100:80 may be a TCP and a UDP service (docs/ctl.md).
     let proto = match proto.map(str::to_ascii_lowercase).as_deref() {
-        None => None,
-        Some("tcp") => Some(Protocol::Tcp),
-        Some("udp") => Some(Protocol::Udp),
+        None => return Err(format!("{s:?}: the protocol is missing (expected IP:PORT/PROTO with PROTO tcp or udp, e.g. {s}/tcp)")),
+        Some("tcp") => Protocol::Tcp,
+        Some("udp") => Protocol::Udp,
         Some(p) => return Err(format!("{s:?}: protocol {p:?} must be tcp or udp")),
     };
     Ok(VipArg { ip, port, proto })
@@ -145,7 +141,7 @@ fn pick_service<'a>(cfg: &'a Config, vip: Option<&VipArg>) -> Result<&'a Service
             let VipArg { ip, port, proto } = *v;
             cfg.services
                 .iter()
-                .find(|s| s.vip == ip && s.port == port && (proto.is_none() || proto == Some(s.protocol)))
+                .find(|s| s.vip == ip && s.port == port && proto == s.protocol)
                 .ok_or_else(|| format!("no service {v} in the config (have: {})", list()))
         }
     }
@@ -381,6 +377,16 @@ fn explain(args: &ExplainArgs) -> Result<String, String> {
 
 #[cfg(test)]
 mod tests {
+    /// `--vip` needs its `/PROTO`, as its usage line and docs/ctl.md say (fresh-user QA:
+    /// `10.0.0.100:80` was taken as TCP).
+    #[test]
+    fn vip_needs_its_protocol() {
+        let e = super::parse_vip("10.0.0.100:80").unwrap_err();
+        assert!(e.contains("the protocol is missing") && e.contains("10.0.0.100:80/tcp"), "{e}");
+        let v = super::parse_vip("[fd00::100]:53/UDP").unwrap();
+        assert_eq!(v.to_string(), "[fd00::100]:53/udp");
+    }
+
     /// `--offered-cps -0` is the rate 0, never a negative zero shown as `offered_cps=-0`.
     #[test]
     fn offered_cps_negative_zero_is_zero() {

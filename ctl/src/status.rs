@@ -37,6 +37,9 @@ pub fn render(r: &StatusReport) -> String {
     }
     let _ = writeln!(o, "  {:<6} {:>12} {:>12} {:>12} {:>10} {:>10}", "total", t.rx, t.tx, t.forwarded, t.new_connections, t.dropped());
     let _ = writeln!(o, "\nCOUNTERS\n  arp_replies {}  nd_advertisements {}  nd_not_ours {}  icmp_forwarded {}  icmp_frag_needed_sent {}  fragments {}  fragments_held {}  rebalanced {}", t.arp_replies, t.nd_advertisements, t.nd_not_ours, t.icmp_forwarded, t.icmp_frag_needed_sent, t.fragments, t.fragments_held, t.rebalanced);
+    // With the line above, every received frame's outcome (docs/ctl.md "status"): replies
+    // to the resolver and control frames sent (ARP requests, NS) are in rx and tx.
+    let _ = writeln!(o, "  next hops: arp_replies_seen {}  control_tx {}  control_tx_failed {}", t.arp_replies_seen, t.control_tx, t.control_tx_failed);
     let _ = writeln!(o, "  conntrack: hits {}  misses {}  evicted syn_only {} closing {}  syn_not_tracked {}  relocated {}  relocation_failed {}", t.ct_hits, t.ct_misses, t.ct_evicted_syn_only, t.ct_evicted_closing, t.ct_syn_not_tracked, t.ct_relocated, t.ct_relocation_failed);
     if t.quic_lb.iter().any(|q| q.1 > 0) {
         let q: Vec<String> = t.quic_lb.iter().map(|(n, c)| format!("{n} {c}")).collect();
@@ -180,6 +183,36 @@ mod tests {
         assert!(render(&r).contains("health checker: running, 3 targets, 2 probes skipped, RLIMIT_NOFILE 1024"));
         r.health_checker.dead = Some("panicked: boom".into());
         assert!(render(&r).contains("HEALTH CHECKER DEAD: panicked: boom"), "{}", render(&r));
+    }
+
+    /// The counters that reconcile `rx` and `tx` are all shown: the ARP replies and NAs
+    /// handed to the next-hop resolver and the control frames sent (fresh-user QA: with
+    /// backends without a MAC, rx did not add up from `status`).
+    #[test]
+    fn every_outcome_of_a_received_frame_is_shown() {
+        use spillway_shared::proto::Counters;
+        let c = Counters {
+            rx: 99, tx: 66, forwarded: 50, arp_replies: 7, nd_advertisements: 3, icmp_frag_needed_sent: 1, arp_replies_seen: 9, control_tx: 6,
+            control_tx_failed: 2, drops: vec![("next_hop_unresolved".into(), 29), ("tx_full".into(), 1)], ..Default::default()
+        };
+        let r = StatusReport { workers: vec![c.clone()], total: c, ..Default::default() };
+        let t = render(&r);
+        assert!(t.contains("  next hops: arp_replies_seen 9  control_tx 6  control_tx_failed 2\n"), "{t}");
+        // rx = forwarded + replies + handed over + (dropped - tx_full); tx = forwarded +
+        // replies + control_tx - tx_full: every term is on the screen
+        let number = |name: &str| -> u64 {
+            let at = t.find(&format!(" {name} ")).unwrap_or_else(|| panic!("no {name} in {t}")) + name.len() + 2;
+            t[at..].split_whitespace().next().unwrap().parse().unwrap()
+        };
+        let total: Vec<u64> = t.lines().find(|l| l.trim_start().starts_with("total")).unwrap().split_whitespace().skip(1).map(|n| n.parse().unwrap()).collect();
+        let (rx, tx, forwarded) = (total[0], total[1], total[2]);
+        let replies = number("arp_replies") + number("nd_advertisements") + number("icmp_frag_needed_sent");
+        let dropped = number("next_hop_unresolved") + number("tx_full");
+        assert_eq!(dropped, total[4]);
+        assert_eq!(forwarded + replies + number("arp_replies_seen") + dropped - number("tx_full"), rx);
+        assert_eq!(forwarded + replies + number("control_tx") - number("tx_full"), tx);
+        let json = serde_json::to_value(&r).unwrap();
+        assert_eq!((json["total"]["arp_replies_seen"].as_u64(), json["workers"][0]["control_tx"].as_u64()), (Some(9), Some(6)), "{json}");
     }
 
     #[test]

@@ -151,7 +151,8 @@ pub struct Sample {
     pub snapshot_generation: u64,
     /// Backends, sorted by the sort key, filtered.
     pub backends: Vec<BackendRate>,
-    /// Services: sums of their backends (unfiltered).
+    /// Services with at least one backend that passes the filter (all without one), each
+    /// with the sums of all its backends (unfiltered).
     pub services: Vec<ServiceRate>,
     /// Workers.
     pub workers: Vec<WorkerRate>,
@@ -214,6 +215,9 @@ pub fn sample(prev: &StatusReport, cur: &StatusReport, sort: SortKey, reverse: b
         s.bits_per_sec += b.bits_per_sec;
     }
     backends.retain(|b| format!("{}/{}", b.service, b.backend).contains(filter));
+    // A service's `(all)` row only with a backend of it shown (fresh-user QA: `--filter zzz`
+    // still listed every service); its sums stay over all its backends.
+    services.retain(|s| backends.iter().any(|b| b.service == s.service));
     let key = |b: &BackendRate| match sort {
         SortKey::Conns => b.new_conns_per_sec,
         SortKey::Pps => b.packets_per_sec,
@@ -471,6 +475,19 @@ mod tests {
         assert_eq!(s.backends.iter().map(|b| b.backend.as_str()).collect::<Vec<_>>(), vec!["b2"], "filtered");
         let t = render(&s, SortKey::Name, false, "b2");
         assert!(t.contains("filter \"b2\"") && t.contains("not_for_vip 10"), "{t}");
+        // the service row of a matching backend still sums all the service's backends
+        assert_eq!((s.services.len(), s.services[0].backends, s.services[0].new_conns_per_sec), (1, 2, 100.0));
+        // a filter no backend matches shows no service row either
+        let s = sample(&a, &b, SortKey::Name, false, "zzz");
+        assert!(s.backends.is_empty() && s.services.is_empty(), "{s:?}");
+        assert!(!render(&s, SortKey::Name, false, "zzz").contains("(all)"));
+        // of two services, only the one with a matching backend
+        let dns = BackendStatus { service: "dns".into(), backend: "d1".into(), healthy: true, enabled: true, ..Default::default() };
+        let (mut a2, mut b2) = (a.clone(), b.clone());
+        a2.backends.push(dns.clone());
+        b2.backends.push(dns);
+        let names = |f: &str| sample(&a2, &b2, SortKey::Name, false, f).services.iter().map(|s| s.service.clone()).collect::<Vec<_>>();
+        assert_eq!((names(""), names("web/"), names("d1")), (vec!["web".to_string(), "dns".into()], vec!["web".into()], vec!["dns".into()]));
     }
 
     #[test]

@@ -92,6 +92,10 @@ fn malformed_arguments_exit_2_before_the_daemon_is_asked() {
         (&["vip", "drain", "10.0.0.256"], "must be an IPv4 or IPv6 address"),
         (&["explain", "--client", "fd01::5", "--vip", "fd00::100:80/tcp"], "an IPv6 VIP in brackets"),
         (&["explain", "--client", "fd01::5", "--vip", "[fd00::1000000]:80/tcp"], "is not an IPv6 address"),
+        // no default protocol: the usage says IP:PORT/PROTO (fresh-user QA: taken as TCP)
+        (&["explain", "--client", "10.1.0.10", "--vip", "10.0.0.100:80"], "the protocol is missing (expected IP:PORT/PROTO with PROTO tcp or udp, e.g. 10.0.0.100:80/tcp)"),
+        // `--count 0` would capture nothing and exit 0 (fresh-user QA)
+        (&["capture", "drops", "--count", "0", "-w", "/dev/null"], "invalid value '0' for '--count <N>': must be at least 1"),
     ];
     for (args, says) in cases {
         let (code, err) = d.run(args);
@@ -193,4 +197,27 @@ fn every_json_command_fails_with_the_json_error_object() {
     let (c, out, err) = run(&d.socket, &["status"]);
     assert_eq!((c, out.as_str()), (1, ""), "{err}");
     assert!(err.starts_with("spillwayctl: daemon refused: fake daemon refuses"), "{err}");
+}
+
+/// A `--socket` that is a directory or a regular file is named as not a socket, not as a
+/// socket nobody listens on (fresh-user QA: `--socket /tmp` said "Connection refused").
+#[test]
+fn a_socket_path_that_is_no_socket_says_so() {
+    let dir = std::env::temp_dir().join(format!("spw-usage-{}-notasocket", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("plain");
+    std::fs::write(&file, "").unwrap();
+    for (path, what) in [(&dir, "a directory"), (&file, "a regular file")] {
+        let (code, out, err) = run(path, &["status"]);
+        assert_eq!((code, out.as_str()), (2, ""), "{err}");
+        assert!(err.starts_with(&format!("spillwayctl: {} is {what}, not a socket: ", path.display())) && err.contains("--socket"), "{err}");
+        assert!(!err.contains("refused"), "{err}");
+        let (code, out, _) = run(path, &["status", "--json"]);
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        assert_eq!((code, &v["error"]), (2, &serde_json::json!("no_daemon")), "{out}");
+    }
+    // a missing path is still "no daemon listening"
+    let (code, _, err) = run(&dir.join("none.sock"), &["status"]);
+    assert!(code == 2 && err.contains("no spillway daemon is listening on"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -116,6 +116,7 @@ fn main() {
         .allowlist_function("rte_eth_dev_count_avail")
         .allowlist_function("rte_eth_dev_get_port_by_name")
         .allowlist_function("rte_eth_dev_get_name_by_port")
+        .allowlist_function("rte_eth_find_next")
         .allowlist_function("rte_eth_dev_info_get")
         .allowlist_function("rte_eth_dev_configure")
         .allowlist_function("rte_eth_rx_queue_setup")

@@ -2,7 +2,6 @@
 //! counters; answers control-socket requests.
 
 use crate::control::{compile_with_neighbors, CompileInput, HealthView, Shared, SlotMap};
-use crate::fastpath::stats;
 use spillway_shared::config::Config;
 use spillway_shared::pipeline::ServiceState;
 use spillway_shared::proto::{Counters, PortStatus};
@@ -435,9 +434,10 @@ impl Daemon {
         }
     }
 
-    /// Per-worker counters.
+    /// Per-worker counters, each read outcomes first and `rx` last
+    /// ([`crate::control::counters`]): a read never has more outcomes than frames received.
     pub fn worker_counters(&self) -> Vec<Counters> {
-        self.shared.stats.iter().map(|w| stats::read(w)).collect()
+        self.shared.stats.iter().map(|w| crate::control::counters::read(w)).collect()
     }
 }
 

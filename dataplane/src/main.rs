@@ -135,22 +135,12 @@ fn run(args: Args) -> Result<(), String> {
         spillway_dataplane::sync::read_key(&sc.key_file).map_err(|e| format!("{path}: {e}"))?;
     }
     let socket = spillway_dataplane::ctl::socket::effective_path(args.socket.as_deref(), &cfg, &path)?; // the path used, checked
+    // A kernel interface a port's device opens (af_packet, af_xdp, pcap) must exist: DPDK
+    // would only fail the probe (and the port be "not found").
+    spillway_dataplane::dpdk::check_port_interfaces(&cfg).map_err(|e| format!("{path}: {e}"))?;
     if args.check {
-        for w in &warnings {
-            println!("{path}: warning: {w}");
-        }
-        if let Some(sc) = &cfg.sync {
-            if let Err(e) = sc.listen_addr().map_err(|e| e.to_string()).and_then(|a| std::net::UdpSocket::bind(a).map_err(|e| e.to_string())) {
-                println!("{path}: warning: sync.listen = {}: cannot bind now ({e}): another daemon holds it, or the address is not on this host", sc.listen);
-            }
-        }
-        if cfg.dataplane.worker_cores.is_empty() && workers >= avail.len().max(1) {
-            println!("{path}: warning: {workers} workers on {} usable cores: workers share cores with each other or the control thread", avail.len());
-        }
-        println!("{path}: configuration OK ({} services, {} ports)", cfg.services.len(), cfg.ports.len());
-        println!("  checked: syntax, every range and cross-reference, backend MACs/addresses, port device arguments (key=value, iface= etc. a driver needs), socket_group, worker_cores on this host, the [sync] key file (mode, length) and whether sync.listen can be bound now");
-        println!("  not checked without starting DPDK: that the devices exist and start, that they take the port MTU (RX scatter or mbufs sized for it), hugepage memory for the mbuf pools, queue and descriptor counts the NIC supports, whether the control socket can be bound (only its path is checked)");
-        return Ok(());
+        let mut out = std::io::stdout().lock();
+        return check_report(&mut out, &path, &cfg, &warnings, &avail).or_else(|e| stdout_failed(&e));
     }
     install_signals()?;
     // The control socket is taken before EAL starts: a second daemon on the same socket is
@@ -520,6 +510,43 @@ fn seed_for(worker: usize) -> u64 {
         0
     });
     r ^ (worker as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+}
+
+/// What `--check` prints after the checks passed: warnings, then what was checked and
+/// what was not.
+fn check_report(out: &mut impl std::io::Write, path: &str, cfg: &Config, warnings: &[String], avail: &[usize]) -> std::io::Result<()> {
+    for w in warnings {
+        writeln!(out, "{path}: warning: {w}")?;
+    }
+    if let Some(sc) = &cfg.sync {
+        if let Err(e) = sc.listen_addr().map_err(|e| e.to_string()).and_then(|a| std::net::UdpSocket::bind(a).map_err(|e| e.to_string())) {
+            writeln!(out, "{path}: warning: sync.listen = {}: cannot bind now ({e}): another daemon holds it, or the address is not on this host", sc.listen)?;
+        }
+    }
+    let workers = usize::from(cfg.dataplane.workers);
+    if cfg.dataplane.worker_cores.is_empty() && workers >= avail.len().max(1) {
+        writeln!(out, "{path}: warning: {workers} workers on {} usable cores: workers share cores with each other or the control thread", avail.len())?;
+    }
+    writeln!(out, "{path}: configuration OK ({} services, {} ports)", cfg.services.len(), cfg.ports.len())?;
+    writeln!(out, "  checked: syntax, every range and cross-reference, backend MACs/addresses, port device arguments (key=value, iface= etc. a driver needs), that the kernel interfaces af_packet/af_xdp/pcap devices name exist, socket_group, worker_cores on this host, the [sync] key file (mode, length) and whether sync.listen can be bound now")?;
+    writeln!(out, "  not checked without starting DPDK: that the devices exist and start (beyond those kernel interfaces), that they take the port MTU (RX scatter or mbufs sized for it), hugepage memory for the mbuf pools, queue and descriptor counts the NIC supports, whether the control socket can be bound (only its path is checked)")?;
+    out.flush()
+}
+
+/// A failed write of one-shot output to stdout. When its reader went away (`spillway
+/// --check | head`) the process ends quietly the way `spillwayctl` does, by SIGPIPE
+/// (exit status 141 in a shell); any other failure is an error.
+fn stdout_failed(e: &std::io::Error) -> Result<(), String> {
+    if e.kind() == std::io::ErrorKind::BrokenPipe {
+        // SAFETY: signal(2) and raise(3) with valid arguments: SIGPIPE's default action
+        // (end the process) restored, then raised; nothing runs after it but the exit.
+        unsafe {
+            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+            libc::raise(libc::SIGPIPE);
+        }
+        std::process::exit(141);
+    }
+    Err(format!("cannot write to stdout: {e}"))
 }
 
 fn print_final(r: &spillway_shared::proto::StatusReport) {

@@ -219,3 +219,103 @@ fn bind_error_names_the_field() {
     assert!(e.starts_with("metrics.listen = \"127.0.0.1:"), "{e}");
 }
 
+
+/// Starts [`serve`] on a free port with a fixed body; returns its address, stop flag and
+/// thread.
+fn start() -> (SocketAddr, Arc<AtomicBool>, std::thread::JoinHandle<()>) {
+    let l = bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let addr = l.local_addr().unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let s2 = stop.clone();
+    (addr, stop, std::thread::spawn(move || serve(l, &s2, || "spillway_x 1\n# EOF\n".to_string())))
+}
+
+/// A client that sends its request one byte at a time, every `gap`, until the server
+/// closes the connection or it has sent `request`; returns when it ended.
+fn dribble(addr: SocketAddr, request: &'static str, gap: Duration) -> std::thread::JoinHandle<std::time::Instant> {
+    let c = TcpStream::connect(addr).unwrap();
+    std::thread::spawn(move || {
+        let mut c = c;
+        for b in request.as_bytes() {
+            if c.write_all(&[*b]).is_err() {
+                break;
+            }
+            std::thread::sleep(gap);
+        }
+        std::time::Instant::now()
+    })
+}
+
+/// One slow or idle client cannot delay another's scrape: with a client dribbling a
+/// byte every 200 ms and four half-open `GET /metr` connections open, a scrape is
+/// answered at once; and the slow ones are cut [`REQUEST_DEADLINE`] after accept, however
+/// they trickle.
+#[test]
+fn slow_and_idle_clients_do_not_delay_a_scrape() {
+    let (addr, stop, t) = start();
+    let opened = std::time::Instant::now();
+    let slow = dribble(addr, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n", Duration::from_millis(200));
+    let mut idle: Vec<TcpStream> = (0..4)
+        .map(|_| {
+            let mut c = TcpStream::connect(addr).unwrap();
+            c.write_all(b"GET /metr").unwrap();
+            c
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(200)); // the server has accepted them all
+    let started = std::time::Instant::now();
+    let r = get(addr, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
+    let took = started.elapsed();
+    assert!(r.starts_with("HTTP/1.1 200 OK\r\n") && r.ends_with("spillway_x 1\n"), "{r}");
+    assert!(took < Duration::from_secs(1), "the scrape waited {took:?} behind slow clients");
+    // The idle ones are closed by the deadline: a read sees the end (no answer).
+    for c in &mut idle {
+        c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let mut s = Vec::new();
+        c.read_to_end(&mut s).unwrap();
+        assert!(s.is_empty(), "{}", String::from_utf8_lossy(&s));
+    }
+    let cut = opened.elapsed();
+    assert!(cut >= REQUEST_DEADLINE - Duration::from_millis(300) && cut < REQUEST_DEADLINE + Duration::from_secs(1), "idle connections cut after {cut:?}");
+    // The dribbler (36 bytes, 7.2 s at its pace) is cut at the deadline too.
+    let ended = slow.join().unwrap() - opened;
+    assert!(ended < REQUEST_DEADLINE + Duration::from_secs(1), "the dribbling client kept its connection {ended:?}");
+    stop.store(true, Ordering::SeqCst);
+    t.join().unwrap();
+}
+
+/// Over [`MAX_CONNECTIONS`] open at once, a connection is answered `503` at once; once
+/// they close, scrapes are answered again. A stop ends the server promptly even with
+/// connections open.
+#[test]
+fn connections_over_the_cap_get_503_and_stop_is_prompt() {
+    let (addr, stop, t) = start();
+    let idle: Vec<TcpStream> = (0..MAX_CONNECTIONS).map(|_| TcpStream::connect(addr).unwrap()).collect();
+    std::thread::sleep(Duration::from_millis(300)); // all accepted
+    let started = std::time::Instant::now();
+    // Read what arrives, then a reset is no failure: the server does not wait for the
+    // request it refuses, so the request may reach a closed socket.
+    let mut c = TcpStream::connect(addr).unwrap();
+    let _ = c.write_all(b"GET /metrics HTTP/1.1\r\n\r\n");
+    let mut r = Vec::new();
+    let _ = c.read_to_end(&mut r);
+    let r = String::from_utf8_lossy(&r);
+    assert!(r.starts_with("HTTP/1.1 503 Service Unavailable\r\n"), "{r}");
+    assert!(started.elapsed() < Duration::from_secs(1), "the 503 waited {:?}", started.elapsed());
+    drop(idle);
+    let deadline = std::time::Instant::now() + Duration::from_secs(2);
+    loop {
+        let r = get(addr, "GET /metrics HTTP/1.1\r\n\r\n");
+        if r.starts_with("HTTP/1.1 200 OK\r\n") {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "slots not given back: {r}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _open: Vec<TcpStream> = (0..3).map(|_| TcpStream::connect(addr).unwrap()).collect();
+    std::thread::sleep(Duration::from_millis(200));
+    let stopping = std::time::Instant::now();
+    stop.store(true, Ordering::SeqCst);
+    t.join().unwrap();
+    assert!(stopping.elapsed() < Duration::from_millis(800), "stop took {:?} with connections open", stopping.elapsed());
+}

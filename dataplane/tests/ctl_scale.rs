@@ -32,7 +32,7 @@ fn big_config() -> String {
             for e in 0..PER_GROUP {
                 let n = (i * GROUPS + g) * PER_GROUP + e;
                 let a = std::net::Ipv4Addr::from(0xac10_0000u32 + n + 1); // 172.16.0.1 + n
-                let _ = write!(s, "[[services.backends.endpoints]]\nname = \"e{e}\"\naddress = \"{a}\"\nmac = \"02:00:{:02x}:{:02x}:{:02x}:{:02x}\"\n\n", n >> 24, (n >> 16) & 0xff, (n >> 8) & 0xff, n & 0xff);
+                let _ = write!(s, "[[services.backends.endpoints]]\nname = \"e{e}\"\naddress = \"{a}\"\nmac = \"02:01:{:02x}:{:02x}:{:02x}:{:02x}\"\n\n", n >> 24, (n >> 16) & 0xff, (n >> 8) & 0xff, n & 0xff);
             }
         }
     }

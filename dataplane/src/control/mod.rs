@@ -8,12 +8,15 @@
 //! * [`mailbox`]: per-worker requests on connection tables (count, show, flush);
 //! * [`pools`]: connection draining when a service's active pool changes;
 //! * [`snapshot`]: the snapshot types the workers read;
-//! * [`quic_lb`]: QUIC-LB tables (server ID → endpoint slot) and their key files.
+//! * [`quic_lb`]: QUIC-LB tables (server ID → endpoint slot) and their key files;
+//! * [`counters`]: the workers' counters as `status` and `/metrics` read them (outcomes
+//!   before `rx`, so a read never has more outcomes than frames received).
 //!
 //! May use: `spillway_shared` (config, pipeline, Maglev) and [`crate::fastpath::stats`]
 //! (counters it reads). Never runs on a worker core.
 
 pub mod compile;
+pub mod counters;
 pub mod mailbox;
 pub mod pools;
 pub mod publish;

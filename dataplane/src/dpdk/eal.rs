@@ -185,19 +185,25 @@ pub fn vdev_device_name(vdev: &str) -> &str {
     vdev.split(',').next().unwrap_or(vdev).trim()
 }
 
-/// Names of all probed ports, by port id.
+/// Names of all probed ports, by port id. Walks the ports in use (`rte_eth_find_next`):
+/// asking for the name of an unused id would log `Invalid port_id=N` for each.
 pub fn port_names() -> Vec<(u16, String)> {
     let mut out = Vec::new();
-    for id in 0..sys::RTE_MAX_ETHPORTS as u16 {
+    let max = sys::RTE_MAX_ETHPORTS as u16;
+    // SAFETY: pure query of the port table (EAL is initialised by the callers).
+    let mut id = unsafe { sys::rte_eth_find_next(0) };
+    while id < max {
         let mut buf = [0 as c_char; 64];
         // SAFETY: buf is 64 bytes ≥ RTE_ETH_NAME_MAX_LEN; DPDK writes a NUL-terminated
-        // name on success and returns <0 for unused ids.
+        // name on success; `id` is a port in use.
         let ret = unsafe { sys::rte_eth_dev_get_name_by_port(id, buf.as_mut_ptr()) };
         if ret == 0 {
             // SAFETY: NUL-terminated by DPDK on success.
             let name = unsafe { CStr::from_ptr(buf.as_ptr()) };
             out.push((id, name.to_string_lossy().into_owned()));
         }
+        // SAFETY: as above; returns RTE_MAX_ETHPORTS after the last port in use.
+        id = unsafe { sys::rte_eth_find_next(id + 1) };
     }
     out
 }

@@ -63,7 +63,11 @@ impl EthPort {
                 -ret,
                 format!("no port named {name:?}"),
             );
-            let hint = if known.is_empty() {
+            // A kernel interface the device names is missing: the probe failed for that.
+            let iface = check_interfaces(device_name, std::path::Path::new(SYS_CLASS_NET));
+            let hint = if let Err(missing) = iface {
+                missing
+            } else if known.is_empty() {
                 "no ports: EAL probed no device; add --vdev=net_null0 (or net_pcap0,rx_pcap=F) \
                  or bind a NIC with dpdk-devbind.py --bind=vfio-pci"
                     .to_string()

@@ -21,13 +21,14 @@
 
 //!
 //! Files: [`error`] (the error type), [`eal`], [`mempool`], [`mbuf`], [`ethdev`] (ports and
-//! queues), [`rxplan`] (how a port receives frames of its MTU). This folder is the only unsafe code outside `dataplane/dpdk-sys` (besides the
+//! queues), [`iface`] (kernel interfaces devices name, checked before EAL), [`rxplan`] (how a port receives frames of its MTU). This folder is the only unsafe code outside `dataplane/dpdk-sys` (besides the
 //! connection table's aligned allocation in `fastpath`); every `unsafe` block has a
 //! `// SAFETY:` comment.
 
 mod eal;
 mod error;
 mod ethdev;
+mod iface;
 mod mbuf;
 mod mempool;
 mod port_ctl;
@@ -36,6 +37,7 @@ mod rxplan;
 pub use eal::*;
 pub use error::{rte_errno, strerror, DpdkError, Result};
 pub use ethdev::*;
+pub use iface::*;
 pub use mbuf::*;
 pub use mempool::*;
 pub use port_ctl::*;

@@ -20,3 +20,5 @@ mod tests;
 mod tests_v6;
 #[cfg(test)]
 mod tests_quic;
+#[cfg(test)]
+mod tests_l2;

@@ -3,9 +3,8 @@
 //! no locked instruction on the packet path).
 
 use crate::wire::DropReason;
-use spillway_shared::proto::Counters;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use strum::{EnumCount, IntoEnumIterator};
+use strum::EnumCount;
 
 /// Most backend slots over all services (slot ids are `u16`; 65,535 is reserved as empty).
 /// Per-worker counters for them take 3 × 8 bytes × this = 1.5 MiB per worker.
@@ -141,39 +140,6 @@ pub const CT_FAMILIES: [&str; 2] = ["ipv4", "ipv6"];
 /// ([`WorkerStats::ct_entries`]).
 pub fn ct_entries(w: &WorkerStats) -> u64 {
     w.ct_entries.iter().map(|n| n.load(Relaxed)).sum()
-}
-
-/// Reads one worker's counters into the protocol's [`Counters`].
-pub fn read(w: &WorkerStats) -> Counters {
-    Counters {
-        rx: w.rx.load(Relaxed),
-        tx: w.tx.load(Relaxed),
-        forwarded: w.forwarded.load(Relaxed),
-        arp_replies: w.arp_replies.load(Relaxed),
-        icmp_forwarded: w.icmp_forwarded.load(Relaxed),
-        icmp_frag_needed_sent: w.icmp_frag_needed_sent.load(Relaxed),
-        fragments: w.fragments.load(Relaxed),
-        fragments_held: w.fragments_held.load(Relaxed),
-        new_connections: w.new_connections.load(Relaxed),
-        rebalanced: w.rebalanced.load(Relaxed),
-        drops: DropReason::iter().map(|r| (r.name().to_string(), w.drops[r as usize].load(Relaxed))).collect(),
-        ct_hits: w.ct_hits.load(Relaxed),
-        ct_misses: w.ct_misses.load(Relaxed),
-        ct_evicted_syn_only: w.ct_evicted_syn_only.load(Relaxed),
-        ct_evicted_closing: w.ct_evicted_closing.load(Relaxed),
-        ct_syn_not_tracked: w.ct_syn_not_tracked.load(Relaxed),
-        generation: w.generation.load(Relaxed),
-        polls: w.polls.load(Relaxed),
-        idle_polls: w.idle_polls.load(Relaxed),
-        arp_replies_seen: w.arp_replies_seen.load(Relaxed),
-        control_tx: w.control_tx.load(Relaxed),
-        control_tx_failed: w.control_tx_failed.load(Relaxed),
-        nd_advertisements: w.nd_advertisements.load(Relaxed),
-        nd_not_ours: w.nd_not_ours.load(Relaxed),
-        quic_lb: w.quic.read(),
-        ct_relocated: w.ct_relocated.load(Relaxed),
-        ct_relocation_failed: w.ct_relocation_failed.load(Relaxed),
-    }
 }
 
 /// QUIC-LB counters of one worker (single writer, summed on read).

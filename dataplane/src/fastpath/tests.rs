@@ -14,7 +14,7 @@
     use crate::fastpath::port::MemBuf;
     use spillway_shared::config::Config;
 
-    fn snap(services: &[(&str, u16, &str)], generation: u64) -> Snapshot {
+    pub(crate) fn snap(services: &[(&str, u16, &str)], generation: u64) -> Snapshot {
         let mut t = String::from("[[zones]]\nzone = \"z1\"\nregion = \"r1\"\n");
         for (name, port, be_mac) in services {
             t.push_str(&format!(
@@ -30,6 +30,7 @@
 
     pub(crate) fn syn(dport: u16) -> MemBuf {
         let mut f = vec![0u8; 54];
+        f[0..6].copy_from_slice(&[2, 0, 0, 0, 0, 1]); // the workers' port MAC
         f[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
         f[14] = 0x45;
         f[16..18].copy_from_slice(&40u16.to_be_bytes());
@@ -101,6 +102,7 @@
     fn frame(proto: u8, client: u8, sport: u16, dport: u16, flags: u8) -> MemBuf {
         let l4 = if proto == 6 { 20 } else { 8 };
         let mut f = vec![0u8; 14 + 20 + l4];
+        f[0..6].copy_from_slice(&[2, 0, 0, 0, 0, 1]); // the worker's port MAC
         f[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
         f[14] = 0x45;
         f[16..18].copy_from_slice(&((20 + l4) as u16).to_be_bytes());
@@ -412,6 +414,7 @@
         // fragmentation needed (type 3 code 4), quoting the reply VIP:80 -> 10.1.0.5:40000
         let frag_needed = |src: [u8; 4]| {
             let mut f = vec![0u8; 70];
+            f[0..6].copy_from_slice(&[2, 0, 0, 0, 0, 1]);
             f[6] = 2;
             f[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
             f[14] = 0x45;
@@ -465,6 +468,7 @@
         };
         let ipv6 = |src: [u8; 6]| {
             let mut f = vec![0u8; 54];
+            f[0..6].copy_from_slice(&[2, 0, 0, 0, 0, 1]);
             f[6..12].copy_from_slice(&src);
             f[12..14].copy_from_slice(&0x86ddu16.to_be_bytes());
             f[14] = 0x60;

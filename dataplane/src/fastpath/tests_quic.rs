@@ -92,6 +92,7 @@ fn entries(w: &mut Worker, snap: &Snapshot, now: u32) -> Vec<String> {
 /// A UDP datagram from 10.1.0.`client`:`sport` to the VIP, port 443, with `payload`.
 fn udp(client: u8, sport: u16, payload: &[u8]) -> MemBuf {
     let mut f = vec![0u8; 14 + 28];
+    f[0..6].copy_from_slice(&[2, 0, 0, 0, 0, 1]); // the worker's port MAC
     f[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
     f[14] = 0x45;
     f[16..18].copy_from_slice(&((28 + payload.len()) as u16).to_be_bytes());

@@ -349,7 +349,9 @@ fn held_fragments_of_both_families_wait_for_their_own_first_fragment() {
 fn icmpv6(src: [u8; 16], dst: [u8; 16], hop_limit: u8, ty: u8, rest: [u8; 4], body: &[u8]) -> Vec<u8> {
     let h = Icmpv6Header::with_checksum(Icmpv6Type::Unknown { type_u8: ty, code_u8: 0, bytes5to8: rest }, src, dst, body).unwrap();
     let mut out = Vec::new();
-    etherparse::Ethernet2Header { source: CLIENT_MAC, destination: [0x33, 0x33, 0xff, 0, 1, 0], ether_type: etherparse::EtherType::IPV6 }.write(&mut out).unwrap();
+    // Neighbor Discovery to the solicited-node multicast MAC; errors to our port's MAC
+    let destination = if (133..=137).contains(&ty) { [0x33, 0x33, 0xff, 0, 1, 0] } else { LB };
+    etherparse::Ethernet2Header { source: CLIENT_MAC, destination, ether_type: etherparse::EtherType::IPV6 }.write(&mut out).unwrap();
     etherparse::Ipv6Header { traffic_class: 0, flow_label: Default::default(), payload_length: (8 + body.len()) as u16, next_header: IpNumber::IPV6_ICMP, hop_limit, source: src, destination: dst }.write(&mut out).unwrap();
     out.extend_from_slice(&h.to_bytes());
     out.extend_from_slice(body);
@@ -404,6 +406,12 @@ fn packet_too_big_quoting_a_flow_goes_to_its_backend() {
         router[0] = 0xfd;
         router[1] = 9;
         let ptb = icmpv6(router, VIP, 64, 2, 1280u32.to_be_bytes(), &reply[..1232]);
+        // sent to a multicast MAC it is not forwarded (RFC 1812 §5.3.4), nor to another host's
+        for dst in [[0x33, 0x33, 0, 0, 0, 1], [2, 0, 0, 0, 0x55, 0x55]] {
+            let mut flooded = ptb.clone();
+            flooded[0..6].copy_from_slice(&dst);
+            assert_eq!(run(&mut w, &snap, &flooded, 1).0, Verdict::Drop(DropReason::NotOurMac), "PTB to {dst:02x?}");
+        }
         let (v, fwd) = run(&mut w, &snap, &ptb, 1);
         assert_eq!((v, &fwd[0..6]), (Verdict::Forward, &out[0..6]), "PTB for flow {c} to the flow's backend");
     }

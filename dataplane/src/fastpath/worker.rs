@@ -21,6 +21,7 @@ mod deliver;
 use deliver::Inner;
 pub use deliver::{IcmpBudget, DEFAULT_ICMP_ERRORS_PER_SEC, ICMP_BURST};
 mod hold;
+mod icmp;
 mod control;
 mod prefetch;
 mod svc_cache;
@@ -241,6 +242,14 @@ impl Worker {
     #[inline]
     pub fn process<B: PacketBuf>(&mut self, buf: &mut B, port: usize, snap: &Snapshot, now_ms: u32) -> Verdict {
         self.clock_ms = now_ms;
+        // Ports run promiscuous: a unicast frame for another MAC is not ours to forward
+        // ([`DropReason::NotOurMac`]); group destinations are checked where they matter
+        // ([`wire::dst_is_group`]: ARP and ND answer them, the forwarding paths do not).
+        if let (Some(dst), Some(pinfo)) = (buf.data().get(..6), self.ports.get(port)) {
+            if dst[0] & 1 == 0 && *dst != pinfo.mac {
+                return Verdict::Drop(DropReason::NotOurMac);
+            }
+        }
         // IPv4 first, parsed in place ([`wire::parse_ipv4_frame`] says why).
         let mut p = Ipv4Info::default();
         match wire::parse_ipv4_frame(buf.data(), &mut p) {
@@ -316,6 +325,9 @@ impl Worker {
     /// The decision for an IPv4 packet received on a port described by `pinfo`.
     #[inline(always)]
     fn decide_v4<B: PacketBuf>(&mut self, buf: &mut B, p: &Ipv4Info, pinfo: PortInfo, snap: &Snapshot, now_ms: u32) -> Verdict {
+        if wire::dst_is_group(buf.data()) {
+            return Verdict::Drop(DropReason::NotOurMac);
+        }
         if p.proto == wire::PROTO_ICMP {
             return self.process_icmp(buf, p, snap, pinfo, now_ms);
         }
@@ -445,35 +457,6 @@ impl Worker {
             }
         }
         Ok(b)
-    }
-
-    /// ICMP to a VIP: errors quoting one of our flows go to that flow's backend; anything
-    /// else is dropped and counted.
-    fn process_icmp<B: PacketBuf>(&mut self, buf: &mut B, p: &Ipv4Info, snap: &Snapshot, pinfo: PortInfo, now: u32) -> Verdict {
-        if !snap.arp_addrs.contains_key(&p.dst) {
-            return Verdict::Drop(DropReason::NotForVip);
-        }
-        let q = match wire::icmp_quote(buf.data(), p) {
-            Ok(Some(q)) if !spillway_shared::martian::SourceAddr::never_unicast(p.src) => q,
-            Ok(Some(_)) => return Verdict::Drop(DropReason::MartianSource), // spoofed source: as in `process_icmpv6`
-            Ok(None) => return Verdict::Drop(DropReason::IcmpIgnored),
-            Err(r) => return Verdict::Drop(r),
-        };
-        let Some(&svc_idx) = snap.by_vip_port.get(&(q.vip, q.vip_port, q.proto)) else {
-            return Verdict::Drop(DropReason::NoService);
-        };
-        let Some(svc) = snap.services.get(usize::from(svc_idx)) else {
-            return Verdict::Drop(DropReason::NoService);
-        };
-        let key = FlowKey { src: q.client, dst: q.vip, sport: q.client_port, dport: q.vip_port, proto: q.proto };
-        let Some(backend) = self.quoted_flow_backend(&key, svc, svc_idx, snap, now) else {
-            return Verdict::Drop(DropReason::NoBackend);
-        };
-        let v = self.deliver(buf, Inner::V4(p), svc, backend, snap, pinfo, &key);
-        if v == Verdict::Forward {
-            bump(&self.stats.icmp_forwarded, 1);
-        }
-        v
     }
 
     /// One poll iteration: receive a burst from every port, process, send, then release

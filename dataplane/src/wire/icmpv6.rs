@@ -137,8 +137,11 @@ pub fn icmpv6_quote(frame: &[u8], p: &Ipv6Info) -> Result<Option<Icmpv6Quote>, D
 
 /// The target of a valid Neighbor Solicitation in `frame` (parsed as `p`), or `Ok(None)`
 /// when the ICMPv6 message is not a Neighbor Solicitation. RFC 4861 §7.1.1 validity:
-/// hop limit 255, code 0, ICMPv6 length ≥ 24, valid checksum, target not multicast;
-/// an invalid one is `Err(NdInvalid)`.
+/// hop limit 255, code 0, ICMPv6 length ≥ 24, valid checksum, target not multicast,
+/// every option of non-zero length within the message (`nd_options`), and from the
+/// unspecified address (Duplicate Address Detection) only to a solicited-node multicast
+/// address and without a Source Link-Layer Address option; an invalid one is
+/// `Err(NdInvalid)`.
 #[inline]
 pub fn ns_target(frame: &[u8], p: &Ipv6Info) -> Result<Option<u128>, DropReason> {
     let m = message(frame, p)?;
@@ -150,7 +153,39 @@ pub fn ns_target(frame: &[u8], p: &Ipv6Info) -> Result<Option<u128>, DropReason>
     if !valid {
         return Err(DropReason::NdInvalid);
     }
+    let source_ll = nd_options(m.get(ND_LEN..).unwrap_or(&[]), OPT_SOURCE_LL)?;
+    if p.src == 0 && (source_ll.is_some() || p.dst >> 24 != SOLICITED_NODE_PREFIX) {
+        return Err(DropReason::NdInvalid);
+    }
     Ok(Some(target))
+}
+
+/// The solicited-node multicast prefix ff02::1:ff00:0/104 (RFC 4291 §2.7.1), as the top
+/// 104 bits of an address (`addr >> 24`).
+const SOLICITED_NODE_PREFIX: u128 = 0xff02_0000_0000_0000_0000_0001_ff00_0000 >> 24;
+
+/// Walks the options of a Neighbor Discovery message (`opts`: what follows its fixed part;
+/// RFC 4861 §4.6): `Err(NdInvalid)` unless every option has a non-zero length (in 8-octet
+/// units) and ends within the message (§7.1.1, §7.1.2); else the link-layer address of
+/// the first option of type `want` (Source or Target Link-Layer Address), if any. At most
+/// one option per 8 octets: bounded by the packet.
+fn nd_options(mut opts: &[u8], want: u8) -> Result<Option<MacAddr>, DropReason> {
+    let mut mac = None;
+    while let [ty, len, ..] = *opts {
+        let n = usize::from(len) * 8;
+        let Some(opt) = opts.get(..n).filter(|_| n > 0) else {
+            return Err(DropReason::NdInvalid);
+        };
+        if ty == want && mac.is_none() {
+            mac = opt.get(2..8).and_then(|b| MacAddr::try_from(b).ok());
+        }
+        opts = opts.get(n..).unwrap_or(&[]);
+    }
+    if opts.is_empty() {
+        Ok(mac)
+    } else {
+        Err(DropReason::NdInvalid)
+    }
 }
 
 /// A valid Neighbor Advertisement ([`na_info`]).
@@ -189,21 +224,7 @@ pub fn na_info(frame: &[u8], p: &Ipv6Info) -> Result<Option<NaInfo>, DropReason>
     if !valid {
         return Err(DropReason::NdInvalid);
     }
-    let mut mac = None;
-    let mut opts = m.get(ND_LEN..).unwrap_or(&[]);
-    while let [ty, len, ..] = *opts {
-        let n = usize::from(len) * 8;
-        let Some(opt) = opts.get(..n).filter(|_| n > 0) else {
-            return Err(DropReason::NdInvalid);
-        };
-        if ty == OPT_TARGET_LL && mac.is_none() {
-            mac = opt.get(2..8).and_then(|b| MacAddr::try_from(b).ok());
-        }
-        opts = opts.get(n..).unwrap_or(&[]);
-    }
-    if !opts.is_empty() {
-        return Err(DropReason::NdInvalid);
-    }
+    let mac = nd_options(m.get(ND_LEN..).unwrap_or(&[]), OPT_TARGET_LL)?;
     Ok(Some(NaInfo { target, mac, solicited, overrides: flags & NA_FLAG_OVERRIDE != 0 }))
 }
 

@@ -87,6 +87,24 @@ fn invalid_solicitations_are_ignored() {
     let last = f.len() - 1;
     f[last] ^= 1;
     assert_eq!(ns_target(&f, &v6(&f)), Err(DropReason::NdInvalid));
+    // an option of length 0 (RFC 4861 §7.1.1; fresh-user QA: it was answered), alone or
+    // after a valid one, and an option running past the message
+    for opts in [&[OPT_SOURCE_LL, 0, 0, 0, 0, 0, 0, 0][..], &[OPT_SOURCE_LL, 1, 2, 0, 0, 0, 0, 9, 14, 0, 0, 0, 0, 0, 0, 0], &[OPT_SOURCE_LL, 2, 2, 0, 0, 0, 0, 9]] {
+        let mut body = VIP.to_be_bytes().to_vec();
+        body.extend_from_slice(opts);
+        let snm = 0xff02_0000_0000_0000_0000_0001_ff00_0000 | (VIP & 0xff_ffff);
+        let f = icmpv6_frame(CLIENT, snm, 255, TYPE_NEIGHBOR_SOLICITATION, 0, [0; 4], &body);
+        assert_eq!(ns_target(&f, &v6(&f)), Err(DropReason::NdInvalid), "options {opts:?}");
+    }
+    // Duplicate Address Detection (from ::): never with a Source Link-Layer option, only to
+    // the solicited-node group; without the option, to that group, it is valid
+    let f = ns(0, VIP, 255);
+    assert_eq!(ns_target(&f, &v6(&f)), Err(DropReason::NdInvalid), "DAD with a source link-layer option");
+    let snm = 0xff02_0000_0000_0000_0000_0001_ff00_0000 | (VIP & 0xff_ffff);
+    let f = icmpv6_frame(0, snm, 255, TYPE_NEIGHBOR_SOLICITATION, 0, [0; 4], &VIP.to_be_bytes());
+    assert_eq!(ns_target(&f, &v6(&f)), Ok(Some(VIP)), "DAD");
+    let f = icmpv6_frame(0, VIP, 255, TYPE_NEIGHBOR_SOLICITATION, 0, [0; 4], &VIP.to_be_bytes());
+    assert_eq!(ns_target(&f, &v6(&f)), Err(DropReason::NdInvalid), "DAD to a unicast address");
     // not a solicitation
     let f = icmpv6_frame(CLIENT, VIP, 64, 128, 0, [0; 4], &[1, 2, 3, 4]);
     assert_eq!(ns_target(&f, &v6(&f)), Ok(None));

@@ -25,11 +25,13 @@ pub mod ipv4;
 pub mod ipv6;
 pub mod l4;
 pub mod mld;
+mod hint;
+pub use hint::{flow_tuple_hint, flow_tuple_hint6, syn_hint, syn_hint6};
 
 pub use arp::{ArpInfo, ArpPacket};
 pub use checksum::checksum;
 pub use encap::{Encap, Tunnel, GUE_PORT};
-pub use ethernet::{EthernetFrame, MacAddr, ETHERTYPE_ARP, ETHERTYPE_IPV4, ETHERTYPE_IPV6, ETHERTYPE_QINQ, ETHERTYPE_QINQ_OLD, ETHERTYPE_VLAN, ETH_LEN};
+pub use ethernet::{dst_is_group, EthernetFrame, MacAddr, ETHERTYPE_ARP, ETHERTYPE_IPV4, ETHERTYPE_IPV6, ETHERTYPE_QINQ, ETHERTYPE_QINQ_OLD, ETHERTYPE_VLAN, ETH_LEN};
 pub use icmp::{frag_needed_len, icmp_frag_needed_in_place, icmp_quote, IcmpQuote};
 pub use icmpv6::{icmpv6_quote, Icmpv6Quote};
 pub use ipv4::{Frag, Ipv4Packet, Ipv4Repr, PROTO_ICMP, PROTO_IPIP, PROTO_TCP, PROTO_UDP};
@@ -136,6 +138,13 @@ pub enum DropReason {
     /// deprecates it (source routing that lets a packet bounce between hosts) and a node
     /// must not process it; forwarding it unchanged would hand it to a backend that might.
     Ipv6RoutingType0,
+    /// A frame not addressed to the receiving port: unicast to another MAC (a switch
+    /// flooding a frame for a backend or another host, promiscuous mode), or an IP packet
+    /// for a VIP sent to a broadcast or multicast MAC (RFC 1812 §5.3.4: a router does not
+    /// forward unicast IP received as a link-layer broadcast). Forwarding either would let
+    /// two hosts on one segment hand a frame back and forth without end (L2 DSR changes
+    /// no TTL). ARP and Neighbor Discovery to broadcast or multicast MACs are answered.
+    NotOurMac,
 }
 
 impl DropReason {
@@ -474,84 +483,6 @@ fn fill_ipv6(ip: Ipv6Packet<&[u8]>, l3: usize, info: &mut Ipv6Info) -> Result<()
     info.tcp_flags = tcp_flags;
     info.has_ports = has_ports;
     Ok(())
-}
-
-/// The 5-tuple `(src, dst, sport, dport, proto)` of an unfragmented IPv4 TCP/UDP frame
-/// (untagged or one 802.1Q/802.1ad tag), read at fixed offsets with minimal checks; `None`
-/// for anything else. Only a hint (the worker's burst prefetch): [`parse`] still decides.
-#[inline]
-pub fn flow_tuple_hint(frame: &[u8]) -> Option<(u32, u32, u16, u16, u8)> {
-    let (l3, et) = hint_l3(frame)?;
-    if et != ETHERTYPE_IPV4 {
-        return None;
-    }
-    // IPv4 header without options + the 4 port bytes.
-    let h = frame.get(l3..)?.first_chunk::<{ ipv4::IPV4_MIN_LEN + 4 }>()?;
-    let (ip, ports) = h.split_at(ipv4::IPV4_MIN_LEN);
-    let proto = ip[ipv4::field::PROTOCOL];
-    // version 4, IHL 5, no MF, offset 0
-    if ip[ipv4::field::VER_IHL] != 0x45 || (proto != PROTO_TCP && proto != PROTO_UDP) || be16(ip, ipv4::field::FLAGS_FRAG) & 0x3fff != 0 {
-        return None;
-    }
-    Some((be32(ip, ipv4::field::SRC), be32(ip, ipv4::field::DST), be16(ports, l4::tcp_field::SRC_PORT), be16(ports, l4::tcp_field::DST_PORT), proto))
-}
-
-/// The 5-tuple `(src, dst, sport, dport, next header)` of an IPv6 TCP/UDP frame without
-/// extension headers (untagged or one tag: the upper header right after the fixed 40
-/// octets, RFC 8200 §3), read at fixed offsets like [`flow_tuple_hint`]; `None` for
-/// anything else. Only a hint (the worker's burst prefetch): [`parse`] still decides.
-#[inline]
-pub fn flow_tuple_hint6(frame: &[u8]) -> Option<(u128, u128, u16, u16, u8)> {
-    let (l3, et) = hint_l3(frame)?;
-    if et != ETHERTYPE_IPV6 {
-        return None;
-    }
-    let h = frame.get(l3..)?.first_chunk::<{ ipv6::IPV6_LEN + 4 }>()?;
-    let (ip, ports) = h.split_at(ipv6::IPV6_LEN);
-    let proto = ip[ipv6::field::NEXT_HEADER];
-    if ip[0] >> 4 != 6 || (proto != PROTO_TCP && proto != PROTO_UDP) {
-        return None;
-    }
-    let addr = |r: std::ops::Range<usize>| ip.get(r).and_then(|b| b.first_chunk::<16>()).map_or(0, |b| u128::from_be_bytes(*b));
-    Some((addr(ipv6::field::SRC), addr(ipv6::field::DST), be16(ports, l4::tcp_field::SRC_PORT), be16(ports, l4::tcp_field::DST_PORT), proto))
-}
-
-/// Whether `frame` looks like a TCP SYN without ACK (a new connection) — a hint for the
-/// prefetch pass, read at fixed offsets like [`flow_tuple_hint`]; never an error.
-#[inline]
-pub fn syn_hint(frame: &[u8]) -> bool {
-    let Some((l3, _)) = hint_l3(frame) else { return false };
-    // IPv4 header without options + TCP up to the flags byte.
-    const FLAGS: usize = ipv4::IPV4_MIN_LEN + l4::tcp_field::FLAGS;
-    match frame.get(l3..).and_then(|h| h.first_chunk::<{ FLAGS + 1 }>()) {
-        Some(h) if h[ipv4::field::VER_IHL] == 0x45 && h[ipv4::field::PROTOCOL] == PROTO_TCP => h[FLAGS] & (tcp_flags::SYN | tcp_flags::ACK) == tcp_flags::SYN,
-        _ => false,
-    }
-}
-
-/// Whether `frame` looks like an IPv6 TCP SYN without ACK (no extension headers), as
-/// [`syn_hint`] for IPv4; never an error.
-#[inline]
-pub fn syn_hint6(frame: &[u8]) -> bool {
-    let Some((l3, ETHERTYPE_IPV6)) = hint_l3(frame) else { return false };
-    const FLAGS: usize = ipv6::IPV6_LEN + l4::tcp_field::FLAGS;
-    match frame.get(l3..).and_then(|h| h.first_chunk::<{ FLAGS + 1 }>()) {
-        Some(h) if h[ipv6::field::NEXT_HEADER] == PROTO_TCP => h[FLAGS] & (tcp_flags::SYN | tcp_flags::ACK) == tcp_flags::SYN,
-        _ => false,
-    }
-}
-
-/// Offset of the L3 header and the EtherType for the hints: untagged or one tag.
-#[inline]
-fn hint_l3(frame: &[u8]) -> Option<(usize, u16)> {
-    const TAGGED: usize = ETH_LEN + ethernet::VLAN_TAG_LEN;
-    let h = frame.first_chunk::<TAGGED>()?;
-    let et = be16(h, ethernet::field::ETHERTYPE);
-    if ethernet::is_vlan_tpid(et) {
-        Some((TAGGED, be16(h, TAGGED - 2..TAGGED)))
-    } else {
-        Some((ETH_LEN, et))
-    }
 }
 
 /// Turns the ARP request `a` in `frame` into the reply "`a.tpa` is at `our_mac`" in place

@@ -110,6 +110,7 @@ fn drop_reason_names_are_stable() {
             "icmp_error_rate_limited",
             "multicast_source_mac",
             "ipv6_routing_type0",
+            "not_our_mac",
         ]
     );
     assert_eq!(DropReason::COUNT, names.len());

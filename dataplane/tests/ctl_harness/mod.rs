@@ -64,11 +64,15 @@ impl Daemon {
             .stderr(log)
             .spawn()
             .expect("spawn spillway");
-        let d = Daemon { child, dir, socket, config };
+        let mut d = Daemon { child, dir, socket, config };
         let deadline = Instant::now() + wait;
         while Instant::now() < deadline {
             if d.try_status().is_some() {
                 return d;
+            }
+            // a daemon that refused its config or died is not waited for
+            if let Ok(Some(status)) = d.child.try_wait() {
+                panic!("daemon exited ({status}) before answering; log:\n{}", d.log());
             }
             std::thread::sleep(Duration::from_millis(100));
         }

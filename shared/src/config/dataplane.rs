@@ -1,6 +1,7 @@
 //! `[dataplane]` (process: EAL, workers, control socket), `[[ports]]`, `[[zones]]`,
 //! `[forwarder]`, `[[client_zones]]` and `[conntrack]`: the host-level sections. Their
-//! cross-field rules (ports, zones, cores) are checked by [`super::Config::validate`].
+//! cross-field rules (ports, zones, cores) are checked by [`super::Config::validate`], the
+//! ports' identities (each port's own MAC and addresses) by [`validate_port_identities`].
 
 use super::ranged;
 use super::yes;
@@ -155,6 +156,47 @@ pub struct PortConfig {
 
 /// Default [`PortConfig::mtu`]: the Ethernet MTU (RFC 894).
 pub const DEFAULT_PORT_MTU: u16 = 1500;
+/// Each port has its own MAC and its own addresses, and no backend or endpoint `mac` is a
+/// port's: a neighbour learns one port per MAC and per address (ARP, Neighbor Discovery),
+/// and a frame rewritten to a port's own MAC never reaches a backend. Errors name the later
+/// field and the earlier one: `ports[1].mac = 02:00:00:00:00:01: same as ports[0].mac ...`.
+pub(super) fn validate_port_identities(cfg: &super::Config) -> Result<(), super::ConfigError> {
+    use super::ConfigError;
+    let addrs = |p: &PortConfig| [("address", p.address), ("address6", p.address6.map(IpAddr::V6))];
+    for (i, p) in cfg.ports.iter().enumerate() {
+        if let Some(m) = p.mac {
+            if let Some(j) = cfg.ports[..i].iter().position(|q| q.mac == Some(m)) {
+                return Err(ConfigError::new(format!("ports[{i}].mac"), m,
+                    format!("same as ports[{j}].mac: each port needs its own MAC (the source MAC of its frames, the one its ARP and Neighbor Discovery answers give; neighbours would send one port's traffic to the other)")));
+            }
+        }
+        for (f, a) in addrs(p) {
+            let Some(a) = a else { continue };
+            for (j, q) in cfg.ports[..i].iter().enumerate() {
+                if let Some((g, _)) = addrs(q).into_iter().find(|(_, b)| *b == Some(a)) {
+                    return Err(ConfigError::new(format!("ports[{i}].{f}"), a,
+                        format!("same as ports[{j}].{g}: each port needs its own address (both ports would answer ARP/ND for it, and replies to requests from it could arrive on either)")));
+                }
+            }
+        }
+    }
+    let own: Vec<(usize, MacAddr)> = cfg.ports.iter().enumerate().filter_map(|(k, p)| p.mac.map(|m| (k, m))).collect();
+    if own.is_empty() {
+        return Ok(());
+    }
+    for (i, s) in cfg.services.iter().enumerate() {
+        for (bi, b) in s.backends.iter().enumerate() {
+            for (e, m) in b.members().iter().enumerate() {
+                let Some(&(k, mac)) = m.mac.and_then(|mac| own.iter().find(|(_, o)| *o == mac)) else { continue };
+                let here = if b.is_group() { format!("services[{i}].backends[{bi}].endpoints[{e}].mac") } else { format!("services[{i}].backends[{bi}].mac") };
+                return Err(ConfigError::new(here, mac,
+                    format!("same as ports[{k}].mac: a backend's MAC must not be a port's own (frames for the backend would be sent to this port, not to the backend)")));
+            }
+        }
+    }
+    Ok(())
+}
+
 fn d_port_mtu() -> u16 {
     DEFAULT_PORT_MTU
 }

@@ -409,6 +409,7 @@ impl Config {
                 }
             }
         }
+        dataplane::validate_port_identities(self)?;
         let mut zones = HashSet::new();
         for (i, z) in self.zones.iter().enumerate() {
             check_name(&format!("zones[{i}].zone"), &z.zone)?;

@@ -208,6 +208,54 @@ zone = "z1"
         assert!(!with(|c| c.services[0].backends[0].weight = 1001).allowed.contains("enabled = false"));
     }
 
+    /// Two ports with one MAC or one address, and a backend or endpoint MAC that is a
+    /// port's own, are refused, naming both fields (fresh-user QA: `spillway --check`
+    /// passed all three).
+    #[test]
+    fn ports_have_their_own_macs_and_addresses() {
+        let mac = |s: &str| Some(s.parse::<crate::net::MacAddr>().unwrap());
+        let two_ports = |c: &mut Config| {
+            c.ports[0].mac = mac("02:00:00:00:00:01");
+            c.ports[0].address = Some("10.0.0.1".parse().unwrap());
+            let mut p = c.ports[0].clone();
+            (p.name, p.device, p.mac, p.address) = ("p1".into(), "net_null1".into(), mac("02:00:00:00:00:02"), Some("10.0.0.2".parse().unwrap()));
+            c.ports.push(p);
+        };
+        let mut c = Config::from_toml(EXAMPLE).unwrap();
+        two_ports(&mut c);
+        c.validate().unwrap();
+        let e = with(|c| {
+            two_ports(c);
+            c.ports[1].mac = mac("02:00:00:00:00:01");
+        });
+        assert_eq!(e.to_string().split(" (").next().unwrap(), "ports[1].mac = 02:00:00:00:00:01: same as ports[0].mac: each port needs its own MAC");
+        let e = with(|c| {
+            two_ports(c);
+            c.ports[1].address = Some("10.0.0.1".parse().unwrap());
+        });
+        assert!(e.to_string().starts_with("ports[1].address = 10.0.0.1: same as ports[0].address: each port needs its own address"), "{e}");
+        // IPv6: one port's address6 is another's address
+        let e = with(|c| {
+            two_ports(c);
+            c.ports[0].address6 = Some("fd00::1".parse().unwrap());
+            c.ports[1].address = Some("fd00::1".parse().unwrap());
+        });
+        assert!(e.to_string().starts_with("ports[1].address = fd00::1: same as ports[0].address6"), "{e}");
+        // a backend's MAC, and a group endpoint's, that is a port's own
+        let e = with(|c| {
+            two_ports(c);
+            c.services[0].backends[0].mac = mac("02:00:00:00:00:02");
+        });
+        assert!(e.to_string().starts_with("services[0].backends[0].mac = 02:00:00:00:00:02: same as ports[1].mac: a backend's MAC must not be a port's own"), "{e}");
+        let mut c = Config::from_toml(&format!("{EXAMPLE}{GROUP}")).unwrap();
+        c.ports[0].mac = mac("02:00:00:00:02:01");
+        let e = c.validate().unwrap_err();
+        assert_eq!((e.path.as_str(), e.allowed.split(':').next().unwrap()), ("services[0].backends[1].endpoints[0].mac", "same as ports[0].mac"));
+        // without a port `mac` (the device's own is used) there is nothing to compare here
+        c.ports[0].mac = None;
+        c.validate().unwrap();
+    }
+
     const GROUP: &str = r#"
 [[services.backends]]
 name = "g1"

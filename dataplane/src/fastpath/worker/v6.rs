@@ -90,6 +90,9 @@ impl Worker {
         if p.proto == wire::NH_ICMPV6 && !p.fragmented {
             return self.process_icmpv6(buf, p, snap, port, pinfo, now);
         }
+        if wire::dst_is_group(buf.data()) {
+            return Verdict::Drop(DropReason::NotOurMac);
+        }
         let fragment = p.is_fragment();
         let svc_idx = if fragment {
             match self.fragment_service6(p, snap, now) {
@@ -199,6 +202,10 @@ impl Worker {
         // Router Solicitation/Advertisement, Redirect (RFC 4861 §4): not ours to act on.
         if buf.data().get(p.l4).is_some_and(|t| (133..=137).contains(t)) {
             return Verdict::Drop(DropReason::NdIgnored);
+        }
+        // an ICMPv6 error for a VIP is forwarded as its flow is: sent to our MAC only
+        if wire::dst_is_group(buf.data()) {
+            return Verdict::Drop(DropReason::NotOurMac);
         }
         if !snap.nd_addrs.contains_key(&p.dst) {
             return Verdict::Drop(DropReason::NotForVip);
