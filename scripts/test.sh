@@ -83,6 +83,8 @@ step clippy cargo clippy --workspace --all-targets -- -D warnings
 step file-sizes scripts/check-file-sizes.sh
 step layout python3 scripts/check-layout.py
 step cargo-test cargo test --workspace --no-fail-fast
+# each criterion bench once in test mode: its setup and loops must still run as measured
+step bench-smoke cargo test -p spillway-benches --benches
 step scenarios "${CARGO_TARGET_DIR:-target}/release/spillwayctl" scenario run shared/tests/cases/policy/*.json
 if [[ $NO_PACKAGE == 0 ]]; then
     step package scripts/lib/package_test.sh

@@ -108,6 +108,7 @@ fn process(c: &mut Criterion) {
         g.bench_function(BenchmarkId::new(name.as_str(), "1k"), |b| {
             b.iter(|| {
                 let m = &mut bufs[(xorshift(&mut s) as u32 & (N - 1)) as usize];
+                spillway_benches::readdress(m.data_mut());
                 w.process(black_box(m), 0, &snap, 1)
             })
         });
@@ -124,6 +125,7 @@ fn process(c: &mut Criterion) {
         b.iter(|| {
             k = (k + 1) & 0xffff;
             buf.data_mut()[42..42 + cids[k].len()].copy_from_slice(&cids[k]);
+            spillway_benches::readdress(buf.data_mut());
             w.process(black_box(&mut buf), 0, &snap, 1)
         })
     });

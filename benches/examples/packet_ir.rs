@@ -138,6 +138,7 @@ fn set(six: bool, f: &mut [u8], i: u32) {
     if !six {
         return set_flow(f, i);
     }
+    spillway_benches::readdress(f);
     let (src, sport) = spillway_benches::flow_of(i);
     f[18 + 20..18 + 24].copy_from_slice(&src.to_be_bytes());
     f[58..60].copy_from_slice(&sport.to_be_bytes());

@@ -88,9 +88,23 @@ pub fn tcp_frame(src: u32, sport: u16, flags: u8) -> Vec<u8> {
     f
 }
 
-/// Writes flow `i`'s source address and port into a [`tcp_frame`] in place.
+/// The benches' receiving port MAC: [`tcp_frame`]'s destination and the workers'
+/// `PortInfo::mac`.
+pub const PORT_MAC: [u8; 6] = [2, 0, 0, 0, 0, 1];
+
+/// Addresses `frame` to the receiving port again ([`PORT_MAC`]): a forwarded frame leaves
+/// with the backend's MAC as its destination (L2 DSR), and the worker forwards only frames
+/// sent to its port (`not_our_mac`), so a buffer processed again must be readdressed.
+#[inline]
+pub fn readdress(frame: &mut [u8]) {
+    frame[0..6].copy_from_slice(&PORT_MAC);
+}
+
+/// Writes flow `i`'s source address and port into a [`tcp_frame`] in place, addressed to
+/// the port ([`readdress`]).
 #[inline]
 pub fn set_flow(frame: &mut [u8], i: u32) {
+    readdress(frame);
     let (src, sport) = flow_of(i);
     frame[L3 + 12..L3 + 16].copy_from_slice(&src.to_be_bytes());
     frame[L3 + 20..L3 + 22].copy_from_slice(&sport.to_be_bytes());

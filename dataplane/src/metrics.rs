@@ -1,7 +1,7 @@
 //! Prometheus metrics: `GET /metrics` on `[metrics] listen`, served by a control-side
 //! thread (never a worker core) that answers each connection on a short-lived thread of
 //! its own (at most [`MAX_CONNECTIONS`] at once, each cut [`REQUEST_DEADLINE`] after
-//! accept; [`serve`]), encoded with the `prometheus-client` crate
+//! accept without a request, or when its answer stalls that long; [`serve`]), encoded with the `prometheus-client` crate
 //! in the OpenMetrics text format (which Prometheus and `promtool check metrics` read).
 //!
 //! Every scrape reads the counters the way [`Daemon::status`] does (per-worker atomics
@@ -348,8 +348,9 @@ pub fn bind(addr: SocketAddr) -> Result<TcpListener, String> {
     Ok(l)
 }
 
-/// Time a connection has from accept to send its request head and take the whole answer;
-/// then it is closed, however it trickles.
+/// Time a connection has from accept to send its request head, and then the longest the
+/// answer may stall (no byte taken by the peer); past either it is closed, however it
+/// trickles. A large exposition that keeps flowing is sent whole.
 pub const REQUEST_DEADLINE: Duration = Duration::from_secs(2);
 /// Connections answered at once (a thread each); a connection beyond them is answered
 /// `503 Service Unavailable` at once and closed.
@@ -364,14 +365,20 @@ const REFUSED_WARN_EVERY: Duration = Duration::from_secs(10);
 /// request per connection, each answered on its own thread, at most [`MAX_CONNECTIONS`] at
 /// once (more are answered `503` at once, counted and logged), so a slow, idle or
 /// half-open client does not delay another's scrape; each has [`REQUEST_DEADLINE`] from
-/// accept for its request head and the answer, then it is closed. On `stop` the open
-/// connections are dropped and this returns within about [`POLL`]. `body` gives the
-/// OpenMetrics exposition (called from several threads at once); a client whose `Accept`
+/// accept for its request head, and the answer may stall no longer, then it is closed. On
+/// `stop` the open connections are dropped and this returns within about [`POLL`]. `body`
+/// gives the OpenMetrics exposition, one call at a time (it reads the daemon's state under
+/// its control lock: concurrent scrapes must not hold it longer); a client whose `Accept`
 /// does not name `application/openmetrics-text` gets it converted to the Prometheus text
 /// format 0.0.4 ([`to_prometheus_text`]).
 pub fn serve(listener: TcpListener, stop: &AtomicBool, body: impl Fn() -> String + Sync) {
     let active = AtomicUsize::new(0);
     let (mut refused, mut warned) = (0u64, None::<Instant>);
+    let one_render = std::sync::Mutex::new(());
+    let body = || {
+        let _one = one_render.lock().unwrap_or_else(|e| e.into_inner());
+        body()
+    };
     std::thread::scope(|scope| {
         while !stop.load(Ordering::SeqCst) {
             match listener.accept() {
@@ -468,9 +475,9 @@ fn answer(mut conn: TcpStream, body: &impl Fn() -> String, deadline: Instant, st
     // A 405 names the methods there are (RFC 9110 §15.5.6).
     let allow = if status.starts_with("405") { "Allow: GET, HEAD\r\n" } else { "" };
     let head = format!("HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\n{allow}Connection: close\r\n\r\n", text.len());
-    write_all_by(&mut conn, head.as_bytes(), deadline, stop)?;
+    write_all_by(&mut conn, head.as_bytes(), stop)?;
     if !head_only {
-        write_all_by(&mut conn, text.as_bytes(), deadline, stop)?;
+        write_all_by(&mut conn, text.as_bytes(), stop)?;
     }
     Ok(())
 }
@@ -505,13 +512,18 @@ fn read_by(conn: &mut TcpStream, buf: &mut [u8], deadline: Instant, stop: &Atomi
     }
 }
 
-/// `conn.write_all(data)`, done by `deadline` (or a stop) or an error.
-fn write_all_by(conn: &mut TcpStream, mut data: &[u8], deadline: Instant, stop: &AtomicBool) -> std::io::Result<()> {
+/// `conn.write_all(data)`, or an error once the peer took nothing for [`REQUEST_DEADLINE`]
+/// (or on a stop).
+fn write_all_by(conn: &mut TcpStream, mut data: &[u8], stop: &AtomicBool) -> std::io::Result<()> {
+    let mut deadline = Instant::now() + REQUEST_DEADLINE;
     while !data.is_empty() {
         next_wait(conn, deadline, stop, TcpStream::set_write_timeout)?;
         match conn.write(data) {
             Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
-            Ok(n) => data = &data[n..],
+            Ok(n) => {
+                data = &data[n..];
+                deadline = Instant::now() + REQUEST_DEADLINE;
+            }
             Err(e) if again(&e) => continue,
             Err(e) => return Err(e),
         }

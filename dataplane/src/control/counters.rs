@@ -14,10 +14,11 @@
 //! `tx_full` counts frames already counted as forwarded or replies), `tx >= control_tx`
 //! and `polls >= idle_polls`.
 //!
-//! The outcome loads are `Acquire`: neither the compiler nor the CPU may move the later
-//! `rx` load above them. The worker's stores are `Relaxed` ([`crate::fastpath::stats::bump`]),
-//! which x86-64 makes visible in program order (TSO); on a weakly-ordered CPU (arm64) the
-//! guarantee needs `bump` to store with `Release` (free on x86-64).
+//! The outcome loads are `Acquire` and the worker's stores `Release`
+//! ([`crate::fastpath::stats::bump`]): an outcome load that sees a bump also sees every
+//! bump the worker made before it (its `rx` of that frame's burst included), and the later
+//! `rx` load cannot move above it (no compiler or CPU reordering, on any architecture; on
+//! x86-64 both are plain moves).
 
 use crate::fastpath::stats::WorkerStats;
 use crate::wire::DropReason;

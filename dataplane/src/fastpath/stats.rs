@@ -10,10 +10,12 @@ use strum::EnumCount;
 /// Per-worker counters for them take 3 × 8 bytes × this = 1.5 MiB per worker.
 pub const MAX_BACKEND_SLOTS: usize = 65_535;
 
-/// Adds `n` to a single-writer counter.
+/// Adds `n` to a single-writer counter. The store is `Release`, so a reader that sees it
+/// (an `Acquire` load) also sees every earlier bump of this worker: the read order of
+/// `control::counters` rests on it (a plain `mov` on x86-64, as `Relaxed` is).
 #[inline(always)]
 pub fn bump(c: &AtomicU64, n: u64) {
-    c.store(c.load(Relaxed).wrapping_add(n), Relaxed);
+    c.store(c.load(Relaxed).wrapping_add(n), std::sync::atomic::Ordering::Release);
 }
 
 /// Counters of one worker.

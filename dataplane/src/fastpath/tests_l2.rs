@@ -33,10 +33,11 @@ fn arp_request(dst: [u8; 6]) -> MemBuf {
     MemBuf::new(&f)
 }
 
-/// A SYN for a VIP is forwarded only when sent to the port's MAC: not to another host's
-/// MAC, the backend's (a flooded copy of a frame another host sent), broadcast or an IPv4
-/// multicast MAC; none of those creates a connection. ARP for the VIP is answered to
-/// broadcast and to our MAC, not when unicast to another host.
+/// A SYN for a VIP is forwarded only when sent to the port's MAC (or its device's, when
+/// the config sets another): not to another host's MAC, the backend's (a flooded copy of a
+/// frame another host sent), broadcast or an IPv4 multicast MAC; none of those creates a
+/// connection. ARP for the VIP is answered whatever MAC it was sent to (a neighbour with a
+/// stale entry is repaired by the reply). Group traffic not for a VIP stays `not_for_vip`.
 #[test]
 fn only_frames_to_the_ports_mac_are_forwarded() {
     let s = snap(&[("web", 80, "02:00:00:00:00:0a")], 1);
@@ -48,7 +49,16 @@ fn only_frames_to_the_ports_mac_are_forwarded() {
     assert_eq!(a.process(&mut syn(80), 0, &s, 0), Verdict::Forward, "the same SYN to our MAC");
     assert_eq!(a.process(&mut arp_request([0xff; 6]), 0, &s, 0), Verdict::Reply, "ARP request, broadcast");
     assert_eq!(a.process(&mut arp_request(A_MAC), 0, &s, 0), Verdict::Reply, "ARP request to our MAC");
-    assert_eq!(a.process(&mut arp_request(B_MAC), 0, &s, 0), Verdict::Drop(DropReason::NotOurMac), "ARP request to another host");
+    assert_eq!(a.process(&mut arp_request(B_MAC), 0, &s, 0), Verdict::Reply, "ARP request to a stale MAC");
+    // multicast not for a VIP (mDNS to 224.0.0.251) is what it always was
+    let mut mdns = with_dst(syn(5353), [0x01, 0x00, 0x5e, 0, 0, 0xfb]);
+    mdns.data_mut()[30..34].copy_from_slice(&[224, 0, 0, 251]);
+    assert_eq!(a.process(&mut mdns, 0, &s, 0), Verdict::Drop(DropReason::NotForVip));
+    // a port configured with another MAC also takes frames to its device's own
+    let device = [2, 0, 0, 0, 0, 0x77];
+    let mut d = host(A_MAC).with_device_macs(vec![device]);
+    assert_eq!(d.process(&mut with_dst(syn(80), device), 0, &s, 0), Verdict::Forward, "SYN to the device MAC");
+    assert_eq!(d.process(&mut with_dst(syn(80), B_MAC), 0, &s, 0), Verdict::Drop(DropReason::NotOurMac));
 }
 
 /// Two hosts on one segment serving the same VIP: what host A sends to the backend,

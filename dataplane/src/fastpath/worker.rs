@@ -67,6 +67,9 @@ pub struct PortInfo {
 pub struct Worker {
     /// Worker index.
     pub id: usize,
+    /// Each port's device (PMD) MAC, when it differs from the MAC the port answers with
+    /// (`ports[].mac` in the config): frames to either are ours ([`Worker::with_device_macs`]).
+    device_macs: Vec<[u8; 6]>,
     /// Connection table (owned).
     pub ct: ConnTable,
     /// IPv6 connection table (owned; 32-byte entries). Small unless sized with
@@ -200,6 +203,7 @@ impl Worker {
     pub fn new(id: usize, ct_capacity: usize, seed: u64, timeouts: Timeouts, stats: Arc<WorkerStats>, ports: Vec<PortInfo>) -> Worker {
         Worker {
             id,
+            device_macs: Vec::new(),
             ct: ConnTable::new(ct_capacity, seed),
             ct6: ConnTable::new(DEFAULT_IPV6_CAPACITY, seed.rotate_left(17)),
             frags: FragTable::default(),
@@ -242,14 +246,6 @@ impl Worker {
     #[inline]
     pub fn process<B: PacketBuf>(&mut self, buf: &mut B, port: usize, snap: &Snapshot, now_ms: u32) -> Verdict {
         self.clock_ms = now_ms;
-        // Ports run promiscuous: a unicast frame for another MAC is not ours to forward
-        // ([`DropReason::NotOurMac`]); group destinations are checked where they matter
-        // ([`wire::dst_is_group`]: ARP and ND answer them, the forwarding paths do not).
-        if let (Some(dst), Some(pinfo)) = (buf.data().get(..6), self.ports.get(port)) {
-            if dst[0] & 1 == 0 && *dst != pinfo.mac {
-                return Verdict::Drop(DropReason::NotOurMac);
-            }
-        }
         // IPv4 first, parsed in place ([`wire::parse_ipv4_frame`] says why).
         let mut p = Ipv4Info::default();
         match wire::parse_ipv4_frame(buf.data(), &mut p) {
@@ -325,7 +321,7 @@ impl Worker {
     /// The decision for an IPv4 packet received on a port described by `pinfo`.
     #[inline(always)]
     fn decide_v4<B: PacketBuf>(&mut self, buf: &mut B, p: &Ipv4Info, pinfo: PortInfo, snap: &Snapshot, now_ms: u32) -> Verdict {
-        if wire::dst_is_group(buf.data()) {
+        if self.not_sent_to_us(buf.data(), &pinfo, || snap.arp_addrs.contains_key(&p.dst)) {
             return Verdict::Drop(DropReason::NotOurMac);
         }
         if p.proto == wire::PROTO_ICMP {
@@ -457,6 +453,30 @@ impl Worker {
             }
         }
         Ok(b)
+    }
+
+    /// The ports' device MACs (`macs[i]` for port `i`), for ports configured with another
+    /// `mac`: frames sent to the device's own MAC (static neighbour entries, fabrics that
+    /// ignore ARP) are then also ours, beside those to the configured one.
+    pub fn with_device_macs(mut self, macs: Vec<[u8; 6]>) -> Worker {
+        self.device_macs = macs;
+        self
+    }
+
+    /// Whether an IP frame received on a port (`pinfo`) was not sent to it, so is not ours
+    /// to forward ([`DropReason::NotOurMac`]; ports run promiscuous): unicast to another
+    /// MAC (neither the port's nor its device's), or sent to a broadcast or multicast MAC
+    /// while `for_vip()` (RFC 1812 §5.3.4; other group traffic is left to the usual
+    /// `not_for_vip`). ARP and Neighbor Discovery do not ask: they answer requests for our
+    /// addresses whatever MAC they were sent to (a neighbour with a stale entry for the
+    /// VIP is repaired by the reply), and a reply cannot loop.
+    #[inline(always)]
+    pub(super) fn not_sent_to_us(&self, frame: &[u8], pinfo: &PortInfo, for_vip: impl FnOnce() -> bool) -> bool {
+        match frame.get(..6) {
+            Some(dst) if dst[0] & 1 != 0 => for_vip(),
+            Some(dst) => *dst != pinfo.mac && !self.device_macs.iter().any(|m| m == dst),
+            None => false,
+        }
     }
 
     /// One poll iteration: receive a burst from every port, process, send, then release

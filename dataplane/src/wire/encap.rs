@@ -83,6 +83,45 @@ fn inner_protocol(first_byte: u8) -> u8 {
     }
 }
 
+/// The DS field (DSCP and ECN: RFC 2474 §3, RFC 3168 §5) of an inner packet whose first
+/// two octets are `b0`, `b1`: the IPv4 TOS octet, or the IPv6 Traffic Class (split over
+/// both octets); 0 for a packet too short to hold them. The outer header carries it as it
+/// is: DSCP as in the uniform model (RFC 2983 §3.1), ECN as RFC 6040 §4.1's normal mode
+/// asks ("copies the ECN field from the incoming header to the outgoing header"), so
+/// congestion marks made in the underlay reach the backend's decapsulator.
+#[inline(always)]
+fn inner_ds(inner: Option<&[u8]>) -> u8 {
+    match inner {
+        Some(&[b0, b1, ..]) if b0 >> 4 == 6 => b0 << 4 | b1 >> 4,
+        Some(&[_, b1, ..]) => b1,
+        _ => 0,
+    }
+}
+
+/// Writes the DS field `ds` into the outer IPv4 header at the start of `outer` (its TOS
+/// octet) and recomputes the header checksum. `Err(NoHeadroom)` when `outer` is shorter
+/// than 20 bytes.
+#[inline(always)]
+fn set_ds4(outer: &mut [u8], ds: u8) -> Result<(), DropReason> {
+    let h = outer.get_mut(..IPV4_MIN_LEN).ok_or(DropReason::NoHeadroom)?;
+    h[1] = ds;
+    h[10..12].copy_from_slice(&[0, 0]);
+    let c = super::checksum(h);
+    h[10..12].copy_from_slice(&c.to_be_bytes());
+    Ok(())
+}
+
+/// Writes the DS field `ds` into the Traffic Class of the outer IPv6 header at the start
+/// of `outer` (bits 4..12; version and flow label kept). `Err(NoHeadroom)` when `outer` is
+/// shorter than 2 bytes.
+#[inline(always)]
+fn set_ds6(outer: &mut [u8], ds: u8) -> Result<(), DropReason> {
+    let h = outer.get_mut(..2).ok_or(DropReason::NoHeadroom)?;
+    h[0] = (h[0] & 0xf0) | ds >> 4;
+    h[1] = (h[1] & 0x0f) | ds << 4;
+    Ok(())
+}
+
 /// The tunnel one packet is sent into: encapsulation, outer addresses, next-hop MACs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Tunnel {
@@ -125,8 +164,10 @@ impl Tunnel {
             Encap::Ipip => inner_protocol(frame.get(new_inner_at).copied().filter(|_| inner_len > 0).unwrap_or(0x45)),
             Encap::Gue { .. } => PROTO_UDP,
         };
+        let ds = inner_ds(frame.get(new_inner_at..total));
         let outer = frame.get_mut(ETH_LEN..total).ok_or(DropReason::NoHeadroom)?;
         Ipv4Repr { src: self.src, dst: self.dst, protocol, payload_len: overhead - IPV4_MIN_LEN + inner_len, ident: 0, dont_fragment: true, ttl: OUTER_TTL }.emit(outer)?;
+        set_ds4(outer, ds)?;
         if let Encap::Gue { src_port } = self.encap {
             let udp = outer.get_mut(IPV4_MIN_LEN..).ok_or(DropReason::NoHeadroom)?;
             UdpRepr { src_port, dst_port: GUE_PORT, payload_len: inner_len }.emit(udp)?;
@@ -173,9 +214,11 @@ impl Tunnel6 {
             Encap::Ipip => inner_protocol(frame.get(new_inner_at).copied().filter(|_| inner_len > 0).unwrap_or(0x45)),
             Encap::Gue { .. } => PROTO_UDP,
         };
+        let ds = inner_ds(frame.get(new_inner_at..total));
         let outer = frame.get_mut(ETH_LEN..total).ok_or(DropReason::NoHeadroom)?;
         let payload_len = overhead - IPV6_LEN + inner_len;
         Ipv6Repr { src: self.src, dst: self.dst, next_header, payload_len, hop_limit: OUTER_TTL, flow_label: self.flow_label }.emit(outer)?;
+        set_ds6(outer, ds)?;
         if let Encap::Gue { src_port } = self.encap {
             let udp = outer.get_mut(IPV6_LEN..).ok_or(DropReason::NoHeadroom)?;
             UdpRepr { src_port, dst_port: GUE_PORT, payload_len: inner_len }.emit(udp)?;
@@ -213,6 +256,7 @@ impl Tunnel {
     pub fn encapsulate_in_front(&self, head: &mut [u8], inner_len: usize) -> Result<usize, DropReason> {
         let overhead = self.encap.overhead();
         let inner_first = head.get(ETH_LEN + overhead).copied().filter(|_| inner_len > 0).unwrap_or(0x45);
+        let ds = inner_ds(head.get(ETH_LEN + overhead..).filter(|_| inner_len >= 2));
         let hdrs = head.get_mut(..ETH_LEN + overhead).ok_or(DropReason::NoHeadroom)?;
         emit_header(hdrs, self.dst_mac, self.src_mac, ETHERTYPE_IPV4)?;
         let outer = hdrs.get_mut(ETH_LEN..).ok_or(DropReason::NoHeadroom)?;
@@ -221,6 +265,7 @@ impl Tunnel {
             Encap::Gue { .. } => PROTO_UDP,
         };
         Ipv4Repr { src: self.src, dst: self.dst, protocol, payload_len: overhead - IPV4_MIN_LEN + inner_len, ident: 0, dont_fragment: true, ttl: OUTER_TTL }.emit(outer)?;
+        set_ds4(outer, ds)?;
         if let Encap::Gue { src_port } = self.encap {
             let udp = outer.get_mut(IPV4_MIN_LEN..).ok_or(DropReason::NoHeadroom)?;
             UdpRepr { src_port, dst_port: GUE_PORT, payload_len: inner_len }.emit(udp)?;
@@ -253,6 +298,7 @@ impl Tunnel6 {
     pub fn encapsulate_in_front(&self, head: &mut [u8], inner_len: usize, inner_sum: u64) -> Result<usize, DropReason> {
         let overhead = self.encap.overhead6();
         let inner_first = head.get(ETH_LEN + overhead).copied().filter(|_| inner_len > 0).unwrap_or(0x45);
+        let ds = inner_ds(head.get(ETH_LEN + overhead..).filter(|_| inner_len >= 2));
         let hdrs = head.get_mut(..ETH_LEN + overhead).ok_or(DropReason::NoHeadroom)?;
         emit_header(hdrs, self.dst_mac, self.src_mac, ETHERTYPE_IPV6)?;
         let outer = hdrs.get_mut(ETH_LEN..).ok_or(DropReason::NoHeadroom)?;
@@ -262,6 +308,7 @@ impl Tunnel6 {
         };
         let payload_len = overhead - IPV6_LEN + inner_len;
         Ipv6Repr { src: self.src, dst: self.dst, next_header, payload_len, hop_limit: OUTER_TTL, flow_label: self.flow_label }.emit(outer)?;
+        set_ds6(outer, ds)?;
         if let Encap::Gue { src_port } = self.encap {
             let udp = outer.get_mut(IPV6_LEN..).ok_or(DropReason::NoHeadroom)?;
             UdpRepr { src_port, dst_port: GUE_PORT, payload_len: inner_len }.emit(udp)?;
@@ -304,6 +351,9 @@ mod tests {
                     let outer = Ipv4Packet::new_checked(&frame[ETH_LEN..total]).unwrap();
                     prop_assert!(outer.verify_checksum() && outer.frag().dont_fragment);
                     prop_assert_eq!((outer.ident(), outer.ttl(), outer.total_len()), (0, OUTER_TTL, encap.overhead() + inner.len()));
+                    // the inner DS field (IPv4 TOS or IPv6 Traffic Class) copied (RFC 6040 §4.1)
+                    let want = match inner.as_slice() { [b0, b1, ..] if b0 >> 4 == 6 => b0 << 4 | b1 >> 4, [_, b1, ..] => *b1, _ => 0 };
+                    prop_assert_eq!(frame[ETH_LEN + 1], want);
                     if let Encap::Gue { src_port } = encap {
                         let u = UdpPacket::new_checked(outer.payload()).unwrap();
                         prop_assert_eq!((u.src_port(), u.dst_port(), usize::from(u.len())), (src_port, GUE_PORT, UDP_LEN + inner.len()));
@@ -321,8 +371,8 @@ mod tests {
         /// inner, the flow label) | [UDP to 6080 with a checksum etherparse accepts] | the
         /// inner bytes; Next Header 4 or 41 by the inner version nibble.
         #[test]
-        fn encapsulate6_layout(mut inner in prop::collection::vec(any::<u8>(), 1..120), v6_inner in any::<bool>(), gue in any::<bool>(), hash in any::<u64>(), tags in 0usize..3) {
-            inner[0] = if v6_inner { 0x60 } else { 0x45 };
+        fn encapsulate6_layout(mut inner in prop::collection::vec(any::<u8>(), 1..120), v6_inner in any::<bool>(), gue in any::<bool>(), hash in any::<u64>(), tags in 0usize..3, tc_nibble in 0u8..16) {
+            inner[0] = if v6_inner { 0x60 | tc_nibble } else { 0x45 };
             let encap = if gue { Encap::gue(hash) } else { Encap::Ipip };
             let t = Tunnel6 { encap, src: 0xfd00 << 112 | 2, dst: 0xfd00_0021 << 96 | 1, dst_mac: [3; 6], src_mac: [4; 6], flow_label: 0x12345 };
             let l3 = ETH_LEN + 4 * tags;
@@ -333,6 +383,9 @@ mod tests {
             prop_assert_eq!(&frame[12..14], &[0x86, 0xdd]);
             let ip = etherparse::Ipv6HeaderSlice::from_slice(&frame[ETH_LEN..total]).unwrap();
             prop_assert_eq!((ip.hop_limit(), usize::from(ip.payload_length()), ip.flow_label().value()), (OUTER_TTL, encap.overhead6() - IPV6_LEN + inner.len(), 0x12345));
+            // the inner DS field (IPv4 TOS, IPv6 Traffic Class) as the outer Traffic Class
+            let want = match inner.as_slice() { [b0, b1, ..] if v6_inner => b0 << 4 | b1 >> 4, [_, b1, ..] => *b1, _ => 0 };
+            prop_assert_eq!(ip.traffic_class(), want);
             match encap {
                 Encap::Ipip => prop_assert_eq!(ip.next_header().0, if v6_inner { 41 } else { 4 }),
                 Encap::Gue { src_port } => {
@@ -372,7 +425,7 @@ mod tests {
         /// checksum etherparse accepts there is the one written here) for either inner
         /// family, with `inner_sum` standing for the bytes not in the head.
         #[test]
-        fn encapsulate6_in_front_is_encapsulate6(mut inner in prop::collection::vec(any::<u8>(), 1..120), v6_inner in any::<bool>(), tags in 0usize..3, gue in any::<bool>(), hash in any::<u64>(), old_l2 in any::<u8>(), in_head in 1usize..120) {
+        fn encapsulate6_in_front_is_encapsulate6(mut inner in prop::collection::vec(any::<u8>(), 1..120), v6_inner in any::<bool>(), tags in 0usize..3, gue in any::<bool>(), hash in any::<u64>(), old_l2 in any::<u8>(), in_head in 2usize..120) {
             inner[0] = if v6_inner { 0x60 } else { 0x45 };
             let encap = if gue { Encap::gue(hash) } else { Encap::Ipip };
             let t = Tunnel6 { encap, src: 0xfd00 << 112 | 2, dst: 0xfd00_0021 << 96 | 1, dst_mac: [3; 6], src_mac: [4; 6], flow_label: 0xabcde };
@@ -387,7 +440,7 @@ mod tests {
             prop_assert_eq!(t.encapsulate_in_front(&mut front, inner.len(), sum), Ok(total));
             prop_assert_eq!(&front[..], &moved[..total]);
             // only part of the inner packet in the head (a first segment, holding at least
-            // the inner version nibble): same headers
+            // the inner header's first two octets: version and DS field): same headers
             let keep = ETH_LEN + encap.overhead6() + in_head.min(inner.len());
             let mut head = vec![old_l2; t.front_room(l3) + l3];
             head.extend_from_slice(&inner);

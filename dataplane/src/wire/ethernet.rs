@@ -46,15 +46,6 @@ pub fn is_vlan_tpid(ethertype: u16) -> bool {
     matches!(ethertype, ETHERTYPE_VLAN | ETHERTYPE_QINQ | ETHERTYPE_QINQ_OLD)
 }
 
-/// Whether `frame`'s destination MAC is a group address (broadcast or multicast: the
-/// individual/group bit of its first octet, IEEE 802.3 §3.2.3). The worker forwards IP
-/// traffic for a VIP only when it was sent to the port's own MAC (RFC 1812 §5.3.4;
-/// `DropReason::NotOurMac`); ARP and Neighbor Discovery answer group destinations.
-#[inline(always)]
-pub fn dst_is_group(frame: &[u8]) -> bool {
-    frame.first().is_some_and(|b| b & 1 != 0)
-}
-
 /// A checked view of an Ethernet frame: `header_len` (14 + 4 per tag, ≤ 22) bytes are
 /// present, so every accessor is in bounds.
 #[derive(Debug, Clone, Copy)]

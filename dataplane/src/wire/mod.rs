@@ -31,7 +31,7 @@ pub use hint::{flow_tuple_hint, flow_tuple_hint6, syn_hint, syn_hint6};
 pub use arp::{ArpInfo, ArpPacket};
 pub use checksum::checksum;
 pub use encap::{Encap, Tunnel, GUE_PORT};
-pub use ethernet::{dst_is_group, EthernetFrame, MacAddr, ETHERTYPE_ARP, ETHERTYPE_IPV4, ETHERTYPE_IPV6, ETHERTYPE_QINQ, ETHERTYPE_QINQ_OLD, ETHERTYPE_VLAN, ETH_LEN};
+pub use ethernet::{EthernetFrame, MacAddr, ETHERTYPE_ARP, ETHERTYPE_IPV4, ETHERTYPE_IPV6, ETHERTYPE_QINQ, ETHERTYPE_QINQ_OLD, ETHERTYPE_VLAN, ETH_LEN};
 pub use icmp::{frag_needed_len, icmp_frag_needed_in_place, icmp_quote, IcmpQuote};
 pub use icmpv6::{icmpv6_quote, Icmpv6Quote};
 pub use ipv4::{Frag, Ipv4Packet, Ipv4Repr, PROTO_ICMP, PROTO_IPIP, PROTO_TCP, PROTO_UDP};
@@ -138,12 +138,13 @@ pub enum DropReason {
     /// deprecates it (source routing that lets a packet bounce between hosts) and a node
     /// must not process it; forwarding it unchanged would hand it to a backend that might.
     Ipv6RoutingType0,
-    /// A frame not addressed to the receiving port: unicast to another MAC (a switch
-    /// flooding a frame for a backend or another host, promiscuous mode), or an IP packet
-    /// for a VIP sent to a broadcast or multicast MAC (RFC 1812 §5.3.4: a router does not
+    /// An IP frame not addressed to the receiving port: unicast to another MAC (a switch
+    /// flooding a frame for a backend or another host, promiscuous mode), or a packet for
+    /// a VIP sent to a broadcast or multicast MAC (RFC 1812 §5.3.4: a router does not
     /// forward unicast IP received as a link-layer broadcast). Forwarding either would let
     /// two hosts on one segment hand a frame back and forth without end (L2 DSR changes
-    /// no TTL). ARP and Neighbor Discovery to broadcast or multicast MACs are answered.
+    /// no TTL). ARP and Neighbor Discovery requests for our addresses are answered
+    /// whatever MAC they were sent to (`Worker::not_sent_to_us`).
     NotOurMac,
 }
 

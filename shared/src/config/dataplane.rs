@@ -156,22 +156,19 @@ pub struct PortConfig {
 
 /// Default [`PortConfig::mtu`]: the Ethernet MTU (RFC 894).
 pub const DEFAULT_PORT_MTU: u16 = 1500;
-/// Each port has its own MAC and its own addresses, and no backend or endpoint `mac` is a
-/// port's: a neighbour learns one port per MAC and per address (ARP, Neighbor Discovery),
-/// and a frame rewritten to a port's own MAC never reaches a backend. Errors name the later
+/// Each port has its own addresses (link-local IPv6 ones excepted), and no backend or
+/// endpoint `mac` is a port's: a neighbour learns one port per address (ARP, Neighbor
+/// Discovery), and a frame rewritten to a port's own MAC never reaches a backend. Errors name the later
 /// field and the earlier one: `ports[1].mac = 02:00:00:00:00:01: same as ports[0].mac ...`.
 pub(super) fn validate_port_identities(cfg: &super::Config) -> Result<(), super::ConfigError> {
     use super::ConfigError;
     let addrs = |p: &PortConfig| [("address", p.address), ("address6", p.address6.map(IpAddr::V6))];
+    // Two ports may share a MAC: MACs are unique per LAN, and two-armed ports
+    // (`forward_to`) sit on different segments; so may two ports share a link-local IPv6
+    // address (RFC 4291 §2.5.6: link-local addresses are per link).
     for (i, p) in cfg.ports.iter().enumerate() {
-        if let Some(m) = p.mac {
-            if let Some(j) = cfg.ports[..i].iter().position(|q| q.mac == Some(m)) {
-                return Err(ConfigError::new(format!("ports[{i}].mac"), m,
-                    format!("same as ports[{j}].mac: each port needs its own MAC (the source MAC of its frames, the one its ARP and Neighbor Discovery answers give; neighbours would send one port's traffic to the other)")));
-            }
-        }
         for (f, a) in addrs(p) {
-            let Some(a) = a else { continue };
+            let Some(a) = a.filter(|a| !matches!(a, IpAddr::V6(v) if v.segments()[0] & 0xffc0 == 0xfe80)) else { continue };
             for (j, q) in cfg.ports[..i].iter().enumerate() {
                 if let Some((g, _)) = addrs(q).into_iter().find(|(_, b)| *b == Some(a)) {
                     return Err(ConfigError::new(format!("ports[{i}].{f}"), a,
