@@ -221,11 +221,9 @@ fn merged(current: &str, old: &Config, new: &Config, generation: u64) -> Option<
     let old_t = toml::Table::try_from(old).ok()?;
     let new_t = toml::Table::try_from(new).ok()?;
     merge_table(doc.as_table_mut(), &old_t, &new_t, false);
-    let body = doc.to_string();
-    let body = match body.strip_prefix(HEADER_PREFIX) {
-        Some(rest) => rest.split_once('\n').map_or("", |(_, tail)| tail).to_string(),
-        None => body,
-    };
+    // Our header line goes wherever it stood (a key added at the root is written above
+    // the first table, so it may no longer be the first line): one header, on top.
+    let body: String = doc.to_string().split_inclusive('\n').filter(|l| !l.starts_with(HEADER_PREFIX)).collect();
     let text = format!("{HEADER_PREFIX}{generation}) after a live edit; comments and layout are kept.\n{body}");
     match Config::from_toml(&text) {
         Ok(back) if &back == new => Some(text),
@@ -255,8 +253,14 @@ fn merge_table(doc: &mut dyn TableLike, old: &toml::Table, new: &toml::Table, in
             None => {
                 doc.remove(k);
             }
+            // An array of tables emptied (`[[zones]]` all removed): the key goes, rather
+            // than a `zones = []` written above the first table (the merged text must
+            // still parse to `new`, else the file is written in canonical form).
+            Some(toml::Value::Array(a)) if a.is_empty() && !inline && doc.get(k).is_some_and(Item::is_array_of_tables) => {
+                doc.remove(k);
+            }
             Some(n) => match doc.get_mut(k) {
-                Some(item) => merge_item(item, o, n),
+                Some(item) => merge_item(item, o, n, inline),
                 None => {
                     doc.insert(k, new_item(n, inline));
                 }
@@ -265,15 +269,20 @@ fn merge_table(doc: &mut dyn TableLike, old: &toml::Table, new: &toml::Table, in
     }
 }
 
-fn merge_item(item: &mut Item, old: Option<&toml::Value>, new: &toml::Value) {
+/// Merges `old` -> `new` into `item`; `inline`: `item` is inside an inline table (only
+/// values may go in).
+fn merge_item(item: &mut Item, old: Option<&toml::Value>, new: &toml::Value, inline: bool) {
     let empty = toml::Table::new();
     let old_table = old.and_then(toml::Value::as_table).unwrap_or(&empty);
+    let tables = |n: &Vec<toml::Value>| !n.is_empty() && n.iter().all(toml::Value::is_table);
     match (item, new) {
         (Item::Table(t), toml::Value::Table(n)) => merge_table(t, old_table, n, false),
         (Item::Value(Value::InlineTable(t)), toml::Value::Table(n)) => merge_table(t, old_table, n, true),
-        (Item::ArrayOfTables(a), toml::Value::Array(n)) if !n.is_empty() && n.iter().all(toml::Value::is_table) => {
+        (Item::ArrayOfTables(a), toml::Value::Array(n)) if tables(n) => {
             merge_array_of_tables(a, old.and_then(toml::Value::as_array).map_or(&[], Vec::as_slice), n)
         }
+        // an inline array (`zones = []`) that now holds tables is written as `[[zones]]`
+        (item @ Item::Value(Value::Array(_)), toml::Value::Array(n)) if !inline && tables(n) => *item = Item::ArrayOfTables(new_array_of_tables(n)),
         (Item::Value(v), n) => {
             let decor = v.decor().clone();
             *v = new_value(n);

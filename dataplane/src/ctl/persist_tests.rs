@@ -569,3 +569,29 @@ fn the_control_mutex_is_free_while_the_file_is_written() {
     assert_eq!(d.control.lock().unwrap().config_generation, 2);
     check_file(&f).unwrap();
 }
+
+/// Fresh-user QA: `config apply` of a file without `[[zones]]` and `[[client_zones]]`,
+/// then of the original again, left `zones= [{ ... }]` inline arrays above the first
+/// table (and, once, a second header line). Tables removed and added back are written as
+/// tables, the file keeps one header, and it parses to the running config.
+#[test]
+fn arrays_of_tables_emptied_and_refilled_stay_tables() {
+    const ZONED: &str = "# Zoned site\n[dataplane]\nworkers = 1\n\n[[ports]]\nname = \"p0\"\ndevice = \"net_null0\"\naddress = \"10.0.0.2\"\n\n\
+        # Zones of this site.\n[[zones]]\nzone = \"z1\"\nregion = \"r1\"\n\n[[client_zones]]\nprefix = \"10.1.0.0/16\"\nzone = \"z1\"\n\n\
+        [[services]]\nname = \"web\"\nvip = \"10.0.0.100\"\nport = 80\n\n[[services.backends]]\nname = \"b1\"\naddress = \"10.0.1.1\"\nmac = \"02:00:00:00:0b:01\"\nzone = \"z1\"\n";
+    let f = fixture_with("zones", ZONED);
+    let bare = ZONED
+        .replace("# Zones of this site.\n[[zones]]\nzone = \"z1\"\nregion = \"r1\"\n\n[[client_zones]]\nprefix = \"10.1.0.0/16\"\nzone = \"z1\"\n\n", "")
+        .replace("zone = \"z1\"\n", "");
+    applied(f.daemon.config_apply(&bare, None));
+    let text = std::fs::read_to_string(&f.path).unwrap();
+    assert!(!text.contains("zones") && !text.contains("[]"), "emptied arrays of tables are left out:\n{text}");
+    applied(f.daemon.config_apply(ZONED, None));
+    let text = std::fs::read_to_string(&f.path).unwrap();
+    let running = f.daemon.control.lock().unwrap().cfg.clone();
+    assert_eq!(Config::from_toml(&text).unwrap(), running);
+    assert!(text.contains("[[zones]]\n") && text.contains("[[client_zones]]\n"), "written back as tables:\n{text}");
+    assert!(!text.contains("zones=") && !text.contains("zones = ["), "no inline arrays of zones:\n{text}");
+    assert_eq!(text.lines().filter(|l| l.starts_with(super::HEADER_PREFIX)).count(), 1, "{text}");
+    assert!(text.starts_with(super::HEADER_PREFIX), "{text}");
+}
