@@ -185,3 +185,29 @@ sys.exit(0 if len(rows) == 1 and rows[0]['backend'] == '$evil' and rows[0]['stat
     e2e_check "exactly one record installed ($(fleet_sync lb1 installed))" _eq "$(fleet_sync lb1 installed)" 1
     e2e_done
 }
+
+## fleet_no_l2_loop: two hosts on one segment, a backend whose MAC the switch does not know (so it floods every frame sent to it): each SYN is forwarded once by the host ECMP chose, and the other host drops its flooded copy as not_our_mac instead of forwarding it back (before: an endless loop, 120,000 forwards in 6 s)
+e2e_fleet_no_l2_loop() {
+    local h port=8081 ghost_mac=02:00:00:00:ee:01 fwd=() mac_drops=() total_fwd=0 total_mac=0 st
+    fleet_up
+    # a second service on the VIP whose one backend is nowhere on the bridge
+    for h in lb1 lb2; do
+        fleet_config "$h" "$SPW_RUN_DIR/$h.toml"
+        printf '\n[[services]]\nname = "ghost"\nvip = "%s"\nport = %s\nprotocol = "tcp"\n\n[[services.backends]]\nname = "g1"\naddress = "10.200.13.1"\nmac = "%s"\n' \
+            "$SPW_VIP" "$port" "$ghost_mac" >>"$SPW_RUN_DIR/$h.toml"
+        fleet_start "$h"
+    done
+    fleet_wait_nexthops 2 40 >/dev/null || e2e_fail "router has no two-path VIP route within 40 s: '$(fleet_route)'"
+    # one connection attempt: its SYN and the client's retransmissions (no answer comes)
+    nsx "$FLEET_CLIENT" curl -s -o /dev/null --max-time 2 "http://$SPW_VIP:$port/" || true
+    sleep 2
+    for h in lb1 lb2; do
+        st="$(fleet_ctl "$h" status --json | "$SPW_PYTHON" -c 'import json,sys; t=json.load(sys.stdin)["total"]; print(t["forwarded"], dict(t["drops"]).get("not_our_mac", 0))')"
+        fwd+=("${st% *}"); mac_drops+=("${st#* }")
+        total_fwd=$((total_fwd + ${st% *})); total_mac=$((total_mac + ${st#* }))
+        echo "  $h: forwarded ${st% *}, not_our_mac ${st#* }"
+    done
+    e2e_check "the SYNs were forwarded once each, not looped: $total_fwd forwarded in all (a connection attempt sends 2-3 SYNs in 2 s)" _lt "$total_fwd" 10
+    e2e_check "the flooded copies reached the other host and were dropped as not_our_mac ($total_mac), so the test can fail" _gt0 "$total_mac"
+    e2e_done
+}
