@@ -356,7 +356,13 @@ impl<A: FlowAddr> ConnTable<A> {
     /// may live in its second bucket whatever was freed in the first after it was inserted
     /// (module docs, "Every live key is found"). A hit in the first bucket, the common
     /// case, touches one bucket (one cache line for IPv4).
-    #[inline]
+    ///
+    /// Always inlined: the caller's key then stays in registers. Called out of line with a
+    /// key the caller has just stored field by field (4 + 2 + 2 bytes), its load of port
+    /// and service as one 4-byte word spanned two stores, which store-to-load forwarding
+    /// cannot serve: a stall of 3–4 ns on every lookup (docs/benchmarks.md, "After the
+    /// destination-MAC rule").
+    #[inline(always)]
     fn find(&self, k: &CtKey<A>) -> Option<(usize, usize)> {
         let (b1, b2) = self.pair(k);
         if let Some(i) = self.buckets.get(b1).and_then(|b| b.0.iter().position(|e| e.matches(k))) {
