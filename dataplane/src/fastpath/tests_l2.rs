@@ -59,6 +59,17 @@ fn only_frames_to_the_ports_mac_are_forwarded() {
     let mut d = host(A_MAC).with_device_macs(vec![device]);
     assert_eq!(d.process(&mut with_dst(syn(80), device), 0, &s, 0), Verdict::Forward, "SYN to the device MAC");
     assert_eq!(d.process(&mut with_dst(syn(80), B_MAC), 0, &s, 0), Verdict::Drop(DropReason::NotOurMac));
+    // ... but not another port's device MAC: a frame for it was not sent to this port
+    let two = |dev: [[u8; 6]; 2]| {
+        let ports = vec![PortInfo { mac: A_MAC, forward_to: 0, addr: 0 }, PortInfo { mac: B_MAC, forward_to: 1, addr: 0 }];
+        Worker::new(0, 1024, 1, Timeouts::default(), Arc::new(WorkerStats::default()), ports).with_device_macs(dev.to_vec())
+    };
+    let (dev0, dev1) = ([2, 0, 0, 0, 0, 0x70], [2, 0, 0, 0, 0, 0x71]);
+    let mut w = two([dev0, dev1]);
+    assert_eq!(w.process(&mut with_dst(syn(80), dev1), 0, &s, 0), Verdict::Drop(DropReason::NotOurMac), "port 1's device MAC on port 0");
+    assert_eq!(w.process(&mut with_dst(syn(80), B_MAC), 0, &s, 0), Verdict::Drop(DropReason::NotOurMac), "port 1's MAC on port 0");
+    assert_eq!(w.process(&mut with_dst(syn(80), dev0), 0, &s, 0), Verdict::Forward, "port 0's device MAC on port 0");
+    assert_eq!(w.process(&mut with_dst(syn(80), dev1), 1, &s, 0), Verdict::Forward, "port 1's device MAC on port 1");
 }
 
 /// Two hosts on one segment serving the same VIP: what host A sends to the backend,

@@ -22,6 +22,7 @@ use deliver::Inner;
 pub use deliver::{IcmpBudget, DEFAULT_ICMP_ERRORS_PER_SEC, ICMP_BURST};
 mod hold;
 mod icmp;
+mod l2;
 mod control;
 mod prefetch;
 mod svc_cache;
@@ -250,7 +251,7 @@ impl Worker {
         let mut p = Ipv4Info::default();
         match wire::parse_ipv4_frame(buf.data(), &mut p) {
             Ok(wire::FrameKind::Ipv4) => match self.ports.get(port).copied() {
-                Some(pinfo) => self.decide_v4(buf, &p, pinfo, snap, now_ms),
+                Some(pinfo) => self.decide_v4(buf, &p, port, pinfo, snap, now_ms),
                 None => Verdict::Drop(DropReason::NotForVip),
             },
             Ok(wire::FrameKind::Other { l3, ethertype }) => self.process_other(buf, l3, ethertype, port, snap, now_ms),
@@ -310,7 +311,7 @@ impl Worker {
                 }
                 Verdict::Drop(DropReason::ArpIgnored)
             }
-            Parsed::Ipv4(p) => self.decide_v4(buf, p, pinfo, snap, now_ms),
+            Parsed::Ipv4(p) => self.decide_v4(buf, p, port, pinfo, snap, now_ms),
             Parsed::Ipv6(p) => {
                 self.ipv6_seen = true;
                 self.process_v6(buf, p, port, pinfo, snap, now_ms)
@@ -318,10 +319,10 @@ impl Worker {
         }
     }
 
-    /// The decision for an IPv4 packet received on a port described by `pinfo`.
+    /// The decision for an IPv4 packet received on port `port`, described by `pinfo`.
     #[inline(always)]
-    fn decide_v4<B: PacketBuf>(&mut self, buf: &mut B, p: &Ipv4Info, pinfo: PortInfo, snap: &Snapshot, now_ms: u32) -> Verdict {
-        if self.not_sent_to_us(buf.data(), &pinfo, || snap.arp_addrs.contains_key(&p.dst)) {
+    fn decide_v4<B: PacketBuf>(&mut self, buf: &mut B, p: &Ipv4Info, port: usize, pinfo: PortInfo, snap: &Snapshot, now_ms: u32) -> Verdict {
+        if self.not_sent_to_us(buf.data(), port, &pinfo, || snap.arp_addrs.contains_key(&p.dst)) {
             return Verdict::Drop(DropReason::NotOurMac);
         }
         if p.proto == wire::PROTO_ICMP {
@@ -395,7 +396,9 @@ impl Worker {
     #[inline(always)]
     fn select<A: Family>(&mut self, key: &FlowKeyOf<A>, flags: u8, svc: &ServiceSnap, svc_idx: u16, snap: &Snapshot, now: u32) -> Result<u16, DropReason> {
         let (ct_key, session) = tracking_key(svc, key);
-        let syn = flags & (tcp_flags::SYN | tcp_flags::ACK) == tcp_flags::SYN && key.proto == wire::PROTO_TCP;
+        // A connection's opening SYN: SYN without ACK, and without FIN or RST (SYN+FIN,
+        // SYN+RST are no handshake: scans, and they start nothing below).
+        let syn = flags & (tcp_flags::SYN | tcp_flags::ACK | tcp_flags::FIN | tcp_flags::RST) == tcp_flags::SYN && key.proto == wire::PROTO_TCP;
         // The flow's entry named a backend it may no longer use: counted as `rebalanced`
         // once, when the new pick is recorded (not per packet while it cannot be).
         let mut moved = false;
@@ -438,6 +441,14 @@ impl Worker {
             // counted as a new connection when its retransmission is delivered.
             return Ok(b);
         }
+        if key.proto == wire::PROTO_TCP && !syn && (flags & tcp_flags::RST != 0 || flags & tcp_flags::ACK == 0) {
+            // A TCP packet no connection this host should start tracking can carry: an RST
+            // (the connection ends with it), or neither SYN nor ACK (a lone FIN, a null
+            // scan). Forwarded by the Maglev choice, as its connection's packets would be,
+            // but neither recorded nor a new connection (docs/architecture.md "States and
+            // timeouts"; fresh-user QA: stray RSTs counted as new connections).
+            return Ok(b);
+        }
         let base = self.timeouts;
         let tracked = A::ct(self).insert(&ct_key, b, inc, now, &snap.timeouts(base));
         if moved && tracked {
@@ -453,30 +464,6 @@ impl Worker {
             }
         }
         Ok(b)
-    }
-
-    /// The ports' device MACs (`macs[i]` for port `i`), for ports configured with another
-    /// `mac`: frames sent to the device's own MAC (static neighbour entries, fabrics that
-    /// ignore ARP) are then also ours, beside those to the configured one.
-    pub fn with_device_macs(mut self, macs: Vec<[u8; 6]>) -> Worker {
-        self.device_macs = macs;
-        self
-    }
-
-    /// Whether an IP frame received on a port (`pinfo`) was not sent to it, so is not ours
-    /// to forward ([`DropReason::NotOurMac`]; ports run promiscuous): unicast to another
-    /// MAC (neither the port's nor its device's), or sent to a broadcast or multicast MAC
-    /// while `for_vip()` (RFC 1812 §5.3.4; other group traffic is left to the usual
-    /// `not_for_vip`). ARP and Neighbor Discovery do not ask: they answer requests for our
-    /// addresses whatever MAC they were sent to (a neighbour with a stale entry for the
-    /// VIP is repaired by the reply), and a reply cannot loop.
-    #[inline(always)]
-    pub(super) fn not_sent_to_us(&self, frame: &[u8], pinfo: &PortInfo, for_vip: impl FnOnce() -> bool) -> bool {
-        match frame.get(..6) {
-            Some(dst) if dst[0] & 1 != 0 => for_vip(),
-            Some(dst) => *dst != pinfo.mac && !self.device_macs.iter().any(|m| m == dst),
-            None => false,
-        }
     }
 
     /// One poll iteration: receive a burst from every port, process, send, then release

@@ -90,7 +90,7 @@ impl Worker {
         if p.proto == wire::NH_ICMPV6 && !p.fragmented {
             return self.process_icmpv6(buf, p, snap, port, pinfo, now);
         }
-        if self.not_sent_to_us(buf.data(), &pinfo, || snap.nd_addrs.contains_key(&p.dst)) {
+        if self.not_sent_to_us(buf.data(), port, &pinfo, || snap.nd_addrs.contains_key(&p.dst)) {
             return Verdict::Drop(DropReason::NotOurMac);
         }
         let fragment = p.is_fragment();
@@ -204,7 +204,7 @@ impl Worker {
             return Verdict::Drop(DropReason::NdIgnored);
         }
         // an ICMPv6 error for a VIP is forwarded as its flow is: sent to our MAC only
-        if self.not_sent_to_us(buf.data(), &pinfo, || snap.nd_addrs.contains_key(&p.dst)) {
+        if self.not_sent_to_us(buf.data(), port, &pinfo, || snap.nd_addrs.contains_key(&p.dst)) {
             return Verdict::Drop(DropReason::NotOurMac);
         }
         if !snap.nd_addrs.contains_key(&p.dst) {
