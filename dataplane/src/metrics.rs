@@ -1,8 +1,11 @@
 //! Prometheus metrics: `GET /metrics` on `[metrics] listen`, served by a control-side
 //! thread (never a worker core) that answers each connection on a short-lived thread of
 //! its own (at most [`MAX_CONNECTIONS`] at once, each cut [`REQUEST_DEADLINE`] after
-//! accept without a request, or when its answer stalls that long; [`serve`]), encoded with the `prometheus-client` crate
-//! in the OpenMetrics text format (which Prometheus and `promtool check metrics` read).
+//! accept without a request, or when its answer stalls that long; when all are taken, a
+//! new connection takes the place of the one that has waited longest for its request
+//! head, and is answered `503` only when every one is answering a request; [`serve`]),
+//! encoded with the `prometheus-client` crate in the OpenMetrics text format (which
+//! Prometheus and `promtool check metrics` read).
 //!
 //! Every scrape reads the counters the way [`Daemon::status`] does (per-worker atomics
 //! summed on read, per-backend counters from their slot baselines) into a fresh registry,
@@ -17,10 +20,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Label set of one series: `(name, value)` pairs.
 type Labels = Vec<(String, String)>;
@@ -340,209 +340,9 @@ pub fn to_prometheus_text(openmetrics: &str) -> String {
     out
 }
 
-/// Binds the metrics listener (before the daemon reports ready, so a bad address fails the
-/// start with the field named).
-pub fn bind(addr: SocketAddr) -> Result<TcpListener, String> {
-    let l = TcpListener::bind(addr).map_err(|e| format!("metrics.listen = \"{addr}\": cannot listen: {e}"))?;
-    l.set_nonblocking(true).map_err(|e| format!("metrics.listen: {e}"))?;
-    Ok(l)
-}
-
-/// Time a connection has from accept to send its request head, and then the longest the
-/// answer may stall (no byte taken by the peer); past either it is closed, however it
-/// trickles. A large exposition that keeps flowing is sent whole.
-pub const REQUEST_DEADLINE: Duration = Duration::from_secs(2);
-/// Connections answered at once (a thread each); a connection beyond them is answered
-/// `503 Service Unavailable` at once and closed.
-pub const MAX_CONNECTIONS: usize = 16;
-/// Longest a connection thread blocks on its peer before it looks at its deadline and the
-/// stop flag again (so a stop ends it within this).
-const POLL: Duration = Duration::from_millis(100);
-/// Least time between two warnings about refused connections.
-const REFUSED_WARN_EVERY: Duration = Duration::from_secs(10);
-
-/// Serves `GET /metrics` (and `GET /` with a pointer to it) until `stop` is set. One
-/// request per connection, each answered on its own thread, at most [`MAX_CONNECTIONS`] at
-/// once (more are answered `503` at once, counted and logged), so a slow, idle or
-/// half-open client does not delay another's scrape; each has [`REQUEST_DEADLINE`] from
-/// accept for its request head, and the answer may stall no longer, then it is closed. On
-/// `stop` the open connections are dropped and this returns within about [`POLL`]. `body`
-/// gives the OpenMetrics exposition, one call at a time (it reads the daemon's state under
-/// its control lock: concurrent scrapes must not hold it longer); a client whose `Accept`
-/// does not name `application/openmetrics-text` gets it converted to the Prometheus text
-/// format 0.0.4 ([`to_prometheus_text`]).
-pub fn serve(listener: TcpListener, stop: &AtomicBool, body: impl Fn() -> String + Sync) {
-    let active = AtomicUsize::new(0);
-    let (mut refused, mut warned) = (0u64, None::<Instant>);
-    let one_render = std::sync::Mutex::new(());
-    let body = || {
-        let _one = one_render.lock().unwrap_or_else(|e| e.into_inner());
-        body()
-    };
-    std::thread::scope(|scope| {
-        while !stop.load(Ordering::SeqCst) {
-            match listener.accept() {
-                Ok((conn, peer)) => {
-                    let accepted = Instant::now();
-                    if active.load(Ordering::SeqCst) >= MAX_CONNECTIONS {
-                        refused += 1;
-                        if warned.is_none_or(|t| t.elapsed() >= REFUSED_WARN_EVERY) {
-                            warned = Some(accepted);
-                            tracing::warn!(%peer, refused_total = refused, max = MAX_CONNECTIONS, "metrics: too many connections open at once; answered 503");
-                        }
-                        refuse(conn);
-                        continue;
-                    }
-                    let slot = Slot::take(&active);
-                    let body = &body;
-                    let spawned = std::thread::Builder::new().name("metrics-conn".into()).spawn_scoped(scope, move || {
-                        let _slot = slot;
-                        if let Err(e) = answer(conn, body, accepted + REQUEST_DEADLINE, stop) {
-                            tracing::debug!(%peer, error = %e, "metrics request failed");
-                        }
-                    });
-                    if let Err(e) = spawned {
-                        tracing::warn!(%peer, error = %e, "metrics: cannot start a connection thread");
-                    }
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => std::thread::sleep(Duration::from_millis(50)),
-                Err(e) => {
-                    tracing::warn!(error = %e, "metrics accept failed");
-                    std::thread::sleep(Duration::from_millis(50));
-                }
-            }
-        }
-    });
-}
-
-/// One of the [`MAX_CONNECTIONS`] connection slots, given back when dropped (also when
-/// its thread could not start or panicked).
-struct Slot<'a>(&'a AtomicUsize);
-
-impl<'a> Slot<'a> {
-    fn take(active: &'a AtomicUsize) -> Self {
-        active.fetch_add(1, Ordering::SeqCst);
-        Slot(active)
-    }
-}
-
-impl Drop for Slot<'_> {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::SeqCst);
-    }
-}
-
-/// Answers a connection over [`MAX_CONNECTIONS`] `503` without waiting for it: what it
-/// sent so far is read (closing on unread data would reset the connection before the
-/// answer is read), then one non-blocking write, then close.
-fn refuse(mut conn: TcpStream) {
-    let text = "too many metrics connections open at once; retry\n";
-    let head = format!("HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nRetry-After: 1\r\nConnection: close\r\n\r\n{text}", text.len());
-    if conn.set_nonblocking(true).is_ok() {
-        let _ = conn.read(&mut [0u8; MAX_HEAD]);
-        let _ = conn.write(head.as_bytes());
-    }
-}
-
-/// Largest request head read, bytes.
-const MAX_HEAD: usize = 8192;
-
-fn answer(mut conn: TcpStream, body: &impl Fn() -> String, deadline: Instant, stop: &AtomicBool) -> std::io::Result<()> {
-    conn.set_nonblocking(false)?;
-    let mut buf = vec![0u8; MAX_HEAD];
-    let mut len = 0;
-    let (head_only, (status, ctype, text)) = loop {
-        let n = read_by(&mut conn, &mut buf[len..], deadline, stop)?;
-        if n == 0 {
-            return Ok(());
-        }
-        len += n;
-        let mut headers = [httparse::EMPTY_HEADER; 32];
-        let mut req = httparse::Request::new(&mut headers);
-        match req.parse(&buf[..len]) {
-            Ok(httparse::Status::Complete(_)) => {
-                let om = req.headers.iter().any(|h| h.name.eq_ignore_ascii_case("accept") && String::from_utf8_lossy(h.value).contains("application/openmetrics-text"));
-                // HEAD: GET's status and headers without its content (RFC 9110 §9.3.2).
-                let method = req.method.unwrap_or("");
-                let head_only = method == "HEAD";
-                break (head_only, route(if head_only { "GET" } else { method }, req.path.unwrap_or(""), om, body));
-            }
-            Ok(httparse::Status::Partial) if len < MAX_HEAD => continue,
-            Ok(httparse::Status::Partial) => break (false, ("431 Request Header Fields Too Large", "text/plain", "request head over 8 KiB\n".to_string())),
-            Err(e) => break (false, ("400 Bad Request", "text/plain", format!("bad request: {e}\n"))),
-        }
-    };
-    // A 405 names the methods there are (RFC 9110 §15.5.6).
-    let allow = if status.starts_with("405") { "Allow: GET, HEAD\r\n" } else { "" };
-    let head = format!("HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\n{allow}Connection: close\r\n\r\n", text.len());
-    write_all_by(&mut conn, head.as_bytes(), stop)?;
-    if !head_only {
-        write_all_by(&mut conn, text.as_bytes(), stop)?;
-    }
-    Ok(())
-}
-
-/// Before each blocking read or write on `conn`: an error once `deadline` passed or `stop`
-/// is set, else the socket timeout `set` (read or write) is set to what is left, at most
-/// [`POLL`].
-fn next_wait(conn: &TcpStream, deadline: Instant, stop: &AtomicBool, set: fn(&TcpStream, Option<Duration>) -> std::io::Result<()>) -> std::io::Result<()> {
-    if stop.load(Ordering::SeqCst) {
-        return Err(std::io::Error::other("the daemon is stopping"));
-    }
-    let left = deadline.saturating_duration_since(Instant::now());
-    if left.is_zero() {
-        return Err(std::io::Error::new(std::io::ErrorKind::TimedOut, format!("request not done within {} s of accept", REQUEST_DEADLINE.as_secs())));
-    }
-    set(conn, Some(left.min(POLL)))
-}
-
-/// Whether an I/O error is a socket timeout (or an interruption): wait again.
-fn again(e: &std::io::Error) -> bool {
-    matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut | std::io::ErrorKind::Interrupted)
-}
-
-/// `conn.read(buf)`, waiting at most until `deadline` (and no longer than a stop).
-fn read_by(conn: &mut TcpStream, buf: &mut [u8], deadline: Instant, stop: &AtomicBool) -> std::io::Result<usize> {
-    loop {
-        next_wait(conn, deadline, stop, TcpStream::set_read_timeout)?;
-        match conn.read(buf) {
-            Err(e) if again(&e) => continue,
-            r => return r,
-        }
-    }
-}
-
-/// `conn.write_all(data)`, or an error once the peer took nothing for [`REQUEST_DEADLINE`]
-/// (or on a stop).
-fn write_all_by(conn: &mut TcpStream, mut data: &[u8], stop: &AtomicBool) -> std::io::Result<()> {
-    let mut deadline = Instant::now() + REQUEST_DEADLINE;
-    while !data.is_empty() {
-        next_wait(conn, deadline, stop, TcpStream::set_write_timeout)?;
-        match conn.write(data) {
-            Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
-            Ok(n) => {
-                data = &data[n..];
-                deadline = Instant::now() + REQUEST_DEADLINE;
-            }
-            Err(e) if again(&e) => continue,
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(())
-}
-
-/// Status, content type and content of the answer to `method` (GET; a HEAD is routed as
-/// a GET and sent without content) on `path` (a query string is ignored).
-fn route(method: &str, path: &str, openmetrics: bool, body: &impl Fn() -> String) -> (&'static str, &'static str, String) {
-    let path = path.split('?').next().unwrap_or("");
-    match (method, path) {
-        ("GET", "/metrics") if openmetrics => ("200 OK", CONTENT_TYPE, body()),
-        ("GET", "/metrics") => ("200 OK", CONTENT_TYPE_TEXT, to_prometheus_text(&body())),
-        ("GET", "/") => ("200 OK", "text/plain", "spillway: metrics at /metrics\n".to_string()),
-        ("GET", _) => ("404 Not Found", "text/plain", format!("no page {path}; metrics are at /metrics\n")),
-        _ => ("405 Method Not Allowed", "text/plain", format!("method {method} not allowed; use GET (or HEAD) /metrics\n")),
-    }
-}
+#[path = "metrics_http.rs"]
+mod http;
+pub use http::{bind, serve, MAX_CONNECTIONS, REQUEST_DEADLINE};
 
 #[cfg(test)]
 #[path = "metrics_tests.rs"]

@@ -1,5 +1,9 @@
-//! Tests of the metrics endpoint (`metrics.rs`).
+//! Tests of the metrics endpoint (`metrics.rs`, `metrics_http.rs`).
 use super::*;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
 use std::sync::Arc;
 
 fn get(addr: SocketAddr, request: &str) -> String {
@@ -284,38 +288,152 @@ fn slow_and_idle_clients_do_not_delay_a_scrape() {
     t.join().unwrap();
 }
 
-/// Over [`MAX_CONNECTIONS`] open at once, a connection is answered `503` at once; once
-/// they close, scrapes are answered again. A stop ends the server promptly even with
-/// connections open.
-#[test]
-fn connections_over_the_cap_get_503_and_stop_is_prompt() {
-    let (addr, stop, t) = start();
-    let idle: Vec<TcpStream> = (0..MAX_CONNECTIONS).map(|_| TcpStream::connect(addr).unwrap()).collect();
-    std::thread::sleep(Duration::from_millis(300)); // all accepted
-    let started = std::time::Instant::now();
-    // Read what arrives, then a reset is no failure: the server does not wait for the
-    // request it refuses, so the request may reach a closed socket.
+/// Starts [`serve`] on a free port with `body`; returns its address, stop flag and thread.
+fn start_with(body: impl Fn() -> String + Send + Sync + 'static) -> (SocketAddr, Arc<AtomicBool>, std::thread::JoinHandle<()>) {
+    let l = bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let addr = l.local_addr().unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let s2 = stop.clone();
+    (addr, stop, std::thread::spawn(move || serve(l, &s2, body)))
+}
+
+/// Connects and sends `request`, without reading the answer.
+fn send(addr: SocketAddr, request: &str) -> TcpStream {
     let mut c = TcpStream::connect(addr).unwrap();
-    let _ = c.write_all(b"GET /metrics HTTP/1.1\r\n\r\n");
+    c.write_all(request.as_bytes()).unwrap();
+    c
+}
+
+/// Everything `c` receives until the server closes it (at most 10 s); a reset after
+/// what arrived is no failure.
+fn answer_of(c: &mut TcpStream) -> String {
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     let mut r = Vec::new();
     let _ = c.read_to_end(&mut r);
-    let r = String::from_utf8_lossy(&r);
+    String::from_utf8_lossy(&r).into_owned()
+}
+
+/// Whether the server has closed `c` (a read sees the end of the stream), waiting at most
+/// `wait`; false when nothing arrived by then. Panics when `c` gets an answer.
+fn closed_by_server(c: &mut TcpStream, wait: Duration) -> bool {
+    c.set_read_timeout(Some(wait)).unwrap();
+    let mut b = [0u8; 64];
+    match c.read(&mut b) {
+        Ok(0) => true,
+        Ok(n) => panic!("an answer on an idle connection: {}", String::from_utf8_lossy(&b[..n])),
+        Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => false,
+        Err(e) => panic!("{e}"),
+    }
+}
+
+/// With [`MAX_CONNECTIONS`] connections open that sent nothing, a scrape is answered at
+/// once: the connection that has waited longest for its request head is closed to make
+/// room (well before [`REQUEST_DEADLINE`]); the others stay open.
+#[test]
+fn idle_connections_make_room_for_a_scrape() {
+    let (addr, stop, t) = start();
+    let opened = std::time::Instant::now();
+    let mut idle = Vec::new();
+    for _ in 0..MAX_CONNECTIONS {
+        idle.push(TcpStream::connect(addr).unwrap());
+        std::thread::sleep(Duration::from_millis(5)); // accepted in this order
+    }
+    std::thread::sleep(Duration::from_millis(300)); // all accepted
+    let started = std::time::Instant::now();
+    let r = answer_of(&mut send(addr, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n"));
+    let took = started.elapsed();
+    assert!(r.starts_with("HTTP/1.1 200 OK\r\n") && r.ends_with("spillway_x 1\n"), "{r}");
+    assert!(took < Duration::from_secs(1), "the scrape took {took:?} with idle connections open");
+    // The oldest was closed to make room, the others not (yet: the deadline closes them).
+    assert!(closed_by_server(&mut idle[0], Duration::from_secs(1)), "the oldest idle connection is still open");
+    assert!(opened.elapsed() < REQUEST_DEADLINE, "closed by the deadline, not to make room: {:?}", opened.elapsed());
+    for (i, c) in idle.iter_mut().enumerate().skip(1) {
+        assert!(!closed_by_server(c, Duration::from_millis(1)), "idle connection {i} closed too");
+    }
+    stop.store(true, Ordering::SeqCst);
+    t.join().unwrap();
+}
+
+/// QA's attack: 40 clients that connect, send nothing and reconnect as soon as they are
+/// closed. Every scrape meanwhile is answered `200` (before, the idle connections held
+/// every slot and scrapes got `503`).
+#[test]
+fn reconnecting_idle_clients_do_not_lock_out_scrapes() {
+    let (addr, stop, t) = start();
+    let attacking = Arc::new(AtomicBool::new(true));
+    let attackers: Vec<_> = (0..40)
+        .map(|_| {
+            let attacking = attacking.clone();
+            std::thread::spawn(move || {
+                let mut connections = 0u32;
+                while attacking.load(Ordering::SeqCst) {
+                    if let Ok(mut c) = TcpStream::connect(addr) {
+                        connections += 1;
+                        // Hold it until the server closes it (or a while), then again.
+                        c.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+                        let _ = c.read_to_end(&mut Vec::new());
+                    }
+                }
+                connections
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(300)); // the slots are taken
+    let until = std::time::Instant::now() + Duration::from_secs(2);
+    let mut scrapes = 0;
+    while std::time::Instant::now() < until || scrapes < 10 {
+        let r = answer_of(&mut send(addr, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n"));
+        assert!(r.starts_with("HTTP/1.1 200 OK\r\n") && r.ends_with("spillway_x 1\n"), "scrape {scrapes} under the attack: {r:?}");
+        scrapes += 1;
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    attacking.store(false, Ordering::SeqCst);
+    let connections: u32 = attackers.into_iter().map(|a| a.join().unwrap()).sum();
+    assert!(connections > 40 * 2, "the attack did not reconnect: {connections} connections");
+    stop.store(true, Ordering::SeqCst);
+    t.join().unwrap();
+}
+
+/// A connection is answered `503` at once only when every slot is answering a request: with
+/// one idle connection and `MAX_CONNECTIONS - 1` requests waiting for a render, one more
+/// request takes the idle one's place; with all [`MAX_CONNECTIONS`] waiting, the next is
+/// refused. Every request admitted is answered. A stop ends the server promptly even with
+/// connections open.
+#[test]
+fn busy_slots_get_503_and_stop_is_prompt() {
+    // Renders wait for `release`: the requests queue on the one-render lock, busy.
+    let release = Arc::new(AtomicBool::new(false));
+    let r2 = release.clone();
+    let (addr, stop, t) = start_with(move || {
+        let until = std::time::Instant::now() + Duration::from_secs(30);
+        while !r2.load(Ordering::SeqCst) && std::time::Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        "spillway_x 1\n# EOF\n".to_string()
+    });
+    let request = "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n";
+    let mut idle = TcpStream::connect(addr).unwrap();
+    std::thread::sleep(Duration::from_millis(100)); // accepted first
+    let mut busy: Vec<TcpStream> = (1..MAX_CONNECTIONS).map(|_| send(addr, request)).collect();
+    std::thread::sleep(Duration::from_millis(500)); // all accepted, their heads read
+    busy.push(send(addr, request));
+    assert!(closed_by_server(&mut idle, Duration::from_secs(1)), "the idle connection was not closed to make room");
+    std::thread::sleep(Duration::from_millis(300));
+    let started = std::time::Instant::now();
+    let r = answer_of(&mut send(addr, request));
     assert!(r.starts_with("HTTP/1.1 503 Service Unavailable\r\n"), "{r}");
     assert!(started.elapsed() < Duration::from_secs(1), "the 503 waited {:?}", started.elapsed());
-    drop(idle);
-    let deadline = std::time::Instant::now() + Duration::from_secs(2);
-    loop {
-        let r = get(addr, "GET /metrics HTTP/1.1\r\n\r\n");
-        if r.starts_with("HTTP/1.1 200 OK\r\n") {
-            break;
-        }
-        assert!(std::time::Instant::now() < deadline, "slots not given back: {r}");
-        std::thread::sleep(Duration::from_millis(50));
+    release.store(true, Ordering::SeqCst);
+    for (i, c) in busy.iter_mut().enumerate() {
+        let r = answer_of(c);
+        assert!(r.starts_with("HTTP/1.1 200 OK\r\n") && r.ends_with("spillway_x 1\n"), "request {i}: {r:?}");
     }
+    // The slots are free again.
+    assert!(answer_of(&mut send(addr, request)).starts_with("HTTP/1.1 200 OK\r\n"));
     let _open: Vec<TcpStream> = (0..3).map(|_| TcpStream::connect(addr).unwrap()).collect();
     std::thread::sleep(Duration::from_millis(200));
     let stopping = std::time::Instant::now();
     stop.store(true, Ordering::SeqCst);
     t.join().unwrap();
-    assert!(stopping.elapsed() < Duration::from_millis(800), "stop took {:?} with connections open", stopping.elapsed());
+    assert!(stopping.elapsed() < Duration::from_secs(1), "stop took {:?} with connections open", stopping.elapsed());
 }
