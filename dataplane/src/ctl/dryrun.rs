@@ -7,7 +7,12 @@
 //! Tracked connections that would be re-picked are counted per endpoint by the workers
 //! (a `flows count` restricted to that endpoint's slot, through their mailboxes): the
 //! connection table keeps no per-backend occupancy counter, so this is one table walk per
-//! affected endpoint, on the workers' control poll, never on a packet.
+//! affected endpoint, on the workers' control poll, never on a packet. The connections of
+//! an endpoint that turns unhealthy are listed instead, and followed flow by flow into the
+//! edited snapshot ([`flows`]): whether they leave depends on their client's class, and
+//! where they go on their hash.
+
+mod flows;
 
 use crate::control::snapshot::{ServiceSnap, Snapshot};
 use crate::control::{backend_states, compile_with_neighbors, with_unresolved, CompileInput, SlotMap};
@@ -29,8 +34,11 @@ const SAMPLES: u64 = 1 << 20;
 /// control mutex).
 pub(super) struct Prepared {
     report: DryRunReport,
-    /// (service index in the report, repick index, slot, incarnation)
-    counts: Vec<(usize, usize, u16, u16)>,
+    /// (service index in the report, repick index, slot, incarnation, the endpoint's
+    /// connections to follow into `after` when it turns unhealthy)
+    counts: Vec<(usize, usize, u16, u16, Option<flows::Follow>)>,
+    /// The edited snapshot.
+    after: Snapshot,
 }
 
 impl Daemon {
@@ -171,11 +179,11 @@ pub(super) fn prepare(d: &Daemon, st: &ControlState, cand: &Config, changes: Vec
             continue;
         }
         let si = report.services.len();
-        counts.extend(slots.drain(..).map(|(ri, slot, inc)| (si, ri, slot, inc)));
+        counts.extend(slots.drain(..).map(|(ri, slot, inc, follow)| (si, ri, slot, inc, follow)));
         report.services.push(svc);
     }
     report.notes.extend(address_notes(&st.cfg, cand));
-    Prepared { report, counts }
+    Prepared { report, counts, after }
 }
 
 /// What an edit of a service's VIP, port, protocol or forwarding mode does to the
@@ -209,12 +217,22 @@ fn address_notes(before: &Config, after: &Config) -> Vec<String> {
 }
 
 /// Asks the workers for the connection counts of a [`prepare`]d dry run (without the
-/// control mutex) and answers.
+/// control mutex) and answers. The connections of an endpoint that turns unhealthy are
+/// listed and followed ([`flows::breakdown`]): the reason then says how many move and how
+/// many stay.
 pub(super) fn finish(d: &Daemon, mut p: Prepared) -> Response {
-    for (si, ri, slot, inc) in p.counts {
-        let n = d.shared.ask_workers(FlowOp::Count, Some(vec![(slot, inc)]), COUNT_TIMEOUT).ok().map(|r| r.iter().map(|x| x.count).sum());
+    for (si, ri, slot, inc, follow) in p.counts {
+        let op = if follow.is_some() { FlowOp::Show { limit: u32::MAX } } else { FlowOp::Count };
+        let replies = d.shared.ask_workers(op, Some(vec![(slot, inc)]), COUNT_TIMEOUT).ok();
+        let n: Option<u64> = replies.as_ref().map(|r| r.iter().map(|x| x.count).sum());
         if let Some(r) = p.report.services.get_mut(si).and_then(|s| s.repicked.get_mut(ri)) {
             r.connections = n;
+            let who = if r.endpoint == r.backend { r.backend.clone() } else { format!("{}/{}", r.backend, r.endpoint) };
+            if let (Some(f), Some(replies), Some(n)) = (&follow, &replies, n) {
+                if let Some(b) = flows::breakdown(&p.after, f, &who, replies, n) {
+                    r.reason = format!("{}: {b}", flows::UNHEALTHY);
+                }
+            }
         }
     }
     Response::DryRun(p.report)
@@ -348,17 +366,24 @@ fn stage_changes(before: Option<&Decision>, after: Option<&Decision>) -> Vec<Sta
         .collect()
 }
 
-/// Why a tracked connection on `slot` (with `incarnation`) of service `name` would not stay
-/// on it in `snap` — the worker's `keeps_backend` rule, a drain deadline counting as leaving
-/// (its connections go when it passes) — or `None` when it stays.
-fn leaves(side: &Side, snap: &Snapshot, name: &str, slot: u16, incarnation: u16) -> Option<String> {
+/// Why a tracked connection on `slot` (with `incarnation`) of endpoint `endpoint` of
+/// backend `backend` of service `name` would not stay on it in `snap` — the worker's
+/// `keeps_backend` rule, a drain deadline counting as leaving (its connections go when it
+/// passes) — or `None` when it stays. Unhealthy without persistence is said when the
+/// connections of some client class leave: those of a class whose table has no healthy
+/// endpoint stay (the last resort; [`flows`] tells them apart).
+fn leaves(side: &Side, snap: &Snapshot, (name, backend, endpoint): (&str, &str, &str), slot: u16, incarnation: u16) -> Option<String> {
     let Some((si, ss)) = side.service_snap(snap, name) else { return Some("service removed".into()) };
     let b = snap.backends.get(usize::from(slot))?;
     if !b.present || b.service != si {
         return Some("removed".into());
     }
     if b.incarnation != incarnation {
-        return Some("address changed (a new endpoint)".into());
+        // A new incarnation: the same endpoint with another address, or another endpoint
+        // given the slot this one freed in the same edit (a renamed backend: the old one is
+        // removed, the new one is new).
+        let same = side.slots.owner(slot).is_some_and(|(s, bk, e)| s == name && bk == backend && e == endpoint);
+        return Some(if same { "address changed (a new endpoint)" } else { "removed" }.into());
     }
     if b.evict_connections {
         return Some("evicted".into());
@@ -366,7 +391,7 @@ fn leaves(side: &Side, snap: &Snapshot, name: &str, slot: u16, incarnation: u16)
     // the worker's order (`keeps_backend`): health before the drain deadline
     let last_resort = ss.tables.iter().all(|t| t.as_ref().is_none_or(|t| t.all_unhealthy));
     if !b.healthy && !ss.persist_on_unhealthy && !last_resort {
-        return Some("unhealthy, and the service does not persist connections on unhealthy backends".into());
+        return Some(flows::UNHEALTHY.into());
     }
     if b.draining_until_ms.is_some() {
         return Some("drains".into());
@@ -392,11 +417,17 @@ fn drain_reason(svc: &spillway_shared::config::Service, evicted: bool, switched:
     format!("evicted {when} ({why})")
 }
 
+/// A re-picked endpoint's connections to ask the workers for: (index in the service's
+/// `repicked`, slot, incarnation, what follows them into the edited snapshot when the
+/// endpoint turns unhealthy).
+type RepickCount = (usize, u16, u16, Option<flows::Follow>);
+
 /// The endpoints of service `name` whose tracked connections stay before the edit and
-/// would leave after it, into `out`; returns (index in `out`, slot, incarnation) for the
-/// counts. `pools`: the service's pool state now and as the edit's republication would
-/// leave it (`control::pools::predict_draining`, which marked `after`).
-fn repicks(pools: (Option<&PoolState>, Option<&PoolState>), b: &Side, before: &Snapshot, a: &Side, after: &Snapshot, name: &str, out: &mut Vec<Repick>) -> Vec<(usize, u16, u16)> {
+/// would leave after it, into `out`; returns (index in `out`, slot, incarnation, what
+/// follows the connections of an endpoint that turns unhealthy) for the counts. `pools`:
+/// the service's pool state now and as the edit's republication would leave it
+/// (`control::pools::predict_draining`, which marked `after`).
+fn repicks(pools: (Option<&PoolState>, Option<&PoolState>), b: &Side, before: &Snapshot, a: &Side, after: &Snapshot, name: &str, out: &mut Vec<Repick>) -> Vec<RepickCount> {
     let mut counts = Vec::new();
     let Some(svc_b) = b.cfg.service(name) else { return counts };
     let switched = pools.0.zip(pools.1).is_some_and(|(x, y)| x.failed_over != y.failed_over);
@@ -404,8 +435,9 @@ fn repicks(pools: (Option<&PoolState>, Option<&PoolState>), b: &Side, before: &S
         for m in bk.members() {
             let Some(slot) = b.slots.slot(name, &bk.name, &m.name) else { continue };
             let inc = b.slots.incarnation(slot);
-            let mut reason = leaves(a, after, name, slot, inc);
-            match leaves(b, before, name, slot, inc).as_deref() {
+            let id = (name, bk.name.as_str(), m.name.as_str());
+            let mut reason = leaves(a, after, id, slot, inc);
+            match leaves(b, before, id, slot, inc).as_deref() {
                 None => {}
                 // draining today: the edit matters when it cuts the drain short (evicted at
                 // once, or a nearer deadline: `control::pools` recomputes it on every
@@ -427,7 +459,7 @@ fn repicks(pools: (Option<&PoolState>, Option<&PoolState>), b: &Side, before: &S
                         (Some(r), ..) => Some(format!("its running drain is cut: {r}")),
                     };
                     if let Some(r) = cut {
-                        counts.push((out.len(), slot, inc));
+                        counts.push((out.len(), slot, inc, None));
                         out.push(Repick { backend: bk.name.clone(), endpoint: m.name.clone(), reason: r, connections: None });
                     }
                     continue;
@@ -441,8 +473,15 @@ fn repicks(pools: (Option<&PoolState>, Option<&PoolState>), b: &Side, before: &S
                     *r = drain_reason(sa, r == "evicted", switched, p.failed_over, moved);
                 }
             }
+            // Unhealthy: whether its connections leave depends on their client's class, so
+            // they are followed (`finish`); until then the reason names the classes that
+            // keep it.
+            let follow = reason.as_deref().filter(|r| *r == flows::UNHEALTHY).and_then(|_| flows::follow(b, before, a, after, name, &bk.name, slot, inc));
+            if let (Some(r), Some(f)) = (reason.as_mut(), &follow) {
+                r.push_str(&flows::kept_classes(after, f));
+            }
             if let Some(reason) = reason {
-                counts.push((out.len(), slot, inc));
+                counts.push((out.len(), slot, inc, follow));
                 out.push(Repick { backend: bk.name.clone(), endpoint: m.name.clone(), reason, connections: None });
             }
         }

@@ -362,3 +362,155 @@ fn address_and_forwarding_changes_say_what_tracked_connections_get() {
     let rep = set(&[("connection_drain_timeout_sec", "77")]);
     assert!(rep.notes.is_empty() && rep.services.is_empty() && rep.changes.iter().all(|c| !c.starts_with("no change")), "{rep:#?}");
 }
+
+/// A renamed backend is removed and a new one added, even when the new one takes the slot
+/// the old one freed (with a new incarnation) in the same edit: its connections read as
+/// `removed`, as for `backend remove` (QA: they read "address changed"); the same backend
+/// with a new address still reads "address changed".
+#[test]
+fn a_renamed_backend_reads_as_removed_not_as_a_new_address() {
+    let d = daemon();
+    let a1 = d.control.lock().unwrap().slots.slot("web", "a1", "a1").unwrap();
+    let renamed = Request::ConfigApply { toml: ZONED.replace("name = \"a1\"", "name = \"a1x\""), if_generation: None };
+    let rep = dry(&d, &renamed);
+    let repicked: Vec<(&str, &str)> = rep.services.iter().flat_map(|s| &s.repicked).map(|r| (r.backend.as_str(), r.reason.as_str())).collect();
+    assert_eq!(repicked, [("a1", "removed")], "{rep:#?}");
+    let moved = dry(&d, &Request::BackendSet { service: "web".into(), name: "a1".into(), fields: fields(&[("address", "10.0.1.9")]), if_generation: None });
+    let repicked: Vec<(&str, &str)> = moved.services.iter().flat_map(|s| &s.repicked).map(|r| (r.backend.as_str(), r.reason.as_str())).collect();
+    assert_eq!(repicked, [("a1", "address changed (a new endpoint)")], "{moved:#?}");
+    // the case at hand: applied, a1x has a1's slot under a new incarnation
+    assert!(matches!(crate::ctl::server::Handler::handle(&d, renamed), Response::Applied(_)));
+    assert_eq!(d.control.lock().unwrap().slots.slot("web", "a1x", "a1x"), Some(a1), "the rename reuses the freed slot");
+}
+
+/// `STAY_WITHIN_ZONE`: z1 has b1 and b2, z2 only b3.
+const STAY: &str = r#"
+[[ports]]
+name = "p0"
+device = "net_null0"
+address = "10.0.0.2"
+[forwarder]
+zone = "z1"
+region = "r1"
+[[zones]]
+zone = "z1"
+region = "r1"
+[[zones]]
+zone = "z2"
+region = "r1"
+[[client_zones]]
+prefix = "10.1.0.0/16"
+zone = "z1"
+[[client_zones]]
+prefix = "10.2.0.0/16"
+zone = "z2"
+[[services]]
+name = "web"
+vip = "10.0.0.100"
+port = 80
+zonal_affinity = "STAY_WITHIN_ZONE"
+[[services.backends]]
+name = "b1"
+address = "10.0.1.1"
+mac = "02:00:00:00:0b:01"
+zone = "z1"
+[[services.backends]]
+name = "b2"
+address = "10.0.1.2"
+mac = "02:00:00:00:0b:02"
+zone = "z1"
+[[services.backends]]
+name = "b3"
+address = "10.0.2.3"
+mac = "02:00:00:00:0b:03"
+zone = "z2"
+"#;
+
+/// A TCP ACK from `src`:`sport` to 10.0.0.100:80, to the worker's port MAC.
+fn ack(src: [u8; 4], sport: u16) -> crate::fastpath::port::MemBuf {
+    let mut f = vec![0u8; 54];
+    f[0..6].copy_from_slice(&[2, 0, 0, 0, 0, 1]);
+    f[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
+    f[14] = 0x45;
+    f[16..18].copy_from_slice(&40u16.to_be_bytes());
+    f[22] = 64;
+    f[23] = 6;
+    f[26..30].copy_from_slice(&src);
+    f[30..34].copy_from_slice(&[10, 0, 0, 100]);
+    f[34..36].copy_from_slice(&sport.to_be_bytes());
+    f[36..38].copy_from_slice(&80u16.to_be_bytes());
+    f[46] = 0x50;
+    f[47] = crate::wire::tcp_flags::ACK;
+    crate::fastpath::port::MemBuf::new(&f)
+}
+
+/// QA: b3, the only backend of z2, is unhealthy with 37 tracked connections, 6 of z1
+/// clients and 31 of z2 clients; `NEVER_PERSIST` is said to re-pick all 37, yet applied
+/// only the 6 change backend: z2's table has no healthy backend, so its clients keep b3
+/// (the worker's last resort is per client class). The dry run follows each listed
+/// connection as the worker will, and says so; the connections that do change backend when
+/// the edit is applied are the ones it counts. Without the workers' answer it names the
+/// class that keeps b3.
+#[test]
+fn an_unhealthy_backend_says_which_connections_leave_as_applied() {
+    use crate::fastpath::port::PacketBuf;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{Arc, Mutex};
+    let d = Daemon::new(Config::from_toml(STAY).unwrap(), 1, vec![0], Box::new(|_| Default::default())).unwrap();
+    let port = crate::fastpath::worker::PortInfo { mac: [2, 0, 0, 0, 0, 1], forward_to: 0, addr: 0 };
+    let worker = Arc::new(Mutex::new(crate::fastpath::worker::Worker::new(0, 4096, 3, Default::default(), d.shared.stats[0].clone(), vec![port])));
+    let (b3, inc) = {
+        let mut st = d.control.lock().unwrap();
+        st.health.entry(("web".into(), "b3".into(), "b3".into())).or_default().healthy = false;
+        d.republish(&mut st);
+        let b3 = st.slots.slot("web", "b3", "b3").unwrap();
+        (b3, st.slots.incarnation(b3))
+    };
+    let service = d.shared.with_snapshot(|s| s.services[0].id).unwrap();
+    let flows: Vec<([u8; 4], u16)> = (0..37u8).map(|i| if i < 6 { ([10, 1, 0, 10 + i], 40000 + u16::from(i)) } else { ([10, 2, 0, 10 + i], 41000 + u16::from(i)) }).collect();
+    for (src, sport) in &flows {
+        let k = crate::fastpath::conntrack::CtKey { src: u32::from(std::net::Ipv4Addr::from(*src)), sport: *sport, service };
+        assert!(worker.lock().unwrap().ct.insert(&k, b3, inc, d.now_ms(), &crate::fastpath::conntrack::Timeouts::default()));
+    }
+    let never = Request::ServiceSet { name: "web".into(), fields: fields(&[("connection_persistence_on_unhealthy_backends", "NEVER_PERSIST")]), if_generation: None };
+    let b3_says = |rep: &DryRunReport| -> (String, Option<u64>) {
+        let r: Vec<_> = rep.services.iter().flat_map(|s| &s.repicked).collect();
+        assert_eq!(r.len(), 1, "{rep:#?}");
+        assert_eq!(r[0].backend, "b3");
+        (r[0].reason.clone(), r[0].connections)
+    };
+    // no worker answers: no count, and the reason names the class that keeps b3
+    let (reason, n) = b3_says(&dry(&d, &never));
+    assert_eq!(n, None);
+    assert_eq!(reason, "unhealthy, and the service does not persist connections on unhealthy backends; clients of class z2 keep it (their class has no healthy backend: the last resort)");
+    let stop = Arc::new(AtomicBool::new(false));
+    let serving = {
+        let (sh, w, stop, started) = (d.shared.clone(), worker.clone(), stop.clone(), d.started);
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                sh.mailboxes[0].serve(|req| {
+                    let mut w = w.lock().unwrap();
+                    sh.with_snapshot(|s| w.control(req, s, started.elapsed().as_millis() as u32)).unwrap()
+                });
+                std::thread::sleep(std::time::Duration::from_micros(200));
+            }
+        })
+    };
+    let (reason, n) = b3_says(&dry(&d, &never));
+    stop.store(true, Ordering::Relaxed);
+    serving.join().unwrap();
+    assert_eq!(n, Some(37));
+    assert_eq!(reason, "unhealthy, and the service does not persist connections on unhealthy backends: 6 move to another backend, 31 stay (their client class has no healthy backend: the last resort)");
+    // applied: the next packet of each connection
+    assert!(matches!(crate::ctl::server::Handler::handle(&d, never), Response::Applied(_)));
+    let moved: Vec<bool> = flows
+        .iter()
+        .map(|(src, sport)| {
+            let mut b = ack(*src, *sport);
+            let v = d.shared.with_snapshot(|s| worker.lock().unwrap().process(&mut b, 0, s, d.now_ms())).unwrap();
+            assert_eq!(v, crate::fastpath::worker::Verdict::Forward);
+            b.data()[0..6] != [2, 0, 0, 0, 0x0b, 3]
+        })
+        .collect();
+    assert_eq!(moved, (0..37).map(|i| i < 6).collect::<Vec<_>>(), "the z1 clients' connections move, the z2 clients' stay on b3");
+}

@@ -1,0 +1,138 @@
+//! Where the tracked connections of an endpoint that turns unhealthy (for the worker's
+//! persistence rule) would go, flow by flow: a child of [`super`].
+//!
+//! Whether such a connection leaves its endpoint depends on its client's zone class (the
+//! worker's `keeps_backend`, dataplane/src/fastpath/worker.rs: a connection stays on an
+//! unhealthy endpoint as the last resort when its client class's table has no healthy
+//! endpoint, or no table), and where it goes on its selection hash (the worker's `select`:
+//! the Maglev pick of the class table by the affinity hash of the flow's 5-tuple, as
+//! `explain` computes it). A connection-table entry holds the client address and port and
+//! the service's number, the VIP, port and protocol are the service's: so each listed
+//! entry is followed into the edited snapshot exactly as the worker will, without
+//! sampling. The workers list at most [`crate::control::MAX_SHOW_PER_WORKER`] entries each
+//! per endpoint; beyond that the answer says how many were examined.
+
+use super::Side;
+use crate::control::snapshot::Snapshot;
+use crate::control::FlowReply;
+use spillway_shared::flow::{FlowAddr, FlowKeyOf};
+use spillway_shared::martian::{is_martian_source, SourceAddr};
+
+/// The reason [`super::leaves`] gives for an endpoint the edited snapshot marks unhealthy
+/// while the service does not persist connections on unhealthy backends.
+pub(super) const UNHEALTHY: &str = "unhealthy, and the service does not persist connections on unhealthy backends";
+
+/// What is needed to follow one endpoint's tracked connections into the edited snapshot
+/// (the endpoint keeps its slot and incarnation there).
+pub(super) struct Follow {
+    /// The service's index in the edited snapshot.
+    si: u16,
+    /// The endpoint's slot and incarnation.
+    slot: u16,
+    incarnation: u16,
+    /// Slots of the other endpoints of its backend (in the edited config).
+    siblings: Vec<u16>,
+    /// The backend's name.
+    backend: String,
+}
+
+/// The [`Follow`] of endpoint `slot` (`incarnation`) of backend `backend` of service `name`,
+/// or `None` when its connections cannot be followed: the service's number changes (a new
+/// VIP, port or protocol: its entries no longer match the service, `address_notes` says
+/// what they get) or it is not in both snapshots.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn follow(b: &Side, before: &Snapshot, a: &Side, after: &Snapshot, name: &str, backend: &str, slot: u16, incarnation: u16) -> Option<Follow> {
+    let (_, sb) = b.service_snap(before, name)?;
+    let (si, sa) = a.service_snap(after, name)?;
+    if sb.id != sa.id {
+        return None;
+    }
+    let siblings = a.slots.backend_slots(name, backend).into_iter().filter(|s| *s != slot).collect();
+    Some(Follow { si, slot, incarnation, siblings, backend: backend.to_string() })
+}
+
+/// The classes of the service whose clients keep an unhealthy endpoint as the last resort
+/// in `snap` (their table has no healthy endpoint, or there is no table), as a clause for
+/// the reason when the flows are not followed (`; clients of class z2 keep it (...)`), or
+/// an empty string.
+pub(super) fn kept_classes(snap: &Snapshot, f: &Follow) -> String {
+    let Some(ss) = snap.services.get(usize::from(f.si)) else { return String::new() };
+    let kept: Vec<&str> =
+        ss.tables.iter().enumerate().filter(|(_, t)| t.as_ref().is_none_or(|t| t.all_unhealthy)).filter_map(|(ci, _)| snap.class_names.get(ci).map(String::as_str)).collect();
+    match kept.as_slice() {
+        [] => String::new(),
+        [one] => format!("; clients of class {one} keep it (their class has no healthy backend: the last resort)"),
+        many => format!("; clients of classes {} keep it (their class has no healthy backend: the last resort)", many.join(", ")),
+    }
+}
+
+/// What the worker does with one tracked connection at its next packet.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Fate {
+    /// Kept on its endpoint (the last resort of its class).
+    Stays,
+    /// Kept until the endpoint's drain deadline.
+    Drains,
+    /// Re-picked onto its own endpoint: it survives.
+    Same,
+    /// Re-picked onto another endpoint of its backend.
+    Sibling,
+    /// Re-picked onto another backend.
+    Other,
+    /// Dropped: no pick (a martian source, an empty table).
+    Dropped,
+}
+
+/// The worker's decision for the connection of client `src`:`sport` on `f`'s endpoint in
+/// `snap`: `keeps_backend` (the drain deadline told apart), then `select`'s pick.
+fn fate<A: FlowAddr + SourceAddr>(snap: &Snapshot, f: &Follow, src: A, sport: u16, vip: impl Fn(&crate::control::snapshot::ServiceSnap) -> A, class: u16, own: impl Fn(A) -> bool) -> Fate {
+    let Some(ss) = snap.services.get(usize::from(f.si)) else { return Fate::Dropped };
+    let table = ss.tables.get(usize::from(class)).and_then(|t| t.as_deref());
+    let b = snap.backends.get(usize::from(f.slot)).filter(|b| b.present && b.incarnation == f.incarnation && b.service == f.si && !b.evict_connections);
+    if let Some(b) = b {
+        if b.healthy || ss.persist_on_unhealthy || table.is_none_or(|t| t.all_unhealthy) {
+            return if b.draining_until_ms.is_some() { Fate::Drains } else { Fate::Stays };
+        }
+    }
+    if is_martian_source(src, own) {
+        return Fate::Dropped;
+    }
+    let key = FlowKeyOf { src, dst: vip(ss), sport, dport: ss.port, proto: ss.proto };
+    match table.and_then(|t| t.pick(key.affinity_hash(ss.affinity))) {
+        None => Fate::Dropped,
+        Some(s) if s == f.slot => Fate::Same,
+        Some(s) if f.siblings.contains(&s) => Fate::Sibling,
+        Some(_) => Fate::Other,
+    }
+}
+
+/// The breakdown of the workers' listed entries (`replies`, of `total` tracked
+/// connections): `6 move to another backend, 31 stay (...)`; `None` when none was listed.
+pub(super) fn breakdown(snap: &Snapshot, f: &Follow, endpoint: &str, replies: &[FlowReply], total: u64) -> Option<String> {
+    let mut fates: Vec<Fate> = Vec::new();
+    for r in replies {
+        fates.extend(r.entries.iter().map(|(e, _)| fate(snap, f, e.src, e.sport, |s| s.vip, snap.class_of(e.src), |a| snap.arp_addrs.contains_key(&a))));
+        fates.extend(r.entries6.iter().map(|(e, _)| fate(snap, f, e.src, e.sport, |s| s.vip6, snap.class_of6(e.src), |a| snap.nd_addrs.contains_key(&a))));
+    }
+    if fates.is_empty() {
+        return None;
+    }
+    let n = |x: Fate| fates.iter().filter(|f| **f == x).count();
+    let parts: Vec<String> = [
+        (Fate::Other, "move to another backend".to_string()),
+        (Fate::Sibling, format!("move to another endpoint of {}", f.backend)),
+        (Fate::Dropped, "are dropped (no backend is picked for them)".to_string()),
+        (Fate::Same, format!("are re-picked onto {endpoint} again (they stay)")),
+        (Fate::Stays, "stay (their client class has no healthy backend: the last resort)".to_string()),
+        (Fate::Drains, "stay until its drain ends (their client class has no healthy backend)".to_string()),
+    ]
+    .into_iter()
+    .filter_map(|(x, words)| (n(x) > 0).then(|| format!("{} {words}", n(x))))
+    .collect();
+    let examined = fates.len() as u64;
+    Some(if examined < total {
+        format!("of {examined} examined (the workers list at most {} each), {}", crate::control::MAX_SHOW_PER_WORKER, parts.join(", "))
+    } else {
+        parts.join(", ")
+    })
+}
