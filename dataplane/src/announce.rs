@@ -170,6 +170,7 @@ pub fn service_serves(cfg: &Config, snap: &crate::control::snapshot::Snapshot, s
 /// Evaluates readiness against the daemon's live state and stores it in `daemon.fleet`.
 pub fn refresh(daemon: &Daemon, obs: &Observation, announced: &BTreeSet<IpAddr>, announcing: bool) -> Vec<VipRow> {
     let drained = daemon.fleet.drained();
+    let mut generation = 0;
     let rows = {
         let st = daemon.control.lock().unwrap_or_else(|e| e.into_inner());
         // What the workers do: the published snapshot's tables (an endpoint whose next hop
@@ -177,6 +178,7 @@ pub fn refresh(daemon: &Daemon, obs: &Observation, announced: &BTreeSet<IpAddr>,
         daemon
             .shared
             .with_snapshot(|snap| {
+                generation = snap.generation;
                 // by name: a lookup per service, not a scan (this runs every 100 ms)
                 let by_name: std::collections::HashMap<&str, usize> = st.cfg.services.iter().enumerate().map(|(i, s)| (s.name.as_str(), i)).collect();
                 let index = |name: &str| by_name.get(name).copied();
@@ -184,7 +186,7 @@ pub fn refresh(daemon: &Daemon, obs: &Observation, announced: &BTreeSet<IpAddr>,
             })
             .unwrap_or_default()
     };
-    daemon.fleet.store(rows.clone(), announcing);
+    daemon.fleet.store(rows.clone(), announcing, generation);
     rows
 }
 

@@ -25,6 +25,9 @@ struct FleetInner {
     vips: Vec<VipRow>,
     /// Whether an announcer (the TUN interface) is running.
     announcing: bool,
+    /// Generation of the snapshot `vips` was evaluated against; `None` until the `fleet`
+    /// thread's first evaluation (and always without that thread: tests on a bare daemon).
+    generation: Option<u64>,
     /// Per worker: last poll counter seen and when it last advanced.
     progress: Vec<(u64, Instant)>,
 }
@@ -77,10 +80,29 @@ impl FleetState {
         self.lock().drained.clone()
     }
 
-    pub(crate) fn store(&self, vips: Vec<VipRow>, announcing: bool) {
+    pub(crate) fn store(&self, vips: Vec<VipRow>, announcing: bool, generation: u64) {
         let mut g = self.lock();
         g.vips = vips;
         g.announcing = announcing;
+        g.generation = Some(generation);
+    }
+
+    /// The readiness rows once they reflect snapshot `generation` or a later one (the
+    /// `fleet` thread evaluates every 100 ms), waiting at most `wait`: so `vip show` right
+    /// after an edit shows the edit's VIPs (fresh-user QA: a VIP added was missing, one
+    /// removed still listed, for up to a period). After `wait`, or without a `fleet`
+    /// thread, the last rows as they are.
+    pub fn vips_at(&self, generation: u64, wait: Duration) -> Vec<VipRow> {
+        let deadline = Instant::now() + wait;
+        loop {
+            {
+                let g = self.lock();
+                if g.generation.is_none_or(|have| have >= generation) || Instant::now() >= deadline {
+                    return g.vips.clone();
+                }
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
     }
 }
 

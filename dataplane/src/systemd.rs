@@ -127,8 +127,8 @@ impl Notifier {
 /// for the leading NUL byte). Both forms are the ones sd_notify(3) accepts for AF_UNIX.
 ///
 /// Errors: `InvalidInput` for any other form (a relative path, `vsock:`, empty), and the
-/// socket's own errors (`ENOENT`/`ECONNREFUSED` when nobody listens, `WriteZero` for a
-/// partial send).
+/// socket's own errors (`ENOENT`/`ECONNREFUSED` when nobody listens, `WouldBlock` when the
+/// receiver's queue is full: the send never blocks, `WriteZero` for a partial send).
 pub fn notify_to(socket: &OsStr, msg: &str) -> std::io::Result<()> {
     use std::os::linux::net::SocketAddrExt;
     use std::os::unix::ffi::OsStrExt;
@@ -144,7 +144,11 @@ pub fn notify_to(socket: &OsStr, msg: &str) -> std::io::Result<()> {
             ))
         }
     };
-    let sent = UnixDatagram::unbound()?.send_to_addr(msg.as_bytes(), &addr)?;
+    // Never blocks: a receiver that does not read (its queue full) costs this message
+    // (`WouldBlock`), not the fleet thread's readiness evaluation and watchdog loop.
+    let sock = UnixDatagram::unbound()?;
+    sock.set_nonblocking(true)?;
+    let sent = sock.send_to_addr(msg.as_bytes(), &addr)?;
     if sent != msg.len() {
         return Err(std::io::Error::new(std::io::ErrorKind::WriteZero, format!("sent {sent} of {} bytes", msg.len())));
     }

@@ -283,6 +283,21 @@ fn metrics_systemd_and_announcement() {
     let rows: serde_json::Value = serde_json::from_str(&json).unwrap();
     assert_eq!(rows[0]["vip"], "10.0.0.53");
     assert_eq!(rows[0]["not_ready_because"][0], "would drop new connections (dns: no enabled backend)");
+    // `vip show` right after an edit shows it (it waits for the fleet thread's evaluation of
+    // the edit's snapshot; fresh-user QA: the rows lagged). This test reads no
+    // NOTIFY_SOCKET meanwhile: its queue fills, and a blocking sd_notify stalled the fleet
+    // thread (and so the rows) from the fourth round on; the send no longer blocks.
+    let listed = |json: &str| serde_json::from_str::<serde_json::Value>(json).unwrap().as_array().unwrap().iter().any(|r| r["vip"] == "10.0.0.77");
+    for round in 0..5 {
+        let (code, out, err) = d.ctl(&["service", "add", "extra", "vip=10.0.0.77", "port=80", "protocol=tcp"]);
+        assert_eq!(code, 0, "{out}{err}");
+        let (_, json, _) = d.ctl(&["vip", "show", "--json"]);
+        assert!(listed(&json), "round {round}: a VIP just added is missing: {json}\n{}", d.log());
+        let (code, out, err) = d.ctl(&["service", "remove", "extra"]);
+        assert_eq!(code, 0, "{out}{err}");
+        let (_, json, _) = d.ctl(&["vip", "show", "--json"]);
+        assert!(!listed(&json), "round {round}: a VIP just removed is still listed: {json}");
+    }
 
     // [metrics]/[announce] are set up at start: a live edit of them is refused.
     let edited = d.dir.join("edited.toml");

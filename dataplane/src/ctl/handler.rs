@@ -27,7 +27,7 @@ impl Handler for Daemon {
             Request::Flows { op, filter } => self.flows(op, &filter),
             Request::Explain { client, client_port, vip, quic_dcid } => self.explain(client, client_port, vip.as_deref(), quic_dcid.as_deref()),
             Request::SnapshotShow => self.snapshot_show(),
-            Request::VipShow => Response::Vips(self.fleet.vips()),
+            Request::VipShow => Response::Vips(self.fleet.vips_at(self.shared.generation.load(std::sync::atomic::Ordering::Acquire), std::time::Duration::from_secs(1))),
             Request::VipDrain { vip } => crate::announce::drain_request(self, vip, true).map_or_else(|message| Response::Error { message }, Response::Vips),
             Request::VipUndrain { vip } => crate::announce::drain_request(self, vip, false).map_or_else(|message| Response::Error { message }, Response::Vips),
             Request::DryRun(inner) => self.dry_run(*inner),
