@@ -207,6 +207,14 @@ fn rtt_zones_and_forwarder_region_are_checked() {
     assert!(e.starts_with("rtt_ms.y1 = y1: must name a zone"), "{e}");
     let e = load(&BASE.replace("z2 = 1.0", "z2 = -1.0")).unwrap_err();
     assert!(e.starts_with("rtt_ms.z1.z2 = -1: must be in [0.0, 1000000.0]"), "{e}");
+    // no distance of a zone to itself (it is 0); symmetric: both ways alike or refused
+    let e = load(&BASE.replace("z2 = 1.0", "z2 = 1.0\nz1 = 5.0")).unwrap_err();
+    assert!(e.starts_with("rtt_ms.z1.z1 = 5: not allowed: the distance of zone \"z1\" to itself is 0"), "{e}");
+    load(&BASE.replace("z2 = 1.0", "z2 = 1.0\n\n[rtt_ms.z2]\nz1 = 1.0")).expect("both directions alike");
+    for (a, b) in [("[rtt_ms.z1]\nz2 = 5.0", "[rtt_ms.z2]\nz1 = 50.0"), ("[rtt_ms.z2]\nz1 = 50.0", "[rtt_ms.z1]\nz2 = 5.0")] {
+        let e = load(&BASE.replace("[rtt_ms.z1]\nz2 = 1.0", &format!("{a}\n\n{b}"))).unwrap_err();
+        assert!(e.starts_with("rtt_ms.z1.z2 = 5: must equal rtt_ms.z2.z1 = 50"), "either order in the file: {e}");
+    }
     let e = load(&BASE.replacen("region = \"r1\"", "region = \"r2\"", 1)).unwrap_err();
     assert!(e.starts_with("forwarder.region = r2: must be \"r1\""), "{e}");
 }
