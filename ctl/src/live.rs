@@ -437,8 +437,12 @@ pub fn flows(socket: &Path, cmd: &FlowsCmd) -> i32 {
             if sel.json {
                 return json(&r);
             }
-            let what = match op {
-                FlowOp::Flush => "flushed",
+            // An unfiltered count reads the occupancy counters: entries held, expired ones
+            // included until the sweep clears them (docs/ctl.md "flows count"); the others
+            // walk the table and count live entries only.
+            let what = match (op, sel.filter()) {
+                (FlowOp::Flush, _) => "flushed",
+                (FlowOp::Count, FlowFilter::All) => "entries held (expired until swept)",
                 _ => "live flows",
             };
             let per: Vec<String> = r.per_worker.iter().enumerate().map(|(i, n)| format!("worker {i}: {n}")).collect();
