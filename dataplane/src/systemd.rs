@@ -119,6 +119,21 @@ impl Notifier {
         }
         out
     }
+
+    /// The messages of the last [`Self::step`] (`msgs`) were not delivered (the send never
+    /// blocks, so a full `NOTIFY_SOCKET` queue loses them): `READY=1`, the status and the
+    /// keep-alive are due again at the next step, so a lost `READY=1` is sent again, never
+    /// lost for good.
+    pub fn unsent(&mut self, msgs: &[String]) {
+        for m in msgs {
+            match m.as_str() {
+                "READY=1" => self.ready_sent = false,
+                "WATCHDOG=1" => self.last_watchdog = None,
+                m if m.starts_with("STATUS=") => self.last_status.clear(),
+                _ => {}
+            }
+        }
+    }
 }
 
 /// Sends one sd_notify(3) datagram holding `msg` (newline-separated `KEY=VALUE` lines) to
@@ -158,11 +173,14 @@ pub fn notify_to(socket: &OsStr, msg: &str) -> std::io::Result<()> {
 /// Set once a notification failed, so that a missing socket is logged once, not per period.
 static SEND_FAILED: AtomicBool = AtomicBool::new(false);
 
-fn send(msgs: &[String]) {
+/// Sends `msgs` as one datagram to `NOTIFY_SOCKET` (none set: nothing to do); whether
+/// they were delivered (or there was nothing to send). A failure is logged once until a
+/// send works again.
+fn send(msgs: &[String]) -> bool {
     if msgs.is_empty() {
-        return;
+        return true;
     }
-    let Some(socket) = std::env::var_os("NOTIFY_SOCKET") else { return };
+    let Some(socket) = std::env::var_os("NOTIFY_SOCKET") else { return true };
     let mut text = msgs.join("\n");
     text.push('\n');
     match notify_to(&socket, &text) {
@@ -170,11 +188,16 @@ fn send(msgs: &[String]) {
             if SEND_FAILED.swap(false, Ordering::Relaxed) {
                 tracing::info!("sd_notify works again");
             }
+            true
         }
-        Err(e) if !SEND_FAILED.swap(true, Ordering::Relaxed) => {
-            tracing::warn!(error = %e, socket = %socket.to_string_lossy(), "sd_notify failed (logged once until it works again)");
+        Err(e) => {
+            if !SEND_FAILED.swap(true, Ordering::Relaxed) {
+                tracing::warn!(error = %e, socket = %socket.to_string_lossy(), "sd_notify failed (logged once until it works again; READY and STATUS are sent again)");
+            } else {
+                tracing::debug!(error = %e, "sd_notify failed");
+            }
+            false
         }
-        Err(e) => tracing::debug!(error = %e, "sd_notify failed"),
     }
 }
 
@@ -206,10 +229,19 @@ pub fn run_fleet(daemon: &Daemon, announce_cfg: Option<&AnnounceConfig>, mut ann
             Some(a) => format!("{} of {} VIPs ready, {} announced", ready, rows.len(), a.announced().len()),
             None => format!("{} of {} VIPs ready (no [announce])", ready, rows.len()),
         };
-        send(&notifier.step(now, obs.stalled_workers.is_empty(), obs.snapshot_in_use, &status));
+        let msgs = notifier.step(now, obs.stalled_workers.is_empty(), obs.snapshot_in_use, &status);
+        if !send(&msgs) {
+            notifier.unsent(&msgs);
+        }
         std::thread::sleep(period);
     }
-    send(&["STOPPING=1".to_string()]);
+    // a full queue gets a few tries, 50 ms apart
+    for _ in 0..5 {
+        if send(&["STOPPING=1".to_string()]) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
     if let Some(a) = announcer.take() {
         let n = a.announced().len();
         drop(a);
@@ -230,6 +262,19 @@ mod tests {
         assert!(n.step(t, false, true, "s").is_empty(), "stalled worker");
         assert_eq!(n.step(t, true, true, "s"), ["READY=1"]);
         assert!(n.step(t, true, true, "s").is_empty(), "READY only once");
+    }
+
+    /// A send that failed (the non-blocking send found the queue full) is not lost:
+    /// `READY=1`, the status and the keep-alive are due again at the next step.
+    #[test]
+    fn undelivered_ready_status_and_keepalive_are_sent_again() {
+        let mut n = Notifier::new(Some(Duration::from_secs(4)));
+        let t = Instant::now();
+        let first = n.step(t, true, true, "s");
+        assert_eq!(first, ["READY=1", "WATCHDOG=1", "STATUS=s"]);
+        n.unsent(&first);
+        assert_eq!(n.step(t + Duration::from_millis(100), true, true, "s"), ["READY=1", "WATCHDOG=1", "STATUS=s"], "all due again");
+        assert!(n.step(t + Duration::from_millis(200), true, true, "s").is_empty(), "delivered: nothing more");
     }
 
     #[test]
