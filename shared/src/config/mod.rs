@@ -468,14 +468,16 @@ impl Config {
                         format!("must name a zone of [[zones]] ({})", if zones.is_empty() { "none listed".to_string() } else { listed() })));
                 }
                 rtt.check_f(&path, ms, 0.0)?;
-                // A zone's distance to itself is 0 (Topology::rtt): a value here would be
-                // silently ignored.
-                if from == to {
-                    return Err(ConfigError::new(path, ms, format!("not allowed: the distance of zone {from:?} to itself is 0 (remove the entry)")));
+                // A zone's distance to itself is 0 (Topology::rtt): another value here
+                // would be silently ignored.
+                if from == to && ms != 0.0 {
+                    return Err(ConfigError::new(path, ms, format!("must be 0 or absent: the distance of zone {from:?} to itself is 0")));
                 }
                 // Symmetric (spec/service-lb-policy.md): both directions, when both are given,
-                // must agree, or one of them would be used for one direction only.
+                // must agree, or one of them would be used for one direction only. The other
+                // direction's own range is checked first, so the error names the bad one.
                 if let Some(&back) = self.rtt_ms.get(to.as_str()).and_then(|r| r.get(from.as_str())) {
+                    rtt.check_f(&format!("rtt_ms.{to}.{from}"), back, 0.0)?;
                     if back != ms && from < to {
                         return Err(ConfigError::new(path, ms, format!("must equal rtt_ms.{to}.{from} = {back} (distances are symmetric: give one direction, or both alike)")));
                     }
