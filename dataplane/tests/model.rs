@@ -953,6 +953,10 @@ impl Model {
         let tcp = proto == TCP;
         let idle = u64::from(self.svcs[svc].idle_sec) * 1000;
         let syn = tcp && flags & (SYN | ACK | FIN | RST) == SYN;
+        // A TCP packet of no tracked flow (or of one that must move) that is an RST, or has
+        // neither SYN nor ACK, is forwarded by the pick but starts no entry and is no new
+        // connection (docs/architecture.md "States and timeouts"); an entry it found stays.
+        let stray = tcp && !syn && (flags & RST != 0 || flags & ACK == 0);
         let now = self.now;
         ensure!(self.worker.ct.peek(&self.ct_key(&tk), self.now32()).is_some() == self.entries.contains_key(&tk), "lookup of {tk:?} disagrees with the table's contents");
         let (mut rebalance, mut stays, mut insert) = (false, None, None);
@@ -990,13 +994,18 @@ impl Model {
                 self.seen(if !self.healthy(e.slot) { "kept on an unhealthy backend" } else if self.marks.get(&e.slot).is_some_and(|m| m.drain_until.is_some()) { "kept while draining" } else { "kept" });
                 expect = Expect::To(e.slot);
             } else {
-                self.seen(if !self.same_backend(&e) { "moved: backend gone" } else if !self.healthy(e.slot) { "moved: unhealthy" } else { "moved: evicted or drained" });
+                if !stray {
+                    // (a stray packet moves nothing: not a move reached)
+                    self.seen(if !self.same_backend(&e) { "moved: backend gone" } else if !self.healthy(e.slot) { "moved: unhealthy" } else { "moved: evicted or drained" });
+                }
                 rebalance = true;
                 insert = self.pick(svc, &key);
                 expect = insert.map_or(Expect::Drop(DropReason::NoBackend), Expect::To);
             }
         } else {
-            self.seen(if had { "SYN restarted a connection" } else { "new flow" });
+            if !stray {
+                self.seen(if had { "SYN restarted a connection" } else { "new flow" });
+            }
             insert = self.pick(svc, &key);
             expect = insert.map_or(Expect::Drop(DropReason::NoBackend), Expect::To);
         }
@@ -1013,10 +1022,6 @@ impl Model {
         }
         self.check(&got, expect)?;
         let mut tracked = false;
-        // A TCP packet of no tracked flow (or of one that must move) that is an RST, or has
-        // neither SYN nor ACK, is forwarded by the pick but starts no entry and is no new
-        // connection (docs/architecture.md "States and timeouts"); an entry it found stays.
-        let stray = tcp && !syn && (flags & RST != 0 || flags & ACK == 0);
         if stray && insert.is_some() {
             let held = self.worker.ct.peek(&self.ct_key(&tk), self.now32()).map(|h| h.backend);
             ensure!(held == self.entries.get(&tk).map(|e| e.slot), "a stray packet ({flags:#04x}) changed the table's entry of {tk:?}: {held:?}");

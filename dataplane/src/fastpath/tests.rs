@@ -250,6 +250,28 @@
         assert_eq!(w.ct.counters.syn_not_tracked, 11);
     }
 
+    /// docs/semantics.md item 4: a TCP RST, lone FIN, SYN+FIN, SYN+RST or flagless packet of
+    /// no tracked flow goes where its flow's packets would (the Maglev pick of a SYN from the
+    /// same 5-tuple), but starts no entry and counts no new connection; after them a SYN
+    /// still starts the connection, and a mid-stream ACK is still picked up (fresh-user QA:
+    /// stray RSTs counted as new connections and filled the table).
+    #[test]
+    fn stray_tcp_packets_start_nothing() {
+        const RST: u8 = tcp_flags::RST;
+        let snap = compile_toml(&service("svc", 80, "tcp", "", &["b1", "b2", "b3"], 0), &[]);
+        let mut w = worker(64);
+        let mut reference = worker(64);
+        for (c, flags) in [(1u8, RST), (2, RST | ACK), (3, FIN), (4, SYN | FIN), (5, SYN | RST), (6, 0)] {
+            let want = send(&mut reference, &snap, frame(6, c, 40000, 80, SYN), 0).unwrap();
+            assert_eq!(send(&mut w, &snap, frame(6, c, 40000, 80, flags), 0), Ok(want), "flags {flags:#04x}: forwarded to the pick");
+            assert_eq!(w.ct.occupancy().empty, 64, "flags {flags:#04x}: no entry");
+            assert_eq!(counter(&w.stats.new_connections), 0, "flags {flags:#04x}: no new connection");
+        }
+        send(&mut w, &snap, frame(6, 1, 40000, 80, SYN), 1).unwrap();
+        send(&mut w, &snap, frame(6, 2, 40000, 80, ACK), 1).unwrap();
+        assert_eq!((counter(&w.stats.new_connections), w.ct.occupancy().syn_only), (2, 2), "a SYN and a mid-stream ACK still start entries");
+    }
+
     /// Item 5, in the worker: fragments follow the service of their first fragment; a later
     /// fragment never seen with its first goes to the only service of its (VIP, protocol),
     /// or is dropped as `fragment_unknown` when there are several.

@@ -45,7 +45,8 @@ pub fn flow_tuple_hint6(frame: &[u8]) -> Option<(u128, u128, u16, u16, u8)> {
     Some((addr(ipv6::field::SRC), addr(ipv6::field::DST), be16(ports, l4::tcp_field::SRC_PORT), be16(ports, l4::tcp_field::DST_PORT), proto))
 }
 
-/// Whether `frame` looks like a TCP SYN without ACK (a new connection) — a hint for the
+/// Whether `frame` looks like a TCP SYN without ACK, FIN or RST (a new connection, as the
+/// worker's `select` reads one) — a hint for the
 /// prefetch pass, read at fixed offsets like [`flow_tuple_hint`]; never an error.
 #[inline]
 pub fn syn_hint(frame: &[u8]) -> bool {
@@ -53,19 +54,19 @@ pub fn syn_hint(frame: &[u8]) -> bool {
     // IPv4 header without options + TCP up to the flags byte.
     const FLAGS: usize = ipv4::IPV4_MIN_LEN + l4::tcp_field::FLAGS;
     match frame.get(l3..).and_then(|h| h.first_chunk::<{ FLAGS + 1 }>()) {
-        Some(h) if h[ipv4::field::VER_IHL] == 0x45 && h[ipv4::field::PROTOCOL] == PROTO_TCP => h[FLAGS] & (tcp_flags::SYN | tcp_flags::ACK) == tcp_flags::SYN,
+        Some(h) if h[ipv4::field::VER_IHL] == 0x45 && h[ipv4::field::PROTOCOL] == PROTO_TCP => h[FLAGS] & (tcp_flags::SYN | tcp_flags::ACK | tcp_flags::FIN | tcp_flags::RST) == tcp_flags::SYN,
         _ => false,
     }
 }
 
-/// Whether `frame` looks like an IPv6 TCP SYN without ACK (no extension headers), as
+/// Whether `frame` looks like an IPv6 TCP SYN without ACK, FIN or RST (no extension headers), as
 /// [`syn_hint`] for IPv4; never an error.
 #[inline]
 pub fn syn_hint6(frame: &[u8]) -> bool {
     let Some((l3, ETHERTYPE_IPV6)) = hint_l3(frame) else { return false };
     const FLAGS: usize = ipv6::IPV6_LEN + l4::tcp_field::FLAGS;
     match frame.get(l3..).and_then(|h| h.first_chunk::<{ FLAGS + 1 }>()) {
-        Some(h) if h[ipv6::field::NEXT_HEADER] == PROTO_TCP => h[FLAGS] & (tcp_flags::SYN | tcp_flags::ACK) == tcp_flags::SYN,
+        Some(h) if h[ipv6::field::NEXT_HEADER] == PROTO_TCP => h[FLAGS] & (tcp_flags::SYN | tcp_flags::ACK | tcp_flags::FIN | tcp_flags::RST) == tcp_flags::SYN,
         _ => false,
     }
 }
