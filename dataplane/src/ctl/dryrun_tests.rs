@@ -383,28 +383,14 @@ fn a_renamed_backend_reads_as_removed_not_as_a_new_address() {
     assert_eq!(d.control.lock().unwrap().slots.slot("web", "a1x", "a1x"), Some(a1), "the rename reuses the freed slot");
 }
 
-/// `STAY_WITHIN_ZONE`: z1 has b1 and b2, z2 only b3.
-const STAY: &str = r#"
-[[ports]]
-name = "p0"
-device = "net_null0"
-address = "10.0.0.2"
-[forwarder]
-zone = "z1"
-region = "r1"
-[[zones]]
-zone = "z1"
-region = "r1"
-[[zones]]
-zone = "z2"
-region = "r1"
-[[client_zones]]
-prefix = "10.1.0.0/16"
-zone = "z1"
-[[client_zones]]
-prefix = "10.2.0.0/16"
-zone = "z2"
-[[services]]
+/// `STAY_WITHIN_ZONE`: z1 has b1 and b2, z2 only b3; ports, zones and the two zones'
+/// client prefixes as in [`ZONED`].
+fn stay() -> String {
+    let head = &ZONED[..ZONED.find("[[client_zones]]\nprefix = \"10.8.0.0/16\"").expect("ZONED's third client prefix")];
+    format!("{head}{}", STAY_SERVICE)
+}
+
+const STAY_SERVICE: &str = r#"[[services]]
 name = "web"
 vip = "10.0.0.100"
 port = 80
@@ -426,22 +412,16 @@ mac = "02:00:00:00:0b:03"
 zone = "z2"
 "#;
 
-/// A TCP ACK from `src`:`sport` to 10.0.0.100:80, to the worker's port MAC.
+/// A TCP ACK from `src`:`sport` to 10.0.0.100:80, to the worker's port MAC: the fast
+/// path tests' SYN frame, readdressed.
 fn ack(src: [u8; 4], sport: u16) -> crate::fastpath::port::MemBuf {
-    let mut f = vec![0u8; 54];
-    f[0..6].copy_from_slice(&[2, 0, 0, 0, 0, 1]);
-    f[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
-    f[14] = 0x45;
-    f[16..18].copy_from_slice(&40u16.to_be_bytes());
-    f[22] = 64;
-    f[23] = 6;
+    use crate::fastpath::port::PacketBuf;
+    let mut b = crate::fastpath::tests::syn(80);
+    let f = b.data_mut();
     f[26..30].copy_from_slice(&src);
-    f[30..34].copy_from_slice(&[10, 0, 0, 100]);
     f[34..36].copy_from_slice(&sport.to_be_bytes());
-    f[36..38].copy_from_slice(&80u16.to_be_bytes());
-    f[46] = 0x50;
     f[47] = crate::wire::tcp_flags::ACK;
-    crate::fastpath::port::MemBuf::new(&f)
+    b
 }
 
 /// QA: b3, the only backend of z2, is unhealthy with 37 tracked connections, 6 of z1
@@ -456,7 +436,7 @@ fn an_unhealthy_backend_says_which_connections_leave_as_applied() {
     use crate::fastpath::port::PacketBuf;
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::{Arc, Mutex};
-    let d = Daemon::new(Config::from_toml(STAY).unwrap(), 1, vec![0], Box::new(|_| Default::default())).unwrap();
+    let d = Daemon::new(Config::from_toml(&stay()).unwrap(), 1, vec![0], Box::new(|_| Default::default())).unwrap();
     let port = crate::fastpath::worker::PortInfo { mac: [2, 0, 0, 0, 0, 1], forward_to: 0, addr: 0 };
     let worker = Arc::new(Mutex::new(crate::fastpath::worker::Worker::new(0, 4096, 3, Default::default(), d.shared.stats[0].clone(), vec![port])));
     let (b3, inc) = {

@@ -15,7 +15,7 @@ pub mod worker;
 pub mod frag;
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 #[cfg(test)]
 mod tests_v6;
 #[cfg(test)]
