@@ -228,12 +228,23 @@ pub(super) fn finish(d: &Daemon, mut p: Prepared) -> Response {
         if let Some(r) = p.report.services.get_mut(si).and_then(|s| s.repicked.get_mut(ri)) {
             r.connections = n;
             let who = if r.endpoint == r.backend { r.backend.clone() } else { format!("{}/{}", r.backend, r.endpoint) };
-            if let (Some(f), Some(replies), Some(n)) = (&follow, &replies, n) {
-                if let Some(b) = flows::breakdown(&p.after, f, &who, replies, n) {
-                    r.reason = format!("{}: {b}", flows::UNHEALTHY);
-                }
+            match (&follow, &replies, n) {
+                (Some(f), Some(replies), Some(n)) => match flows::breakdown(&p.after, f, &who, replies, n) {
+                    // an endpoint already unhealthy whose last-resort connections all stay
+                    // (or that has none): the edit changes nothing for it
+                    Some((_, 0)) | None if f.is_already() => r.reason.clear(),
+                    Some((b, _)) => r.reason = format!("{}: {b}", if f.is_already() { flows::ALREADY } else { flows::UNHEALTHY }),
+                    None => {}
+                },
+                // not followed (the workers did not answer): an already unhealthy endpoint
+                // says so and that its connections may leave
+                (Some(f), ..) if f.is_already() => r.reason = format!("{}: its last-resort connections may leave (not counted)", flows::ALREADY),
+                _ => {}
             }
         }
+    }
+    for s in &mut p.report.services {
+        s.repicked.retain(|r| !r.reason.is_empty());
     }
     Response::DryRun(p.report)
 }
@@ -461,6 +472,17 @@ fn repicks(pools: (Option<&PoolState>, Option<&PoolState>), b: &Side, before: &S
                     if let Some(r) = cut {
                         counts.push((out.len(), slot, inc, None));
                         out.push(Repick { backend: bk.name.clone(), endpoint: m.name.clone(), reason: r, connections: None });
+                    }
+                    continue;
+                }
+                // Already unhealthy without persistence: the connections still on it are
+                // those of classes that keep it as their last resort; the edit may give
+                // such a class a healthy backend. Followed (`finish`), listed only when
+                // some of them leave.
+                Some(r) if r == flows::UNHEALTHY && reason.as_deref() == Some(flows::UNHEALTHY) => {
+                    if let Some(f) = flows::follow(b, before, a, after, name, &bk.name, slot, inc) {
+                        counts.push((out.len(), slot, inc, Some(f.already())));
+                        out.push(Repick { backend: bk.name.clone(), endpoint: m.name.clone(), reason: flows::ALREADY.into(), connections: None });
                     }
                     continue;
                 }

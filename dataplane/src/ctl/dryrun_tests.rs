@@ -477,20 +477,32 @@ fn an_unhealthy_backend_says_which_connections_leave_as_applied() {
         })
     };
     let (reason, n) = b3_says(&dry(&d, &never));
-    stop.store(true, Ordering::Relaxed);
-    serving.join().unwrap();
     assert_eq!(n, Some(37));
     assert_eq!(reason, "unhealthy, and the service does not persist connections on unhealthy backends: 6 move to another backend, 31 stay (their client class has no healthy backend: the last resort)");
     // applied: the next packet of each connection
     assert!(matches!(crate::ctl::server::Handler::handle(&d, never), Response::Applied(_)));
-    let moved: Vec<bool> = flows
-        .iter()
-        .map(|(src, sport)| {
+    let send_all = || -> Vec<bool> {
+        let on_b3 = |(src, sport): &([u8; 4], u16)| {
             let mut b = ack(*src, *sport);
             let v = d.shared.with_snapshot(|s| worker.lock().unwrap().process(&mut b, 0, s, d.now_ms())).unwrap();
             assert_eq!(v, crate::fastpath::worker::Verdict::Forward);
-            b.data()[0..6] != [2, 0, 0, 0, 0x0b, 3]
-        })
-        .collect();
-    assert_eq!(moved, (0..37).map(|i| i < 6).collect::<Vec<_>>(), "the z1 clients' connections move, the z2 clients' stay on b3");
+            b.data()[0..6] == [2, 0, 0, 0, 0x0b, 3]
+        };
+        flows.iter().map(on_b3).collect()
+    };
+    assert_eq!(send_all(), (0..37).map(|i| i >= 6).collect::<Vec<_>>(), "the z1 clients' connections move, the z2 clients' stay on b3");
+    // b3 is now already unhealthy, its 31 connections z2's last resort (fresh-user QA: a
+    // dry run said "all stay" for an edit that then moved them all). An edit that leaves
+    // z2 without a healthy backend does not list b3; one that gives z2 a healthy backend
+    // says its 31 connections move, and they do.
+    let weight = Request::BackendSet { service: "web".into(), name: "b1".into(), fields: fields(&[("weight", "5")]), if_generation: None };
+    assert!(dry(&d, &weight).services.iter().all(|s| s.repicked.is_empty()), "nothing leaves b3");
+    let b4 = Request::BackendAdd { service: "web".into(), name: "b4".into(), fields: fields(&[("address", "10.0.2.4"), ("mac", "02:00:00:00:0b:04"), ("zone", "z2")]), if_generation: None };
+    let (reason, n) = b3_says(&dry(&d, &b4));
+    stop.store(true, Ordering::Relaxed);
+    serving.join().unwrap();
+    assert_eq!(n, Some(31));
+    assert_eq!(reason, "already unhealthy without persistence; its last-resort connections: 31 move to another backend");
+    assert!(matches!(crate::ctl::server::Handler::handle(&d, b4), Response::Applied(_)));
+    assert_eq!(send_all(), vec![false; 37], "applied: the 31 leave b3 too");
 }

@@ -22,6 +22,11 @@ use spillway_shared::martian::{is_martian_source, SourceAddr};
 /// while the service does not persist connections on unhealthy backends.
 pub(super) const UNHEALTHY: &str = "unhealthy, and the service does not persist connections on unhealthy backends";
 
+/// The reason for an endpoint that was already [`UNHEALTHY`] before the edit and stays so:
+/// the connections still on it are those of client classes that keep it as their last
+/// resort, and the edit may give such a class a healthy backend.
+pub(super) const ALREADY: &str = "already unhealthy without persistence; its last-resort connections";
+
 /// What is needed to follow one endpoint's tracked connections into the edited snapshot
 /// (the endpoint keeps its slot and incarnation there).
 pub(super) struct Follow {
@@ -34,6 +39,20 @@ pub(super) struct Follow {
     siblings: Vec<u16>,
     /// The backend's name.
     backend: String,
+    /// The endpoint was already unhealthy without persistence before the edit
+    /// ([`ALREADY`]): listed only when some of its connections leave.
+    already: bool,
+}
+
+impl Follow {
+    /// This follow, for an endpoint already unhealthy before the edit ([`ALREADY`]).
+    pub(super) fn already(self) -> Follow {
+        Follow { already: true, ..self }
+    }
+    /// Whether the endpoint was already unhealthy before the edit.
+    pub(super) fn is_already(&self) -> bool {
+        self.already
+    }
 }
 
 /// The [`Follow`] of endpoint `slot` (`incarnation`) of backend `backend` of service `name`,
@@ -48,7 +67,7 @@ pub(super) fn follow(b: &Side, before: &Snapshot, a: &Side, after: &Snapshot, na
         return None;
     }
     let siblings = a.slots.backend_slots(name, backend).into_iter().filter(|s| *s != slot).collect();
-    Some(Follow { si, slot, incarnation, siblings, backend: backend.to_string() })
+    Some(Follow { si, slot, incarnation, siblings, backend: backend.to_string(), already: false })
 }
 
 /// The classes of the service whose clients keep an unhealthy endpoint as the last resort
@@ -107,8 +126,9 @@ fn fate<A: FlowAddr + SourceAddr>(snap: &Snapshot, f: &Follow, src: A, sport: u1
 }
 
 /// The breakdown of the workers' listed entries (`replies`, of `total` tracked
-/// connections): `6 move to another backend, 31 stay (...)`; `None` when none was listed.
-pub(super) fn breakdown(snap: &Snapshot, f: &Follow, endpoint: &str, replies: &[FlowReply], total: u64) -> Option<String> {
+/// connections): `6 move to another backend, 31 stay (...)`, and how many of them leave
+/// their endpoint (move, or are dropped); `None` when none was listed.
+pub(super) fn breakdown(snap: &Snapshot, f: &Follow, endpoint: &str, replies: &[FlowReply], total: u64) -> Option<(String, usize)> {
     let mut fates: Vec<Fate> = Vec::new();
     for r in replies {
         fates.extend(r.entries.iter().map(|(e, _)| fate(snap, f, e.src, e.sport, |s| s.vip, snap.class_of(e.src), |a| snap.arp_addrs.contains_key(&a))));
@@ -129,10 +149,12 @@ pub(super) fn breakdown(snap: &Snapshot, f: &Follow, endpoint: &str, replies: &[
     .into_iter()
     .filter_map(|(x, words)| (n(x) > 0).then(|| format!("{} {words}", n(x))))
     .collect();
+    let leaving = n(Fate::Other) + n(Fate::Sibling) + n(Fate::Dropped);
     let examined = fates.len() as u64;
-    Some(if examined < total {
+    let text = if examined < total {
         format!("of {examined} examined (the workers list at most {} each), {}", crate::control::MAX_SHOW_PER_WORKER, parts.join(", "))
     } else {
         parts.join(", ")
-    })
+    };
+    Some((text, leaving))
 }
