@@ -184,8 +184,8 @@ enum Admitted {
 
 impl Conns {
     /// Registers a new connection (`socket`: a handle on it) when there is room: a free
-    /// slot, or the slot of the connection waiting longest since accept for its request head,
-    /// which is then closed. A connection whose request bytes have arrived but are not read
+    /// slot, or the slot of a connection waiting for its request head, which is then
+    /// closed: one of the client address holding the most slots, the longest waiting. A connection whose request bytes have arrived but are not read
     /// yet is not closed: its thread is about to read them.
     fn admit(&mut self, peer: SocketAddr, accepted: Instant, socket: TcpStream) -> Admitted {
         if self.open.len() >= MAX_THREADS {
@@ -193,8 +193,15 @@ impl Conns {
         }
         let mut victim = None;
         if self.open.iter().filter(|c| c.phase != Phase::Closed).count() >= MAX_CONNECTIONS {
+            // Slots held per client address: the victim comes from the address holding the
+            // most (a flood of idle connections from one host closes its own, not a slow
+            // scraper's from another host: fresh-user QA), the longest waiting among them.
+            let mut held: std::collections::HashMap<std::net::IpAddr, usize> = std::collections::HashMap::new();
+            for c in self.open.iter().filter(|c| c.phase != Phase::Closed) {
+                *held.entry(c.peer.ip()).or_default() += 1;
+            }
             let mut waiting: Vec<&mut Open> = self.open.iter_mut().filter(|c| c.phase == Phase::Head).collect();
-            waiting.sort_by_key(|c| c.accepted);
+            waiting.sort_by_key(|c| (std::cmp::Reverse(held.get(&c.peer.ip()).copied().unwrap_or(0)), c.accepted));
             let Some(c) = waiting.into_iter().find(|c| !unread_bytes(&c.socket)) else { return Admitted::No };
             let _ = c.socket.shutdown(Shutdown::Both);
             c.phase = Phase::Closed;
