@@ -1,22 +1,22 @@
 //! Where the tracked connections of an endpoint that turns unhealthy (for the worker's
 //! persistence rule) would go, flow by flow: a child of [`super`].
 //!
-//! Whether such a connection leaves its endpoint depends on its client's zone class (the
-//! worker's `keeps_backend`, dataplane/src/fastpath/worker.rs: a connection stays on an
-//! unhealthy endpoint as the last resort when its client class's table has no healthy
-//! endpoint, or no table), and where it goes on its selection hash (the worker's `select`:
-//! the Maglev pick of the class table by the affinity hash of the flow's 5-tuple, as
-//! `explain` computes it). A connection-table entry holds the client address and port and
-//! the service's number, the VIP, port and protocol are the service's: so each listed
-//! entry is followed into the edited snapshot exactly as the worker will, without
-//! sampling. The workers list at most [`crate::control::MAX_SHOW_PER_WORKER`] entries each
+//! Whether such a connection leaves its endpoint depends on its client's zone class (a
+//! connection stays on an unhealthy endpoint as the last resort when its client class's
+//! table has no healthy endpoint, or no table), and where it goes on its selection hash:
+//! both are asked of the worker's own rules (`keeps_backend` and `new_pick` in
+//! dataplane/src/fastpath/worker.rs, what its `select` uses). A connection-table entry
+//! holds the client address and port and the service's number, the VIP, port and protocol
+//! are the service's: so each listed entry is followed into the edited snapshot exactly as
+//! the worker will, without sampling. The workers list at most [`crate::control::MAX_SHOW_PER_WORKER`] entries each
 //! per endpoint; beyond that the answer says how many were examined.
 
 use super::Side;
 use crate::control::snapshot::Snapshot;
 use crate::control::FlowReply;
-use spillway_shared::flow::{FlowAddr, FlowKeyOf};
-use spillway_shared::martian::{is_martian_source, SourceAddr};
+use crate::fastpath::worker::{keeps_backend, new_pick, Family};
+use spillway_shared::flow::FlowKeyOf;
+use spillway_shared::martian::is_martian_source;
 
 /// The reason [`super::leaves`] gives for an endpoint the edited snapshot marks unhealthy
 /// while the service does not persist connections on unhealthy backends.
@@ -103,21 +103,20 @@ enum Fate {
 }
 
 /// The worker's decision for the connection of client `src`:`sport` on `f`'s endpoint in
-/// `snap`: `keeps_backend` (the drain deadline told apart), then `select`'s pick.
-fn fate<A: FlowAddr + SourceAddr>(snap: &Snapshot, f: &Follow, src: A, sport: u16, vip: impl Fn(&crate::control::snapshot::ServiceSnap) -> A, class: u16, own: impl Fn(A) -> bool) -> Fate {
+/// `snap`: the worker's own rules, `keeps_backend` (asked before any drain deadline: a
+/// drain reads as [`Fate::Drains`]), then `new_pick`.
+fn fate<A: Family>(snap: &Snapshot, f: &Follow, src: A, sport: u16) -> Fate {
     let Some(ss) = snap.services.get(usize::from(f.si)) else { return Fate::Dropped };
-    let table = ss.tables.get(usize::from(class)).and_then(|t| t.as_deref());
-    let b = snap.backends.get(usize::from(f.slot)).filter(|b| b.present && b.incarnation == f.incarnation && b.service == f.si && !b.evict_connections);
-    if let Some(b) = b {
-        if b.healthy || ss.persist_on_unhealthy || table.is_none_or(|t| t.all_unhealthy) {
-            return if b.draining_until_ms.is_some() { Fate::Drains } else { Fate::Stays };
-        }
+    // asked at a time before its drain deadline, if it has one: a drain reads as Drains
+    let draining = snap.backends.get(usize::from(f.slot)).and_then(|b| b.draining_until_ms);
+    if keeps_backend(snap, ss, f.si, f.slot, f.incarnation, src, draining.map_or(0, |d| d.wrapping_sub(1))) {
+        return if draining.is_some() { Fate::Drains } else { Fate::Stays };
     }
-    if is_martian_source(src, own) {
+    if is_martian_source(src, |a| A::is_ours(snap, a)) {
         return Fate::Dropped;
     }
-    let key = FlowKeyOf { src, dst: vip(ss), sport, dport: ss.port, proto: ss.proto };
-    match table.and_then(|t| t.pick(key.affinity_hash(ss.affinity))) {
+    let key = FlowKeyOf { src, dst: A::vip(ss), sport, dport: ss.port, proto: ss.proto };
+    match new_pick(snap, ss, &key) {
         None => Fate::Dropped,
         Some(s) if s == f.slot => Fate::Same,
         Some(s) if f.siblings.contains(&s) => Fate::Sibling,
@@ -131,8 +130,8 @@ fn fate<A: FlowAddr + SourceAddr>(snap: &Snapshot, f: &Follow, src: A, sport: u1
 pub(super) fn breakdown(snap: &Snapshot, f: &Follow, endpoint: &str, replies: &[FlowReply], total: u64) -> Option<(String, usize)> {
     let mut fates: Vec<Fate> = Vec::new();
     for r in replies {
-        fates.extend(r.entries.iter().map(|(e, _)| fate(snap, f, e.src, e.sport, |s| s.vip, snap.class_of(e.src), |a| snap.arp_addrs.contains_key(&a))));
-        fates.extend(r.entries6.iter().map(|(e, _)| fate(snap, f, e.src, e.sport, |s| s.vip6, snap.class_of6(e.src), |a| snap.nd_addrs.contains_key(&a))));
+        fates.extend(r.entries.iter().map(|(e, _)| fate(snap, f, e.src, e.sport)));
+        fates.extend(r.entries6.iter().map(|(e, _)| fate(snap, f, e.src, e.sport)));
     }
     if fates.is_empty() {
         return None;
