@@ -1,7 +1,8 @@
 //! Prometheus metrics: `GET /metrics` on `[metrics] listen`, served by a control-side
 //! thread (never a worker core) that answers each connection on a short-lived thread of
 //! its own (at most [`MAX_CONNECTIONS`] at once, each cut [`REQUEST_DEADLINE`] after
-//! accept without a request, or when its answer stalls that long; when all are taken, a
+//! accept without a request, or when its answer stalls that long or is not taken within
+//! [`ANSWER_DEADLINE`]; when all are taken, a
 //! new connection takes the place of the one that has waited longest for its request
 //! head, and is answered `503` only when every one is answering a request; [`serve`]),
 //! encoded with the `prometheus-client` crate in the OpenMetrics text format (which
@@ -342,7 +343,7 @@ pub fn to_prometheus_text(openmetrics: &str) -> String {
 
 #[path = "metrics_http.rs"]
 mod http;
-pub use http::{bind, serve, MAX_CONNECTIONS, REQUEST_DEADLINE};
+pub use http::{bind, serve, ANSWER_DEADLINE, MAX_CONNECTIONS, REQUEST_DEADLINE};
 
 #[cfg(test)]
 #[path = "metrics_tests.rs"]

@@ -20,9 +20,15 @@ pub fn bind(addr: SocketAddr) -> Result<TcpListener, String> {
 /// Time a connection has from accept to send its request head, and then the longest the
 /// answer may stall (no byte taken by the peer); past either it is closed, however it
 /// trickles (while it waits for its head it may also be closed sooner, to make room for a
-/// new connection: [`MAX_CONNECTIONS`]). A large exposition that keeps flowing is sent
-/// whole.
+/// new connection: [`MAX_CONNECTIONS`]). An answer that keeps flowing is sent whole if the
+/// peer takes it within [`ANSWER_DEADLINE`].
 pub const REQUEST_DEADLINE: Duration = Duration::from_secs(2);
+/// Longest time a whole answer may take from its request head, however it keeps flowing:
+/// 10 s, Prometheus's default `scrape_timeout`, after which the scraper has given up on it
+/// anyway. So a client that takes the answer a few bytes at a time, never stalling for
+/// [`REQUEST_DEADLINE`], holds a connection (one of [`MAX_CONNECTIONS`], none of which is
+/// closed to make room once answering) for 10 s at most.
+pub const ANSWER_DEADLINE: Duration = Duration::from_secs(10);
 /// Connections answered at once (a thread each). A connection accepted while all are taken
 /// takes the place of the one that has waited longest since accept without sending a
 /// complete request head (which is closed unanswered; one whose request bytes have arrived
@@ -317,23 +323,24 @@ fn answer(mut conn: TcpStream, body: &impl Fn() -> String, deadline: Instant, st
     // A 405 names the methods there are (RFC 9110 §15.5.6).
     let allow = if status.starts_with("405") { "Allow: GET, HEAD\r\n" } else { "" };
     let head = format!("HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\n{allow}Connection: close\r\n\r\n", text.len());
-    write_all_by(&mut conn, head.as_bytes(), stop)?;
+    let until = Instant::now() + ANSWER_DEADLINE;
+    write_all_by(&mut conn, head.as_bytes(), stop, until)?;
     if !head_only {
-        write_all_by(&mut conn, text.as_bytes(), stop)?;
+        write_all_by(&mut conn, text.as_bytes(), stop, until)?;
     }
     Ok(())
 }
 
-/// Before each blocking read or write on `conn`: an error once `deadline` passed or `stop`
-/// is set, else the socket timeout `set` (read or write) is set to what is left, at most
+/// Before each blocking read or write on `conn`: an error once `deadline` passed (saying
+/// `late`) or `stop` is set, else the socket timeout `set` (read or write) is set to what is left, at most
 /// [`POLL`].
-fn next_wait(conn: &TcpStream, deadline: Instant, stop: &AtomicBool, set: fn(&TcpStream, Option<Duration>) -> std::io::Result<()>) -> std::io::Result<()> {
+fn next_wait(conn: &TcpStream, deadline: Instant, stop: &AtomicBool, set: fn(&TcpStream, Option<Duration>) -> std::io::Result<()>, late: &str) -> std::io::Result<()> {
     if stop.load(Ordering::SeqCst) {
         return Err(std::io::Error::other("the daemon is stopping"));
     }
     let left = deadline.saturating_duration_since(Instant::now());
     if left.is_zero() {
-        return Err(std::io::Error::new(std::io::ErrorKind::TimedOut, format!("request not done within {} s of accept", REQUEST_DEADLINE.as_secs())));
+        return Err(std::io::Error::new(std::io::ErrorKind::TimedOut, late.to_string()));
     }
     set(conn, Some(left.min(POLL)))
 }
@@ -347,7 +354,7 @@ fn again(e: &std::io::Error) -> bool {
 /// no longer than a stop).
 fn peek_by(conn: &TcpStream, buf: &mut [u8], deadline: Instant, stop: &AtomicBool) -> std::io::Result<usize> {
     loop {
-        next_wait(conn, deadline, stop, TcpStream::set_read_timeout)?;
+        next_wait(conn, deadline, stop, TcpStream::set_read_timeout, "request head not in within 2 s of accept")?;
         match conn.peek(buf) {
             Err(e) if again(&e) => continue,
             r => return r,
@@ -355,17 +362,17 @@ fn peek_by(conn: &TcpStream, buf: &mut [u8], deadline: Instant, stop: &AtomicBoo
     }
 }
 
-/// `conn.write_all(data)`, or an error once the peer took nothing for [`REQUEST_DEADLINE`]
-/// (or on a stop).
-fn write_all_by(conn: &mut TcpStream, mut data: &[u8], stop: &AtomicBool) -> std::io::Result<()> {
-    let mut deadline = Instant::now() + REQUEST_DEADLINE;
+/// `conn.write_all(data)`, or an error once the peer took nothing for [`REQUEST_DEADLINE`],
+/// at `until` (the answer's [`ANSWER_DEADLINE`]) or on a stop.
+fn write_all_by(conn: &mut TcpStream, mut data: &[u8], stop: &AtomicBool, until: Instant) -> std::io::Result<()> {
+    let mut deadline = (Instant::now() + REQUEST_DEADLINE).min(until);
     while !data.is_empty() {
-        next_wait(conn, deadline, stop, TcpStream::set_write_timeout)?;
+        next_wait(conn, deadline, stop, TcpStream::set_write_timeout, "answer stalled for 2 s, or not taken within 10 s")?;
         match conn.write(data) {
             Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
             Ok(n) => {
                 data = &data[n..];
-                deadline = Instant::now() + REQUEST_DEADLINE;
+                deadline = (Instant::now() + REQUEST_DEADLINE).min(until);
             }
             Err(e) if again(&e) => continue,
             Err(e) => return Err(e),

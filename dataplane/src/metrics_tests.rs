@@ -288,6 +288,36 @@ fn slow_and_idle_clients_do_not_delay_a_scrape() {
     t.join().unwrap();
 }
 
+/// A client that takes its answer steadily but too slowly to finish it (16 KiB every 50
+/// ms, so it never stalls [`REQUEST_DEADLINE`]) is cut at [`ANSWER_DEADLINE`]: read
+/// fast after that, the connection ends before the 64 MiB answer is whole (without the
+/// deadline, the fast read would get all of it).
+#[test]
+fn a_trickling_reader_is_cut_at_the_answer_deadline() {
+    const BODY: usize = 64 << 20;
+    let big = "x".repeat(BODY);
+    let (addr, stop, t) = start_with(move || big.clone());
+    let mut c = send(addr, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
+    let opened = std::time::Instant::now();
+    c.set_read_timeout(Some(Duration::from_secs(1))).unwrap();
+    let (mut got, mut buf) = (0usize, vec![0u8; 16 << 10]);
+    while opened.elapsed() < ANSWER_DEADLINE + Duration::from_secs(1) {
+        match c.read(&mut buf) {
+            Ok(0) => panic!("closed after {:?}, before the answer deadline", opened.elapsed()),
+            Ok(n) => got += n,
+            Err(e) => panic!("{e} after {:?}", opened.elapsed()),
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut rest = Vec::new();
+    let _ = c.read_to_end(&mut rest); // a reset after the buffered bytes is an end too
+    got += rest.len();
+    assert!(got < BODY, "the whole answer ({got} bytes) was sent to a client reading for {:?}", opened.elapsed());
+    stop.store(true, Ordering::SeqCst);
+    t.join().unwrap();
+}
+
 /// Starts [`serve`] on a free port with `body`; returns its address, stop flag and thread.
 fn start_with(body: impl Fn() -> String + Send + Sync + 'static) -> (SocketAddr, Arc<AtomicBool>, std::thread::JoinHandle<()>) {
     let l = bind("127.0.0.1:0".parse().unwrap()).unwrap();
