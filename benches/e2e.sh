@@ -60,7 +60,8 @@
 # `ratio_v6_vs_v4`, `ratio_1m_vs_1k` and `ratio_syn_random_vs_est1k` then take the best
 # Mpps of each run over the rounds (best of N: another tenant's load on a shared host
 # only ever lowers a figure). Each round's own ratios are printed too (`round=R
-# ratio_...`), and `rounds_<ratio>=a,b,c`. The two-worker run, testpmd io and the
+# ratio_...`), then `rounds_<ratio>=a,b,c` and `median_<ratio>=X.XX` (the median of the rounds'
+# paired ratios: see round_summary). The two-worker run, testpmd io and the
 # GEN_1M=pcap 1 M run are run once.
 # Prints one line per run (`run=<name> mpps=<x> ...`), then `ratio_vs_5tswap=X.XX`
 # (Spillway established 64-byte Mpps / testpmd 5tswap Mpps) and, with the many-flows case,
@@ -363,6 +364,23 @@ round_ratio() {
     ((ROUNDS == 1)) || echo "round=$round ratio_$1=$x"
 }
 
+# round_summary RATIO...: with ROUNDS > 1, prints `rounds_RATIO=a,b,c` (each round's own
+# ratio, from round_ratio) and `median_RATIO=X.XX`: the median of the rounds' paired ratios.
+# The headline `ratio_RATIO` divides the best of one run by the best of the other, which may
+# come from different rounds; on a host that switches between a slow and a fast mode for a
+# whole run (seen on the AMD EPYC VM: every figure of a round 15-20 % up), the paired median
+# is the figure that compares like with like (docs/benchmarks.md).
+round_summary() {
+    local r l
+    ((ROUNDS > 1)) || return 0
+    for r in "$@"; do
+        l="ROUND_RATIOS_$r"
+        [[ -n "${!l:-}" ]] || continue
+        echo "rounds_$r=${!l}"
+        python3 -c "import statistics; print('median_$r=%.2f' % statistics.median([$(echo "${!l}")]))"
+    done
+}
+
 # use_best NAME...: MPPS_NAME := BEST_NAME (the ratios below take the best of the rounds).
 use_best() {
     local n b
@@ -414,10 +432,7 @@ pcap_mode() {
     run_testpmd io "$WORK/est64.pcap"
     use_best est64 est64_v6 testpmd_5tswap est64_memif est64_1m syn64_random
     if ((ROUNDS > 1)); then
-        for r in vs_5tswap v6_vs_v4 1m_vs_1k syn_random_vs_est1k; do
-            l="ROUND_RATIOS_$r"
-            [[ -z "${!l:-}" ]] || echo "rounds_$r=${!l}"
-        done
+        round_summary vs_5tswap v6_vs_v4 1m_vs_1k syn_random_vs_est1k
         echo "# ratio_vs_5tswap, _v6_vs_v4, _1m_vs_1k (flowgen), _syn_random_vs_est1k below: best Mpps of each run over $ROUNDS rounds; _2w_vs_1w: the one two-worker run over the best one-worker run"
     fi
     # shellcheck disable=SC2154  # set by eval in run_*
@@ -742,6 +757,7 @@ PY
 # flows mode: only the many-flows case with flowgen (N_FLOWS, then FLOWS_1M flows).
 flows_mode() {
     many_flows_flowgen
+    round_summary 1m_vs_1k syn_random_vs_est1k
     # shellcheck disable=SC2154  # set by eval in run_spillway
     python3 -c "print('ratio_1m_vs_1k=%.2f' % ($MPPS_est64_1m / $MPPS_est64_memif))"
 }
