@@ -345,6 +345,49 @@ fn merge_array_of_tables(doc: &mut ArrayOfTables, old: &[toml::Value], new: &[to
             (_, None) => {}
         }
     }
+    keep_new_order(doc);
+}
+
+/// Gives the elements of an array of tables, and the tables nested in them, the document
+/// positions they held, in the array's new order. toml_edit writes a document's tables
+/// sorted by position, so elements kept in a new order (a `config apply` that swaps two
+/// backends' names, or reorders services) were written in the file's old order: the file
+/// then no longer parsed to the new config and was written in canonical form, its comments
+/// lost. Elements created here have no position and follow the one before them.
+fn keep_new_order(doc: &mut ArrayOfTables) {
+    fn positions(t: &Table, out: &mut Vec<usize>) {
+        out.extend(t.position());
+        for (_, item) in t.iter() {
+            match item {
+                Item::Table(s) => positions(s, out),
+                Item::ArrayOfTables(a) => a.iter().for_each(|s| positions(s, out)),
+                _ => {}
+            }
+        }
+    }
+    fn assign(t: &mut Table, next: &mut impl Iterator<Item = usize>) {
+        if t.position().is_some() {
+            if let Some(p) = next.next() {
+                t.set_position(p);
+            }
+        }
+        for (_, item) in t.iter_mut() {
+            match item {
+                Item::Table(s) => assign(s, next),
+                Item::ArrayOfTables(a) => a.iter_mut().for_each(|s| assign(s, next)),
+                _ => {}
+            }
+        }
+    }
+    let own: Vec<usize> = doc.iter().filter_map(Table::position).collect();
+    if own.windows(2).all(|w| w[0] < w[1]) {
+        return;
+    }
+    let mut all = Vec::new();
+    doc.iter().for_each(|t| positions(t, &mut all));
+    all.sort_unstable();
+    let mut next = all.into_iter();
+    doc.iter_mut().for_each(|t| assign(t, &mut next));
 }
 
 fn new_array_of_tables(v: &[toml::Value]) -> ArrayOfTables {

@@ -595,3 +595,34 @@ fn arrays_of_tables_emptied_and_refilled_stay_tables() {
     assert_eq!(text.lines().filter(|l| l.starts_with(super::HEADER_PREFIX)).count(), 1, "{text}");
     assert!(text.starts_with(super::HEADER_PREFIX), "{text}");
 }
+
+/// A `config apply` that swaps two backends' names (so their tables come in a new order)
+/// keeps the file's comments and writes the new order: toml_edit sorts tables by their old
+/// positions, and the file was written in canonical form instead ("does not parse to the
+/// running config (edited by hand since?)").
+#[test]
+fn config_apply_swapping_names_keeps_comments() {
+    let f = fixture("swap");
+    let swap = |t: &str| t.replace("name = \"b1\"", "name = \"TMP\"").replace("name = \"b2\"", "name = \"b1\"").replace("name = \"TMP\"", "name = \"b2\"");
+    applied(f.daemon.config_apply(&swap(COMMENTED), None));
+    check_file(&f).unwrap();
+    let text = std::fs::read_to_string(&f.path).unwrap();
+    // each name keeps its own table and comments, in the applied order: b2 first
+    let b2 = text.find("# Second backend.\n[[services.backends]]\nname = \"b2\"\naddress = \"10.0.1.1\"").expect(&text);
+    assert!(b2 < text.find("name = \"b1\" # name stays\naddress = \"10.0.1.2\"").expect(&text), "{text}");
+    // and back, and a second service with backends of its own swapped with the first
+    applied(f.daemon.config_apply(COMMENTED, None));
+    check_file(&f).unwrap();
+    let two = COMMENTED.replace("# Connection tracking", "# The API service.\n[[services]]\nname = \"api\"\nvip = \"10.0.0.101\"\nport = 443\n\n[[services.backends]]\nname = \"a1\" # api backend\naddress = \"10.0.2.1\"\nmac = \"02:00:00:00:0c:01\"\n\n# Connection tracking");
+    applied(f.daemon.config_apply(&two, None));
+    check_file(&f).unwrap();
+    let swapped = two.replace("name = \"web\"", "name = \"TMP\"").replace("name = \"api\"", "name = \"web\"").replace("name = \"TMP\"", "name = \"api\"");
+    applied(f.daemon.config_apply(&swapped, None));
+    // Tables follow names: "web" (its comments, now api's old settings and backend a1) is
+    // written after "api"; b1's and b2's comments went with web's old backends. The file
+    // is merged, not rewritten in canonical form, and parses to the running config.
+    let text = std::fs::read_to_string(&f.path).unwrap();
+    assert!(text.contains("comments and layout are kept") && text.contains("# The web service.") && text.contains("# small table"), "{text}");
+    assert!(text.find("name = \"api\"").expect(&text) < text.find("name = \"web\"").expect(&text), "{text}");
+    assert_eq!(Config::from_toml(&text).unwrap(), f.daemon.control.lock().unwrap().cfg);
+}
