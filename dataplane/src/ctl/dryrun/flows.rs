@@ -124,6 +124,15 @@ fn fate<A: Family>(snap: &Snapshot, f: &Follow, src: A, sport: u16) -> Fate {
     }
 }
 
+/// `k` connections and what happens to them: `None` for none, `1 {one}`, `k {many}`.
+fn counted(k: usize, one: &str, many: &str) -> Option<String> {
+    match k {
+        0 => None,
+        1 => Some(format!("1 {one}")),
+        k => Some(format!("{k} {many}")),
+    }
+}
+
 /// The breakdown of the workers' listed entries (`replies`, of `total` tracked
 /// connections): `6 move to another backend, 31 stay (...)`, and how many of them leave
 /// their endpoint (move, or are dropped); `None` when none was listed.
@@ -137,16 +146,17 @@ pub(super) fn breakdown(snap: &Snapshot, f: &Follow, endpoint: &str, replies: &[
         return None;
     }
     let n = |x: Fate| fates.iter().filter(|f| **f == x).count();
+    // (fate, words for one connection, words for several)
     let parts: Vec<String> = [
-        (Fate::Other, "move to another backend".to_string()),
-        (Fate::Sibling, format!("move to another endpoint of {}", f.backend)),
-        (Fate::Dropped, "are dropped (no backend is picked for them)".to_string()),
-        (Fate::Same, format!("are re-picked onto {endpoint} again (they stay)")),
-        (Fate::Stays, "stay (their client class has no healthy backend: the last resort)".to_string()),
-        (Fate::Drains, "stay until its drain ends (their client class has no healthy backend)".to_string()),
+        (Fate::Other, "moves to another backend".to_string(), "move to another backend".to_string()),
+        (Fate::Sibling, format!("moves to another endpoint of {}", f.backend), format!("move to another endpoint of {}", f.backend)),
+        (Fate::Dropped, "is dropped (no backend is picked for it)".to_string(), "are dropped (no backend is picked for them)".to_string()),
+        (Fate::Same, format!("is re-picked onto {endpoint} again (it stays)"), format!("are re-picked onto {endpoint} again (they stay)")),
+        (Fate::Stays, "stays (its client class has no healthy backend: the last resort)".to_string(), "stay (their client class has no healthy backend: the last resort)".to_string()),
+        (Fate::Drains, "stays until its drain ends (its client class has no healthy backend)".to_string(), "stay until its drain ends (their client class has no healthy backend)".to_string()),
     ]
     .into_iter()
-    .filter_map(|(x, words)| (n(x) > 0).then(|| format!("{} {words}", n(x))))
+    .filter_map(|(x, one, many)| counted(n(x), &one, &many))
     .collect();
     let leaving = n(Fate::Other) + n(Fate::Sibling) + n(Fate::Dropped);
     let examined = fates.len() as u64;
@@ -156,4 +166,15 @@ pub(super) fn breakdown(snap: &Snapshot, f: &Follow, endpoint: &str, replies: &[
         parts.join(", ")
     };
     Some((text, leaving))
+}
+
+#[cfg(test)]
+mod tests {
+    /// One connection reads in the singular ("1 stays", not "1 stay"), none is left out.
+    #[test]
+    fn counts_agree_with_their_verbs() {
+        assert_eq!(super::counted(0, "stays", "stay"), None);
+        assert_eq!(super::counted(1, "stays", "stay").as_deref(), Some("1 stays"));
+        assert_eq!(super::counted(31, "stays", "stay").as_deref(), Some("31 stay"));
+    }
 }
