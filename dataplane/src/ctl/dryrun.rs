@@ -37,6 +37,8 @@ pub(super) struct Prepared {
     /// (service index in the report, repick index, slot, incarnation, the endpoint's
     /// connections to follow into `after` when it turns unhealthy)
     counts: Vec<(usize, usize, u16, u16, Option<flows::Follow>)>,
+    /// The running snapshot, as the dry run compiled it.
+    before: Snapshot,
     /// The edited snapshot.
     after: Snapshot,
 }
@@ -183,7 +185,7 @@ pub(super) fn prepare(d: &Daemon, st: &ControlState, cand: &Config, changes: Vec
         report.services.push(svc);
     }
     report.notes.extend(address_notes(&st.cfg, cand));
-    Prepared { report, counts, after }
+    Prepared { report, counts, before, after }
 }
 
 /// What an edit of a service's VIP, port, protocol or forwarding mode does to the
@@ -229,10 +231,12 @@ pub(super) fn finish(d: &Daemon, mut p: Prepared) -> Response {
             r.connections = n;
             let who = if r.endpoint == r.backend { r.backend.clone() } else { format!("{}/{}", r.backend, r.endpoint) };
             match (&follow, &replies, n) {
-                (Some(f), Some(replies), Some(n)) => match flows::breakdown(&p.after, f, &who, replies, n) {
+                (Some(f), Some(replies), Some(n)) => match flows::breakdown(&p.before, &p.after, f, &who, replies, n) {
                     // an endpoint already unhealthy whose last-resort connections all stay
                     // (or that has none): the edit changes nothing for it
                     Some((_, 0)) | None if f.is_already() => r.reason.clear(),
+                    // removed, readdressed, evicted or drained by the edit: that reason first
+                    Some((b, _)) if f.is_already() && r.reason != flows::ALREADY => r.reason = format!("{}, and it was {}: {b}", r.reason, flows::ALREADY),
                     Some((b, _)) => r.reason = format!("{}: {b}", if f.is_already() { flows::ALREADY } else { flows::UNHEALTHY }),
                     None => {}
                 },
@@ -243,9 +247,14 @@ pub(super) fn finish(d: &Daemon, mut p: Prepared) -> Response {
             }
         }
     }
-    for s in &mut p.report.services {
+    // A service listed only for already unhealthy endpoints the edit changes nothing for
+    // goes too (left without classes or re-picks, it would read as a service without
+    // backends).
+    p.report.services.retain_mut(|s| {
+        let had = s.repicked.len();
         s.repicked.retain(|r| !r.reason.is_empty());
-    }
+        !(had > 0 && s.repicked.is_empty() && s.classes.is_empty())
+    });
     Response::DryRun(p.report)
 }
 
@@ -483,6 +492,16 @@ fn repicks(pools: (Option<&PoolState>, Option<&PoolState>), b: &Side, before: &S
                     if let Some(f) = flows::follow(b, before, a, after, name, &bk.name, slot, inc) {
                         counts.push((out.len(), slot, inc, Some(f.already())));
                         out.push(Repick { backend: bk.name.clone(), endpoint: m.name.clone(), reason: flows::ALREADY.into(), connections: None });
+                    }
+                    continue;
+                }
+                // Already unhealthy, and the edit removes it, gives it a new address,
+                // evicts or drains it: its last-resort connections (the only ones still
+                // on it) lose it. Followed, listed when there are some.
+                Some(r) if r == flows::UNHEALTHY => {
+                    if let Some(f) = reason.as_deref().and_then(|why| flows::follow_gone(b, before, a, after, name, &bk.name, slot, inc, why)) {
+                        counts.push((out.len(), slot, inc, Some(f)));
+                        out.push(Repick { backend: bk.name.clone(), endpoint: m.name.clone(), reason: reason.unwrap_or_default(), connections: None });
                     }
                     continue;
                 }

@@ -506,3 +506,6 @@ fn an_unhealthy_backend_says_which_connections_leave_as_applied() {
     assert!(matches!(crate::ctl::server::Handler::handle(&d, b4), Response::Applied(_)));
     assert_eq!(send_all(), vec![false; 37], "applied: the 31 leave b3 too");
 }
+
+#[path = "dryrun_already_tests.rs"]
+mod already;

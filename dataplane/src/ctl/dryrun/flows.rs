@@ -30,8 +30,16 @@ pub(super) const ALREADY: &str = "already unhealthy without persistence; its las
 /// What is needed to follow one endpoint's tracked connections into the edited snapshot
 /// (the endpoint keeps its slot and incarnation there).
 pub(super) struct Follow {
-    /// The service's index in the edited snapshot.
+    /// The service's index in the edited snapshot (unused when [`Follow::gone`]).
     si: u16,
+    /// The service's index in the running snapshot: for an endpoint already unhealthy
+    /// before the edit, only the connections the worker keeps on it today (its last-resort
+    /// ones) are the edit's doing; the others leave at their next packet anyway.
+    si_before: u16,
+    /// The edit removes the endpoint, gives it a new address, evicts or drains its
+    /// connections (the reason [`super::leaves`] gives): its last-resort connections are
+    /// re-picked, or stay until the drain ends ([`follow_gone`]).
+    gone: Option<String>,
     /// The endpoint's slot and incarnation.
     slot: u16,
     incarnation: u16,
@@ -67,7 +75,32 @@ pub(super) fn follow(b: &Side, before: &Snapshot, a: &Side, after: &Snapshot, na
         return None;
     }
     let siblings = a.slots.backend_slots(name, backend).into_iter().filter(|s| *s != slot).collect();
-    Some(Follow { si, slot, incarnation, siblings, backend: backend.to_string(), already: false })
+    let (si_before, _) = b.service_snap(before, name)?;
+    Some(Follow { si, si_before, gone: None, slot, incarnation, siblings, backend: backend.to_string(), already: false })
+}
+
+/// The [`Follow`] of an endpoint already unhealthy without persistence before the edit
+/// that the edit takes away from its last-resort connections for `reason` (removed, a new
+/// address, evicted, drains, service removed): which of them leave needs only the running
+/// snapshot; `None` when the service is not in it.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn follow_gone(b: &Side, before: &Snapshot, a: &Side, after: &Snapshot, name: &str, backend: &str, slot: u16, incarnation: u16, reason: &str) -> Option<Follow> {
+    let (si_before, sb) = b.service_snap(before, name)?;
+    // where they go: the edited service's pick, when the service keeps its number (else
+    // they match no service: dropped)
+    let si = a.service_snap(after, name).filter(|(_, sa)| sa.id == sb.id).map_or(u16::MAX, |(si, _)| si);
+    let siblings = a.slots.backend_slots(name, backend).into_iter().filter(|s| *s != slot).collect();
+    Some(Follow { si, si_before, gone: Some(reason.to_string()), slot, incarnation, siblings, backend: backend.to_string(), already: true })
+}
+
+/// Whether the worker keeps the connection of client `src` on `f`'s endpoint in the
+/// running snapshot `before` (asked before any drain deadline): for an endpoint already
+/// unhealthy without persistence, the connections of a client class that keeps it as its
+/// last resort.
+fn kept_before<A: Family>(before: &Snapshot, f: &Follow, src: A) -> bool {
+    let Some(ss) = before.services.get(usize::from(f.si_before)) else { return false };
+    let draining = before.backends.get(usize::from(f.slot)).and_then(|b| b.draining_until_ms);
+    keeps_backend(before, ss, f.si_before, f.slot, f.incarnation, src, draining.map_or(0, |d| d.wrapping_sub(1)))
 }
 
 /// The classes of the service whose clients keep an unhealthy endpoint as the last resort
@@ -118,7 +151,8 @@ fn fate<A: Family>(snap: &Snapshot, f: &Follow, src: A, sport: u16) -> Fate {
     let key = FlowKeyOf { src, dst: A::vip(ss), sport, dport: ss.port, proto: ss.proto };
     match new_pick(snap, ss, &key) {
         None => Fate::Dropped,
-        Some(s) if s == f.slot => Fate::Same,
+        // (a removed endpoint's slot may be another endpoint's after the same edit)
+        Some(s) if s == f.slot && f.gone.is_none() => Fate::Same,
         Some(s) if f.siblings.contains(&s) => Fate::Sibling,
         Some(_) => Fate::Other,
     }
@@ -136,11 +170,24 @@ fn counted(k: usize, one: &str, many: &str) -> Option<String> {
 /// The breakdown of the workers' listed entries (`replies`, of `total` tracked
 /// connections): `6 move to another backend, 31 stay (...)`, and how many of them leave
 /// their endpoint (move, or are dropped); `None` when none was listed.
-pub(super) fn breakdown(snap: &Snapshot, f: &Follow, endpoint: &str, replies: &[FlowReply], total: u64) -> Option<(String, usize)> {
+pub(super) fn breakdown(before: &Snapshot, snap: &Snapshot, f: &Follow, endpoint: &str, replies: &[FlowReply], total: u64) -> Option<(String, usize)> {
     let mut fates: Vec<Fate> = Vec::new();
+    // of an already unhealthy endpoint: connections it does not keep today (they leave at
+    // their next packet, edit or not)
+    let mut anyway = 0usize;
     for r in replies {
-        fates.extend(r.entries.iter().map(|(e, _)| fate(snap, f, e.src, e.sport)));
-        fates.extend(r.entries6.iter().map(|(e, _)| fate(snap, f, e.src, e.sport)));
+        for (src, sport) in r.entries.iter().map(|(e, _)| (e.src, e.sport)) {
+            match f.already && !kept_before(before, f, src) {
+                true => anyway += 1,
+                false => fates.push(fate(snap, f, src, sport)),
+            }
+        }
+        for (src, sport) in r.entries6.iter().map(|(e, _)| (e.src, e.sport)) {
+            match f.already && !kept_before(before, f, src) {
+                true => anyway += 1,
+                false => fates.push(fate(snap, f, src, sport)),
+            }
+        }
     }
     if fates.is_empty() {
         return None;
@@ -158,13 +205,17 @@ pub(super) fn breakdown(snap: &Snapshot, f: &Follow, endpoint: &str, replies: &[
     .into_iter()
     .filter_map(|(x, one, many)| counted(n(x), &one, &many))
     .collect();
-    let leaving = n(Fate::Other) + n(Fate::Sibling) + n(Fate::Dropped);
-    let examined = fates.len() as u64;
-    let text = if examined < total {
+    // (a drain the edit starts ends their stay too)
+    let leaving = n(Fate::Other) + n(Fate::Sibling) + n(Fate::Dropped) + n(Fate::Drains) * usize::from(f.gone.is_some());
+    let examined = (fates.len() + anyway) as u64;
+    let mut text = if examined < total {
         format!("of {examined} examined (the workers list at most {} each), {}", crate::control::MAX_SHOW_PER_WORKER, parts.join(", "))
     } else {
         parts.join(", ")
     };
+    if anyway > 0 {
+        text.push_str(&format!(" ({anyway} other{} of clients with a healthy backend leave at {} next packet, edit or not)", if anyway == 1 { "" } else { "s" }, if anyway == 1 { "its" } else { "their" }));
+    }
     Some((text, leaving))
 }
 

@@ -1,0 +1,116 @@
+//! Dry runs of edits around an endpoint that is already unhealthy without persistence
+//! (review of e720d6e): only its last-resort connections are the edit's doing, an edit that
+//! removes it says so, and a service listed only for it does not read as one without
+//! backends. Each prediction is checked against the edit applied, packet by packet.
+
+use super::{ack, dry, fields, stay};
+use crate::daemon::Daemon;
+use crate::fastpath::port::PacketBuf;
+use crate::fastpath::worker::{PortInfo, Verdict, Worker};
+use spillway_shared::config::Config;
+use spillway_shared::dryrun::DryRunReport;
+use spillway_shared::proto::{Request, Response};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// Tracked flows: (client address, client port).
+type Flows = Vec<([u8; 4], u16)>;
+
+/// `NEVER_PERSIST` from the start and b3 (z2's only backend) unhealthy: b3 is already
+/// unhealthy without persistence. It holds 6 idle connections of z1 clients (they leave at
+/// their next packet, edit or not) and 31 of z2 clients (z2's last resort). Returns the
+/// daemon, the worker and the 37 flows (z1's first).
+fn already() -> (Daemon, Arc<Mutex<Worker>>, Flows) {
+    let cfg = stay().replace("zonal_affinity = \"STAY_WITHIN_ZONE\"", "zonal_affinity = \"STAY_WITHIN_ZONE\"\nconnection_persistence_on_unhealthy_backends = \"NEVER_PERSIST\"");
+    let d = Daemon::new(Config::from_toml(&cfg).unwrap(), 1, vec![0], Box::new(|_| Default::default())).unwrap();
+    let port = PortInfo { mac: [2, 0, 0, 0, 0, 1], forward_to: 0, addr: 0 };
+    let worker = Arc::new(Mutex::new(Worker::new(0, 4096, 3, Default::default(), d.shared.stats[0].clone(), vec![port])));
+    let (b3, inc) = {
+        let mut st = d.control.lock().unwrap();
+        st.health.entry(("web".into(), "b3".into(), "b3".into())).or_default().healthy = false;
+        d.republish(&mut st);
+        let b3 = st.slots.slot("web", "b3", "b3").unwrap();
+        (b3, st.slots.incarnation(b3))
+    };
+    let service = d.shared.with_snapshot(|s| s.services[0].id).unwrap();
+    let flows: Flows = (0..37u8).map(|i| if i < 6 { ([10, 1, 0, 10 + i], 40000 + u16::from(i)) } else { ([10, 2, 0, 10 + i], 41000 + u16::from(i)) }).collect();
+    for (src, sport) in &flows {
+        let k = crate::fastpath::conntrack::CtKey { src: u32::from(std::net::Ipv4Addr::from(*src)), sport: *sport, service };
+        assert!(worker.lock().unwrap().ct.insert(&k, b3, inc, d.now_ms(), &crate::fastpath::conntrack::Timeouts::default()));
+    }
+    (d, worker, flows)
+}
+
+/// Dry runs of `reqs` while a thread answers the workers' mailbox for `worker`.
+fn dry_served(d: &Daemon, worker: &Arc<Mutex<Worker>>, reqs: &[&Request]) -> Vec<DryRunReport> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let serving = {
+        let (sh, w, stop, started) = (d.shared.clone(), worker.clone(), stop.clone(), d.started);
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                sh.mailboxes[0].serve(|req| {
+                    let mut w = w.lock().unwrap();
+                    sh.with_snapshot(|s| w.control(req, s, started.elapsed().as_millis() as u32)).unwrap()
+                });
+                std::thread::sleep(std::time::Duration::from_micros(200));
+            }
+        })
+    };
+    let reports = reqs.iter().map(|r| dry(d, r)).collect();
+    stop.store(true, Ordering::Relaxed);
+    serving.join().unwrap();
+    reports
+}
+
+/// The next packet of each flow: (verdict, whether it went to b3).
+fn send(d: &Daemon, worker: &Arc<Mutex<Worker>>, flows: &[([u8; 4], u16)]) -> Vec<(Verdict, bool)> {
+    flows
+        .iter()
+        .map(|(src, sport)| {
+            let mut b = ack(*src, *sport);
+            let v = d.shared.with_snapshot(|s| worker.lock().unwrap().process(&mut b, 0, s, d.now_ms())).unwrap();
+            (v, b.data()[0..6] == [2, 0, 0, 0, 0x0b, 3])
+        })
+        .collect()
+}
+
+fn listed(rep: &DryRunReport) -> Vec<(String, String, Option<u64>)> {
+    rep.services.iter().flat_map(|s| &s.repicked).map(|r| (r.backend.clone(), r.reason.clone(), r.connections)).collect()
+}
+
+/// An edit of another backend lists nothing for b3 (its 6 z1 connections leave at their
+/// next packet without the edit too); `backend remove b3` says its 31 last-resort
+/// connections move, and applied, exactly those 31 are forwarded elsewhere.
+#[test]
+fn only_last_resort_connections_are_the_edits_doing_and_a_removal_says_so() {
+    let (d, worker, flows) = already();
+    let weight = Request::BackendSet { service: "web".into(), name: "b1".into(), fields: fields(&[("weight", "5")]), if_generation: None };
+    let remove = Request::BackendRemove { service: "web".into(), name: "b3".into(), if_generation: None };
+    let reps = dry_served(&d, &worker, &[&weight, &remove]);
+    assert_eq!(listed(&reps[0]), [], "{:#?}", reps[0]);
+    assert_eq!(
+        listed(&reps[1]),
+        [(
+            "b3".to_string(),
+            "removed, and it was already unhealthy without persistence; its last-resort connections: 31 move to another backend (6 others of clients with a healthy backend leave at their next packet, edit or not)".to_string(),
+            Some(37)
+        )]
+    );
+    // without an edit: the 6 z1 connections leave b3, the 31 z2 ones stay
+    let now = send(&d, &worker, &flows);
+    assert_eq!(now.iter().map(|x| x.1).collect::<Vec<_>>(), (0..37).map(|i| i >= 6).collect::<Vec<_>>());
+    // applied: the 31 go to another backend
+    assert!(matches!(crate::ctl::server::Handler::handle(&d, remove), Response::Applied(_)));
+    assert_eq!(send(&d, &worker, &flows[6..]), vec![(Verdict::Forward, false); 31]);
+}
+
+/// An edit that changes nothing for the service's routing (an idle timeout) does not list
+/// it at all: listed only for b3, whose last-resort connections all stay, it read as a
+/// service without backends ("no backends before or after").
+#[test]
+fn a_service_listed_only_for_an_unaffected_endpoint_is_not_listed() {
+    let (d, worker, _) = already();
+    let idle = Request::ServiceSet { name: "web".into(), fields: fields(&[("idle_timeout_sec", "1200")]), if_generation: None };
+    let reps = dry_served(&d, &worker, &[&idle]);
+    assert!(reps[0].services.is_empty(), "{:#?}", reps[0]);
+}
