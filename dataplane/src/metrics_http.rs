@@ -191,7 +191,8 @@ enum Admitted {
 impl Conns {
     /// Registers a new connection (`socket`: a handle on it) when there is room: a free
     /// slot, or the slot of a connection waiting for its request head, which is then
-    /// closed: one of the client address holding the most slots, the longest waiting. A connection whose request bytes have arrived but are not read
+    /// closed: one of the client address with the most connections waiting for their head,
+    /// the longest waiting. A connection whose request bytes have arrived but are not read
     /// yet is not closed: its thread is about to read them.
     fn admit(&mut self, peer: SocketAddr, accepted: Instant, socket: TcpStream) -> Admitted {
         if self.open.len() >= MAX_THREADS {
@@ -199,11 +200,13 @@ impl Conns {
         }
         let mut victim = None;
         if self.open.iter().filter(|c| c.phase != Phase::Closed).count() >= MAX_CONNECTIONS {
-            // Slots held per client address: the victim comes from the address holding the
-            // most (a flood of idle connections from one host closes its own, not a slow
-            // scraper's from another host: fresh-user QA), the longest waiting among them.
+            // Connections waiting for their head per client address: the victim comes from
+            // the address with the most (a flood of idle connections from one host closes
+            // its own, not a slow scraper's from another host: fresh-user QA), the longest
+            // waiting among them. Connections being answered do not count: a host running
+            // several scrapes at once is no flood (review).
             let mut held: std::collections::HashMap<std::net::IpAddr, usize> = std::collections::HashMap::new();
-            for c in self.open.iter().filter(|c| c.phase != Phase::Closed) {
+            for c in self.open.iter().filter(|c| c.phase == Phase::Head) {
                 *held.entry(c.peer.ip()).or_default() += 1;
             }
             let mut waiting: Vec<&mut Open> = self.open.iter_mut().filter(|c| c.phase == Phase::Head).collect();

@@ -431,6 +431,47 @@ fn reconnecting_idle_clients_do_not_lock_out_scrapes() {
     t.join().unwrap();
 }
 
+/// The connection closed to make room comes from the address with the most connections
+/// waiting for their request head, not the most slots: a host with ten scrapes being
+/// answered and one connection not yet sent keeps it, a flood of five idle connections
+/// from another host loses one (review: the answering ones counted too).
+#[test]
+fn answering_scrapes_do_not_make_their_host_the_flood() {
+    let release = Arc::new(AtomicBool::new(false));
+    let r2 = release.clone();
+    let (addr, stop, t) = start_with(move || {
+        let until = std::time::Instant::now() + Duration::from_secs(30);
+        while !r2.load(Ordering::SeqCst) && std::time::Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        "spillway_x 1\n# EOF\n".to_string()
+    });
+    // the longest waiting of all: the scraping host's own, not yet sent
+    let mut pending = connect_from([127, 0, 0, 1], addr).unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    let request = "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n";
+    let mut scrapes: Vec<TcpStream> = (0..10)
+        .map(|_| {
+            let mut c = connect_from([127, 0, 0, 1], addr).unwrap();
+            c.write_all(request.as_bytes()).unwrap();
+            c
+        })
+        .collect();
+    let mut flood: Vec<TcpStream> = (0..MAX_CONNECTIONS - 11).map(|_| connect_from([127, 0, 0, 2], addr).unwrap()).collect();
+    std::thread::sleep(Duration::from_millis(400)); // all accepted, the scrapes' heads read
+    let _new = connect_from([127, 0, 0, 3], addr).unwrap();
+    assert!(closed_by_server(&mut flood[0], Duration::from_secs(1)), "the flood's oldest connection was not closed to make room");
+    assert!(!closed_by_server(&mut pending, Duration::from_millis(300)), "the scraping host's pending connection was closed instead");
+    release.store(true, Ordering::SeqCst);
+    pending.write_all(request.as_bytes()).unwrap();
+    for c in scrapes.iter_mut().chain([&mut pending]) {
+        let r = answer_of(c);
+        assert!(r.starts_with("HTTP/1.1 200 OK\r\n"), "{r}");
+    }
+    stop.store(true, Ordering::SeqCst);
+    t.join().unwrap();
+}
+
 /// A TCP connection to `addr` from local address `ip` (any port): the loopback has all of
 /// 127/8, so a test can be two hosts.
 fn connect_from(ip: [u8; 4], addr: SocketAddr) -> std::io::Result<TcpStream> {
