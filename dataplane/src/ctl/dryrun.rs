@@ -106,19 +106,10 @@ pub(super) fn prepare(d: &Daemon, st: &ControlState, cand: &Config, changes: Vec
     let mut cand_slots: SlotMap = st.slots.clone();
     // `plan` already checked that the slots can take the edit.
     let _ = cand_slots.sync(cand);
-    // Next hops of new endpoints start pending (eligible), as after `set_config`.
-    let mut neigh_after = st.neighbors.view().clone();
-    for s in &cand.services {
-        for b in &s.backends {
-            for m in b.members() {
-                if let spillway_shared::neighbors::NextHop::Resolve(a) = spillway_shared::neighbors::next_hop(cand, s, &m) {
-                    if spillway_shared::neighbors::next_hop(&st.cfg, s, &m) != spillway_shared::neighbors::NextHop::Resolve(a) || !st.neighbors.view().contains_key(&a) {
-                        neigh_after.entry(a).or_insert(crate::neighbor::driver::PENDING_MAC);
-                    }
-                }
-            }
-        }
-    }
+    // The next hops as the edit's `set_config` leaves them: new ones start pending
+    // (eligible); one whose resolution failed stays failed (its endpoints ineligible: QA,
+    // an unresolved backend read as eligible in every dry run).
+    let neigh_after = st.neighbors.view_after(cand);
     let now_sec = d.started.elapsed().as_secs_f64();
     let compile = |cfg: &Config, slots: &SlotMap, neigh: &crate::neighbor::driver::NeighborView| {
         let mut states = st.states.clone();

@@ -507,5 +507,37 @@ fn an_unhealthy_backend_says_which_connections_leave_as_applied() {
     assert_eq!(send_all(), vec![false; 37], "applied: the 31 leave b3 too");
 }
 
+/// A backend without a MAC whose next hop failed resolution is not eligible, in the
+/// running snapshot and in a dry run's edited one alike: an edit that changes no routing
+/// reads "routing unchanged", and removing a1 moves z1's share to a2 and a3, not to the
+/// unresolved one (QA: the dry run made its next hop pending again, so every dry run moved
+/// a third of z1 onto it, which the applied edit never did).
+#[test]
+fn an_unresolved_backend_stays_ineligible_in_the_dry_run() {
+    let text = ZONED.to_string() + "[[services.backends]]\nname = \"a4\"\naddress = \"10.0.1.4\"\nzone = \"z1\"\n";
+    let d = Daemon::new(Config::from_toml(&text).unwrap(), 1, vec![0], Box::new(|_| Default::default())).unwrap();
+    {
+        let mut st = d.control.lock().unwrap();
+        let (cfg, q) = (st.cfg.clone(), crate::neighbor::NeighborQueues::new(1));
+        for now in (0..=5_000).step_by(50) {
+            st.neighbors.tick(&cfg, &q, now);
+        }
+        assert_eq!(st.neighbors.view().get(&"10.0.1.4".parse().unwrap()), None, "a4's next hop failed");
+        d.republish(&mut st);
+    }
+    let z1 = picks(&d, "10.1.0.5");
+    assert!(z1.iter().all(|p| p.as_deref() != Some("a4/a4")), "a4 is not eligible");
+    let other = Request::ServiceSet { name: "web".into(), fields: fields(&[("connection_drain_timeout_sec", "300")]), if_generation: None };
+    let rep = dry(&d, &other);
+    assert!(rep.services.is_empty(), "web's routing is unchanged: {rep:#?}");
+    let remove = Request::BackendRemove { service: "web".into(), name: "a1".into(), if_generation: None };
+    let rep = dry(&d, &remove);
+    let web = rep.services.iter().find(|s| s.service == "web").expect("web changes");
+    let a4: Vec<_> = web.classes.iter().flat_map(|c| &c.shares).filter(|s| s.backend == "a4").collect();
+    assert!(a4.iter().all(|s| s.after == 0.0), "a4 gets no share: {web:#?}");
+    assert!(matches!(crate::ctl::server::Handler::handle(&d, remove), Response::Applied(_)));
+    assert!(picks(&d, "10.1.0.5").iter().all(|p| p.as_deref() != Some("a4/a4")), "applied: a4 still gets nothing");
+}
+
 #[path = "dryrun_already_tests.rs"]
 mod already;

@@ -153,6 +153,22 @@ impl Resolver {
         self.ports = ports;
     }
 
+    /// The view [`Resolver::set_config`] with `cfg` would leave, changing nothing (a dry
+    /// run's edited side): a next hop the table already tracks keeps its state (resolved:
+    /// its MAC; pending: [`PENDING_MAC`]; failed: absent, so its endpoints stay
+    /// ineligible), one it does not track is new and starts pending.
+    pub fn view_after(&self, cfg: &Config) -> NeighborView {
+        let pending: std::collections::HashSet<IpAddr> = self.table.pending().collect();
+        spillway_shared::neighbors::wanted(cfg)
+            .into_iter()
+            .filter_map(|a| match self.table.mac(&a) {
+                Some(mac) => Some((a, mac)),
+                None if pending.contains(&a) || self.table.state(&a, 0).is_none() => Some((a, PENDING_MAC)),
+                None => None,
+            })
+            .collect()
+    }
+
     /// Follows the config's next hops (start and every live edit). Returns whether the
     /// resolved view changed.
     pub fn set_config(&mut self, cfg: &Config, now_ms: u64) -> bool {

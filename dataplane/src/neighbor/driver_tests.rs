@@ -256,3 +256,36 @@ fn mld_joins_repeats_refreshes_and_leaves_the_solicited_node_groups() {
     assert_eq!(mld_reports(&q), vec![(MODE_IS_EXCLUDE, moved_groups)], "retried once there is room");
     assert_eq!(r.status(&moved, 20_060).mld_reports, 8, "join twice, one refresh, leave + join twice, one refresh");
 }
+
+/// `view_after` (a dry run's next hops) is the view `set_config` then leaves: a failed
+/// next hop stays failed (QA: the dry run made it pending again, so an unresolved backend
+/// read as eligible in every dry run), a resolved one keeps its MAC, a new one is pending,
+/// one no longer wanted goes.
+#[test]
+fn view_after_predicts_set_config() {
+    let c = cfg("gratuitous_arp = false");
+    let q = NeighborQueues::new(1);
+    let mut r = resolver(&c);
+    for now in (0..=2_000).step_by(50) {
+        r.tick(&c, &q, now);
+    }
+    let b1: IpAddr = "10.0.0.11".parse().unwrap();
+    assert_eq!(r.view().get(&b1), None, "b1 failed");
+    // b3 new without a MAC; b2 loses its MAC (its next hop is now resolved)
+    let mut edited = c.clone();
+    let mut b3 = edited.services[0].backends[0].clone();
+    b3.name = "b3".into();
+    b3.address = "10.0.0.13".parse().unwrap();
+    edited.services[0].backends.push(b3);
+    edited.services[0].backends[1].mac = None;
+    edited.validate().unwrap();
+    let b3: IpAddr = "10.0.0.13".parse().unwrap();
+    assert!(edited.services[0].backends.iter().any(|b| b.name == "b3"), "the edit adds b3");
+    for (cfg, now) in [(&edited, 2_050), (&c, 2_100), (&edited, 2_150)] {
+        let predicted = r.view_after(cfg);
+        r.set_config(cfg, now);
+        assert_eq!(r.view(), &predicted, "after set_config at {now}");
+        assert_eq!(predicted.get(&b1), None, "b1 stays failed");
+    }
+    assert_eq!(r.view().get(&b3), Some(&PENDING_MAC), "b3 is new: pending");
+}
