@@ -95,6 +95,21 @@ fn replacement_text(text: &str, new: &Config, generation: u64) -> (String, bool)
 /// A failure to fsync the directory after the rename is not an error: the file holds the
 /// edit, and [`Written::not_durable`] says so.
 pub fn write_back(path: &Path, old: &Config, new: &Config, generation: u64, replacement: Option<&str>) -> std::io::Result<Written> {
+    let (real, text, layout_kept) = planned_text(path, old, new, generation, replacement)?;
+    let durable = write_atomic(&real, &text)?;
+    keep_last_good(&real, &text);
+    let not_durable = match durable {
+        Durable::Yes => None,
+        Durable::DirectoryNotSynced(e) => Some(e.to_string()),
+    };
+    Ok(Written { text, layout_kept, path: real, not_durable })
+}
+
+/// What [`write_back`] would write, and where (the resolved path, the text, whether the
+/// file's layout is kept), or its refusal, without writing anything: a dry run refuses
+/// an edit exactly when the edit would be refused (QA: a dry run of an edit that the file
+/// changed by hand or missing would refuse answered with a plan, exit 0).
+pub fn planned_text(path: &Path, old: &Config, new: &Config, generation: u64, replacement: Option<&str>) -> std::io::Result<(std::path::PathBuf, String, bool)> {
     let real = resolve(path)?;
     let shown = if real == path { path.display().to_string() } else { format!("{} (-> {})", path.display(), real.display()) };
     let bak = backup_path(&real);
@@ -139,13 +154,7 @@ pub fn write_back(path: &Path, old: &Config, new: &Config, generation: u64, repl
             ))
         }
     };
-    let durable = write_atomic(&real, &text)?;
-    keep_last_good(&real, &text);
-    let not_durable = match durable {
-        Durable::Yes => None,
-        Durable::DirectoryNotSynced(e) => Some(e.to_string()),
-    };
-    Ok(Written { text, layout_kept, path: real, not_durable })
+    Ok((real, text, layout_kept))
 }
 
 /// `text` as the daemon would load it at start: parsed and validated (`Config::load`'s

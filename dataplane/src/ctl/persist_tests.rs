@@ -627,3 +627,37 @@ fn config_apply_swapping_names_keeps_comments() {
     assert!(text.find("name = \"api\"").expect(&text) < text.find("name = \"web\"").expect(&text), "{text}");
     assert_eq!(Config::from_toml(&text).unwrap(), f.daemon.control.lock().unwrap().cfg);
 }
+
+/// A dry run is refused exactly when the edit would be, for the config file's state: a
+/// file changed by hand or missing refuses the dry run of an edit that changes something
+/// (QA: it answered with a plan, exit 0, and the edit itself was then refused), and the
+/// dry run of an edit that changes nothing carries the edit's warning. A `config apply`,
+/// which writes a missing file anew, is not refused.
+#[test]
+fn a_dry_run_is_refused_by_the_file_like_the_edit() {
+    let f = fixture("dryfile");
+    let dry = |req: Request| f.daemon.dry_run(req);
+    let weight = |w: u32| Request::BackendSet { service: "web".into(), name: "b2".into(), fields: fields(&[("weight", &w.to_string())]), if_generation: None };
+    assert!(matches!(dry(weight(75)), Response::DryRun(_)), "a good file: planned");
+    std::fs::write(&f.path, COMMENTED.replace("capacity_per_worker = 4096", "capacity_per_worker = 8192")).unwrap();
+    for (edit, what) in [(weight(75), "changed by hand")] {
+        let (dried, real) = (dry(edit.clone()), crate::ctl::server::Handler::handle(&f.daemon, edit));
+        match (&dried, &real) {
+            (Response::Error { message: a }, Response::Error { message: b }) => assert!(a == b && a.contains(what), "{a}\n{b}"),
+            _ => panic!("dry run {dried:?}, edit {real:?}"),
+        }
+    }
+    match dry(weight(70)) {
+        Response::DryRun(r) => assert!(r.changes.iter().any(|c| c.starts_with("warning: ") && c.contains("changed by hand")), "{r:?}"),
+        r => panic!("{r:?}"),
+    }
+    std::fs::remove_file(&f.path).unwrap();
+    match dry(weight(75)) {
+        Response::Error { message } => assert!(message.contains("no longer exists"), "{message}"),
+        r => panic!("{r:?}"),
+    }
+    let apply = Request::ConfigApply { toml: COMMENTED.replace("weight = 70", "weight = 75"), if_generation: None };
+    assert!(matches!(dry(apply), Response::DryRun(_)), "config apply writes a missing file anew: planned");
+    assert!(!f.path.exists(), "a dry run writes nothing");
+}
+

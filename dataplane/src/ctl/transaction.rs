@@ -140,11 +140,21 @@ impl Daemon {
             let st = self.control.lock().unwrap_or_else(|e| e.into_inner());
             match plan(&st, if_generation, f) {
                 Ok(Ok(p)) if dry_run => {
+                    // refused as the edit would be: by the config file's state
+                    if let Some(path) = &self.config_path {
+                        if let Err(e) = super::persist::planned_text(path, &p.old, &p.cand, p.next_gen, replacement) {
+                            return Response::Error { message: format!("cannot write {}: {e}; the edit was not applied", path.display()) };
+                        }
+                    }
                     let prepared = super::dryrun::prepare(self, &st, &p.cand, p.changes);
                     drop(st);
                     return super::dryrun::finish(self, prepared);
                 }
-                Ok(Err(a)) if dry_run => {
+                Ok(Err(mut a)) if dry_run => {
+                    // the warning the edit itself would give ([`Daemon::restore_file`])
+                    if let (Some(path), None) = (&self.config_path, replacement) {
+                        a.changes.extend(super::persist::file_problem(path, &st.cfg).map(|p| format!("warning: {p}")));
+                    }
                     return Response::DryRun(spillway_shared::dryrun::DryRunReport { config_generation: a.generation, changes: a.changes, services: Vec::new(), notes: Vec::new() });
                 }
                 Ok(Ok(p)) => p,
