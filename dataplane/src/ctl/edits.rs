@@ -66,9 +66,11 @@ pub fn daemon_checks(cfg: &Config) -> Result<(), String> {
                     // Only the resolution needed it: a `mac` lifts the rule (review F6).
                     let only_resolution = s.health_check.is_none() && s.forwarding_mode == spillway_shared::config::ForwardingMode::L2_DSR;
                     let hint = if only_resolution { format!("; or give {at}.mac: an L2 DSR endpoint with a mac and no health check is never sent to at its address") } else { String::new() };
+                    // an address left out reads as 0.0.0.0: say so rather than quote a
+                    // value nobody typed (QA)
+                    let given = if m.address.is_unspecified() { format!("{at}.address = {} (or not given)", m.address) } else { format!("{at}.address = {}", m.address) };
                     return Err(format!(
-                        "{at}.address = {}: a unicast endpoint address is required (health checks, IPIP/GUE and ARP/ND resolution of a missing mac send to it): not unspecified, 0/8, loopback, multicast, 240/4, broadcast, IPv4-mapped, or IPv6 link-local (no zone index can be given){hint}",
-                        m.address
+                        "{given}: a unicast endpoint address is required (health checks, IPIP/GUE and ARP/ND resolution of a missing mac send to it): not unspecified, 0/8, loopback, multicast, 240/4, broadcast, IPv4-mapped, or IPv6 link-local (no zone index can be given){hint}"
                     ));
                 }
             }
@@ -143,7 +145,8 @@ fn is_plain_integer(v: &str) -> bool {
 fn plain_integers<T: Serialize>(decoded: &T, fields: &[(String, String)], what: &str, rows: &str) -> Result<(), String> {
     let t = toml::Table::try_from(decoded).unwrap_or_default();
     for (k, v) in fields {
-        if matches!(t.get(k), Some(toml::Value::Integer(_))) && !is_plain_integer(v) {
+        // an empty value removed the field (back to its default: QA, `weight=` was refused)
+        if !v.trim().is_empty() && matches!(t.get(k), Some(toml::Value::Integer(_))) && !is_plain_integer(v) {
             let range = spillway_shared::config::limits::find(&format!("{rows}.{k}")).map_or_else(|| "must be an integer".to_string(), |l| l.allowed());
             return Err(format!("{what}: {k} = {v}: {range} (a plain decimal integer)"));
         }
@@ -440,7 +443,14 @@ impl Daemon {
                 let si = c.services.iter().position(|s| s.name == service).ok_or_else(|| no_service(c, &service))?;
                 let bi = c.services[si].backends.iter().position(|b| b.name == name).ok_or_else(|| format!("service {service} has no backend {name}"))?;
                 let b = &c.services[si].backends[bi];
-                c.services[si].backends[bi] = edit(b, &fields, &format!("service {service}: backend {name}"), &["name"], "services[].backends[]")?;
+                let what = format!("service {service}: backend {name}");
+                let edited = edit(b, &fields, &what, &["name"], "services[].backends[]")?;
+                // a group emptied would read as a one-address backend without an address
+                // (QA: refused as `address = 0.0.0.0`, a value nobody typed)
+                if b.is_group() && !edited.is_group() && edited.address.is_unspecified() {
+                    return Err(format!("{what}: endpoints = []: a group keeps at least one endpoint (remove them one by one with `endpoint remove`, the last one cannot go: remove the backend instead)"));
+                }
+                c.services[si].backends[bi] = edited;
                 Ok(())
             }),
             R::EndpointAdd { service, backend, name, fields, if_generation } => self.mutate_as(dry_run, if_generation, |c| {

@@ -135,7 +135,7 @@ fn invalid_edits_change_nothing() {
     // and no health check the address is never used: it may be absent).
     let r = d.edit_request(set("web", "b1", &[("mac", ""), ("address", "\"0.0.0.0\"")], None));
     let Response::Error { message } = r else { panic!("{r:?}") };
-    assert!(message.starts_with("services[0].backends[0].address = 0.0.0.0: a unicast endpoint address is required"), "{message}");
+    assert!(message.starts_with("services[0].backends[0].address = 0.0.0.0 (or not given): a unicast endpoint address is required"), "{message}");
     // Nor any other address it cannot send to (QA: a link-local endpoint was accepted);
     // IPv4 link-local needs no zone index and is accepted.
     for a in ["0.1.2.3", "127.0.0.1", "224.0.0.5", "240.0.0.5", "255.255.255.255"] {
@@ -251,6 +251,14 @@ fn endpoint_edits_keep_slots_and_health_of_the_others_and_refuse_bad_input() {
     assert!(e.contains("endpoints[1].weight = 0") && e.contains("enabled = false"), "{e}");
     assert!(err(d.edit_request(ep_req("remove", "b1", "nope", &[]))).contains("has no endpoint nope (have: b1, e2)"));
     assert!(err(d.edit_request(ep_req("remove", "b2", "b2", &[]))).contains("last endpoint"));
+    // a group is not emptied by a field either (QA: refused as `address = 0.0.0.0`)
+    let e = err(d.edit_request(set("web", "b1", &[("endpoints", "[]")], None)));
+    assert!(e == "service web: backend b1: endpoints = []: a group keeps at least one endpoint (remove them one by one with `endpoint remove`, the last one cannot go: remove the backend instead)", "{e}");
+    // an empty value puts a field with a default back to it (QA: `weight=` was refused as
+    // `weight = : must be in 1..=1000`)
+    assert!(matches!(d.edit_request(set("web", "b2", &[("weight", "70")], None)), Response::Applied(_)));
+    let r = d.edit_request(set("web", "b2", &[("weight", "")], None));
+    assert!(matches!(&r, Response::Applied(a) if a.changes == ["service web: backend b2: weight: 70 -> 50"]), "{r:?}");
     assert!(err(d.edit_request(ep_req("add", "zz", "e1", &[("address", "10.0.9.1")]))).contains("has no backend zz"));
     // remove: the endpoint's slot and health go, the other's stay
     assert!(matches!(d.edit_request(ep_req("remove", "b1", "e2", &[])), Response::Applied(_)));
