@@ -231,6 +231,7 @@ fn run(args: Args) -> Result<(), String> {
         .collect();
     let port_ids: Vec<u16> = ports.iter().map(|p| p.port_id()).collect();
     let device_macs: Vec<[u8; 6]> = ports.iter().map(|p| p.mac()).collect(); // frames to these are ours too
+    let tx_multi_seg: Vec<bool> = ports.iter().map(|p| p.tx_multi_seg()).collect(); // chained mbufs to a port without: dropped before counting
     let port_meta: Vec<(String, String, [u8; 6])> = cfg.ports.iter().zip(&port_infos).map(|(p, i)| (p.name.clone(), p.device.clone(), i.mac)).collect();
     let stat_pools = pools.clone();
     let link_ports: Vec<(u16, String)> = port_ids.iter().copied().zip(cfg.ports.iter().map(|p| p.name.clone())).collect();
@@ -342,7 +343,7 @@ fn run(args: Args) -> Result<(), String> {
             let core = worker_core(&cfg, &ncores, w);
             let shared = &*daemon.shared;
             let stats = shared.stats[w].clone();
-            let (pinfo, dmacs) = (port_infos.clone(), device_macs.clone());
+            let (pinfo, dmacs, multi_seg) = (port_infos.clone(), device_macs.clone(), tx_multi_seg.clone());
             let cap = cfg.conntrack.capacity_per_worker as usize;
             // IPv6 flows get a table of their own (32-byte entries), as large as the IPv4
             // one when IPv6 services are configured at start, else a small one.
@@ -351,7 +352,7 @@ fn run(args: Args) -> Result<(), String> {
             let icmp_rate = cfg.dataplane.icmp_errors_per_sec;
             let params = params(w);
             let body = move |lcore: u32| {
-                let mut worker = Worker::new(w, cap, seed, timeouts, stats, pinfo).with_ipv6_capacity(cap6, seed.rotate_left(17)).with_icmp_errors_per_sec(icmp_rate).with_device_macs(dmacs);
+                let mut worker = Worker::new(w, cap, seed, timeouts, stats, pinfo).with_ipv6_capacity(cap6, seed.rotate_left(17)).with_icmp_errors_per_sec(icmp_rate).with_device_macs(dmacs).with_tx_multi_seg(multi_seg);
                 tracing::info!(worker = w, core = ?core, lcore, "worker polling");
                 run_loop(&mut worker, &mut queues, shared, params);
             };

@@ -336,6 +336,12 @@ impl EthPort {
         port_link(self.port_id)
     }
 
+    /// Whether the port was configured to send chained mbufs
+    /// (`RTE_ETH_TX_OFFLOAD_MULTI_SEGS`, [`RxPlan::tx_multi_seg`]).
+    pub fn tx_multi_seg(&self) -> bool {
+        self.tx_multi_seg
+    }
+
     /// A worker handle for RX/TX queue `queue_id` (configure and start the port first).
     pub fn queue(&self, queue_id: u16) -> DpdkQueue {
         DpdkQueue {

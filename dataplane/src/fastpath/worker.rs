@@ -59,8 +59,7 @@ pub struct PortInfo {
     pub mac: [u8; 6],
     /// Index of the port packets received here are forwarded to.
     pub forward_to: usize,
-    /// This port's own IPv4 address (host order; 0 = none): answered in ARP, encapsulation
-    /// source address.
+    /// This port's own IPv4 address (host order; 0 = none): answered in ARP; encap source.
     pub addr: u32,
 }
 
@@ -71,6 +70,8 @@ pub struct Worker {
     /// Each port's device (PMD) MAC, when it differs from the MAC the port answers with
     /// (`ports[].mac` in the config): frames to either are ours ([`Worker::with_device_macs`]).
     device_macs: Vec<[u8; 6]>,
+    /// Whether each port's device sends multi-segment packets (absent: yes; [`Worker::with_tx_multi_seg`]).
+    pub(crate) tx_multi_seg: Vec<bool>,
     /// Connection table (owned).
     pub ct: ConnTable,
     /// IPv6 connection table (owned; 32-byte entries). Small unless sized with
@@ -215,7 +216,7 @@ impl Worker {
     pub fn new(id: usize, ct_capacity: usize, seed: u64, timeouts: Timeouts, stats: Arc<WorkerStats>, ports: Vec<PortInfo>) -> Worker {
         Worker {
             id,
-            device_macs: Vec::new(),
+            device_macs: Vec::new(), tx_multi_seg: Vec::new(),
             ct: ConnTable::new(ct_capacity, seed),
             ct6: ConnTable::new(DEFAULT_IPV6_CAPACITY, seed.rotate_left(17)),
             frags: FragTable::default(),
@@ -253,8 +254,7 @@ impl Worker {
         self
     }
 
-    /// Decides one frame received on port `port` at time `now_ms`, rewriting it in place
-    /// through `buf` where needed.
+    /// Decides one frame received on port `port` at `now_ms`, rewriting it in place (`buf`).
     #[inline]
     pub fn process<B: PacketBuf>(&mut self, buf: &mut B, port: usize, snap: &Snapshot, now_ms: u32) -> Verdict {
         self.clock_ms = now_ms;
@@ -362,6 +362,8 @@ impl Worker {
         if svc.encap_overhead != 0 && p.total_len + usize::from(svc.encap_overhead) > usize::from(svc.encap_mtu) {
             // Too big for the tunnel: answered (or dropped) before it is tracked or counted.
             return self.too_big(buf, Inner::V4(p), svc.encap_mtu.saturating_sub(svc.encap_overhead), pinfo);
+        } else if self.unsendable(buf, pinfo) {
+            return Verdict::Drop(DropReason::MultiSegment); // neither tracked nor counted
         }
         let backend = if fragment || !p.has_ports {
             // Fragments: no connection table (non-first fragments carry no ports); the

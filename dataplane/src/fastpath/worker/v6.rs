@@ -117,6 +117,8 @@ impl Worker {
         if svc.encap_overhead != 0 && p.total_len() + usize::from(svc.encap_overhead) > usize::from(svc.encap_mtu) {
             // Too big for the tunnel: answered (or dropped) before it is tracked or counted.
             return self.too_big(buf, Inner::V6(p), svc.encap_mtu.saturating_sub(svc.encap_overhead), pinfo);
+        } else if self.unsendable(buf, pinfo) {
+            return Verdict::Drop(DropReason::MultiSegment); // neither tracked nor counted
         }
         let backend = if fragment || !p.has_ports {
             bump(&self.stats.fragments, u64::from(fragment));
