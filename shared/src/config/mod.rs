@@ -121,6 +121,17 @@ fn unique_limit_by_key(key: &str) -> Option<&'static limits::Limit> {
     rows.next().is_none().then_some(first)
 }
 
+/// The range-table row of `key` in the table whose header is the last before byte offset
+/// `at` of `text` (`[[services.backends]]` and `weight`: `services[].backends[].weight`),
+/// for a key several rows share (`port`: services, sync, ...; QA: an integer beyond 64 bits
+/// in a service lost its path and range).
+fn limit_in_table(text: &str, at: usize, key: &str) -> Option<&'static limits::Limit> {
+    let before = text.get(..at.min(text.len()))?;
+    let header = before.lines().rev().map(|l| l.split('#').next().unwrap_or("").trim()).find(|l| l.starts_with('['))?;
+    let want = format!("{}.{key}", header.trim_start_matches('[').trim_end_matches(']').replace([' ', '\t'], ""));
+    limits::LIMITS.iter().find(|l| l.path.replace("[]", "") == want)
+}
+
 /// The key of the `key = value` line holding byte offset `at`, if that line is one and
 /// `at` lies in its value (after the `=`): an error there is about the value. An error at
 /// the key itself (a duplicate key) is about the key, and gets `None`.
@@ -229,7 +240,7 @@ impl Config {
                 let key = span_value_key(text, inner.span().map_or(0, |s| s.start));
                 match key {
                     Some(k) => {
-                        let l = unique_limit_by_key(&k);
+                        let l = unique_limit_by_key(&k).or_else(|| limit_in_table(text, inner.span().map_or(0, |s| s.start), &k));
                         let name = l.map_or(k.clone(), |l| indexed_path(text, inner.span().map_or(0, |s| s.start), l.path));
                         let range = l.map(|l| format!("; {}", l.allowed())).unwrap_or_default();
                         // the value as written on its line (the parser's span may cover

@@ -376,3 +376,15 @@ fn json_is_named_as_not_toml() {
     let e = Config::from_toml("services = [").unwrap_err();
     assert!(!e.contains("JSON"), "{e}");
 }
+
+/// An integer beyond 64 bits for a key several tables have (`port`, `weight`) names its
+/// field path and range from the table it is in, like one whose key is unique
+/// (`capacity_per_worker`) (QA: `port = 99999999999999999999` in a service gave neither).
+#[test]
+fn a_huge_integer_in_a_table_names_its_path_and_range() {
+    let base = "[[ports]]\nname = \"p0\"\ndevice = \"net_null0\"\naddress = \"10.0.0.2\"\n[[services]]\nname = \"web\"\nvip = \"10.0.0.100\"\nport = PORT\n[[services.backends]]\nname = \"b1\"\naddress = \"10.0.1.1\"\nweight = WEIGHT\n";
+    let e = Config::from_toml(&base.replace("PORT", "99999999999999999999").replace("WEIGHT", "1")).unwrap_err();
+    assert!(e.starts_with("services[0].port = 99999999999999999999: number too large to fit in target type; must be in 1..=65535"), "{e}");
+    let e = Config::from_toml(&base.replace("PORT", "80").replace("WEIGHT", "99999999999999999999")).unwrap_err();
+    assert!(e.starts_with("services[0].backends[0].weight = 99999999999999999999: number too large to fit in target type; must be in 1..=1000"), "{e}");
+}
