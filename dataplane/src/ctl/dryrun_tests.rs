@@ -527,6 +527,11 @@ fn an_unresolved_backend_stays_ineligible_in_the_dry_run() {
     }
     let z1 = picks(&d, "10.1.0.5");
     assert!(z1.iter().all(|p| p.as_deref() != Some("a4/a4")), "a4 is not eligible");
+    // `health show` says so too, and why (QA: it said "healthy static")
+    let Response::Health(rows) = d.health_show() else { panic!() };
+    let row = |b: &str| rows.iter().find(|r| r.backend == b).unwrap();
+    assert!(!row("a4").healthy && row("a4").last_error.as_deref().is_some_and(|e| e.contains("10.0.1.4")), "{:?}", row("a4"));
+    assert!(row("a1").healthy && row("a1").last_error.is_none(), "{:?}", row("a1"));
     let other = Request::ServiceSet { name: "web".into(), fields: fields(&[("connection_drain_timeout_sec", "300")]), if_generation: None };
     let rep = dry(&d, &other);
     assert!(rep.services.is_empty(), "web's routing is unchanged: {rep:#?}");

@@ -124,12 +124,21 @@ impl Daemon {
     pub fn health_show(&self) -> Response {
         let statuses = self.checker.lock().unwrap_or_else(|e| e.into_inner()).as_ref().map(|c| c.snapshot()).unwrap_or_default();
         let st = self.control.lock().unwrap_or_else(|e| e.into_inner());
+        // Health as the dataplane uses it, as `status` and `backend list` show it: a next hop
+        // whose resolution failed makes its endpoint unhealthy, and says why (QA: `health
+        // show` said "healthy static" for an endpoint `status` showed UNRESOLVED).
+        let marked = crate::control::with_unresolved(&st.cfg, &st.health, st.neighbors.view());
+        let now_ms = self.started.elapsed().as_millis() as u64;
         let mut rows = Vec::new();
         for s in &st.cfg.services {
             for b in &s.backends {
                 for m in b.members() {
-                    let v = crate::control::endpoint_view(&st.health, &s.name, &b.name, &m.name);
+                    let v = crate::control::endpoint_view(marked.as_ref().unwrap_or(&st.health), &s.name, &b.name, &m.name);
                     let t = statuses.iter().find(|t| t.service == s.name && t.backend == b.name && t.endpoint == m.name);
+                    let unresolved = match spillway_shared::neighbors::next_hop(&st.cfg, s, &m) {
+                        spillway_shared::neighbors::NextHop::Resolve(a) if !v.healthy => st.neighbors.unresolved_reason(&a, now_ms),
+                        _ => None,
+                    };
                     rows.push(HealthRow {
                         service: s.name.clone(),
                         backend: b.name.clone(),
@@ -144,7 +153,7 @@ impl Daemon {
                         probes: t.map_or(0, |t| t.probes_sent),
                         probes_failed: t.map_or(0, |t| t.probes_failed),
                         probes_skipped: t.map_or(0, |t| t.probes_skipped),
-                        last_error: t.and_then(|t| t.last_error.clone()),
+                        last_error: unresolved.or_else(|| t.and_then(|t| t.last_error.clone())),
                         since_change_sec: t.map(|t| t.last_change.elapsed().as_secs_f64()),
                     });
                 }
