@@ -327,12 +327,18 @@ fn merge_array_of_tables(doc: &mut ArrayOfTables, old: &[toml::Value], new: &[to
         return;
     }
     let mut tables: Vec<Option<Table>> = doc.iter().cloned().map(Some).collect();
-    // A kept element the file writes, and its running value: a new element leaves out the
-    // keys this one leaves to their defaults when it has the same value.
-    let model: Option<(Table, toml::Table)> = doc.iter().zip(&doc_names).find_map(|(t, n)| {
-        let o = old.iter().find(|o| name_of(o) == n.as_deref())?.as_table()?;
-        Some((t.clone(), o.clone()))
-    });
+    // The kept elements the file writes, with their running values: a new element leaves
+    // out a key that one of them leaves to its default when it has that value (QA: a
+    // backend added live was written with `enabled = true` and `weight = 50` when the
+    // first backend wrote its weight), and an empty array (`backends = []`: the default).
+    let models: Vec<(Table, toml::Table)> = doc
+        .iter()
+        .zip(&doc_names)
+        .filter_map(|(t, n)| {
+            let o = old.iter().find(|o| name_of(o) == n.as_deref())?.as_table()?;
+            Some((t.clone(), o.clone()))
+        })
+        .collect();
     doc.clear();
     for n in new {
         let name = name_of(n);
@@ -344,7 +350,9 @@ fn merge_array_of_tables(doc: &mut ArrayOfTables, old: &[toml::Value], new: &[to
                 doc.push(t);
             }
             (_, Some(nt)) => {
-                let defaulted = |k: &str, v: &toml::Value| model.as_ref().is_some_and(|(t, o)| !t.contains_key(k) && o.get(k) == Some(v));
+                let defaulted = |k: &str, v: &toml::Value| {
+                    matches!(v, toml::Value::Array(a) if a.is_empty()) || models.iter().any(|(t, o)| !t.contains_key(k) && o.get(k) == Some(v))
+                };
                 let mut t = Table::new();
                 for (k, v) in nt.iter().filter(|(k, _)| k.as_str() == "name").chain(nt.iter().filter(|(k, v)| k.as_str() != "name" && !defaulted(k, v))) {
                     t.insert(k, new_item(v, false));

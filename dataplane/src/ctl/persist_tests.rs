@@ -659,3 +659,25 @@ fn a_dry_run_is_refused_by_the_file_like_the_edit() {
     assert!(!f.path.exists(), "a dry run writes nothing");
 }
 
+
+/// A backend or service added live is written with the keys that differ from the
+/// defaults only: any kept element that leaves a key out shows its default (here b1, while
+/// b2 writes its weight), and an empty array is the default (QA: `enabled = true`,
+/// `weight = 50`, `backends = []` were written).
+#[test]
+fn elements_added_live_leave_defaults_out() {
+    // b2 first in the file: the first kept backend writes `weight = 70`
+    let text = COMMENTED.replace("# First backend", "# Second backend.\n[[services.backends]]\nname = \"b2\"\naddress = \"10.0.1.2\"\nmac = \"02:00:00:00:0b:02\"\nweight = 70\n\n# First backend");
+    let text = text[..text.rfind("# Second backend.").unwrap()].to_string() + &text[text.find("# Connection tracking").unwrap()..];
+    let f = fixture_with("defaults", &text);
+    let add = Request::BackendAdd { service: "web".into(), name: "b3".into(), fields: fields(&[("address", "10.0.1.3"), ("mac", "02:00:00:00:0b:03")]), if_generation: None };
+    applied(crate::ctl::server::Handler::handle(&f.daemon, add));
+    let svc = Request::ServiceAdd { name: "api".into(), fields: fields(&[("vip", "10.0.0.101"), ("port", "443")]), if_generation: None };
+    applied(crate::ctl::server::Handler::handle(&f.daemon, svc));
+    let text = std::fs::read_to_string(&f.path).unwrap();
+    let b3 = &text[text.find("name = \"b3\"").expect(&text)..];
+    let b3 = &b3[..b3.find("\n\n").unwrap_or(b3.len())];
+    assert_eq!(b3, "name = \"b3\"\naddress = \"10.0.1.3\"\nmac = \"02:00:00:00:0b:03\"", "{text}");
+    assert!(!text.contains("backends = []"), "{text}");
+    assert_eq!(Config::from_toml(&text).unwrap(), f.daemon.control.lock().unwrap().cfg);
+}
