@@ -169,6 +169,16 @@ pub fn service_serves(cfg: &Config, snap: &crate::control::snapshot::Snapshot, s
 
 /// Evaluates readiness against the daemon's live state and stores it in `daemon.fleet`.
 pub fn refresh(daemon: &Daemon, obs: &Observation, announced: &BTreeSet<IpAddr>, announcing: bool) -> Vec<VipRow> {
+    let (rows, generation) = evaluate_live(daemon, obs, announced);
+    daemon.fleet.store(rows.clone(), announcing, generation);
+    rows
+}
+
+/// Readiness against the daemon's live state, with `announced` the VIPs announced now,
+/// and the generation of the snapshot it read; nothing stored (the fleet thread stores
+/// the rows once its announcer has acted on them, so `vip show` after an edit never sees
+/// a VIP the edit made ready as not announced yet: review).
+pub fn evaluate_live(daemon: &Daemon, obs: &Observation, announced: &BTreeSet<IpAddr>) -> (Vec<VipRow>, u64) {
     let drained = daemon.fleet.drained();
     let mut generation = 0;
     let rows = {
@@ -186,8 +196,7 @@ pub fn refresh(daemon: &Daemon, obs: &Observation, announced: &BTreeSet<IpAddr>,
             })
             .unwrap_or_default()
     };
-    daemon.fleet.store(rows.clone(), announcing, generation);
-    rows
+    (rows, generation)
 }
 
 /// Control-socket side of `spillwayctl vip drain|undrain VIP`: `vip` must be a configured

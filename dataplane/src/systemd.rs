@@ -216,14 +216,17 @@ pub fn run_fleet(daemon: &Daemon, announce_cfg: Option<&AnnounceConfig>, mut ann
         notifier.control_beat(now, daemon.control_heartbeat.beats());
         let obs = announce::observe(daemon, stall, now);
         let announced = announcer.as_ref().map(|a| a.announced().clone()).unwrap_or_default();
-        let rows = announce::refresh(daemon, &obs, &announced, announcer.is_some());
+        let (mut rows, mut generation) = announce::evaluate_live(daemon, &obs, &announced);
         if let Some(a) = announcer.as_mut() {
             a.reconcile(&rows);
             if a.announced() != &announced {
-                // Store what is announced now (metrics, `vip show`, drain waiting).
-                announce::refresh(daemon, &obs, a.announced(), true);
+                // what is announced now (metrics, `vip show`, drain waiting)
+                (rows, generation) = announce::evaluate_live(daemon, &obs, a.announced());
             }
         }
+        // stored once the announcer acted on it: a reader waiting for a generation
+        // (`vip show` after an edit) sees its VIPs announced, not the moment before
+        daemon.fleet.store(rows.clone(), announcer.is_some(), generation);
         let ready = rows.iter().filter(|r| r.ready).count();
         let status = match &announcer {
             Some(a) => format!("{} of {} VIPs ready, {} announced", ready, rows.len(), a.announced().len()),
