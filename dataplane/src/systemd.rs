@@ -216,12 +216,14 @@ pub fn run_fleet(daemon: &Daemon, announce_cfg: Option<&AnnounceConfig>, mut ann
         notifier.control_beat(now, daemon.control_heartbeat.beats());
         let obs = announce::observe(daemon, stall, now);
         let announced = announcer.as_ref().map(|a| a.announced().clone()).unwrap_or_default();
-        let (mut rows, mut generation) = announce::evaluate_live(daemon, &obs, &announced);
+        let (mut rows, generation) = announce::evaluate_live(daemon, &obs, &announced);
         if let Some(a) = announcer.as_mut() {
             a.reconcile(&rows);
             if a.announced() != &announced {
                 // what is announced now (metrics, `vip show`, drain waiting)
-                (rows, generation) = announce::evaluate_live(daemon, &obs, a.announced());
+                // stored under the generation it reconciled (review: a newer one published
+                // meanwhile has not been acted on yet)
+                rows = announce::evaluate_live(daemon, &obs, a.announced()).0;
             }
         }
         // stored once the announcer acted on it: a reader waiting for a generation

@@ -447,8 +447,9 @@ impl Daemon {
                 let edited = edit(b, &fields, &what, &["name"], "services[].backends[]")?;
                 // a group emptied would read as a one-address backend without an address
                 // (QA: refused as `address = 0.0.0.0`, a value nobody typed)
-                if b.is_group() && !edited.is_group() && edited.address.is_unspecified() {
-                    return Err(format!("{what}: endpoints = []: a group keeps at least one endpoint (remove them one by one with `endpoint remove`, the last one cannot go: remove the backend instead)"));
+                // (with a mac it is a valid one-address L2 DSR backend: config.md; review)
+                if b.is_group() && !edited.is_group() && edited.address.is_unspecified() && edited.mac.is_none() {
+                    return Err(format!("{what}: endpoints = []: a group keeps at least one endpoint, or becomes a one-address backend given its address= (remove endpoints one by one with `endpoint remove`; the last one cannot go: remove the backend instead)"));
                 }
                 c.services[si].backends[bi] = edited;
                 Ok(())

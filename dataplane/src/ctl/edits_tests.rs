@@ -253,7 +253,7 @@ fn endpoint_edits_keep_slots_and_health_of_the_others_and_refuse_bad_input() {
     assert!(err(d.edit_request(ep_req("remove", "b2", "b2", &[]))).contains("last endpoint"));
     // a group is not emptied by a field either (QA: refused as `address = 0.0.0.0`)
     let e = err(d.edit_request(set("web", "b1", &[("endpoints", "[]")], None)));
-    assert!(e == "service web: backend b1: endpoints = []: a group keeps at least one endpoint (remove them one by one with `endpoint remove`, the last one cannot go: remove the backend instead)", "{e}");
+    assert!(e == "service web: backend b1: endpoints = []: a group keeps at least one endpoint, or becomes a one-address backend given its address= (remove endpoints one by one with `endpoint remove`; the last one cannot go: remove the backend instead)", "{e}");
     // an empty value puts a field with a default back to it (QA: `weight=` was refused as
     // `weight = : must be in 1..=1000`)
     assert!(matches!(d.edit_request(set("web", "b2", &[("weight", "70")], None)), Response::Applied(_)));
@@ -486,4 +486,17 @@ fn quic_lb_is_edited_live_and_a_bad_key_file_refuses_the_edit() {
     let routed = d.shared.with_snapshot(|s| s.services[0].quic_lb.as_ref().unwrap().lookup(&dcid).map(|r| r.1)).unwrap();
     assert_eq!(routed, Ok(d.control.lock().unwrap().slots.slot("web", "b1", "b1").unwrap()));
     std::fs::remove_dir_all(&dir).ok();
+}
+
+/// A group emptied by `endpoints=[]` with a `mac` becomes a one-address L2 DSR backend
+/// without an address, which config.md allows (review: refused like one without a mac).
+#[test]
+fn an_emptied_group_with_a_mac_is_a_one_address_backend() {
+    let d = daemon();
+    assert!(matches!(d.edit_request(ep_req("add", "b1", "e2", &[("address", "10.0.1.11"), ("mac", "02:00:00:00:0b:11")])), Response::Applied(_)));
+    let r = d.edit_request(set("web", "b1", &[("endpoints", "[]"), ("mac", "02:00:00:00:0b:09")], None));
+    assert!(matches!(r, Response::Applied(_)), "{r:?}");
+    let st = d.control.lock().unwrap();
+    let b1 = &st.cfg.services[0].backends[0];
+    assert!(!b1.is_group() && b1.address.is_unspecified() && b1.mac.is_some(), "{b1:?}");
 }

@@ -140,12 +140,16 @@ impl Daemon {
             let st = self.control.lock().unwrap_or_else(|e| e.into_inner());
             match plan(&st, if_generation, f) {
                 Ok(Ok(p)) if dry_run => {
-                    // refused as the edit would be: by the config file's state
+                    // Refused as the edit would be, by the config file's state: read and
+                    // rendered without the control mutex, as the edit's write-back is (the
+                    // edit lock keeps other edits out meanwhile).
+                    drop(st);
                     if let Some(path) = &self.config_path {
                         if let Err(e) = super::persist::planned_text(path, &p.old, &p.cand, p.next_gen, replacement) {
                             return Response::Error { message: format!("cannot write {}: {e}; the edit was not applied", path.display()) };
                         }
                     }
+                    let st = self.control.lock().unwrap_or_else(|e| e.into_inner());
                     let prepared = super::dryrun::prepare(self, &st, &p.cand, p.changes);
                     drop(st);
                     return super::dryrun::finish(self, prepared);
@@ -153,7 +157,9 @@ impl Daemon {
                 Ok(Err(mut a)) if dry_run => {
                     // the warning the edit itself would give ([`Daemon::restore_file`])
                     if let (Some(path), None) = (&self.config_path, replacement) {
-                        a.changes.extend(super::persist::file_problem(path, &st.cfg).map(|p| format!("warning: {p}")));
+                        let running = st.cfg.clone();
+                        drop(st);
+                        a.changes.extend(super::persist::file_problem(path, &running).map(|p| format!("warning: {p}")));
                     }
                     return Response::DryRun(spillway_shared::dryrun::DryRunReport { config_generation: a.generation, changes: a.changes, services: Vec::new(), notes: Vec::new() });
                 }

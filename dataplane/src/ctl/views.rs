@@ -135,8 +135,10 @@ impl Daemon {
                 for m in b.members() {
                     let v = crate::control::endpoint_view(marked.as_ref().unwrap_or(&st.health), &s.name, &b.name, &m.name);
                     let t = statuses.iter().find(|t| t.service == s.name && t.backend == b.name && t.endpoint == m.name);
+                    // the next hop's reason only when it, not the probes, made it unhealthy
+                    let probes_healthy = crate::control::endpoint_view(&st.health, &s.name, &b.name, &m.name).healthy;
                     let unresolved = match spillway_shared::neighbors::next_hop(&st.cfg, s, &m) {
-                        spillway_shared::neighbors::NextHop::Resolve(a) if !v.healthy => st.neighbors.unresolved_reason(&a, now_ms),
+                        spillway_shared::neighbors::NextHop::Resolve(a) if !v.healthy && probes_healthy => st.neighbors.unresolved_reason(&a, now_ms),
                         _ => None,
                     };
                     rows.push(HealthRow {
