@@ -23,26 +23,6 @@ pub fn sendable<P: Port>(ports: &[P], i: usize, b: &P::Buf) -> bool {
     b.segments() == 1 || ports.get(i).is_none_or(|p| p.tx_multi_seg())
 }
 
-impl crate::fastpath::worker::Worker {
-    /// The ports' ability to send multi-segment packets, by port index
-    /// ([`Port::tx_multi_seg`]; a port not given: yes), for [`Self::unsendable`].
-    pub fn with_tx_multi_seg(mut self, ports: Vec<bool>) -> Self {
-        self.tx_multi_seg = ports;
-        self
-    }
-
-    /// Whether `buf`, received on a port that forwards to `pinfo.forward_to`, is a
-    /// multi-segment packet that port cannot send: dropped as `multi_segment` before its
-    /// flow is tracked or counted for a backend (fresh-user QA: a jumbo frame the forwarding
-    /// port then dropped counted as a new connection of the backend picked, which the
-    /// capacity stage reads). Asked after the "fragmentation needed" check, whose answer
-    /// goes out the receiving port, pulled up into one segment.
-    #[inline(always)]
-    pub(crate) fn unsendable<B: PacketBuf>(&self, buf: &B, pinfo: crate::fastpath::worker::PortInfo) -> bool {
-        buf.segments() > 1 && !self.tx_multi_seg.get(pinfo.forward_to).copied().unwrap_or(true)
-    }
-}
-
 /// Bytes of a multi-segment packet made contiguous in its first segment before parsing:
 /// Ethernet with two VLAN tags (22), an IPv4 header with options (60), then a TCP header
 /// with options (60) or an ICMP error's header and quote (8 + 60 + 8): every header the

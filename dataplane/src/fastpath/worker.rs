@@ -71,7 +71,7 @@ pub struct Worker {
     /// (`ports[].mac` in the config): frames to either are ours ([`Worker::with_device_macs`]).
     device_macs: Vec<[u8; 6]>,
     /// Whether each port's device sends multi-segment packets (absent: yes; [`Worker::with_tx_multi_seg`]).
-    pub(crate) tx_multi_seg: Vec<bool>,
+    tx_multi_seg: Vec<bool>,
     /// Connection table (owned).
     pub ct: ConnTable,
     /// IPv6 connection table (owned; 32-byte entries). Small unless sized with

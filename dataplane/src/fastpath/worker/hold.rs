@@ -14,6 +14,26 @@ use crate::fastpath::stats::bump;
 use crate::wire::DropReason;
 
 impl Worker {
+    /// The ports' ability to send multi-segment packets, by port index
+    /// ([`crate::fastpath::port::Port::tx_multi_seg`]; a port not given: yes), for [`Self::unsendable`].
+    pub fn with_tx_multi_seg(mut self, ports: Vec<bool>) -> Self {
+        self.tx_multi_seg = ports;
+        self
+    }
+
+    /// Whether `buf`, received on a port that forwards to `pinfo.forward_to`, is a
+    /// multi-segment packet that port cannot send: dropped as `multi_segment` before its
+    /// flow is tracked or counted for a backend (fresh-user QA: a jumbo frame the forwarding
+    /// port then dropped counted as a new connection of the backend picked, which the
+    /// capacity stage reads). Asked after the "fragmentation needed" check, whose answer
+    /// goes out the receiving port, pulled up into one segment.
+    #[inline(always)]
+    pub(crate) fn unsendable<B: PacketBuf>(&self, buf: &B, pinfo: super::PortInfo) -> bool {
+        buf.segments() > 1 && !self.tx_multi_seg.get(pinfo.forward_to).copied().unwrap_or(true)
+    }
+}
+
+impl Worker {
     /// Carries out verdict `v` on buffer `b` received on port `i` (forwarding port `fwd`);
     /// returns whether it was forwarded.
     #[allow(clippy::too_many_arguments)]
