@@ -170,13 +170,10 @@ fn loads(text: &str) -> Result<Config, String> {
 /// file is missing or does not load (parse and validate), and refreshes `FILE.bak`;
 /// `Ok(None)` (nothing written) when the file loads. Errors: reading or writing before the rename.
 pub fn restore(path: &Path, running: &Config, generation: u64, text: &str) -> std::io::Result<Option<Written>> {
-    let real = resolve(path)?;
-    match std::fs::read_to_string(&real) {
-        Ok(t) if loads(&t).is_ok() => return Ok(None),
-        Ok(_) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(e),
+    if !restore_due(path)? {
+        return Ok(None);
     }
+    let real = resolve(path)?;
     let (text, layout_kept) = replacement_text(text, running, generation);
     let durable = write_atomic(&real, &text)?;
     keep_last_good(&real, &text);
@@ -185,6 +182,18 @@ pub fn restore(path: &Path, running: &Config, generation: u64, text: &str) -> st
         Durable::DirectoryNotSynced(e) => Some(e.to_string()),
     };
     Ok(Some(Written { text, layout_kept, path: real, not_durable }))
+}
+
+/// Whether [`restore`] would write the config file at `path` anew (it is missing or does
+/// not load), or the error it would meet first (resolving or reading it): the dry run of a
+/// `config apply` that changes nothing says what the apply would do (review).
+pub fn restore_due(path: &Path) -> std::io::Result<bool> {
+    let real = resolve(path)?;
+    match std::fs::read_to_string(&real) {
+        Ok(t) => Ok(loads(&t).is_err()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(true),
+        Err(e) => Err(e),
+    }
 }
 
 /// Why the next live edit that changes something would be refused because of the config

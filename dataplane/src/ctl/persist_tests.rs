@@ -656,6 +656,11 @@ fn a_dry_run_is_refused_by_the_file_like_the_edit() {
     }
     let apply = Request::ConfigApply { toml: COMMENTED.replace("weight = 70", "weight = 75"), if_generation: None };
     assert!(matches!(dry(apply), Response::DryRun(_)), "config apply writes a missing file anew: planned");
+    // one that changes nothing says it would write the file anew, as the apply does
+    match dry(Request::ConfigApply { toml: COMMENTED.to_string(), if_generation: None }) {
+        Response::DryRun(r) => assert!(r.changes.len() == 1 && r.changes[0].ends_with("is missing or does not parse and would be written anew from the applied file"), "{r:?}"),
+        r => panic!("{r:?}"),
+    }
     assert!(!f.path.exists(), "a dry run writes nothing");
 }
 

@@ -155,11 +155,18 @@ impl Daemon {
                     return super::dryrun::finish(self, prepared);
                 }
                 Ok(Err(mut a)) if dry_run => {
-                    // the warning the edit itself would give ([`Daemon::restore_file`])
-                    if let (Some(path), None) = (&self.config_path, replacement) {
-                        let running = st.cfg.clone();
-                        drop(st);
-                        a.changes.extend(super::persist::file_problem(path, &running).map(|p| format!("warning: {p}")));
+                    // what the edit itself would say or do about the file
+                    // ([`Daemon::restore_file`]), read without the control mutex
+                    let running = st.cfg.clone();
+                    drop(st);
+                    match (&self.config_path, replacement) {
+                        (Some(path), None) => a.changes.extend(super::persist::file_problem(path, &running).map(|p| format!("warning: {p}"))),
+                        (Some(path), Some(_)) => match super::persist::restore_due(path) {
+                            Ok(true) => a.changes = vec![format!("no change; {} is missing or does not parse and would be written anew from the applied file", path.display())],
+                            Ok(false) => {}
+                            Err(e) => return Response::Error { message: format!("cannot write {}: {e}", path.display()) },
+                        },
+                        (None, _) => {}
                     }
                     return Response::DryRun(spillway_shared::dryrun::DryRunReport { config_generation: a.generation, changes: a.changes, services: Vec::new(), notes: Vec::new() });
                 }

@@ -89,7 +89,9 @@ pub(super) fn follow_gone(b: &Side, before: &Snapshot, a: &Side, after: &Snapsho
     // where they go: the edited service's pick, when the service keeps its number (else
     // they match no service: dropped)
     let si = a.service_snap(after, name).filter(|(_, sa)| sa.id == sb.id).map_or(u16::MAX, |(si, _)| si);
-    let siblings = a.slots.backend_slots(name, backend).into_iter().filter(|s| *s != slot).collect();
+    // every slot of the backend after the edit, this one too when another endpoint of the
+    // backend takes it in the same edit (a renamed endpoint: review)
+    let siblings = a.slots.backend_slots(name, backend);
     Some(Follow { si, si_before, gone: Some(reason.to_string()), slot, incarnation, siblings, backend: backend.to_string(), already: true })
 }
 
