@@ -439,15 +439,7 @@ fn reconnecting_idle_clients_do_not_lock_out_scrapes() {
 /// from another host loses one (review: the answering ones counted too).
 #[test]
 fn answering_scrapes_do_not_make_their_host_the_flood() {
-    let release = Arc::new(AtomicBool::new(false));
-    let r2 = release.clone();
-    let (addr, stop, t) = start_with(move || {
-        let until = std::time::Instant::now() + Duration::from_secs(30);
-        while !r2.load(Ordering::SeqCst) && std::time::Instant::now() < until {
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        "spillway_x 1\n# EOF\n".to_string()
-    });
+    let (addr, stop, t, release) = start_gated();
     // the longest waiting of all: the scraping host's own, not yet sent
     let mut pending = connect_from([127, 0, 0, 1], addr).unwrap();
     std::thread::sleep(Duration::from_millis(100));
@@ -483,14 +475,9 @@ fn connect_from(ip: [u8; 4], addr: SocketAddr) -> std::io::Result<TcpStream> {
     Ok(s.into())
 }
 
-/// A connection is answered `503` at once only when every slot is answering a request: with
-/// one idle connection and `MAX_CONNECTIONS - 1` requests waiting for a render, one more
-/// request takes the idle one's place; with all [`MAX_CONNECTIONS`] waiting, the next is
-/// refused. Every request admitted is answered. A stop ends the server promptly even with
-/// connections open.
-#[test]
-fn busy_slots_get_503_and_stop_is_prompt() {
-    // Renders wait for `release`: the requests queue on the one-render lock, busy.
+/// [`start_with`] a body whose renders wait (at most 30 s) until the returned flag is set:
+/// requests admitted meanwhile stay answering, holding their slots.
+fn start_gated() -> (SocketAddr, Arc<AtomicBool>, std::thread::JoinHandle<()>, Arc<AtomicBool>) {
     let release = Arc::new(AtomicBool::new(false));
     let r2 = release.clone();
     let (addr, stop, t) = start_with(move || {
@@ -500,6 +487,18 @@ fn busy_slots_get_503_and_stop_is_prompt() {
         }
         "spillway_x 1\n# EOF\n".to_string()
     });
+    (addr, stop, t, release)
+}
+
+/// A connection is answered `503` at once only when every slot is answering a request: with
+/// one idle connection and `MAX_CONNECTIONS - 1` requests waiting for a render, one more
+/// request takes the idle one's place; with all [`MAX_CONNECTIONS`] waiting, the next is
+/// refused. Every request admitted is answered. A stop ends the server promptly even with
+/// connections open.
+#[test]
+fn busy_slots_get_503_and_stop_is_prompt() {
+    // Renders wait for `release`: the requests queue on the one-render lock, busy.
+    let (addr, stop, t, release) = start_gated();
     let request = "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n";
     let mut idle = TcpStream::connect(addr).unwrap();
     std::thread::sleep(Duration::from_millis(100)); // accepted first

@@ -3,18 +3,13 @@
 //! removes it says so, and a service listed only for it does not read as one without
 //! backends. Each prediction is checked against the edit applied, packet by packet.
 
-use super::{ack, dry, fields, stay};
+use super::{ack, b3_unhealthy_with_37, dry_served, fields, stay, Flows};
 use crate::daemon::Daemon;
 use crate::fastpath::port::PacketBuf;
-use crate::fastpath::worker::{PortInfo, Verdict, Worker};
-use spillway_shared::config::Config;
+use crate::fastpath::worker::{Verdict, Worker};
 use spillway_shared::dryrun::DryRunReport;
 use spillway_shared::proto::{Request, Response};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-
-/// Tracked flows: (client address, client port).
-type Flows = Vec<([u8; 4], u16)>;
 
 /// `NEVER_PERSIST` from the start and b3 (z2's only backend) unhealthy: b3 is already
 /// unhealthy without persistence. It holds 6 idle connections of z1 clients (they leave at
@@ -22,44 +17,7 @@ type Flows = Vec<([u8; 4], u16)>;
 /// daemon, the worker and the 37 flows (z1's first).
 fn already() -> (Daemon, Arc<Mutex<Worker>>, Flows) {
     let cfg = stay().replace("zonal_affinity = \"STAY_WITHIN_ZONE\"", "zonal_affinity = \"STAY_WITHIN_ZONE\"\nconnection_persistence_on_unhealthy_backends = \"NEVER_PERSIST\"");
-    let d = Daemon::new(Config::from_toml(&cfg).unwrap(), 1, vec![0], Box::new(|_| Default::default())).unwrap();
-    let port = PortInfo { mac: [2, 0, 0, 0, 0, 1], forward_to: 0, addr: 0 };
-    let worker = Arc::new(Mutex::new(Worker::new(0, 4096, 3, Default::default(), d.shared.stats[0].clone(), vec![port])));
-    let (b3, inc) = {
-        let mut st = d.control.lock().unwrap();
-        st.health.entry(("web".into(), "b3".into(), "b3".into())).or_default().healthy = false;
-        d.republish(&mut st);
-        let b3 = st.slots.slot("web", "b3", "b3").unwrap();
-        (b3, st.slots.incarnation(b3))
-    };
-    let service = d.shared.with_snapshot(|s| s.services[0].id).unwrap();
-    let flows: Flows = (0..37u8).map(|i| if i < 6 { ([10, 1, 0, 10 + i], 40000 + u16::from(i)) } else { ([10, 2, 0, 10 + i], 41000 + u16::from(i)) }).collect();
-    for (src, sport) in &flows {
-        let k = crate::fastpath::conntrack::CtKey { src: u32::from(std::net::Ipv4Addr::from(*src)), sport: *sport, service };
-        assert!(worker.lock().unwrap().ct.insert(&k, b3, inc, d.now_ms(), &crate::fastpath::conntrack::Timeouts::default()));
-    }
-    (d, worker, flows)
-}
-
-/// Dry runs of `reqs` while a thread answers the workers' mailbox for `worker`.
-fn dry_served(d: &Daemon, worker: &Arc<Mutex<Worker>>, reqs: &[&Request]) -> Vec<DryRunReport> {
-    let stop = Arc::new(AtomicBool::new(false));
-    let serving = {
-        let (sh, w, stop, started) = (d.shared.clone(), worker.clone(), stop.clone(), d.started);
-        std::thread::spawn(move || {
-            while !stop.load(Ordering::Relaxed) {
-                sh.mailboxes[0].serve(|req| {
-                    let mut w = w.lock().unwrap();
-                    sh.with_snapshot(|s| w.control(req, s, started.elapsed().as_millis() as u32)).unwrap()
-                });
-                std::thread::sleep(std::time::Duration::from_micros(200));
-            }
-        })
-    };
-    let reports = reqs.iter().map(|r| dry(d, r)).collect();
-    stop.store(true, Ordering::Relaxed);
-    serving.join().unwrap();
-    reports
+    b3_unhealthy_with_37(&cfg)
 }
 
 /// The next packet of each flow: (verdict, whether it went to b3).

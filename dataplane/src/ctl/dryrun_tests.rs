@@ -412,6 +412,56 @@ mac = "02:00:00:00:0b:03"
 zone = "z2"
 "#;
 
+/// Dry runs of `reqs` while a thread answers the workers' mailbox for `worker`.
+fn dry_served(d: &Daemon, worker: &std::sync::Arc<std::sync::Mutex<crate::fastpath::worker::Worker>>, reqs: &[&Request]) -> Vec<DryRunReport> {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    let stop = Arc::new(AtomicBool::new(false));
+    let serving = {
+        let (sh, w, stop, started) = (d.shared.clone(), worker.clone(), stop.clone(), d.started);
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                sh.mailboxes[0].serve(|req| {
+                    let mut w = w.lock().unwrap();
+                    sh.with_snapshot(|s| w.control(req, s, started.elapsed().as_millis() as u32)).unwrap()
+                });
+                std::thread::sleep(std::time::Duration::from_micros(200));
+            }
+        })
+    };
+    let reports = reqs.iter().map(|r| dry(d, r)).collect();
+    stop.store(true, Ordering::Relaxed);
+    serving.join().unwrap();
+    reports
+}
+
+/// Tracked flows: (client address, client port).
+pub(super) type Flows = Vec<([u8; 4], u16)>;
+
+/// A daemon of `cfg` (the [`stay`] services) whose b3, z2's only backend, is unhealthy and
+/// holds 37 tracked connections in a worker (served by hand): 6 of z1 clients, then 31 of
+/// z2 clients. Returns the daemon, the worker and the flows.
+pub(super) fn b3_unhealthy_with_37(cfg: &str) -> (Daemon, std::sync::Arc<std::sync::Mutex<crate::fastpath::worker::Worker>>, Flows) {
+    use std::sync::{Arc, Mutex};
+    let d = Daemon::new(Config::from_toml(cfg).unwrap(), 1, vec![0], Box::new(|_| Default::default())).unwrap();
+    let port = crate::fastpath::worker::PortInfo { mac: [2, 0, 0, 0, 0, 1], forward_to: 0, addr: 0 };
+    let worker = Arc::new(Mutex::new(crate::fastpath::worker::Worker::new(0, 4096, 3, Default::default(), d.shared.stats[0].clone(), vec![port])));
+    let (b3, inc) = {
+        let mut st = d.control.lock().unwrap();
+        st.health.entry(("web".into(), "b3".into(), "b3".into())).or_default().healthy = false;
+        d.republish(&mut st);
+        let b3 = st.slots.slot("web", "b3", "b3").unwrap();
+        (b3, st.slots.incarnation(b3))
+    };
+    let service = d.shared.with_snapshot(|s| s.services[0].id).unwrap();
+    let flows: Flows = (0..37u8).map(|i| if i < 6 { ([10, 1, 0, 10 + i], 40000 + u16::from(i)) } else { ([10, 2, 0, 10 + i], 41000 + u16::from(i)) }).collect();
+    for (src, sport) in &flows {
+        let k = crate::fastpath::conntrack::CtKey { src: u32::from(std::net::Ipv4Addr::from(*src)), sport: *sport, service };
+        assert!(worker.lock().unwrap().ct.insert(&k, b3, inc, d.now_ms(), &crate::fastpath::conntrack::Timeouts::default()));
+    }
+    (d, worker, flows)
+}
+
 /// A TCP ACK from `src`:`sport` to 10.0.0.100:80, to the worker's port MAC: the fast
 /// path tests' SYN frame, readdressed.
 fn ack(src: [u8; 4], sport: u16) -> crate::fastpath::port::MemBuf {
@@ -434,24 +484,7 @@ fn ack(src: [u8; 4], sport: u16) -> crate::fastpath::port::MemBuf {
 #[test]
 fn an_unhealthy_backend_says_which_connections_leave_as_applied() {
     use crate::fastpath::port::PacketBuf;
-    use std::sync::atomic::{AtomicBool, Ordering};
-    use std::sync::{Arc, Mutex};
-    let d = Daemon::new(Config::from_toml(&stay()).unwrap(), 1, vec![0], Box::new(|_| Default::default())).unwrap();
-    let port = crate::fastpath::worker::PortInfo { mac: [2, 0, 0, 0, 0, 1], forward_to: 0, addr: 0 };
-    let worker = Arc::new(Mutex::new(crate::fastpath::worker::Worker::new(0, 4096, 3, Default::default(), d.shared.stats[0].clone(), vec![port])));
-    let (b3, inc) = {
-        let mut st = d.control.lock().unwrap();
-        st.health.entry(("web".into(), "b3".into(), "b3".into())).or_default().healthy = false;
-        d.republish(&mut st);
-        let b3 = st.slots.slot("web", "b3", "b3").unwrap();
-        (b3, st.slots.incarnation(b3))
-    };
-    let service = d.shared.with_snapshot(|s| s.services[0].id).unwrap();
-    let flows: Vec<([u8; 4], u16)> = (0..37u8).map(|i| if i < 6 { ([10, 1, 0, 10 + i], 40000 + u16::from(i)) } else { ([10, 2, 0, 10 + i], 41000 + u16::from(i)) }).collect();
-    for (src, sport) in &flows {
-        let k = crate::fastpath::conntrack::CtKey { src: u32::from(std::net::Ipv4Addr::from(*src)), sport: *sport, service };
-        assert!(worker.lock().unwrap().ct.insert(&k, b3, inc, d.now_ms(), &crate::fastpath::conntrack::Timeouts::default()));
-    }
+    let (d, worker, flows) = b3_unhealthy_with_37(&stay());
     let never = Request::ServiceSet { name: "web".into(), fields: fields(&[("connection_persistence_on_unhealthy_backends", "NEVER_PERSIST")]), if_generation: None };
     let b3_says = |rep: &DryRunReport| -> (String, Option<u64>) {
         let r: Vec<_> = rep.services.iter().flat_map(|s| &s.repicked).collect();
@@ -463,20 +496,7 @@ fn an_unhealthy_backend_says_which_connections_leave_as_applied() {
     let (reason, n) = b3_says(&dry(&d, &never));
     assert_eq!(n, None);
     assert_eq!(reason, "unhealthy, and the service does not persist connections on unhealthy backends; clients of class z2 keep it (their class has no healthy backend: the last resort)");
-    let stop = Arc::new(AtomicBool::new(false));
-    let serving = {
-        let (sh, w, stop, started) = (d.shared.clone(), worker.clone(), stop.clone(), d.started);
-        std::thread::spawn(move || {
-            while !stop.load(Ordering::Relaxed) {
-                sh.mailboxes[0].serve(|req| {
-                    let mut w = w.lock().unwrap();
-                    sh.with_snapshot(|s| w.control(req, s, started.elapsed().as_millis() as u32)).unwrap()
-                });
-                std::thread::sleep(std::time::Duration::from_micros(200));
-            }
-        })
-    };
-    let (reason, n) = b3_says(&dry(&d, &never));
+    let (reason, n) = b3_says(&dry_served(&d, &worker, &[&never])[0]);
     assert_eq!(n, Some(37));
     assert_eq!(reason, "unhealthy, and the service does not persist connections on unhealthy backends: 6 move to another backend, 31 stay (their client class has no healthy backend: the last resort)");
     // applied: the next packet of each connection
@@ -496,11 +516,10 @@ fn an_unhealthy_backend_says_which_connections_leave_as_applied() {
     // z2 without a healthy backend does not list b3; one that gives z2 a healthy backend
     // says its 31 connections move, and they do.
     let weight = Request::BackendSet { service: "web".into(), name: "b1".into(), fields: fields(&[("weight", "5")]), if_generation: None };
-    assert!(dry(&d, &weight).services.iter().all(|s| s.repicked.is_empty()), "nothing leaves b3");
     let b4 = Request::BackendAdd { service: "web".into(), name: "b4".into(), fields: fields(&[("address", "10.0.2.4"), ("mac", "02:00:00:00:0b:04"), ("zone", "z2")]), if_generation: None };
-    let (reason, n) = b3_says(&dry(&d, &b4));
-    stop.store(true, Ordering::Relaxed);
-    serving.join().unwrap();
+    let reps = dry_served(&d, &worker, &[&weight, &b4]);
+    assert!(reps[0].services.iter().all(|s| s.repicked.is_empty()), "nothing leaves b3");
+    let (reason, n) = b3_says(&reps[1]);
     assert_eq!(n, Some(31));
     assert_eq!(reason, "already unhealthy without persistence; its last-resort connections: 31 move to another backend");
     assert!(matches!(crate::ctl::server::Handler::handle(&d, b4), Response::Applied(_)));
