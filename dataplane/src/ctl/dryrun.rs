@@ -233,9 +233,10 @@ pub(super) fn finish(d: &Daemon, mut p: Prepared) -> Response {
                 },
                 // not followed (the workers did not answer): an already unhealthy endpoint
                 // says so and that its connections may leave
-                (Some(f), ..) if f.is_already() && r.reason == flows::ALREADY => r.reason = format!("{}: its last-resort connections may leave (not counted)", flows::ALREADY),
+                (Some(f), ..) if f.is_already() && r.reason == flows::ALREADY && flows::last_resort_kept(&p.before, &p.after, f) => r.reason.clear(),
+                (Some(f), ..) if f.is_already() && r.reason == flows::ALREADY => r.reason = format!("{} may leave (not counted)", flows::ALREADY),
                 // removed, readdressed, evicted or drained by the edit: that reason stays first
-                (Some(f), ..) if f.is_already() => r.reason = format!("{}, and it was {}: they leave (not counted)", r.reason, flows::ALREADY),
+                (Some(f), ..) if f.is_already() => r.reason = format!("{}, and it was {} leave (not counted)", r.reason, flows::ALREADY),
                 _ => {}
             }
         }

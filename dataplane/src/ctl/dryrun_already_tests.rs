@@ -72,3 +72,20 @@ fn a_service_listed_only_for_an_unaffected_endpoint_is_not_listed() {
     let reps = dry_served(&d, &worker, &[&idle]);
     assert!(reps[0].services.is_empty(), "{:#?}", reps[0]);
 }
+
+/// Without the workers' answer, b3 is listed ("may leave, not counted") only for an edit
+/// that gives a class keeping it as the last resort a healthy backend: an edit of another
+/// backend's weight leaves z2 without one, so nothing can leave (review: every dry run
+/// listed it).
+#[test]
+fn unanswered_an_endpoint_is_listed_only_when_its_last_resort_can_go() {
+    let (d, _worker, _) = already(); // nobody serves the mailbox
+    let weight = Request::BackendSet { service: "web".into(), name: "b1".into(), fields: fields(&[("weight", "5")]), if_generation: None };
+    assert_eq!(listed(&super::dry(&d, &weight)), []);
+    let b4 = Request::BackendAdd { service: "web".into(), name: "b4".into(), fields: fields(&[("address", "10.0.2.4"), ("mac", "02:00:00:00:0b:04"), ("zone", "z2")]), if_generation: None };
+    let rep = super::dry(&d, &b4);
+    assert_eq!(
+        listed(&rep).into_iter().filter(|(b, _, _)| b == "b3").collect::<Vec<_>>(),
+        [("b3".to_string(), "already unhealthy without persistence; its last-resort connections may leave (not counted)".to_string(), None)]
+    );
+}

@@ -110,14 +110,28 @@ fn kept_before<A: Family>(before: &Snapshot, f: &Follow, src: A) -> bool {
 /// the reason when the flows are not followed (`; clients of class z2 keep it (...)`), or
 /// an empty string.
 pub(super) fn kept_classes(snap: &Snapshot, f: &Follow) -> String {
-    let Some(ss) = snap.services.get(usize::from(f.si)) else { return String::new() };
-    let kept: Vec<&str> =
-        ss.tables.iter().enumerate().filter(|(_, t)| t.as_ref().is_none_or(|t| t.all_unhealthy)).filter_map(|(ci, _)| snap.class_names.get(ci).map(String::as_str)).collect();
-    match kept.as_slice() {
+    match last_resort_classes(snap, f.si).as_slice() {
         [] => String::new(),
         [one] => format!("; clients of class {one} keep it (their class has no healthy backend: the last resort)"),
         many => format!("; clients of classes {} keep it (their class has no healthy backend: the last resort)", many.join(", ")),
     }
+}
+
+/// The client classes of service `si` in `snap` whose clients keep an unhealthy endpoint
+/// as the last resort (their table has no healthy endpoint, or there is none), by name.
+fn last_resort_classes(snap: &Snapshot, si: u16) -> Vec<&str> {
+    let Some(ss) = snap.services.get(usize::from(si)) else { return Vec::new() };
+    ss.tables.iter().enumerate().filter(|(_, t)| t.as_ref().is_none_or(|t| t.all_unhealthy)).filter_map(|(ci, _)| snap.class_names.get(ci).map(String::as_str)).collect()
+}
+
+/// For an endpoint already unhealthy without persistence that the edit leaves so
+/// ([`ALREADY`]): whether none of its last-resort connections can leave, every class that
+/// keeps it as the last resort before the edit still doing so after. Answers without the
+/// workers (review: without their answer, every dry run listed such an endpoint as "may
+/// leave", even for an edit of another service).
+pub(super) fn last_resort_kept(before: &Snapshot, after: &Snapshot, f: &Follow) -> bool {
+    let now = last_resort_classes(after, f.si);
+    f.gone.is_none() && last_resort_classes(before, f.si_before).iter().all(|c| now.contains(c))
 }
 
 /// What the worker does with one tracked connection at its next packet.
