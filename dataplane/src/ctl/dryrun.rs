@@ -493,7 +493,7 @@ fn repicks(pools: (Option<&PoolState>, Option<&PoolState>), b: &Side, before: &S
                 // evicts or drains it: its last-resort connections (the only ones still
                 // on it) lose it. Followed, listed when there are some.
                 Some(r) if r == flows::UNHEALTHY => {
-                    if let Some(f) = reason.as_deref().and_then(|why| flows::follow_gone(b, before, a, after, name, &bk.name, slot, inc, why)) {
+                    if let Some(f) = reason.as_ref().and_then(|_| flows::follow_gone(b, before, a, after, name, &bk.name, slot, inc)) {
                         counts.push((out.len(), slot, inc, Some(f)));
                         out.push(Repick { backend: bk.name.clone(), endpoint: m.name.clone(), reason: reason.unwrap_or_default(), connections: None });
                     }

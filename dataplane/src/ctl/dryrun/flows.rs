@@ -30,7 +30,7 @@ pub(super) const ALREADY: &str = "already unhealthy without persistence; its las
 /// What is needed to follow one endpoint's tracked connections into the edited snapshot
 /// (the endpoint keeps its slot and incarnation there).
 pub(super) struct Follow {
-    /// The service's index in the edited snapshot (unused when [`Follow::gone`]).
+    /// The service's index in the edited snapshot (`u16::MAX` when the edit removes it).
     si: u16,
     /// The service's index in the running snapshot: for an endpoint already unhealthy
     /// before the edit, only the connections the worker keeps on it today (its last-resort
@@ -39,7 +39,7 @@ pub(super) struct Follow {
     /// The edit removes the endpoint, gives it a new address, evicts or drains its
     /// connections (the reason [`super::leaves`] gives): its last-resort connections are
     /// re-picked, or stay until the drain ends ([`follow_gone`]).
-    gone: Option<String>,
+    gone: bool,
     /// The endpoint's slot and incarnation.
     slot: u16,
     incarnation: u16,
@@ -76,15 +76,15 @@ pub(super) fn follow(b: &Side, before: &Snapshot, a: &Side, after: &Snapshot, na
     }
     let siblings = a.slots.backend_slots(name, backend).into_iter().filter(|s| *s != slot).collect();
     let (si_before, _) = b.service_snap(before, name)?;
-    Some(Follow { si, si_before, gone: None, slot, incarnation, siblings, backend: backend.to_string(), already: false })
+    Some(Follow { si, si_before, gone: false, slot, incarnation, siblings, backend: backend.to_string(), already: false })
 }
 
 /// The [`Follow`] of an endpoint already unhealthy without persistence before the edit
-/// that the edit takes away from its last-resort connections for `reason` (removed, a new
-/// address, evicted, drains, service removed): which of them leave needs only the running
-/// snapshot; `None` when the service is not in it.
+/// that the edit takes away from its last-resort connections (removed, a new address,
+/// evicted, drains, service removed); `None` when the service is not in the running
+/// snapshot.
 #[allow(clippy::too_many_arguments)]
-pub(super) fn follow_gone(b: &Side, before: &Snapshot, a: &Side, after: &Snapshot, name: &str, backend: &str, slot: u16, incarnation: u16, reason: &str) -> Option<Follow> {
+pub(super) fn follow_gone(b: &Side, before: &Snapshot, a: &Side, after: &Snapshot, name: &str, backend: &str, slot: u16, incarnation: u16) -> Option<Follow> {
     let (si_before, sb) = b.service_snap(before, name)?;
     // where they go: the edited service's pick, when the service keeps its number (else
     // they match no service: dropped)
@@ -92,7 +92,7 @@ pub(super) fn follow_gone(b: &Side, before: &Snapshot, a: &Side, after: &Snapsho
     // every slot of the backend after the edit, this one too when another endpoint of the
     // backend takes it in the same edit (a renamed endpoint: review)
     let siblings = a.slots.backend_slots(name, backend);
-    Some(Follow { si, si_before, gone: Some(reason.to_string()), slot, incarnation, siblings, backend: backend.to_string(), already: true })
+    Some(Follow { si, si_before, gone: true, slot, incarnation, siblings, backend: backend.to_string(), already: true })
 }
 
 /// Whether the worker keeps the connection of client `src` on `f`'s endpoint in the
@@ -131,7 +131,7 @@ fn last_resort_classes(snap: &Snapshot, si: u16) -> Vec<&str> {
 /// leave", even for an edit of another service).
 pub(super) fn last_resort_kept(before: &Snapshot, after: &Snapshot, f: &Follow) -> bool {
     let now = last_resort_classes(after, f.si);
-    f.gone.is_none() && last_resort_classes(before, f.si_before).iter().all(|c| now.contains(c))
+    !f.gone && last_resort_classes(before, f.si_before).iter().all(|c| now.contains(c))
 }
 
 /// What the worker does with one tracked connection at its next packet.
@@ -168,7 +168,7 @@ fn fate<A: Family>(snap: &Snapshot, f: &Follow, src: A, sport: u16) -> Fate {
     match new_pick(snap, ss, &key) {
         None => Fate::Dropped,
         // (a removed endpoint's slot may be another endpoint's after the same edit)
-        Some(s) if s == f.slot && f.gone.is_none() => Fate::Same,
+        Some(s) if s == f.slot && !f.gone => Fate::Same,
         Some(s) if f.siblings.contains(&s) => Fate::Sibling,
         Some(_) => Fate::Other,
     }
@@ -191,19 +191,15 @@ pub(super) fn breakdown(before: &Snapshot, snap: &Snapshot, f: &Follow, endpoint
     // of an already unhealthy endpoint: connections it does not keep today (they leave at
     // their next packet, edit or not)
     let mut anyway = 0usize;
+    fn tally<A: Family>(before: &Snapshot, snap: &Snapshot, f: &Follow, src: A, sport: u16, fates: &mut Vec<Fate>, anyway: &mut usize) {
+        match f.already && !kept_before(before, f, src) {
+            true => *anyway += 1,
+            false => fates.push(fate(snap, f, src, sport)),
+        }
+    }
     for r in replies {
-        for (src, sport) in r.entries.iter().map(|(e, _)| (e.src, e.sport)) {
-            match f.already && !kept_before(before, f, src) {
-                true => anyway += 1,
-                false => fates.push(fate(snap, f, src, sport)),
-            }
-        }
-        for (src, sport) in r.entries6.iter().map(|(e, _)| (e.src, e.sport)) {
-            match f.already && !kept_before(before, f, src) {
-                true => anyway += 1,
-                false => fates.push(fate(snap, f, src, sport)),
-            }
-        }
+        r.entries.iter().for_each(|(e, _)| tally(before, snap, f, e.src, e.sport, &mut fates, &mut anyway));
+        r.entries6.iter().for_each(|(e, _)| tally(before, snap, f, e.src, e.sport, &mut fates, &mut anyway));
     }
     if fates.is_empty() {
         return None;
@@ -222,7 +218,7 @@ pub(super) fn breakdown(before: &Snapshot, snap: &Snapshot, f: &Follow, endpoint
     .filter_map(|(x, one, many)| counted(n(x), &one, &many))
     .collect();
     // (a drain the edit starts ends their stay too)
-    let leaving = n(Fate::Other) + n(Fate::Sibling) + n(Fate::Dropped) + n(Fate::Drains) * usize::from(f.gone.is_some());
+    let leaving = n(Fate::Other) + n(Fate::Sibling) + n(Fate::Dropped) + n(Fate::Drains) * usize::from(f.gone);
     let examined = (fates.len() + anyway) as u64;
     let mut text = if examined < total {
         format!("of {examined} examined (the workers list at most {} each), {}", crate::control::MAX_SHOW_PER_WORKER, parts.join(", "))
