@@ -12,6 +12,16 @@ use std::time::Duration;
 /// How long a flows request waits for every worker.
 pub const FLOWS_TIMEOUT: Duration = Duration::from_secs(3);
 
+/// Why the next hop of endpoint `m` of `svc` is not resolved (`status`'s UNRESOLVED
+/// reason, also while its first request awaits a reply), or `None`: resolved, or a
+/// configured `mac`.
+fn next_hop_problem(st: &crate::daemon::ControlState, svc: &spillway_shared::config::Service, m: &spillway_shared::config::Member, now_ms: u64) -> Option<String> {
+    match spillway_shared::neighbors::next_hop(&st.cfg, svc, m) {
+        spillway_shared::neighbors::NextHop::Resolve(a) => st.neighbors.unresolved_reason(&a, now_ms),
+        spillway_shared::neighbors::NextHop::Static(_) => None,
+    }
+}
+
 impl Daemon {
     /// The status report.
     pub fn status(&self) -> StatusReport {
@@ -69,10 +79,7 @@ impl Daemon {
                     let (new_connections, packets) = slot.map_or((0, 0), |s| self.slot_totals(st, s));
                     let bytes = slot.map_or(0, |s| self.slot_bytes(st, s));
                     let healthy = crate::control::endpoint_view(health, &svc.name, &b.name, &m.name).healthy;
-                    let unresolved = match spillway_shared::neighbors::next_hop(&st.cfg, svc, &m) {
-                        spillway_shared::neighbors::NextHop::Resolve(a) => st.neighbors.unresolved_reason(&a, now_ms),
-                        spillway_shared::neighbors::NextHop::Static(_) => None,
-                    };
+                    let unresolved = next_hop_problem(st, svc, &m, now_ms);
                     members.push(EndpointStatus { name: m.name, address: m.address.to_string(), weight: m.weight, healthy, enabled: m.enabled, new_connections, packets, bytes, unresolved, server_id: m.server_id });
                 }
                 backends.push(BackendStatus {
@@ -137,10 +144,7 @@ impl Daemon {
                     let t = statuses.iter().find(|t| t.service == s.name && t.backend == b.name && t.endpoint == m.name);
                     // the next hop's reason only when it, not the probes, made it unhealthy
                     let probes_healthy = crate::control::endpoint_view(&st.health, &s.name, &b.name, &m.name).healthy;
-                    let unresolved = match spillway_shared::neighbors::next_hop(&st.cfg, s, &m) {
-                        spillway_shared::neighbors::NextHop::Resolve(a) if !v.healthy && probes_healthy => st.neighbors.unresolved_reason(&a, now_ms),
-                        _ => None,
-                    };
+                    let unresolved = if !v.healthy && probes_healthy { next_hop_problem(&st, s, &m, now_ms) } else { None };
                     rows.push(HealthRow {
                         service: s.name.clone(),
                         backend: b.name.clone(),
