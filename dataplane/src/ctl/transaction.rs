@@ -146,7 +146,7 @@ impl Daemon {
                     drop(st);
                     if let Some(path) = &self.config_path {
                         if let Err(e) = super::persist::planned_text(path, &p.old, &p.cand, p.next_gen, replacement) {
-                            return Response::Error { message: format!("cannot write {}: {e}; the edit was not applied", path.display()) };
+                            return cannot_write(path, &e, true);
                         }
                     }
                     let st = self.control.lock().unwrap_or_else(|e| e.into_inner());
@@ -164,7 +164,7 @@ impl Daemon {
                         (Some(path), Some(_)) => match super::persist::restore_due(path) {
                             Ok(true) => a.changes = vec![format!("no change; {} is missing or does not parse and would be written anew from the applied file", path.display())],
                             Ok(false) => {}
-                            Err(e) => return Response::Error { message: format!("cannot write {}: {e}", path.display()) },
+                            Err(e) => return cannot_write(path, &e, false),
                         },
                         (None, _) => {}
                     }
@@ -193,7 +193,7 @@ impl Daemon {
                         warnings.push(format!("warning: {} holds the edit, but its directory could not be fsynced ({e}): the edit may not survive a power failure", w.path.display()));
                     }
                 }
-                Err(e) => return Response::Error { message: format!("cannot write {}: {e}; the edit was not applied", path.display()) },
+                Err(e) => return cannot_write(path, &e, true),
             }
         }
         let mut st = self.control.lock().unwrap_or_else(|e| e.into_inner());
@@ -230,7 +230,7 @@ impl Daemon {
                 }
                 Response::Applied(a)
             }
-            Err(e) => Response::Error { message: format!("cannot write {}: {e}", path.display()) },
+            Err(e) => cannot_write(path, &e, false),
         }
     }
 
@@ -304,4 +304,12 @@ impl Daemon {
         st.health_generation += 1;
         crate::health::sync_after_edit(&mut ch, tx, &st.cfg, initial, st.health_generation, &mut st.health);
     }
+}
+
+/// The refusal of an edit (`edit`: one that changes the config, which is then not applied)
+/// or of a no-change `config apply` whose file could not be written at `path`: the same
+/// words for the edit and its dry run.
+fn cannot_write(path: &std::path::Path, e: &std::io::Error, edit: bool) -> Response {
+    let applied = if edit { "; the edit was not applied" } else { "" };
+    Response::Error { message: format!("cannot write {}: {e}{applied}", path.display()) }
 }
