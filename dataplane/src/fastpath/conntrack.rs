@@ -125,6 +125,47 @@ pub enum State {
 #[repr(C, align(64))]
 pub(super) struct Bucket<A>([Entry<A>; WAYS]);
 
+impl<A: FlowAddr> Bucket<A> {
+    /// The way holding a non-empty entry (live or expired) for `k`, if any.
+    ///
+    /// IPv4: an entry's key fields are its first 8 bytes ([`Entry::key_word`]), so each
+    /// way is one 64-bit compare and the four results form a mask; the lowest set bit is
+    /// the answer when its slot is not empty. A slot emptied in place keeps its old key,
+    /// so when the lowest match is an empty slot the ways are compared one by one
+    /// (`matches`) instead: rare, and the same answer. A loop with a branch per way costs a
+    /// misprediction per lookup once keys sit in random ways of fuller buckets (1 M flows:
+    /// docs/benchmarks.md, "1 M flows: where the last 15 % goes"). IPv6: way by way.
+    #[inline(always)]
+    fn way_of(&self, k: &CtKey<A>) -> Option<usize> {
+        if A::BITS == 32 {
+            let kw = k.word();
+            let e = &self.0;
+            let m = u32::from(e[0].key_word() == kw)
+                | u32::from(e[1].key_word() == kw) << 1
+                | u32::from(e[2].key_word() == kw) << 2
+                | u32::from(e[3].key_word() == kw) << 3;
+            if m == 0 {
+                return None;
+            }
+            let i = m.trailing_zeros() as usize;
+            if e.get(i).is_some_and(|e| e.raw_state() != State::Empty as u8) {
+                return Some(i);
+            }
+            return self.way_by_way(k);
+        }
+        self.0.iter().position(|e| e.matches(k))
+    }
+
+    /// [`Self::way_of`] way by way, out of line: IPv4's rare case of a stale key in an
+    /// empty slot (kept out of the inlined lookup so its registers are not spilled for it).
+    #[cold]
+    #[inline(never)]
+    fn way_by_way(&self, k: &CtKey<A>) -> Option<usize> {
+        self.0.iter().position(|e| e.matches(k))
+    }
+}
+const _: () = assert!(WAYS == 4, "Bucket::way_of compares four ways");
+
 /// The timeouts of the entries of each service, by service number: what the out-of-line
 /// paths that rank or age entries of several services need (eviction, the sync refresh
 /// walk). The worker answers from its snapshot (`ServiceSnap::id`); a plain [`Timeouts`]
@@ -362,14 +403,17 @@ impl<A: FlowAddr> ConnTable<A> {
     /// and service as one 4-byte word spanned two stores, which store-to-load forwarding
     /// cannot serve: a stall of 3–4 ns on every lookup (docs/benchmarks.md, "After the
     /// destination-MAC rule").
+    ///
+    /// IPv4 buckets are matched by [`Bucket::way_of`] (one 64-bit compare per way, no
+    /// branch per way); IPv6 ones way by way.
     #[inline(always)]
     fn find(&self, k: &CtKey<A>) -> Option<(usize, usize)> {
         let (b1, b2) = self.pair(k);
-        if let Some(i) = self.buckets.get(b1).and_then(|b| b.0.iter().position(|e| e.matches(k))) {
+        if let Some(i) = self.buckets.get(b1).and_then(|b| b.way_of(k)) {
             return Some((b1, i));
         }
         let second = self.buckets.get(b2)?;
-        second.0.iter().position(|e| e.matches(k)).map(|i| (b2, i))
+        second.way_of(k).map(|i| (b2, i))
     }
 
     /// Looks `k` up; on a hit advances the state with the TCP `flags` of this packet

@@ -538,3 +538,29 @@ fn a_fresh_syn_off_a_tick_boundary_outlives_older_udp_entries() {
         assert!(ct.peek(&key(1), at + 1).is_some(), "the SYN inserted at {at} ms was evicted before UDP entries 6-9 s old");
     }
 }
+
+/// A bucket's entry `i` of the differential test below: its key from a pool of three (so
+/// keys repeat, and stale copies of the searched key sit in empty slots before and after a
+/// live one), its state byte from all four states with the sync flags.
+fn pool_entry<A: FlowAddr>(src: [A; 3], pick: u8, state: u8) -> Entry<A> {
+    let i = usize::from(pick % 3);
+    let raw = [0u8, 1, 2, 3, 0, 2 | REMOTE, 1 | REMOTE | RELAYED, 0][usize::from(state % 8)];
+    Entry { src: src[i], sport: 40_000 + u16::from(pick % 2), service: 1 + u16::from(pick / 128), backend: 7, incarnation: 1, life: 0x0012_3400 | u32::from(raw) }
+}
+
+proptest::proptest! {
+    /// [`Bucket::way_of`] (IPv4: one 64-bit compare per way and a mask; IPv6: way by way)
+    /// answers what the plain first-match scan does, for any bucket: empty slots holding
+    /// the key (emptied in place), repeats, keys differing only in port or service.
+    #[test]
+    fn way_match_is_the_first_non_empty_match(cells in proptest::collection::vec((proptest::num::u8::ANY, proptest::num::u8::ANY), WAYS), probe in proptest::num::u8::ANY) {
+        let v4 = [0x0a00_0001u32, 0x0a00_0002, 0];
+        let b4 = Bucket::<u32>(std::array::from_fn(|i| pool_entry(v4, cells[i].0, cells[i].1)));
+        let k4 = pool_entry(v4, probe, 1).key();
+        proptest::prop_assert_eq!(b4.way_of(&k4), b4.0.iter().position(|e| e.matches(&k4)));
+        let v6 = [0xfd00_0000_0000_0000_0000_0000_0000_0001u128, 0x1, 0xfd00_0000_0000_0000_0000_0000_0000_0002];
+        let b6 = Bucket::<u128>(std::array::from_fn(|i| pool_entry(v6, cells[i].0, cells[i].1)));
+        let k6 = pool_entry(v6, probe, 1).key();
+        proptest::prop_assert_eq!(b6.way_of(&k6), b6.0.iter().position(|e| e.matches(&k6)));
+    }
+}
