@@ -132,7 +132,8 @@ impl<A: FlowAddr> Bucket<A> {
     /// way is one 64-bit compare and the four results form a mask; the lowest set bit is
     /// the answer when its slot is not empty. A slot emptied in place keeps its old key,
     /// so when the lowest match is an empty slot the ways are compared one by one
-    /// (`matches`) instead: rare, and the same answer. A loop with a branch per way costs a
+    /// (`matches`) instead: the same answer, a little slower. That happens to the first
+    /// packets of a flow whose entry expired or was flushed, until the slot is reused. A loop with a branch per way costs a
     /// misprediction per lookup once keys sit in random ways of fuller buckets (1 M flows:
     /// docs/benchmarks.md, "1 M flows: where the last 15 % goes"). IPv6: way by way.
     #[inline(always)]
@@ -156,7 +157,7 @@ impl<A: FlowAddr> Bucket<A> {
         self.0.iter().position(|e| e.matches(k))
     }
 
-    /// [`Self::way_of`] way by way, out of line: IPv4's rare case of a stale key in an
+    /// [`Self::way_of`] way by way, out of line: IPv4's case of the key's old copy in an
     /// empty slot (kept out of the inlined lookup so its registers are not spilled for it).
     #[cold]
     #[inline(never)]

@@ -50,11 +50,13 @@ pub struct CtKey<A = u32> {
 }
 
 impl<A: FlowAddr> CtKey<A> {
-    /// The key as one word: the low 64 bits of the address, the port at bits 32..48, the
-    /// service at 48..64. For an IPv4 key (the address fits in the low 32 bits) this is
-    /// one to one, and equal to [`Entry::key_word`] of an entry with this key.
+    /// An IPv4 key as one word: the address at bits 0..32, the port at 32..48, the service
+    /// at 48..64; one to one, and equal to [`Entry::key_word`] of an entry with this key.
+    /// IPv4 only: an IPv6 address's low half would overlap the port and service, so two
+    /// IPv6 keys could share a word (`Bucket::way_of` calls it for `u32` tables alone).
     #[inline(always)]
     pub(super) fn word(&self) -> u64 {
+        debug_assert!(A::BITS == 32, "CtKey::word is for IPv4 keys");
         self.src.halves().1 | u64::from(self.sport) << 32 | u64::from(self.service) << 48
     }
 
@@ -95,9 +97,11 @@ pub struct Entry<A = u32> {
 const _: () = assert!(std::mem::size_of::<Entry<u32>>() == 16 && std::mem::size_of::<Entry<u128>>() == 32);
 
 impl<A: FlowAddr> Entry<A> {
-    /// The entry's key as [`CtKey::word`] (IPv4: its first 8 bytes, so one load).
+    /// The entry's key as [`CtKey::word`]: its first 8 bytes, so one load. IPv4 only, as
+    /// [`CtKey::word`].
     #[inline(always)]
     pub(super) fn key_word(&self) -> u64 {
+        debug_assert!(A::BITS == 32, "Entry::key_word is for IPv4 entries");
         self.src.halves().1 | u64::from(self.sport) << 32 | u64::from(self.service) << 48
     }
     #[inline(always)]

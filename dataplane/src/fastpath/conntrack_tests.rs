@@ -564,3 +564,23 @@ proptest::proptest! {
         proptest::prop_assert_eq!(b6.way_of(&k6), b6.0.iter().position(|e| e.matches(&k6)));
     }
 }
+
+/// The fixed cases of [`Bucket::way_of`]'s fallback, which the table's own operations never
+/// produce (a new or moved entry takes the first free way, and an emptied copy is free) and
+/// the random test above reaches only sometimes: the key's old copy in an empty way before
+/// its live copy, and old copies alone.
+#[test]
+fn way_match_skips_an_emptied_copy_of_the_key() {
+    let k = key(5);
+    let live = Entry { src: k.src, sport: k.sport, service: k.service, backend: 3, incarnation: 1, life: 0x0012_3400 | State::Established as u32 };
+    let emptied = Entry { life: 0x0012_3400, ..live };
+    let other = Entry { src: k.src + 1, ..live };
+    for (ways, want) in [
+        ([emptied, live, other, other], Some(1)),
+        ([other, emptied, emptied, live], Some(3)),
+        ([emptied, other, emptied, other], None),
+        ([live, emptied, other, other], Some(0)),
+    ] {
+        assert_eq!(Bucket::<u32>(ways).way_of(&k), want);
+    }
+}
