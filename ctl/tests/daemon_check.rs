@@ -25,7 +25,7 @@ fn check_with(name: &str, text: &str, args: &[&str]) -> (i32, String) {
 fn check_passes_the_null_example_and_says_what_it_cannot_check() {
     let (code, out) = check("ok", &common::null_example());
     assert_eq!(code, 0, "{out}");
-    assert!(out.contains("configuration OK (2 services, 1 ports)"), "{out}");
+    assert!(out.contains("configuration OK (2 services, 1 port)"), "{out}");
     assert!(out.contains("not checked without starting DPDK: that the devices exist"), "{out}");
 }
 

@@ -529,7 +529,8 @@ fn check_report(out: &mut impl std::io::Write, path: &str, cfg: &Config, warning
     if cfg.dataplane.worker_cores.is_empty() && workers >= avail.len().max(1) {
         writeln!(out, "{path}: warning: {workers} workers on {} usable cores: workers share cores with each other or the control thread", avail.len())?;
     }
-    writeln!(out, "{path}: configuration OK ({} services, {} ports)", cfg.services.len(), cfg.ports.len())?;
+    let count = |n: usize, one: &str| format!("{n} {one}{}", if n == 1 { "" } else { "s" });
+    writeln!(out, "{path}: configuration OK ({}, {})", count(cfg.services.len(), "service"), count(cfg.ports.len(), "port"))?;
     writeln!(out, "  checked: syntax, every range and cross-reference, backend MACs/addresses, port device arguments (key=value, iface= etc. a driver needs), that the kernel interfaces af_packet/af_xdp/pcap devices name exist, socket_group, worker_cores on this host, the [sync] key file (mode, length) and whether sync.listen can be bound now")?;
     writeln!(out, "  not checked without starting DPDK: that the devices exist and start (beyond those kernel interfaces), that they take the port MTU (RX scatter or mbufs sized for it), hugepage memory for the mbuf pools, queue and descriptor counts the NIC supports, whether the control socket can be bound (only its path is checked)")?;
     out.flush()

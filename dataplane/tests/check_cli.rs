@@ -43,7 +43,7 @@ fn check_output_to_a_closed_pipe_ends_quietly() {
     // The same config to a reader that stays: it passes.
     let o = check(&path, Stdio::piped());
     assert!(o.status.success(), "{o:?}");
-    assert!(String::from_utf8_lossy(&o.stdout).contains("configuration OK (1 services, 1 ports)"), "{o:?}");
+    assert!(String::from_utf8_lossy(&o.stdout).contains("configuration OK (1 service, 1 port)"), "{o:?}");
 
     let o = check(&path, Stdio::from(closed_pipe()));
     let stderr = String::from_utf8_lossy(&o.stderr);

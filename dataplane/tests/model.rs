@@ -25,6 +25,12 @@
 //! established entry is never allowed to disappear. Fragment-table slots are followed the
 //! same way (a datagram replaced by a newer one in its direct-mapped slot).
 //!
+//! IPv4 fragments (docs/semantics.md "Fragments"): a first fragment goes to its flow's
+//! entry's backend when the entry may be kept (the entry refreshed and confirmed), else by
+//! the fragment pick, and starts no entry; later fragments follow their first while its
+//! slot holds the same backend, and one whose first is not known is held, even with one
+//! service of its (VIP, protocol).
+//!
 //! Failover (half the TCP services): a primary group of endpoints, failover backends, the
 //! failover ratio and health threshold; every recompilation runs the daemon's pool-drain code
 //! (`control::pools::mark_draining`, the code under test) and the model keeps its own pool
@@ -517,6 +523,9 @@ struct Model {
     now: u64,
     entries: HashMap<FlowKey, MEntry>,
     frags: HashMap<(u32, u8, u16), (u16, u64)>,
+    /// The backend (slot, incarnation) each IPv4 datagram's first fragment went to: its
+    /// later fragments follow it while that slot holds the same backend.
+    routes: HashMap<(u32, u8, u16), (u16, u16)>,
     /// IPv6 first fragments seen: (source, identification) → (destination port, when).
     frags6: HashMap<(u128, u32), (u16, u64)>,
     /// The daemon's pool states, as `control::pools::mark_draining` keeps them (the code under test).
@@ -584,6 +593,7 @@ impl Model {
             now: cc.start_ms,
             entries: HashMap::new(),
             frags: HashMap::new(),
+            routes: HashMap::new(),
             frags6: HashMap::new(),
             pools_real: HashMap::new(),
             pools: HashMap::new(),
@@ -835,6 +845,21 @@ impl Model {
         self.table(svc, key.src)?.pick(h)
     }
 
+    /// Where a later fragment of IPv4 datagram `fk` (of service `svc`) goes: where its first
+    /// fragment went while that slot holds the same backend of the service, else the
+    /// fragment pick (docs/semantics.md "Fragments").
+    fn later_fragment_backend(&mut self, fk: (u32, u8, u16), svc: usize) -> Option<u16> {
+        let route = self.routes.get(&fk).copied();
+        if let Some((slot, _)) = route.filter(|(slot, inc)| self.slot_info.get(slot).is_some_and(|i| i.inc == *inc && i.svc == svc)) {
+            self.seen("later fragment followed its first");
+            return Some(slot);
+        }
+        if route.is_some() {
+            self.seen("later fragment's first backend gone");
+        }
+        self.pick_fragment(svc, &FlowKey { src: fk.0, dst: vip(), sport: 0, dport: 0, proto: fk.1 })
+    }
+
     /// Receives `frame` (if any), polls once, returns what came out for it: the frames and
     /// drops that the poll's release of held fragments explains (the model's own
     /// [`Model::settle_held`]) are checked and taken away first.
@@ -900,12 +925,12 @@ impl Model {
                         // replaced by a newer datagram in its direct-mapped slot
                         self.seen("fragment entry replaced");
                         self.frags.remove(&fk);
+                        self.routes.remove(&fk);
                         known = None;
                     }
                     known.map(|(dport, _)| {
                         let svc = SERVICES.iter().position(|s| s.1 == dport && s.2 == fk.1).expect("service");
-                        let key = FlowKey { src: fk.0, dst: vip(), sport: 0, dport: 0, proto: fk.1 };
-                        self.pick_fragment(svc, &key)
+                        self.later_fragment_backend(fk, svc)
                     })
                 }
                 Dg::V6(fk) => {
@@ -1070,6 +1095,7 @@ impl Model {
                 (Some(_), None) => {
                     self.seen("fragment entry replaced");
                     self.frags.remove(&fk);
+                    self.routes.remove(&fk);
                 }
                 // FOUND BY THIS TEST (report of the model branch): `FragTable::lookup` reads
                 // an entry as live while `(expires - now) as i32 >= 0`, i.e. again from
@@ -1084,17 +1110,16 @@ impl Model {
         let known = self.frags.get(&fk).copied().filter(|(_, t)| now - t <= u64::from(FRAG_LIFETIME_MS));
         let service = if first {
             self.frags.insert(fk, (port, now));
+            self.routes.remove(&fk);
             Ok(svc)
         } else if let Some((d, _)) = known {
             Ok(SERVICES.iter().position(|s| s.1 == d && s.2 == proto).expect("service"))
         } else {
-            // Not seen: the only service of (VIP, protocol), else held until the first
-            // fragment arrives (at most HOLD_SLOTS, else fragment_hold_full).
-            let on_proto: Vec<usize> = (0..SERVICES.len()).filter(|i| SERVICES[*i].2 == proto).collect();
+            // Not seen: held until the first fragment arrives (at most HOLD_SLOTS, else
+            // fragment_hold_full), even with one service of (VIP, protocol): the first
+            // fragment picks the backend (its flow's entry's, which the 3-tuple cannot know).
             self.seen("later fragment without its first");
-            if on_proto.len() == 1 {
-                Ok(on_proto[0])
-            } else if self.held.len() < HOLD_SLOTS {
+            if self.held.len() < HOLD_SLOTS {
                 self.seen("later fragment held");
                 self.held.push((Dg::V4(fk), now));
                 Err(Expect::Held)
@@ -1106,8 +1131,14 @@ impl Model {
         let key = FlowKey { src, dst: vip(), sport: if first { 40_000 } else { 0 }, dport: if first { port } else { 0 }, proto };
         let expect = match service {
             Err(e) => e,
-            Ok(s) => self.pick_fragment(s, &key).map_or(Expect::Drop(DropReason::NoBackend), Expect::To),
+            Ok(s) if first => self.first_fragment_backend(s, &key).map_or(Expect::Drop(DropReason::NoBackend), Expect::To),
+            Ok(s) => self.later_fragment_backend(fk, s).map_or(Expect::Drop(DropReason::NoBackend), Expect::To),
         };
+        if let (true, Expect::To(slot)) = (first, expect) {
+            // recorded before the poll: the fragments it releases follow this one
+            let inc = self.slot_info.get(&slot).map_or(0, |i| i.inc);
+            self.routes.insert(fk, (slot, inc));
+        }
         let (f0, nc0, h0) = (self.stats.fragments.load(Relaxed), self.stats.new_connections.load(Relaxed), self.stats.fragments_held.load(Relaxed));
         let got = self.send(&frag_frame(src, proto, id, first, port))?;
         self.check(&got, expect)?;
@@ -1122,6 +1153,45 @@ impl Model {
             ensure!(self.worker.frags.lookup(src, vip(), proto, id, self.now32()) == Some(port), "first fragment not learned");
         }
         Ok(())
+    }
+
+    /// Where a first fragment (5-tuple `key`, TCP flags 0) of service `svc` goes: its flow's
+    /// entry's backend when the entry may be kept (the entry refreshed and confirmed as by
+    /// any packet of the flow, kept or not), else the fragment pick; it starts no entry
+    /// (docs/semantics.md "Fragments").
+    fn first_fragment_backend(&mut self, svc: usize, key: &FlowKey) -> Option<u16> {
+        let tk = self.tracking_key(svc, key);
+        let now = self.now;
+        let tcp = SERVICES[svc].2 == TCP;
+        let idle = u64::from(self.svcs[svc].idle_sec) * 1000;
+        let closing_ms = u64::from(self.timeouts.closing_ms);
+        let entry = match self.entries.get_mut(&tk) {
+            Some(e) if !e.expired(now) => {
+                // no SYN, FIN or RST: an unconfirmed entry is confirmed, a closing one stays
+                if e.state == State::SynOnly {
+                    e.state = State::Established;
+                }
+                e.last_seen = now;
+                e.timeout = match e.state {
+                    State::Closing => closing_ms,
+                    State::SynOnly if tcp => u64::from(self.timeouts.syn_ms),
+                    _ => idle,
+                };
+                Some(e.clone())
+            }
+            _ => None,
+        };
+        match entry {
+            Some(e) if self.keeps(&e, key.src) => {
+                self.seen("first fragment followed its flow's entry");
+                Some(e.slot)
+            }
+            Some(_) => {
+                self.seen("first fragment of a flow that must move: 3-tuple");
+                self.pick_fragment(svc, key)
+            }
+            None => self.pick_fragment(svc, key),
+        }
     }
 
     /// An IPv6 fragment: as [`Model::fragment`], with the IPv6 table
@@ -1621,7 +1691,7 @@ fn run_round(cases: u32, ops: usize, total: &std::cell::RefCell<std::collections
 }
 
 /// Situations every run of ≥ 10^5 steps reaches.
-const COVERED: [&str; 30] = [
+const COVERED: [&str; 33] = [
     "failover backend stopped taking new connections (no switch)",
     "idle timeout edited live",
     "tracking edit applied",
@@ -1644,6 +1714,9 @@ const COVERED: [&str; 30] = [
     "new flow not recorded (table full)",
     "stray RST or flagless packet not recorded",
     "later fragment without its first",
+    "first fragment followed its flow's entry",
+    "first fragment of a flow that must move: 3-tuple",
+    "later fragment followed its first",
     "IPv6 later fragment held",
     "IPv6 held fragment released",
     "ICMP error to a recorded flow",

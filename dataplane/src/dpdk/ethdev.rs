@@ -67,6 +67,11 @@ impl EthPort {
             let iface = check_interfaces(device_name, std::path::Path::new(SYS_CLASS_NET));
             let hint = if let Err(missing) = iface {
                 missing
+            } else if known.is_empty() && device_name.contains(',') {
+                format!(
+                    "the device {device_name:?} did not probe: DPDK's log lines above say why \
+                     (a device argument the driver does not know, a file or interface it cannot open)"
+                )
             } else if known.is_empty() {
                 "no ports: EAL probed no device; add --vdev=net_null0 (or net_pcap0,rx_pcap=F) \
                  or bind a NIC with dpdk-devbind.py --bind=vfio-pci"

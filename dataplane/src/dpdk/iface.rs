@@ -3,7 +3,7 @@
 //! (`net_af_packet0,iface=eth1`); when it is missing DPDK only fails the probe, and the
 //! port is then reported as "no port named net_af_packet0" with no word of the interface.
 //! [`check_port_interfaces`] says which interface is missing, in `spillway --check` and
-//! at start. (`net_tap`'s `iface=` names an interface the driver creates and `net_vhost`'s
+//! at start; likewise a `net_pcap` `rx_pcap=` file that cannot be read. (`net_tap`'s `iface=` names an interface the driver creates and `net_vhost`'s
 //! a socket path: not checked.)
 
 use spillway_shared::config::Config;
@@ -52,9 +52,35 @@ fn interface_exists(name: &str, sys_class_net: &Path) -> bool {
     unsafe { libc::if_nametoindex(c.as_ptr()) != 0 }
 }
 
+/// Virtual-device drivers and their arguments that name a file the driver reads at start
+/// (`net_pcap`'s `rx_pcap=`; `tx_pcap=` is created).
+const FILE_ARGS: &[(&str, &[&str])] = &[("net_pcap", &["rx_pcap"]), ("eth_pcap", &["rx_pcap"])];
+
+/// The files `device` has its driver read at start, in order (none for other drivers).
+pub fn named_files(device: &str) -> Vec<&str> {
+    let name = device_name(device);
+    let Some((_, keys)) = FILE_ARGS.iter().find(|(d, _)| name.starts_with(d)) else {
+        return Vec::new();
+    };
+    device
+        .split(',')
+        .skip(1)
+        .filter_map(|a| a.split_once('='))
+        .filter(|(k, v)| keys.contains(&k.trim()) && !v.trim().is_empty())
+        .map(|(_, v)| v.trim())
+        .collect()
+}
+
 /// Checks that every kernel interface `device` names exists (`sys_class_net` is
-/// [`SYS_CLASS_NET`] but in tests); the error names the first missing one.
+/// [`SYS_CLASS_NET`] but in tests), and every file its driver reads at start
+/// ([`named_files`]) can be opened; the error names the first missing one. Without this,
+/// DPDK only fails the probe, and the port is reported as "no port named ...".
 pub fn check_interfaces(device: &str, sys_class_net: &Path) -> Result<(), String> {
+    for file in named_files(device) {
+        if let Err(e) = std::fs::File::open(file) {
+            return Err(format!("cannot read {file:?} ({e}); {} reads it at start", device_name(device)));
+        }
+    }
     for name in named_interfaces(device) {
         if !interface_exists(name, sys_class_net) {
             return Err(format!(
@@ -87,6 +113,10 @@ mod tests {
         assert_eq!(named_interfaces("net_af_xdp0,iface=ens3,start_queue=0"), ["ens3"]);
         assert_eq!(named_interfaces("net_pcap0,rx_iface=a,tx_iface=b"), ["a", "b"]);
         assert_eq!(named_interfaces("net_pcap0,rx_pcap=in.pcap,tx_pcap=out.pcap"), Vec::<&str>::new());
+        assert_eq!(named_files("net_pcap0,rx_pcap=in.pcap,tx_pcap=out.pcap"), ["in.pcap"]);
+        assert!(named_files("net_af_packet0,iface=eth1").is_empty());
+        let e = check_interfaces("net_pcap0,rx_pcap=/nonexistent/in.pcap,tx_pcap=/tmp/o.pcap", Path::new(SYS_CLASS_NET)).unwrap_err();
+        assert!(e.starts_with("cannot read \"/nonexistent/in.pcap\"") && e.ends_with("net_pcap0 reads it at start"), "{e}");
         for other in ["net_tap0,iface=dtap0", "net_vhost0,iface=/tmp/v.sock", "net_null0", "0000:3b:00.0"] {
             assert!(named_interfaces(other).is_empty(), "{other}");
         }

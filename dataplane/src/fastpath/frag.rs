@@ -10,7 +10,7 @@
 //! carried, from which the worker finds the service in the current snapshot (so a new
 //! snapshot needs no flush).
 //!
-//! Direct-mapped, [`FRAG_SLOTS`] entries of 20 bytes (IPv4; 48 for IPv6), allocated once;
+//! Direct-mapped, [`FRAG_SLOTS`] entries of 24 bytes (IPv4; 64 for IPv6), allocated once;
 //! an entry lives [`FRAG_LIFETIME_MS`] after the first fragment. A newer datagram that maps
 //! to an occupied slot replaces it. NICs hash fragments on the 2-tuple, so all fragments of
 //! a datagram reach the same worker; the table needs no sharing.
@@ -48,8 +48,13 @@ struct FragEntry<A, I> {
     /// the Fragment header's Next Header, when extension headers follow it).
     upper: u8,
     used: bool,
+    /// Whether `route` holds the first fragment's backend ([`FragTable::route`]).
+    routed: bool,
     /// When the first fragment was seen (worker clock, ms).
     learned: u32,
+    /// The backend (endpoint slot, incarnation) the first fragment went to, when
+    /// `routed`; later fragments follow it.
+    route: (u16, u16),
 }
 
 /// The table (one per worker and family): `FragTable` for IPv4 (16-bit IDs),
@@ -85,8 +90,27 @@ impl<A: FlowAddr, I: Copy + Default + Eq + Into<u64>> FragTable<A, I> {
     #[inline]
     pub fn learn_upper(&mut self, src: A, dst: A, proto: u8, id: I, dport: u16, upper: u8, now: u32) {
         if let Some(e) = self.slots.get_mut(slot_of(src, dst, id, proto)) {
-            *e = FragEntry { src, dst, id, dport, proto, upper, used: true, learned: now };
+            *e = FragEntry { src, dst, id, dport, proto, upper, used: true, routed: false, learned: now, route: (0, 0) };
         }
+    }
+
+    /// Records the backend (endpoint slot, incarnation) that the first fragment of datagram
+    /// (src, dst, proto, id), learned just before ([`FragTable::learn`]), was sent to.
+    #[inline]
+    pub fn route(&mut self, src: A, dst: A, proto: u8, id: I, route: (u16, u16)) {
+        if let Some(e) = self.slots.get_mut(slot_of(src, dst, id, proto)) {
+            if e.used && e.src == src && e.dst == dst && e.id == id && e.proto == proto {
+                (e.routed, e.route) = (true, route);
+            }
+        }
+    }
+
+    /// The backend (endpoint slot, incarnation) the datagram's first fragment went to, if
+    /// it was seen less than [`FRAG_LIFETIME_MS`] ago and routed.
+    #[inline]
+    pub fn lookup_route(&self, src: A, dst: A, proto: u8, id: I, now: u32) -> Option<(u16, u16)> {
+        let e = self.slots.get(slot_of(src, dst, id, proto))?;
+        (e.routed && e.live(now) && e.src == src && e.dst == dst && e.id == id && e.proto == proto).then_some(e.route)
     }
 
     /// The destination port and upper-layer protocol of the datagram's first fragment, if
@@ -325,10 +349,26 @@ mod tests {
         assert_eq!(t.lookup(1, 2, 17, 7, 101 + FRAG_LIFETIME_MS), None);
     }
 
+    /// A first fragment's backend is kept for its datagram only, and only once routed; a
+    /// new first fragment in the slot starts unrouted.
+    #[test]
+    fn routes_follow_their_datagram() {
+        let mut t = FragTable::<u32, u16>::default();
+        t.route(1, 2, 17, 7, (3, 1)); // not learned: nothing to route
+        t.learn(1, 2, 17, 7, 53, 100);
+        assert_eq!(t.lookup_route(1, 2, 17, 7, 100), None, "learned, not routed yet");
+        t.route(1, 2, 17, 7, (3, 1));
+        assert_eq!(t.lookup_route(1, 2, 17, 7, 100 + FRAG_LIFETIME_MS), Some((3, 1)));
+        assert_eq!(t.lookup_route(1, 2, 17, 8, 101), None);
+        assert_eq!(t.lookup_route(1, 2, 17, 7, 101 + FRAG_LIFETIME_MS), None, "expired");
+        t.learn(1, 2, 17, 7, 53, 200);
+        assert_eq!(t.lookup_route(1, 2, 17, 7, 200), None, "a new first fragment starts unrouted");
+    }
+
     /// The entry sizes the module docs state, and the datagram identity's (see [`DatagramId`]).
     #[test]
     fn entry_and_datagram_sizes() {
-        assert_eq!((std::mem::size_of::<FragEntry<u32, u16>>(), std::mem::size_of::<FragEntry<u128, u32>>()), (20, 48));
+        assert_eq!((std::mem::size_of::<FragEntry<u32, u16>>(), std::mem::size_of::<FragEntry<u128, u32>>()), (24, 64));
         // 16-byte alignment (u128 fields) would move the worker's connection table off
         // offset 0 and cost the established IPv4 path an instruction per packet
         assert_eq!((std::mem::size_of::<DatagramId>(), std::mem::align_of::<DatagramId>()), (40, 4));

@@ -272,6 +272,51 @@
         assert_eq!((counter(&w.stats.new_connections), w.ct.occupancy().syn_only), (2, 2), "a SYN and a mid-stream ACK still start entries");
     }
 
+    /// Fresh-user QA (fourteenth session): a tracked connection's segment that arrives
+    /// IP-fragmented stays on the connection's backend (it went by the 3-tuple hash, to
+    /// another backend for most source ports), and so does a UDP flow's fragmented
+    /// datagram; the later fragments follow their first. An untracked flow's fragments
+    /// still go by the 3-tuple hash, all to one backend, and none starts an entry.
+    #[test]
+    fn fragments_of_a_tracked_flow_stay_on_its_backend() {
+        let frag = |b: MemBuf, id: u16, offset: u16, more: bool| {
+            let mut f = b.data().to_vec();
+            f[18..20].copy_from_slice(&id.to_be_bytes());
+            f[20..22].copy_from_slice(&((u16::from(more) << 13) | offset).to_be_bytes());
+            MemBuf::new(&f)
+        };
+        let web = compile_toml(&service("web", 80, "tcp", "", &["b1", "b2", "b3"], 0), &[]);
+        let dns = compile_toml(&service("dns", 53, "udp", "", &["d1", "d2", "d3"], 0), &[]);
+        let mut w = worker(1024);
+        let (mut tcp, mut udp) = (std::collections::BTreeSet::new(), std::collections::BTreeSet::new());
+        for (i, sport) in (40_000u16..40_016).enumerate() {
+            let (id, now) = (100 + i as u16, 10 * i as u32);
+            let b = send(&mut w, &web, frame(6, 7, sport, 80, SYN), now).unwrap();
+            assert_eq!(send(&mut w, &web, frame(6, 7, sport, 80, ACK), now), Ok(b));
+            assert_eq!(send(&mut w, &web, frag(frame(6, 7, sport, 80, ACK), id, 0, true), now), Ok(b), "first fragment of port {sport}");
+            assert_eq!(send(&mut w, &web, frag(frame(6, 7, 0, 0, 0), id, 3, false), now), Ok(b), "later fragment of port {sport}");
+            assert_eq!(send(&mut w, &web, frame(6, 7, sport, 80, ACK), now + 1), Ok(b), "the connection after its fragments");
+            tcp.insert(b);
+            let d = send(&mut w, &dns, frame(17, 8, sport, 53, 0), now).unwrap();
+            assert_eq!(send(&mut w, &dns, frag(frame(17, 8, sport, 53, 0), id, 0, true), now), Ok(d));
+            assert_eq!(send(&mut w, &dns, frag(frame(17, 8, 0, 0, 0), id, 3, false), now), Ok(d));
+            udp.insert(d);
+        }
+        // the 5-tuple spread the flows: the 3-tuple hash (one backend) would have split some
+        assert!(tcp.len() > 1 && udp.len() > 1, "{tcp:?} {udp:?}");
+        assert_eq!(counter(&w.stats.fragments), 4 * 16);
+        // an untracked source: all its fragments by the 3-tuple, to one backend, no entry
+        let entries = w.ct.occupancy();
+        let mut untracked = std::collections::BTreeSet::new();
+        for (i, sport) in (50_000u16..50_008).enumerate() {
+            let id = 500 + i as u16;
+            untracked.insert(send(&mut w, &dns, frag(frame(17, 9, sport, 53, 0), id, 0, true), 1_000).unwrap());
+            untracked.insert(send(&mut w, &dns, frag(frame(17, 9, 0, 0, 0), id, 3, false), 1_000).unwrap());
+        }
+        assert_eq!(untracked.len(), 1);
+        assert_eq!(w.ct.occupancy(), entries, "fragments start no entry");
+    }
+
     /// Item 5, in the worker: fragments follow the service of their first fragment; a later
     /// fragment never seen with its first goes to the only service of its (VIP, protocol),
     /// or is dropped as `fragment_unknown` when there are several.
@@ -298,8 +343,10 @@
         let held = crate::fastpath::frag::DatagramId::V4 { src: u32::from_be_bytes([10, 1, 0, 60]), dst: u32::from_be_bytes([10, 0, 0, 100]), proto: 17, ident: 8 };
         assert_eq!(send(&mut w, &two, frag(8, 3, false, None), 3), Err(Verdict::Hold));
         assert_eq!(w.held_id, held);
-        // unambiguous with one
-        assert!(send(&mut w, &one, frag(9, 3, false, None), 4).unwrap() <= 3);
+        // and with one service: the first fragment picks the backend (it may be its flow's
+        // entry's), so a later fragment never seen with its first waits for it too
+        assert_eq!(send(&mut w, &one, frag(9, 3, false, None), 4), Err(Verdict::Hold));
+        assert_eq!(w.held_id, crate::fastpath::frag::DatagramId::V4 { src: u32::from_be_bytes([10, 1, 0, 60]), dst: u32::from_be_bytes([10, 0, 0, 100]), proto: 17, ident: 9 });
     }
 
     /// Item 5, reordered (public case `udp-fragments.pcap`): later fragments that arrive

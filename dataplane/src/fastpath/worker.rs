@@ -21,6 +21,7 @@ mod deliver;
 use deliver::Inner;
 pub use deliver::{IcmpBudget, DEFAULT_ICMP_ERRORS_PER_SEC, ICMP_BURST};
 mod hold;
+mod frag_route;
 mod icmp;
 mod l2;
 mod control;
@@ -365,26 +366,24 @@ impl Worker {
         } else if self.unsendable(buf, pinfo) {
             return Verdict::Drop(DropReason::MultiSegment); // neither tracked nor counted
         }
-        let backend = if fragment || !p.has_ports {
-            // Fragments: no connection table (non-first fragments carry no ports); the
-            // 3-tuple hash keeps a datagram's fragments together.
-            bump(&self.stats.fragments, u64::from(fragment));
-            match class_table(snap, svc, p.src).and_then(|t| t.pick(selection_hash(&key, svc.affinity, true))) {
-                Some(b) => b,
-                None => return Verdict::Drop(DropReason::NoBackend),
-            }
+        let backend = if fragment {
+            // A first fragment follows its flow's entry, later ones their first (frag_route.rs).
+            self.fragment_backend4(p, &key, svc, svc_idx, snap, now_ms).ok_or(DropReason::NoBackend)
+        } else if !p.has_ports {
+            class_table(snap, svc, p.src).and_then(|t| t.pick(selection_hash(&key, svc.affinity, true))).ok_or(DropReason::NoBackend)
         } else {
-            match self.quic_route(buf.data(), p.l4(), p.l3 + p.total_len, svc, svc_idx, snap, p.src, now_ms).map_or_else(|| self.select(&key, p.tcp_flags, svc, svc_idx, snap, now_ms), Ok) {
-                Ok(b) => b,
-                Err(r) => return Verdict::Drop(r),
-            }
+            self.quic_route(buf.data(), p.l4(), p.l3 + p.total_len, svc, svc_idx, snap, p.src, now_ms).map_or_else(|| self.select(&key, p.tcp_flags, svc, svc_idx, snap, now_ms), Ok)
+        };
+        let backend = match backend {
+            Ok(b) => b,
+            Err(r) => return Verdict::Drop(r),
         };
         self.deliver(buf, Inner::V4(p), svc, backend, snap, pinfo, &key)
     }
 
     /// The service of an IPv4 fragment: the one its first fragment named (learned in the
-    /// worker's [`FragTable`]); for a later fragment whose first fragment was not seen, the
-    /// only service of its (VIP, protocol), else [`Verdict::Hold`] (module docs of
+    /// worker's [`FragTable`]); a later fragment whose first fragment was not seen, to a
+    /// VIP with a service of its protocol, gets [`Verdict::Hold`] (module docs of
     /// [`crate::fastpath::frag`]).
     #[inline]
     fn fragment_service(&mut self, p: &Ipv4Info, snap: &Snapshot, now: u32) -> Result<Option<u16>, Verdict> {
@@ -398,7 +397,7 @@ impl Worker {
             return Ok(self.service_of(p.dst, dport, p.proto, snap));
         }
         match snap.by_vip_proto.get(&(p.dst, p.proto)) {
-            Some(&(only, 1)) => Ok(Some(only)),
+            // even with one service: the first fragment picks the backend (frag_route.rs)
             Some(_) => Err(self.hold_datagram(DatagramId::V4 { src: p.src, dst: p.dst, proto: p.proto, ident: id })),
             None => Ok(None),
         }

@@ -120,8 +120,13 @@ impl Worker {
         } else if self.unsendable(buf, pinfo) {
             return Verdict::Drop(DropReason::MultiSegment); // neither tracked nor counted
         }
-        let backend = if fragment || !p.has_ports {
-            bump(&self.stats.fragments, u64::from(fragment));
+        let backend = if fragment {
+            // A first fragment follows its flow's entry, later ones their first (frag_route.rs).
+            match self.fragment_backend6(p, &key, svc, svc_idx, snap, now) {
+                Some(b) => b,
+                None => return Verdict::Drop(DropReason::NoBackend),
+            }
+        } else if !p.has_ports {
             match class_table(snap, svc, p.src).and_then(|t| t.pick(selection_hash(&key, svc.affinity, true))) {
                 Some(b) => b,
                 None => return Verdict::Drop(DropReason::NoBackend),
@@ -138,9 +143,9 @@ impl Worker {
 
     /// The service of an IPv6 fragment, as [`Worker::fragment_service`] for IPv4 (32-bit
     /// identification; keyed on the Fragment header's Next Header): the one its first
-    /// fragment named; for a later fragment whose first fragment was not seen, the only
-    /// service of its (VIP, protocol), else [`Verdict::Hold`] until the first fragment
-    /// arrives ([`crate::fastpath::frag`], docs/semantics.md "Fragments").
+    /// fragment named; a later fragment whose first fragment was not seen, to a VIP with a
+    /// service of its protocol, gets [`Verdict::Hold`] until the first fragment arrives
+    /// ([`crate::fastpath::frag`], docs/semantics.md "Fragments").
     #[inline]
     fn fragment_service6(&mut self, p: &Ipv6Info, snap: &Snapshot, now: u32) -> Result<Option<u16>, Verdict> {
         // Keyed on the Fragment header's Next Header, which every fragment carries (the
@@ -154,7 +159,7 @@ impl Worker {
             return Ok(snap.by_vip6_port.get(&(p.dst, dport, upper)).copied());
         }
         match snap.by_vip6_proto.get(&(p.dst, p.proto)) {
-            Some(&(only, 1)) => Ok(Some(only)),
+            // even with one service: the first fragment picks the backend (frag_route.rs)
             Some(_) => Err(self.hold_datagram(DatagramId::V6 { src: p.src.to_be_bytes(), dst: p.dst.to_be_bytes(), next: p.frag_next, ident: p.ident })),
             // Extension headers after the Fragment header (RFC 8200 §4.5: Destination
             // Options, Routing, AH in the fragmentable part): the upper protocol shows only
