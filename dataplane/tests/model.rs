@@ -27,9 +27,9 @@
 //!
 //! IPv4 fragments (docs/semantics.md "Fragments"): a first fragment goes to its flow's
 //! entry's backend when the entry may be kept (the entry refreshed and confirmed), else by
-//! the fragment pick, and starts no entry; later fragments follow their first while its
-//! slot holds the same backend, and one whose first is not known is held, even with one
-//! service of its (VIP, protocol).
+//! the fragment pick, and starts no entry; every fragment follows a fragment of its
+//! datagram key that went before it (its first, a later one that came first, an IP ID
+//! reused) while that slot holds the same backend, so no datagram is split.
 //!
 //! Failover (half the TCP services): a primary group of endpoints, failover backends, the
 //! failover ratio and health threshold; every recompilation runs the daemon's pool-drain code
@@ -849,7 +849,7 @@ impl Model {
     /// fragment went while that slot holds the same backend of the service, else the
     /// fragment pick (docs/semantics.md "Fragments").
     fn later_fragment_backend(&mut self, fk: (u32, u8, u16), svc: usize) -> Option<u16> {
-        let route = self.routes.get(&fk).copied();
+        let route = self.live_route(fk);
         if let Some((slot, _)) = route.filter(|(slot, inc)| self.slot_info.get(slot).is_some_and(|i| i.inc == *inc && i.svc == svc)) {
             self.seen("later fragment followed its first");
             return Some(slot);
@@ -858,6 +858,25 @@ impl Model {
             self.seen("later fragment's first backend gone");
         }
         self.pick_fragment(svc, &FlowKey { src: fk.0, dst: vip(), sport: 0, dport: 0, proto: fk.1 })
+    }
+
+    /// The backend a fragment of datagram key `fk` went to, while the key's fragment-table
+    /// entry lives (`FragTable::lookup_route`).
+    fn live_route(&self, fk: (u32, u8, u16)) -> Option<(u16, u16)> {
+        let live = self.frags.get(&fk).is_some_and(|(_, t)| self.now - t <= u64::from(FRAG_LIFETIME_MS));
+        live.then(|| self.routes.get(&fk).copied()).flatten()
+    }
+
+    /// The worker's bookkeeping after a fragment of key `fk` (service `svc`) was given
+    /// backend `b`: the key's route is `b`; a later fragment that found no route also
+    /// (re)learns the key, so its first fragment follows it.
+    fn note_route(&mut self, fk: (u32, u8, u16), svc: usize, first: bool, b: Option<u16>) {
+        let Some(b) = b else { return };
+        if !first && self.live_route(fk).is_none() {
+            self.frags.insert(fk, (SERVICES[svc].1, self.now));
+        }
+        let inc = self.slot_info.get(&b).map_or(0, |i| i.inc);
+        self.routes.insert(fk, (b, inc));
     }
 
     /// Receives `frame` (if any), polls once, returns what came out for it: the frames and
@@ -930,7 +949,9 @@ impl Model {
                     }
                     known.map(|(dport, _)| {
                         let svc = SERVICES.iter().position(|s| s.1 == dport && s.2 == fk.1).expect("service");
-                        self.later_fragment_backend(fk, svc)
+                        let b = self.later_fragment_backend(fk, svc);
+                        self.note_route(fk, svc, false, b);
+                        b
                     })
                 }
                 Dg::V6(fk) => {
@@ -1088,7 +1109,14 @@ impl Model {
         let now = self.now;
         let real = self.worker.frags.lookup(src, vip(), proto, id, self.now32());
         let known = self.frags.get(&fk).copied().filter(|(_, t)| now - t <= u64::from(FRAG_LIFETIME_MS));
-        if !first {
+        if first {
+            if known.is_some() && real.is_none() {
+                // replaced by a newer datagram in its direct-mapped slot: its route is gone too
+                self.seen("fragment entry replaced");
+                self.frags.remove(&fk);
+                self.routes.remove(&fk);
+            }
+        } else {
             match (known, real) {
                 (Some((d, _)), Some(r)) => ensure!(d == r, "fragment table says port {r}, first fragment named {d}"),
                 // replaced by a newer datagram in its direct-mapped slot
@@ -1109,17 +1137,24 @@ impl Model {
         }
         let known = self.frags.get(&fk).copied().filter(|(_, t)| now - t <= u64::from(FRAG_LIFETIME_MS));
         let service = if first {
+            if known.is_none() {
+                self.routes.remove(&fk); // a live entry of the same key keeps its route
+            } else if self.routes.contains_key(&fk) {
+                self.seen("IP ID reused while its route lives");
+            }
             self.frags.insert(fk, (port, now));
-            self.routes.remove(&fk);
             Ok(svc)
         } else if let Some((d, _)) = known {
             Ok(SERVICES.iter().position(|s| s.1 == d && s.2 == proto).expect("service"))
         } else {
-            // Not seen: held until the first fragment arrives (at most HOLD_SLOTS, else
-            // fragment_hold_full), even with one service of (VIP, protocol): the first
-            // fragment picks the backend (its flow's entry's, which the 3-tuple cannot know).
+            // Not seen: the only service of (VIP, protocol) (forwarded now; its first
+            // fragment follows it), else held until the first fragment arrives (at most
+            // HOLD_SLOTS, else fragment_hold_full).
+            let on_proto: Vec<usize> = (0..SERVICES.len()).filter(|i| SERVICES[*i].2 == proto).collect();
             self.seen("later fragment without its first");
-            if self.held.len() < HOLD_SLOTS {
+            if on_proto.len() == 1 {
+                Ok(on_proto[0])
+            } else if self.held.len() < HOLD_SLOTS {
                 self.seen("later fragment held");
                 self.held.push((Dg::V4(fk), now));
                 Err(Expect::Held)
@@ -1131,14 +1166,13 @@ impl Model {
         let key = FlowKey { src, dst: vip(), sport: if first { 40_000 } else { 0 }, dport: if first { port } else { 0 }, proto };
         let expect = match service {
             Err(e) => e,
-            Ok(s) if first => self.first_fragment_backend(s, &key).map_or(Expect::Drop(DropReason::NoBackend), Expect::To),
-            Ok(s) => self.later_fragment_backend(fk, s).map_or(Expect::Drop(DropReason::NoBackend), Expect::To),
+            Ok(s) => {
+                let b = if first { self.first_fragment_backend(s, &key, fk) } else { self.later_fragment_backend(fk, s) };
+                // recorded before the poll: the held fragments it releases follow this one
+                self.note_route(fk, s, first, b);
+                b.map_or(Expect::Drop(DropReason::NoBackend), Expect::To)
+            }
         };
-        if let (true, Expect::To(slot)) = (first, expect) {
-            // recorded before the poll: the fragments it releases follow this one
-            let inc = self.slot_info.get(&slot).map_or(0, |i| i.inc);
-            self.routes.insert(fk, (slot, inc));
-        }
         let (f0, nc0, h0) = (self.stats.fragments.load(Relaxed), self.stats.new_connections.load(Relaxed), self.stats.fragments_held.load(Relaxed));
         let got = self.send(&frag_frame(src, proto, id, first, port))?;
         self.check(&got, expect)?;
@@ -1155,11 +1189,18 @@ impl Model {
         Ok(())
     }
 
-    /// Where a first fragment (5-tuple `key`, TCP flags 0) of service `svc` goes: its flow's
-    /// entry's backend when the entry may be kept (the entry refreshed and confirmed as by
+    /// Where a first fragment (5-tuple `key`, TCP flags 0, datagram key `fk`) of service
+    /// `svc` goes: where a fragment of its datagram key already went (a later fragment
+    /// before it, an IP ID reused within the entry's lifetime), while that slot holds the
+    /// same backend; else its flow's entry's backend when the entry may be kept (the entry refreshed and confirmed as by
     /// any packet of the flow, kept or not), else the fragment pick; it starts no entry
     /// (docs/semantics.md "Fragments").
-    fn first_fragment_backend(&mut self, svc: usize, key: &FlowKey) -> Option<u16> {
+    fn first_fragment_backend(&mut self, svc: usize, key: &FlowKey, fk: (u32, u8, u16)) -> Option<u16> {
+        // a fragment of the same datagram key went first (IP ID reused, or its later one)
+        if let Some((slot, _)) = self.live_route(fk).filter(|(slot, inc)| self.slot_info.get(slot).is_some_and(|i| i.inc == *inc && i.svc == svc)) {
+            self.seen("first fragment followed its key's route");
+            return Some(slot);
+        }
         let tk = self.tracking_key(svc, key);
         let now = self.now;
         let tcp = SERVICES[svc].2 == TCP;

@@ -15,9 +15,13 @@
 //! to an occupied slot replaces it. NICs hash fragments on the 2-tuple, so all fragments of
 //! a datagram reach the same worker; the table needs no sharing.
 //!
+//! An entry also keeps the backend its datagram's fragments went to ([`FragTable::route`]),
+//! which every later fragment of the key follows (`worker/frag_route.rs`).
+//!
 //! Later fragments that arrive before their first fragment (reordering), or after their
 //! entry was replaced or expired: when their (VIP, protocol) has exactly one service they go
-//! to it (nothing to choose). Otherwise a guess could split the datagram across services,
+//! to it (nothing to choose), and learn the key with their backend for the first fragment
+//! to follow. Otherwise a guess could split the datagram across services,
 //! so the worker *holds* them in its [`FragHold`] (at most [`HOLD_SLOTS`] fragments of
 //! either family together, each at most [`HOLD_LIFETIME_MS`]; a held fragment is known by
 //! its [`DatagramId`], IPv4 or IPv6): when the first fragment arrives, the held ones follow
@@ -88,14 +92,21 @@ impl<A: FlowAddr, I: Copy + Default + Eq + Into<u64>> FragTable<A, I> {
     /// `proto` (IPv6: the Fragment header's Next Header, [`crate::wire::ipv6::Frag6::next`]).
     #[allow(clippy::too_many_arguments)]
     #[inline]
+    ///
+    /// A live entry of the same datagram key keeps its backend ([`FragTable::route`]): a
+    /// datagram that reuses the key within [`FRAG_LIFETIME_MS`] (an IP ID that wrapped,
+    /// clients behind one NAT address), or one whose later fragment came first and was
+    /// routed, finds it, so no datagram of the key is split (docs/semantics.md "Fragments").
     pub fn learn_upper(&mut self, src: A, dst: A, proto: u8, id: I, dport: u16, upper: u8, now: u32) {
         if let Some(e) = self.slots.get_mut(slot_of(src, dst, id, proto)) {
-            *e = FragEntry { src, dst, id, dport, proto, upper, used: true, routed: false, learned: now, route: (0, 0) };
+            let same = e.live(now) && e.src == src && e.dst == dst && e.id == id && e.proto == proto;
+            let (routed, route) = if same { (e.routed, e.route) } else { (false, (0, 0)) };
+            *e = FragEntry { src, dst, id, dport, proto, upper, used: true, routed, learned: now, route };
         }
     }
 
-    /// Records the backend (endpoint slot, incarnation) that the first fragment of datagram
-    /// (src, dst, proto, id), learned just before ([`FragTable::learn`]), was sent to.
+    /// Records the backend (endpoint slot, incarnation) that datagram (src, dst, proto, id),
+    /// learned just before ([`FragTable::learn`]), was sent to.
     #[inline]
     pub fn route(&mut self, src: A, dst: A, proto: u8, id: I, route: (u16, u16)) {
         if let Some(e) = self.slots.get_mut(slot_of(src, dst, id, proto)) {
@@ -361,8 +372,14 @@ mod tests {
         assert_eq!(t.lookup_route(1, 2, 17, 7, 100 + FRAG_LIFETIME_MS), Some((3, 1)));
         assert_eq!(t.lookup_route(1, 2, 17, 8, 101), None);
         assert_eq!(t.lookup_route(1, 2, 17, 7, 101 + FRAG_LIFETIME_MS), None, "expired");
-        t.learn(1, 2, 17, 7, 53, 200);
-        assert_eq!(t.lookup_route(1, 2, 17, 7, 200), None, "a new first fragment starts unrouted");
+        let later = 101 + FRAG_LIFETIME_MS;
+        t.learn(1, 2, 17, 7, 53, later);
+        assert_eq!(t.lookup_route(1, 2, 17, 7, later), None, "a first fragment after the entry expired starts unrouted");
+        t.route(1, 2, 17, 7, (4, 2));
+        t.learn(1, 2, 17, 7, 53, later + 500);
+        assert_eq!(t.lookup_route(1, 2, 17, 7, later + 500 + FRAG_LIFETIME_MS), Some((4, 2)), "the key reused while live keeps its backend, for its own lifetime");
+        t.learn(1, 2, 17, 9, 53, later + 600);
+        assert_eq!(t.lookup_route(1, 2, 17, 9, later + 600), None, "another datagram starts unrouted");
     }
 
     /// The entry sizes the module docs state, and the datagram identity's (see [`DatagramId`]).

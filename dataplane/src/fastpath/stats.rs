@@ -32,7 +32,8 @@ pub struct WorkerStats {
     pub icmp_forwarded: AtomicU64,
     /// ICMP "fragmentation needed" replies generated (encapsulation modes).
     pub icmp_frag_needed_sent: AtomicU64,
-    /// IPv4 fragments forwarded (hashed on the 3-tuple).
+    /// Fragments routed, IPv4 and IPv6 (docs/semantics.md "Fragments": their flow's entry,
+    /// their datagram's earlier fragments, else the 3-tuple).
     pub fragments: AtomicU64,
     /// Later IPv4 and IPv6 fragments held until their first fragment arrived or they expired
     /// (docs/semantics.md "Fragments").

@@ -382,8 +382,8 @@ impl Worker {
     }
 
     /// The service of an IPv4 fragment: the one its first fragment named (learned in the
-    /// worker's [`FragTable`]); a later fragment whose first fragment was not seen, to a
-    /// VIP with a service of its protocol, gets [`Verdict::Hold`] (module docs of
+    /// worker's [`FragTable`]); for a later fragment whose first fragment was not seen, the
+    /// only service of its (VIP, protocol), else [`Verdict::Hold`] (module docs of
     /// [`crate::fastpath::frag`]).
     #[inline]
     fn fragment_service(&mut self, p: &Ipv4Info, snap: &Snapshot, now: u32) -> Result<Option<u16>, Verdict> {
@@ -397,7 +397,8 @@ impl Worker {
             return Ok(self.service_of(p.dst, dport, p.proto, snap));
         }
         match snap.by_vip_proto.get(&(p.dst, p.proto)) {
-            // even with one service: the first fragment picks the backend (frag_route.rs)
+            // one service: forwarded now, and its first fragment will follow it (frag_route.rs)
+            Some(&(only, 1)) => Ok(Some(only)),
             Some(_) => Err(self.hold_datagram(DatagramId::V4 { src: p.src, dst: p.dst, proto: p.proto, ident: id })),
             None => Ok(None),
         }

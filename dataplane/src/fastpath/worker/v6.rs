@@ -143,9 +143,9 @@ impl Worker {
 
     /// The service of an IPv6 fragment, as [`Worker::fragment_service`] for IPv4 (32-bit
     /// identification; keyed on the Fragment header's Next Header): the one its first
-    /// fragment named; a later fragment whose first fragment was not seen, to a VIP with a
-    /// service of its protocol, gets [`Verdict::Hold`] until the first fragment arrives
-    /// ([`crate::fastpath::frag`], docs/semantics.md "Fragments").
+    /// fragment named; for a later fragment whose first fragment was not seen, the only
+    /// service of its (VIP, protocol), else [`Verdict::Hold`] until the first fragment
+    /// arrives ([`crate::fastpath::frag`], docs/semantics.md "Fragments").
     #[inline]
     fn fragment_service6(&mut self, p: &Ipv6Info, snap: &Snapshot, now: u32) -> Result<Option<u16>, Verdict> {
         // Keyed on the Fragment header's Next Header, which every fragment carries (the
@@ -159,7 +159,8 @@ impl Worker {
             return Ok(snap.by_vip6_port.get(&(p.dst, dport, upper)).copied());
         }
         match snap.by_vip6_proto.get(&(p.dst, p.proto)) {
-            // even with one service: the first fragment picks the backend (frag_route.rs)
+            // one service: forwarded now, and its first fragment will follow it (frag_route.rs)
+            Some(&(only, 1)) => Ok(Some(only)),
             Some(_) => Err(self.hold_datagram(DatagramId::V6 { src: p.src.to_be_bytes(), dst: p.dst.to_be_bytes(), next: p.frag_next, ident: p.ident })),
             // Extension headers after the Fragment header (RFC 8200 §4.5: Destination
             // Options, Routing, AH in the fragmentable part): the upper protocol shows only
