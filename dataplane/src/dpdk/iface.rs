@@ -25,8 +25,14 @@ const IFACE_ARGS: &[(&str, &[&str])] = &[
 
 /// The kernel interfaces `device` names, in order (none for other drivers).
 pub fn named_interfaces(device: &str) -> Vec<&str> {
+    named_args(device, IFACE_ARGS)
+}
+
+/// The non-empty values, in order, of the arguments of `device` that `table` lists for its
+/// driver (by name prefix); none for a driver the table does not list.
+fn named_args<'d>(device: &'d str, table: &[(&str, &[&str])]) -> Vec<&'d str> {
     let name = device_name(device);
-    let Some((_, keys)) = IFACE_ARGS.iter().find(|(d, _)| name.starts_with(d)) else {
+    let Some((_, keys)) = table.iter().find(|(d, _)| name.starts_with(d)) else {
         return Vec::new();
     };
     device
@@ -58,17 +64,7 @@ const FILE_ARGS: &[(&str, &[&str])] = &[("net_pcap", &["rx_pcap"]), ("eth_pcap",
 
 /// The files `device` has its driver read at start, in order (none for other drivers).
 pub fn named_files(device: &str) -> Vec<&str> {
-    let name = device_name(device);
-    let Some((_, keys)) = FILE_ARGS.iter().find(|(d, _)| name.starts_with(d)) else {
-        return Vec::new();
-    };
-    device
-        .split(',')
-        .skip(1)
-        .filter_map(|a| a.split_once('='))
-        .filter(|(k, v)| keys.contains(&k.trim()) && !v.trim().is_empty())
-        .map(|(_, v)| v.trim())
-        .collect()
+    named_args(device, FILE_ARGS)
 }
 
 /// Checks that every kernel interface `device` names exists (`sys_class_net` is
