@@ -9,17 +9,19 @@
 //!
 //! Workloads (argument 1), each over N packets (argument 2) after a set-up that is the same
 //! for every build: `syn_new` (a new flow per packet, SYN, 1 M-entry table, bursts of 32
-//! with prefetch as `Worker::poll` does); `established` (N packets spread over 1,000
+//! through the vector path's stages as `Worker::poll` runs them); `established` (N packets spread over 1,000
 //! established flows, bursts of 32 with prefetch); `syn_full` (a new flow per packet, SYN,
 //! into a 65,536-entry table first filled with twice as many other flows' SYNs: every
 //! insertion finds both buckets full of SYN-only entries, tries relocation and evicts, as
 //! in a SYN flood or `benches/e2e.sh`'s `spillway_syn64_random` run). Prints the workload
 //! and the packet count; `established6` (as `established`, over IPv6: 1,000 flows from
 //! fd01::/64 to [fd00::100]:80, 78-byte frames with one 802.1Q tag);
+//! `PACKET_IR_GENERAL=1` sends every packet through the general path instead (the same
+//! decisions: the counts side by side);
 //! divide the `process`-inclusive instruction count by N for instructions per packet.
 
 use spillway_benches::{bench_config, set_flow, snapshot, tcp_frame};
-use spillway_dataplane::fastpath::conntrack::{PrefetchTarget, Timeouts};
+use spillway_dataplane::fastpath::conntrack::Timeouts;
 use spillway_dataplane::fastpath::port::{MemBuf, PacketBuf};
 use spillway_dataplane::fastpath::stats::WorkerStats;
 use spillway_dataplane::fastpath::worker::{PortInfo, Verdict, Worker, PREFETCH_DISTANCE};
@@ -38,7 +40,9 @@ fn main() {
     let snap = snapshot(&cfg);
     let ports = vec![PortInfo { mac: [2, 0, 0, 0, 0, 1], forward_to: 1, addr: 0 }, PortInfo { mac: [2, 0, 0, 0, 0, 2], forward_to: 1, addr: 0 }];
     let full = workload == "syn_full";
-    let mut w = Worker::new(0, if full { 1 << 16 } else { 1 << 20 }, 0xabcdef, Timeouts::default(), Arc::new(WorkerStats::default()), ports).with_ipv6_capacity(1 << 20, 0x1234);
+    let mut w = Worker::new(0, if full { 1 << 16 } else { 1 << 20 }, 0xabcdef, Timeouts::default(), Arc::new(WorkerStats::default()), ports).with_ipv6_capacity(1 << 20, 0x1234)
+        // PACKET_IR_GENERAL=1: every packet through the general path (side-by-side counts)
+        .with_vector_path(std::env::var_os("PACKET_IR_GENERAL").is_none());
     let syn_run = workload == "syn_new" || full;
     let flags = if syn_run { SYN } else { ACK };
     let flows = if syn_run { n } else { 1000 };
@@ -69,24 +73,12 @@ fn main() {
             set(six, b.data_mut(), (i + 7) % flows);
             i += 1;
         }
-        // as `Worker::poll`: the burst's targets, issued PREFETCH_DISTANCE packets ahead,
-        // each handed to the tables just before its packet (the lookup reuses its hash;
-        // a table ignores another table's target)
-        // as `Worker::poll`: the first PREFETCH_DISTANCE issued as the pass computes them
-        let targets: [PrefetchTarget; 32] = std::array::from_fn(|j| {
-            let t = w.prefetch_target(&burst[j], &snap);
-            if j < PREFETCH_DISTANCE {
-                t.issue();
-            }
-            t
-        });
+        // as `Worker::poll`: the vector path's stages over the burst, then each packet
+        // decided in order with its buckets prefetched PREFETCH_DISTANCE packets ahead
+        w.plan_burst(&burst, 0, &snap, 2);
         for (j, b) in burst.iter_mut().enumerate() {
-            if let Some(t) = targets.get(j + PREFETCH_DISTANCE) {
-                t.issue();
-            }
-            w.ct.expect(&targets[j]);
-            w.ct6.expect(&targets[j]);
-            if black_box(w.process(b, 0, &snap, 2)) == Verdict::Forward {
+            w.issue_planned(j + PREFETCH_DISTANCE);
+            if black_box(w.decide_planned(j, b, 0, &snap, 2)) == Verdict::Forward {
                 forwarded += 1;
             }
         }

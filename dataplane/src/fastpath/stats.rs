@@ -26,6 +26,10 @@ pub struct WorkerStats {
     pub tx: AtomicU64,
     /// Frames forwarded to a backend.
     pub forwarded: AtomicU64,
+    /// Of `forwarded`, frames the vector fast path decided (established flows of L2 DSR
+    /// services, fastpath/worker/vector.rs); the rest took the general path. Counted per
+    /// burst.
+    pub fast_path: AtomicU64,
     /// ARP replies sent.
     pub arp_replies: AtomicU64,
     /// ICMP errors forwarded to the backend of the quoted flow.
@@ -101,6 +105,7 @@ impl Default for WorkerStats {
             rx: AtomicU64::new(0),
             tx: AtomicU64::new(0),
             forwarded: AtomicU64::new(0),
+            fast_path: AtomicU64::new(0),
             arp_replies: AtomicU64::new(0),
             icmp_forwarded: AtomicU64::new(0),
             icmp_frag_needed_sent: AtomicU64::new(0),

@@ -6,9 +6,9 @@
 //! one iteration over generic [`Port`]s. Nothing here locks, allocates or makes a syscall
 //! per packet, and nothing panics on any input.
 
-use crate::fastpath::conntrack::{ConnTable, CtKey, PrefetchTarget, Timeouts};
+use crate::fastpath::conntrack::{ConnTable, CtKey, Timeouts};
 use crate::wire::{self, tcp_flags, DropReason, Ipv4Info, Parsed};
-use crate::fastpath::port::{Burst, PacketBuf, Port, BURST};
+use crate::fastpath::port::{Burst, PacketBuf, Port};
 use crate::control::snapshot::{ClassTable, ServiceSnap, Snapshot};
 use crate::fastpath::{frag::{DatagramId, FragTable}, segments::parse_segmented, stats::{bump, WorkerStats}};
 use spillway_shared::config::{SessionAffinity, TrackingMode};
@@ -30,6 +30,7 @@ mod svc_cache;
 use svc_cache::SVC_CACHE;
 mod sync;
 mod run;
+mod vector;
 pub mod quic;
 pub use run::{on_worker_thread, run_loop, LoopParams};
 pub use prefetch::PREFETCH_DISTANCE;
@@ -121,6 +122,8 @@ pub struct Worker {
     pub icmp_budget: IcmpBudget,
     /// The worker clock of the packet being processed, ms.
     clock_ms: u32,
+    /// The vector fast path's per-burst arrays (worker/vector.rs).
+    plan: vector::BurstPlan,
 }
 
 /// Connection-table buckets [`Worker::poll`] sweeps per iteration at least (10^4 to 10^7
@@ -240,6 +243,7 @@ impl Worker {
             sync_pass_end: None,
             icmp_budget: IcmpBudget::new(DEFAULT_ICMP_ERRORS_PER_SEC),
             clock_ms: 0,
+            plan: Default::default(),
         }
     }
 
@@ -499,37 +503,22 @@ impl Worker {
             total += n;
             bump(&self.stats.rx, n as u64);
             let fwd = self.ports.get(i).map_or(i, |p| p.forward_to).min(ports.len() - 1);
-            // Table loads a few packets ahead of their lookups: all of a burst's at once
-            // would queue behind the core's few outstanding-miss slots (line fill buffers)
-            // at the start of the burst; this way they overlap with the processing.
-            // The first PREFETCH_DISTANCE are issued as the pass computes them, so their
-            // loads overlap with the rest of the pass instead of being waited for by the
-            // burst's first lookups.
-            let mut targets = [PrefetchTarget::NONE; BURST];
-            for (j, (t, b)) in targets.iter_mut().zip(rx.iter()).enumerate() {
-                *t = self.prefetch_target(b, snap);
-                if j < PREFETCH_DISTANCE {
-                    t.issue();
-                }
-            }
+            // The vector fast path's stages over the burst (worker/vector.rs), then each
+            // packet decided in order. Table loads go a few packets ahead of their lookups:
+            // all of a burst's at once would queue behind the core's few outstanding-miss
+            // slots (line fill buffers).
+            self.plan_burst(&rx, i, snap, now_ms);
             let mut forwarded = 0u64;
             for (j, mut b) in rx.drain(..).enumerate() {
-                if let Some(t) = targets.get(j + PREFETCH_DISTANCE) {
-                    t.issue();
-                }
-                // The lookup reuses the buckets the prefetch pass hashed (one hash per packet).
-                match targets.get(j) {
-                    Some(t) if t.is_ipv6() => self.ct6.expect(t),
-                    Some(t) => self.ct.expect(t),
-                    None => {}
-                }
-                let v = self.process(&mut b, i, snap, now_ms);
+                self.issue_planned(j + PREFETCH_DISTANCE);
+                let v = self.decide_planned(j, &mut b, i, snap, now_ms);
                 forwarded += u64::from(self.dispatch(ports, tx, held, v, b, i, fwd, now_ms));
                 if self.learned_first && !held.is_empty() {
                     self.release_held(ports, tx, held, snap, now_ms);
                 }
             }
             bump(&self.stats.forwarded, forwarded);
+            bump(&self.stats.fast_path, self.plan.fast);
         }
         // expiry (and anything still ready)
         if !held.is_empty() {

@@ -26,6 +26,7 @@ pub mod ipv6;
 pub mod l4;
 pub mod mld;
 mod hint;
+pub mod fast;
 pub use hint::{flow_tuple_hint, flow_tuple_hint6, syn_hint, syn_hint6};
 
 pub use arp::{ArpInfo, ArpPacket};

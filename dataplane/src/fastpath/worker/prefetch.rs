@@ -1,7 +1,8 @@
 //! The worker's connection-table prefetch: which buckets a packet's lookup will read, and
 //! how far ahead [`Worker::poll`] loads them. A child of [`super`].
 
-use super::{CtKey, PacketBuf, PrefetchTarget, Worker};
+use super::{CtKey, PacketBuf, Worker};
+use crate::fastpath::conntrack::PrefetchTarget;
 use crate::control::snapshot::{ServiceSnap, Snapshot};
 use crate::wire;
 

@@ -128,7 +128,7 @@ impl<A: FlowAddr> ConnTable<A> {
 
     /// Tells the table how many buckets the running sync dump pass has still to visit from
     /// the walk's cursor on (0: none), so relocation does not move an entry the pass must
-    /// send into a bucket it has passed (`conntrack_relocate.rs`). The worker calls it
+    /// send into a bucket it has passed (`conntrack/relocate.rs`). The worker calls it
     /// around every walk step.
     pub fn set_dump_pass_left(&mut self, buckets: usize) {
         self.dump_left = buckets.min(self.buckets.len());

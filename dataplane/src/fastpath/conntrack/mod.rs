@@ -16,7 +16,7 @@
 //!
 //! **Relocation before eviction.** When both buckets of a new key are full, entries are
 //! first moved to their other buckets (a bounded breadth-first cuckoo search, out of line:
-//! `conntrack_relocate.rs`) to free a slot; only when that fails is an entry evicted. So
+//! `conntrack/relocate.rs`) to free a slot; only when that fails is an entry evicted. So
 //! below about 96 % load no live entry is evicted (`dataplane/tests/conntrack_model.rs`
 //! tests 95 %), where two choices alone start evicting at about 86 %.
 //!
@@ -72,18 +72,14 @@
 
 use spillway_shared::flow::{FlowAddr, FlowKeyOf};
 
-#[path = "conntrack_prefetch.rs"]
 mod prefetch;
 use prefetch::Hash;
 pub use prefetch::PrefetchTarget;
-#[path = "conntrack_sync.rs"]
 mod sync;
-#[path = "conntrack_mem.rs"]
 mod mem;
-#[path = "conntrack_relocate.rs"]
 mod relocate;
-#[path = "conntrack_entry.rs"]
 mod entry;
+mod fast;
 use entry::{deadline, timeout_of};
 pub use entry::{CtKey, Entry, LIVE_AHEAD, TICK_MS};
 use relocate::recount;
@@ -120,7 +116,7 @@ pub enum State {
 }
 
 /// [`WAYS`] entries: 64 bytes for IPv4 (one cache line), 128 for IPv6 (two), in a 64-byte
-/// aligned allocation (`conntrack_mem.rs`).
+/// aligned allocation (`conntrack/mem.rs`).
 #[derive(Clone, Copy)]
 #[repr(C, align(64))]
 pub(super) struct Bucket<A>([Entry<A>; WAYS]);
@@ -248,7 +244,7 @@ pub struct CtCounters {
     /// Relayed copies not installed over a copy from the connection's own host.
     pub sync_older: u64,
     /// Entries moved to their other bucket to make room for a new one (relocation,
-    /// `conntrack_relocate.rs`).
+    /// `conntrack/relocate.rs`).
     pub relocated: u64,
     /// Insertions into two full buckets for which no chain of moves was found within the
     /// search bounds, or for which no search ran because the table is above the occupancy
@@ -595,5 +591,4 @@ fn advance(state: u8, flags: u8) -> u8 {
 }
 
 #[cfg(test)]
-#[path = "conntrack_tests.rs"]
 mod tests;

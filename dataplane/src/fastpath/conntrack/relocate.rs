@@ -435,7 +435,6 @@ impl<A: FlowAddr> ConnTable<A> {
 }
 
 #[cfg(test)]
-#[path = "conntrack_evict_tests.rs"]
 mod evict_tests;
 
 #[cfg(test)]

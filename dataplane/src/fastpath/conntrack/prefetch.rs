@@ -27,7 +27,7 @@ impl<A: FlowAddr> ConnTable<A> {
     /// client address's high and low halves, port << 16 | service]` (no mixing at all,
     /// so a hit costs three compares instead of hashing a 128-bit address again).
     #[inline(always)]
-    fn words(&self, k: &CtKey<A>) -> [u64; 3] {
+    pub(super) fn words(&self, k: &CtKey<A>) -> [u64; 3] {
         let b = (u64::from(k.sport) << 16) | u64::from(k.service);
         if A::BITS == 128 {
             let (hi, lo) = k.src.halves();
@@ -55,7 +55,7 @@ impl<A: FlowAddr> ConnTable<A> {
     /// so a target of one family's table must never match the other's, even with the same
     /// seed). A mask is at most 2^32 - 1, so the bit is free.
     #[inline(always)]
-    fn table_id(&self) -> (u64, u64) {
+    pub(super) fn table_id(&self) -> (u64, u64) {
         (self.seed, if A::BITS == 128 { self.mask | 1 << 63 } else { self.mask })
     }
 

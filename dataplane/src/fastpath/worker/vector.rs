@@ -1,0 +1,289 @@
+//! The vector fast path for established flows (docs/architecture.md "The vector fast
+//! path"), in the shape of VPP's graph nodes and DPDK `l3fwd`'s multi-lookup: each stage
+//! is one loop over the burst that reads what it needs and writes a small per-burst array
+//! ([`BurstPlan`], structure of arrays), and a packet the common case does not cover
+//! leaves the vector for the general path ([`Worker::process`]), unchanged.
+//!
+//! Stages, in order:
+//! 1. **classify** ([`Worker::plan_burst`]): the first cache line at fixed offsets
+//!    ([`wire::fast::classify`]), the link-layer rule (sent to the port's MAC), then
+//!    (VIP, port, protocol) → service through the worker's service cache. A packet of a
+//!    service the fast path covers (L2 DSR, no QUIC-LB, the per-connection key: see
+//!    [`covered`]) gets a fast lane, or a hashed lane when it is a TCP SYN (a new
+//!    connection: the general path inserts it, with its buckets already computed);
+//!    everything else gets the general lane.
+//! 2. **hash and prefetch**: every keyed packet's bucket pair, and the first
+//!    [`PREFETCH_DISTANCE`] packets' buckets prefetched (the rest a fixed distance ahead
+//!    of their lookups, [`Worker::issue_planned`], as the line fill buffers allow).
+//! 3. **look up, update, rewrite** ([`Worker::decide_planned`], in packet order): a fast
+//!    lane's entry is taken only when it is live, this host's own, keeps its backend
+//!    (`keeps_backend`) with a resolved next hop, and its state does not change while
+//!    fleet sync is on ([`ConnTable::hit_if`](crate::fastpath::conntrack::ConnTable::hit_if)); then its state and deadline follow the TCP
+//!    flags and the frame is rewritten for L2 DSR. Any other packet, and a fast lane whose
+//!    entry declines, goes to the general path with its buckets handed over.
+//!
+//! Decisions happen in packet order, so every packet sees the table as every earlier
+//! packet of the burst left it, and TX order is the receive order: a flow whose SYN, FIN
+//! or RST takes the general path keeps its later packets behind it. The fast path never
+//! decides differently from the general one: `dataplane/tests/vector_differential.rs`
+//! compares frames, verdicts, tables and counters of both over random bursts, edits and
+//! health changes.
+//!
+//! Same rules as the parent: no locks, allocation, syscalls or panics on any packet.
+
+use super::{keeps_backend, Family, Verdict, Worker, PREFETCH_DISTANCE};
+use crate::control::snapshot::{ServiceSnap, Snapshot};
+use crate::fastpath::conntrack::CtKey;
+use crate::fastpath::port::{PacketBuf, BURST};
+use crate::fastpath::stats::bump;
+use crate::wire::{self, fast::Fast, tcp_flags};
+use spillway_shared::config::{ForwardingMode, SessionAffinity, TrackingMode};
+
+/// The lane stage 1 gives a packet.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[repr(u8)]
+enum Lane {
+    /// The general path, nothing computed ([`Worker::process`]).
+    #[default]
+    General,
+    /// The general path with the key's buckets computed (a SYN: both prefetched) and
+    /// handed to the table ([`ConnTable::expect_buckets`](crate::fastpath::conntrack::ConnTable::expect_buckets)).
+    Hashed4,
+    /// As `Hashed4`, IPv6.
+    Hashed6,
+    /// The fast path: IPv4 key in [`BurstPlan::key4`].
+    Fast4,
+    /// The fast path: IPv6 key in [`BurstPlan::key6`].
+    Fast6,
+}
+
+/// The per-burst arrays the stages pass on (structure of arrays, indexed by the packet's
+/// place in the burst, [`BURST`] places). Kept in the worker, so a burst allocates and
+/// clears nothing: stage 1 writes every field it later reads.
+pub(in crate::fastpath) struct BurstPlan {
+    lane: [Lane; BURST],
+    /// TCP flags (0 for UDP) of keyed packets.
+    flags: [u8; BURST],
+    /// Service index in the snapshot of keyed packets.
+    svc: [u16; BURST],
+    /// Connection-table key of IPv4 keyed packets.
+    key4: [CtKey<u32>; BURST],
+    /// Connection-table key of IPv6 keyed packets.
+    key6: [CtKey<u128>; BURST],
+    /// Bucket pair of keyed packets ([`ConnTable::bucket_pair`](crate::fastpath::conntrack::ConnTable::bucket_pair)).
+    buckets: [(u32, u32); BURST],
+    /// Packets planned.
+    n: usize,
+    /// Packets of the burst the fast path decided so far (`WorkerStats::fast_path`).
+    pub(super) fast: u64,
+    /// Whether the burst's packets are to be decided by the general path only
+    /// ([`Worker::with_vector_path`]).
+    off: bool,
+}
+
+impl Default for BurstPlan {
+    fn default() -> Self {
+        BurstPlan {
+            lane: [Lane::General; BURST],
+            flags: [0; BURST],
+            svc: [0; BURST],
+            key4: [CtKey::default(); BURST],
+            key6: [CtKey::default(); BURST],
+            buckets: [(0, 0); BURST],
+            n: 0,
+            fast: 0,
+            off: false,
+        }
+    }
+}
+
+/// Whether the fast path covers `svc`'s established packets: L2 DSR (no encapsulation to
+/// size), no QUIC-LB (short headers are routed by their DCID), and entries keyed by the
+/// client's address and port (`PER_CONNECTION`, or 5-tuple affinity: not a session
+/// entry, `worker::tracking_key`).
+#[inline(always)]
+fn covered(svc: &ServiceSnap) -> bool {
+    svc.mode == ForwardingMode::L2_DSR
+        && svc.encap_overhead == 0
+        && svc.quic_lb.is_none()
+        && (svc.tracking == TrackingMode::PER_CONNECTION || matches!(svc.affinity, SessionAffinity::NONE | SessionAffinity::CLIENT_IP_PORT_PROTO))
+}
+
+/// Whether TCP `flags` open a connection (SYN without ACK, FIN or RST), as `select` reads
+/// them.
+#[inline(always)]
+fn opens(flags: u8, proto: u8) -> bool {
+    proto == wire::PROTO_TCP && flags & (tcp_flags::SYN | tcp_flags::ACK | tcp_flags::FIN | tcp_flags::RST) == tcp_flags::SYN
+}
+
+impl Worker {
+    /// Turns the vector fast path on (the default) or off: off, every packet takes the
+    /// general path ([`Worker::process`]), as before the fast path existed. For the
+    /// differential test and side-by-side benchmarks; the decisions are the same either way.
+    pub fn with_vector_path(mut self, on: bool) -> Worker {
+        self.plan.off = !on;
+        self
+    }
+
+    /// Stages 1 and 2 for the burst `bufs` received on port `port` at `now` (module docs):
+    /// classify every packet, find its service, hash its key and prefetch the first
+    /// buckets. Then [`Worker::decide_planned`] decides packet `j` of the same burst, in
+    /// order, issuing [`Worker::issue_planned`] for `j + PREFETCH_DISTANCE` first.
+    #[inline]
+    pub fn plan_burst<B: PacketBuf>(&mut self, bufs: &[B], port: usize, snap: &Snapshot, now: u32) {
+        self.clock_ms = now;
+        let n = bufs.len().min(BURST);
+        self.plan.n = n;
+        self.plan.fast = 0;
+        let Some(pinfo) = self.ports.get(port).copied() else {
+            self.plan.lane = [Lane::General; BURST];
+            return;
+        };
+        if self.plan.off {
+            self.plan.lane = [Lane::General; BURST];
+            return;
+        }
+        let device_mac = self.device_macs.get(port).copied();
+        // Stage 1: classify and find the service.
+        for (j, b) in bufs.iter().enumerate().take(n) {
+            let d = b.data();
+            let ours = d.first_chunk::<6>().is_some_and(|m| *m == pinfo.mac || device_mac.is_some_and(|dm| dm == *m));
+            let fast = if ours && b.segments() == 1 { wire::fast::classify(d) } else { Fast::General };
+            let lane = match fast {
+                Fast::V4(t) => match self.service_of(t.dst, t.dport, t.proto, snap) {
+                    Some(s) => match snap.services.get(usize::from(s)) {
+                        Some(svc) if covered(svc) => {
+                            self.plan.svc[j] = s;
+                            self.plan.flags[j] = t.flags;
+                            self.plan.key4[j] = CtKey { src: t.src, sport: t.sport, service: svc.id };
+                            if opens(t.flags, t.proto) { Lane::Hashed4 } else { Lane::Fast4 }
+                        }
+                        _ => Lane::General,
+                    },
+                    None => Lane::General,
+                },
+                Fast::V6(t) => {
+                    self.ipv6_seen = true;
+                    match self.service_of6(t.dst, t.dport, t.proto, snap) {
+                        Some(s) => match snap.services.get(usize::from(s)) {
+                            Some(svc) if covered(svc) => {
+                                self.plan.svc[j] = s;
+                                self.plan.flags[j] = t.flags;
+                                self.plan.key6[j] = CtKey { src: t.src, sport: t.sport, service: svc.id };
+                                if opens(t.flags, t.proto) { Lane::Hashed6 } else { Lane::Fast6 }
+                            }
+                            _ => Lane::General,
+                        },
+                        None => Lane::General,
+                    }
+                }
+                Fast::General => Lane::General,
+            };
+            self.plan.lane[j] = lane;
+        }
+        // Stage 2: hash every keyed packet, prefetch the first few.
+        for j in 0..n {
+            let pair = match self.plan.lane[j] {
+                Lane::Fast4 | Lane::Hashed4 => self.ct.bucket_pair(&self.plan.key4[j]),
+                Lane::Fast6 | Lane::Hashed6 => self.ct6.bucket_pair(&self.plan.key6[j]),
+                Lane::General => continue,
+            };
+            self.plan.buckets[j] = pair;
+            if j < PREFETCH_DISTANCE {
+                self.issue_planned(j);
+            }
+        }
+    }
+
+    /// Prefetches the buckets of planned packet `j` (the first for a fast lane; both for a
+    /// SYN, whose insertion reads the second when the first is full); nothing for a packet
+    /// past the burst or in the general lane.
+    #[inline(always)]
+    pub fn issue_planned(&self, j: usize) {
+        if j >= self.plan.n {
+            return;
+        }
+        let (Some(&lane), Some(&(b1, b2))) = (self.plan.lane.get(j), self.plan.buckets.get(j)) else { return };
+        match lane {
+            Lane::Fast4 => self.ct.prefetch_bucket(b1),
+            Lane::Fast6 => self.ct6.prefetch_bucket(b1),
+            Lane::Hashed4 => {
+                self.ct.prefetch_bucket(b1);
+                self.ct.prefetch_bucket(b2);
+            }
+            Lane::Hashed6 => {
+                self.ct6.prefetch_bucket(b1);
+                self.ct6.prefetch_bucket(b2);
+            }
+            Lane::General => {}
+        }
+    }
+
+    /// Stage 3 for packet `j` of the planned burst (`buf`, received on `port`): the fast
+    /// path's verdict when its entry qualifies (module docs), else the general path's
+    /// ([`Worker::process`]) with the key's buckets handed to the table. Call in packet
+    /// order, once per packet, after [`Worker::plan_burst`] of the same burst and snapshot.
+    #[inline(always)]
+    pub fn decide_planned<B: PacketBuf>(&mut self, j: usize, buf: &mut B, port: usize, snap: &Snapshot, now: u32) -> Verdict {
+        let lane = if j < self.plan.n { self.plan.lane.get(j).copied().unwrap_or_default() } else { Lane::General };
+        match lane {
+            Lane::General => {}
+            Lane::Fast4 | Lane::Hashed4 => {
+                let (k, pair) = (self.plan.key4.get(j).copied().unwrap_or_default(), self.plan.buckets.get(j).copied().unwrap_or_default());
+                if lane == Lane::Fast4 {
+                    if let Some(v) = self.fast_hit(&k, pair, j, buf, port, snap, now) {
+                        return v;
+                    }
+                }
+                self.ct.expect_buckets(&k, pair);
+            }
+            Lane::Fast6 | Lane::Hashed6 => {
+                let (k, pair) = (self.plan.key6.get(j).copied().unwrap_or_default(), self.plan.buckets.get(j).copied().unwrap_or_default());
+                if lane == Lane::Fast6 {
+                    if let Some(v) = self.fast_hit(&k, pair, j, buf, port, snap, now) {
+                        return v;
+                    }
+                }
+                self.ct6.expect_buckets(&k, pair);
+            }
+        }
+        self.process(buf, port, snap, now)
+    }
+
+    /// The fast path's hit for key `k` (buckets `pair`) of planned packet `j`: the entry
+    /// advanced, the counters of its backend bumped and the frame rewritten for L2 DSR
+    /// (`Some(Forward)`), exactly as the general path's `select` and `deliver` would; or
+    /// `None`, nothing changed, when the general path must decide ([`ConnTable::hit_if`](crate::fastpath::conntrack::ConnTable::hit_if)).
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn fast_hit<A: Family, B: PacketBuf>(&mut self, k: &CtKey<A>, pair: (u32, u32), j: usize, buf: &mut B, port: usize, snap: &Snapshot, now: u32) -> Option<Verdict> {
+        let svc_idx = self.plan.svc.get(j).copied()?;
+        let flags = self.plan.flags.get(j).copied()?;
+        let svc = snap.services.get(usize::from(svc_idx))?;
+        let t = self.timeouts.for_service(svc.proto, svc.idle_timeout_ms);
+        let sync_off = self.sync.is_none();
+        let mut mac = [0u8; 6];
+        let backend = A::ct(self).hit_if(k, pair, flags, now, &t, sync_off, |backend, incarnation| {
+            if !keeps_backend(snap, svc, svc_idx, backend, incarnation, k.src, now) {
+                return false;
+            }
+            // a next hop pending resolution: the general path drops it, named
+            mac = snap.backends.get(usize::from(backend)).map_or([0; 6], |b| b.mac);
+            mac != [0; 6]
+        })?;
+        let out_mac = self.ports.get(port).and_then(|p| self.ports.get(p.forward_to).or(Some(p))).map_or([0; 6], |o| o.mac);
+        if let Some(c) = self.stats.backend_packets.get(usize::from(backend)) {
+            bump(c, 1);
+        }
+        if let Some(c) = self.stats.backend_bytes.get(usize::from(backend)) {
+            bump(c, buf.pkt_len() as u64);
+        }
+        if let Some(h) = buf.data_mut().first_chunk_mut::<12>() {
+            let (dst, src) = h.split_at_mut(6);
+            dst.copy_from_slice(&mac);
+            src.copy_from_slice(&out_mac);
+        }
+        self.plan.fast += 1;
+        Some(Verdict::Forward)
+    }
+}
