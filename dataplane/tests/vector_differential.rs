@@ -183,7 +183,7 @@ fn frame(p: &Pkt) -> Vec<u8> {
     if p.odd == 8 {
         l4 = vec![8, 0, 0, 0, 0, 1, 0, 1, 0xab, 0xab, 0xab, 0xab];
     }
-    let client = u8::from(p.flow / 8) + 1;
+    let client = p.flow / 8 + 1;
     if six {
         f.extend_from_slice(&[0x86, 0xdd, 0x60, 0, 0, 0]);
         let plen = if p.odd == 12 { l4.len() as u16 + 40 } else { l4.len() as u16 };

@@ -156,9 +156,11 @@ impl MemBuf {
 }
 
 impl PacketBuf for MemBuf {
+    #[inline]
     fn data(&self) -> &[u8] {
         &self.buf[self.start..]
     }
+    #[inline]
     fn data_mut(&mut self) -> &mut [u8] {
         &mut self.buf[self.start..]
     }
@@ -195,6 +197,7 @@ impl PacketBuf for MemBuf {
         last.resize(last.len() + n, 0);
         true
     }
+    #[inline]
     fn segments(&self) -> u16 {
         u16::try_from(1 + self.rest.len()).unwrap_or(u16::MAX)
     }

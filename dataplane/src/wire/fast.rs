@@ -14,7 +14,7 @@
 //! - TCP with a data offset of 5 to 15 words inside the IP payload (RFC 9293 §3.1), or UDP
 //!   with its 8-byte header inside it (RFC 768).
 
-use super::{be16, be32, ethernet, ipv4, ipv6, l4, ETHERTYPE_IPV4, ETHERTYPE_IPV6, ETH_LEN, PROTO_TCP, PROTO_UDP};
+use super::{ethernet, ipv4, ipv6, l4, ETHERTYPE_IPV4, ETHERTYPE_IPV6, ETH_LEN, PROTO_TCP, PROTO_UDP};
 
 /// Offset of the source MAC's first octet, whose low bit marks a group address.
 const SRC_MAC_FIRST: usize = 6;
@@ -49,29 +49,39 @@ pub enum Fast {
     General,
 }
 
-/// The L3 offset (14 or 18) and ethertype of `frame`, and whether its source MAC is an
-/// individual address; `None` for a frame shorter than a tagged header or with two tags.
+/// Big-endian u16 at the constant range `r` of the fixed-size header `h` (folded to one
+/// load after inlining: no bounds check, no panic path).
 #[inline(always)]
-fn link(frame: &[u8]) -> Option<(usize, u16)> {
-    let h = frame.first_chunk::<TAGGED>()?;
-    if h[SRC_MAC_FIRST] & 1 != 0 {
-        return None;
-    }
-    let et = be16(h, ethernet::field::ETHERTYPE);
-    if !ethernet::is_vlan_tpid(et) {
-        return Some((ETH_LEN, et));
-    }
-    let inner = be16(h, TAGGED - 2..TAGGED);
-    (!ethernet::is_vlan_tpid(inner)).then_some((TAGGED, inner))
+fn at16<const N: usize>(h: &[u8; N], r: std::ops::Range<usize>) -> u16 {
+    u16::from_be_bytes([h[r.start], h[r.start + 1]])
 }
 
-/// The TCP flags of the L4 header `l4` inside an IP payload of `payload_len` bytes
-/// (`Some(0)` for UDP), when the header fits as [`super::parse`] requires; `None` else.
+/// Big-endian u32 at the constant range `r` of `h`, as [`at16`].
 #[inline(always)]
-fn l4_flags(l4: &[u8; l4::TCP_MIN_LEN], proto: u8, payload_len: usize) -> Option<u8> {
+fn at32<const N: usize>(h: &[u8; N], r: std::ops::Range<usize>) -> u32 {
+    u32::from_be_bytes([h[r.start], h[r.start + 1], h[r.start + 2], h[r.start + 3]])
+}
+
+/// Big-endian u128 at the constant range `r` of `h`, as [`at16`].
+#[inline(always)]
+fn at128<const N: usize>(h: &[u8; N], r: std::ops::Range<usize>) -> u128 {
+    let mut b = [0u8; 16];
+    b.copy_from_slice(&h[r]);
+    u128::from_be_bytes(b)
+}
+
+/// IPv4 header and the first 20 octets of its payload.
+const V4_HEAD: usize = ipv4::IPV4_MIN_LEN + l4::TCP_MIN_LEN;
+/// IPv6 fixed header and the first 20 octets of its payload.
+const V6_HEAD: usize = ipv6::IPV6_LEN + l4::TCP_MIN_LEN;
+
+/// The TCP flags of the L4 header at `off` of `h`, inside an IP payload of `payload_len`
+/// bytes (0 for UDP), when the header fits as [`super::parse`] requires; `None` else.
+#[inline(always)]
+fn l4_flags<const N: usize>(h: &[u8; N], off: usize, proto: u8, payload_len: usize) -> Option<u8> {
     if proto == PROTO_TCP {
-        let doff = usize::from(l4[l4::tcp_field::DATA_OFF] >> 4) * 4;
-        (doff >= l4::TCP_MIN_LEN && doff <= payload_len).then_some(l4[l4::tcp_field::FLAGS])
+        let doff = usize::from(h[off + l4::tcp_field::DATA_OFF] >> 4) * 4;
+        (doff >= l4::TCP_MIN_LEN && doff <= payload_len).then_some(h[off + l4::tcp_field::FLAGS])
     } else if proto == PROTO_UDP && payload_len >= l4::UDP_LEN {
         Some(0)
     } else {
@@ -79,53 +89,68 @@ fn l4_flags(l4: &[u8; l4::TCP_MIN_LEN], proto: u8, payload_len: usize) -> Option
     }
 }
 
+/// The fast path's IPv4 packet in `l3` (the frame from its L3 header on).
+#[inline(always)]
+fn v4(l3: &[u8]) -> Fast {
+    let Some(h) = l3.first_chunk::<V4_HEAD>() else { return Fast::General };
+    let total = usize::from(at16(h, ipv4::field::TOTAL_LEN));
+    let proto = h[ipv4::field::PROTOCOL];
+    let ok = h[ipv4::field::VER_IHL] == 0x45 && at16(h, ipv4::field::FLAGS_FRAG) & 0x3fff == 0 && h[ipv4::field::TTL] != 0 && total >= ipv4::IPV4_MIN_LEN && total <= l3.len();
+    const L4: usize = ipv4::IPV4_MIN_LEN;
+    match l4_flags(h, L4, proto, total.wrapping_sub(L4)) {
+        Some(flags) if ok => Fast::V4(FastTuple {
+            src: at32(h, ipv4::field::SRC),
+            dst: at32(h, ipv4::field::DST),
+            sport: at16(h, L4..L4 + 2),
+            dport: at16(h, L4 + 2..L4 + 4),
+            proto,
+            flags,
+        }),
+        _ => Fast::General,
+    }
+}
+
+/// The fast path's IPv6 packet in `l3` (the frame from its L3 header on).
+#[inline(always)]
+fn v6(l3: &[u8]) -> Fast {
+    let Some(h) = l3.first_chunk::<V6_HEAD>() else { return Fast::General };
+    let payload = usize::from(at16(h, ipv6::field::PAYLOAD_LEN));
+    let proto = h[ipv6::field::NEXT_HEADER];
+    let ok = h[0] >> 4 == 6 && h[ipv6::field::HOP_LIMIT] != 0 && ipv6::IPV6_LEN + payload <= l3.len();
+    const L4: usize = ipv6::IPV6_LEN;
+    match l4_flags(h, L4, proto, payload) {
+        Some(flags) if ok => Fast::V6(FastTuple {
+            src: at128(h, ipv6::field::SRC),
+            dst: at128(h, ipv6::field::DST),
+            sport: at16(h, L4..L4 + 2),
+            dport: at16(h, L4 + 2..L4 + 4),
+            proto,
+            flags,
+        }),
+        _ => Fast::General,
+    }
+}
+
 /// Classifies `frame` (one segment holding the whole frame) for the fast path, reading
 /// only its first 58 (IPv4) or 78 (IPv6) octets at fixed offsets (module docs).
 #[inline(always)]
 pub fn classify(frame: &[u8]) -> Fast {
-    let Some((l3, et)) = link(frame) else { return Fast::General };
-    let room = frame.len().saturating_sub(l3);
-    let Some(ip) = frame.get(l3..) else { return Fast::General };
-    if et == ETHERTYPE_IPV4 {
-        // the fixed header and the first 20 octets after it (a UDP datagram with less
-        // payload is a short frame that only Ethernet padding can make this long)
-        let Some(h) = ip.first_chunk::<{ ipv4::IPV4_MIN_LEN + l4::TCP_MIN_LEN }>() else { return Fast::General };
-        let (iph, l4h) = h.split_at(ipv4::IPV4_MIN_LEN);
-        let total = usize::from(be16(iph, ipv4::field::TOTAL_LEN));
-        let ok = iph[ipv4::field::VER_IHL] == 0x45 && be16(iph, ipv4::field::FLAGS_FRAG) & 0x3fff == 0 && iph[ipv4::field::TTL] != 0 && total >= ipv4::IPV4_MIN_LEN && total <= room;
-        let Some(l4h) = l4h.first_chunk::<{ l4::TCP_MIN_LEN }>() else { return Fast::General };
-        let proto = iph[ipv4::field::PROTOCOL];
-        return match l4_flags(l4h, proto, total.wrapping_sub(ipv4::IPV4_MIN_LEN)) {
-            Some(flags) if ok => Fast::V4(FastTuple {
-                src: be32(iph, ipv4::field::SRC),
-                dst: be32(iph, ipv4::field::DST),
-                sport: be16(l4h, l4::tcp_field::SRC_PORT),
-                dport: be16(l4h, l4::tcp_field::DST_PORT),
-                proto,
-                flags,
-            }),
-            _ => Fast::General,
-        };
-    }
-    if et != ETHERTYPE_IPV6 {
+    let Some(eth) = frame.first_chunk::<TAGGED>() else { return Fast::General };
+    if eth[SRC_MAC_FIRST] & 1 != 0 {
         return Fast::General;
     }
-    let Some(h) = ip.first_chunk::<{ ipv6::IPV6_LEN + l4::TCP_MIN_LEN }>() else { return Fast::General };
-    let (iph, l4h) = h.split_at(ipv6::IPV6_LEN);
-    let payload = usize::from(be16(iph, ipv6::field::PAYLOAD_LEN));
-    let ok = iph[0] >> 4 == 6 && iph[ipv6::field::HOP_LIMIT] != 0 && ipv6::IPV6_LEN + payload <= room;
-    let Some(l4h) = l4h.first_chunk::<{ l4::TCP_MIN_LEN }>() else { return Fast::General };
-    let proto = iph[ipv6::field::NEXT_HEADER];
-    let addr = |r: std::ops::Range<usize>| iph.get(r).and_then(|b| b.first_chunk::<16>()).map_or(0, |b| u128::from_be_bytes(*b));
-    match l4_flags(l4h, proto, payload) {
-        Some(flags) if ok => Fast::V6(FastTuple {
-            src: addr(ipv6::field::SRC),
-            dst: addr(ipv6::field::DST),
-            sport: be16(l4h, l4::tcp_field::SRC_PORT),
-            dport: be16(l4h, l4::tcp_field::DST_PORT),
-            proto,
-            flags,
-        }),
+    let et = at16(eth, ethernet::field::ETHERTYPE);
+    let (l3, et) = if et == ETHERTYPE_IPV4 || et == ETHERTYPE_IPV6 {
+        (ETH_LEN, et)
+    } else if ethernet::is_vlan_tpid(et) {
+        (TAGGED, at16(eth, TAGGED - 2..TAGGED))
+    } else {
+        return Fast::General;
+    };
+    let rest = frame.get(l3..).unwrap_or(&[]);
+    match et {
+        ETHERTYPE_IPV4 => v4(rest),
+        ETHERTYPE_IPV6 => v6(rest),
         _ => Fast::General,
     }
 }

@@ -43,18 +43,17 @@ impl<A: FlowAddr> ConnTable<A> {
     /// slot, only when:
     /// - the entry is live and this host's own (not a peer's [`REMOTE`] copy, whose first
     ///   packet is an adoption, counted and handled by the general path);
-    /// - its state does not change with this packet, or `state_change_ok` (the worker
-    ///   passes false while fleet sync is on: a confirmed or closing connection is sent to
-    ///   peers, `Worker::sync_state_change`);
-    /// - `keep(backend, incarnation)` holds (the worker's `keeps_backend`, and a resolved
-    ///   next hop).
+    /// - `keep(backend, incarnation, state_changes)` holds: the caller's rules for the
+    ///   entry's backend slot, and whether this packet may change its state (the worker
+    ///   says no while fleet sync is on: a confirmed or closing connection is sent to peers
+    ///   by the general path, `Worker::sync_state_change`).
     ///
     /// Otherwise `None`, and *nothing* has changed: no state, deadline or counter. The
     /// general path then looks the key up as if this call had not happened. When it does
     /// hit, the entry, the occupancy counts and `hits` change exactly as in
     /// [`ConnTable::lookup`].
     #[inline(always)]
-    pub fn hit_if(&mut self, k: &CtKey<A>, buckets: (u32, u32), flags: u8, now: u32, t: &Timeouts, state_change_ok: bool, keep: impl FnOnce(u16, u16) -> bool) -> Option<u16> {
+    pub fn hit_if(&mut self, k: &CtKey<A>, buckets: (u32, u32), flags: u8, now: u32, t: &Timeouts, keep: impl FnOnce(u16, u16, bool) -> bool) -> Option<u16> {
         let (b1, b2) = (buckets.0 as usize, buckets.1 as usize);
         let (b, i) = match self.buckets.get(b1).and_then(|bk| bk.way_of(k)) {
             Some(i) => (b1, i),
@@ -66,7 +65,7 @@ impl<A: FlowAddr> ConnTable<A> {
             return None;
         }
         let new = advance(raw, flags);
-        if (new != raw && !state_change_ok) || !keep(e.backend, e.incarnation) {
+        if !keep(e.backend, e.incarnation, new != raw) {
             return None;
         }
         recount(&mut self.occ, raw, new);

@@ -39,23 +39,20 @@ use crate::fastpath::stats::bump;
 use crate::wire::{self, fast::Fast, tcp_flags};
 use spillway_shared::config::{ForwardingMode, SessionAffinity, TrackingMode};
 
-/// The lane stage 1 gives a packet.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-#[repr(u8)]
-enum Lane {
-    /// The general path, nothing computed ([`Worker::process`]).
-    #[default]
-    General,
-    /// The general path with the key's buckets computed (a SYN: both prefetched) and
-    /// handed to the table ([`ConnTable::expect_buckets`](crate::fastpath::conntrack::ConnTable::expect_buckets)).
-    Hashed4,
-    /// As `Hashed4`, IPv6.
-    Hashed6,
-    /// The fast path: IPv4 key in [`BurstPlan::key4`].
-    Fast4,
-    /// The fast path: IPv6 key in [`BurstPlan::key6`].
-    Fast6,
-}
+/// The lane stage 1 gives a packet: bit flags, so the later stages test bits instead of
+/// dispatching on a variant. 0 is the general path with nothing computed
+/// ([`Worker::process`]).
+type Lane = u8;
+/// The general path, nothing computed.
+const GENERAL: Lane = 0;
+/// Keyed: the key's buckets are computed and handed to the table
+/// ([`ConnTable::expect_buckets`](crate::fastpath::conntrack::ConnTable::expect_buckets));
+/// alone (a SYN: both buckets prefetched), the general path decides.
+const KEYED: Lane = 1;
+/// With [`KEYED`]: the key is IPv6 ([`BurstPlan::key6`]; else [`BurstPlan::key4`]).
+const SIX: Lane = 2;
+/// With [`KEYED`]: the fast path may decide (its first bucket prefetched).
+const FAST: Lane = 4;
 
 /// The per-burst arrays the stages pass on (structure of arrays, indexed by the packet's
 /// place in the burst, [`BURST`] places). Kept in the worker, so a burst allocates and
@@ -72,6 +69,10 @@ pub(in crate::fastpath) struct BurstPlan {
     key6: [CtKey<u128>; BURST],
     /// Bucket pair of keyed packets ([`ConnTable::bucket_pair`](crate::fastpath::conntrack::ConnTable::bucket_pair)).
     buckets: [(u32, u32); BURST],
+    /// Frame length of fast-lane packets (one segment: the whole packet), bytes.
+    len: [u32; BURST],
+    /// The source MAC of the burst's forwarded frames: the forwarding port's.
+    out_mac: [u8; 6],
     /// Packets planned.
     n: usize,
     /// Packets of the burst the fast path decided so far (`WorkerStats::fast_path`).
@@ -84,12 +85,14 @@ pub(in crate::fastpath) struct BurstPlan {
 impl Default for BurstPlan {
     fn default() -> Self {
         BurstPlan {
-            lane: [Lane::General; BURST],
+            lane: [GENERAL; BURST],
             flags: [0; BURST],
             svc: [0; BURST],
             key4: [CtKey::default(); BURST],
             key6: [CtKey::default(); BURST],
             buckets: [(0, 0); BURST],
+            len: [0; BURST],
+            out_mac: [0; 6],
             n: 0,
             fast: 0,
             off: false,
@@ -136,58 +139,76 @@ impl Worker {
         self.plan.n = n;
         self.plan.fast = 0;
         let Some(pinfo) = self.ports.get(port).copied() else {
-            self.plan.lane = [Lane::General; BURST];
+            self.plan.lane = [GENERAL; BURST];
             return;
         };
         if self.plan.off {
-            self.plan.lane = [Lane::General; BURST];
+            self.plan.lane = [GENERAL; BURST];
             return;
         }
-        let device_mac = self.device_macs.get(port).copied();
-        // Stage 1: classify and find the service.
+        self.plan.out_mac = self.ports.get(pinfo.forward_to).map_or(pinfo.mac, |o| o.mac);
+        // The link-layer rule as two 48-bit compares: the destination MAC is the port's,
+        // or its device's (worker/l2.rs); a group address takes the general path.
+        let mac48 = |m: [u8; 6]| u64::from_le_bytes([m[0], m[1], m[2], m[3], m[4], m[5], 0, 0]);
+        let ours = mac48(pinfo.mac);
+        let device = self.device_macs.get(port).map_or(ours, |m| mac48(*m));
+        // Stage 1: classify and find the service. Consecutive packets of one (VIP, port,
+        // protocol), the common case, reuse the previous packet's answer.
+        let mut memo4: Option<(u32, u16, u8, u16, u16)> = None; // (VIP, port, protocol) -> (index, number)
+        let mut memo6: Option<(u128, u16, u8, u16, u16)> = None;
         for (j, b) in bufs.iter().enumerate().take(n) {
+            let j = j % BURST;
             let d = b.data();
-            let ours = d.first_chunk::<6>().is_some_and(|m| *m == pinfo.mac || device_mac.is_some_and(|dm| dm == *m));
-            let fast = if ours && b.segments() == 1 { wire::fast::classify(d) } else { Fast::General };
-            let lane = match fast {
-                Fast::V4(t) => match self.service_of(t.dst, t.dport, t.proto, snap) {
-                    Some(s) => match snap.services.get(usize::from(s)) {
-                        Some(svc) if covered(svc) => {
-                            self.plan.svc[j] = s;
-                            self.plan.flags[j] = t.flags;
-                            self.plan.key4[j] = CtKey { src: t.src, sport: t.sport, service: svc.id };
-                            if opens(t.flags, t.proto) { Lane::Hashed4 } else { Lane::Fast4 }
-                        }
-                        _ => Lane::General,
-                    },
-                    None => Lane::General,
-                },
+            let dst = d.first_chunk::<8>().map_or(u64::MAX, |h| u64::from_le_bytes(*h) & 0xffff_ffff_ffff);
+            let fast = if (dst == ours || dst == device) && b.segments() == 1 { wire::fast::classify(d) } else { Fast::General };
+            self.plan.lane[j] = GENERAL;
+            match fast {
+                Fast::V4(t) => {
+                    let (s, id) = match memo4 {
+                        Some((v, p, pr, s, id)) if v == t.dst && p == t.dport && pr == t.proto => (s, id),
+                        _ => match self.service_of(t.dst, t.dport, t.proto, snap).and_then(|s| snap.services.get(usize::from(s)).map(|svc| (s, svc))) {
+                            Some((s, svc)) if covered(svc) => {
+                                memo4 = Some((t.dst, t.dport, t.proto, s, svc.id));
+                                (s, svc.id)
+                            }
+                            _ => continue,
+                        },
+                    };
+                    self.plan.svc[j] = s;
+                    self.plan.flags[j] = t.flags;
+                    self.plan.len[j] = d.len() as u32;
+                    self.plan.key4[j] = CtKey { src: t.src, sport: t.sport, service: id };
+                    self.plan.lane[j] = if opens(t.flags, t.proto) { KEYED } else { KEYED | FAST };
+                }
                 Fast::V6(t) => {
                     self.ipv6_seen = true;
-                    match self.service_of6(t.dst, t.dport, t.proto, snap) {
-                        Some(s) => match snap.services.get(usize::from(s)) {
-                            Some(svc) if covered(svc) => {
-                                self.plan.svc[j] = s;
-                                self.plan.flags[j] = t.flags;
-                                self.plan.key6[j] = CtKey { src: t.src, sport: t.sport, service: svc.id };
-                                if opens(t.flags, t.proto) { Lane::Hashed6 } else { Lane::Fast6 }
+                    let (s, id) = match memo6 {
+                        Some((v, p, pr, s, id)) if v == t.dst && p == t.dport && pr == t.proto => (s, id),
+                        _ => match self.service_of6(t.dst, t.dport, t.proto, snap).and_then(|s| snap.services.get(usize::from(s)).map(|svc| (s, svc))) {
+                            Some((s, svc)) if covered(svc) => {
+                                memo6 = Some((t.dst, t.dport, t.proto, s, svc.id));
+                                (s, svc.id)
                             }
-                            _ => Lane::General,
+                            _ => continue,
                         },
-                        None => Lane::General,
-                    }
+                    };
+                    self.plan.svc[j] = s;
+                    self.plan.flags[j] = t.flags;
+                    self.plan.len[j] = d.len() as u32;
+                    self.plan.key6[j] = CtKey { src: t.src, sport: t.sport, service: id };
+                    self.plan.lane[j] = if opens(t.flags, t.proto) { KEYED | SIX } else { KEYED | SIX | FAST };
                 }
-                Fast::General => Lane::General,
-            };
-            self.plan.lane[j] = lane;
+                Fast::General => {}
+            }
         }
         // Stage 2: hash every keyed packet, prefetch the first few.
         for j in 0..n {
-            let pair = match self.plan.lane[j] {
-                Lane::Fast4 | Lane::Hashed4 => self.ct.bucket_pair(&self.plan.key4[j]),
-                Lane::Fast6 | Lane::Hashed6 => self.ct6.bucket_pair(&self.plan.key6[j]),
-                Lane::General => continue,
-            };
+            let j = j % BURST;
+            let lane = self.plan.lane[j];
+            if lane & KEYED == 0 {
+                continue;
+            }
+            let pair = if lane & SIX == 0 { self.ct.bucket_pair(&self.plan.key4[j]) } else { self.ct6.bucket_pair(&self.plan.key6[j]) };
             self.plan.buckets[j] = pair;
             if j < PREFETCH_DISTANCE {
                 self.issue_planned(j);
@@ -203,19 +224,22 @@ impl Worker {
         if j >= self.plan.n {
             return;
         }
-        let (Some(&lane), Some(&(b1, b2))) = (self.plan.lane.get(j), self.plan.buckets.get(j)) else { return };
-        match lane {
-            Lane::Fast4 => self.ct.prefetch_bucket(b1),
-            Lane::Fast6 => self.ct6.prefetch_bucket(b1),
-            Lane::Hashed4 => {
-                self.ct.prefetch_bucket(b1);
+        let (lane, (b1, b2)) = (self.plan.lane[j % BURST], self.plan.buckets[j % BURST]);
+        if lane & KEYED == 0 {
+            return;
+        }
+        // a fast lane reads its first bucket; a SYN's insertion may read both
+        let second = lane & FAST == 0;
+        if lane & SIX == 0 {
+            self.ct.prefetch_bucket(b1);
+            if second {
                 self.ct.prefetch_bucket(b2);
             }
-            Lane::Hashed6 => {
-                self.ct6.prefetch_bucket(b1);
+        } else {
+            self.ct6.prefetch_bucket(b1);
+            if second {
                 self.ct6.prefetch_bucket(b2);
             }
-            Lane::General => {}
         }
     }
 
@@ -225,22 +249,22 @@ impl Worker {
     /// order, once per packet, after [`Worker::plan_burst`] of the same burst and snapshot.
     #[inline(always)]
     pub fn decide_planned<B: PacketBuf>(&mut self, j: usize, buf: &mut B, port: usize, snap: &Snapshot, now: u32) -> Verdict {
-        let lane = if j < self.plan.n { self.plan.lane.get(j).copied().unwrap_or_default() } else { Lane::General };
-        match lane {
-            Lane::General => {}
-            Lane::Fast4 | Lane::Hashed4 => {
-                let (k, pair) = (self.plan.key4.get(j).copied().unwrap_or_default(), self.plan.buckets.get(j).copied().unwrap_or_default());
-                if lane == Lane::Fast4 {
-                    if let Some(v) = self.fast_hit(&k, pair, j, buf, port, snap, now) {
+        let lane = if j < self.plan.n { self.plan.lane[j % BURST] } else { GENERAL };
+        let j = j % BURST;
+        if lane & KEYED != 0 {
+            let pair = self.plan.buckets[j];
+            if lane & SIX == 0 {
+                let k = self.plan.key4[j];
+                if lane & FAST != 0 {
+                    if let Some(v) = self.fast_hit(&k, pair, j, buf, snap, now) {
                         return v;
                     }
                 }
                 self.ct.expect_buckets(&k, pair);
-            }
-            Lane::Fast6 | Lane::Hashed6 => {
-                let (k, pair) = (self.plan.key6.get(j).copied().unwrap_or_default(), self.plan.buckets.get(j).copied().unwrap_or_default());
-                if lane == Lane::Fast6 {
-                    if let Some(v) = self.fast_hit(&k, pair, j, buf, port, snap, now) {
+            } else {
+                let k = self.plan.key6[j];
+                if lane & FAST != 0 {
+                    if let Some(v) = self.fast_hit(&k, pair, j, buf, snap, now) {
                         return v;
                     }
                 }
@@ -256,27 +280,27 @@ impl Worker {
     /// `None`, nothing changed, when the general path must decide ([`ConnTable::hit_if`](crate::fastpath::conntrack::ConnTable::hit_if)).
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
-    fn fast_hit<A: Family, B: PacketBuf>(&mut self, k: &CtKey<A>, pair: (u32, u32), j: usize, buf: &mut B, port: usize, snap: &Snapshot, now: u32) -> Option<Verdict> {
-        let svc_idx = self.plan.svc.get(j).copied()?;
-        let flags = self.plan.flags.get(j).copied()?;
+    fn fast_hit<A: Family, B: PacketBuf>(&mut self, k: &CtKey<A>, pair: (u32, u32), j: usize, buf: &mut B, snap: &Snapshot, now: u32) -> Option<Verdict> {
+        let j = j % BURST;
+        let (svc_idx, flags, len) = (self.plan.svc[j], self.plan.flags[j], self.plan.len[j]);
         let svc = snap.services.get(usize::from(svc_idx))?;
         let t = self.timeouts.for_service(svc.proto, svc.idle_timeout_ms);
         let sync_off = self.sync.is_none();
         let mut mac = [0u8; 6];
-        let backend = A::ct(self).hit_if(k, pair, flags, now, &t, sync_off, |backend, incarnation| {
-            if !keeps_backend(snap, svc, svc_idx, backend, incarnation, k.src, now) {
+        let backend = A::ct(self).hit_if(k, pair, flags, now, &t, |backend, incarnation, state_changes| {
+            if (state_changes && !sync_off) || !keeps_backend(snap, svc, svc_idx, backend, incarnation, k.src, now) {
                 return false;
             }
             // a next hop pending resolution: the general path drops it, named
             mac = snap.backends.get(usize::from(backend)).map_or([0; 6], |b| b.mac);
             mac != [0; 6]
         })?;
-        let out_mac = self.ports.get(port).and_then(|p| self.ports.get(p.forward_to).or(Some(p))).map_or([0; 6], |o| o.mac);
+        let out_mac = self.plan.out_mac;
         if let Some(c) = self.stats.backend_packets.get(usize::from(backend)) {
             bump(c, 1);
         }
         if let Some(c) = self.stats.backend_bytes.get(usize::from(backend)) {
-            bump(c, buf.pkt_len() as u64);
+            bump(c, u64::from(len));
         }
         if let Some(h) = buf.data_mut().first_chunk_mut::<12>() {
             let (dst, src) = h.split_at_mut(6);
