@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Instructions per packet for each stage of the established path, from two callgrind runs
+"""Instructions per packet for each stage of the vector fast path, from two callgrind runs
 of `packet_ir established` with different packet counts (the difference removes the
 set-up: table zeroing, Maglev build, flow warm-up). docs/benchmarks.md "Per-stage budget".
 
@@ -8,65 +8,43 @@ set-up: table zeroing, Maglev build, flow warm-up). docs/benchmarks.md "Per-stag
     (same with 300000 -> B.out)
     benches/cg_stages.py A.out 100000 B.out 300000
 
-Costs are self costs per (function symbol, inlined source file, line); the stage of a
-line comes from its source file (FILES), in worker.rs from the function whose lines hold
-it (WORKER_FNS), and for library code inlined into our functions from that function's
-symbol (FN_STAGES).
+Costs are self costs per (function symbol, inlined source file, line). The whole vector
+path is inlined into packet_ir's main, so a line's stage comes from its source file
+(FILES), and in fastpath/worker/vector.rs from the function or stage comment whose lines
+hold it (VECTOR_MARKS). Packets the general path decides (SYNs, or `PACKET_IR_GENERAL=1`)
+show as "general path".
 """
-import collections, re, sys
+import collections, sys
 
-WORKER_FNS = [  # (first line, stage) in dataplane/src/fastpath/worker.rs, by `fn` position
-    ("fn selection_hash", "select on miss"),
-    ("fn class_table", "snapshot/backend access"),
-    ("pub fn tracking_key", "connection-table lookup"),
-    ("fn keeps_backend", "snapshot/backend access"),
-    ("pub fn new(", "other"),
-    ("pub fn process<", "dispatch (process glue)"),
-    ("fn process_segmented<", "other"),
-    ("fn decide<", "other"),
-    ("fn decide_v4<", "dispatch (process glue)"),
-    ("fn fragment_service", "other"),
-    ("fn select<", "connection-table lookup"),
-    ("fn process_icmp", "other"),
-    ("pub fn poll<", "other"),
+VECTOR = "fastpath/worker/vector.rs"
+# (marker line in fastpath/worker/vector.rs, stage), in file order: a line belongs to the
+# last marker above it.
+VECTOR_MARKS = [
+    ("pub fn plan_burst", "1 classify + service"),
+    ("// Stage 2: hash", "2 hash + prefetch"),
+    ("pub fn issue_planned", "2 hash + prefetch"),
+    ("pub fn decide_planned", "3 look up, update, rewrite"),
+    ("fn fast_hit", "3 look up, update, rewrite"),
 ]
 
-# Our files outside worker.rs, by path suffix: (stage inside the packet path, stage when
-# inlined into packet_ir's main, i.e. the prefetch pass).
+# Our files by path suffix, first match wins.
 FILES = [
-    ("fastpath/worker/deliver.rs", "rewrite (L2 DSR)", None),
-    ("fastpath/worker/prefetch.rs", "prefetch pass (hint, hash, prefetch)", "prefetch pass (hint, hash, prefetch)"),
-    ("fastpath/worker/svc_cache.rs", "service lookup (snapshot)", "prefetch pass (hint, hash, prefetch)"),
-    ("fastpath/worker/v6.rs", "dispatch (process glue)", None),
-    ("fastpath/worker/quic.rs", "dispatch (process glue)", None),
-    ("fastpath/conntrack", "connection-table lookup", "prefetch pass (hint, hash, prefetch)"),
-    ("shared/src/flow.rs", "connection-table lookup", "prefetch pass (hint, hash, prefetch)"),
-    ("fastpath/stats.rs", "counters", None),
-    ("fastpath/port.rs", "harness (MemBuf accessors; an mbuf's are inlined)", None),
-    ("control/snapshot.rs", "snapshot/backend access", None),
-    ("shared/src/maglev.rs", "snapshot/backend access", None),
-    ("/wire/", "parse", "prefetch pass (hint, hash, prefetch)"),
-]
-
-# Library code (core/alloc: slices, integers, options) inlined into one of our functions,
-# staged by that function's symbol (its last path segment).
-FN_STAGES = [
-    ("process_v6", "dispatch (process glue)"), ("process_other", "dispatch (process glue)"),
-    ("process", "dispatch (process glue)"), ("decide", "dispatch (process glue)"),
-    ("map_or_else", "connection-table lookup"), ("select", "connection-table lookup"),
-    ("find", "connection-table lookup"), ("lookup", "connection-table lookup"),
-    ("parse_ipv4", "parse"), ("parse_ipv6", "parse"), ("walk_ext", "parse"),
-    ("deliver", "rewrite (L2 DSR)"), ("service_of", "service lookup (snapshot)"),
-    ("pkt_len", "harness (MemBuf accessors; an mbuf's are inlined)"),
-    ("data", "harness (MemBuf accessors; an mbuf's are inlined)"),
-    ("data_mut", "harness (MemBuf accessors; an mbuf's are inlined)"),
+    ("wire/fast.rs", "1 classify + service"),
+    ("fastpath/worker/svc_cache.rs", "1 classify + service"),
+    ("fastpath/conntrack/prefetch.rs", "2 hash + prefetch"),
+    ("shared/src/flow.rs", "2 hash + prefetch"),
+    ("fastpath/conntrack/", "3 look up, update, rewrite"),
+    ("fastpath/worker.rs", "3 look up, update, rewrite"),
+    ("fastpath/stats.rs", "3 look up, update, rewrite"),
+    ("fastpath/port.rs", "harness (MemBuf accessors; an mbuf's are inlined)"),
+    ("benches/", "harness (packet_ir loop, set_flow)"),
 ]
 
 
-def worker_ranges(path):
+def vector_ranges(path):
     src = open(path).read().splitlines()
     starts = []
-    for name, stage in WORKER_FNS:
+    for name, stage in VECTOR_MARKS:
         for i, l in enumerate(src, 1):
             if name in l:
                 starts.append((i, stage))
@@ -102,34 +80,26 @@ def load(path):
     return cost
 
 
-def stage(fn, fi, line, wr):
+def stage(fn, fi, line, vr):
     f = fi or ""
-    fnn = fn or ""
-    in_main = fnn.startswith("packet_ir::main")
-    if f.endswith("fastpath/worker.rs") and line > 0 and not in_main:
-        st = "other"
-        for start, s in wr:
+    in_main = (fn or "").startswith("packet_ir::main")
+    if not in_main:
+        return "general path (not inlined: Worker::process and below)" if "spillway" in (fn or "") else "other (library functions: memcpy, ...)"
+    if f.endswith(VECTOR) and line > 0:
+        st = "1 classify + service"
+        for start, s in vr:
             if line >= start:
                 st = s
         return st
-    for suffix, inside, in_pass in FILES:
+    for suffix, st in FILES:
         if suffix in f:
-            return (in_pass or inside) if in_main else inside
-    if "benches/" in f:
-        return "harness (packet_ir loop, set_flow)"
-    if in_main:
-        # the prefetch pass and packet_ir's own loop are both inlined into main
-        return "library code inlined into packet_ir's main (prefetch pass and harness loop)"
-    last = fnn.split("::")[-1]
-    for name, s in FN_STAGES:
-        if last == name or last.startswith(name + "<"):
-            return s
-    return "other (library functions: memcpy, ...)"
+            return st
+    return "library code inlined into the loop (slices, bounds checks)"
 
 
 def main():
     a, na, b, nb = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
-    wr = worker_ranges(sys.argv[5] if len(sys.argv) > 5 else "dataplane/src/fastpath/worker.rs")
+    wr = vector_ranges(sys.argv[5] if len(sys.argv) > 5 else "dataplane/src/" + VECTOR)
     ca, cb = load(a), load(b)
     per = collections.Counter()
     for k in set(ca) | set(cb):

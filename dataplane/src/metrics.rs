@@ -131,6 +131,7 @@ pub fn render(daemon: &Daemon) -> String {
     b.counter("worker_rx_packets", "Frames received by the worker, all ports", workers.iter().enumerate().map(|(i, c)| (w(i), c.rx)));
     b.counter("worker_tx_packets", "Frames sent by the worker, all ports", workers.iter().enumerate().map(|(i, c)| (w(i), c.tx)));
     b.counter("worker_forwarded_packets", "Frames forwarded to a backend", workers.iter().enumerate().map(|(i, c)| (w(i), c.forwarded)));
+    b.counter("worker_fast_path_packets", "Of the frames forwarded, those the vector fast path decided (established flows of L2 DSR services)", workers.iter().enumerate().map(|(i, c)| (w(i), c.fast_path)));
     b.counter(
         "worker_polls",
         "Poll-loop iterations: kind=busy received frames, kind=idle received nothing",

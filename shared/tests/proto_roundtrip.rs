@@ -112,6 +112,7 @@ fn counters() -> impl Strategy<Value = Counters> {
         nd_not_ours: n[16],
         ct_relocated: n[19],
         ct_relocation_failed: n[5],
+        fast_path: n[4],
     })
 }
 

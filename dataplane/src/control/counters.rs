@@ -33,6 +33,7 @@ pub fn read(w: &WorkerStats) -> Counters {
     // Outcomes of received frames, and what the worker counts while carrying them out.
     let drops = DropReason::iter().map(|r| (r.name().to_string(), out(&w.drops[r as usize]))).collect();
     let forwarded = out(&w.forwarded);
+    let fast_path = out(&w.fast_path);
     let arp_replies = out(&w.arp_replies);
     let nd_advertisements = out(&w.nd_advertisements);
     let nd_not_ours = out(&w.nd_not_ours);
@@ -88,6 +89,7 @@ pub fn read(w: &WorkerStats) -> Counters {
         quic_lb,
         ct_relocated,
         ct_relocation_failed,
+        fast_path,
     }
 }
 

@@ -95,6 +95,10 @@ pub struct Counters {
     /// eviction or `ct_syn_not_tracked` follows), both families.
     #[serde(default)]
     pub ct_relocation_failed: u64,
+    /// Of `forwarded`, frames the vector fast path decided (established flows of L2 DSR
+    /// services; docs/architecture.md "The vector fast path").
+    #[serde(default)]
+    pub fast_path: u64,
 }
 
 impl Counters {
@@ -106,6 +110,7 @@ impl Counters {
             out.rx += c.rx;
             out.tx += c.tx;
             out.forwarded += c.forwarded;
+            out.fast_path += c.fast_path;
             out.arp_replies += c.arp_replies;
             out.icmp_forwarded += c.icmp_forwarded;
             out.icmp_frag_needed_sent += c.icmp_frag_needed_sent;
