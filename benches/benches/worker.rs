@@ -115,13 +115,24 @@ fn bench(c: &mut Criterion) {
         });
         let mut bufs: Vec<MemBuf> = (0..32).map(|_| MemBuf::new(&tcp_frame(0, 0, ACK))).collect();
         g.throughput(Throughput::Elements(32));
-        // noprefetch; prefetch: every bucket of the burst first; pipelined: as
-        // `Worker::poll` does, each bucket PREFETCH_DISTANCE packets ahead of its lookup
-        for mode in ["noprefetch", "prefetch", "pipelined"] {
+        // noprefetch; prefetch: every bucket of the burst first; pipelined: each bucket
+        // PREFETCH_DISTANCE packets ahead of its lookup, every packet through the general
+        // path (what `Worker::poll` did before the vector path); vector: as `Worker::poll`
+        // does now, the vector path's stages then each packet in order
+        for mode in ["noprefetch", "prefetch", "pipelined", "vector"] {
             g.bench_function(BenchmarkId::new(format!("established_burst32_{mode}"), name), |b| {
                 b.iter(|| {
                     for m in bufs.iter_mut() {
                         set_flow(m.data_mut(), xorshift(&mut s) as u32 & mask);
+                    }
+                    if mode == "vector" {
+                        w.plan_burst(&bufs, 0, &snap, 3);
+                        let mut fwd = 0;
+                        for (j, m) in bufs.iter_mut().enumerate() {
+                            w.issue_planned(j + PREFETCH_DISTANCE);
+                            fwd += usize::from(w.decide_planned(j, m, 0, &snap, 3) == Verdict::Forward);
+                        }
+                        return fwd;
                     }
                     let mut targets = [PrefetchTarget::NONE; 32];
                     match mode {

@@ -10,20 +10,25 @@
 //! the same table counters, the same worker counters (every drop reason, per-backend
 //! packets, bytes and new connections) and, with fleet sync on, the same sync records.
 //!
-//! Bursts mix both families, untagged and tagged frames, every TCP flag combination, UDP,
-//! IPv4 fragments and options, ICMP, ARP, frames not sent to the port's MAC, multicast
-//! sources, TTL 0 and truncated headers, over services the fast path covers (L2 DSR, the
+//! Bursts mix both families, untagged frames and frames with one tag of each TPID (802.1Q,
+//! 802.1ad, the old 0x9100) or two, frames to the port's MAC and to its device's, every TCP
+//! flag combination, UDP, IPv4 fragments and options, ICMP, ARP, frames not sent to the
+//! port's MAC, multicast sources, TTL 0, truncated headers, IP lengths shorter than the
+//! frame (Ethernet padding) and than the L4 header, random bytes poked into the first 90
+//! octets, and multi-segment frames, over services the fast path covers (L2 DSR, the
 //! per-connection key) and services it leaves to the general path (a PER_SESSION service,
 //! an IPIP one). Between bursts: health flips, backends disabled and removed (new compiled
 //! snapshots), drain deadlines and connection eviction marked on the snapshot, next hops
-//! losing their MAC, and clock jumps that expire entries; the table is small, so it is
-//! full during those changes (evictions, `syn_not_tracked`).
+//! losing their MAC, peers' entries installed (fleet sync, established or closing), and
+//! clock jumps that expire entries; the table is small, so it is full during those changes
+//! (evictions, `syn_not_tracked`). Over a run, the fast path must have decided a share of
+//! the packets (the comparison is between two different paths).
 
 use proptest::prelude::*;
 use proptest::test_runner::{Config as RunnerConfig, TestRunner};
 use spillway_dataplane::control::{compile, CompileInput, HealthView, SlotMap, Snapshot};
-use spillway_dataplane::fastpath::conntrack::Timeouts;
-use spillway_dataplane::fastpath::port::{MemBuf, MemPort, PacketBuf};
+use spillway_dataplane::fastpath::conntrack::{CtKey, State, Synced, Timeouts};
+use spillway_dataplane::fastpath::port::{MemBuf, MemPort};
 use spillway_dataplane::fastpath::stats::WorkerStats;
 use spillway_dataplane::fastpath::worker::{PollBuffers, PortInfo, Worker};
 use spillway_dataplane::sync::SyncQueues;
@@ -35,6 +40,8 @@ use std::sync::Arc;
 const LB_MAC: [u8; 6] = [2, 0, 0, 0, 0, 1];
 const OUT_MAC: [u8; 6] = [2, 0, 0, 0, 0, 2];
 const CLIENT_MAC: [u8; 6] = [2, 0, 0, 0, 9, 9];
+/// The receiving port's device MAC (`Worker::with_device_macs`): frames to it are ours too.
+const DEVICE_MAC: [u8; 6] = [2, 0, 0, 0, 0, 0x11];
 
 /// (name, VIP, port, protocol, extra TOML): services the fast path covers, then two it
 /// leaves to the general path.
@@ -74,6 +81,16 @@ struct Pkt {
     vlan: bool,
     /// 0 = plain; else one of the frame mutations of [`frame`].
     odd: u8,
+    /// The tag's TPID (with `vlan`): 0x8100, 0x88a8 or 0x9100.
+    tpid: u16,
+    /// Sent to the port's device MAC instead of its configured one.
+    device: bool,
+    /// Bytes of Ethernet padding after the IP packet.
+    pad: u8,
+    /// Received as two segments (split after the first 40 octets).
+    segmented: bool,
+    /// A byte poked into the first 90 octets (offset, value), when `odd == 15`.
+    poke: (u8, u8),
 }
 
 /// Live changes between bursts.
@@ -85,6 +102,8 @@ enum Change {
     Drain { slot: u8, in_ms: u32 },
     Evict { slot: u8 },
     Unresolved { slot: u8 },
+    /// A peer's entry for a flow (fleet sync), installed on both sides.
+    Peer { flow: u8, svc: u8, slot: u8, closing: bool },
     Clock { ms: u32 },
 }
 
@@ -108,8 +127,12 @@ fn pkt() -> impl Strategy<Value = Pkt> {
         1 => Just(0x03u8),        // SYN+FIN
         1 => any::<u8>(),
     ];
-    let odd = prop_oneof![20 => Just(0u8), 1 => 1u8..=12];
-    (0u8..24, 0u8..SERVICES.len() as u8, flags, prop::bool::weighted(0.2), odd).prop_map(|(flow, svc, flags, vlan, odd)| Pkt { flow, svc, flags, vlan, odd })
+    let odd = prop_oneof![20 => Just(0u8), 1 => 1u8..=15];
+    let tpid = prop_oneof![Just(0x8100u16), Just(0x88a8u16), Just(0x9100u16)];
+    let pad = prop_oneof![6 => Just(0u8), 1 => 1u8..40];
+    let shape = (tpid, prop::bool::weighted(0.2), pad, prop::bool::weighted(0.05), (0u8..90, any::<u8>()));
+    (0u8..24, 0u8..SERVICES.len() as u8, flags, prop::bool::weighted(0.2), odd, shape)
+        .prop_map(|(flow, svc, flags, vlan, odd, (tpid, device, pad, segmented, poke))| Pkt { flow, svc, flags, vlan, odd, tpid, device, pad, segmented, poke })
 }
 
 fn change() -> impl Strategy<Value = Change> {
@@ -122,7 +145,8 @@ fn change() -> impl Strategy<Value = Change> {
         1 => (s, b).prop_map(|(svc, b)| Change::Remove { svc, b }),
         2 => (slot.clone(), 0u32..20_000).prop_map(|(slot, in_ms)| Change::Drain { slot, in_ms }),
         1 => slot.clone().prop_map(|slot| Change::Evict { slot }),
-        1 => slot.prop_map(|slot| Change::Unresolved { slot }),
+        1 => slot.clone().prop_map(|slot| Change::Unresolved { slot }),
+        2 => (0u8..24, 0u8..4, slot, any::<bool>()).prop_map(|(flow, svc, slot, closing)| Change::Peer { flow, svc, slot, closing }),
         4 => prop_oneof![Just(1u32), 1u32..2_000, 4_000u32..12_000, 500_000u32..700_000].prop_map(|ms| Change::Clock { ms }),
     ]
 }
@@ -139,7 +163,9 @@ fn steps() -> impl Strategy<Value = Vec<Step>> {
 /// `odd` one of: 1 wrong destination MAC, 2 multicast source MAC, 3 TTL/hop limit 0,
 /// 4 IPv4 MF set (a first fragment), 5 IPv4 options (IHL 6), 6 truncated (cut after the
 /// IP header), 7 TCP data offset 4, 8 ICMP echo, 9 ARP request for the VIP, 10 broadcast
-/// destination, 11 two VLAN tags, 12 total length past the frame.
+/// destination, 11 two VLAN tags, 12 total length past the frame, 13 IP length shorter than
+/// the L4 header (TCP: 12 octets of it; UDP: 4), 14 IP length 20 (no L4 header at all),
+/// 15 one byte of the first 90 replaced (`poke`).
 fn frame(p: &Pkt) -> Vec<u8> {
     let (_, vip, dport, proto, _) = SERVICES[usize::from(p.svc)];
     let six = vip.contains(':');
@@ -148,6 +174,7 @@ fn frame(p: &Pkt) -> Vec<u8> {
     let dst = match p.odd {
         1 => [2, 0, 0, 0, 7, 7],
         10 => [0xff; 6],
+        _ if p.device => DEVICE_MAC,
         _ => LB_MAC,
     };
     f.extend_from_slice(&dst);
@@ -157,7 +184,8 @@ fn frame(p: &Pkt) -> Vec<u8> {
     }
     f.extend_from_slice(&src);
     if p.vlan || p.odd == 11 {
-        f.extend_from_slice(&[0x81, 0x00, 0x00, 0x07]);
+        f.extend_from_slice(&p.tpid.to_be_bytes());
+        f.extend_from_slice(&[0x00, 0x07]);
     }
     if p.odd == 11 {
         f.extend_from_slice(&[0x81, 0x00, 0x00, 0x08]);
@@ -186,7 +214,12 @@ fn frame(p: &Pkt) -> Vec<u8> {
     let client = p.flow / 8 + 1;
     if six {
         f.extend_from_slice(&[0x86, 0xdd, 0x60, 0, 0, 0]);
-        let plen = if p.odd == 12 { l4.len() as u16 + 40 } else { l4.len() as u16 };
+        let plen = match p.odd {
+            12 => l4.len() as u16 + 40,
+            13 => if tcp { 12 } else { 4 },
+            14 => 0,
+            _ => l4.len() as u16,
+        };
         f.extend_from_slice(&plen.to_be_bytes());
         f.push(if p.odd == 8 { 58 } else { l4proto });
         f.push(if p.odd == 3 { 0 } else { 64 });
@@ -195,7 +228,12 @@ fn frame(p: &Pkt) -> Vec<u8> {
     } else {
         let opts = if p.odd == 5 { 4 } else { 0 };
         f.extend_from_slice(&[0x08, 0x00, 0x45 + (opts / 4) as u8, 0]);
-        let total = if p.odd == 12 { 20 + opts + l4.len() + 40 } else { 20 + opts + l4.len() } as u16;
+        let total = match p.odd {
+            12 => 20 + opts + l4.len() + 40,
+            13 => 20 + opts + if tcp { 12 } else { 4 },
+            14 => 20,
+            _ => 20 + opts + l4.len(),
+        } as u16;
         f.extend_from_slice(&total.to_be_bytes());
         f.extend_from_slice(&[0x12, 0x34]);
         f.extend_from_slice(&if p.odd == 4 { [0x20, 0] } else { [0x40, 0] });
@@ -210,7 +248,23 @@ fn frame(p: &Pkt) -> Vec<u8> {
         return f;
     }
     f.extend_from_slice(&l4);
+    f.extend(std::iter::repeat_n(0u8, usize::from(p.pad)));
+    if p.odd == 15 {
+        if let Some(b) = f.get_mut(usize::from(p.poke.0)) {
+            *b = p.poke.1;
+        }
+    }
     f
+}
+
+/// The buffer `p`'s frame arrives in: one segment, or two split after 40 octets.
+fn buf(p: &Pkt) -> MemBuf {
+    let f = frame(p);
+    if p.segmented && f.len() > 40 {
+        MemBuf::segmented(&f, &[40], 2048)
+    } else {
+        MemBuf::new(&f)
+    }
 }
 
 /// Everything the two workers must agree on after a burst.
@@ -218,7 +272,7 @@ fn state(w: &Worker, stats: &WorkerStats, ports: &mut [MemPort], sync: Option<&S
     let mut out = String::new();
     for (i, p) in ports.iter_mut().enumerate() {
         for b in p.tx.drain(..) {
-            out.push_str(&format!("tx{i} {:02x?}\n", b.data()));
+            out.push_str(&format!("tx{i} {:?} {:02x?}\n", b.segment_lens(), b.to_vec()));
         }
     }
     w.ct.for_each_live(now, |e| out.push_str(&format!("ct {:?}\n", e)));
@@ -255,15 +309,18 @@ impl Side {
     fn new(vector: bool, seed: u64, capacity: usize, sync: bool) -> Side {
         let stats = Arc::new(WorkerStats::default());
         let pinfo = vec![PortInfo { mac: LB_MAC, forward_to: 1, addr: 0x0a00_0001 }, PortInfo { mac: OUT_MAC, forward_to: 1, addr: 0 }];
-        let mut w = Worker::new(0, capacity, seed, Timeouts::default(), stats.clone(), pinfo).with_ipv6_capacity(capacity, seed ^ 0x55).with_vector_path(vector);
+        let mut w = Worker::new(0, capacity, seed, Timeouts::default(), stats.clone(), pinfo)
+            .with_ipv6_capacity(capacity, seed ^ 0x55)
+            .with_device_macs(vec![DEVICE_MAC, OUT_MAC])
+            .with_vector_path(vector);
         let sync = sync.then(|| Arc::new(SyncQueues::new(1, 1_000)));
         w.sync = sync.clone();
         Side { w, stats, ports: vec![MemPort::new(LB_MAC), MemPort::new(OUT_MAC)], bufs: PollBuffers::new(2), sync }
     }
 
-    fn burst(&mut self, frames: &[Vec<u8>], snap: &Snapshot, now: u32) -> String {
-        for f in frames {
-            self.ports[0].rx.push_back(MemBuf::new(f));
+    fn burst(&mut self, bufs: &[MemBuf], snap: &Snapshot, now: u32) -> String {
+        for b in bufs {
+            self.ports[0].rx.push_back(b.clone());
         }
         self.w.poll(&mut self.ports, &mut self.bufs, snap, now);
         state(&self.w, &self.stats, &mut self.ports, self.sync.as_deref(), now)
@@ -338,22 +395,47 @@ impl World {
                 }
             }
             Change::Clock { ms } => *now += u64::from(ms),
+            // installed by [`run`] on both workers
+            Change::Peer { .. } => {}
         }
     }
 }
 
+/// Installs the peer's entry of `c` (a [`Change::Peer`]) in `w`'s table, as the sync
+/// thread's records are: on a slot of the snapshot, with its incarnation.
+fn install_peer(w: &mut Worker, snap: &Snapshot, c: Change, now: u32) {
+    let Change::Peer { flow, svc, slot, closing } = c else { return };
+    let Some(s) = snap.services.get(usize::from(svc)) else { return };
+    let inc = snap.backends.get(usize::from(slot)).map_or(0, |b| b.incarnation);
+    let x = Synced { backend: u16::from(slot), incarnation: inc, state: if closing { State::Closing } else { State::Established }, remaining_ms: 60_000, relayed: false };
+    let sport = 40_000 + u16::from(flow % 8);
+    let client = flow / 8 + 1;
+    if s.ipv6 {
+        let k = CtKey { src: 0xfd01_0000_0000_0000_0000_0000_0000_0000u128 | u128::from(client), sport, service: s.id };
+        w.ct6.install(&k, x, now, &Timeouts::default());
+    } else {
+        let k = CtKey { src: 0x0a01_0000 | u32::from(client), sport, service: s.id };
+        w.ct.install(&k, x, now, &Timeouts::default());
+    }
+}
+
 /// Runs `steps` on both sides; the first step at which they differ, with both states.
-fn run(steps: &[Step], seed: u64, capacity: usize, sync: bool) -> Result<(), String> {
+fn run(steps: &[Step], seed: u64, capacity: usize, sync: bool) -> Result<(u64, u64), String> {
     let mut world = World::new();
     let (mut fast, mut general) = (Side::new(true, seed, capacity, sync), Side::new(false, seed, capacity, sync));
     let mut now = 1_000u64;
     for (i, s) in steps.iter().enumerate() {
         match s {
-            Step::Change(c) => world.apply(*c, &mut now),
+            Step::Change(c) => {
+                world.apply(*c, &mut now);
+                for side in [&mut fast, &mut general] {
+                    install_peer(&mut side.w, &world.snap, *c, now as u32);
+                }
+            }
             Step::Burst(pkts) => {
                 now += 1;
-                let frames: Vec<Vec<u8>> = pkts.iter().map(frame).collect();
-                let (a, b) = (fast.burst(&frames, &world.snap, now as u32), general.burst(&frames, &world.snap, now as u32));
+                let bufs: Vec<MemBuf> = pkts.iter().map(buf).collect();
+                let (a, b) = (fast.burst(&bufs, &world.snap, now as u32), general.burst(&bufs, &world.snap, now as u32));
                 if a != b {
                     let diff: Vec<String> = a.lines().zip(b.lines()).filter(|(x, y)| x != y).take(6).map(|(x, y)| format!("  vector:  {x}\n  general: {y}")).collect();
                     return Err(format!("step {i} ({} packets) differs:\n{}", pkts.len(), diff.join("\n")));
@@ -361,7 +443,7 @@ fn run(steps: &[Step], seed: u64, capacity: usize, sync: bool) -> Result<(), Str
             }
         }
     }
-    Ok(())
+    Ok((fast.stats.fast_path.load(Relaxed), fast.stats.forwarded.load(Relaxed)))
 }
 
 fn cases() -> u32 {
@@ -372,27 +454,44 @@ fn cases() -> u32 {
 fn vector_path_decides_as_the_general_path() {
     let mut runner = TestRunner::new(RunnerConfig { cases: cases(), failure_persistence: None, ..RunnerConfig::default() });
     let strategy = (steps(), any::<u64>(), prop_oneof![Just(64usize), Just(1024usize)], any::<bool>());
+    let totals = std::cell::Cell::new((0u64, 0u64));
     runner
         .run(&strategy, |(steps, seed, capacity, sync)| {
-            run(&steps, seed, capacity, sync).map_err(proptest::test_runner::TestCaseError::fail)
+            let (f, fwd) = run(&steps, seed, capacity, sync).map_err(proptest::test_runner::TestCaseError::fail)?;
+            totals.set((totals.get().0 + f, totals.get().1 + fwd));
+            Ok(())
         })
         .expect("the vector path and the general path agree");
+    // a comparison of two different paths: the fast one decided a good share
+    let (f, fwd) = totals.get();
+    assert!(f * 5 > fwd, "the fast path forwarded {f} of {fwd} frames");
 }
 
-/// The fast path is really taken: over an established flow's packets the vector worker
-/// and the general one agree, and the vector one's hits come from the fast path (its
-/// buckets are the plan's), so the differential test above compares two different paths.
+/// The fast path is really taken, for both families, untagged and with one tag of each
+/// TPID, sent to the port's MAC or its device's: after a SYN, every ACK of a burst of 32 is
+/// a hit the fast path decides, so the differential test above compares two different
+/// paths for each of these shapes.
 #[test]
 fn established_packets_take_the_fast_path() {
     let world = World::new();
     let mut side = Side::new(true, 7, 1024, false);
-    let syn = frame(&Pkt { flow: 1, svc: 0, flags: 0x02, vlan: false, odd: 0 });
-    let ack = frame(&Pkt { flow: 1, svc: 0, flags: 0x10, vlan: false, odd: 0 });
-    side.burst(&[syn], &world.snap, 10);
-    let before = side.w.ct.counters.hits;
-    // the entry is live: every ACK of the burst hits it, and each is forwarded
-    let out = side.burst(&vec![ack; 32], &world.snap, 11);
-    assert_eq!(side.w.ct.counters.hits - before, 32);
-    assert_eq!(out.lines().filter(|l| l.starts_with("tx1 ")).count(), 32, "{out}");
-    assert_eq!(side.stats.fast_path.load(Relaxed), 32, "every ACK decided by the fast path");
+    let mut now = 10;
+    for svc in 0..4u8 {
+        for (vlan, tpid) in [(false, 0x8100), (true, 0x8100), (true, 0x88a8), (true, 0x9100)] {
+            for device in [false, true] {
+                let p = Pkt { flow: 1, svc, flags: 0x02, vlan, odd: 0, tpid, device, pad: 0, segmented: false, poke: (0, 0) };
+                let tcp = SERVICES[usize::from(svc)].3 == "tcp";
+                side.burst(&[buf(&p)], &world.snap, now);
+                // UDP: the second datagram confirms the entry (a state change), then hits
+                side.burst(&[buf(&Pkt { flags: 0x10, ..p })], &world.snap, now + 1);
+                let (hits, fast) = (side.w.ct.counters.hits + side.w.ct6.counters.hits, side.stats.fast_path.load(Relaxed));
+                let out = side.burst(&vec![buf(&Pkt { flags: 0x10, ..p }); 32], &world.snap, now + 2);
+                let what = format!("service {svc} vlan {vlan} tpid {tpid:#x} device {device} tcp {tcp}");
+                assert_eq!(side.w.ct.counters.hits + side.w.ct6.counters.hits - hits, 32, "{what}");
+                assert_eq!(out.lines().filter(|l| l.starts_with("tx1 ")).count(), 32, "{what}: {out}");
+                assert_eq!(side.stats.fast_path.load(Relaxed) - fast, 32, "{what}: every ACK decided by the fast path");
+                now += 10_000; // the next shape's flow starts anew
+            }
+        }
+    }
 }

@@ -70,18 +70,21 @@ fn at128<const N: usize>(h: &[u8; N], r: std::ops::Range<usize>) -> u128 {
     u128::from_be_bytes(b)
 }
 
-/// IPv4 header and the first 20 octets of its payload.
-const V4_HEAD: usize = ipv4::IPV4_MIN_LEN + l4::TCP_MIN_LEN;
-/// IPv6 fixed header and the first 20 octets of its payload.
-const V6_HEAD: usize = ipv6::IPV6_LEN + l4::TCP_MIN_LEN;
+/// IPv4 header and a UDP header (the ports of TCP too).
+const V4_HEAD: usize = ipv4::IPV4_MIN_LEN + l4::UDP_LEN;
+/// IPv6 fixed header and a UDP header.
+const V6_HEAD: usize = ipv6::IPV6_LEN + l4::UDP_LEN;
 
-/// The TCP flags of the L4 header at `off` of `h`, inside an IP payload of `payload_len`
-/// bytes (0 for UDP), when the header fits as [`super::parse`] requires; `None` else.
+/// The TCP flags of the L4 header at `off` of `l3` (the frame from its L3 header on),
+/// inside an IP payload of `payload_len` bytes (0 for UDP), when the header fits as
+/// [`super::parse`] requires; `None` else. A UDP datagram needs only its 8 octets in the
+/// frame, a TCP segment its 20.
 #[inline(always)]
-fn l4_flags<const N: usize>(h: &[u8; N], off: usize, proto: u8, payload_len: usize) -> Option<u8> {
+fn l4_flags(l3: &[u8], off: usize, proto: u8, payload_len: usize) -> Option<u8> {
     if proto == PROTO_TCP {
-        let doff = usize::from(h[off + l4::tcp_field::DATA_OFF] >> 4) * 4;
-        (doff >= l4::TCP_MIN_LEN && doff <= payload_len).then_some(h[off + l4::tcp_field::FLAGS])
+        let tcp = l3.get(off..)?.first_chunk::<{ l4::TCP_MIN_LEN }>()?;
+        let doff = usize::from(tcp[l4::tcp_field::DATA_OFF] >> 4) * 4;
+        (doff >= l4::TCP_MIN_LEN && doff <= payload_len).then_some(tcp[l4::tcp_field::FLAGS])
     } else if proto == PROTO_UDP && payload_len >= l4::UDP_LEN {
         Some(0)
     } else {
@@ -97,7 +100,7 @@ fn v4(l3: &[u8]) -> Fast {
     let proto = h[ipv4::field::PROTOCOL];
     let ok = h[ipv4::field::VER_IHL] == 0x45 && at16(h, ipv4::field::FLAGS_FRAG) & 0x3fff == 0 && h[ipv4::field::TTL] != 0 && total >= ipv4::IPV4_MIN_LEN && total <= l3.len();
     const L4: usize = ipv4::IPV4_MIN_LEN;
-    match l4_flags(h, L4, proto, total.wrapping_sub(L4)) {
+    match l4_flags(l3, L4, proto, total.wrapping_sub(L4)) {
         Some(flags) if ok => Fast::V4(FastTuple {
             src: at32(h, ipv4::field::SRC),
             dst: at32(h, ipv4::field::DST),
@@ -118,7 +121,7 @@ fn v6(l3: &[u8]) -> Fast {
     let proto = h[ipv6::field::NEXT_HEADER];
     let ok = h[0] >> 4 == 6 && h[ipv6::field::HOP_LIMIT] != 0 && ipv6::IPV6_LEN + payload <= l3.len();
     const L4: usize = ipv6::IPV6_LEN;
-    match l4_flags(h, L4, proto, payload) {
+    match l4_flags(l3, L4, proto, payload) {
         Some(flags) if ok => Fast::V6(FastTuple {
             src: at128(h, ipv6::field::SRC),
             dst: at128(h, ipv6::field::DST),
@@ -132,7 +135,8 @@ fn v6(l3: &[u8]) -> Fast {
 }
 
 /// Classifies `frame` (one segment holding the whole frame) for the fast path, reading
-/// only its first 58 (IPv4) or 78 (IPv6) octets at fixed offsets (module docs).
+/// only its first 58 (IPv4) or 78 (IPv6) octets at fixed offsets (module docs): with one
+/// tag, the IP header and 20 octets of TCP or 8 of UDP.
 #[inline(always)]
 pub fn classify(frame: &[u8]) -> Fast {
     let Some(eth) = frame.first_chunk::<TAGGED>() else { return Fast::General };

@@ -69,7 +69,7 @@ impl Worker {
     /// octet's high bit clear, RFC 8999 §5.2); if so, the decode cache's bucket for its
     /// DCID is prefetched.
     #[inline(always)]
-    fn quic_short_header_hint(&self, frame: &[u8], svc: &ServiceSnap, ethertype: u16, ip_udp: usize) -> bool {
+    pub(super) fn quic_short_header_hint(&self, frame: &[u8], svc: &ServiceSnap, ethertype: u16, ip_udp: usize) -> bool {
         // Ethernet (+ the one VLAN tag the hints allow) + IP header + UDP header
         let payload = if frame.get(12..14) == Some(&ethertype.to_be_bytes()) { 14 + ip_udp } else { 18 + ip_udp };
         match (svc.quic_lb.as_deref(), frame.get(payload..).and_then(|p| p.split_first())) {

@@ -53,6 +53,9 @@ const KEYED: Lane = 1;
 const SIX: Lane = 2;
 /// With [`KEYED`]: the fast path may decide (its first bucket prefetched).
 const FAST: Lane = 4;
+/// With [`KEYED`]: prefetch the second bucket too (a SYN: its insertion reads it when the
+/// first is full).
+const SECOND: Lane = 8;
 
 /// The per-burst arrays the stages pass on (structure of arrays, indexed by the packet's
 /// place in the burst, [`BURST`] places). Kept in the worker, so a burst allocates and
@@ -110,6 +113,22 @@ fn covered(svc: &ServiceSnap) -> bool {
         && svc.encap_overhead == 0
         && svc.quic_lb.is_none()
         && (svc.tracking == TrackingMode::PER_CONNECTION || matches!(svc.affinity, SessionAffinity::NONE | SessionAffinity::CLIENT_IP_PORT_PROTO))
+}
+
+impl Worker {
+    /// For a TCP/UDP frame of `svc`, a service the fast path does not cover: whether the
+    /// general path's lookup gets the key's buckets computed and prefetched in stage 2,
+    /// as every TCP/UDP packet's did before the vector path (`Worker::prefetch_target`):
+    /// yes when its entries are keyed by the client's address and port (IPIP/GUE, QUIC-LB
+    /// long headers); no for session entries (another key), and for a QUIC short header,
+    /// which is routed by its DCID and never reads the table: its decode-cache bucket is
+    /// prefetched instead. `ethertype` and `ip_udp` (IP and UDP header octets) place the
+    /// QUIC payload.
+    #[inline]
+    fn general_keyed(&self, frame: &[u8], svc: &ServiceSnap, ethertype: u16, ip_udp: usize) -> bool {
+        let per_connection = svc.tracking == TrackingMode::PER_CONNECTION || matches!(svc.affinity, SessionAffinity::NONE | SessionAffinity::CLIENT_IP_PORT_PROTO);
+        per_connection && !(svc.proto == wire::PROTO_UDP && svc.quic_lb.is_some() && self.quic_short_header_hint(frame, svc, ethertype, ip_udp))
+    }
 }
 
 /// Whether TCP `flags` open a connection (SYN without ACK, FIN or RST), as `select` reads
@@ -171,14 +190,22 @@ impl Worker {
                                 memo4 = Some((t.dst, t.dport, t.proto, s, svc.id));
                                 (s, svc.id)
                             }
-                            _ => continue,
+                            Some((_, svc)) => {
+                                // the general path decides; its lookup still gets its buckets
+                                if self.general_keyed(d, svc, wire::ETHERTYPE_IPV4, 28) {
+                                    self.plan.key4[j] = CtKey { src: t.src, sport: t.sport, service: svc.id };
+                                    self.plan.lane[j] = KEYED | if opens(t.flags, t.proto) { SECOND } else { 0 };
+                                }
+                                continue;
+                            }
+                            None => continue,
                         },
                     };
                     self.plan.svc[j] = s;
                     self.plan.flags[j] = t.flags;
                     self.plan.len[j] = d.len() as u32;
                     self.plan.key4[j] = CtKey { src: t.src, sport: t.sport, service: id };
-                    self.plan.lane[j] = if opens(t.flags, t.proto) { KEYED } else { KEYED | FAST };
+                    self.plan.lane[j] = if opens(t.flags, t.proto) { KEYED | SECOND } else { KEYED | FAST };
                 }
                 Fast::V6(t) => {
                     self.ipv6_seen = true;
@@ -189,14 +216,21 @@ impl Worker {
                                 memo6 = Some((t.dst, t.dport, t.proto, s, svc.id));
                                 (s, svc.id)
                             }
-                            _ => continue,
+                            Some((_, svc)) => {
+                                if self.general_keyed(d, svc, wire::ETHERTYPE_IPV6, 48) {
+                                    self.plan.key6[j] = CtKey { src: t.src, sport: t.sport, service: svc.id };
+                                    self.plan.lane[j] = KEYED | SIX | if opens(t.flags, t.proto) { SECOND } else { 0 };
+                                }
+                                continue;
+                            }
+                            None => continue,
                         },
                     };
                     self.plan.svc[j] = s;
                     self.plan.flags[j] = t.flags;
                     self.plan.len[j] = d.len() as u32;
                     self.plan.key6[j] = CtKey { src: t.src, sport: t.sport, service: id };
-                    self.plan.lane[j] = if opens(t.flags, t.proto) { KEYED | SIX } else { KEYED | SIX | FAST };
+                    self.plan.lane[j] = if opens(t.flags, t.proto) { KEYED | SIX | SECOND } else { KEYED | SIX | FAST };
                 }
                 Fast::General => {}
             }
@@ -228,8 +262,8 @@ impl Worker {
         if lane & KEYED == 0 {
             return;
         }
-        // a fast lane reads its first bucket; a SYN's insertion may read both
-        let second = lane & FAST == 0;
+        // a lookup reads the first bucket; a SYN's insertion may read both
+        let second = lane & SECOND != 0;
         if lane & SIX == 0 {
             self.ct.prefetch_bucket(b1);
             if second {
@@ -252,6 +286,7 @@ impl Worker {
         let lane = if j < self.plan.n { self.plan.lane[j % BURST] } else { GENERAL };
         let j = j % BURST;
         if lane & KEYED != 0 {
+            debug_assert!(lane & FAST == 0 || buf.data().len() == self.plan.len[j] as usize, "decide_planned: not the planned frame");
             let pair = self.plan.buckets[j];
             if lane & SIX == 0 {
                 let k = self.plan.key4[j];
