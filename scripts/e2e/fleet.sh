@@ -169,19 +169,19 @@ e2e_fleet_sync_security() {
     for e in "${SPW_BACKENDS[@]}"; do [[ "$e" != "$pick" ]] && { evil="$e"; break; }; done
     echo "  client port $port: Maglev picks $pick; the messages try to pin it (and port $port_ok) to $evil"
     forge() {
-        nsx rt "$SPW_PYTHON" "$SPW_LIB_DIR/sync_forge.py" --key-file "$(fleet_sync_key)" --target "${FLEET_MGMT_ADDR[lb1]}:$FLEET_SYNC_PORT" \
+        nsx "$FLEET_CLIENT" "$SPW_PYTHON" "$SPW_LIB_DIR/sync_forge.py" --key-file "$(fleet_sync_key)" --target "${FLEET_MGMT_ADDR[lb1]}:$FLEET_SYNC_PORT" \
             --client "$FLEET_CLIENT_ADDR" --vip "$SPW_VIP" --endpoint "${SPW_ADDR[$evil]}" "$@"
     }
     out="$(forge --client-port "$port" --kind forged --kind wrongkey --kind unknown)"
-    # The positive control: the router sends from host 2's management address, as an
-    # attacker who has the key and spoofs a peer could (the address on its loopback, never
-    # answered in ARP, so host 2 keeps its traffic). A stale and an old-version message come
-    # from there too: from any other address they are refused as unknown_peer first.
-    nssysctl rt net.ipv4.conf.all.arp_ignore=1 net.ipv4.conf.lan0.arp_ignore=1 net.ipv4.conf.all.arp_announce=2 net.ipv4.conf.lan0.arp_announce=2
-    nsx rt ip addr add "${FLEET_MGMT_ADDR[lb2]}/32" dev lo
+    # The positive control: the client sends from host 2's management address, through the
+    # router, as an attacker who has the key and spoofs a peer could (the address on the
+    # client's loopback: not on the router, whose BGP and BFD sessions with host 2 must go
+    # on). A stale and an old-version message come from there too: from any other address
+    # they are refused as unknown_peer first.
+    nsx "$FLEET_CLIENT" ip addr add "${FLEET_MGMT_ADDR[lb2]}/32" dev lo
     out+=$'\n'"$(forge --client-port "$port" --kind stale --kind oldversion --source "${FLEET_MGMT_ADDR[lb2]}:$FLEET_SYNC_PORT")"
     out+=$'\n'"$(forge --client-port "$port_ok" --kind peer --source "${FLEET_MGMT_ADDR[lb2]}:$FLEET_SYNC_PORT")"
-    nsx rt ip addr del "${FLEET_MGMT_ADDR[lb2]}/32" dev lo
+    nsx "$FLEET_CLIENT" ip addr del "${FLEET_MGMT_ADDR[lb2]}/32" dev lo
     sed 's/^/    /' <<<"$out"
     sleep 0.5
     fleet_ctl lb1 flows show --limit 100000 --json >"$SPW_LOG_DIR/flows-lb1.json"

@@ -17,6 +17,7 @@ import struct
 import sys
 
 ETH_P_IP = 0x0800
+ETH_P_ALL = 0x0003
 
 
 def checksum(b):
@@ -51,7 +52,9 @@ def main():
     r_ip, r_port = a.relay_to.rsplit(":", 1)
     want = (socket.inet_aton(f_ip), int(f_port), socket.inet_aton(t_ip), int(t_port))
     out_mac = bytes.fromhex(a.out_mac.replace(":", ""))
-    tap = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_IP))
+    # ETH_P_ALL: the frames the switch sends out of the port are seen only by taps of
+    # every protocol (the kernel's dev_queue_xmit_nit).
+    tap = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
     tap.bind((a.tap_if, 0))
     out = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
     out.bind((a.out_if, 0))
