@@ -32,9 +32,20 @@ fleet_moved_ports() {
 # fleet_moved HOST KA PORTS: how many of them (fleet_moved_ports).
 fleet_moved() { fleet_moved_ports "$@" | wc -l; }
 
+# fleet_fail HOST NEXTHOPS: SIGKILL HOST, wait up to 5 s for the router's VIP route to have
+# NEXTHOPS next hops, then for the keep-alive clients to end; the kill time in FLEET_T_KILL.
+fleet_fail() {
+    local ms
+    FLEET_T_KILL="$(date +%s.%N)"
+    kill -KILL "$(fleet_pid "$1")"
+    ms="$(fleet_wait_nexthops "$2" 5)" || ms=99999
+    echo "  SIGKILL $1: route withdrawn after $ms ms"
+    wait "$FLEET_KA_PID" || true
+}
+
 ## fleet_churn: keep-alive connections over two syncing hosts; a weight change, a backend added and a backend disabled on both; SIGKILL host 1 -> every connection of host 1 keeps working through host 2 on the same backend (also those whose Maglev pick moved)
 e2e_fleet_churn() {
-    local ms t_kill s1 a s2 b moved adopted
+    local ms s1 a s2 b moved adopted
     export FLEET_BACKENDS="b1 b2 b3"   # b4 joins live
     fleet_up
     fleet_start lb1
@@ -50,13 +61,9 @@ e2e_fleet_churn() {
     moved="$(fleet_moved lb2 "$SPW_LOG_DIR/ka.tsv" "$SPW_LOG_DIR/ports-lb1")"
     echo "  host 1 carries $(wc -l <"$SPW_LOG_DIR/ports-lb1") connections, host 2 $(wc -l <"$SPW_LOG_DIR/ports-lb2"); $moved of host 1's are on a backend host 2's Maglev table no longer picks"
     echo "  lb2 sync: installed $(fleet_sync lb2 installed), received records $(fleet_sync lb2 received_records), lag max $(fleet_sync lb2 lag_ms_max) ms"
-    t_kill="$(date +%s.%N)"
-    kill -KILL "$(fleet_pid lb1)"
-    ms="$(fleet_wait_nexthops 1 5)" || ms=99999
-    echo "  SIGKILL host 1: route withdrawn after $ms ms"
-    wait "$FLEET_KA_PID" || true
-    read -r s1 a < <(fleet_ka_report "$SPW_LOG_DIR/ka.tsv" "$t_kill" "$SPW_LOG_DIR/ports-lb1")
-    read -r s2 b < <(fleet_ka_report "$SPW_LOG_DIR/ka.tsv" "$t_kill" "$SPW_LOG_DIR/ports-lb2")
+    fleet_fail lb1 1
+    read -r s1 a < <(fleet_ka_report "$SPW_LOG_DIR/ka.tsv" "$FLEET_T_KILL" "$SPW_LOG_DIR/ports-lb1")
+    read -r s2 b < <(fleet_ka_report "$SPW_LOG_DIR/ka.tsv" "$FLEET_T_KILL" "$SPW_LOG_DIR/ports-lb2")
     adopted="$(fleet_sync lb2 adopted)"
     echo "  FIGURE: host 1's connections that kept working on their backend through host 2: $s1 of $a ($moved of them moved by the edits); host 2's: $s2 of $b; adopted on host 2: $adopted"
     e2e_check "host 1 carried keep-alive connections ($a)" _gt0 "$a"
@@ -157,7 +164,7 @@ print('never' if not p or p[0]['last_heard_sec'] is None else '%.1f' % p[0]['las
 
 ## fleet_sync_security: forged, wrong-key, old-version, stale and unknown-source sync messages install nothing and are counted by reason; the same record from a peer's address (the positive control) is installed, and its replay is refused; then the relay attack: every sync datagram host 1 sends host 2 is re-sent to host 3 from a non-peer address and spoofed from host 1; host 3 refuses every copy, keeps hearing host 1, and on host 1's SIGKILL every connection of host 1 keeps its backend
 e2e_fleet_sync_security() {
-    local ms port=45555 port_ok=45556 pick evil e out flows relayed s1 a moved heard t_kill
+    local ms port=45555 port_ok=45556 pick evil e out flows relayed s1 a moved heard
     FLEET_HOSTS=(lb1 lb2 lb3)
     export FLEET_BACKENDS="b1 b2 b3"   # b4 joins live (the relay part's edits)
     fleet_up
@@ -224,12 +231,8 @@ sys.exit(0 if len(rows) == 1 and rows[0]['backend'] == '$evil' and rows[0]['stat
     heard="$(fleet_peer_heard lb3 lb1)"
     relayed="$(cat "$SPW_RUN_DIR/relayed")"
     echo "  relayed $relayed datagrams of host 1 to host 2 to host 3 (twice each); host 3: unknown_peer $(fleet_sync lb3 rejected.unknown_peer), wrong_recipient $(fleet_sync lb3 rejected.wrong_recipient), replayed $(fleet_sync lb3 rejected.replayed), lost $(fleet_sync lb3 lost_messages); heard host 1 ${heard} s ago"
-    t_kill="$(date +%s.%N)"
-    kill -KILL "$(fleet_pid lb1)"
-    ms="$(fleet_wait_nexthops 2 5)" || ms=99999
-    echo "  SIGKILL host 1: route withdrawn after $ms ms"
-    wait "$FLEET_KA_PID" || true
-    read -r s1 a < <(fleet_ka_report "$SPW_LOG_DIR/ka.tsv" "$t_kill" "$SPW_LOG_DIR/ports-lb1")
+    fleet_fail lb1 2
+    read -r s1 a < <(fleet_ka_report "$SPW_LOG_DIR/ka.tsv" "$FLEET_T_KILL" "$SPW_LOG_DIR/ports-lb1")
     echo "  FIGURE: host 1's connections that kept working on their backend after its SIGKILL: $s1 of $a ($moved of them on a backend host 3's Maglev table no longer picks)"
     e2e_check "the tap relayed host 1's datagrams to host 2 ($relayed)" _gt0 "$relayed"
     e2e_check "host 3 refused the non-peer copies as unknown_peer ($(fleet_sync lb3 rejected.unknown_peer) of $relayed)" _ge "$(fleet_sync lb3 rejected.unknown_peer)" "$relayed"
