@@ -9,7 +9,7 @@ fuzz_target!(|data: &[u8]| {
     let key = SyncKey::from_file_contents(b"fuzz key of thirty-two bytes....").expect("key");
     // As received from the network: framing, tag, replay and stale checks, records.
     if let Ok(h) = verify(data, &key) {
-        let _ = Receiver::new(0, 30_000).accept(&h, h.sent_ms);
+        let _ = Receiver::new(0, h.to, &[h.from], 30_000).accept(&h, h.from, h.sent_ms);
         if let (rs, 0) = records(data) {
             assert_eq!(encode(&h, &rs, &key), data, "decode then encode is the identity");
         }

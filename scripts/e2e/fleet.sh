@@ -32,9 +32,20 @@ fleet_moved_ports() {
 # fleet_moved HOST KA PORTS: how many of them (fleet_moved_ports).
 fleet_moved() { fleet_moved_ports "$@" | wc -l; }
 
+# fleet_fail HOST NEXTHOPS: SIGKILL HOST, wait up to 5 s for the router's VIP route to have
+# NEXTHOPS next hops, then for the keep-alive clients to end; the kill time in FLEET_T_KILL.
+fleet_fail() {
+    local ms
+    FLEET_T_KILL="$(date +%s.%N)"
+    kill -KILL "$(fleet_pid "$1")"
+    ms="$(fleet_wait_nexthops "$2" 5)" || ms=99999
+    echo "  SIGKILL $1: route withdrawn after $ms ms"
+    wait "$FLEET_KA_PID" || true
+}
+
 ## fleet_churn: keep-alive connections over two syncing hosts; a weight change, a backend added and a backend disabled on both; SIGKILL host 1 -> every connection of host 1 keeps working through host 2 on the same backend (also those whose Maglev pick moved)
 e2e_fleet_churn() {
-    local ms t_kill s1 a s2 b moved adopted
+    local ms s1 a s2 b moved adopted
     export FLEET_BACKENDS="b1 b2 b3"   # b4 joins live
     fleet_up
     fleet_start lb1
@@ -50,13 +61,9 @@ e2e_fleet_churn() {
     moved="$(fleet_moved lb2 "$SPW_LOG_DIR/ka.tsv" "$SPW_LOG_DIR/ports-lb1")"
     echo "  host 1 carries $(wc -l <"$SPW_LOG_DIR/ports-lb1") connections, host 2 $(wc -l <"$SPW_LOG_DIR/ports-lb2"); $moved of host 1's are on a backend host 2's Maglev table no longer picks"
     echo "  lb2 sync: installed $(fleet_sync lb2 installed), received records $(fleet_sync lb2 received_records), lag max $(fleet_sync lb2 lag_ms_max) ms"
-    t_kill="$(date +%s.%N)"
-    kill -KILL "$(fleet_pid lb1)"
-    ms="$(fleet_wait_nexthops 1 5)" || ms=99999
-    echo "  SIGKILL host 1: route withdrawn after $ms ms"
-    wait "$FLEET_KA_PID" || true
-    read -r s1 a < <(fleet_ka_report "$SPW_LOG_DIR/ka.tsv" "$t_kill" "$SPW_LOG_DIR/ports-lb1")
-    read -r s2 b < <(fleet_ka_report "$SPW_LOG_DIR/ka.tsv" "$t_kill" "$SPW_LOG_DIR/ports-lb2")
+    fleet_fail lb1 1
+    read -r s1 a < <(fleet_ka_report "$SPW_LOG_DIR/ka.tsv" "$FLEET_T_KILL" "$SPW_LOG_DIR/ports-lb1")
+    read -r s2 b < <(fleet_ka_report "$SPW_LOG_DIR/ka.tsv" "$FLEET_T_KILL" "$SPW_LOG_DIR/ports-lb2")
     adopted="$(fleet_sync lb2 adopted)"
     echo "  FIGURE: host 1's connections that kept working on their backend through host 2: $s1 of $a ($moved of them moved by the edits); host 2's: $s2 of $b; adopted on host 2: $adopted"
     e2e_check "host 1 carried keep-alive connections ($a)" _gt0 "$a"
@@ -147,34 +154,48 @@ e2e_fleet_rolling_upgrade() {
     e2e_done
 }
 
-## fleet_sync_security: forged, wrong-key, stale and unknown-source sync messages install nothing and are counted by reason; the same record from a peer's address (the positive control) is installed, and its replay is refused
+# fleet_peer_heard HOST PEER: seconds since HOST last accepted a message of PEER ("never").
+fleet_peer_heard() {
+    fleet_ctl "$1" status --json | "$SPW_PYTHON" -c "
+import json, sys
+p = [p for p in json.load(sys.stdin)['sync']['peers'] if p['address'] == sys.argv[1]]
+print('never' if not p or p[0]['last_heard_sec'] is None else '%.1f' % p[0]['last_heard_sec'])" "${FLEET_MGMT_ADDR[$2]}:$FLEET_SYNC_PORT"
+}
+
+## fleet_sync_security: forged, wrong-key, old-version, stale and unknown-source sync messages install nothing and are counted by reason; the same record from a peer's address (the positive control) is installed, and its replay is refused; then the relay attack: every sync datagram host 1 sends host 2 is re-sent to host 3 from a non-peer address and spoofed from host 1; host 3 refuses every copy, keeps hearing host 1, and on host 1's SIGKILL every connection of host 1 keeps its backend
 e2e_fleet_sync_security() {
-    local ms port=45555 port_ok=45556 pick evil e out flows
+    local ms port=45555 port_ok=45556 pick evil e out flows relayed s1 a moved heard
+    FLEET_HOSTS=(lb1 lb2 lb3)
+    export FLEET_BACKENDS="b1 b2 b3"   # b4 joins live (the relay part's edits)
     fleet_up
     fleet_start lb1
     fleet_start lb2
-    ms="$(fleet_wait_nexthops 2 40)" || e2e_fail "router has no two-path VIP route within 40 s: '$(fleet_route)'"
+    fleet_start lb3
+    ms="$(fleet_wait_nexthops 3 40)" || e2e_fail "router has no three-path VIP route within 40 s: '$(fleet_route)'"
     pick="$(fleet_explain lb1 "$port")"
     for e in "${SPW_BACKENDS[@]}"; do [[ "$e" != "$pick" ]] && { evil="$e"; break; }; done
     echo "  client port $port: Maglev picks $pick; the messages try to pin it (and port $port_ok) to $evil"
     forge() {
-        nsx rt "$SPW_PYTHON" "$SPW_LIB_DIR/sync_forge.py" --key-file "$(fleet_sync_key)" --target "${FLEET_MGMT_ADDR[lb1]}:$FLEET_SYNC_PORT" \
+        nsx "$FLEET_CLIENT" "$SPW_PYTHON" "$SPW_LIB_DIR/sync_forge.py" --key-file "$(fleet_sync_key)" --target "${FLEET_MGMT_ADDR[lb1]}:$FLEET_SYNC_PORT" \
             --client "$FLEET_CLIENT_ADDR" --vip "$SPW_VIP" --endpoint "${SPW_ADDR[$evil]}" "$@"
     }
-    out="$(forge --client-port "$port" --kind forged --kind wrongkey --kind stale --kind unknown)"
-    # The positive control: the router sends from host 2's management address, as an
-    # attacker who has the key and spoofs a peer could (the address on its loopback, never
-    # answered in ARP, so host 2 keeps its traffic).
-    nssysctl rt net.ipv4.conf.all.arp_ignore=1 net.ipv4.conf.lan0.arp_ignore=1 net.ipv4.conf.all.arp_announce=2 net.ipv4.conf.lan0.arp_announce=2
-    nsx rt ip addr add "${FLEET_MGMT_ADDR[lb2]}/32" dev lo
+    out="$(forge --client-port "$port" --kind forged --kind wrongkey --kind unknown)"
+    # The positive control: the client sends from host 2's management address, through the
+    # router, as an attacker who has the key and spoofs a peer could (the address on the
+    # client's loopback: not on the router, whose BGP and BFD sessions with host 2 must go
+    # on). A stale and an old-version message come from there too: from any other address
+    # they are refused as unknown_peer first.
+    nsx "$FLEET_CLIENT" ip addr add "${FLEET_MGMT_ADDR[lb2]}/32" dev lo
+    out+=$'\n'"$(forge --client-port "$port" --kind stale --kind oldversion --source "${FLEET_MGMT_ADDR[lb2]}:$FLEET_SYNC_PORT")"
     out+=$'\n'"$(forge --client-port "$port_ok" --kind peer --source "${FLEET_MGMT_ADDR[lb2]}:$FLEET_SYNC_PORT")"
-    nsx rt ip addr del "${FLEET_MGMT_ADDR[lb2]}/32" dev lo
+    nsx "$FLEET_CLIENT" ip addr del "${FLEET_MGMT_ADDR[lb2]}/32" dev lo
     sed 's/^/    /' <<<"$out"
     sleep 0.5
     fleet_ctl lb1 flows show --limit 100000 --json >"$SPW_LOG_DIR/flows-lb1.json"
     flows="$SPW_LOG_DIR/flows-lb1.json"
     e2e_check "bad_tag counts the forged and the wrong-key message ($(fleet_sync lb1 rejected.bad_tag))" _eq "$(fleet_sync lb1 rejected.bad_tag)" 2
     e2e_check "stale counted ($(fleet_sync lb1 rejected.stale))" _eq "$(fleet_sync lb1 rejected.stale)" 1
+    e2e_check "version counted ($(fleet_sync lb1 rejected.version))" _eq "$(fleet_sync lb1 rejected.version)" 1
     e2e_check "unknown_peer counted ($(fleet_sync lb1 rejected.unknown_peer))" _eq "$(fleet_sync lb1 rejected.unknown_peer)" 1
     e2e_check "the replay of the accepted message is refused ($(fleet_sync lb1 rejected.replayed))" _eq "$(fleet_sync lb1 rejected.replayed)" 1
     e2e_check "no entry for client port $port was installed" bash -c "! grep -q ':$port\"' '$flows'"
@@ -183,6 +204,44 @@ import json, sys
 rows = [e for e in json.load(open('$flows'))['entries'] if e['client'].endswith(':$port_ok')]
 sys.exit(0 if len(rows) == 1 and rows[0]['backend'] == '$evil' and rows[0]['state'] == 'synced' else 1)"
     e2e_check "exactly one record installed ($(fleet_sync lb1 installed))" _eq "$(fleet_sync lb1 installed)" 1
+
+    # The relay attack (found by QA): host 2 restarts, so host 1's numbering for host 2
+    # runs ahead of its numbering for host 3 (the dump host 1 sent host 2); then a tap on
+    # host 2's switch port re-sends every datagram host 1 sends host 2 to host 3, once from
+    # a non-peer address and once spoofed from host 1. Before: host 3 took the copies' numbers
+    # as host 1's, refused every genuine message of host 1 as replayed, installed the spoofed
+    # copies, and host 1's connections broke when it failed.
+    kill -TERM "$(fleet_pid lb2)"
+    topo_wait_for 10 bash -c "! kill -0 $(fleet_pid lb2) 2>/dev/null" || e2e_fail "lb2 did not exit on SIGTERM"
+    fleet_start lb2
+    ms="$(fleet_wait_nexthops 3 30)" || e2e_fail "lb2 not announced again within 30 s"
+    echo "  lb2 restarted: $(fleet_sync lb2 startup)"
+    topo_spawn sw "$SPW_LOG_DIR/relay.log" "$SPW_PID_DIR/relay.pid" "$SPW_PYTHON" "$SPW_LIB_DIR/sync_relay.py" \
+        --tap-if p-lb2-mgmt0 --out-if p-lb3-mgmt0 --out-mac "${FLEET_MGMT_MAC[lb3]}" \
+        --from "${FLEET_MGMT_ADDR[lb1]}:$FLEET_SYNC_PORT" --to "${FLEET_MGMT_ADDR[lb2]}:$FLEET_SYNC_PORT" \
+        --relay-to "${FLEET_MGMT_ADDR[lb3]}:$FLEET_SYNC_PORT" --source 10.200.0.99 --source "${FLEET_MGMT_ADDR[lb1]}" \
+        --count-file "$SPW_RUN_DIR/relayed"
+    topo_wait_for 5 grep -q relaying "$SPW_LOG_DIR/relay.log" || e2e_fail "the relay did not start: $(cat "$SPW_LOG_DIR/relay.log")"
+    fleet_ka_start "${E2E_FLEET_CONNS:-90}" 14 "$SPW_LOG_DIR/ka.tsv"
+    sleep 1.5
+    fleet_churn_edits lb1 lb2 lb3
+    sleep 2.5   # confirmations and refreshes reach the peers (refresh_interval_sec = 2)
+    fleet_flow_ports lb1 >"$SPW_LOG_DIR/ports-lb1"
+    moved="$(fleet_moved lb3 "$SPW_LOG_DIR/ka.tsv" "$SPW_LOG_DIR/ports-lb1")"
+    heard="$(fleet_peer_heard lb3 lb1)"
+    relayed="$(cat "$SPW_RUN_DIR/relayed")"
+    echo "  relayed $relayed datagrams of host 1 to host 2 to host 3 (twice each); host 3: unknown_peer $(fleet_sync lb3 rejected.unknown_peer), wrong_recipient $(fleet_sync lb3 rejected.wrong_recipient), replayed $(fleet_sync lb3 rejected.replayed), lost $(fleet_sync lb3 lost_messages); heard host 1 ${heard} s ago"
+    fleet_fail lb1 2
+    read -r s1 a < <(fleet_ka_report "$SPW_LOG_DIR/ka.tsv" "$FLEET_T_KILL" "$SPW_LOG_DIR/ports-lb1")
+    echo "  FIGURE: host 1's connections that kept working on their backend after its SIGKILL: $s1 of $a ($moved of them on a backend host 3's Maglev table no longer picks)"
+    e2e_check "the tap relayed host 1's datagrams to host 2 ($relayed)" _gt0 "$relayed"
+    e2e_check "host 3 refused the non-peer copies as unknown_peer ($(fleet_sync lb3 rejected.unknown_peer) of $relayed)" _ge "$(fleet_sync lb3 rejected.unknown_peer)" "$relayed"
+    e2e_check "host 3 refused the spoofed copies as wrong_recipient ($(fleet_sync lb3 rejected.wrong_recipient) of $relayed)" _ge "$(fleet_sync lb3 rejected.wrong_recipient)" "$relayed"
+    e2e_check "host 3 refused no genuine message of host 1 as replayed ($(fleet_sync lb3 rejected.replayed))" _eq "$(fleet_sync lb3 rejected.replayed)" 0
+    e2e_check "host 3 kept hearing host 1 (last ${heard} s ago)" "$SPW_PYTHON" -c "import sys; sys.exit(0 if '$heard' != 'never' and float('$heard') < 2 else 1)"
+    e2e_check "host 1 carried keep-alive connections ($a)" _gt0 "$a"
+    e2e_check "the edits moved some of host 1's picks on host 3 ($moved), so the test can fail without host 3's copies" _gt0 "$moved"
+    e2e_check "every connection of host 1 keeps working on its backend ($s1 of $a)" _eq "$s1" "$a"
     e2e_done
 }
 

@@ -48,6 +48,10 @@ pub const INSTALL_PER_POLL: usize = 256;
 /// Buckets the refresh walk visits per poll iteration at most (two cache lines each).
 pub const WALK_MAX_PER_POLL: usize = 256;
 
+/// Removals of flushed entries a worker queues per poll iteration at most (`flows flush`
+/// of more entries than the outbound queue holds is queued over several polls, none lost).
+pub const REMOVALS_PER_POLL: usize = 1_024;
+
 /// A connection record a worker tells the `sync` thread about, its endpoint resolved by
 /// the worker from the snapshot it used (so a record of an endpoint removed meanwhile still
 /// names it).

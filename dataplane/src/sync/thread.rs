@@ -6,17 +6,19 @@
 //! announce until they arrived or `startup_sync_timeout_sec` passed. A host asked for a
 //! dump runs one pass at a time: it bumps the dump epoch, every worker walks its whole
 //! table once and ends with a marker, and when the markers of every worker have been
-//! popped (so every record of the pass is sent) the requesters of that pass get DumpEnd.
+//! popped (so every record of the pass is sent) each requester of that pass gets a DumpEnd
+//! naming it (its sender id: a requester that restarted meanwhile does not take the end of
+//! its previous run's pass as its own).
 //! Requests that arrive meanwhile wait for the next pass; a repeated request of a waiting
 //! or served requester changes nothing. Records only due to a dump (idle entries, other
 //! hosts' copies) go to its requesters alone, paced to [`DUMP_MESSAGES_PER_SEC`].
 
-use super::dump::{Dumps, PASS_TIMEOUT};
+use super::dump::{Dumps, Requester, PASS_TIMEOUT};
 use super::{DumpItem, Placement, SyncIn, SyncOut, SyncQueues};
 use crate::control::snapshot::Snapshot;
 use crate::daemon::Daemon;
 use spillway_shared::config::sync::SyncConfig;
-use spillway_shared::sync::{self as wire, Header, Kind, Record, Reject, SyncKey, SyncPeerStatus, SyncStatus};
+use spillway_shared::sync::{self as wire, Kind, Outgoing, Record, Reject, SyncKey, SyncPeerStatus, SyncStatus};
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
@@ -35,6 +37,8 @@ const KEEPALIVE: Duration = Duration::from_secs(1);
 pub const DUMP_MESSAGES_PER_SEC: f64 = 20_000.0;
 /// Receive buffer asked of the kernel for the sync socket, bytes (~3,000 messages).
 pub const RECV_BUFFER: usize = 4 << 20;
+/// A refusal reason is logged at most this often (every one is counted).
+const REJECT_LOG_EVERY: Duration = Duration::from_secs(10);
 
 #[derive(Default)]
 struct Counters {
@@ -45,6 +49,8 @@ struct Counters {
     received_messages: AtomicU64,
     received_records: AtomicU64,
     rejected: Mutex<HashMap<Reject, u64>>,
+    /// When each refusal reason was last logged.
+    rejected_logged: Mutex<HashMap<Reject, Instant>>,
     unknown_service: AtomicU64,
     unknown_endpoint: AtomicU64,
     bad_records: AtomicU64,
@@ -76,9 +82,11 @@ pub struct SyncRuntime {
     peers_addr: Vec<SocketAddr>,
     /// This host's sender id (random per start).
     pub sender: u64,
-    /// Next sequence number, per peer (each peer's messages are numbered on their own, so
-    /// a gap at the receiver is a lost message).
-    seqs: Vec<AtomicU64>,
+    /// This host's listen address (the source and recipient address its messages name).
+    listen: SocketAddr,
+    /// Sender id, address and the next sequence number per peer (each peer's messages are
+    /// numbered on their own, so a gap at the receiver is a lost message).
+    out: wire::Sender,
     placement: Placement,
     counters: Counters,
     peers: Mutex<Vec<Peer>>,
@@ -144,7 +152,8 @@ impl SyncRuntime {
             key,
             socket,
             peers: Mutex::new(peers_addr.iter().map(|a| Peer { addr: Some(*a), ..Peer::default() }).collect()),
-            seqs: peers_addr.iter().map(|_| AtomicU64::new(seq)).collect(),
+            out: wire::Sender::new(sender, listen, &peers_addr, seq),
+            listen,
             peers_addr,
             sender,
             placement,
@@ -176,8 +185,16 @@ impl SyncRuntime {
         }
     }
 
-    fn reject(&self, r: Reject) {
+    /// Counts a refused message from `from`, and logs the reason at most once per
+    /// [`REJECT_LOG_EVERY`] (a flood of forged datagrams must not flood the log).
+    fn reject(&self, r: Reject, from: SocketAddr) {
         *self.counters.rejected.lock().unwrap_or_else(|e| e.into_inner()).entry(r).or_default() += 1;
+        let mut logged = self.counters.rejected_logged.lock().unwrap_or_else(|e| e.into_inner());
+        if logged.get(&r).is_none_or(|t| t.elapsed() >= REJECT_LOG_EVERY) {
+            logged.insert(r, Instant::now());
+            let reason: &str = r.into();
+            tracing::warn!(reason, peer = %from, "flow-state sync message refused (counted in rejected; logged at most every {} s per reason) {}", REJECT_LOG_EVERY.as_secs(), r.hint());
+        }
     }
 
     fn send_to(&self, kind: Kind, records: &[Record], to: &[SocketAddr]) {
@@ -185,19 +202,28 @@ impl SyncRuntime {
             *self.last_sent.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
         }
         for a in to {
-            let Some(i) = self.peers_addr.iter().position(|p| p == a) else { continue };
-            let seq = self.seqs[i].fetch_add(1, Relaxed);
-            let h = Header { kind, sender: self.sender, seq, sent_ms: unix_ms(), digest: self.digest.load(Relaxed) };
-            let msg = wire::encode(&h, records, &self.key);
-            match self.socket.send_to(&msg, a) {
-                Ok(n) => {
-                    self.counters.sent_messages.fetch_add(1, Relaxed);
-                    self.counters.sent_records.fetch_add(records.len() as u64, Relaxed);
-                    self.counters.sent_bytes.fetch_add(n as u64, Relaxed);
-                }
-                Err(_) => {
-                    self.counters.send_errors.fetch_add(1, Relaxed);
-                }
+            self.send_one(*a, kind, 0, records);
+        }
+    }
+
+    /// DumpEnd to each requester of a pass, naming it ([`Outgoing::request`]).
+    fn send_dump_end(&self, to: &[Requester]) {
+        for (a, id) in to {
+            self.send_one(*a, Kind::DumpEnd, *id, &[]);
+        }
+    }
+
+    fn send_one(&self, to: SocketAddr, kind: Kind, request: u64, records: &[Record]) {
+        let m = Outgoing { kind, request, sent_ms: unix_ms(), digest: self.digest.load(Relaxed) };
+        let Some(msg) = self.out.message(to, m, records, &self.key) else { return };
+        match self.socket.send_to(&msg, to) {
+            Ok(n) => {
+                self.counters.sent_messages.fetch_add(1, Relaxed);
+                self.counters.sent_records.fetch_add(records.len() as u64, Relaxed);
+                self.counters.sent_bytes.fetch_add(n as u64, Relaxed);
+            }
+            Err(_) => {
+                self.counters.send_errors.fetch_add(1, Relaxed);
             }
         }
     }
@@ -331,7 +357,7 @@ fn aged(o: &SyncOut, now_ms: u32) -> Record {
 pub fn run(rt: &SyncRuntime, daemon: &Daemon, stop: &AtomicBool) {
     let mut b = Batches { all: Vec::with_capacity(wire::MAX_RECORDS), all_since: None, dump: Vec::with_capacity(wire::MAX_RECORDS), dump_tokens: 64.0, last_refill: Instant::now(), next_worker: 0 };
     let mut index: Option<Index> = None;
-    let mut receiver = wire::Receiver::new(rt.sender, u64::from(rt.cfg.max_message_age_sec) * 1000).not_before(unix_ms());
+    let mut receiver = wire::Receiver::new(rt.sender, rt.listen, &rt.peers_addr, u64::from(rt.cfg.max_message_age_sec) * 1000).not_before(unix_ms());
     let mut buf = vec![0u8; 2048];
     let mut dumps = Dumps::default();
     let mut last_dump_request: Option<Instant> = None;
@@ -361,7 +387,8 @@ pub fn run(rt: &SyncRuntime, daemon: &Daemon, stop: &AtomicBool) {
             let to = dumps.to();
             b.flush_all(rt);
             b.flush_dump(rt, &to);
-            rt.send_to(Kind::DumpEnd, &[], &to);
+            let requesters = dumps.current.as_ref().map(|p| p.to.clone()).unwrap_or_default();
+            rt.send_dump_end(&requesters);
             rt.counters.dumps_sent.fetch_add(to.len() as u64, Relaxed);
             if let Some(p) = dumps.current.take() {
                 tracing::info!(epoch = p.epoch, peers = ?to, after_ms = p.started.elapsed().as_millis() as u64, "flow-state dump sent");
@@ -463,18 +490,16 @@ fn pop_dump(rt: &SyncRuntime, b: &mut Batches, dumps: &mut Dumps, worker_now: u3
 fn receive(rt: &SyncRuntime, daemon: &Daemon, msg: &[u8], from: SocketAddr, receiver: &mut wire::Receiver, index: &mut Option<Index>, dumps: &mut Dumps) {
     let h = match wire::verify(msg, &rt.key) {
         Ok(h) => h,
-        Err(r) => return rt.reject(r),
+        Err(r) => return rt.reject(r, from),
     };
-    // Own, stale and replayed before the source check, so a captured message replayed from
-    // anywhere is counted as what it is.
+    // Every check (source, recipient, age, request) before the replay window: a message
+    // refused for any reason moves no window, so a copy relayed or replayed from anywhere
+    // silences no peer.
     let now = unix_ms();
-    let gap = match receiver.accept(&h, now) {
+    let gap = match receiver.accept(&h, from, now) {
         Ok(g) => g,
-        Err(r) => return rt.reject(r),
+        Err(r) => return rt.reject(r, from),
     };
-    if !rt.peers_addr.contains(&from) {
-        return rt.reject(Reject::UnknownPeer);
-    }
     let (records, bad) = wire::records(msg);
     rt.counters.received_messages.fetch_add(1, Relaxed);
     rt.counters.bad_records.fetch_add(bad as u64, Relaxed);

@@ -334,13 +334,13 @@ pub struct ConnTable<A: FlowAddr = u32> {
     /// Buckets [`ConnTable::sweep_paced`] owes per elapsed ms: the table in
     /// [`SWEEP_CYCLE_MS`].
     sweep_per_ms: usize,
-    /// Next bucket the sync refresh walk visits ([`ConnTable::sync_walk`]).
-    sync_cursor: usize,
+    /// Fleet sync between walk steps: cursors, flushed entries' removals ([`sync::SyncSide`]).
+    sync: sync::SyncSide<A>,
     /// Counters.
     pub counters: CtCounters,
     /// Slots by state, indexed by `State as usize` ([`Occupancy`]); kept on every change.
     occ: [u64; 4],
-    /// Buckets a sync dump pass still has to visit from `sync_cursor` on (0: no pass), so
+    /// Buckets a sync dump pass still has to visit from its cursor on (0: no pass), so
     /// relocation never moves an entry the pass must send behind it
     /// ([`ConnTable::set_dump_pass_left`]).
     dump_left: usize,
@@ -368,7 +368,7 @@ impl<A: FlowAddr> ConnTable<A> {
             seed,
             cursor: 0, swept_at: None,
             sweep_per_ms: n_buckets.div_ceil(SWEEP_CYCLE_MS as usize),
-            sync_cursor: 0,
+            sync: sync::SyncSide::default(),
             counters: CtCounters::default(),
             occ: [(n_buckets * WAYS) as u64, 0, 0, 0],
             dump_pending: Vec::with_capacity(relocate::DUMP_PENDING),

@@ -201,7 +201,7 @@ impl<A: FlowAddr> ConnTable<A> {
     /// whole chain the move is not considered). A starting peer must learn every connection.
     #[inline]
     fn hides_from_dump(&self, e: &super::Entry<A>, from: usize, to: usize) -> bool {
-        let ahead = |b: usize| b.wrapping_sub(self.sync_cursor) & (self.buckets.len() - 1) < self.dump_left;
+        let ahead = |b: usize| b.wrapping_sub(self.sync.dump_cursor) & (self.buckets.len() - 1) < self.dump_left;
         self.dump_left > 0 && e.state() != State::SynOnly && ahead(from) && !ahead(to)
     }
 

@@ -14,6 +14,12 @@
 //! - it lives as long as the origin's entry would (its remaining lifetime), unless a
 //!   refresh extends it; its first packet here makes it this host's entry with the full
 //!   timeout of its state ([`adopt`]).
+//!
+//! A dump pass and the refresh walk have a cursor each, so active entries keep being
+//! refreshed to every peer while a pass runs (a 10 M-entry pass takes ~25 s).
+//! A flush keeps the removals of this host's flushed entries until the worker has queued
+//! them ([`ConnTable::flush`], [`ConnTable::next_removal`]): a flush larger than the
+//! outbound queue loses none.
 
 use super::{ConnTable, CtKey, Entry, FlowAddr, ServiceTimeouts, State, RELAYED, REMOTE, TICK_MS};
 
@@ -50,6 +56,24 @@ pub struct Synced {
     pub remaining_ms: u32,
     /// Relayed by a host that holds it as another host's copy.
     pub relayed: bool,
+}
+
+/// The table's side of sync between walk steps (a field of [`ConnTable`]).
+pub(super) struct SyncSide<A: FlowAddr> {
+    /// Next bucket a dump pass visits ([`ConnTable::sync_walk`] with `all`); relocation
+    /// reads it to keep entries ahead of the pass (`conntrack_relocate.rs`).
+    pub(super) dump_cursor: usize,
+    /// Next bucket the refresh walk visits ([`ConnTable::sync_walk`] without `all`).
+    refresh_cursor: usize,
+    /// This host's confirmed entries a flush removed whose removal is not queued yet
+    /// (taken from the end; empty without sync).
+    removals: Vec<Entry<A>>,
+}
+
+impl<A: FlowAddr> Default for SyncSide<A> {
+    fn default() -> Self {
+        SyncSide { dump_cursor: 0, refresh_cursor: 0, removals: Vec::new() }
+    }
 }
 
 /// Pacing state of the refresh walk of one table: how far it got and when it last ran.
@@ -139,8 +163,50 @@ impl<A: FlowAddr> ConnTable<A> {
         self.buckets.len()
     }
 
-    /// One step of the refresh walk: visits up to `buckets` buckets from where the last
-    /// step stopped and offers `send` the entries to tell peers about:
+    /// `flows flush`: removes every entry `flushed` selects and returns how many were live
+    /// (an expired entry no sweep has cleared yet is removed, not counted). With `sync`,
+    /// the live confirmed ones of this host's own (not a peer's copy, not SYN-only) are kept
+    /// for their removal to be told to the peers ([`ConnTable::next_removal`]), however
+    /// many: the worker queues them over its next polls as the outbound queue has room
+    /// (before, a flush beyond the queue's 65,536 places lost the rest). Control side of
+    /// the worker (allocates for the removals), never per packet.
+    pub fn flush(&mut self, now: u32, sync: bool, mut flushed: impl FnMut(&Entry<A>) -> bool) -> usize {
+        let mut removals = std::mem::take(&mut self.sync.removals);
+        let mut live = 0;
+        self.retain(|e| {
+            if !flushed(e) {
+                return true;
+            }
+            if e.remaining_ms(now) > 0 {
+                live += 1;
+                if sync && !e.is_remote() && e.state() != State::SynOnly {
+                    removals.push(*e);
+                }
+            }
+            false
+        });
+        self.sync.removals = removals;
+        live
+    }
+
+    /// The next flushed entry whose removal the peers are owed ([`ConnTable::flush`]), if
+    /// any. Its memory is given back once the last is taken.
+    pub fn next_removal(&mut self) -> Option<Entry<A>> {
+        let e = self.sync.removals.pop();
+        if e.is_none() && self.sync.removals.capacity() > 0 {
+            self.sync.removals = Vec::new();
+        }
+        e
+    }
+
+    /// Removals owed to the peers ([`ConnTable::next_removal`]).
+    pub fn removals_pending(&self) -> usize {
+        self.sync.removals.len()
+    }
+
+    /// One step of the refresh walk or of a dump pass (each has a cursor of its own, so a
+    /// pass stops no refreshes): visits up to `buckets` buckets from where the last step of
+    /// the same kind stopped and offers `send` the entries to tell peers about:
     /// - normally, this host's own confirmed entries (established or closing, not a peer's)
     ///   that saw a packet within the last `active_ms`: a walk that covers the table once
     ///   per refresh interval sends each active connection once per interval, and an idle
@@ -169,7 +235,7 @@ impl<A: FlowAddr> ConnTable<A> {
             }
         }
         while visited < buckets.min(len) {
-            let at = self.sync_cursor;
+            let at = if all { self.sync.dump_cursor } else { self.sync.refresh_cursor };
             let Some(bucket) = self.buckets.get(at) else { break };
             for e in bucket.0.iter() {
                 if e.expired(now) || e.state() == State::SynOnly {
@@ -187,7 +253,12 @@ impl<A: FlowAddr> ConnTable<A> {
                     return visited;
                 }
             }
-            self.sync_cursor = (at + 1) & (len - 1);
+            let next = (at + 1) & (len - 1);
+            if all {
+                self.sync.dump_cursor = next;
+            } else {
+                self.sync.refresh_cursor = next;
+            }
             visited += 1;
         }
         visited

@@ -43,10 +43,11 @@ impl Worker {
                 });
             }
             FlowOp::Flush => {
-                // Flushed connections of this host end on the peers too (fleet sync).
-                let sync = self.sync.as_deref();
-                reply.count = flush(&mut self.ct, &matches, sync, self.id, snap, now_ms) as u64;
-                reply.count += flush(&mut self.ct6, &matches, sync, self.id, snap, now_ms) as u64;
+                // Flushed connections of this host end on the peers too (fleet sync): the
+                // tables keep their removals, queued over the next polls (`sync_poll`).
+                let sync = self.sync.is_some();
+                reply.count = self.ct.flush(now_ms, sync, |e| matches(e.backend, e.incarnation)) as u64;
+                reply.count += self.ct6.flush(now_ms, sync, |e| matches(e.backend, e.incarnation)) as u64;
                 // Before the reply: a `flows count` right after the flush reads the new figures.
                 self.publish_occupancy();
             }
@@ -67,30 +68,4 @@ impl Worker {
             }
         }
     }
-}
-
-/// Removes the entries of `ct` on a listed endpoint; with sync on, this host's own
-/// confirmed ones are removed on the peers too. Returns how many were live: an expired
-/// entry no sweep has cleared yet is removed too, but neither counted nor sent (review:
-/// `flows flush` counted flows `flows count` did not).
-fn flush<A: spillway_shared::flow::FlowAddr>(
-    ct: &mut crate::fastpath::conntrack::ConnTable<A>,
-    matches: &impl Fn(u16, u16) -> bool,
-    sync: Option<&crate::sync::SyncQueues>,
-    id: usize,
-    snap: &crate::control::snapshot::Snapshot,
-    now_ms: u32,
-) -> usize {
-    let mut live = 0;
-    ct.retain(|e| {
-        let flushed = matches(e.backend, e.incarnation);
-        if flushed && e.remaining_ms(now_ms) > 0 {
-            live += 1;
-            if let Some(q) = sync {
-                Worker::sync_removed(q, id, snap, e, now_ms);
-            }
-        }
-        !flushed
-    });
-    live
 }

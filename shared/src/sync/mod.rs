@@ -8,20 +8,31 @@
 //! confirmed connection uses, and a host that receives a moved flow finds it in its table
 //! before any Maglev pick.
 //!
-//! # Message layout (version 1, all integers big-endian)
+//! # Message layout (version 2, all integers big-endian)
 //!
 //! ```text
 //!  0  magic "SPWS"                     4
-//!  4  version = 1                      1
+//!  4  version = 2                      1
 //!  5  kind (1 records, 2 dump request, 3 dump end)
 //!  6  record count                     2   (0 for requests and ends; at most MAX_RECORDS)
 //!  8  sender id                        8   (random per daemon start)
-//! 16  sequence number                  8   (starts at the sender's wall clock in µs)
+//! 16  sequence number                  8   (per recipient; starts at the sender's wall clock in µs)
 //! 24  sent at, Unix ms                 8
 //! 32  routing-config digest            8   (drift detection, [`routing_digest`])
-//! 40  records, RECORD_LEN bytes each
+//! 40  sender address                  16   (its `sync.listen`; IPv4 in the last 4)
+//! 56  recipient address               16   (the `sync.peers` entry it was sent to)
+//! 72  sender port   2     74  recipient port   2
+//! 76  address family (4, 6)   1      77..80 zero
+//! 80  request                          8   (DumpEnd: the sender id of the requester it
+//!                                           answers; 0 for every other kind)
+//! 88  records, RECORD_LEN bytes each
 //!  …  HMAC-SHA-256 tag over everything before it (RFC 2104, FIPS 180-4)   32
 //! ```
+//!
+//! Version 2 added the addresses and the request (a copy of a message to one peer,
+//! relayed to another, was taken there); a version-1 peer's messages are refused as
+//! `version` (and a version-1 host refuses ours as malformed): a fleet upgrades from 1 to 2
+//! with sync off between hosts of different versions during the roll.
 //!
 //! A record:
 //!
@@ -36,15 +47,27 @@
 //! ```
 //!
 //! # Acceptance rules (in order; every refusal is counted by its [`Reject`] reason)
-//! 1. length, magic, version, kind and count agree (`malformed`);
+//! 1. length, magic, kind, count and addresses agree (`malformed`); another version is
+//!    `version` (a peer not upgraded yet);
 //! 2. the tag verifies under the fleet key, in constant time (`bad_tag`: forged or wrong key);
 //! 3. the sender is not this host (`own`);
-//! 4. it was sent at most `max_message_age_sec` ago and not more than that in the future
+//! 4. the datagram's source is one of `sync.peers` (`unknown_peer`), and is the sender
+//!    address the message names (`wrong_source`): a sender id is tied to its address, so a
+//!    copy re-sent from another peer's address is never taken as that peer's;
+//! 5. the recipient it names is this host's `sync.listen` (`wrong_recipient`): a copy of a
+//!    message to another peer, relayed here, is refused whatever its source;
+//! 6. it was sent at most `max_message_age_sec` ago and not more than that in the future
 //!    (`stale`);
-//! 5. its sequence number was not seen from that sender: a 64-message window above the
+//! 7. a DumpEnd names this run of this host as its requester (`other_request`: the end of
+//!    a pass asked for by this host's previous run, which restarted since);
+//! 8. its sequence number was not seen from that sender: a 64-message window above the
 //!    highest seen, as the IPsec anti-replay window of RFC 4303 §3.4.3 (`replayed`);
-//! 6. every record is well formed (a bad one is skipped and counted as `bad_record`; the
+//! 9. every record is well formed (a bad one is skipped and counted as `bad_record`; the
 //!    others of the message are taken).
+//!
+//! Rules 1–7 change no state: a refused message moves no replay window. So a message is
+//! accepted at most once (rule 8), by the host it was sent to (rule 5), from the address of
+//! the host that sent it (rule 4), and a relay or replay from anywhere else silences no peer.
 //!
 //! Nothing here does I/O or reads a clock: callers pass the time.
 
@@ -52,19 +75,19 @@
 use hmac::{Hmac, Mac};
 
 use sha2::Sha256;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 /// Magic at the start of every message.
 pub const MAGIC: [u8; 4] = *b"SPWS";
-/// Protocol version.
-pub const VERSION: u8 = 1;
+/// Protocol version (2: sender and recipient addresses and the request in the header).
+pub const VERSION: u8 = 2;
 /// Header length, bytes.
-pub const HEADER_LEN: usize = 40;
+pub const HEADER_LEN: usize = 88;
 /// Record length, bytes.
 pub const RECORD_LEN: usize = 64;
 /// Tag length (HMAC-SHA-256), bytes.
 pub const TAG_LEN: usize = 32;
-/// Most records in one message: keeps a message (1,352 bytes) under a 1,500-byte MTU with
+/// Most records in one message: keeps a message (1,400 bytes) under a 1,500-byte MTU with
 /// IPv6 and UDP headers, so it is never fragmented.
 pub const MAX_RECORDS: usize = 20;
 /// Longest valid message, bytes.
@@ -106,6 +129,12 @@ pub struct Header {
     pub sent_ms: u64,
     /// The sender's [`routing_digest`].
     pub digest: u64,
+    /// The sender's address (its `sync.listen`, the source of its datagrams).
+    pub from: SocketAddr,
+    /// The recipient's address (the `sync.peers` entry the message was sent to).
+    pub to: SocketAddr,
+    /// DumpEnd: the sender id of the requester whose dump it ends; 0 for other kinds.
+    pub request: u64,
 }
 
 /// Operation of a record.
@@ -164,8 +193,11 @@ pub struct Record {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, strum::EnumIter, strum::IntoStaticStr)]
 #[strum(serialize_all = "snake_case")]
 pub enum Reject {
-    /// Wrong length, magic, version, kind or count.
+    /// Wrong length, magic, kind, count or address fields.
     Malformed,
+    /// Another protocol version (a peer not upgraded yet, or one already upgraded): its
+    /// layout is not ours, so nothing of it is read.
+    Version,
     /// The tag does not verify (forged, corrupted, or another key).
     BadTag,
     /// Sent by this host (a loop in the peer list).
@@ -176,6 +208,13 @@ pub enum Reject {
     Replayed,
     /// From an address that is not one of `sync.peers` (checked after the tag).
     UnknownPeer,
+    /// From a peer's address, but the message names another sender address: a copy
+    /// re-sent from an address that did not send it.
+    WrongSource,
+    /// Addressed to another host (a copy of a message to another peer, relayed here).
+    WrongRecipient,
+    /// A DumpEnd that answers another requester (this host's previous run).
+    OtherRequest,
 }
 
 /// The fleet key (from `sync.key_file`).
@@ -217,6 +256,16 @@ fn ip_to_u128(a: IpAddr) -> u128 {
     }
 }
 
+/// The address of `a`'s family from its 16 wire bytes, or `None` for an IPv4 one with bits
+/// above its 32.
+fn u128_to_ip(a: u128, v6: bool) -> Option<IpAddr> {
+    if v6 {
+        Some(IpAddr::V6(Ipv6Addr::from(a)))
+    } else {
+        u32::try_from(a).ok().map(|v| IpAddr::V4(Ipv4Addr::from(v)))
+    }
+}
+
 /// Encodes one message. `records` beyond [`MAX_RECORDS`] are not sent (callers batch).
 pub fn encode(h: &Header, records: &[Record], key: &SyncKey) -> Vec<u8> {
     let records = &records[..records.len().min(MAX_RECORDS)];
@@ -229,6 +278,12 @@ pub fn encode(h: &Header, records: &[Record], key: &SyncKey) -> Vec<u8> {
     out[16..24].copy_from_slice(&h.seq.to_be_bytes());
     out[24..32].copy_from_slice(&h.sent_ms.to_be_bytes());
     out[32..40].copy_from_slice(&h.digest.to_be_bytes());
+    out[40..56].copy_from_slice(&ip_to_u128(h.from.ip()).to_be_bytes());
+    out[56..72].copy_from_slice(&ip_to_u128(h.to.ip()).to_be_bytes());
+    out[72..74].copy_from_slice(&h.from.port().to_be_bytes());
+    out[74..76].copy_from_slice(&h.to.port().to_be_bytes());
+    out[76] = if h.from.is_ipv6() { 6 } else { 4 };
+    out[80..88].copy_from_slice(&h.request.to_be_bytes());
     for (i, r) in records.iter().enumerate() {
         let o = &mut out[HEADER_LEN + i * RECORD_LEN..HEADER_LEN + (i + 1) * RECORD_LEN];
         o[0] = r.op as u8;
@@ -262,10 +317,30 @@ fn be128(b: &[u8]) -> u128 {
     <[u8; 16]>::try_from(b).map_or(0, u128::from_be_bytes)
 }
 
+/// The version byte of a datagram that starts with [`MAGIC`] (whatever its length), to
+/// name a peer on another version in the log; `None` for anything else.
+pub fn version_of(buf: &[u8]) -> Option<u8> {
+    (buf.get(0..4) == Some(&MAGIC[..])).then(|| buf.get(4).copied()).flatten()
+}
+
 /// Checks a message's framing and tag and returns its header (rules 1 and 2 of the module
 /// docs). Never panics on any input.
 pub fn verify(buf: &[u8], key: &SyncKey) -> Result<Header, Reject> {
-    if buf.len() < HEADER_LEN + TAG_LEN || buf.len() > MAX_MESSAGE_LEN || buf[0..4] != MAGIC || buf[4] != VERSION {
+    if version_of(buf).is_some_and(|v| v != VERSION) {
+        return Err(Reject::Version);
+    }
+    if buf.len() < HEADER_LEN + TAG_LEN || buf.len() > MAX_MESSAGE_LEN || buf[0..4] != MAGIC {
+        return Err(Reject::Malformed);
+    }
+    let v6 = match buf[76] {
+        4 => false,
+        6 => true,
+        _ => return Err(Reject::Malformed),
+    };
+    let (Some(from), Some(to)) = (u128_to_ip(be128(&buf[40..56]), v6), u128_to_ip(be128(&buf[56..72]), v6)) else {
+        return Err(Reject::Malformed);
+    };
+    if buf[77..80] != [0, 0, 0] {
         return Err(Reject::Malformed);
     }
     let kind = match buf[5] {
@@ -275,7 +350,7 @@ pub fn verify(buf: &[u8], key: &SyncKey) -> Result<Header, Reject> {
         _ => return Err(Reject::Malformed),
     };
     let count = usize::from(be16(buf, 6));
-    if count > MAX_RECORDS || buf.len() != HEADER_LEN + count * RECORD_LEN + TAG_LEN || (kind != Kind::Records && count != 0) {
+    if count > MAX_RECORDS || buf.len() != HEADER_LEN + count * RECORD_LEN + TAG_LEN || (kind != Kind::Records && count != 0) || (kind != Kind::DumpEnd && be64(buf, 80) != 0) {
         return Err(Reject::Malformed);
     }
     let (body, tag) = buf.split_at(buf.len() - TAG_LEN);
@@ -283,7 +358,16 @@ pub fn verify(buf: &[u8], key: &SyncKey) -> Result<Header, Reject> {
     mac.update(body);
     // Constant-time comparison (hmac's verify_slice).
     mac.verify_slice(tag).map_err(|_| Reject::BadTag)?;
-    Ok(Header { kind, sender: be64(buf, 8), seq: be64(buf, 16), sent_ms: be64(buf, 24), digest: be64(buf, 32) })
+    Ok(Header {
+        kind,
+        sender: be64(buf, 8),
+        seq: be64(buf, 16),
+        sent_ms: be64(buf, 24),
+        digest: be64(buf, 32),
+        from: SocketAddr::new(from, be16(buf, 72)),
+        to: SocketAddr::new(to, be16(buf, 74)),
+        request: be64(buf, 80),
+    })
 }
 
 /// Decodes the records of a verified message (rule 6): the well-formed ones, and how many
@@ -339,96 +423,6 @@ fn record(o: &[u8]) -> Option<Record> {
     Some(Record { op, ipv6, src, dst, sport, dport, proto, session, state, remaining_ms: be32(o, 8), endpoint, relayed })
 }
 
-/// Per-sender anti-replay state (RFC 4303 §3.4.3's sliding window).
-#[derive(Clone, Copy, Debug, Default)]
-struct Window {
-    highest: u64,
-    /// Bit i: `highest - i` was seen.
-    bits: u64,
-    last_heard: u64,
-}
-
-impl Window {
-    /// Whether `seq` is new; records it if so.
-    fn check_and_set(&mut self, seq: u64) -> bool {
-        if self.bits == 0 {
-            self.highest = seq;
-            self.bits = 1;
-            return true;
-        }
-        if seq > self.highest {
-            let shift = seq - self.highest;
-            self.bits = if shift >= REPLAY_WINDOW { 1 } else { (self.bits << shift) | 1 };
-            self.highest = seq;
-            return true;
-        }
-        let back = self.highest - seq;
-        if back >= REPLAY_WINDOW || self.bits & (1 << back) != 0 {
-            return false;
-        }
-        self.bits |= 1 << back;
-        true
-    }
-}
-
-/// The receiving side's checks of rules 3–5, per sender.
-#[derive(Debug)]
-pub struct Receiver {
-    own: u64,
-    max_age_ms: u64,
-    not_before_ms: u64,
-    windows: std::collections::HashMap<u64, Window>,
-}
-
-impl Receiver {
-    /// A receiver for the host whose sender id is `own`, refusing messages older than
-    /// `max_age_ms`.
-    pub fn new(own: u64, max_age_ms: u64) -> Receiver {
-        Receiver { own, max_age_ms, not_before_ms: 0, windows: std::collections::HashMap::new() }
-    }
-
-    /// Refuses, as stale, messages sent before `start_ms` − 1 s (Unix ms): a receiver that
-    /// just started has no replay windows, so without this a capture younger than
-    /// `max_message_age_sec` could be replayed to it once.
-    pub fn not_before(mut self, start_ms: u64) -> Receiver {
-        self.not_before_ms = start_ms.saturating_sub(1_000);
-        self
-    }
-
-    /// Applies rules 3–5 to a verified header at `now_ms` (Unix ms); on success the
-    /// sequence number is recorded, so the same message is refused next time, and the
-    /// number of sequence numbers skipped since the sender's highest is returned (messages
-    /// lost or still in flight: senders number each peer's messages on their own, so a gap
-    /// means loss or reordering).
-    pub fn accept(&mut self, h: &Header, now_ms: u64) -> Result<u64, Reject> {
-        if h.sender == self.own {
-            return Err(Reject::Own);
-        }
-        if now_ms.abs_diff(h.sent_ms) > self.max_age_ms || h.sent_ms < self.not_before_ms {
-            return Err(Reject::Stale);
-        }
-        if !self.windows.contains_key(&h.sender) && self.windows.len() >= MAX_SENDERS {
-            if let Some(oldest) = self.windows.iter().min_by_key(|(_, w)| w.last_heard).map(|(k, _)| *k) {
-                self.windows.remove(&oldest);
-            }
-        }
-        let w = self.windows.entry(h.sender).or_default();
-        // A jump past MAX_COUNTED_GAP is a resynchronisation, not that many losses.
-        let gap = if w.bits != 0 && h.seq > w.highest { h.seq - w.highest - 1 } else { 0 };
-        let gap = if gap > MAX_COUNTED_GAP { 0 } else { gap };
-        if !w.check_and_set(h.seq) {
-            return Err(Reject::Replayed);
-        }
-        w.last_heard = now_ms;
-        Ok(gap)
-    }
-
-    /// Senders heard from (replay windows kept).
-    pub fn senders(&self) -> usize {
-        self.windows.len()
-    }
-}
-
 /// A 64-bit digest of the routing-relevant config: every service with its VIP, policy and
 /// backends, each backend's endpoints in their one canonical form (a one-address backend is
 /// its one endpoint named like it, [`crate::config::Backend::members`]), services and
@@ -471,10 +465,10 @@ pub fn routing_digest(cfg: &crate::config::Config) -> u64 {
     u64::from_be_bytes([d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7]])
 }
 
-#[path = "sync_status.rs"]
+mod peers;
 mod status;
+pub use peers::{Outgoing, Receiver, Sender};
 pub use status::{SyncPeerStatus, SyncStatus};
 
 #[cfg(test)]
-#[path = "sync_tests.rs"]
 mod tests;
