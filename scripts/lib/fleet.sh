@@ -193,7 +193,9 @@ EOF
         for b in ${FLEET_BACKENDS:-${SPW_BACKENDS[*]}}; do
             w="FLEET_WEIGHT_$b"; en="FLEET_DISABLED_$b"
             printf '\n[[services.backends]]\nname = "%s"\naddress = "%s"\nmac = "%s"\nweight = %s\n' "$b" "${SPW_ADDR[$b]}" "${SPW_MAC[$b]}" "${!w:-50}"
-            [[ "${!en:-0}" == 1 ]] && printf 'enabled = false\n'
+            # an `if`, not `[[ ]] && printf`: that returns 1 when the last backend is
+            # enabled, and a `set -e` caller dies (issue 43 item 7)
+            if [[ "${!en:-0}" == 1 ]]; then printf 'enabled = false\n'; fi
         done
     } >"$f"
 }
