@@ -31,7 +31,7 @@
 //! datagram key that went before it (a later one its first, a first one a later one that
 //! came first) while that slot holds the same backend, so no datagram is split; a first
 //! fragment that reuses a live key (another flow of the client, from another source port)
-//! does not follow the earlier datagram but its own flow (review, issue 43).
+//! does not follow the earlier datagram but its own flow (review).
 //!
 //! Failover (half the TCP services): a primary group of endpoints, failover backends, the
 //! failover ratio and health threshold; every recompilation runs the daemon's pool-drain code
@@ -1146,7 +1146,7 @@ impl Model {
         let known = self.frags.get(&fk).copied().filter(|(_, t)| now - t <= u64::from(FRAG_LIFETIME_MS));
         let service = if first {
             // a live entry of the same key keeps only a route a later fragment set (review,
-            // issue 43: a reused IP ID must not send another flow's datagram to this one's
+            // review: a reused IP ID must not send another flow's datagram to this one's
             // backend)
             match self.routes.get(&fk) {
                 Some(r) if known.is_some() && r.2 => self.seen("first fragment follows the route its later fragment set"),

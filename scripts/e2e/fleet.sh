@@ -212,7 +212,7 @@ e2e_fleet_no_l2_loop() {
     e2e_done
 }
 
-## fleet_config_status: scripts/lib/fleet.sh fleet_config returns 0 to a `set -e` script, with the last backend enabled or disabled (issue 43 item 7: a trailing `[[ ]] && printf` returned 1 and killed it); needs no topology
+## fleet_config_status: scripts/lib/fleet.sh fleet_config returns 0 to a `set -e` script, with the last backend enabled or disabled (a trailing `[[ ]] && printf` returned 1 and killed it); needs no topology
 e2e_fleet_config_status() {
     local f="$SPW_RUN_DIR/fleet-config-status.toml" rc
     mkdir -p "$SPW_RUN_DIR"

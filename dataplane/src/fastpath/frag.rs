@@ -416,7 +416,7 @@ mod tests {
         assert_eq!(t.lookup_route(1, 2, 17, 9, later + 600), None, "another datagram starts unrouted");
     }
 
-    /// Review (issue 43): two tracked flows from one source reuse an IP ID within the
+    /// Review: two tracked flows from one source reuse an IP ID within the
     /// lifetime. The second datagram's first fragment must not inherit the first
     /// datagram's backend: its entry starts unrouted, so it goes where its own flow goes.
     #[test]

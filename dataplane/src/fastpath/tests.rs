@@ -322,7 +322,7 @@
         assert_eq!(send(&mut w, &dns, frag(frame(17, 8, 0, 0, 0), 900, 3, false), 2_000), Ok(third));
         assert_eq!(send(&mut w, &dns, frag(frame(17, 8, moved, 53, 0), 900, 0, true), 2_000), Ok(third), "the first fragment followed its later one");
         // An IP ID reused within the fragment table's lifetime by another flow of the client
-        // (review, issue 43): the second datagram's first fragment follows its own flow's
+        // (review): the second datagram's first fragment follows its own flow's
         // entry, not the first datagram's backend, and its later fragment follows it.
         let a = send(&mut w, &dns, frame(17, 8, 40_000, 53, 0), 3_000).unwrap();
         let b_port = (40_001u16..40_016).find(|&p| send(&mut w, &dns, frame(17, 8, p, 53, 0), 3_000).unwrap() != a).expect("two flows on two backends");

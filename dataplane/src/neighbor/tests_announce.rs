@@ -1,4 +1,4 @@
-//! A backend that comes back with a new MAC is followed at once (QA B46, issue 43 item 4):
+//! A backend that comes back with a new MAC is followed at once (QA B46):
 //! a gratuitous ARP for a resolved next hop replaces its MAC, and an endpoint whose health
 //! went down and came back up is re-resolved before it takes traffic.
 
