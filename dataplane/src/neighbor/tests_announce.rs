@@ -4,14 +4,10 @@
 
 use super::*;
 use crate::daemon::Daemon;
-use crate::fastpath::conntrack::Timeouts;
 use crate::fastpath::port::{MemBuf, PacketBuf};
-use crate::fastpath::stats::WorkerStats;
-use crate::fastpath::worker::{PortInfo, Verdict, Worker};
+use crate::fastpath::worker::Verdict;
 use crate::wire::DropReason;
-use spillway_shared::config::Config;
 use std::net::Ipv4Addr;
-use std::sync::Arc;
 
 const OURS: [u8; 6] = [2, 0, 0, 0, 0, 1];
 const OLD: [u8; 6] = [2, 0, 0, 0, 0, 0x11];
@@ -21,35 +17,10 @@ const B1: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 11);
 /// (real clock) is due at every tick below.
 const T0: u64 = 10_000;
 
-/// Web on 10.0.0.100 with mac-less b1 = 10.0.0.11 (and b2 with a MAC, so the VIP keeps a
-/// backend), b1 resolved to `OLD` at `T0`.
+/// Web on 10.0.0.100 with mac-less b1 = 10.0.0.11 (`tests.rs`'s daemon, 60 s refresh so
+/// no refresh interferes), b1 resolved to `OLD` at `T0`.
 fn daemon() -> Daemon {
-    let text = r#"
-[neighbors]
-refresh_sec = 60
-expiry_sec = 120
-retry_ms = 200
-gratuitous_arp = false
-[[ports]]
-name = "p0"
-device = "net_null0"
-address = "10.0.0.1"
-[[services]]
-name = "web"
-vip = "10.0.0.100"
-port = 80
-[[services.backends]]
-name = "b1"
-address = "10.0.0.11"
-[[services.backends]]
-name = "b2"
-address = "10.0.0.12"
-mac = "02:00:00:00:00:12"
-"#;
-    let cfg = Config::from_toml(text).unwrap();
-    cfg.validate().unwrap();
-    let d = Daemon::new(cfg, 1, vec![0x0a00_0001], Box::new(|_| Default::default())).unwrap();
-    d.control.lock().unwrap().neighbors.set_ports(vec![driver::PortSide { mac: OURS, addr: Ipv4Addr::new(10, 0, 0, 1), forwarding: true }]);
+    let d = super::tests::daemon_with("refresh_sec = 60\nexpiry_sec = 120\nretry_ms = 200", "");
     d.neighbor_tick_at(T0);
     assert!(requested(&d), "the first ARP request");
     d.shared.neighbors.seen[0].push(NeighborSeen::arp(0, B1, OLD, Ipv4Addr::new(10, 0, 0, 1), T0 as u32 + 5)).unwrap();
@@ -76,12 +47,6 @@ fn gratuitous(spa: Ipv4Addr, sha: [u8; 6], oper: u8) -> MemBuf {
     MemBuf::new(&f)
 }
 
-fn worker(d: &Daemon) -> Worker {
-    let mut w = Worker::new(0, 1024, 1, Timeouts::default(), Arc::new(WorkerStats::default()), vec![PortInfo { mac: OURS, forward_to: 0, addr: 0x0a00_0001 }]);
-    w.neighbors = Some(d.shared.neighbors.clone());
-    w
-}
-
 /// QA B46: b1 recreated with the same IP and a new MAC announces itself with a gratuitous
 /// ARP reply; the next tick republishes b1 with the new MAC (the old code ignored it and
 /// sent to the old MAC until the next refresh, 16-19 s in QA). An announcement for an
@@ -89,7 +54,7 @@ fn worker(d: &Daemon) -> Worker {
 #[test]
 fn a_gratuitous_arp_for_a_resolved_next_hop_replaces_its_mac_at_once() {
     let d = daemon();
-    let mut w = worker(&d);
+    let mut w = super::tests::worker(0, Some(d.shared.neighbors.clone()));
     let snap = crate::control::snapshot::Snapshot::default();
     assert_eq!(w.process(&mut gratuitous(B1, NEW, 2), 0, &snap, T0 as u32 + 20), Verdict::Consumed);
     assert!(d.neighbor_tick_at(T0 + 30), "republished at once");
