@@ -4,8 +4,9 @@
 //! A VIP is *ready* when (1) every worker's poll counter advanced within
 //! `announce.worker_stall_sec`, (2) every worker has used a published snapshot, (3) at
 //! least one service on the VIP would serve a new connection — the routing pipeline gives
-//! it a backend whose next hop is resolved (with every backend unhealthy that is the
-//! last-resort set of spec/backend-selection.md, unless `drop_traffic_if_unhealthy`), (4)
+//! it a backend whose next hop is resolved (with no non-draining backend healthy that is
+//! the healthy draining backends, docs/semantics.md "Choices" 3a, else the last-resort set
+//! of spec/backend-selection.md, unless `drop_traffic_if_unhealthy`), (4)
 //! the operator has not drained it (`spillwayctl vip drain VIP`), and (5) at start, the
 //! first round of health probes and the flow-state dump from the peers are over. So a VIP
 //! is withdrawn only when this host would drop its traffic, and a restarted host takes no
@@ -150,9 +151,15 @@ pub fn service_serves(cfg: &Config, snap: &crate::control::snapshot::Snapshot, s
     let mut tables = svc.tables.iter().flatten().peekable();
     if tables.peek().is_none() {
         let c = cfg.services.get(si);
-        let enabled = c.is_some_and(|s| s.backends.iter().any(|b| b.enabled && b.members().iter().any(|m| m.enabled)));
+        let live = |b: &&spillway_shared::config::Backend| b.enabled && b.members().iter().any(|m| m.enabled);
+        let enabled = c.is_some_and(|s| s.backends.iter().any(|b| live(&b)));
+        let all_draining = c.is_some_and(|s| s.backends.iter().filter(live).all(|b| b.capacity_scaler == 0.0));
         return Err(if !enabled {
             "no enabled backend".into()
+        } else if all_draining {
+            // docs/semantics.md "Choices" 3a: healthy draining backends serve only while
+            // some enabled backend is not draining; all drained is drop and withdraw
+            "every enabled backend is draining (capacity_scaler 0)".into()
         } else if c.is_some_and(|s| s.drop_traffic_if_unhealthy) {
             "no healthy backend and drop_traffic_if_unhealthy".into()
         } else {
@@ -438,6 +445,27 @@ mod tests {
         let rows = refresh(&d, &ok(), &BTreeSet::new(), false);
         assert!(!rows[0].ready);
         assert_eq!(rows[0].not_ready_because, ["would drop new connections (web: no healthy backend and drop_traffic_if_unhealthy)"]);
+    }
+
+    /// Readiness follows the healthy-draining rule (docs/semantics.md "Choices" 3a): b1
+    /// draining (`capacity_scaler = 0`) and alive, b2 dead. Even with
+    /// `drop_traffic_if_unhealthy` the pipeline sends new connections to b1, so the VIP
+    /// stays announced; once b2 drains too (all draining) it is withdrawn.
+    #[test]
+    fn a_vip_with_a_healthy_draining_backend_stays_ready_until_all_drain() {
+        let with = |scaler2: &str| {
+            let text = format!(
+                "[[ports]]\nname = \"p0\"\ndevice = \"net_null0\"\naddress = \"10.0.0.2\"\n[[services]]\nname = \"web\"\nvip = \"10.0.0.100\"\nport = 80\ndrop_traffic_if_unhealthy = true\n[[services.backends]]\nname = \"b1\"\naddress = \"10.0.1.1\"\nmac = \"02:00:00:00:0b:01\"\ncapacity_scaler = 0.0\n[[services.backends]]\nname = \"b2\"\naddress = \"10.0.1.2\"\nmac = \"02:00:00:00:0b:02\"\ncapacity_scaler = {scaler2}\n"
+            );
+            let d = Daemon::new(Config::from_toml(&text).unwrap(), 1, vec![0], Box::new(|_| Default::default())).unwrap();
+            d.set_health("web", "b2", false, None);
+            refresh(&d, &ok(), &BTreeSet::new(), false)
+        };
+        let rows = with("1.0");
+        assert!(rows[0].ready, "b1 is draining and healthy: {:?}", rows[0].not_ready_because);
+        let rows = with("0.0");
+        assert!(!rows[0].ready);
+        assert_eq!(rows[0].not_ready_because, ["would drop new connections (web: every enabled backend is draining (capacity_scaler 0))"]);
     }
 
     /// At start the VIPs wait for the first probe round: the checker's targets begin

@@ -344,11 +344,31 @@ impl Daemon {
         if latency_ms.is_some() {
             e.latency_ms = latency_ms;
         }
+        if changed && healthy {
+            self.revalidate_next_hop(st, service, backend, endpoint);
+        }
         if changed {
             tracing::info!(service, backend, endpoint, healthy, "health changed");
             self.republish(st);
         }
         changed
+    }
+
+    /// An endpoint whose health came back up is re-resolved before it takes traffic: when
+    /// its next hop is its own address resolved by ARP or Neighbor Discovery (no `mac`),
+    /// that address leaves the resolved view until a fresh request is answered (or times
+    /// out: the known MAC is used again), so a backend recreated with the same IP and a
+    /// new MAC gets no connection sent to its old MAC (QA B46;
+    /// [`crate::neighbor::table::NeighborTable::revalidate`]). The caller republishes.
+    fn revalidate_next_hop(&self, st: &mut ControlState, service: &str, backend: &str, endpoint: &str) {
+        let Some(svc) = st.cfg.service(service) else { return };
+        let Some(m) = svc.backends.iter().find(|b| b.name == backend).and_then(|b| b.members().into_iter().find(|m| m.name == endpoint)) else { return };
+        if let spillway_shared::neighbors::NextHop::Resolve(a) = spillway_shared::neighbors::next_hop(&st.cfg, svc, &m) {
+            if a == m.address {
+                let now = self.started.elapsed().as_millis() as u64;
+                st.neighbors.revalidate(&a, now);
+            }
+        }
     }
 
     /// Copies probe RTTs (the latency origin routing uses) into the health view;

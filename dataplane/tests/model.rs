@@ -28,8 +28,10 @@
 //! IPv4 fragments (docs/semantics.md "Fragments"): a first fragment goes to its flow's
 //! entry's backend when the entry may be kept (the entry refreshed and confirmed), else by
 //! the fragment pick, and starts no entry; every fragment follows a fragment of its
-//! datagram key that went before it (its first, a later one that came first, an IP ID
-//! reused) while that slot holds the same backend, so no datagram is split.
+//! datagram key that went before it (a later one its first, a first one a later one that
+//! came first) while that slot holds the same backend, so no datagram is split; a first
+//! fragment that reuses a live key (another flow of the client, from another source port)
+//! does not follow the earlier datagram but its own flow (review).
 //!
 //! Failover (half the TCP services): a primary group of endpoints, failover backends, the
 //! failover ratio and health threshold; every recompilation runs the daemon's pool-drain code
@@ -180,8 +182,9 @@ enum Op {
     Tcp { client: u8, port: u8, svc: u8, kind: u8 },
     /// One or two datagrams.
     Udp { client: u8, port: u8, two: bool },
-    /// IPv4 fragment of datagram `id` to service `svc`: the first (with ports) or a later one.
-    Frag { client: u8, svc: u8, id: u8, first: bool },
+    /// IPv4 fragment of datagram `id` to service `svc`: the first (with ports, from
+    /// `client_port(port)`: several flows of one client reuse its IP IDs) or a later one.
+    Frag { client: u8, port: u8, svc: u8, id: u8, first: bool },
     /// IPv6 fragment of datagram `id` (32-bit identification: `id` in the top byte) to
     /// IPv6 service `svc` ([`SERVICES6`]); `kind` 0: a later one, 1: the first (with
     /// ports), 2: a later one and then the first (reordered, same time).
@@ -281,7 +284,7 @@ fn op(busy: bool) -> impl Strategy<Value = Op> {
     prop_oneof![
         30 => (c.clone(), p.clone(), prop_oneof![6 => 0u8..2, 1 => Just(TUN as u8)], kinds).prop_map(|(client, port, svc, kind)| Op::Tcp { client, port, svc, kind }),
         10 => (c.clone(), p.clone(), any::<bool>()).prop_map(|(client, port, two)| Op::Udp { client, port, two }),
-        6 => (c.clone(), s.clone(), 0u8..4, any::<bool>()).prop_map(|(client, svc, id, first)| Op::Frag { client, svc, id, first }),
+        6 => (c.clone(), p.clone(), s.clone(), 0u8..4, any::<bool>()).prop_map(|(client, port, svc, id, first)| Op::Frag { client, port, svc, id, first }),
         4 => (c.clone(), 0u8..2, 0u8..4, 0u8..3).prop_map(|(client, svc, id, kind)| Op::Frag6 { client, svc, id, kind }),
         3 => (c.clone(), p.clone(), s.clone()).prop_map(|(client, port, svc)| Op::Icmp { client, port, svc }),
         3 => (c, p, prop::bool::weighted(0.2), prop::bool::weighted(0.8), any::<bool>())
@@ -348,14 +351,14 @@ fn udp_frame(src: u32, sport: u16, dport: u16) -> Vec<u8> {
 }
 
 /// A first fragment (offset 0, MF, carrying the L4 ports in 32 bytes) or a last fragment
-/// (offset 32 bytes, 8 bytes of payload) of datagram `id`.
-fn frag_frame(src: u32, proto: u8, id: u16, first: bool, dport: u16) -> Vec<u8> {
+/// (offset 32 bytes, 8 bytes of payload) of datagram `id`; the first from port `sport`.
+fn frag_frame(src: u32, sport: u16, proto: u8, id: u16, first: bool, dport: u16) -> Vec<u8> {
     let mut payload = Vec::new();
     if first {
         if proto == TCP {
-            TcpHeader::new(40_000, dport, 1, 1024).write(&mut payload).expect("tcp header");
+            TcpHeader::new(sport, dport, 1, 1024).write(&mut payload).expect("tcp header");
         } else {
-            UdpHeader { source_port: 40_000, destination_port: dport, length: 40, checksum: 0 }.write(&mut payload).expect("udp header");
+            UdpHeader { source_port: sport, destination_port: dport, length: 40, checksum: 0 }.write(&mut payload).expect("udp header");
         }
         payload.resize(32, 0);
     } else {
@@ -524,8 +527,10 @@ struct Model {
     entries: HashMap<FlowKey, MEntry>,
     frags: HashMap<(u32, u8, u16), (u16, u64)>,
     /// The backend (slot, incarnation) each IPv4 datagram's first fragment went to: its
-    /// later fragments follow it while that slot holds the same backend.
-    routes: HashMap<(u32, u8, u16), (u16, u16)>,
+    /// later fragments follow it while that slot holds the same backend; and whether a
+    /// later fragment that came before its first set it (`FragTable::route_later`): only
+    /// such a route is followed by a first fragment.
+    routes: HashMap<(u32, u8, u16), (u16, u16, bool)>,
     /// IPv6 first fragments seen: (source, identification) → (destination port, when).
     frags6: HashMap<(u128, u32), (u16, u64)>,
     /// The daemon's pool states, as `control::pools::mark_draining` keeps them (the code under test).
@@ -864,7 +869,7 @@ impl Model {
     /// entry lives (`FragTable::lookup_route`).
     fn live_route(&self, fk: (u32, u8, u16)) -> Option<(u16, u16)> {
         let live = self.frags.get(&fk).is_some_and(|(_, t)| self.now - t <= u64::from(FRAG_LIFETIME_MS));
-        live.then(|| self.routes.get(&fk).copied()).flatten()
+        live.then(|| self.routes.get(&fk).map(|r| (r.0, r.1))).flatten()
     }
 
     /// The worker's bookkeeping after a fragment of key `fk` (service `svc`) was given
@@ -872,11 +877,14 @@ impl Model {
     /// (re)learns the key, so its first fragment follows it.
     fn note_route(&mut self, fk: (u32, u8, u16), svc: usize, first: bool, b: Option<u16>) {
         let Some(b) = b else { return };
-        if !first && self.live_route(fk).is_none() {
+        let routed = self.live_route(fk).is_some();
+        if !first && !routed {
             self.frags.insert(fk, (SERVICES[svc].1, self.now));
         }
+        // a later fragment marks an unrouted key and keeps who set a routed one
+        let by_later = !first && (!routed || self.routes.get(&fk).is_some_and(|r| r.2));
         let inc = self.slot_info.get(&b).map_or(0, |i| i.inc);
-        self.routes.insert(fk, (b, inc));
+        self.routes.insert(fk, (b, inc, by_later));
     }
 
     /// Receives `frame` (if any), polls once, returns what came out for it: the frames and
@@ -1103,7 +1111,7 @@ impl Model {
         Ok(())
     }
 
-    fn fragment(&mut self, src: u32, svc: usize, id: u16, first: bool) -> Res {
+    fn fragment(&mut self, src: u32, sport: u16, svc: usize, id: u16, first: bool) -> Res {
         let (_, port, proto) = SERVICES[svc];
         let fk = (src, proto, id);
         let now = self.now;
@@ -1137,10 +1145,18 @@ impl Model {
         }
         let known = self.frags.get(&fk).copied().filter(|(_, t)| now - t <= u64::from(FRAG_LIFETIME_MS));
         let service = if first {
-            if known.is_none() {
-                self.routes.remove(&fk); // a live entry of the same key keeps its route
-            } else if self.routes.contains_key(&fk) {
-                self.seen("IP ID reused while its route lives");
+            // a live entry of the same key keeps only a route a later fragment set (review,
+            // review: a reused IP ID must not send another flow's datagram to this one's
+            // backend)
+            match self.routes.get(&fk) {
+                Some(r) if known.is_some() && r.2 => self.seen("first fragment follows the route its later fragment set"),
+                Some(_) if known.is_some() => {
+                    self.seen("IP ID reused: the earlier first fragment's route is not followed");
+                    self.routes.remove(&fk);
+                }
+                _ => {
+                    self.routes.remove(&fk);
+                }
             }
             self.frags.insert(fk, (port, now));
             Ok(svc)
@@ -1163,7 +1179,7 @@ impl Model {
                 Err(Expect::Drop(DropReason::FragmentHoldFull))
             }
         };
-        let key = FlowKey { src, dst: vip(), sport: if first { 40_000 } else { 0 }, dport: if first { port } else { 0 }, proto };
+        let key = FlowKey { src, dst: vip(), sport: if first { sport } else { 0 }, dport: if first { port } else { 0 }, proto };
         let expect = match service {
             Err(e) => e,
             Ok(s) => {
@@ -1174,7 +1190,7 @@ impl Model {
             }
         };
         let (f0, nc0, h0) = (self.stats.fragments.load(Relaxed), self.stats.new_connections.load(Relaxed), self.stats.fragments_held.load(Relaxed));
-        let got = self.send(&frag_frame(src, proto, id, first, port))?;
+        let got = self.send(&frag_frame(src, sport, proto, id, first, port))?;
         self.check(&got, expect)?;
         let f = self.stats.fragments.load(Relaxed) - f0;
         ensure!(f == u64::from(service.is_ok()) + self.released, "fragments counter grew by {f}, expected {} + {} released", u64::from(service.is_ok()), self.released);
@@ -1492,7 +1508,7 @@ impl Model {
                     self.flow_packet(2, client(c), client_port(port), 0)?;
                 }
             }
-            Op::Frag { client: c, svc, id, first } => self.fragment(client(c), usize::from(svc), u16::from(id), first)?,
+            Op::Frag { client: c, port, svc, id, first } => self.fragment(client(c), client_port(port), usize::from(svc), u16::from(id), first)?,
             Op::Frag6 { client: c, svc, id, kind } => {
                 let id = u32::from(id) << 24 | 0x00ab_cdef;
                 if kind != 1 {
@@ -1732,7 +1748,7 @@ fn run_round(cases: u32, ops: usize, total: &std::cell::RefCell<std::collections
 }
 
 /// Situations every run of ≥ 10^5 steps reaches.
-const COVERED: [&str; 33] = [
+const COVERED: [&str; 34] = [
     "failover backend stopped taking new connections (no switch)",
     "idle timeout edited live",
     "tracking edit applied",
@@ -1758,6 +1774,7 @@ const COVERED: [&str; 33] = [
     "first fragment followed its flow's entry",
     "first fragment of a flow that must move: 3-tuple",
     "later fragment followed its first",
+    "IP ID reused: the earlier first fragment's route is not followed",
     "IPv6 later fragment held",
     "IPv6 held fragment released",
     "ICMP error to a recorded flow",

@@ -5,14 +5,22 @@
 
 _pct_ge() { (($1 * 100 >= $2 * $3)); }   # _pct_ge OK TOTAL PCT: OK/TOTAL >= PCT %
 
-## ecmp: BIRD router with ECMP over two Spillway hosts: both carry new connections, same backend for the same 5-tuple on both, SIGKILL host 1 -> route withdrawn within the detection time and >= 95 % of its keep-alive connections keep working through host 2, host 1 back -> shared again
+## ecmp: BIRD router with ECMP over two Spillway hosts: both carry new connections, same backend for the same 5-tuple on both, SIGKILL host 1 -> route withdrawn within the detection time and >= 95 % of its keep-alive connections keep working through host 2, host 1 back -> shared again; an IPv6 VIP is announced (/128 over link-local BGP sessions, docs/bgp.md) and withdrawn (SIGKILL, vip drain) through BIRD the same way
 e2e_ecmp() {
-    local ms diff p a b n1 n2 m1 m2 t_kill s1 s2 detect_ms="${E2E_ECMP_DETECT_MS:-1000}"
+    local ms diff p a b n1 n2 m1 m2 t_kill s1 s2 detect_ms="${E2E_ECMP_DETECT_MS:-1000}" h
+    export FLEET_IPV6=1
     fleet_up
+    e2e_check "the shipped docs/bird-spillway.conf (IPv4 and IPv6 channels, link-local neighbour) parses" \
+        bash -c 'sed "s/^log syslog all;/log stderr all;/" "$1" >"$2" && bird -p -c "$2"' _ "$SPW_REPO_ROOT/docs/bird-spillway.conf" "$SPW_RUN_DIR/bird-shipped.conf"
     fleet_start lb1
     fleet_start lb2
     ms="$(fleet_wait_nexthops 2 40)" || e2e_fail "router has no two-path VIP route within 40 s: '$(fleet_route)'"
     echo "  router: $(fleet_route) (after $ms ms)"
+    ms="$(fleet_wait_nexthops 2 20 "$FLEET_VIP6")" || ms=-1
+    echo "  router, IPv6 VIP: $(fleet_route "$FLEET_VIP6") (after $ms ms)"
+    e2e_check "the IPv6 VIP $FLEET_VIP6/128 is announced by both hosts through BIRD (link-local sessions)" _ge "$ms" 0
+    e2e_check "its next hops are the hosts' port addresses" \
+        grep -q "via ${FLEET_PORT_ADDR6[lb1]} .*via ${FLEET_PORT_ADDR6[lb2]} \|via ${FLEET_PORT_ADDR6[lb2]} .*via ${FLEET_PORT_ADDR6[lb1]} " <<<"$(fleet_route "$FLEET_VIP6") "
 
     diff=0
     for p in $(seq 40000 40049); do
@@ -40,6 +48,9 @@ e2e_ecmp() {
     ms="$(fleet_wait_nexthops 1 5)" || ms=99999
     echo "  SIGKILL host 1: route withdrawn after $ms ms: $(fleet_route)"
     e2e_check "router withdraws host 1 within $detect_ms ms ($ms ms)" _ge "$detect_ms" "$ms"
+    ms="$(fleet_wait_nexthops 1 5 "$FLEET_VIP6")" || ms=99999
+    echo "  SIGKILL host 1: IPv6 VIP route after $ms ms: $(fleet_route "$FLEET_VIP6")"
+    e2e_check "router withdraws host 1's IPv6 VIP within $detect_ms ms ($ms ms)" _ge "$detect_ms" "$ms"
     wait "$FLEET_KA_PID" || true
     read -r s1 a < <(fleet_ka_report "$SPW_LOG_DIR/ka.tsv" "$t_kill" "$SPW_LOG_DIR/ports-lb1")
     read -r s2 b < <(fleet_ka_report "$SPW_LOG_DIR/ka.tsv" "$t_kill" "$SPW_LOG_DIR/ports-lb2")
@@ -59,6 +70,18 @@ e2e_ecmp() {
     e2e_check "every new-connection request answered" _eq "$(req_failed new)" 0
     e2e_check "host 1 carries new connections again" _gt0 $((m1 - n1))
     e2e_check "host 2 still carries new connections" _gt0 $((m2 - n2))
+
+    # IPv6 withdrawal by readiness: vip drain of the IPv6 VIP on both hosts removes its
+    # /128 from the router (the IPv4 VIP stays on both); undrain announces it again.
+    ms="$(fleet_wait_nexthops 2 20 "$FLEET_VIP6")" || e2e_fail "host 1 did not announce the IPv6 VIP again within 20 s: router: '$(fleet_route "$FLEET_VIP6")'; lb1: $(fleet_birdc lb1 show route 2>&1 | tr "\n" " ")"
+    for h in lb1 lb2; do fleet_ctl "$h" vip drain "$FLEET_VIP6" >/dev/null || e2e_fail "vip drain $FLEET_VIP6 on $h refused"; done
+    ms="$(fleet_wait_nexthops 0 5 "$FLEET_VIP6")" || ms=99999
+    echo "  vip drain $FLEET_VIP6 on both hosts: its route withdrawn after $ms ms; IPv4 VIP: $(fleet_nexthops) next hops"
+    e2e_check "draining the IPv6 VIP withdraws its /128 through BIRD ($ms ms)" _ge 5000 "$ms"
+    e2e_check "the IPv4 VIP stays announced by both" _eq "$(fleet_nexthops)" 2
+    for h in lb1 lb2; do fleet_ctl "$h" vip undrain "$FLEET_VIP6" >/dev/null || e2e_fail "vip undrain $FLEET_VIP6 on $h refused"; done
+    ms="$(fleet_wait_nexthops 2 5 "$FLEET_VIP6")" || ms=99999
+    e2e_check "undrain announces it again on both ($ms ms)" _ge 5000 "$ms"
     e2e_done
 }
 

@@ -270,3 +270,26 @@ e2e_fleet_no_l2_loop() {
     e2e_check "the flooded copies reached the other host and were dropped as not_our_mac ($total_mac), so the test can fail" _gt0 "$total_mac"
     e2e_done
 }
+
+## fleet_config_status: scripts/lib/fleet.sh fleet_config returns 0 to a `set -e` script, with the last backend enabled or disabled (a trailing `[[ ]] && printf` returned 1 and killed it); needs no topology
+e2e_fleet_config_status() {
+    local f="$SPW_RUN_DIR/fleet-config-status.toml" rc
+    mkdir -p "$SPW_RUN_DIR"
+    # A script of its own: `set -e` is off inside a `||` list, so the caller's would not see it.
+    _fleet_config_set_e() { # EXTRA_ENV...: runs fleet_config in a fresh `set -e` bash; prints its status
+        local rc=0
+        env "$@" FLEET_SYNC=0 FLEET_BACKENDS="b1 b2" bash -c 'set -e; source "$1/topology.sh"; source "$1/fleet.sh"; fleet_config lb1 "$2"; echo reached >"$2.done"' _ "$SPW_LIB_DIR" "$f" || rc=$?
+        echo "$rc"
+    }
+    rm -f "$f.done"
+    rc="$(_fleet_config_set_e)"
+    e2e_check "fleet_config returns 0 when the last backend is enabled (script status $rc)" test "$rc" = 0
+    e2e_check "the set -e script goes on after it" test -f "$f.done"
+    e2e_check "the config lists both backends, none disabled" \
+        test "$(grep -c '^\[\[services.backends\]\]' "$f")/$(grep -c '^enabled = false' "$f" || true)" = 2/0
+    rm -f "$f.done"
+    rc="$(_fleet_config_set_e FLEET_DISABLED_b2=1)"
+    e2e_check "and when it is disabled (script status $rc), which the config says" test "$rc/$(grep -c '^enabled = false' "$f")" = 0/1
+    rm -f "$f" "$f.done"
+    e2e_done
+}

@@ -83,3 +83,47 @@ e2e_neighbors() {
     e2e_check "status counts the MAC changes of both families (changed = $changed)" _ge "$changed" 2
     e2e_done
 }
+
+# _garp NS IFACE ADDR MAC: sends a gratuitous ARP reply "ADDR is at MAC" (RFC 5227 §3 in
+# reply form, as `arping -A`; sender = target = ADDR, broadcast) from IFACE in namespace NS.
+_garp() {
+    nsx "$1" "$SPW_PYTHON" - "$2" "$3" "$4" <<'PY'
+import socket, struct, sys
+iface, addr, mac = sys.argv[1], socket.inet_aton(sys.argv[2]), bytes.fromhex(sys.argv[3].replace(":", ""))
+frame = b"\xff" * 6 + mac + b"\x08\x06" + struct.pack("!HHBBH", 1, 0x0800, 6, 4, 2) + mac + addr + b"\xff" * 6 + addr
+s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
+s.bind((iface, 0))
+s.send(frame.ljust(60, b"\0"))
+PY
+}
+
+## neighbors_rejoin: a backend recreated with its address and a new MAC that announces itself with a gratuitous ARP is followed at once: Spillway uses the new MAC within 1 s of the announcement (refresh_sec = 60, so no refresh helps) and every request after it is answered
+e2e_neighbors_rejoin() {
+    local b t0 ms new_mac=02:00:00:00:aa:02
+    SPW_HEALTH_CHECK=0   # as in `neighbors`: only next-hop resolution decides
+    topo_up
+    write_config "$SPW_CONFIG"
+    for b in "${SPW_BACKENDS[@]}"; do sed -i "/^mac = \"${SPW_MAC[$b]}\"$/d" "$SPW_CONFIG"; done
+    printf '\n[neighbors]\nrefresh_sec = 60\nexpiry_sec = 120\nretry_ms = 500\n' >>"$SPW_CONFIG"
+    spillway_start
+    spillway_wait_ready "${SPW_READY_TIMEOUT:-30}"
+    topo_wait_for 10 _resolved_as "${SPW_ADDR[b1]}" "${SPW_MAC[b1]}" || e2e_fail "b1 not resolved within 10 s: $(neighbor_macs)"
+    run_clients 60 || true
+    e2e_check "all 60 requests answered before ($(req_failed new) failed)" _eq "$(req_failed new)" 0
+    # b1 goes away and comes back 2 s later with the same address and a new MAC, announcing it
+    nsx b1 ip link set dev eth0 down
+    sleep 2
+    nsx b1 ip link set dev eth0 address "$new_mac"
+    nsx b1 ip link set dev eth0 up
+    t0=$(date +%s%N)
+    _garp b1 eth0 "${SPW_ADDR[b1]}" "$new_mac"
+    topo_wait_for 5 _resolved_as "${SPW_ADDR[b1]}" "$new_mac" || e2e_fail "b1's new MAC not followed within 5 s: $(neighbor_macs)"
+    ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+    echo "  FIGURE: b1's new MAC $new_mac in use ${ms} ms after its gratuitous ARP (refresh_sec = 60 s)"
+    e2e_check "the new MAC is in use within 1 s of the announcement (${ms} ms)" _ge 1000 "$ms"
+    : >"$SPW_REQUESTS"
+    run_clients 120 || true
+    e2e_check "every request after it answered ($(req_failed new) of 120 failed)" _eq "$(req_failed new)" 0
+    e2e_check "b1 serves at its new MAC ($(req_backend_count b1) requests)" _gt0 "$(req_backend_count b1)"
+    e2e_done
+}

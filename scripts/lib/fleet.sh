@@ -16,6 +16,13 @@
 # BIRD exports the VIP /32s on spw-vip0 (Spillway's announcement interface) with next hop
 # = its Spillway port address; rt installs them as one multipath route
 # (fib_multipath_hash_policy=1: L4 hash).
+#
+# FLEET_IPV6=1 (test `ecmp`) adds an IPv6 VIP announced through BIRD as docs/bgp.md "IPv6
+# and link-local peering" says: service web6 on $FLEET_VIP6 (backend b1 by MAC, no health
+# check), each host's lb0 port at FLEET_PORT_ADDR6, and a second BGP session per host over
+# IPv6 link-local addresses (rt lan0 fe80::1, host mgmt0 its EUI-64 one; `neighbor fe80::1%mgmt0`),
+# whose ipv6 channel exports the /128s with next hop = the host's port address; rt's lan0
+# has fd00:200::1/64 so that next hop is on-link.
 
 FLEET_HOSTS=(${FLEET_HOSTS_OVERRIDE:-lb1 lb2})   # FLEET_HOSTS_OVERRIDE="lb1 lb2 lb3": a third host (scale-out)
 FLEET_RT_LAN=10.200.0.1
@@ -32,24 +39,40 @@ FLEET_SYNC_PORT=7946
 # FLEET_WEIGHT_<name> / FLEET_DISABLED_<name>: their weight / disabled state.
 fleet_sync_key() { printf '%s/sync.key' "$SPW_RUN_DIR"; }
 FLEET_BFD_MS="${FLEET_BFD_MS:-100}"   # BFD interval; detection = 3 x this
+FLEET_IPV6="${FLEET_IPV6:-0}"          # 1: the IPv6 VIP and BGP sessions above
+FLEET_VIP6=fd00:200::100
+FLEET_RT_LAN6=fd00:200::1
+FLEET_B1_ADDR6=fd00:200::11
+declare -gA FLEET_PORT_ADDR6=([lb1]=fd00:200::21 [lb2]=fd00:200::22 [lb3]=fd00:200::23)
+# mgmt0's link-local address: the kernel's own (EUI-64 of FLEET_MGMT_MAC), one per host
+declare -gA FLEET_MGMT_LL=([lb1]=fe80::ff:fe00:31 [lb2]=fe80::ff:fe00:32 [lb3]=fe80::ff:fe00:33)
 
 fleet_sock() { printf '%s/%s.sock' "$SPW_RUN_DIR" "$1"; }
 fleet_ctl() { local h="$1"; shift; timeout 10 "$SPILLWAYCTL_BIN" --socket "$(fleet_sock "$h")" "$@"; }
 fleet_birdc() { local h="$1"; shift; nsx "$h" birdc -s "$SPW_RUN_DIR/bird-$h.ctl" "$@"; }
 
-# fleet_route: the router's kernel route to the VIP, one line ("" when none).
-fleet_route() { nsx rt ip -o route show "$SPW_VIP/32" 2>/dev/null | tr -s ' ' | tr '\\' ' '; }
-# fleet_nexthops: number of next hops of that route (0, 1, 2).
+# fleet_route [VIP]: the router's kernel route to the VIP ($SPW_VIP, or an IPv6 one: /128),
+# one line ("" when none).
+fleet_route() {
+    local v="${1:-$SPW_VIP}"
+    if [[ "$v" == *:* ]]; then
+        nsx rt ip -o -6 route show "$v/128" 2>/dev/null | tr -s ' ' | tr '\\' ' '
+    else
+        nsx rt ip -o route show "$v/32" 2>/dev/null | tr -s ' ' | tr '\\' ' '
+    fi
+}
+# fleet_nexthops [VIP]: number of next hops of that route (0, 1, 2).
 fleet_nexthops() {
-    local r; r="$(fleet_route)"
+    local r; r="$(fleet_route "${1:-}")"
     if [[ -z "$r" ]]; then echo 0; elif [[ "$r" == *nexthop* ]]; then grep -o 'nexthop' <<<"$r" | wc -l; else echo 1; fi
 }
-_fleet_nexthops_is() { [[ "$(fleet_nexthops)" == "$1" ]]; }
-# fleet_wait_nexthops N TIMEOUT_S: until the router's VIP route has N next hops; prints ms.
+_fleet_nexthops_is() { [[ "$(fleet_nexthops "${2:-}")" == "$1" ]]; }
+# fleet_wait_nexthops N TIMEOUT_S [VIP]: until the router's VIP route has N next hops;
+# prints ms.
 fleet_wait_nexthops() {
     local start; start=$(date +%s%N)
     while (( ($(date +%s%N) - start) / 1000000 < ${2%.*} * 1000 )); do
-        if _fleet_nexthops_is "$1"; then echo $(( ($(date +%s%N) - start) / 1000000 )); return 0; fi
+        if _fleet_nexthops_is "$1" "${3:-}"; then echo $(( ($(date +%s%N) - start) / 1000000 )); return 0; fi
         sleep 0.02
     done
     return 1
@@ -72,6 +95,13 @@ fleet_up() {
     # router
     _topo_attach rt lan0 02:00:00:00:00:0f
     nsx rt ip addr add "$FLEET_RT_LAN/16" dev lan0
+    if [[ "$FLEET_IPV6" == 1 ]]; then
+        # fe80::1 as the router's only link-local address (addr_gen_mode 1: no EUI-64 one), so
+        # its BGP connections come from the address the hosts name
+        nssysctl rt net.ipv6.conf.lan0.addr_gen_mode=1 net.ipv6.conf.lan0.accept_dad=0 net.ipv6.conf.lan0.disable_ipv6=0
+        nsx rt ip -6 addr add fe80::1/64 dev lan0 nodad
+        nsx rt ip -6 addr add "$FLEET_RT_LAN6/64" dev lan0 nodad
+    fi
     nsx rt ip link set lan0 up
     ip link add cl0 netns "$(ns rt)" address 02:00:00:00:01:0f type veth peer name eth0 netns "$(ns "$FLEET_CLIENT")" address 02:00:00:00:01:10
     nsx rt ip addr add "$FLEET_RT_CL/24" dev cl0
@@ -90,6 +120,13 @@ fleet_up() {
         nssysctl "$h" net.ipv4.conf.all.arp_ignore=1 net.ipv4.conf.lb0.arp_ignore=8 \
             net.ipv4.conf.all.arp_announce=2 net.ipv4.conf.all.rp_filter=0 net.ipv4.ip_forward=0
         nsx "$h" ip addr add "${FLEET_MGMT_ADDR[$h]}/16" dev mgmt0
+        if [[ "$FLEET_IPV6" == 1 ]]; then
+            # IPv6 on by default (Spillway's spw-vip0, created later, needs it for the /128
+            # peers) and on mgmt0; never on lb0, which only Spillway speaks on.
+            nssysctl "$h" net.ipv6.conf.all.disable_ipv6=0 net.ipv6.conf.default.disable_ipv6=0 \
+                net.ipv6.conf.all.accept_dad=0 net.ipv6.conf.default.accept_dad=0 \
+                net.ipv6.conf.mgmt0.accept_dad=0 net.ipv6.conf.mgmt0.disable_ipv6=0 net.ipv6.conf.lb0.disable_ipv6=1
+        fi
         nsx "$h" ip link set lb0 up
         nsx "$h" ip link set mgmt0 up
     done
@@ -124,6 +161,12 @@ fleet_bird_start() {
         for h in "${FLEET_HOSTS[@]}"; do
             echo "protocol bgp $h { local $FLEET_RT_LAN as 65000; neighbor ${FLEET_MGMT_ADDR[$h]} as 65001; hold time 9; connect retry time 1; bfd on; ipv4 { import all; export none; }; }"
         done
+        if [[ "$FLEET_IPV6" == 1 ]]; then
+            echo "protocol kernel { ipv6 { import none; export all; }; merge paths on limit 8; }"
+            for h in "${FLEET_HOSTS[@]}"; do
+                echo "protocol bgp ${h}_6 { local as 65000; neighbor ${FLEET_MGMT_LL[$h]}%lan0 as 65001; hold time 9; connect retry time 1; bfd on; ipv6 { import all; export none; }; }"
+            done
+        fi
     } >"$f"
     topo_spawn rt "$SPW_LOG_DIR/bird-rt.log" "$SPW_PID_DIR/bird-rt.pid" bird -f -c "$f" -s "$SPW_RUN_DIR/bird-rt.ctl"
     for h in "${FLEET_HOSTS[@]}"; do
@@ -131,9 +174,10 @@ fleet_bird_start() {
         cat >"$f" <<EOF
 router id ${FLEET_MGMT_ADDR[$h]};
 protocol device { scan time 10; }
-protocol direct spillway_vips { ipv4 { import all; }; interface "spw-vip*"; }
+protocol direct spillway_vips { ipv4 { import all; }; ipv6 { import all; }; interface "spw-vip*"; }
 $bfd
 filter spillway_export { if proto = "spillway_vips" && net.len = 32 then accept; reject; }
+filter spillway_export6 { if proto = "spillway_vips" && net.len = 128 then accept; reject; }
 protocol bgp upstream {
     local ${FLEET_MGMT_ADDR[$h]} as 65001;
     neighbor $FLEET_RT_LAN as 65000;
@@ -141,6 +185,16 @@ protocol bgp upstream {
     bfd on;
     ipv4 { import none; export filter spillway_export; next hop address ${FLEET_PORT_ADDR[$h]}; };
 }
+$(if [[ "$FLEET_IPV6" == 1 ]]; then cat <<EOF6
+protocol bgp upstream6 {
+    local as 65001;
+    neighbor fe80::1%mgmt0 as 65000;
+    hold time 9; connect retry time 1;
+    bfd on;
+    ipv6 { import none; export filter spillway_export6; next hop address ${FLEET_PORT_ADDR6[$h]}; };
+}
+EOF6
+fi)
 EOF
         topo_spawn "$h" "$SPW_LOG_DIR/bird-$h.log" "$SPW_PID_DIR/bird-$h.pid" bird -f -c "$f" -s "$SPW_RUN_DIR/bird-$h.ctl"
     done
@@ -168,6 +222,7 @@ name = "lb0"
 device = "net_af_packet0,iface=lb0"
 address = "${FLEET_PORT_ADDR[$h]}"
 mac = "${FLEET_PORT_MAC[$h]}"
+$(if [[ "$FLEET_IPV6" == 1 ]]; then printf 'address6 = "%s"\n' "${FLEET_PORT_ADDR6[$h]}"; fi)
 
 [metrics]
 listen = "${FLEET_MGMT_ADDR[$h]}:9101"
@@ -193,8 +248,14 @@ EOF
         for b in ${FLEET_BACKENDS:-${SPW_BACKENDS[*]}}; do
             w="FLEET_WEIGHT_$b"; en="FLEET_DISABLED_$b"
             printf '\n[[services.backends]]\nname = "%s"\naddress = "%s"\nmac = "%s"\nweight = %s\n' "$b" "${SPW_ADDR[$b]}" "${SPW_MAC[$b]}" "${!w:-50}"
-            [[ "${!en:-0}" == 1 ]] && printf 'enabled = false\n'
+            # an `if`, not `[[ ]] && printf`: that returns 1 when the last backend is
+            # enabled, and a `set -e` caller dies
+            if [[ "${!en:-0}" == 1 ]]; then printf 'enabled = false\n'; fi
         done
+        if [[ "$FLEET_IPV6" == 1 ]]; then
+            printf '\n[[services]]\nname = "web6"\nvip = "%s"\nport = %s\nprotocol = "tcp"\n' "$FLEET_VIP6" "$SPW_VIP_PORT"
+            printf '\n[[services.backends]]\nname = "b1"\naddress = "%s"\nmac = "%s"\n' "$FLEET_B1_ADDR6" "${SPW_MAC[b1]}"
+        fi
     } >"$f"
 }
 
@@ -243,7 +304,7 @@ else:
 }
 # fleet_explain HOST PORT: the backend HOST's live Maglev table picks for client PORT.
 fleet_explain() {
-    fleet_ctl "$1" explain --client "$FLEET_CLIENT_ADDR" --client-port "$2" --json | "$SPW_PYTHON" -c "import json,sys; print(json.load(sys.stdin).get('backend'))"
+    fleet_ctl "$1" explain --vip "$SPW_VIP:$SPW_VIP_PORT/tcp" --client "$FLEET_CLIENT_ADDR" --client-port "$2" --json | "$SPW_PYTHON" -c "import json,sys; print(json.load(sys.stdin).get('backend'))"
 }
 # fleet_ka_start CONNS DURATION OUT: parallel keep-alive connections from the client in
 # the background (pid in FLEET_KA_PID); returns once every connection is open.

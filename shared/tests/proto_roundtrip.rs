@@ -51,6 +51,7 @@ fn decision() -> impl Strategy<Value = Decision> {
             (1u32..=5).prop_map(|priority| TierKind::HealthyPrimaries { priority }),
             (1u32..=5).prop_map(|priority| TierKind::HealthyFailover { priority }),
             Just(TierKind::LastResortPrimaries),
+            Just(TierKind::HealthyDraining),
             Just(TierKind::Drop),
         ],
         prop_oneof![text().prop_map(ClientClass::Zone), Just(ClientClass::Incompatible)],

@@ -16,7 +16,11 @@
 //! a datagram reach the same worker; the table needs no sharing.
 //!
 //! An entry also keeps the backend its datagram's fragments went to ([`FragTable::route`]),
-//! which every later fragment of the key follows (`worker/frag_route.rs`).
+//! which every later fragment of the key follows (`worker/frag_route.rs`). A first fragment
+//! follows it only when a later fragment that came first set it ([`Routed::ByLater`]);
+//! a first fragment that reuses a live key of a routed datagram (an IP ID reused within
+//! [`FRAG_LIFETIME_MS`], another flow from the same source) starts unrouted and goes where
+//! its own flow goes (docs/semantics.md "Fragments").
 //!
 //! Later fragments that arrive before their first fragment (reordering), or after their
 //! entry was replaced or expired: when their (VIP, protocol) has exactly one service they go
@@ -40,6 +44,21 @@ pub const FRAG_SLOTS: usize = 1024;
 /// source/destination/protocol) to find a stale entry.
 pub const FRAG_LIFETIME_MS: u32 = 2_000;
 
+/// Who set an entry's route ([`FragTable::route`]): one byte, so the entry keeps its size.
+#[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Routed {
+    /// No route yet.
+    #[default]
+    No,
+    /// Set by the datagram's first fragment: later fragments follow it, a new first
+    /// fragment of the key does not.
+    ByFirst,
+    /// Set by a later fragment that came before its first: the first fragment follows it,
+    /// so the datagram is not split.
+    ByLater,
+}
+
 #[derive(Clone, Copy, Default)]
 #[repr(C)]
 struct FragEntry<A, I> {
@@ -52,8 +71,8 @@ struct FragEntry<A, I> {
     /// the Fragment header's Next Header, when extension headers follow it).
     upper: u8,
     used: bool,
-    /// Whether `route` holds the first fragment's backend ([`FragTable::route`]).
-    routed: bool,
+    /// Whether, and by which fragment, `route` was set ([`FragTable::route`]).
+    routed: Routed,
     /// When the first fragment was seen (worker clock, ms).
     learned: u32,
     /// The backend (endpoint slot, incarnation) the first fragment went to, when
@@ -93,25 +112,41 @@ impl<A: FlowAddr, I: Copy + Default + Eq + Into<u64>> FragTable<A, I> {
     #[allow(clippy::too_many_arguments)]
     #[inline]
     ///
-    /// A live entry of the same datagram key keeps its backend ([`FragTable::route`]): a
-    /// datagram that reuses the key within [`FRAG_LIFETIME_MS`] (an IP ID that wrapped,
-    /// clients behind one NAT address), or one whose later fragment came first and was
-    /// routed, finds it, so no datagram of the key is split (docs/semantics.md "Fragments").
+    /// A live entry of the same datagram key keeps its backend ([`FragTable::route`]) only
+    /// when a later fragment that came before its first set it ([`Routed::ByLater`]), so
+    /// that datagram is not split. A route its first fragment set is dropped: a datagram
+    /// that reuses the key within [`FRAG_LIFETIME_MS`] (an IP ID reused by another flow of
+    /// the same source, clients behind one NAT address) goes where its own flow goes
+    /// (docs/semantics.md "Fragments").
     pub fn learn_upper(&mut self, src: A, dst: A, proto: u8, id: I, dport: u16, upper: u8, now: u32) {
         if let Some(e) = self.slots.get_mut(slot_of(src, dst, id, proto)) {
             let same = e.live(now) && e.src == src && e.dst == dst && e.id == id && e.proto == proto;
-            let (routed, route) = if same { (e.routed, e.route) } else { (false, (0, 0)) };
+            let (routed, route) = if same && e.routed == Routed::ByLater { (e.routed, e.route) } else { (Routed::No, (0, 0)) };
             *e = FragEntry { src, dst, id, dport, proto, upper, used: true, routed, learned: now, route };
         }
     }
 
-    /// Records the backend (endpoint slot, incarnation) that datagram (src, dst, proto, id),
-    /// learned just before ([`FragTable::learn`]), was sent to.
+    /// Records the backend (endpoint slot, incarnation) that the first fragment of datagram
+    /// (src, dst, proto, id), learned just before ([`FragTable::learn`]), was sent to
+    /// ([`Routed::ByFirst`]: its later fragments follow it, a new first fragment does not).
     #[inline]
     pub fn route(&mut self, src: A, dst: A, proto: u8, id: I, route: (u16, u16)) {
+        self.set_route(src, dst, proto, id, route, |_| Routed::ByFirst);
+    }
+
+    /// [`FragTable::route`] for a later fragment: an unrouted entry becomes
+    /// [`Routed::ByLater`] (its first fragment, still to come, follows it); a routed one
+    /// keeps who set it.
+    #[inline]
+    pub fn route_later(&mut self, src: A, dst: A, proto: u8, id: I, route: (u16, u16)) {
+        self.set_route(src, dst, proto, id, route, |r| if r == Routed::No { Routed::ByLater } else { r });
+    }
+
+    #[inline]
+    fn set_route(&mut self, src: A, dst: A, proto: u8, id: I, route: (u16, u16), by: impl Fn(Routed) -> Routed) {
         if let Some(e) = self.slots.get_mut(slot_of(src, dst, id, proto)) {
             if e.used && e.src == src && e.dst == dst && e.id == id && e.proto == proto {
-                (e.routed, e.route) = (true, route);
+                (e.routed, e.route) = (by(e.routed), route);
             }
         }
     }
@@ -121,7 +156,7 @@ impl<A: FlowAddr, I: Copy + Default + Eq + Into<u64>> FragTable<A, I> {
     #[inline]
     pub fn lookup_route(&self, src: A, dst: A, proto: u8, id: I, now: u32) -> Option<(u16, u16)> {
         let e = self.slots.get(slot_of(src, dst, id, proto))?;
-        (e.routed && e.live(now) && e.src == src && e.dst == dst && e.id == id && e.proto == proto).then_some(e.route)
+        (e.routed != Routed::No && e.live(now) && e.src == src && e.dst == dst && e.id == id && e.proto == proto).then_some(e.route)
     }
 
     /// The destination port and upper-layer protocol of the datagram's first fragment, if
@@ -376,10 +411,38 @@ mod tests {
         t.learn(1, 2, 17, 7, 53, later);
         assert_eq!(t.lookup_route(1, 2, 17, 7, later), None, "a first fragment after the entry expired starts unrouted");
         t.route(1, 2, 17, 7, (4, 2));
-        t.learn(1, 2, 17, 7, 53, later + 500);
-        assert_eq!(t.lookup_route(1, 2, 17, 7, later + 500 + FRAG_LIFETIME_MS), Some((4, 2)), "the key reused while live keeps its backend, for its own lifetime");
+        assert_eq!(t.lookup_route(1, 2, 17, 7, later + 500), Some((4, 2)));
         t.learn(1, 2, 17, 9, 53, later + 600);
         assert_eq!(t.lookup_route(1, 2, 17, 9, later + 600), None, "another datagram starts unrouted");
+    }
+
+    /// Review: two tracked flows from one source reuse an IP ID within the
+    /// lifetime. The second datagram's first fragment must not inherit the first
+    /// datagram's backend: its entry starts unrouted, so it goes where its own flow goes.
+    #[test]
+    fn a_first_fragment_does_not_follow_a_reused_keys_first_fragment() {
+        let mut t = FragTable::<u32, u16>::default();
+        t.learn(1, 2, 6, 7, 80, 100);
+        t.route(1, 2, 6, 7, (3, 1)); // flow A's first fragment went to slot 3
+        t.learn(1, 2, 6, 7, 80, 600); // flow B's first fragment, same key, 0.5 s later
+        assert_eq!(t.lookup_route(1, 2, 6, 7, 600), None, "flow B's first fragment follows its own flow, not A's backend");
+        t.route(1, 2, 6, 7, (5, 1));
+        assert_eq!(t.lookup_route(1, 2, 6, 7, 601), Some((5, 1)), "B's later fragments follow B's first");
+    }
+
+    /// A route a later fragment set before its first arrived (reordering) is the one a
+    /// first fragment follows; once the first routed it, a reuse of the key does not.
+    #[test]
+    fn a_first_fragment_follows_a_route_its_later_fragment_set() {
+        let mut t = FragTable::<u32, u16>::default();
+        t.learn(1, 2, 17, 7, 53, 100); // the later fragment learns the key
+        t.route_later(1, 2, 17, 7, (3, 1));
+        t.learn(1, 2, 17, 7, 53, 101); // its first fragment
+        assert_eq!(t.lookup_route(1, 2, 17, 7, 101), Some((3, 1)), "the first follows its later fragment");
+        t.route(1, 2, 17, 7, (3, 1));
+        t.route_later(1, 2, 17, 7, (3, 1)); // another later fragment keeps ByFirst
+        t.learn(1, 2, 17, 7, 53, 200); // a new datagram reusing the key
+        assert_eq!(t.lookup_route(1, 2, 17, 7, 200), None);
     }
 
     /// The entry sizes the module docs state, and the datagram identity's (see [`DatagramId`]).

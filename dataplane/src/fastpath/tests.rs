@@ -322,12 +322,14 @@
         assert_eq!(send(&mut w, &dns, frag(frame(17, 8, 0, 0, 0), 900, 3, false), 2_000), Ok(third));
         assert_eq!(send(&mut w, &dns, frag(frame(17, 8, moved, 53, 0), 900, 0, true), 2_000), Ok(third), "the first fragment followed its later one");
         // An IP ID reused within the fragment table's lifetime by another flow of the client
-        // (clients behind one NAT address): the second datagram follows the first's backend.
+        // (review): the second datagram's first fragment follows its own flow's
+        // entry, not the first datagram's backend, and its later fragment follows it.
         let a = send(&mut w, &dns, frame(17, 8, 40_000, 53, 0), 3_000).unwrap();
         let b_port = (40_001u16..40_016).find(|&p| send(&mut w, &dns, frame(17, 8, p, 53, 0), 3_000).unwrap() != a).expect("two flows on two backends");
+        let b = send(&mut w, &dns, frame(17, 8, b_port, 53, 0), 3_000).unwrap();
         assert_eq!(send(&mut w, &dns, frag(frame(17, 8, 40_000, 53, 0), 901, 0, true), 3_000), Ok(a));
-        assert_eq!(send(&mut w, &dns, frag(frame(17, 8, b_port, 53, 0), 901, 0, true), 3_500), Ok(a), "same IP ID 0.5 s later");
-        assert_eq!(send(&mut w, &dns, frag(frame(17, 8, 0, 0, 0), 901, 3, false), 3_500), Ok(a));
+        assert_eq!(send(&mut w, &dns, frag(frame(17, 8, b_port, 53, 0), 901, 0, true), 3_500), Ok(b), "same IP ID 0.5 s later: its own flow's backend");
+        assert_eq!(send(&mut w, &dns, frag(frame(17, 8, 0, 0, 0), 901, 3, false), 3_500), Ok(b), "its later fragment follows it");
     }
 
     /// Item 5, in the worker: fragments follow the service of their first fragment; a later

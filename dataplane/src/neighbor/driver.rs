@@ -315,6 +315,9 @@ impl Resolver {
     /// (`bad_mac`). The table then learns it only as the answer to our
     /// outstanding request, timed by its arrival on the worker.
     fn learn(&mut self, cfg: &Config, s: NeighborSeen, now_ms: u64) {
+        if s.is_announcement() {
+            return self.learn_announcement(s, now_ms);
+        }
         let addr = s.addr;
         let ours = match s.to {
             IpAddr::V4(to) => self.ports.get(usize::from(s.port)).is_some_and(|p| p.forwarding && p.addr == to),
@@ -336,14 +339,51 @@ impl Resolver {
             tracing::debug!(address = %addr, %mac, solicited = s.solicited, overrides = s.overrides, "Neighbor Advertisement not solicited, or not overriding a known MAC: ignored");
             return;
         }
-        // The worker's u32 clock has the same epoch: the signed distance to now.
-        let at = (now_ms as i64 + i64::from(s.at_ms.wrapping_sub(now_ms as u32) as i32)).max(0) as u64;
+        let at = arrival_ms(&s, now_ms);
         match self.table.on_reply(addr, s.mac, at) {
             Learned::New => tracing::info!(address = %addr, %mac, port = s.port, "next hop resolved"),
             Learned::Changed => tracing::warn!(address = %addr, %mac, port = s.port, "next hop MAC changed"),
             Learned::Confirmed => {}
             Learned::Ignored => tracing::debug!(address = %addr, %mac, "reply without a request of ours: ignored"),
         }
+    }
+
+    /// A gratuitous ARP or unsolicited Neighbor Advertisement a worker handed over
+    /// ([`NeighborSeen::is_announcement`]): on a port we ask on, with a unicast MAC, and
+    /// (NA) the Override flag, it replaces the MAC of a *resolved* next hop at once
+    /// ([`NeighborTable::on_announcement`]; a backend recreated with a new MAC, QA B46);
+    /// anything else is ignored and counted (`misdirected`, `bad_mac`, `not_solicited`, or
+    /// the table's `ignored`).
+    fn learn_announcement(&mut self, s: NeighborSeen, now_ms: u64) {
+        let (addr, mac) = (s.addr, spillway_shared::net::MacAddr(s.mac));
+        if !self.ports.get(usize::from(s.port)).is_some_and(|p| p.forwarding) {
+            self.counters.misdirected += 1;
+            return;
+        }
+        if s.mac == [0; 6] || s.mac[0] & 1 == 1 {
+            self.counters.bad_mac += 1;
+            tracing::warn!(address = %addr, %mac, port = s.port, "neighbour announcement names an all-zero or group MAC: ignored");
+            return;
+        }
+        if !s.overrides {
+            self.counters.not_solicited += 1;
+            return;
+        }
+        match self.table.on_announcement(addr, s.mac, arrival_ms(&s, now_ms)) {
+            Learned::Changed => tracing::warn!(address = %addr, %mac, port = s.port, "next hop MAC changed (gratuitous ARP or unsolicited Neighbor Advertisement)"),
+            Learned::Ignored => tracing::debug!(address = %addr, %mac, "announcement for a next hop not resolved: ignored"),
+            Learned::New | Learned::Confirmed => {}
+        }
+    }
+
+    /// Re-resolves next hop `addr` at `now_ms` before it takes traffic again (an endpoint
+    /// whose health went down and came back up: it may be a new machine with a new MAC):
+    /// a request is due at once and the address leaves the view until it is answered, or
+    /// until that request timed out ([`NeighborTable::revalidate`]). Returns whether the
+    /// view changed (republish).
+    pub fn revalidate(&mut self, addr: &IpAddr, now_ms: u64) -> bool {
+        self.table.revalidate(addr, now_ms);
+        self.refresh_view()
     }
 
     /// On every port, for VIPs (and port addresses) not announced yet: a gratuitous ARP
@@ -408,7 +448,7 @@ impl Resolver {
     }
 
     fn refresh_view(&mut self) -> bool {
-        let view: NeighborView = self.table.resolved().chain(self.table.pending().map(|a| (a, PENDING_MAC))).collect();
+        let view: NeighborView = self.table.usable().chain(self.table.pending().map(|a| (a, PENDING_MAC))).collect();
         let changed = view != self.view;
         self.view = view;
         changed
@@ -482,3 +522,9 @@ impl Resolver {
 #[cfg(test)]
 #[path = "driver_tests.rs"]
 mod tests;
+
+/// When the worker received `s`, on the control side's clock: the worker's u32 clock has
+/// the same epoch, so the signed distance to `now_ms`.
+fn arrival_ms(s: &NeighborSeen, now_ms: u64) -> u64 {
+    (now_ms as i64 + i64::from(s.at_ms.wrapping_sub(now_ms as u32) as i32)).max(0) as u64
+}

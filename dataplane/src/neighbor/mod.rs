@@ -20,7 +20,8 @@
 //! queue ([`NeighborQueues::seen`], one per worker; full = dropped and counted as
 //! `neighbor_queue_full`) and frees the frame. The control loop drains the queues, feeds
 //! the table (learning only answers to our own outstanding requests; an NA without the
-//! Solicited flag is no answer), and pushes the request frames the table asks for (ARP
+//! Solicited flag is no answer; a gratuitous ARP or an unsolicited NA with Override only
+//! replaces the MAC of an address already resolved, [`table`]), and pushes the request frames the table asks for (ARP
 //! request or Neighbor Solicitation, by the address family) into [`NeighborQueues::outbox`];
 //! worker 0 sends them on its own TX queues
 //! ([`crate::fastpath::worker::Worker::send_control_frames`]), from mbufs of the port's
@@ -101,6 +102,21 @@ impl NeighborSeen {
     pub fn arp(port: u16, spa: std::net::Ipv4Addr, sha: [u8; 6], tpa: std::net::Ipv4Addr, at_ms: u32) -> NeighborSeen {
         NeighborSeen { port, addr: IpAddr::V4(spa), mac: sha, to: IpAddr::V4(tpa), at_ms, solicited: true, overrides: true }
     }
+
+    /// The record of a gratuitous ARP "`spa` is at `sha`" (RFC 5227 §3 "ARP Announcement":
+    /// sender and target protocol address both `spa`, a request or a reply): `to` is `spa`
+    /// itself, Solicited clear, Override set ([`NeighborSeen::is_announcement`]).
+    pub fn gratuitous_arp(port: u16, spa: std::net::Ipv4Addr, sha: [u8; 6], at_ms: u32) -> NeighborSeen {
+        NeighborSeen { port, addr: IpAddr::V4(spa), mac: sha, to: IpAddr::V4(spa), at_ms, solicited: false, overrides: true }
+    }
+
+    /// Whether this is an announcement rather than a reply: a gratuitous ARP (`to` is the
+    /// address itself) or a Neighbor Advertisement without the Solicited flag (RFC 4861
+    /// §7.2.6, to all-nodes or to us). Only a resolved next hop learns from it
+    /// ([`table::NeighborTable::on_announcement`]).
+    pub fn is_announcement(&self) -> bool {
+        self.addr == self.to || (self.addr.is_ipv6() && !self.solicited)
+    }
 }
 
 /// A frame for worker 0 to send on port `port`.
@@ -135,5 +151,7 @@ impl NeighborQueues {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_announce;
 #[cfg(test)]
 mod tests_nd;

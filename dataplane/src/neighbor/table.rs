@@ -11,9 +11,9 @@
 //! - **request** ([`NeighborTable::poll`] returns the address): one request is
 //!   *outstanding* for `retry_ms`; only a reply within that window is learned
 //!   ([`NeighborTable::on_reply`]); any other reply (unsolicited, duplicate, late, for an
-//!   address we do not want) is ignored and counted, so a forged or stray ARP reply or
-//!   Neighbor Advertisement cannot redirect traffic (RFC 826 would learn it, and RFC 4861
-//!   §7.2.5 an unsolicited NA with Override; we do not);
+//!   address we do not want) is ignored and counted, so a stray ARP reply or Neighbor
+//!   Advertisement cannot resolve a next hop (RFC 826 would learn it); only an
+//!   announcement may change a MAC already resolved ("announced" below);
 //! - **timeout**: no reply within `retry_ms`: counted, and the request is sent again at once
 //!   (so at most one request per address per `retry_ms`: RFC 1122 §2.3.2.1 with the default
 //!   1 s);
@@ -31,7 +31,19 @@
 //!   others stay due for the next call, served round robin, so replies to one tick's
 //!   requests fit the workers' queues ([`crate::neighbor::SEEN_CAPACITY`]);
 //! - **expired**: `expiry_ms` after the last reply the MAC is forgotten; requests go on every
-//!   `retry_ms` until one is answered.
+//!   `retry_ms` until one is answered;
+//! - **announced** ([`NeighborTable::on_announcement`]): a gratuitous ARP (RFC 5227 §3) or
+//!   an unsolicited Neighbor Advertisement with Override (RFC 4861 §7.2.5-6) for an address
+//!   that is *resolved* replaces its MAC at once (a backend recreated with the same IP and a
+//!   new MAC announces itself so: QA B46, Meridio PR #334). This is the one unsolicited
+//!   message learned, and only for an entry we resolved ourselves (RFC 826's merge rule,
+//!   as Linux does with `arp_accept = 0`): it never creates an entry, and an address that
+//!   is pending, failed or expired still waits for the answer to a request of ours;
+//! - **revalidating** ([`NeighborTable::revalidate`]; an endpoint whose health came back
+//!   up): a request is due at once and the MAC is not offered
+//!   ([`NeighborTable::usable`]) until it is answered, so the endpoint takes no traffic to
+//!   a MAC it may no longer have; when that request times out the known MAC is offered
+//!   again (a next hop that does not answer ARP is not shut out for good).
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
@@ -123,6 +135,8 @@ struct Entry {
     next_request_ms: u64,
     unanswered: u32,
     expired: bool,
+    /// Revalidating: the MAC is held back until the outstanding request is answered.
+    revalidating: bool,
 }
 
 impl Entry {
@@ -184,12 +198,15 @@ impl NeighborTable {
                     e.next_request_ms = now_ms;
                     self.counters.timeouts += 1;
                     changed |= was_pending && !e.pending();
+                    // unanswered revalidation: the known MAC is offered again
+                    changed |= std::mem::take(&mut e.revalidating) && e.mac.is_some();
                 }
             }
             if let (Some(_), Some(c)) = (e.mac, e.confirmed_ms) {
                 if now_ms >= c.saturating_add(p.expiry_ms) {
                     e.mac = None;
                     e.expired = true;
+                    e.revalidating = false;
                     self.counters.expired += 1;
                     changed = true;
                 }
@@ -262,8 +279,49 @@ impl NeighborTable {
             }
             Some(_) => Learned::Confirmed,
         };
-        *e = Entry { mac: Some(mac), confirmed_ms: Some(now_ms), outstanding_since: None, next_request_ms: now_ms.saturating_add(refresh), unanswered: 0, expired: false };
+        *e = Entry { mac: Some(mac), confirmed_ms: Some(now_ms), outstanding_since: None, next_request_ms: now_ms.saturating_add(refresh), unanswered: 0, expired: false, revalidating: false };
         learned
+    }
+
+    /// A gratuitous ARP or unsolicited Neighbor Advertisement (with Override) "`addr` is
+    /// at `mac`" that arrived at `now_ms` (module docs, "announced"): for a resolved
+    /// address a new MAC replaces the known one at once ([`Learned::Changed`], counted in
+    /// `changed`; the entry counts as confirmed now and a revalidation ends) and the same
+    /// MAC is [`Learned::Confirmed`] (timers untouched); for any other address it is
+    /// [`Learned::Ignored`] and counted in `ignored`.
+    pub fn on_announcement(&mut self, addr: IpAddr, mac: [u8; 6], now_ms: u64) -> Learned {
+        let refresh = self.refresh_delay(&addr);
+        let Some(e) = self.entries.get_mut(&addr).filter(|e| e.mac.is_some()) else {
+            self.counters.ignored += 1;
+            return Learned::Ignored;
+        };
+        if e.mac == Some(mac) {
+            return Learned::Confirmed;
+        }
+        self.counters.changed += 1;
+        let outstanding_since = e.outstanding_since;
+        *e = Entry { mac: Some(mac), confirmed_ms: Some(now_ms), outstanding_since, next_request_ms: now_ms.saturating_add(refresh), unanswered: 0, expired: false, revalidating: false };
+        Learned::Changed
+    }
+
+    /// Revalidates resolved `addr` at `now_ms` (module docs, "revalidating"): a request is
+    /// due at once (unless one is outstanding) and [`NeighborTable::usable`] leaves the
+    /// address out until a reply or that request's timeout. Returns whether the usable set
+    /// changed (false for an address that is not resolved, or already revalidating).
+    pub fn revalidate(&mut self, addr: &IpAddr, now_ms: u64) -> bool {
+        let Some(e) = self.entries.get_mut(addr).filter(|e| e.mac.is_some() && !e.revalidating) else {
+            return false;
+        };
+        e.revalidating = true;
+        if e.outstanding_since.is_none() {
+            e.next_request_ms = now_ms;
+        }
+        true
+    }
+
+    /// Every resolved (address, MAC) that may take traffic: resolved and not revalidating.
+    pub fn usable(&self) -> impl Iterator<Item = (IpAddr, [u8; 6])> + '_ {
+        self.entries.iter().filter(|(_, e)| !e.revalidating).filter_map(|(a, e)| e.mac.map(|m| (*a, m)))
     }
 
     /// The resolved MAC of `addr`.

@@ -23,7 +23,7 @@ fn reply(spa: [u8; 4], sha: [u8; 6]) -> MemBuf {
     MemBuf::new(&f)
 }
 
-fn worker(id: usize, queues: Option<Arc<NeighborQueues>>) -> Worker {
+pub(super) fn worker(id: usize, queues: Option<Arc<NeighborQueues>>) -> Worker {
     let mut w = Worker::new(id, 1024, 1, Timeouts::default(), Arc::new(WorkerStats::default()), vec![PortInfo { mac: OURS, forward_to: 0, addr: 0x0a00_0001 }]);
     w.neighbors = queues;
     w
@@ -64,12 +64,16 @@ fn worker_sends_control_frames_in_port_buffers() {
 }
 
 fn daemon(extra_backend: &str) -> Daemon {
+    daemon_with("refresh_sec = 1\nexpiry_sec = 3\nretry_ms = 200", extra_backend)
+}
+
+/// Service web on 10.0.0.100 with b1 = 10.0.0.11 (no `mac`; `extra_backend` lines added to
+/// it), port p0 10.0.0.1, the `[neighbors]` timers `timers`, no gratuitous ARP.
+pub(super) fn daemon_with(timers: &str, extra_backend: &str) -> Daemon {
     let text = format!(
         r#"
 [neighbors]
-refresh_sec = 1
-expiry_sec = 3
-retry_ms = 200
+{timers}
 gratuitous_arp = false
 [[ports]]
 name = "p0"

@@ -348,3 +348,36 @@ fn an_advertisement_naming_a_zero_or_group_mac_is_not_learned() {
         assert!(r.unresolved_reason(&b1, 20).is_some(), "learned {bad:02x?}: view {:?}", r.view().get(&b1));
     }
 }
+
+/// QA B46 for IPv6: an unsolicited Neighbor Advertisement with Override to all-nodes (RFC
+/// 4861 §7.2.6: a host whose link-layer address changed) is handed over by the worker and
+/// replaces the MAC of a resolved next hop at once; without Override, or for a next hop
+/// still pending, it changes nothing.
+#[test]
+fn an_unsolicited_advertisement_replaces_a_resolved_mac_at_once() {
+    let c = cfg();
+    let snap = snapshot(&c);
+    let q = Arc::new(NeighborQueues::new(1));
+    let mut w = worker(Some(q.clone()));
+    let all_nodes = a6("ff02::1");
+    let new = [2, 0, 0, 0, 0x21, 0x22];
+    let mut na = MemBuf::new(&na_frame(a6("fd00::11"), new, all_nodes, 255, NA_FLAG_OVERRIDE));
+    assert_eq!(w.process(&mut na, 0, &snap, 5), Verdict::Consumed, "handed over");
+    let announced = q.seen[0].pop().unwrap();
+    assert!(announced.is_announcement() && !announced.solicited && announced.overrides, "{announced:?}");
+    let mut r = resolver(&c);
+    let b1: IpAddr = "fd00::11".parse().unwrap();
+    assert!(!r.tick(&c, &q, 0));
+    q.seen[0].push(announced).unwrap();
+    assert!(!r.tick(&c, &q, 10), "pending: an announcement does not resolve it");
+    assert_eq!(r.view().get(&b1), Some(&driver::PENDING_MAC));
+    q.seen[0].push(seen(B1_MAC, 15, true, true)).unwrap();
+    assert!(r.tick(&c, &q, 20));
+    assert_eq!(r.view().get(&b1), Some(&B1_MAC));
+    q.seen[0].push(NeighborSeen { overrides: false, ..announced }).unwrap();
+    assert!(!r.tick(&c, &q, 30), "no Override: the known MAC stays");
+    q.seen[0].push(NeighborSeen { at_ms: 35, ..announced }).unwrap();
+    assert!(r.tick(&c, &q, 40), "Override: followed at once");
+    assert_eq!(r.view().get(&b1), Some(&new));
+    assert_eq!(r.counters().changed, 1);
+}

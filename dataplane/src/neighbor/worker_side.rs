@@ -27,20 +27,29 @@ impl Worker {
     /// An ARP reply addressed to this port's own address (its target protocol address;
     /// 0.0.0.0 when the port has none: the answer to an RFC 5227 probe) goes, with its
     /// arrival time `now_ms`, to the control side's neighbour table, which learns it only
-    /// if it answers a request of ours ([`crate::neighbor::table`]); any other reply is
-    /// dropped and counted as `arp_ignored`.
+    /// if it answers a request of ours ([`crate::neighbor::table`]). A gratuitous ARP
+    /// (RFC 5227 §3 announcement: sender and target protocol address equal, not 0.0.0.0;
+    /// a reply, or a request when the caller hands requests over) goes too, as
+    /// [`NeighborSeen::gratuitous_arp`]: the table lets it replace the MAC of a resolved
+    /// next hop at once (a backend recreated with a new MAC). Any other ARP is dropped and
+    /// counted as `arp_ignored`.
     #[inline]
     pub(crate) fn hand_over_arp_reply(&self, frame: &[u8], a: &wire::ArpInfo, port: usize, now_ms: u32) -> Verdict {
         let Some(q) = self.neighbors.as_ref().and_then(|n| n.seen.get(self.id)) else {
             return Verdict::Drop(DropReason::ArpIgnored);
         };
-        if self.ports.get(port).is_none_or(|p| p.addr != u32::from(a.tpa)) {
+        let gratuitous = a.spa == a.tpa && !a.spa.is_unspecified();
+        if !gratuitous && (a.oper != wire::arp::OP_REPLY || self.ports.get(port).is_none_or(|p| p.addr != u32::from(a.tpa))) {
             return Verdict::Drop(DropReason::ArpIgnored);
         }
         let Some(Ok(arp)) = frame.get(a.offset..).map(wire::ArpPacket::new_checked) else {
             return Verdict::Drop(DropReason::ArpIgnored);
         };
-        let seen = NeighborSeen::arp(port as u16, a.spa, arp.sender_hw_addr(), a.tpa, now_ms);
+        let seen = if gratuitous {
+            NeighborSeen::gratuitous_arp(port as u16, a.spa, arp.sender_hw_addr(), now_ms)
+        } else {
+            NeighborSeen::arp(port as u16, a.spa, arp.sender_hw_addr(), a.tpa, now_ms)
+        };
         if q.push(seen).is_err() {
             return Verdict::Drop(DropReason::NeighborQueueFull);
         }
@@ -53,16 +62,20 @@ impl Worker {
     /// to that port's own IPv6 address (`snap.port_addrs6`: `ports[].address6`), carrying
     /// a Target Link-Layer Address, goes with its flags and arrival time `now_ms` to the
     /// control side's neighbour table, which learns it only if it answers a solicitation
-    /// of ours on that port (neighbour state is per interface, RFC 4861 §7.2.5). Any other
-    /// NA (to a VIP, to a multicast group, to another port's address, without the option)
-    /// is dropped as `nd_ignored`, as an ARP reply for another port's address is. Counted in
+    /// of ours on that port (neighbour state is per interface, RFC 4861 §7.2.5). An
+    /// unsolicited NA (Solicited clear) to all-nodes (ff02::1, RFC 4861 §7.2.6) goes too:
+    /// the table lets it (with Override) replace the MAC of a resolved next hop at once.
+    /// Any other NA (to a VIP, to another multicast group, to another port's address,
+    /// without the option) is dropped as `nd_ignored`, as an ARP reply for another port's
+    /// address is. Counted in
     /// `arp_replies_seen` with the ARP replies (replies handed to the resolver).
     #[inline]
     pub(crate) fn hand_over_na(&self, p: &wire::Ipv6Info, na: &wire::icmpv6::NaInfo, snap: &Snapshot, port: usize, now_ms: u32) -> Verdict {
         let Some(q) = self.neighbors.as_ref().and_then(|n| n.seen.get(self.id)) else {
             return Verdict::Drop(DropReason::NdIgnored);
         };
-        let ours = snap.port_addrs6.get(port).is_some_and(|a| *a != 0 && *a == p.dst);
+        let announced = !na.solicited && p.dst == wire::icmpv6::ALL_NODES;
+        let ours = announced || snap.port_addrs6.get(port).is_some_and(|a| *a != 0 && *a == p.dst);
         let (true, Some(mac)) = (ours, na.mac) else {
             return Verdict::Drop(DropReason::NdIgnored);
         };

@@ -83,6 +83,19 @@ pub fn update_drain(ctx: &Ctx<'_>, st: &mut ServiceState, now: f64, notes: &mut 
     (0..svc.backends.len()).filter(|&i| st.drained.contains_key(&svc.backends[i].name)).collect()
 }
 
+/// The *draining* backends, ascending: enabled, with at least one enabled endpoint, and
+/// `capacity_scaler = 0` or auto-drained (in `st.drained`; spec/service-lb-policy.md:
+/// "Draining is equivalent to capacity scaler 0"). Call after [`stage`], which updates
+/// the drain state. Read by the tier stage's healthy-draining rule (docs/semantics.md
+/// "Choices" 3a).
+pub fn draining(ctx: &Ctx<'_>, st: &ServiceState) -> Vec<usize> {
+    let bs = &ctx.svc.backends;
+    (0..bs.len())
+        .filter(|&i| bs[i].enabled && ctx.state(i).endpoints > 0)
+        .filter(|&i| bs[i].capacity_scaler == 0.0 || st.drained.contains_key(&bs[i].name))
+        .collect()
+}
+
 /// Runs the stage over `input` (all backends) and returns the available set.
 pub fn stage(ctx: &Ctx<'_>, input: &[usize], st: &mut ServiceState, now: f64, trace: &mut Vec<TraceEntry>) -> Vec<usize> {
     let mut notes = Vec::new();

@@ -10,7 +10,8 @@
 //! [`TraceEntry`]; a stage whose feature is not configured passes its input through):
 //! 1. [`availability`] — enabled, healthy, non-zero capacity; auto capacity drain/undrain
 //!    (spec/origin-routing.md step 1, spec/service-lb-policy.md "Auto capacity drain");
-//! 2. [`tiers`] — primary/failover pools with `failover_ratio`, last resort,
+//! 2. [`tiers`] — primary/failover pools with `failover_ratio`, healthy draining backends
+//!    before the last resort (docs/semantics.md), last resort,
 //!    `drop_traffic_if_unhealthy`, priorities 1–5 (spec/backend-selection.md "Original
 //!    eligible backends", spec/origin-routing.md step 2);
 //! 3. [`zonal`] — zonal affinity, the sets A, B, C, I (spec/zonal-affinity.md);
@@ -252,6 +253,10 @@ pub enum TierKind {
     },
     /// Nothing healthy: all (enabled) primaries of the best priority, unhealthy.
     LastResortPrimaries,
+    /// No non-draining backend healthy: the healthy draining backends (`capacity_scaler =
+    /// 0` or auto-drained; primaries first, best priority), before the last resort
+    /// (docs/semantics.md "Choices" 3a; Kubernetes KEP-1669 terminating endpoints).
+    HealthyDraining,
     /// Nothing healthy and `drop_traffic_if_unhealthy`, or nothing enabled: drop.
     Drop,
 }
@@ -372,7 +377,8 @@ pub fn evaluate(
     let all: Vec<usize> = (0..svc.backends.len()).collect();
 
     let available = availability::stage(&ctx, &all, st, now_sec, &mut trace);
-    let (tier, a) = tiers::stage(&ctx, &available, &mut trace);
+    let draining = availability::draining(&ctx, st);
+    let (tier, a) = tiers::stage(&ctx, &available, &draining, &mut trace);
     st.last_tier = Some(tier);
     let mut drop = tier == TierKind::Drop;
     let z = zonal::stage(&ctx, client, tier, &a, &mut trace);

@@ -140,3 +140,67 @@ fn failover_threshold_rule_names_the_threshold() {
     assert!(rule(true, false, Some(50)).contains("not on primaries: pass"));
     assert!(rule(true, true, Some(50)).starts_with("groups below failover_health_threshold = 50 % send to failover backends"));
 }
+
+/// The healthy-draining rule (docs/semantics.md "Choices" 3a; Kubernetes KEP-1669): b0 and
+/// b1 draining (`capacity_scaler = 0`) and alive, b2 and b3 enabled but dead. The old
+/// last resort chose the dead b2 and b3 (QA B41: 0 of 6 requests succeeded).
+#[test]
+fn healthy_draining_backends_serve_before_the_all_unhealthy_last_resort() {
+    let run = |s: &Service, st: &[BackendState]| {
+        evaluate(s, st, &topo(true), &ClientClass::Zone("z1".into()), None, &mut ServiceState::default(), 0.0)
+    };
+    let mut s = svc(4);
+    s.backends[0].capacity_scaler = 0.0;
+    s.backends[1].capacity_scaler = 0.0;
+    let st = [BackendState::healthy(), BackendState::healthy(), BackendState::unhealthy(), BackendState::unhealthy()];
+    let d = run(&s, &st);
+    assert_eq!((d.tier, d.eligible.clone()), (TierKind::HealthyDraining, vec![0, 1]), "{:?}", d.trace[1]);
+    assert!((d.share(0) - 0.5).abs() < 1e-12, "{:?}", d.weights);
+    let tiers = &d.trace[1];
+    assert!(tiers.rule.contains("healthy draining backends, before the all-unhealthy last resort"), "{}", tiers.rule);
+    // the same with drop_traffic_if_unhealthy: those backends are healthy
+    s.drop_traffic_if_unhealthy = true;
+    assert_eq!(run(&s, &st).eligible, vec![0, 1]);
+    s.drop_traffic_if_unhealthy = false;
+    // a dead draining backend is no candidate; one live non-draining backend wins over them
+    let st2 = [BackendState::unhealthy(), BackendState::healthy(), BackendState::unhealthy(), BackendState::unhealthy()];
+    assert_eq!(run(&s, &st2).eligible, vec![1]);
+    let st3 = [BackendState::healthy(), BackendState::healthy(), BackendState::healthy(), BackendState::unhealthy()];
+    assert_eq!(run(&s, &st3).eligible, vec![2]);
+    // draining primaries come before draining failover backends
+    s.backends[0].failover = true;
+    assert_eq!(run(&s, &st).eligible, vec![1]);
+}
+
+/// "Drop and withdraw" stays: when every enabled backend is draining (all `capacity_scaler
+/// = 0`) or the others are disabled, nothing is sent to the draining ones.
+#[test]
+fn all_draining_or_disabled_still_drops() {
+    let mut s = svc(4);
+    let st = [BackendState::healthy(), BackendState::healthy(), BackendState::unhealthy(), BackendState::unhealthy()];
+    for b in &mut s.backends {
+        b.capacity_scaler = 0.0;
+    }
+    let d = evaluate(&s, &st, &topo(true), &ClientClass::Incompatible, None, &mut ServiceState::default(), 0.0);
+    assert!(d.drop && d.tier == TierKind::Drop, "{d:?}");
+    s.backends[2].capacity_scaler = 1.0;
+    s.backends[3].capacity_scaler = 1.0;
+    s.backends[2].enabled = false;
+    s.backends[3].enabled = false;
+    let d = evaluate(&s, &st, &topo(true), &ClientClass::Incompatible, None, &mut ServiceState::default(), 0.0);
+    assert!(d.drop && d.tier == TierKind::Drop, "{d:?}");
+}
+
+/// An auto-drained backend (spec/service-lb-policy.md) is draining too: once the others
+/// die it takes new connections on its healthy endpoints, not the dead backends.
+#[test]
+fn an_auto_drained_live_backend_serves_before_the_last_resort() {
+    let mut s = svc(3);
+    s.auto_capacity_drain = true;
+    let group = |h: u32| BackendState { endpoints: 10, healthy_endpoints: h, latency_ms: None, load_cps: 0.0 };
+    let mut ss = ServiceState::default();
+    let d = evaluate(&s, &[group(2), group(10), group(10)], &topo(true), &ClientClass::Incompatible, None, &mut ss, 0.0);
+    assert_eq!(d.eligible, vec![1, 2], "b0 is auto-drained");
+    let d = evaluate(&s, &[group(2), group(0), group(0)], &topo(true), &ClientClass::Incompatible, None, &mut ss, 1.0);
+    assert_eq!((d.tier, d.eligible), (TierKind::HealthyDraining, vec![0]));
+}

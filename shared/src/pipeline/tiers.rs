@@ -11,9 +11,18 @@
 //! - not failed over → the available primaries of the best (lowest) available priority;
 //! - failed over → the available failover backends of their best priority; when none is
 //!   available but some primary is, the available primaries (best priority);
-//! - nothing available → `drop_traffic_if_unhealthy`: drop; otherwise last resort: the
-//!   enabled primaries with non-zero scaler and at least one enabled endpoint of the best
-//!   configured priority (unhealthy).
+//! - nothing available, but some backend is *draining* (enabled, `capacity_scaler = 0` or
+//!   auto-drained) and healthy while some enabled backend with an enabled endpoint is not
+//!   draining → the healthy draining backends (primaries first, else failover backends; the
+//!   best priority among them). This is this project's addition to the spec's last-resort
+//!   rule, Kubernetes' rule for terminating endpoints (KEP-1669; docs/semantics.md
+//!   "Choices" 3a): a live backend on its way out serves before a dead one. It comes
+//!   before `drop_traffic_if_unhealthy` too (those backends are healthy). When *every*
+//!   enabled backend is draining (all `capacity_scaler = 0`), or none is enabled, nothing
+//!   changes: the connection is dropped and the VIP withdrawn.
+//! - otherwise nothing available → `drop_traffic_if_unhealthy`: drop; otherwise last
+//!   resort: the enabled primaries with non-zero scaler and at least one enabled endpoint
+//!   of the best configured priority (unhealthy).
 //!   When no such primary exists (e.g. all disabled) the connection is dropped.
 
 use super::{Ctx, TierKind, TraceEntry};
@@ -26,8 +35,26 @@ fn of_priority(ctx: &Ctx<'_>, set: &[usize], p: u32) -> Vec<usize> {
     set.iter().copied().filter(|&i| ctx.svc.backends[i].priority == p).collect()
 }
 
-/// Runs the stage over the available set; returns the tier and its set (A).
-pub fn stage(ctx: &Ctx<'_>, available: &[usize], trace: &mut Vec<TraceEntry>) -> (TierKind, Vec<usize>) {
+/// The healthy draining backends that take new connections when nothing is available
+/// (module docs), or `None` when the rule does not apply. `draining`: the draining
+/// backends from [`super::availability::draining`].
+fn healthy_draining(ctx: &Ctx<'_>, draining: &[usize]) -> Option<Vec<usize>> {
+    let bs = &ctx.svc.backends;
+    let live_configured = (0..bs.len()).any(|i| bs[i].enabled && ctx.state(i).endpoints > 0 && !draining.contains(&i));
+    let healthy: Vec<usize> = draining.iter().copied().filter(|&i| ctx.state(i).is_healthy()).collect();
+    if !live_configured || healthy.is_empty() {
+        return None;
+    }
+    let primaries: Vec<usize> = healthy.iter().copied().filter(|&i| !bs[i].failover).collect();
+    let pool = if primaries.is_empty() { healthy } else { primaries };
+    let p = best_priority(ctx, &pool)?;
+    Some(of_priority(ctx, &pool, p))
+}
+
+/// Runs the stage over the available set; returns the tier and its set (A). `draining`:
+/// the draining backends ([`super::availability::draining`]), used only when nothing is
+/// available.
+pub fn stage(ctx: &Ctx<'_>, available: &[usize], draining: &[usize], trace: &mut Vec<TraceEntry>) -> (TierKind, Vec<usize>) {
     let svc = ctx.svc;
     let has_pool = svc.backends.iter().any(|b| b.failover);
     let primaries: Vec<usize> = (0..svc.backends.len()).filter(|&i| !svc.backends[i].failover).collect();
@@ -75,6 +102,10 @@ pub fn stage(ctx: &Ctx<'_>, available: &[usize], trace: &mut Vec<TraceEntry>) ->
         notes.push("failed over but no failover backend is healthy: stay on healthy primaries".into());
         (TierKind::HealthyPrimaries { priority: p }, of_priority(ctx, &avail_p, p),
             "no healthy failover backend: healthy primaries of the best available priority (docs/semantics.md)")
+    } else if let Some(set) = healthy_draining(ctx, draining) {
+        notes.push(format!("no non-draining backend is healthy; draining and healthy: {:?}", ctx.names(&set)));
+        (TierKind::HealthyDraining, set,
+            "no non-draining backend healthy: the healthy draining backends, before the all-unhealthy last resort (docs/semantics.md; Kubernetes KEP-1669 terminating endpoints)")
     } else if svc.drop_traffic_if_unhealthy {
         (TierKind::Drop, Vec::new(), "nothing healthy, drop_traffic_if_unhealthy = true: drop (spec/backend-selection.md)")
     } else {

@@ -3,7 +3,8 @@
 //! With A the tier stage's set:
 //! - B ("zonal affinity check backends") from A's kind: healthy primaries of priority p →
 //!   every configured primary of priority p; healthy failover of priority p → every
-//!   configured failover backend of priority p; last resort → A (all primaries, unhealthy).
+//!   configured failover backend of priority p; last resort → A (all primaries, unhealthy);
+//!   healthy draining backends → A.
 //!   Configured members that are disabled, have `capacity_scaler = 0` or no enabled
 //!   endpoint are left out of B:
 //!   an operator's "no traffic" always wins (docs/semantics.md).
@@ -35,7 +36,7 @@ pub fn check_set(ctx: &Ctx<'_>, kind: TierKind, a: &[usize]) -> Vec<usize> {
             .filter(|&i| bs[i].failover && bs[i].priority == priority)
             .filter(usable)
             .collect(),
-        TierKind::LastResortPrimaries => a.to_vec(),
+        TierKind::LastResortPrimaries | TierKind::HealthyDraining => a.to_vec(),
         TierKind::Drop => Vec::new(),
     }
 }

@@ -153,3 +153,11 @@ sc("x-weights", "spec/origin-routing.md weights 3:7 and drop_traffic_if_unhealth
     st(DROP, set={"F": {"healthy": False}}),
     st({"config_error": "weight"}, set={"A": {"weight": 0}}),
 ])
+sc("x-drain-healthy-before-last-resort", "docs/semantics.md choice 3a (Kubernetes KEP-1669 terminating endpoints; QA B41): healthy draining backends before the all-unhealthy last resort; all draining or the rest disabled stays drop",
+   {}, [b("b1", capacity_scaler=0.0), b("b2", "z2", capacity_scaler=0.0), b("b3", healthy=False), b("b4", "z2", healthy=False)], [
+    st(E("b1", "b2")),
+    st(E("b3"), set={"b3": {"healthy": True}}),
+    st(DROP, set={"b3": {"capacity_scaler": 0.0}, "b4": {"capacity_scaler": 0.0}}),
+    st(DROP, set={"b3": {"capacity_scaler": 1.0, "enabled": False}, "b4": {"capacity_scaler": 1.0, "enabled": False}}),
+    st(E("b1", "b2"), set={"b3": {"enabled": True, "healthy": False}}),
+])

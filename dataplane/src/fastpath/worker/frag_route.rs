@@ -39,7 +39,12 @@ impl Worker {
             // a later fragment before its first (one service): its first must follow it
             self.frags.learn(p.src, p.dst, p.proto, p.ident, svc.port, now);
         }
-        self.frags.route(p.src, p.dst, p.proto, p.ident, (b, incarnation(snap, b)));
+        let to = (b, incarnation(snap, b));
+        if first {
+            self.frags.route(p.src, p.dst, p.proto, p.ident, to);
+        } else {
+            self.frags.route_later(p.src, p.dst, p.proto, p.ident, to);
+        }
         Some(b)
     }
 
@@ -56,7 +61,12 @@ impl Worker {
             // a later fragment before its first (one service): its first must follow it
             self.frags6.learn_upper(p.src, p.dst, p.frag_next, p.ident, svc.port, svc.proto, now);
         }
-        self.frags6.route(p.src, p.dst, p.frag_next, p.ident, (b, incarnation(snap, b)));
+        let to = (b, incarnation(snap, b));
+        if first {
+            self.frags6.route(p.src, p.dst, p.frag_next, p.ident, to);
+        } else {
+            self.frags6.route_later(p.src, p.dst, p.frag_next, p.ident, to);
+        }
         Some(b)
     }
 
@@ -67,8 +77,10 @@ impl Worker {
     ///   a fragment to a backend within the fragment table's lifetime goes there too, while
     ///   that endpoint slot holds the same endpoint of the service (present, same
     ///   incarnation): a later fragment follows its first, and a first fragment follows a
-    ///   later one that came before it, or a datagram that reused the IP ID. So no datagram
-    ///   is split (spec/backend-selection.md: "never split a datagram");
+    ///   later one that came before it. So no datagram is split (spec/backend-selection.md:
+    ///   "never split a datagram"). A first fragment does not follow an earlier datagram
+    ///   that reused the key (its route was dropped when this one was learned,
+    ///   [`crate::fastpath::frag::FragTable::learn_upper`]): it follows its own flow;
     /// - else a first fragment whose flow has a connection-table entry it may keep
     ///   (`keeps_backend`, as for any packet) goes to that entry's backend, and refreshes
     ///   the entry as any packet of the flow does; so a TCP connection or UDP flow one of
