@@ -322,7 +322,10 @@ impl Worker {
                     bump(&self.stats.arp_replies, 1);
                     return Verdict::Reply;
                 }
-                if !refused && a.oper == wire::arp::OP_REPLY {
+                // replies, and gratuitous ARP in its request form too (RFC 5227 §3: sender
+                // and target address equal; Linux's `arp_notify`): a next hop that came back
+                // with a new MAC is followed at once (neighbor::table)
+                if !refused && (a.oper == wire::arp::OP_REPLY || a.spa == a.tpa) {
                     return self.hand_over_arp_reply(buf.data(), a, port, now_ms);
                 }
                 Verdict::Drop(DropReason::ArpIgnored)
