@@ -343,7 +343,7 @@ pub fn to_prometheus_text(openmetrics: &str) -> String {
 
 #[path = "metrics_http.rs"]
 mod http;
-pub use http::{bind, serve, ANSWER_DEADLINE, MAX_CONNECTIONS, REQUEST_DEADLINE};
+pub use http::{bind, serve, BodyCache, ANSWER_DEADLINE, CACHE_FOR, MAX_CONNECTIONS, REQUEST_DEADLINE};
 
 #[cfg(test)]
 #[path = "metrics_tests.rs"]
