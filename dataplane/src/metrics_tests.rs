@@ -560,3 +560,21 @@ fn concurrent_scrapes_share_one_rendering() {
     assert!(!Arc::ptr_eq(&a, &b));
     assert_eq!(renders.load(std::sync::atomic::Ordering::SeqCst), 3);
 }
+
+/// Per-endpoint series follow `metrics.per_endpoint`: on by default for a small config,
+/// off when set false (per-backend and per-service series stay), and off by default above
+/// the auto limit of endpoints.
+#[test]
+fn per_endpoint_series_follow_the_switch() {
+    let d = daemon();
+    let on = render(&d);
+    assert!(on.lines().any(|l| l.starts_with("spillway_endpoint_packets_total{")), "small config: on by default");
+    d.control.lock().unwrap().cfg.metrics = Some(spillway_shared::config::fleet::MetricsConfig { listen: "127.0.0.1:0".into(), per_endpoint: Some(false) });
+    let off = render(&d);
+    assert!(!off.lines().any(|l| l.starts_with("spillway_endpoint_") || l.starts_with("spillway_health_probe")), "switched off");
+    assert!(off.lines().any(|l| l.starts_with("spillway_backend_packets_total{")) && off.lines().any(|l| l.starts_with("spillway_service_packets_total{")));
+    let auto = spillway_shared::config::fleet::MetricsConfig { listen: "127.0.0.1:0".into(), per_endpoint: None };
+    let limit = spillway_shared::config::fleet::PER_ENDPOINT_SERIES_AUTO_LIMIT;
+    assert!(auto.per_endpoint_series(limit) && !auto.per_endpoint_series(limit + 1));
+    assert!(spillway_shared::config::fleet::MetricsConfig { per_endpoint: Some(true), ..auto }.per_endpoint_series(20_000));
+}
