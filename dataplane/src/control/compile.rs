@@ -121,14 +121,6 @@ fn cached_maglev(entries: &[MaglevEntry<'_>], size: u32, generation: u64) -> Arc
     t
 }
 
-/// Runs the routing pipeline for every service × client class and builds the snapshot,
-/// without next-hop resolution: endpoints without a configured `mac` keep their health
-/// and get an all-zero MAC (which workers drop as `next_hop_unresolved`). Tests and
-/// benchmarks of routing use it; the daemon uses [`compile_with_neighbors`].
-pub fn compile(cfg: &Config, slots: &SlotMap, input: CompileInput<'_>) -> Snapshot {
-    compile_inner(cfg, slots, input, None)
-}
-
 /// The health view with every endpoint whose next hop *failed* resolution (missing from
 /// `neighbors`: its requests timed out past the pending grace, or its entry expired)
 /// marked unhealthy (such a backend is not eligible), or `None` when there is
@@ -162,24 +154,6 @@ fn mark_next_hops(cfg: &Config, health: &HealthView, ineligible: impl Fn(&std::n
         }
     }
     out
-}
-
-/// [`compile`] with resolved next hops: an endpoint without a configured `mac` takes the
-/// MAC of its next hop ([`spillway_shared::neighbors::next_hop`]) from `neighbors` (all
-/// zero while pending), and is not eligible (counted unhealthy by the pipeline) once its
-/// resolution failed ([`with_unresolved`]).
-pub fn compile_with_neighbors(cfg: &Config, slots: &SlotMap, input: CompileInput<'_>, neighbors: &NeighborView) -> Snapshot {
-    compile_inner(cfg, slots, input, Some(neighbors))
-}
-
-fn compile_inner(cfg: &Config, slots: &SlotMap, input: CompileInput<'_>, neighbors: Option<&NeighborView>) -> Snapshot {
-    let all: Vec<usize> = (0..cfg.services.len()).collect();
-    let mut job = super::incremental::Job::prepare(cfg, slots, input.health, input.states, neighbors, &input.port_addrs, &all, input.generation, input.now_sec);
-    let built = job.run();
-    for (name, st) in built.states() {
-        input.states.insert(name.to_string(), st.clone());
-    }
-    built.assemble(None)
 }
 
 /// Client classes of a topology and the prefix table that maps a client address to one:

@@ -18,7 +18,7 @@
 //! way the result equals a full compilation of the same config, health and state
 //! (property test: `dataplane/src/control/incremental_tests.rs`).
 
-use super::compile::{compile_service, index_service, Frame, HealthView, ServiceInput};
+use super::compile::{compile_service, index_service, CompileInput, Frame, HealthView, ServiceInput};
 use super::snapshot::{BackendSlot, ServiceSnap, Snapshot};
 use super::slots::SlotMap;
 use crate::neighbor::driver::NeighborView;
@@ -126,10 +126,13 @@ pub struct Job {
     now_sec: f64,
 }
 
+/// One compiled service: its index, snapshot, backend slots, name and pipeline state.
+type Compiled = (usize, ServiceSnap, Vec<(u16, BackendSlot)>, String, ServiceState);
+
 /// A compilation that has run ([`Job::run`]), ready to be assembled into a snapshot.
 pub struct Built {
     skeleton: Snapshot,
-    compiled: Vec<(usize, ServiceSnap, Vec<(u16, BackendSlot)>, String, ServiceState)>,
+    compiled: Vec<Compiled>,
     services: usize,
     slots: usize,
     full: bool,
@@ -236,6 +239,32 @@ impl Built {
         }
         snap
     }
+}
+
+/// Runs the routing pipeline for every service × client class and builds the snapshot,
+/// without next-hop resolution: endpoints without a configured `mac` keep their health
+/// and get an all-zero MAC (which workers drop as `next_hop_unresolved`). Tests and
+/// benchmarks of routing use it; the daemon uses [`compile_with_neighbors`].
+pub fn compile(cfg: &Config, slots: &SlotMap, input: CompileInput<'_>) -> Snapshot {
+    compile_inner(cfg, slots, input, None)
+}
+
+/// [`compile`] with resolved next hops: an endpoint without a configured `mac` takes the
+/// MAC of its next hop ([`spillway_shared::neighbors::next_hop`]) from `neighbors` (all
+/// zero while pending), and is not eligible (counted unhealthy by the pipeline) once its
+/// resolution failed ([`with_unresolved`]).
+pub fn compile_with_neighbors(cfg: &Config, slots: &SlotMap, input: CompileInput<'_>, neighbors: &NeighborView) -> Snapshot {
+    compile_inner(cfg, slots, input, Some(neighbors))
+}
+
+fn compile_inner(cfg: &Config, slots: &SlotMap, input: CompileInput<'_>, neighbors: Option<&NeighborView>) -> Snapshot {
+    let all: Vec<usize> = (0..cfg.services.len()).collect();
+    let mut job = Job::prepare(cfg, slots, input.health, input.states, neighbors, &input.port_addrs, &all, input.generation, input.now_sec);
+    let built = job.run();
+    for (name, st) in built.states() {
+        input.states.insert(name.to_string(), st.clone());
+    }
+    built.assemble(None)
 }
 
 fn place(backends: &mut [BackendSlot], owned: Vec<(u16, BackendSlot)>) {

@@ -29,7 +29,8 @@ pub mod quic_lb;
 pub mod slots;
 pub mod snapshot;
 
-pub use compile::{backend_states, compile, compile_with_neighbors, endpoint_view, with_not_resolved, with_unresolved, persists_on_unhealthy, CompileInput, EndpointKey, EndpointView, HealthView};
+pub use incremental::{compile, compile_with_neighbors};
+pub use compile::{backend_states, endpoint_view, with_not_resolved, with_unresolved, persists_on_unhealthy, CompileInput, EndpointKey, EndpointView, HealthView};
 pub use mailbox::{FlowReply, FlowRequest, Mailbox, MAX_SHOW_PER_WORKER};
 pub use publish::Shared;
 pub use slots::SlotMap;
