@@ -198,3 +198,21 @@ fn a_batch_of_health_events_is_published_once() {
     assert_eq!(crate::control_loop::apply_health_batch(&d, &evs), None);
     assert_eq!(d.shared.current().generation, g0 + 1);
 }
+
+/// Events already queued when a tick starts collecting are all taken by that tick (one
+/// batch, one publication); a closed channel is reported.
+#[test]
+fn queued_events_are_collected_in_one_tick() {
+    let d = Daemon::new(config(), 1, vec![0x0a00_0002], Box::new(|_| Default::default())).unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    for s in 0..SERVICES {
+        for e in 0..3 {
+            tx.send(event(&d, (s, 1, e, false))).unwrap();
+        }
+    }
+    let (batch, closed) = crate::control_loop::collect_health(&rx, crate::control_loop::IDLE_TICK);
+    assert_eq!((batch.len(), closed), (15, false));
+    drop(tx);
+    let (batch, closed) = crate::control_loop::collect_health(&rx, crate::control_loop::IDLE_TICK);
+    assert!(batch.is_empty() && closed);
+}

@@ -3,7 +3,8 @@
 //!
 //! **Ticks.** One iteration of the loop is a *control tick*. It waits up to [`IDLE_TICK`]
 //! (50 ms) for a health event; once one arrives it keeps collecting the events that
-//! arrive within [`COALESCE`] (10 ms) of it, applies them all under one hold of the
+//! arrive within [`COALESCE`] (10 ms) of it, or until none came for [`QUIET`] (2 ms: a
+//! lone event does not wait the whole window), applies them all under one hold of the
 //! control lock and publishes once: one snapshot generation for a whole health storm
 //! window, whatever its size ([`apply_health_batch`]). The services the events changed
 //! are recompiled without the control lock ([`Daemon::publish_dirty`]), so live edits and
@@ -26,6 +27,9 @@ pub const IDLE_TICK: Duration = Duration::from_millis(50);
 /// before it applies them together and publishes once.
 pub const COALESCE: Duration = Duration::from_millis(10);
 
+/// A tick stops collecting once no event came for this long (before [`COALESCE`] ends).
+pub const QUIET: Duration = Duration::from_millis(2);
+
 /// At most this many events are applied per tick; the rest wait for the next tick (a
 /// bound on the time the control lock is held, so the heartbeat keeps moving).
 pub const MAX_BATCH: usize = 65_536;
@@ -35,7 +39,8 @@ pub const MAX_BATCH: usize = 65_536;
 pub const SETTLE_EVERY: Duration = Duration::from_millis(250);
 
 /// Waits up to `idle` for a health event, then collects those that arrive within
-/// [`COALESCE`] of the first (at most [`MAX_BATCH`]). Returns them (empty after an idle
+/// [`COALESCE`] of the first, stopping earlier once none came for [`QUIET`] (at most
+/// [`MAX_BATCH`]). Returns them (empty after an idle
 /// wait) and whether the channel is closed (no checker sends any more).
 pub fn collect_health(rx: &Receiver<HealthEvent>, idle: Duration) -> (Vec<HealthEvent>, bool) {
     let first = match rx.recv_timeout(idle) {
@@ -55,7 +60,7 @@ pub fn collect_health(rx: &Receiver<HealthEvent>, idle: Duration) -> (Vec<Health
             }
             continue;
         }
-        match rx.recv_timeout(until - now) {
+        match rx.recv_timeout((until - now).min(QUIET)) {
             Ok(ev) => batch.push(ev),
             Err(RecvTimeoutError::Timeout) => break,
             Err(RecvTimeoutError::Disconnected) => return (batch, true),
