@@ -117,7 +117,7 @@ fn bench(services: u32, per_backend: u32, runs: usize) {
         apply_health_batch(&d, &[event(&d, svc, 0, 0, true)]);
         direct.push(ms(t));
     }
-    println!("{}", Stats(flips).line("one health flip (10 ms window included)", 20.0));
+    println!("{}", Stats(flips).line("one health flip (through the control loop)", 20.0));
     println!("{}", Stats(direct).line("one health flip (apply + publish)", 20.0));
     let mut storms = Vec::new();
     for r in 0..3u32 {
@@ -149,7 +149,17 @@ fn bench(services: u32, per_backend: u32, runs: usize) {
         let svc = format!("name = \"svc{}\"", (r * 13) % services);
         let at = cur.find(&svc).unwrap();
         let w = cur[at..].find("name = \"g1\"").unwrap() + at;
-        let changed = format!("{}name = \"g1\"\nweight = {}{}", &cur[..w], 7 + r, &cur[w + "name = \"g1\"".len()..]);
+        // g1's table: its `weight` line replaced, or one added after its name
+        let end = cur[w..].find("[[").map_or(cur.len(), |e| w + e);
+        let table = &cur[w..end];
+        let edited = match table.find("\nweight = ") {
+            Some(k) => {
+                let eol = table[k + 1..].find('\n').map_or(table.len(), |e| k + 1 + e);
+                format!("{}\nweight = {}{}", &table[..k], 7 + r, &table[eol..])
+            }
+            None => table.replacen("name = \"g1\"", &format!("name = \"g1\"\nweight = {}", 7 + r), 1),
+        };
+        let changed = format!("{}{edited}{}", &cur[..w], &cur[end..]);
         let t = Instant::now();
         let a = d.config_apply(&changed, None);
         applies.push(ms(t));
