@@ -113,35 +113,27 @@ pub fn observe(daemon: &Daemon, stall: Duration, now: Instant) -> Observation {
 }
 
 /// Whether the first round of health probes is over: every target decided and its
-/// results published (latched by the control loop, [`Daemon::first_round_pending_and_over`]),
-/// or the first round's longest possible time has passed (twice the longest check's
-/// interval + timeout, + its `unhealthy_threshold` quick re-probes, + 1 s), so a probe that
-/// is never run (a local shortage) cannot hold the announcement forever.
-fn first_probe_round_over(daemon: &Daemon, now: Instant) -> bool {
-    use std::sync::atomic::Ordering::{Acquire, Release};
-    if daemon.first_probe_round.load(Acquire) {
-        return true;
-    }
-    let done = daemon.checker.lock().unwrap_or_else(|e| e.into_inner()).is_none();
-    let limit = {
-        let st = daemon.control.lock().unwrap_or_else(|e| e.into_inner());
-        st.cfg
-            .services
-            .iter()
-            .filter_map(|s| s.health_check.as_ref())
-            .map(|h| 2.0 * (h.check_interval_sec + h.timeout_sec) + f64::from(h.unhealthy_threshold.max(1)) * (h.timeout_sec + 0.2))
-            .fold(0.0, f64::max)
-    };
-    let late = now.saturating_duration_since(daemon.started) > Duration::from_secs_f64(limit + 1.0);
-    if done || late {
-        daemon.first_probe_round.store(true, Release);
-        if late && !done {
-            tracing::warn!(after_sec = limit + 1.0, "first round of health probes not complete: announcing anyway");
-        } else {
-            tracing::info!("first round of health probes complete");
-        }
-    }
-    done || late
+/// results published, latched by the control loop ([`Daemon::first_round_pending_and_over`]);
+/// or, once the round's longest time ([`first_round_limit`]) has passed, the undecided
+/// targets counted unhealthy and published, latched by the control loop too
+/// (`control_loop::startup`): a stalled control loop never lets a host announce with
+/// endpoints it has not decided.
+fn first_probe_round_over(daemon: &Daemon, _now: Instant) -> bool {
+    use std::sync::atomic::Ordering::Acquire;
+    daemon.first_probe_round.load(Acquire) || daemon.checker.lock().unwrap_or_else(|e| e.into_inner()).is_none()
+}
+
+/// The first probe round's longest time at start: twice the longest check's interval +
+/// timeout, + its `unhealthy_threshold` quick re-probes (`timeout_sec` + 0.2 s each),
+/// + 1 s (docs/bgp.md "Readiness"); zero without health checks.
+pub fn first_round_limit(cfg: &Config) -> Duration {
+    let limit = cfg
+        .services
+        .iter()
+        .filter_map(|s| s.health_check.as_ref())
+        .map(|h| 2.0 * (h.check_interval_sec + h.timeout_sec) + f64::from(h.unhealthy_threshold.max(1)) * (h.timeout_sec + 0.2))
+        .fold(0.0, f64::max);
+    Duration::from_secs_f64(limit + 1.0)
 }
 
 /// Whether the dataplane gives service `si` of `snap` a backend for some client class:
@@ -488,8 +480,17 @@ mod tests {
         *d.checker.lock().unwrap() = Some(crate::health::HealthChecker::start_with(vec![target], tx, opts).unwrap());
         let obs = observe(&d, Duration::from_secs(60), Instant::now());
         assert_eq!(obs.starting, ["waiting for the first round of health probes"]);
-        let late = observe(&d, Duration::from_secs(60), Instant::now() + Duration::from_secs(100));
-        assert!(late.starting.is_empty(), "announces after the first round's longest time at the latest");
+        // Past the round's longest time, the control loop counts the undecided target
+        // unhealthy, publishes, and only then lets the VIPs be announced: a host never
+        // announces with an endpoint it has not decided counted healthy.
+        let late = Instant::now() + Duration::from_secs(100);
+        assert!(!observe(&d, Duration::from_secs(60), late).starting.is_empty(), "the fleet thread alone never announces undecided");
+        assert_eq!(crate::control_loop::startup::settle_first_round(&d, late), Some(1));
+        assert!(observe(&d, Duration::from_secs(60), late).starting.is_empty(), "announces after the first round's longest time at the latest");
+        let snap = d.shared.current();
+        let b1 = snap.backends.iter().find(|b| b.present && b.name == "b1").unwrap();
+        assert!(!b1.healthy, "the undecided endpoint is published unhealthy before the VIPs are announced");
+        assert!(d.control.lock().unwrap().undecided.contains(&("web".to_string(), "b1".to_string(), "b1".to_string())));
     }
 
     #[test]

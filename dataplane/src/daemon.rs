@@ -53,6 +53,13 @@ pub struct ControlState {
     pub health_checker_dead: Option<String>,
     /// `RLIMIT_NOFILE` soft limit in force (set by `main` after raising it; 0 = unknown).
     pub nofile_limit: u64,
+    /// Endpoints counted unhealthy because their first probe round was not decided when
+    /// the round's time ran out (`control_loop::startup`); each leaves the set with its
+    /// first decided result.
+    pub undecided: std::collections::HashSet<crate::control::EndpointKey>,
+    /// What the next publication must recompile ([`crate::control::incremental::Dirty`]):
+    /// marked by health events, load and latency moves and live edits.
+    pub dirty: crate::control::incremental::Dirty,
     /// Whether the config the daemon started with had an IPv6 service: `main` then sized
     /// the IPv6 connection tables from `capacity_per_worker` (else 1,024 entries), so IPv6
     /// services may come and go live; otherwise the first one needs a restart.
@@ -147,6 +154,8 @@ impl Daemon {
                 health_generation: 0,
                 health_checker_dead: None,
                 nofile_limit: 0,
+                dirty: Default::default(),
+                undecided: Default::default(),
                 ipv6_tables_sized,
             }),
             shared,
@@ -200,6 +209,51 @@ impl Daemon {
     /// after the switch, or lose them at once with `disable_connection_drain_on_failover`
     /// ([`crate::control::pools`] has the whole rule).
     pub fn republish(&self, st: &mut ControlState) -> u64 {
+        st.dirty.everything();
+        st.dirty.config = true;
+        self.republish_dirty(st)
+    }
+
+    /// Recompiles what `st.dirty` marks ([`crate::control::incremental`]) and publishes,
+    /// all under the control lock the caller holds (live edits, whose answer names the
+    /// snapshot generation). Returns the generation published.
+    pub fn republish_dirty(&self, st: &mut ControlState) -> u64 {
+        let dirty = std::mem::take(&mut st.dirty);
+        let mut job = self.prepare_publication(st, &dirty);
+        let built = job.run();
+        self.finish_publication(st, built)
+    }
+
+    /// Publishes what `st.dirty` marks, compiling without the control lock: the marks and
+    /// inputs are taken under it, the routing pipeline and Maglev tables run outside it,
+    /// and the result is published under it only if no other publication came in between
+    /// (the snapshot generation it was built from is still current). Otherwise the marks
+    /// go back and it is rebuilt, at most `3` times, then compiled under the lock.
+    /// Returns the generation published, `None` when nothing was marked.
+    pub fn publish_dirty(&self) -> Option<u64> {
+        for _ in 0..3 {
+            let mut st = self.control.lock().unwrap_or_else(|e| e.into_inner());
+            if st.dirty.is_empty() {
+                return None;
+            }
+            let dirty = std::mem::take(&mut st.dirty);
+            let base = st.generation;
+            let mut job = self.prepare_publication(&mut st, &dirty);
+            drop(st);
+            let built = job.run();
+            let mut st = self.control.lock().unwrap_or_else(|e| e.into_inner());
+            if st.generation == base {
+                return Some(self.finish_publication(&mut st, built));
+            }
+            // Another publication (a live edit) came in between: it did not include these
+            // marks, and this result does not include its change.
+            st.dirty.merge(dirty);
+        }
+        let mut st = self.control.lock().unwrap_or_else(|e| e.into_inner());
+        Some(self.republish_dirty(&mut st))
+    }
+
+    fn prepare_publication(&self, st: &mut ControlState, dirty: &crate::control::incremental::Dirty) -> crate::control::incremental::Job {
         // Slots given to new backends since the last publication start from the counters'
         // current totals (workers cannot count for a slot before a snapshot names it).
         for slot in st.slots.take_fresh() {
@@ -208,19 +262,34 @@ impl Daemon {
             let bytes = self.slot_raw_bytes(slot);
             st.slot_base_bytes.insert(slot, bytes);
         }
-        // Next hops follow the config (live edits add and remove addresses).
-        st.neighbors.set_config(&st.cfg, self.started.elapsed().as_millis() as u64);
-        st.generation += 1;
+        if dirty.config || dirty.all {
+            // Next hops follow the config (live edits add and remove addresses).
+            st.neighbors.set_config(&st.cfg, self.started.elapsed().as_millis() as u64);
+        }
         let now_sec = self.started.elapsed().as_secs_f64();
-        let now_ms = self.now_ms();
-        let st = &mut *st;
-        let mut snap = compile_with_neighbors(&st.cfg, &st.slots, CompileInput {
-            health: &st.health,
-            states: &mut st.states,
+        crate::control::incremental::Job::prepare(
+            &st.cfg,
+            &st.slots,
+            &st.health,
+            &st.states,
+            Some(st.neighbors.view()),
+            &self.port_addrs,
+            &dirty.indices(&st.cfg),
+            st.generation + 1,
             now_sec,
-            generation: st.generation,
-            port_addrs: self.port_addrs.clone(),
-        }, st.neighbors.view());
+        )
+    }
+
+    fn finish_publication(&self, st: &mut ControlState, built: crate::control::incremental::Built) -> u64 {
+        for (name, s) in built.states() {
+            st.states.insert(name.to_string(), s.clone());
+        }
+        let prev = self.shared.current();
+        let mut snap = built.assemble(Some(&prev));
+        drop(prev);
+        st.generation += 1;
+        snap.generation = st.generation;
+        let now_ms = self.now_ms();
         crate::control::pools::mark_draining(&st.cfg, &st.slots, &mut snap, &mut st.pools, now_ms);
         self.shared.publish(snap);
         st.last_publish = Some((st.generation, Instant::now()));
@@ -288,7 +357,30 @@ impl Daemon {
                 current = st.health_generation, "stale health event dropped");
             return false;
         }
-        self.set_health_locked(&mut st, &ev.service, &ev.backend, &ev.endpoint, ev.healthy, ev.rtt_ms)
+        let changed = self.set_health_locked(&mut st, &ev.service, &ev.backend, &ev.endpoint, ev.healthy, ev.rtt_ms);
+        if changed {
+            self.republish_dirty(&mut st);
+        }
+        changed
+    }
+
+    /// Applies a batch of health events (those of one control tick) under one hold of the
+    /// control lock, without publishing: the services they change are marked, and the
+    /// caller publishes them once ([`Daemon::publish_dirty`]). Events of an older target
+    /// set are dropped as in [`Daemon::apply_health_event`]. Returns how many changed an
+    /// endpoint's health.
+    pub fn apply_health_events(&self, events: &[crate::health::HealthEvent]) -> usize {
+        let mut st = self.control.lock().unwrap_or_else(|e| e.into_inner());
+        let mut changed = 0;
+        for ev in events {
+            if !crate::health::is_current(ev, st.health_generation) {
+                tracing::debug!(service = %ev.service, backend = %ev.backend, endpoint = %ev.endpoint, generation = ev.generation,
+                    current = st.health_generation, "stale health event dropped");
+                continue;
+            }
+            changed += usize::from(self.set_health_locked(&mut st, &ev.service, &ev.backend, &ev.endpoint, ev.healthy, ev.rtt_ms));
+        }
+        changed
     }
 
     /// Checks that the health checker thread, if one was started, still runs. When it has
@@ -320,6 +412,9 @@ impl Daemon {
         for ep in members {
             changed |= self.set_health_locked(&mut st, service, backend, &ep, healthy, latency_ms);
         }
+        if changed {
+            self.republish_dirty(&mut st);
+        }
         changed
     }
 
@@ -327,7 +422,11 @@ impl Daemon {
     /// Results for an endpoint no longer configured are ignored.
     pub fn set_endpoint_health(&self, service: &str, backend: &str, endpoint: &str, healthy: bool, latency_ms: Option<f64>) -> bool {
         let mut st = self.control.lock().unwrap_or_else(|e| e.into_inner());
-        self.set_health_locked(&mut st, service, backend, endpoint, healthy, latency_ms)
+        let changed = self.set_health_locked(&mut st, service, backend, endpoint, healthy, latency_ms);
+        if changed {
+            self.republish_dirty(&mut st);
+        }
+        changed
     }
 
     fn set_health_locked(&self, st: &mut ControlState, service: &str, backend: &str, endpoint: &str, healthy: bool, latency_ms: Option<f64>) -> bool {
@@ -338,6 +437,9 @@ impl Daemon {
             return false;
         }
         let key = (service.to_string(), backend.to_string(), endpoint.to_string());
+        if !st.undecided.is_empty() {
+            st.undecided.remove(&key); // an event is a decided result
+        }
         let e = st.health.entry(key).or_default();
         let changed = e.healthy != healthy;
         e.healthy = healthy;
@@ -349,7 +451,7 @@ impl Daemon {
         }
         if changed {
             tracing::info!(service, backend, endpoint, healthy, "health changed");
-            self.republish(st);
+            st.dirty.service(service);
         }
         changed
     }
@@ -372,32 +474,37 @@ impl Daemon {
     }
 
     /// Copies probe RTTs (the latency origin routing uses) into the health view;
-    /// republishes when a service has a latency band and some latency moved by more than
-    /// 20 % (and 1 ms).
+    /// republishes the services with a latency band where some latency moved by more
+    /// than 20 % (and 1 ms).
     pub fn refresh_latencies(&self) {
         let statuses = match self.checker.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
             Some(c) => c.snapshot(),
             None => return,
         };
         let mut st = self.control.lock().unwrap_or_else(|e| e.into_inner());
-        let mut moved = false;
+        let mut moved: std::collections::BTreeSet<String> = Default::default();
         for t in &statuses {
             let Some(rtt) = t.rtt_ewma_ms else { continue };
             let e = st.health.entry((t.service.clone(), t.backend.clone(), t.endpoint.clone())).or_default();
             let old = e.latency_ms.unwrap_or(f64::INFINITY);
-            if (old - rtt).abs() > (0.2 * old).max(1.0) {
-                moved = true;
+            if (old - rtt).abs() > (0.2 * old).max(1.0) && !moved.contains(&t.service) {
+                moved.insert(t.service.clone());
             }
             e.latency_ms = Some(rtt);
         }
-        if moved && st.cfg.services.iter().any(|s| s.latency_sensitivity_ms.is_some()) {
-            self.republish(&mut st);
+        for name in moved {
+            if st.cfg.service(&name).is_some_and(|s| s.latency_sensitivity_ms.is_some()) {
+                st.dirty.service(&name);
+            }
         }
+        drop(st);
+        self.publish_dirty();
     }
 
     /// One control tick: measures per-backend new-connection rates (load feedback for the
     /// capacity stage), re-evaluates time-based rules (capacity drain hysteresis) for the
-    /// services that use them, and records snapshot propagation times.
+    /// services that use them, and records snapshot propagation times. Publishes the
+    /// services whose load moved or whose drain deadline passed ([`Daemon::publish_dirty`]).
     pub fn tick(&self) {
         // Old snapshots every worker has moved past are freed here, on the control thread.
         self.shared.reclaim();
@@ -417,8 +524,15 @@ impl Daemon {
         // A drain deadline that passed is written into the snapshot as an eviction (so the
         // wrapping worker clock never revives it; control::pools).
         let now_ms = self.now_ms();
-        let mut needs_republish =
-            st.pools.iter().any(|(name, p)| p.draining.iter().any(|d| !d.passed) && st.cfg.service(name).is_some_and(|s| p.deadline_due(s.connection_drain_timeout_sec, now_ms)));
+        let due: Vec<String> = st
+            .pools
+            .iter()
+            .filter(|(name, p)| p.draining.iter().any(|d| !d.passed) && st.cfg.service(name).is_some_and(|s| p.deadline_due(s.connection_drain_timeout_sec, now_ms)))
+            .map(|(name, _)| name.clone())
+            .collect();
+        for name in due {
+            st.dirty.service(&name);
+        }
         // Load is measured per endpoint slot; a backend's load is the sum of its endpoints'.
         // (service, its (backend, endpoint) pairs, whether load moves its routing)
         type Endpoints = Vec<(String, String)>;
@@ -440,18 +554,18 @@ impl Daemon {
                 let prev = st.last_new.insert(key.clone(), total).unwrap_or(total);
                 let rate = total.saturating_sub(prev) as f64 / dt;
                 let e = st.health.entry(key).or_default();
-                if dynamic && (e.load_cps - rate).abs() > 0.05 * e.load_cps.max(1.0) {
-                    needs_republish = true;
-                }
+                let moved = dynamic && (e.load_cps - rate).abs() > 0.05 * e.load_cps.max(1.0);
                 e.load_cps = rate;
+                if moved {
+                    st.dirty.service(&svc);
+                }
             }
             if dynamic && st.cfg.service(&svc).is_some_and(|s| s.auto_capacity_drain) {
-                needs_republish = true;
+                st.dirty.service(&svc);
             }
         }
-        if needs_republish {
-            self.republish(&mut st);
-        }
+        drop(st);
+        self.publish_dirty();
     }
 
     /// Per-worker counters, each read outcomes first and `rx` last
@@ -462,109 +576,4 @@ impl Daemon {
 }
 
 #[cfg(test)]
-mod health_tests {
-    use super::*;
-    use crate::health::HealthEvent;
-    use spillway_shared::proto::{Request as R, Response};
-    use std::time::Duration;
-
-    /// A daemon with one service whose two backends are health-checked at addresses of
-    /// TEST-NET-1 (RFC 5737: unreachable, so probes fail within the 0.1 s timeout), the
-    /// checker running (as `main` starts it).
-    fn daemon_with_checker() -> (Daemon, std::sync::mpsc::Receiver<HealthEvent>) {
-        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        let text = format!(
-            r#"
-[dataplane]
-eal_args = ["--no-huge"]
-workers = 1
-[[ports]]
-name = "p0"
-device = "net_null0"
-[[services]]
-name = "web"
-vip = "10.0.0.100"
-port = {port}
-[services.health_check]
-type = "tcp"
-check_interval_sec = 0.1
-timeout_sec = 0.1
-healthy_threshold = 1
-unhealthy_threshold = 1
-[[services.backends]]
-name = "b1"
-address = "192.0.2.1"
-mac = "02:00:00:00:0b:01"
-[[services.backends]]
-name = "b2"
-address = "192.0.2.2"
-mac = "02:00:00:00:0b:02"
-"#
-        );
-        let cfg = Config::from_toml(&text).unwrap();
-        cfg.validate().unwrap();
-        let d = Daemon::new(cfg, 1, vec![0], Box::new(|_| Default::default())).unwrap();
-        let (tx, rx) = std::sync::mpsc::channel();
-        let targets = crate::health::targets_from_config(&d.control.lock().unwrap().cfg);
-        *d.checker.lock().unwrap() = Some(crate::health::HealthChecker::start(targets, tx.clone()).unwrap());
-        *d.health_events.lock().unwrap() = Some(tx);
-        (d, rx)
-    }
-
-    fn healthy(d: &Daemon, b: &str) -> bool {
-        d.control.lock().unwrap().health[&("web".to_string(), b.to_string(), b.to_string())].healthy
-    }
-
-    #[test]
-    fn events_from_before_an_edit_are_dropped_and_the_view_follows_the_checker() {
-        let (d, rx) = daemon_with_checker();
-        // b1's "down" event (closed port) is produced, and waits in the channel.
-        let stale = loop {
-            let ev = rx.recv_timeout(Duration::from_secs(5)).expect("b1 goes down");
-            if ev.backend == "b1" {
-                break ev;
-            }
-        };
-        assert!(!stale.healthy && stale.generation == 0);
-        // An edit that does not touch b1: the daemon reads the trackers back.
-        let r = d.edit_request(R::BackendSet { service: "web".into(), name: "b2".into(), fields: vec![("weight".into(), "60".into())], if_generation: None });
-        assert!(matches!(r, Response::Applied(_)), "{r:?}");
-        assert_eq!(d.control.lock().unwrap().health_generation, 1);
-        assert!(!healthy(&d, "b1"), "the view took b1's state from the checker at the edit");
-        // The stale event (and any of generation 0) is dropped, a current one applies.
-        let up_stale = HealthEvent { healthy: true, ..stale.clone() };
-        assert!(!d.apply_health_event(&up_stale), "an event of generation 0 after the edit of generation 1");
-        assert!(!healthy(&d, "b1"));
-        let up_now = HealthEvent { healthy: true, generation: 1, ..stale };
-        assert!(d.apply_health_event(&up_now));
-        assert!(healthy(&d, "b1"));
-    }
-
-    #[test]
-    fn a_dead_checker_is_shown_in_status_and_reported_once() {
-        let (d, _rx) = daemon_with_checker();
-        assert_eq!(d.watch_health_checker(), None);
-        let st = d.status().health_checker;
-        assert!(st.started && st.dead.is_none() && st.targets == 2, "{st:?}");
-        d.checker.lock().unwrap().as_ref().unwrap().crash_for_test();
-        let end = Instant::now() + Duration::from_secs(5);
-        let reason = loop {
-            if let Some(r) = d.watch_health_checker() {
-                break r;
-            }
-            assert!(Instant::now() < end, "a dead checker went unnoticed");
-            std::thread::sleep(Duration::from_millis(5));
-        };
-        assert_eq!(reason, "panicked: crash requested by a test");
-        assert_eq!(d.status().health_checker.dead.as_deref(), Some("panicked: crash requested by a test"));
-        assert_eq!(d.control.lock().unwrap().health_checker_dead.as_deref(), Some("panicked: crash requested by a test"));
-    }
-
-    #[test]
-    fn no_checker_is_not_a_dead_checker() {
-        let (d, _rx) = daemon_with_checker();
-        *d.checker.lock().unwrap() = None;
-        assert_eq!(d.watch_health_checker(), None);
-        assert!(!d.status().health_checker.started);
-    }
-}
+mod health_tests;

@@ -15,6 +15,7 @@ pub mod control;
 pub mod health;
 pub mod ctl;
 pub mod daemon;
+pub mod control_loop;
 pub mod announce;
 pub mod metrics;
 pub mod neighbor;

@@ -406,53 +406,11 @@ fn run(args: Args) -> Result<(), String> {
         }
 
 
-        // The control loop: health events, load ticks, snapshot republication and
-        // reclamation.
+        // The control loop: health events (coalesced per control tick), load ticks,
+        // snapshot publication and reclamation (spillway_dataplane::control_loop).
         let deadline = args.duration.map(|d| Instant::now() + Duration::from_secs_f64(d));
-        let mut last_latency = Instant::now();
         let mut links = dpdk::LinkWatch::new(link_ports);
-        while !STOP.load(Ordering::SeqCst) && deadline.is_none_or(|d| Instant::now() < d) {
-            daemon.control_heartbeat.beat(); // the watchdog is fed only while this moves
-            // Read before draining: once the checker's first round is over, every event of
-            // it is in the channel, so after the drain below the published snapshot holds
-            // the first round's health and the VIPs may be announced (docs/bgp.md).
-            let first_round_over = daemon.first_round_pending_and_over();
-            let apply = |ev: health::HealthEvent| {
-                daemon.apply_health_event(&ev);
-                if !ev.healthy {
-                    tracing::warn!(service = %ev.service, backend = %ev.backend, reason = %ev.reason, "backend unhealthy");
-                }
-            };
-            match health_rx.recv_timeout(Duration::from_millis(50)) {
-                Ok(ev) => {
-                    apply(ev);
-                    while let Ok(ev) = health_rx.try_recv() {
-                        apply(ev);
-                    }
-                }
-                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
-                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => std::thread::sleep(Duration::from_millis(50)),
-            }
-            if first_round_over {
-                daemon.first_probe_round.store(true, Ordering::Release);
-                tracing::info!("first round of health probes complete and published");
-            }
-            daemon.tick();
-            daemon.neighbor_tick();
-            if let Some(reason) = daemon.watch_health_checker() {
-                // Frozen health is worse than a restart: stop cleanly, exit non-zero, and
-                // let the service manager restart us (docs/operations.md "Health checker").
-                return Err(format!("the health checker thread died ({reason}); exiting so that the service manager restarts spillway"));
-            }
-            links.tick();
-            daemon.capture_expire();
-            if last_latency.elapsed() >= Duration::from_secs(2) {
-                last_latency = Instant::now();
-                daemon.refresh_latencies();
-            }
-        }
-        tracing::info!("stopping");
-        Ok(())
+        spillway_dataplane::control_loop::run(&daemon, &health_rx, &mut links, &STOP, deadline)
     });
     if let Some(c) = daemon.checker.lock().unwrap_or_else(|e| e.into_inner()).take() {
         c.stop();

@@ -97,10 +97,14 @@ pub fn render(daemon: &Daemon) -> String {
     b.counter("backend_new_connections", "New connections (connection-table misses) that selected the backend", status.backends.iter().map(|s| (bl(s), s.new_connections)));
     b.gauge("backend_healthy", "1 when the dataplane considers the backend healthy", status.backends.iter().map(|s| (bl(s), one(s.healthy))));
     b.gauge("backend_enabled", "1 when the backend is enabled in the config", status.backends.iter().map(|s| (bl(s), one(s.enabled))));
-    // Per endpoint (a single-endpoint backend's endpoint is named like the backend).
+    // Per endpoint (a single-endpoint backend's endpoint is named like the backend), while
+    // `metrics.per_endpoint` allows (off by default above 1,000 endpoints: docs/metrics.md).
+    let n_endpoints: usize = status.backends.iter().map(|s| s.members.len()).sum();
+    let per_endpoint = daemon.control.lock().unwrap_or_else(|e| e.into_inner()).cfg.metrics.as_ref().is_none_or(|m| m.per_endpoint_series(n_endpoints));
     let endpoints: Vec<(Labels, &spillway_shared::proto::EndpointStatus)> = status
         .backends
         .iter()
+        .filter(|_| per_endpoint)
         .flat_map(|s| s.members.iter().map(move |m| (labels(&[("service", &s.service), ("backend", &s.backend), ("endpoint", &m.name), ("address", &m.address)]), m)))
         .collect();
     b.counter("endpoint_packets", "Packets forwarded to the endpoint", endpoints.iter().map(|(l, m)| (l.clone(), m.packets)));
@@ -200,7 +204,10 @@ pub fn render(daemon: &Daemon) -> String {
     );
 
     // Health probes (what the checker exposes: counts, RTT moving average and last RTT).
-    let probes = daemon.checker.lock().unwrap_or_else(|e| e.into_inner()).as_ref().map(|c| c.snapshot()).unwrap_or_default();
+    let probes = match daemon.checker.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+        Some(c) if per_endpoint => c.snapshot(),
+        _ => Vec::new(),
+    };
     let tl = |t: &crate::health::TargetStatus| labels(&[("service", &t.service), ("backend", &t.backend), ("endpoint", &t.endpoint)]);
     b.counter("health_probes_sent", "Health probes sent", probes.iter().map(|t| (tl(t), t.probes_sent)));
     b.counter("health_probes_failed", "Health probes that failed", probes.iter().map(|t| (tl(t), t.probes_failed)));
@@ -344,7 +351,7 @@ pub fn to_prometheus_text(openmetrics: &str) -> String {
 
 #[path = "metrics_http.rs"]
 mod http;
-pub use http::{bind, serve, ANSWER_DEADLINE, MAX_CONNECTIONS, REQUEST_DEADLINE};
+pub use http::{bind, serve, BodyCache, ANSWER_DEADLINE, CACHE_FOR, MAX_CONNECTIONS, REQUEST_DEADLINE};
 
 #[cfg(test)]
 #[path = "metrics_tests.rs"]

@@ -6,7 +6,7 @@ use super::{to_prometheus_text, CONTENT_TYPE, CONTENT_TYPE_TEXT};
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// Binds the metrics listener (before the daemon reports ready, so a bad address fails the
@@ -61,19 +61,17 @@ const REFUSED_WARN_EVERY: Duration = Duration::from_secs(10);
 /// of connections closed to make room end at once; while 2 × [`MAX_CONNECTIONS`]
 /// connection threads run, accepting waits for one to end. On `stop` the open connections
 /// are dropped and this returns within about [`POLL`]. `body` gives the
-/// OpenMetrics exposition, one call at a time (it reads the daemon's state under its
-/// control lock: concurrent scrapes must not hold it longer); a client whose `Accept` does
+/// OpenMetrics exposition, called one at a time and at most once per [`CACHE_FOR`]
+/// ([`BodyCache`]: it reads the daemon's state, and concurrent scrapers share one
+/// rendering); a client whose `Accept` does
 /// not name `application/openmetrics-text` gets it converted to the Prometheus text format
 /// 0.0.4 ([`to_prometheus_text`]).
 pub fn serve(listener: TcpListener, stop: &AtomicBool, body: impl Fn() -> String + Sync) {
     let registry = ConnRegistry::default();
     let (mut refused, mut warned) = (0u64, None::<Instant>);
     let (mut evicted, mut warned_evicted) = (0u64, None::<Instant>);
-    let one_render = Mutex::new(());
-    let body = || {
-        let _one = one_render.lock().unwrap_or_else(|e| e.into_inner());
-        body()
-    };
+    let cache = BodyCache::new(CACHE_FOR);
+    let body = |openmetrics: bool| cache.get(openmetrics, &body);
     std::thread::scope(|scope| {
         while !stop.load(Ordering::SeqCst) {
             {
@@ -283,7 +281,7 @@ const MAX_HEAD: usize = 8192;
 /// closed meanwhile to make room for another ([`serve`]), and it is left unanswered. The
 /// bytes that complete the head are only peeked at until then, so [`Conns::admit`] sees
 /// them unread and does not take the connection for one waiting for its head.
-fn answer(mut conn: TcpStream, body: &impl Fn() -> String, deadline: Instant, stop: &AtomicBool, claim: impl FnOnce() -> bool) -> std::io::Result<()> {
+fn answer(mut conn: TcpStream, body: &impl Fn(bool) -> Arc<str>, deadline: Instant, stop: &AtomicBool, claim: impl FnOnce() -> bool) -> std::io::Result<()> {
     conn.set_nonblocking(false)?;
     let mut buf = vec![0u8; MAX_HEAD];
     let mut len = 0;
@@ -306,8 +304,8 @@ fn answer(mut conn: TcpStream, body: &impl Fn() -> String, deadline: Instant, st
                 conn.read_exact(&mut buf[len..len + n])?;
                 len += n;
             }
-            Ok(httparse::Status::Partial) => break (Err(("431 Request Header Fields Too Large", "text/plain", "request head over 8 KiB\n".to_string())), n),
-            Err(e) => break (Err(("400 Bad Request", "text/plain", format!("bad request: {e}\n"))), n),
+            Ok(httparse::Status::Partial) => break (Err(("431 Request Header Fields Too Large", "text/plain", Arc::<str>::from("request head over 8 KiB\n"))), n),
+            Err(e) => break (Err(("400 Bad Request", "text/plain", Arc::<str>::from(format!("bad request: {e}\n")))), n),
         }
     };
     if !claim() {
@@ -386,13 +384,60 @@ fn write_all_by(conn: &mut TcpStream, mut data: &[u8], stop: &AtomicBool, until:
 
 /// Status, content type and content of the answer to `method` (GET; a HEAD is routed as
 /// a GET and sent without content) on `path` (a query string is ignored).
-fn route(method: &str, path: &str, openmetrics: bool, body: &impl Fn() -> String) -> (&'static str, &'static str, String) {
+fn route(method: &str, path: &str, openmetrics: bool, body: &impl Fn(bool) -> Arc<str>) -> (&'static str, &'static str, Arc<str>) {
     let path = path.split('?').next().unwrap_or("");
     match (method, path) {
-        ("GET", "/metrics") if openmetrics => ("200 OK", CONTENT_TYPE, body()),
-        ("GET", "/metrics") => ("200 OK", CONTENT_TYPE_TEXT, to_prometheus_text(&body())),
-        ("GET", "/") => ("200 OK", "text/plain", "spillway: metrics at /metrics\n".to_string()),
-        ("GET", _) => ("404 Not Found", "text/plain", format!("no page {path}; metrics are at /metrics\n")),
-        _ => ("405 Method Not Allowed", "text/plain", format!("method {method} not allowed; use GET (or HEAD) /metrics\n")),
+        ("GET", "/metrics") if openmetrics => ("200 OK", CONTENT_TYPE, body(true)),
+        ("GET", "/metrics") => ("200 OK", CONTENT_TYPE_TEXT, body(false)),
+        ("GET", "/") => ("200 OK", "text/plain", "spillway: metrics at /metrics\n".into()),
+        ("GET", _) => ("404 Not Found", "text/plain", format!("no page {path}; metrics are at /metrics\n").into()),
+        _ => ("405 Method Not Allowed", "text/plain", format!("method {method} not allowed; use GET (or HEAD) /metrics\n").into()),
+    }
+}
+
+/// How long a rendered exposition is served to every scraper before the next scrape
+/// renders it again: 1 s, under any scrape interval worth having, so no scraper reads
+/// data older than a second, and any number of concurrent scrapers cost one rendering.
+pub const CACHE_FOR: Duration = Duration::from_secs(1);
+
+/// The last rendered exposition, in both formats (the Prometheus text converted on first
+/// demand), shared by every connection for [`CACHE_FOR`]: a scrape renders at most once
+/// per interval whatever the number of scrapers, one scraper waiting for another's
+/// rendering rather than rendering again; and the memory held is one exposition (plus the
+/// copies connections still send, at most [`MAX_CONNECTIONS`]), whatever the number of
+/// scrapes.
+pub struct BodyCache {
+    ttl: Duration,
+    cached: Mutex<Option<Cached>>,
+}
+
+struct Cached {
+    at: Instant,
+    openmetrics: Arc<str>,
+    text: Option<Arc<str>>,
+}
+
+impl BodyCache {
+    /// A cache that keeps a rendered exposition for `ttl` (the server's: [`CACHE_FOR`]).
+    pub fn new(ttl: Duration) -> BodyCache {
+        BodyCache { ttl, cached: Mutex::new(None) }
+    }
+
+    /// The exposition (OpenMetrics, or converted to the Prometheus text format 0.0.4
+    /// unless `openmetrics`), rendered by `render` unless one rendered within
+    /// [`CACHE_FOR`] is kept.
+    pub fn get(&self, openmetrics: bool, render: &impl Fn() -> String) -> Arc<str> {
+        let mut c = self.cached.lock().unwrap_or_else(|e| e.into_inner());
+        let fresh = c.as_ref().is_some_and(|c| c.at.elapsed() < self.ttl);
+        if !fresh {
+            *c = None; // the old body is freed before the new one is rendered
+            let body: Arc<str> = render().into();
+            *c = Some(Cached { at: Instant::now(), openmetrics: body, text: None });
+        }
+        let c = c.as_mut().expect("filled above");
+        if openmetrics {
+            return c.openmetrics.clone();
+        }
+        c.text.get_or_insert_with(|| to_prometheus_text(&c.openmetrics).into()).clone()
     }
 }

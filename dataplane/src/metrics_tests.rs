@@ -525,3 +525,56 @@ fn busy_slots_get_503_and_stop_is_prompt() {
     t.join().unwrap();
     assert!(stopping.elapsed() < Duration::from_secs(1), "stop took {:?} with connections open", stopping.elapsed());
 }
+
+/// Concurrent scrapes within the cache's lifetime render the exposition once and share it
+/// (the same allocation); once it is older, the next scrape renders it again.
+#[test]
+fn concurrent_scrapes_share_one_rendering() {
+    let renders = std::sync::atomic::AtomicUsize::new(0);
+    let render = || {
+        let n = renders.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        format!("# TYPE spillway_x counter\nspillway_x_total {n}\n# EOF\n")
+    };
+    let cache = BodyCache::new(Duration::from_secs(3600));
+    let barrier = std::sync::Barrier::new(8);
+    let bodies: Vec<Arc<str>> = std::thread::scope(|s| {
+        let hs: Vec<_> = (0..8)
+            .map(|i| {
+                let (cache, barrier, render) = (&cache, &barrier, &render);
+                s.spawn(move || {
+                    barrier.wait();
+                    cache.get(i % 2 == 0, render)
+                })
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert_eq!(renders.load(std::sync::atomic::Ordering::SeqCst), 1, "eight concurrent scrapes, one rendering");
+    let om: Vec<&Arc<str>> = bodies.iter().step_by(2).collect();
+    assert!(om.iter().all(|b| Arc::ptr_eq(b, om[0])), "every OpenMetrics scraper got the same body");
+    assert!(bodies.iter().skip(1).step_by(2).all(|b| Arc::ptr_eq(b, &bodies[1]) && !b.contains("# EOF")), "the text format converted once");
+    // an expired body is rendered again, and the old one is not kept
+    let short = BodyCache::new(Duration::ZERO);
+    let a = short.get(true, &render);
+    let b = short.get(true, &render);
+    assert!(!Arc::ptr_eq(&a, &b));
+    assert_eq!(renders.load(std::sync::atomic::Ordering::SeqCst), 3);
+}
+
+/// Per-endpoint series follow `metrics.per_endpoint`: on by default for a small config,
+/// off when set false (per-backend and per-service series stay), and off by default above
+/// the auto limit of endpoints.
+#[test]
+fn per_endpoint_series_follow_the_switch() {
+    let d = daemon();
+    let on = render(&d);
+    assert!(on.lines().any(|l| l.starts_with("spillway_endpoint_packets_total{")), "small config: on by default");
+    d.control.lock().unwrap().cfg.metrics = Some(spillway_shared::config::fleet::MetricsConfig { listen: "127.0.0.1:0".into(), per_endpoint: Some(false) });
+    let off = render(&d);
+    assert!(!off.lines().any(|l| l.starts_with("spillway_endpoint_") || l.starts_with("spillway_health_probe")), "switched off");
+    assert!(off.lines().any(|l| l.starts_with("spillway_backend_packets_total{")) && off.lines().any(|l| l.starts_with("spillway_service_packets_total{")));
+    let auto = spillway_shared::config::fleet::MetricsConfig { listen: "127.0.0.1:0".into(), per_endpoint: None };
+    let limit = spillway_shared::config::fleet::PER_ENDPOINT_SERIES_AUTO_LIMIT;
+    assert!(auto.per_endpoint_series(limit) && !auto.per_endpoint_series(limit + 1));
+    assert!(spillway_shared::config::fleet::MetricsConfig { per_endpoint: Some(true), ..auto }.per_endpoint_series(20_000));
+}

@@ -106,7 +106,7 @@ impl FleetState {
     }
 }
 
-/// The control loop's heartbeat: bumped once per iteration of the loop in `main.rs`, read
+/// The control loop's heartbeat: bumped once per tick of [`crate::control_loop::run`], read
 /// by the fleet thread, which feeds the systemd watchdog only while it moves.
 #[derive(Debug, Default)]
 pub struct Heartbeat(AtomicU64);

@@ -78,15 +78,6 @@ pub fn persists_on_unhealthy(svc: &Service) -> bool {
     }
 }
 
-/// Default idle timeout of a service's connections, ms.
-fn idle_timeout_ms(cfg: &Config, svc: &Service) -> u32 {
-    let sec = svc.idle_timeout_sec.unwrap_or(match svc.protocol {
-        Protocol::Tcp => cfg.conntrack.tcp_idle_timeout_sec,
-        Protocol::Udp => cfg.conntrack.udp_idle_timeout_sec,
-    });
-    sec.saturating_mul(1000)
-}
-
 /// Inputs of one compilation besides the config.
 pub struct CompileInput<'a> {
     /// Health and load.
@@ -130,14 +121,6 @@ fn cached_maglev(entries: &[MaglevEntry<'_>], size: u32, generation: u64) -> Arc
     t
 }
 
-/// Runs the routing pipeline for every service × client class and builds the snapshot,
-/// without next-hop resolution: endpoints without a configured `mac` keep their health
-/// and get an all-zero MAC (which workers drop as `next_hop_unresolved`). Tests and
-/// benchmarks of routing use it; the daemon uses [`compile_with_neighbors`].
-pub fn compile(cfg: &Config, slots: &SlotMap, input: CompileInput<'_>) -> Snapshot {
-    compile_inner(cfg, slots, input, None)
-}
-
 /// The health view with every endpoint whose next hop *failed* resolution (missing from
 /// `neighbors`: its requests timed out past the pending grace, or its entry expired)
 /// marked unhealthy (such a backend is not eligible), or `None` when there is
@@ -173,203 +156,286 @@ fn mark_next_hops(cfg: &Config, health: &HealthView, ineligible: impl Fn(&std::n
     out
 }
 
-/// [`compile`] with resolved next hops: an endpoint without a configured `mac` takes the
-/// MAC of its next hop ([`spillway_shared::neighbors::next_hop`]) from `neighbors` (all
-/// zero while pending), and is not eligible (counted unhealthy by the pipeline) once its
-/// resolution failed ([`with_unresolved`]).
-pub fn compile_with_neighbors(cfg: &Config, slots: &SlotMap, input: CompileInput<'_>, neighbors: &NeighborView) -> Snapshot {
-    compile_inner(cfg, slots, input, Some(neighbors))
+/// Client classes of a topology and the prefix table that maps a client address to one:
+/// the part of a compilation every service shares ([`compile_service`]).
+#[derive(Clone, Debug)]
+pub struct Frame {
+    /// The zonal topology (zones, regions, RTT hints, client prefixes).
+    pub topo: Topology,
+    /// Client classes, in class-id order.
+    pub classes: Vec<ClientClass>,
+    /// Class id of clients that are not zonal-compatible.
+    pub incompatible_class: u16,
+    /// Class names by id.
+    pub class_names: Vec<String>,
+    /// Client prefix → class id.
+    pub prefix_table: PrefixTable<u16>,
+    /// `[conntrack]` idle timeouts (TCP, UDP), seconds: a service's default idle timeout.
+    pub idle_sec: (u32, u32),
 }
 
-fn compile_inner(cfg: &Config, slots: &SlotMap, input: CompileInput<'_>, neighbors: Option<&NeighborView>) -> Snapshot {
-    let marked = neighbors.and_then(|n| with_unresolved(cfg, input.health, n));
-    let health: &HealthView = marked.as_ref().unwrap_or(input.health);
-    let topo = Topology::from_config(cfg);
-    let classes = topo.client_classes();
-    let incompatible_class = classes.iter().position(|c| *c == ClientClass::Incompatible).unwrap_or(classes.len()) as u16;
-    let class_names: Vec<String> = classes
-        .iter()
-        .map(|c| match c {
-            ClientClass::Zone(z) => z.clone(),
-            ClientClass::Incompatible => "(not zonal)".to_string(),
-        })
-        .collect();
-    let class_id = |c: &ClientClass| classes.iter().position(|x| x == c).unwrap_or(usize::from(incompatible_class)) as u16;
-    let prefix_table = PrefixTable::new(cfg.client_zones.iter().map(|cz| {
-        let cls = if cz.compatible {
-            ClientClass::Zone(cz.zone.clone().unwrap_or_default())
-        } else {
-            ClientClass::Incompatible
-        };
-        (cz.prefix, class_id(&cls))
-    }));
+impl Frame {
+    /// The frame of `cfg` (its zones, client zones and conntrack timeouts; not its services).
+    pub fn new(cfg: &Config) -> Frame {
+        let topo = Topology::from_config(cfg);
+        let classes = topo.client_classes();
+        let incompatible_class = classes.iter().position(|c| *c == ClientClass::Incompatible).unwrap_or(classes.len()) as u16;
+        let class_names: Vec<String> = classes
+            .iter()
+            .map(|c| match c {
+                ClientClass::Zone(z) => z.clone(),
+                ClientClass::Incompatible => "(not zonal)".to_string(),
+            })
+            .collect();
+        let class_id = |c: &ClientClass| classes.iter().position(|x| x == c).unwrap_or(usize::from(incompatible_class)) as u16;
+        let prefix_table = PrefixTable::new(cfg.client_zones.iter().map(|cz| {
+            let cls = if cz.compatible { ClientClass::Zone(cz.zone.clone().unwrap_or_default()) } else { ClientClass::Incompatible };
+            (cz.prefix, class_id(&cls))
+        }));
+        Frame { topo, classes, incompatible_class, class_names, prefix_table, idle_sec: (cfg.conntrack.tcp_idle_timeout_sec, cfg.conntrack.udp_idle_timeout_sec) }
+    }
 
-    let mut backends = vec![
-        BackendSlot {
-            present: false,
-            incarnation: 0,
-            service: 0,
-            name: String::new(),
-            mac: [0; 6],
-            addr: 0,
-            addr6: 0,
-            healthy: false,
-            evict_connections: false,
-            draining_until_ms: None,
+    /// A snapshot without services or backends: generation, client classes, port
+    /// addresses (answered in ARP / Neighbor Discovery) and encapsulation sources.
+    pub fn skeleton(&self, cfg: &Config, generation: u64, port_addrs: &[u32]) -> Snapshot {
+        let mut snap = Snapshot {
+            generation,
+            classes: self.prefix_table.clone(),
+            incompatible_class: self.incompatible_class,
+            class_names: self.class_names.clone(),
+            port_addrs: port_addrs.to_vec(),
+            created: Some(std::time::Instant::now()),
+            ..Default::default()
         };
-        slots.len()
-    ];
-    let mut snap = Snapshot {
-        generation: input.generation,
-        classes: prefix_table,
-        incompatible_class,
-        class_names,
-        port_addrs: input.port_addrs.clone(),
-        created: Some(std::time::Instant::now()),
-        ..Default::default()
-    };
-    for a in input.port_addrs.iter().filter(|a| **a != 0) {
-        snap.arp_addrs.insert(*a, ());
+        for a in port_addrs.iter().filter(|a| **a != 0) {
+            snap.arp_addrs.insert(*a, ());
+        }
+        // IPv6 port addresses come from the config (ports in config order = port index).
+        snap.port_addrs6 = cfg
+            .ports
+            .iter()
+            .map(|p| match (p.address, p.address6) {
+                (Some(std::net::IpAddr::V6(a)), _) | (_, Some(a)) => u128::from(a),
+                _ => 0,
+            })
+            .collect();
+        for a in snap.port_addrs6.iter().filter(|a| **a != 0) {
+            snap.nd_addrs.insert(*a, ());
+        }
+        snap
     }
-    // IPv6 port addresses come from the config (ports in config order = port index).
-    snap.port_addrs6 = cfg
-        .ports
-        .iter()
-        .map(|p| match (p.address, p.address6) {
-            (Some(std::net::IpAddr::V6(a)), _) | (_, Some(a)) => u128::from(a),
-            _ => 0,
-        })
-        .collect();
-    for a in snap.port_addrs6.iter().filter(|a| **a != 0) {
-        snap.nd_addrs.insert(*a, ());
-    }
-    for (si, svc) in cfg.services.iter().enumerate() {
-        let states = backend_states(svc, health);
-        // Slots per endpoint: slot_of[backend][endpoint]; health per endpoint.
-        let mut slot_of: Vec<Vec<u16>> = Vec::with_capacity(svc.backends.len());
-        let mut healthy_of: Vec<Vec<bool>> = Vec::with_capacity(svc.backends.len());
-        // Maglev names (`Backend::maglev_name`): the backend's name for its endpoint named
-        // like it, `backend/endpoint` for the other endpoints of a group.
-        let mut hash_names: Vec<Vec<String>> = Vec::with_capacity(svc.backends.len());
-        for b in &svc.backends {
-            let mut row = Vec::new();
-            let mut hrow = Vec::new();
-            hash_names.push(b.members().iter().map(|m| b.maglev_name(&m.name)).collect());
-            for m in b.members() {
-                let slot = slots.slot(&svc.name, &b.name, &m.name).unwrap_or(0);
-                let healthy = endpoint_view(health, &svc.name, &b.name, &m.name).healthy;
-                row.push(slot);
-                hrow.push(healthy);
-                if let Some(s) = backends.get_mut(usize::from(slot)) {
-                    *s = BackendSlot {
-                        present: true,
-                        incarnation: slots.incarnation(slot),
-                        service: si as u16,
-                        name: b.maglev_name(&m.name),
-                        mac: match next_hop(cfg, svc, &m) {
+}
+
+/// One endpoint as a compilation reads it, gathered from the control state
+/// ([`ServiceInput::gather`]).
+#[derive(Clone, Debug)]
+pub struct EndpointInput {
+    /// Its slot (0 when the slot map has none: a caller that compiled without syncing).
+    pub slot: u16,
+    /// The slot's incarnation.
+    pub incarnation: u16,
+    /// Health (with a failed next-hop resolution counted unhealthy), latency and load.
+    pub view: EndpointView,
+    /// Destination or next-hop MAC (all zero while unresolved).
+    pub mac: [u8; 6],
+}
+
+/// Everything the compilation of one service reads besides the [`Frame`]: a copy, so it
+/// can run without the control lock.
+#[derive(Clone, Debug)]
+pub struct ServiceInput {
+    /// Index of the service in the config (= in the snapshot).
+    pub index: usize,
+    /// The service's config.
+    pub svc: Service,
+    /// The service's number ([`SlotMap::service_number`]).
+    pub id: u16,
+    /// Per backend, per member (config order): the endpoint.
+    pub endpoints: Vec<Vec<EndpointInput>>,
+    /// Pipeline state carried between evaluations (drain timers); updated by the compilation.
+    pub state: ServiceState,
+}
+
+impl ServiceInput {
+    /// Gathers service `si` of `cfg`: slots, health per `health` (an endpoint missing from
+    /// it is healthy) marked by `neighbors` as [`with_unresolved`] does, next-hop MACs, and
+    /// `state`.
+    pub fn gather(cfg: &Config, si: usize, slots: &SlotMap, health: &HealthView, neighbors: Option<&NeighborView>, state: ServiceState) -> ServiceInput {
+        let svc = &cfg.services[si];
+        let endpoints = svc
+            .backends
+            .iter()
+            .map(|b| {
+                b.members()
+                    .into_iter()
+                    .map(|m| {
+                        let slot = slots.slot(&svc.name, &b.name, &m.name).unwrap_or(0);
+                        let mut view = endpoint_view(health, &svc.name, &b.name, &m.name);
+                        let mac = match next_hop(cfg, svc, &m) {
                             NextHop::Static(mac) => mac,
-                            NextHop::Resolve(a) => neighbors.and_then(|n| n.get(&a)).copied().unwrap_or([0; 6]),
-                        },
-                        addr: match m.address {
-                            std::net::IpAddr::V4(a) => u32::from(a),
-                            std::net::IpAddr::V6(_) => 0,
-                        },
-                        addr6: match m.address {
-                            std::net::IpAddr::V4(_) => 0,
-                            std::net::IpAddr::V6(a) => u128::from(a),
-                        },
-                        healthy,
-                        evict_connections: false,
-                        draining_until_ms: None,
-                    };
-                }
-            }
-            slot_of.push(row);
-            healthy_of.push(hrow);
-        }
-        let st = input.states.entry(svc.name.clone()).or_default();
-        let mut tables: Vec<Option<Arc<ClassTable>>> = Vec::with_capacity(classes.len());
-        // (backend indices and weight bits of a final set, its table)
-        let mut built: Vec<(WeightSig, Arc<ClassTable>)> = Vec::new();
-        let mut failed_over = false;
-        // Offered load for the capacity stage: the service's measured new-connection rate.
-        let offered: f64 = states.iter().map(|s| s.load_cps).sum();
-        let offered = if offered > 0.0 { Some(offered) } else { None };
-        for class in &classes {
-            let d = pipeline::evaluate(svc, &states, &topo, class, offered, st, input.now_sec);
-            failed_over |= matches!(d.tier, pipeline::TierKind::HealthyFailover { .. });
-            if d.drop || d.weights.is_empty() {
-                tables.push(None);
-                continue;
-            }
-            // Maglev over endpoints: backend share x endpoint weight / the weights of the
-            // backend's healthy endpoints (docs/semantics.md "Backend groups").
-            let eps = pipeline::endpoints::endpoint_shares(svc, &d.weights, |b, e| healthy_of[b][e]);
-            if eps.is_empty() {
-                tables.push(None);
-                continue;
-            }
-            // identical final sets (same endpoints, same weights) share one table
-            let sig: WeightSig = eps.iter().map(|e| (e.backend, e.endpoint, e.share.to_bits())).collect();
-            if let Some((_, t)) = built.iter().find(|(s, _)| *s == sig) {
-                tables.push(Some(t.clone()));
-                continue;
-            }
-            let entries: Vec<MaglevEntry<'_>> = eps.iter().map(|e| MaglevEntry { name: &hash_names[e.backend][e.endpoint], weight: e.share }).collect();
-            let maglev = cached_maglev(&entries, svc.maglev_table_size, input.generation);
-            let all_unhealthy = eps.iter().all(|e| !healthy_of[e.backend][e.endpoint]);
-            let t = Arc::new(ClassTable { maglev, backends: eps.iter().map(|e| slot_of[e.backend][e.endpoint]).collect(), all_unhealthy });
-            built.push((sig, t.clone()));
-            tables.push(Some(t));
-        }
-        let proto = svc.protocol.number();
-        let (vip, vip6) = match svc.vip {
-            std::net::IpAddr::V4(v) => {
-                let vip = u32::from(v);
-                snap.by_vip_port.insert((vip, svc.port, proto), si as u16);
-                snap.by_vip_proto.entry((vip, proto)).or_insert((si as u16, 0)).1 += 1;
-                snap.arp_addrs.insert(vip, ());
-                (vip, 0)
-            }
-            std::net::IpAddr::V6(v) => {
-                let vip6 = u128::from(v);
-                snap.by_vip6_port.insert((vip6, svc.port, proto), si as u16);
-                snap.by_vip6_proto.entry((vip6, proto)).or_insert((si as u16, 0)).1 += 1;
-                snap.nd_addrs.insert(vip6, ());
-                (0, vip6)
-            }
-        };
+                            NextHop::Resolve(a) => match neighbors {
+                                Some(n) => match n.get(&a) {
+                                    Some(mac) => *mac,
+                                    None => {
+                                        view.healthy = false;
+                                        [0; 6]
+                                    }
+                                },
+                                None => [0; 6],
+                            },
+                        };
+                        EndpointInput { slot, incarnation: slots.incarnation(slot), view, mac }
+                    })
+                    .collect()
+            })
+            .collect();
         // A service outside the slot map (a caller that compiled without syncing it) gets a
         // number above every assigned one it does not collide with: its index from the top.
         let id = slots.service_number(&super::slots::identity(svc)).unwrap_or(u16::MAX - si as u16);
-        snap.by_number.insert(id, si as u16);
-        snap.services.push(ServiceSnap {
-            name: svc.name.clone(),
-            id,
-            vip,
-            vip6,
-            ipv6: svc.vip.is_ipv6(),
-            port: svc.port,
-            proto,
-            affinity: svc.session_affinity,
-            tracking: svc.tracking_mode,
-            persist_on_unhealthy: persists_on_unhealthy(svc),
-            mode: svc.forwarding_mode,
-            encap_mtu: svc.encap_mtu,
-            encap_overhead: encap_overhead(svc),
-            idle_timeout_ms: idle_timeout_ms(cfg, svc),
-            tables,
-            failed_over,
-            quic_lb: super::quic_lb::QuicLbTable::build(svc, |b, e| slot_of[b][e]).map(|(t, warnings)| {
-                for w in warnings {
-                    tracing::warn!("{w}");
-                }
-                Box::new(t)
-            }),
-        });
+        ServiceInput { index: si, svc: svc.clone(), id, endpoints, state }
     }
-    snap.backends = backends;
-    snap
+}
+
+/// [`backend_states`] over gathered endpoints.
+fn backend_states_of(input: &ServiceInput) -> Vec<BackendState> {
+    input
+        .svc
+        .backends
+        .iter()
+        .zip(&input.endpoints)
+        .map(|(b, eps)| {
+            let members = b.members();
+            let (endpoints, healthy_endpoints) = pipeline::endpoints::group_counts(&members, |i| eps[i].view.healthy);
+            let lat: Vec<f64> = members.iter().zip(eps).filter(|(m, e)| m.enabled && e.view.healthy).filter_map(|(_, e)| e.view.latency_ms).collect();
+            let measured = if lat.is_empty() { None } else { Some(lat.iter().sum::<f64>() / lat.len() as f64) };
+            BackendState { endpoints, healthy_endpoints, latency_ms: b.latency_ms.or(measured), load_cps: eps.iter().map(|e| e.view.load_cps).sum() }
+        })
+        .collect()
+}
+
+/// Compiles one service: the routing pipeline for every client class of `frame`, one
+/// Maglev table per distinct final set, and the backend slots its endpoints hold
+/// (`(slot, BackendSlot)`, draining marks unset). Updates `input.state`.
+pub fn compile_service(frame: &Frame, input: &mut ServiceInput, now_sec: f64, generation: u64) -> (ServiceSnap, Vec<(u16, BackendSlot)>) {
+    let si = input.index;
+    let states = backend_states_of(input);
+    let svc = &input.svc;
+    let mut owned = Vec::new();
+    // Maglev names (`Backend::maglev_name`): the backend's name for its endpoint named
+    // like it, `backend/endpoint` for the other endpoints of a group.
+    let mut hash_names: Vec<Vec<String>> = Vec::with_capacity(svc.backends.len());
+    for (b, eps) in svc.backends.iter().zip(&input.endpoints) {
+        let members = b.members();
+        hash_names.push(members.iter().map(|m| b.maglev_name(&m.name)).collect());
+        for (m, e) in members.iter().zip(eps) {
+            owned.push((
+                e.slot,
+                BackendSlot {
+                    present: true,
+                    incarnation: e.incarnation,
+                    service: si as u16,
+                    name: b.maglev_name(&m.name),
+                    mac: e.mac,
+                    addr: match m.address {
+                        std::net::IpAddr::V4(a) => u32::from(a),
+                        std::net::IpAddr::V6(_) => 0,
+                    },
+                    addr6: match m.address {
+                        std::net::IpAddr::V4(_) => 0,
+                        std::net::IpAddr::V6(a) => u128::from(a),
+                    },
+                    healthy: e.view.healthy,
+                    evict_connections: false,
+                    draining_until_ms: None,
+                },
+            ));
+        }
+    }
+    let healthy_of = |b: usize, e: usize| input.endpoints[b][e].view.healthy;
+    let slot_of = |b: usize, e: usize| input.endpoints[b][e].slot;
+    let mut tables: Vec<Option<Arc<ClassTable>>> = Vec::with_capacity(frame.classes.len());
+    // (backend indices and weight bits of a final set, its table)
+    let mut built: Vec<(WeightSig, Arc<ClassTable>)> = Vec::new();
+    let mut failed_over = false;
+    // Offered load for the capacity stage: the service's measured new-connection rate.
+    let offered: f64 = states.iter().map(|s| s.load_cps).sum();
+    let offered = if offered > 0.0 { Some(offered) } else { None };
+    for class in &frame.classes {
+        let d = pipeline::evaluate(svc, &states, &frame.topo, class, offered, &mut input.state, now_sec);
+        failed_over |= matches!(d.tier, pipeline::TierKind::HealthyFailover { .. });
+        if d.drop || d.weights.is_empty() {
+            tables.push(None);
+            continue;
+        }
+        // Maglev over endpoints: backend share x endpoint weight / the weights of the
+        // backend's healthy endpoints (docs/semantics.md "Backend groups").
+        let eps = pipeline::endpoints::endpoint_shares(svc, &d.weights, healthy_of);
+        if eps.is_empty() {
+            tables.push(None);
+            continue;
+        }
+        // identical final sets (same endpoints, same weights) share one table
+        let sig: WeightSig = eps.iter().map(|e| (e.backend, e.endpoint, e.share.to_bits())).collect();
+        if let Some((_, t)) = built.iter().find(|(s, _)| *s == sig) {
+            tables.push(Some(t.clone()));
+            continue;
+        }
+        let entries: Vec<MaglevEntry<'_>> = eps.iter().map(|e| MaglevEntry { name: &hash_names[e.backend][e.endpoint], weight: e.share }).collect();
+        let maglev = cached_maglev(&entries, svc.maglev_table_size, generation);
+        let all_unhealthy = eps.iter().all(|e| !healthy_of(e.backend, e.endpoint));
+        let t = Arc::new(ClassTable { maglev, backends: eps.iter().map(|e| slot_of(e.backend, e.endpoint)).collect(), all_unhealthy });
+        built.push((sig, t.clone()));
+        tables.push(Some(t));
+    }
+    let (vip, vip6) = match svc.vip {
+        std::net::IpAddr::V4(v) => (u32::from(v), 0),
+        std::net::IpAddr::V6(v) => (0, u128::from(v)),
+    };
+    let idle_sec = svc.idle_timeout_sec.unwrap_or(match svc.protocol {
+        Protocol::Tcp => frame.idle_sec.0,
+        Protocol::Udp => frame.idle_sec.1,
+    });
+    let snap = ServiceSnap {
+        name: svc.name.clone(),
+        id: input.id,
+        vip,
+        vip6,
+        ipv6: svc.vip.is_ipv6(),
+        port: svc.port,
+        proto: svc.protocol.number(),
+        affinity: svc.session_affinity,
+        tracking: svc.tracking_mode,
+        persist_on_unhealthy: persists_on_unhealthy(svc),
+        mode: svc.forwarding_mode,
+        encap_mtu: svc.encap_mtu,
+        encap_overhead: encap_overhead(svc),
+        idle_timeout_ms: idle_sec.saturating_mul(1000),
+        tables,
+        failed_over,
+        quic_lb: super::quic_lb::QuicLbTable::build(svc, slot_of).map(|(t, warnings)| {
+            for w in warnings {
+                tracing::warn!("{w}");
+            }
+            Box::new(t)
+        }),
+    };
+    (snap, owned)
+}
+
+/// Enters service `si` (compiled as `ss`) in the snapshot's lookup maps: VIP/port/protocol,
+/// VIP/protocol, the addresses answered in ARP / Neighbor Discovery, service numbers.
+pub fn index_service(snap: &mut Snapshot, si: usize, ss: &ServiceSnap) {
+    let si16 = si as u16;
+    if ss.ipv6 {
+        snap.by_vip6_port.insert((ss.vip6, ss.port, ss.proto), si16);
+        snap.by_vip6_proto.entry((ss.vip6, ss.proto)).or_insert((si16, 0)).1 += 1;
+        snap.nd_addrs.insert(ss.vip6, ());
+    } else {
+        snap.by_vip_port.insert((ss.vip, ss.port, ss.proto), si16);
+        snap.by_vip_proto.entry((ss.vip, ss.proto)).or_insert((si16, 0)).1 += 1;
+        snap.arp_addrs.insert(ss.vip, ());
+    }
+    snap.by_number.insert(ss.id, si16);
 }
 
 /// The largest IPIP/GUE overhead over `svc`'s endpoints (0 for L2 DSR), by each endpoint's

@@ -3,6 +3,8 @@
 //!
 //! * [`slots`]: stable endpoint slots (with incarnations) across edits;
 //! * [`compile`]: the routing pipeline for every service and client class → Maglev tables;
+//! * [`incremental`]: recompiles only the services a change touches, the expensive part
+//!   without the control lock;
 //! * [`publish`]: publication to workers and reclamation of old snapshots by quiescent
 //!   states on the control side ([`Shared`]);
 //! * [`mailbox`]: per-worker requests on connection tables (count, show, flush);
@@ -17,6 +19,9 @@
 
 pub mod compile;
 pub mod counters;
+pub mod incremental;
+#[cfg(test)]
+mod incremental_tests;
 pub mod mailbox;
 pub mod pools;
 pub mod publish;
@@ -24,7 +29,8 @@ pub mod quic_lb;
 pub mod slots;
 pub mod snapshot;
 
-pub use compile::{backend_states, compile, compile_with_neighbors, endpoint_view, with_not_resolved, with_unresolved, persists_on_unhealthy, CompileInput, EndpointKey, EndpointView, HealthView};
+pub use incremental::{compile, compile_with_neighbors};
+pub use compile::{backend_states, endpoint_view, with_not_resolved, with_unresolved, persists_on_unhealthy, CompileInput, EndpointKey, EndpointView, HealthView};
 pub use mailbox::{FlowReply, FlowRequest, Mailbox, MAX_SHOW_PER_WORKER};
 pub use publish::Shared;
 pub use slots::SlotMap;

@@ -188,6 +188,12 @@ impl Shared {
         self.publications.lock().unwrap_or_else(|e| e.into_inner()).retired.len()
     }
 
+    /// The current snapshot (control side): the one a publication that replaces only some
+    /// services starts from ([`crate::control::incremental`]).
+    pub fn current(&self) -> Arc<Snapshot> {
+        self.publications.lock().unwrap_or_else(|e| e.into_inner()).current.clone()
+    }
+
     /// Runs `f` with the current snapshot (control side).
     pub fn with_snapshot<R>(&self, f: impl FnOnce(&Snapshot) -> R) -> Option<R> {
         let s = self.publications.lock().unwrap_or_else(|e| e.into_inner()).current.clone();

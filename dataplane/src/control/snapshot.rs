@@ -113,8 +113,9 @@ pub struct ServiceSnap {
 pub struct Snapshot {
     /// Monotonic generation number.
     pub generation: u64,
-    /// Services by index.
-    pub services: Vec<ServiceSnap>,
+    /// Services by index; a service the last publication did not recompile is shared
+    /// with the previous snapshot ([`crate::control::incremental`]).
+    pub services: Vec<Arc<ServiceSnap>>,
     /// Service number ([`ServiceSnap::id`]) → service index: for the control plane, fleet
     /// sync and the connection table's out-of-line paths (eviction ranking, which asks for
     /// up to eight entries' services per eviction: an array, not a hash map), never the
@@ -192,7 +193,7 @@ impl Snapshot {
     #[inline]
     pub fn service_by_number(&self, number: u16) -> Option<(u16, &ServiceSnap)> {
         let i = self.by_number.get(number)?;
-        self.services.get(usize::from(i)).map(|s| (i, s))
+        self.services.get(usize::from(i)).map(|s| (i, &**s))
     }
 
     /// The timeouts of every service's connection entries ([`ServiceTimeouts`]), from the

@@ -266,7 +266,7 @@ struct Side {
 impl Side {
     fn service_snap<'s>(&self, snap: &'s Snapshot, name: &str) -> Option<(u16, &'s ServiceSnap)> {
         let i = self.snap_index.iter().position(|n| n == name)?;
-        snap.services.get(i).map(|s| (i as u16, s))
+        snap.services.get(i).map(|s| (i as u16, &**s))
     }
 
     /// The pipeline's decision for `class` (by snapshot class name) of service `name`.

@@ -287,7 +287,10 @@ impl Daemon {
         st.slots = slots;
         st.config_generation = next_gen;
         self.update_health_checker(st, initial);
-        let snapshot_generation = self.republish(st);
+        // Only the services the edit changed are recompiled (and any a health event
+        // marked since the last publication); a change of structure recompiles all.
+        st.dirty.edit(&old, &st.cfg);
+        let snapshot_generation = self.republish_dirty(st);
         for c in &changes {
             tracing::info!(config_generation = next_gen, "config change: {c}");
         }
@@ -302,7 +305,9 @@ impl Daemon {
         let tx = self.health_events.lock().unwrap_or_else(|e| e.into_inner()).clone();
         let mut ch = self.checker.lock().unwrap_or_else(|e| e.into_inner());
         st.health_generation += 1;
-        crate::health::sync_after_edit(&mut ch, tx, &st.cfg, initial, st.health_generation, &mut st.health);
+        for name in crate::health::sync_after_edit(&mut ch, tx, &st.cfg, initial, st.health_generation, &mut st.health) {
+            st.dirty.service(&name);
+        }
     }
 }
 

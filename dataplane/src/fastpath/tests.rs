@@ -729,7 +729,7 @@
                     for (i, svc) in s.services.iter_mut().enumerate() {
                         if let Some(&n) = reused.get(&svc.port) {
                             s.by_number.remove_index(i as u16);
-                            svc.id = n;
+                            Arc::get_mut(svc).expect("a fresh snapshot owns its services").id = n;
                             s.by_number.insert(n, i as u16);
                         }
                     }

@@ -114,6 +114,9 @@ pub struct TargetStatus {
     pub probes_skipped: u64,
     /// Generation of the target set this state belongs to.
     pub generation: u64,
+    /// Whether the state is decided: false while a starting daemon's target waits for its
+    /// first success or its `unhealthy_threshold` failures (docs/bgp.md "Readiness").
+    pub decided: bool,
 }
 
 /// Options of a [`HealthChecker`].

@@ -256,6 +256,7 @@ impl<X> TargetSet<X> {
                     probes_failed: t.probes_failed(),
                     probes_skipped: e.skipped,
                     generation: self.generation,
+                    decided: !t.is_provisional(),
                 }
             })
             .collect()

@@ -54,6 +54,8 @@ pub fn reconcile(statuses: &[TargetStatus], view: &mut HealthView) -> usize {
 /// `initial` gives the starting state of added or changed targets), then reconciles
 /// `view` with the trackers. Call it with the control state locked, after the edit and
 /// before republishing; events of older generations must be dropped from then on.
+/// Returns the services whose view entries (health or latency) the reconciliation
+/// changed: a publication must recompile them.
 pub fn sync_after_edit(
     checker: &mut Option<HealthChecker>,
     events: Option<Sender<HealthEvent>>,
@@ -61,25 +63,35 @@ pub fn sync_after_edit(
     initial: HashMap<TargetKey, bool>,
     generation: u64,
     view: &mut HealthView,
-) {
+) -> std::collections::BTreeSet<String> {
+    let mut touched = std::collections::BTreeSet::new();
     let targets = targets_from_config(cfg);
     if checker.is_none() && !targets.is_empty() {
-        let Some(tx) = events else { return };
+        let Some(tx) = events else { return touched };
         let opts = CheckerOptions { generation, ..CheckerOptions::default() };
         match HealthChecker::start_with(Vec::new(), tx, opts) {
             Ok(c) => *checker = Some(c),
             Err(e) => {
                 tracing::error!(error = %e, "cannot start the health checker");
-                return;
+                return touched;
             }
         }
     }
-    let Some(c) = checker.as_ref() else { return };
+    let Some(c) = checker.as_ref() else { return touched };
     let statuses = c.update_at(generation, targets, initial);
+    for s in &statuses {
+        let differs = view
+            .get(&(s.service.clone(), s.backend.clone(), s.endpoint.clone()))
+            .is_none_or(|v| v.healthy != s.healthy || (s.rtt_ewma_ms.is_some() && v.latency_ms != s.rtt_ewma_ms));
+        if differs && !touched.contains(&s.service) {
+            touched.insert(s.service.clone());
+        }
+    }
     let n = reconcile(&statuses, view);
     if n > 0 {
         tracing::info!(generation, changed = n, "health view reconciled with the checker after an edit");
     }
+    touched
 }
 
 #[cfg(test)]
@@ -189,6 +201,7 @@ mod tests {
             probes_failed: 2,
             probes_skipped: 0,
             generation: 0,
+            decided: true,
         };
         let mut st2 = st.clone();
         st2.backend = "b".into();

@@ -16,9 +16,25 @@ pub struct MetricsConfig {
     /// `IP:PORT` to listen on for `GET /metrics`, e.g. `"127.0.0.1:9101"` (IPv6 as
     /// `"[::1]:9101"`). Port 0 picks a free port (tests; the daemon logs the one chosen).
     pub listen: String,
+    /// Per-endpoint series (`spillway_endpoint_*`, `spillway_health_*`): `true` always,
+    /// `false` never, absent = while the config has at most
+    /// [`PER_ENDPOINT_SERIES_AUTO_LIMIT`] endpoints (Prometheus's advice: keep the
+    /// cardinality of a target bounded; per-backend and per-service series stay).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub per_endpoint: Option<bool>,
 }
 
+/// Endpoints up to which `metrics.per_endpoint` absent means on: about 30 series per
+/// endpoint (counters, gauges, the probe RTT histogram), so at most ~30,000 of them.
+pub const PER_ENDPOINT_SERIES_AUTO_LIMIT: usize = 1_000;
+
 impl MetricsConfig {
+    /// Whether per-endpoint series are exported for a config of `endpoints` endpoints
+    /// ([`MetricsConfig::per_endpoint`]).
+    pub fn per_endpoint_series(&self, endpoints: usize) -> bool {
+        self.per_endpoint.unwrap_or(endpoints <= PER_ENDPOINT_SERIES_AUTO_LIMIT)
+    }
+
     /// The listen address, parsed. Errors: not `IP:PORT`, or an address a TCP listener
     /// cannot be bound to: multicast, broadcast, 240.0.0.0/4 or 0.0.0.0/8 other than the
     /// unspecified address (RFC 1812 §5.3.7; `0.0.0.0` and `::` listen on every address),

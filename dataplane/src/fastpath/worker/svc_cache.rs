@@ -43,7 +43,7 @@ impl Worker {
         let cached = self.svc_cache.get(svc_slot(dst, dport, proto)).and_then(|&i| snap.services.get(usize::from(i)));
         match cached {
             Some(s) if s.vip == dst && s.port == dport && s.proto == proto && !s.ipv6 => Some(s),
-            _ => snap.by_vip_port.get(&(dst, dport, proto)).and_then(|&i| snap.services.get(usize::from(i))),
+            _ => snap.by_vip_port.get(&(dst, dport, proto)).and_then(|&i| snap.services.get(usize::from(i)).map(|s| &**s)),
         }
     }
 
@@ -73,7 +73,7 @@ impl Worker {
         let cached = self.svc_cache6.get(svc_slot6(dst, dport, proto)).and_then(|&i| snap.services.get(usize::from(i)));
         match cached {
             Some(s) if s.ipv6 && s.vip6 == dst && s.port == dport && s.proto == proto => Some(s),
-            _ => snap.by_vip6_port.get(&(dst, dport, proto)).and_then(|&i| snap.services.get(usize::from(i))),
+            _ => snap.by_vip6_port.get(&(dst, dport, proto)).and_then(|&i| snap.services.get(usize::from(i)).map(|s| &**s)),
         }
     }
 }
