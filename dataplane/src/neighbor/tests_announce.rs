@@ -4,7 +4,7 @@
 
 use super::*;
 use crate::daemon::Daemon;
-use crate::fastpath::port::{MemBuf, PacketBuf};
+use crate::fastpath::port::MemBuf;
 use crate::fastpath::worker::Verdict;
 use crate::wire::DropReason;
 use std::net::Ipv4Addr;
