@@ -22,6 +22,7 @@ local cfg = {
     port       = env("port", 0),                      -- established traffic
     syn_port   = env("syn_port", 1),                  -- SYN traffic (none/nil: one port)
     dst_mac    = env("dst_mac", "02:00:00:00:00:01"), -- EDIT: Spillway port MAC
+    syn_dst_mac = env("syn_dst_mac", "02:00:00:00:00:02"), -- EDIT: MAC of the Spillway port syn_port is cabled to
     src_mac    = env("src_mac", "02:00:00:00:aa:01"), -- EDIT: this generator port's MAC
     vip        = env("vip", "10.0.0.100"),            -- EDIT
     vip_port   = env("vip_port", 80),                 -- EDIT
@@ -44,10 +45,10 @@ local function range_tcp_flag(p, flag)
     os.remove(path)
 end
 
-local function flows(port, flag, rate)
+local function flows(port, flag, rate, dst_mac)
     local p = tostring(port)
     pktgen.stop(p)
-    pktgen.range.dst_mac(p, "start", cfg.dst_mac)
+    pktgen.range.dst_mac(p, "start", dst_mac)
     pktgen.range.src_mac(p, "start", cfg.src_mac)
     pktgen.range.dst_ip(p, "start", cfg.vip)
     pktgen.range.dst_ip(p, "min", cfg.vip)
@@ -76,10 +77,10 @@ local function flows(port, flag, rate)
     pktgen.set_range(p, "on")
 end
 
-flows(cfg.port, "ack", cfg.rate)
+flows(cfg.port, "ack", cfg.rate, cfg.dst_mac)
 local ports = tostring(cfg.port)
 if cfg.syn_port ~= nil then
-    flows(cfg.syn_port, "syn", cfg.syn_rate)
+    flows(cfg.syn_port, "syn", cfg.syn_rate, cfg.syn_dst_mac)
     ports = ports .. "," .. tostring(cfg.syn_port)
 end
 pktgen.clear("all")

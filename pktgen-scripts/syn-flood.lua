@@ -76,7 +76,7 @@ pktgen.clear("all")
 pktgen.start(p)
 for s = 1, cfg.duration do
     pktgen.delay(1000)
-    local r = pktgen.portStats(p, "rate")
+    local r = pktgen.portStats("all", "rate")  -- every port: in local.sh port 1 receives
     for pid, st in pairs(r) do
         if type(st) == "table" then
             printf("t=%ds port %s tx_pps=%d rx_pps=%d\n", s, tostring(pid), st.pkts_tx or 0, st.pkts_rx or 0)
