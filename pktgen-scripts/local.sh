@@ -35,8 +35,9 @@
 # status, sampled each second, over the steady seconds of traffic (Pktgen's own per-second
 # figures come from a thread that lags on a busy host). The line also gives idle_polls
 # (share of Spillway's polls that got nothing: high = Pktgen is the limit), mean_burst
-# (frames per poll that got any), the share of a CPU each side's polling thread got, and
-# unsent_pps (MEMIF_MPPS asked - Spillway's rx: > 0 = Pktgen did not send what it was
+# (frames per poll that got any), the share of a CPU each side's polling thread got (and
+# Spillway's rx Mpps per CPU-second of each: the figure the host's other load moves least),
+# and unsent_pps (MEMIF_MPPS asked - Spillway's rx: > 0 = Pktgen did not send what it was
 # asked, by its own CPU or Spillway's back-pressure).
 #
 # af_packet form (scripts established-mix, syn-flood): the links are veth pairs (pg0-sp0,
@@ -468,7 +469,9 @@ if form == "memif":
         back_pps = (b["tx"] - a["tx"]) / dt
         line += (f" steady_s={dt:.1f} spillway_rx_pps={rx_pps:.0f} back_pps={back_pps:.0f}"
                  f" idle_polls={idle / max(polls, 1):.3f} mean_burst={(b['rx'] - a['rx']) / max(busy, 1):.1f}"
-                 f" pktgen_cpu={pg_cpu:.2f} spillway_cpu={sp_cpu:.2f}")
+                 f" pktgen_cpu={pg_cpu:.2f} spillway_cpu={sp_cpu:.2f}"
+                 f" mpps_per_pktgen_cpu={rx_pps / 1e6 / max(pg_cpu, 1e-9):.2f}"
+                 f" mpps_per_spillway_cpu={rx_pps / 1e6 / max(sp_cpu, 1e-9):.2f}")
         # what Pktgen was asked (MEMIF_MPPS) and what it did not send of it
         if mpps != "max":
             target = float(mpps) * 1e6
