@@ -1,30 +1,28 @@
 -- Pktgen-DPDK: IMIX (7:4:1 of 64, 570, 1518-byte frames, FCS included) of established TCP
 -- flows (ACKs: Pktgen's default TCP flags; its sequence table has no flags field) to a
 -- Spillway VIP with Pktgen "sequence" packets: 12 slots, 7 x 64, 4 x 570, 1 x 1518 bytes,
--- each a different client flow. Sends for `duration` seconds,
--- printing Pktgen's rates each second, then stops. For IMIX over many flows, replay
--- benches/gen_pcap.py --imix --flows N with `pktgen ... -s 0:imix.pcap` instead.
+-- each a different client flow. Sends for `duration` seconds, printing Pktgen's rates each
+-- second, then stops. For IMIX over many flows, replay benches/gen_pcap.py --imix --flows N
+-- with `pktgen ... -s 0:imix.pcap` instead.
 --   pktgen -l 0-4 -n 4 -- -P -m "[1:2].0" -f imix.lua
 -- EDIT the table below (README.md explains where each value comes from), or set PG_<KEY>
 -- in the environment (PG_DURATION=3, PG_RATE=1 ...): local.sh does that and nothing else.
 package.path = package.path .. ";?.lua;test/?.lua;app/?.lua;"
 require "Pktgen"
+-- pgcommon.lua (env, range_tcp_flag, send_for) from this script's folder
+local here = debug.getinfo(1, "S").source:match("^@(.*/)") or ""
+package.path = here .. "?.lua;" .. package.path
+local pg = require "pgcommon"
 
--- PG_<KEY> from the environment if set (numbers as numbers), else `default`.
-local function env(key, default)
-    local v = os.getenv("PG_" .. string.upper(key))
-    if v == nil or v == "" then return default end
-    return tonumber(v) or v
-end
 
 local cfg = {
-    port     = env("port", 0),
-    dst_mac  = env("dst_mac", "02:00:00:00:00:01"),  -- EDIT: Spillway port MAC
-    src_mac  = env("src_mac", "02:00:00:00:aa:01"),  -- EDIT: this generator port's MAC
-    vip      = env("vip", "10.0.0.100"),             -- EDIT
-    vip_port = env("vip_port", 80),                  -- EDIT
-    rate     = env("rate", 100),                     -- % of line rate
-    duration = env("duration", 30),                  -- seconds
+    port     = pg.env("port", 0),
+    dst_mac  = pg.env("dst_mac", "02:00:00:00:00:01"),  -- EDIT: Spillway port MAC
+    src_mac  = pg.env("src_mac", "02:00:00:00:aa:01"),  -- EDIT: this generator port's MAC
+    vip      = pg.env("vip", "10.0.0.100"),             -- EDIT
+    vip_port = pg.env("vip_port", 80),                  -- EDIT
+    rate     = pg.env("rate", 100),                     -- % of line rate
+    duration = pg.env("duration", 30),                  -- seconds
 }
 local port = tostring(cfg.port)
 -- frame sizes with the 4-byte FCS, as Pktgen counts them (1518: a 1500-byte IP packet)
@@ -49,15 +47,4 @@ for i, size in ipairs(sizes) do
 end
 pktgen.set(port, "seq_cnt", #sizes)
 pktgen.set(port, "rate", cfg.rate)
-pktgen.clear("all")
-pktgen.start(port)
-for s = 1, cfg.duration do
-    pktgen.delay(1000)
-    local r = pktgen.portStats("all", "rate")  -- every port: in local.sh port 1 receives
-    for pid, st in pairs(r) do
-        if type(st) == "table" then
-            printf("t=%ds port %s tx_pps=%d rx_pps=%d\n", s, tostring(pid), st.pkts_tx or 0, st.pkts_rx or 0)
-        end
-    end
-end
-pktgen.stop(port)
+pg.send_for(port, cfg.duration)
