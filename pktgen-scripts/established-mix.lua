@@ -14,7 +14,6 @@ local here = debug.getinfo(1, "S").source:match("^@(.*/)") or ""
 package.path = here .. "?.lua;" .. package.path
 local pg = require "pgcommon"
 
-
 local cfg = {
     port       = pg.env("port", 0),                      -- established traffic
     syn_port   = pg.env("syn_port", 1),                  -- SYN traffic (none/nil: one port)
@@ -31,7 +30,6 @@ local cfg = {
     syn_rate   = pg.env("syn_rate", 10),                 -- % of line rate, SYN port
     duration   = pg.env("duration", 30),                 -- seconds
 }
-
 
 local function flows(port, flag, rate, dst_mac)
     local p = tostring(port)

@@ -14,7 +14,6 @@ local here = debug.getinfo(1, "S").source:match("^@(.*/)") or ""
 package.path = here .. "?.lua;" .. package.path
 local pg = require "pgcommon"
 
-
 local cfg = {
     port     = pg.env("port", 0),
     dst_mac  = pg.env("dst_mac", "02:00:00:00:00:01"),  -- EDIT: Spillway port MAC

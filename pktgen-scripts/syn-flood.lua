@@ -13,7 +13,6 @@ local here = debug.getinfo(1, "S").source:match("^@(.*/)") or ""
 package.path = here .. "?.lua;" .. package.path
 local pg = require "pgcommon"
 
-
 local cfg = {
     port      = pg.env("port", 0),
     dst_mac   = pg.env("dst_mac", "02:00:00:00:00:01"),  -- EDIT: Spillway port MAC
@@ -29,7 +28,6 @@ local cfg = {
     burst     = pg.env("burst", 64),
     duration  = pg.env("duration", 30),                  -- seconds
 }
-
 
 local p = tostring(cfg.port)
 pktgen.stop(p)
