@@ -170,7 +170,7 @@ PKTGEN_DIR="$(cd "$(dirname "$PKTGEN")/../.." && pwd)"
 [[ -f "$PKTGEN_DIR/Pktgen.lua" ]] || die "no Pktgen.lua in $PKTGEN_DIR"
 WORK="${WORK:-$(mktemp -d /tmp/spillway-pktgen.XXXXXX)}"
 mkdir -p "$WORK"
-if [[ " $FORMS ${RUNS[*]} " == *memif* ]]; then
+if [[ " ${RUNS[*]}" == *" memif:"* ]]; then
     cc -shared -fPIC -O2 -o "$WORK/memif-mtu-shim.so" "$HERE/memif-mtu-shim.c" -ldl \
         || die "cannot build $HERE/memif-mtu-shim.c (cc)"
 fi
