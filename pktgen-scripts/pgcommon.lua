@@ -27,8 +27,12 @@ end
 -- Starts PORTS (a port list, "0" or "0,1"), prints every port's Pktgen rates once a second
 -- for DURATION seconds (`t=Ns port P tx_pps=N rx_pps=N`: local.sh reads these lines; every
 -- port, since with two ports the frames come back on the other one), then stops PORTS.
+-- Port 0's TX gap is reset first (tx cycles 0: the lcore loop recomputes it, and the time of
+-- the next burst, from the link's speed once the link is up): a gap computed earlier from a
+-- link speed of 0 would hold the first burst for about a minute (see wait-links.lua).
 function M.send_for(ports, duration)
     pktgen.clear("all")
+    pktgen.set("all", "cycles", 0)
     pktgen.start(ports)
     for s = 1, duration do
         pktgen.delay(1000)
