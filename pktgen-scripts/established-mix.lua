@@ -9,45 +9,32 @@
 -- and nothing else.
 package.path = package.path .. ";?.lua;test/?.lua;app/?.lua;"
 require "Pktgen"
-
--- PG_<KEY> from the environment if set (numbers as numbers, "none" as nil), else `default`.
-local function env(key, default)
-    local v = os.getenv("PG_" .. string.upper(key))
-    if v == nil or v == "" then return default end
-    if v == "none" then return nil end
-    return tonumber(v) or v
-end
+-- pgcommon.lua (env, range_tcp_flag, send_for) from this script's folder
+local here = debug.getinfo(1, "S").source:match("^@(.*/)") or ""
+package.path = here .. "?.lua;" .. package.path
+local pg = require "pgcommon"
 
 local cfg = {
-    port       = env("port", 0),                      -- established traffic
-    syn_port   = env("syn_port", 1),                  -- SYN traffic (none/nil: one port)
-    dst_mac    = env("dst_mac", "02:00:00:00:00:01"), -- EDIT: Spillway port MAC
-    src_mac    = env("src_mac", "02:00:00:00:aa:01"), -- EDIT: this generator port's MAC
-    vip        = env("vip", "10.0.0.100"),            -- EDIT
-    vip_port   = env("vip_port", 80),                 -- EDIT
-    src_net    = env("src_net", "10.1.0.0"),          -- client addresses (a client_zones prefix)
-    n_sources  = env("n_sources", 64),
-    n_ports    = env("n_ports", 1024),                -- N_FLOWS = n_sources * n_ports
-    size       = env("size", 64),
-    rate       = env("rate", 90),                     -- % of line rate, established port
-    syn_rate   = env("syn_rate", 10),                 -- % of line rate, SYN port
-    duration   = env("duration", 30),                 -- seconds
+    port       = pg.env("port", 0),                      -- established traffic
+    syn_port   = pg.env("syn_port", 1),                  -- SYN traffic (none/nil: one port)
+    dst_mac    = pg.env("dst_mac", "02:00:00:00:00:01"), -- EDIT: Spillway port MAC
+    syn_dst_mac = pg.env("syn_dst_mac", "02:00:00:00:00:02"), -- EDIT: MAC of the Spillway port syn_port is cabled to
+    src_mac    = pg.env("src_mac", "02:00:00:00:aa:01"), -- EDIT: this generator port's MAC
+    vip        = pg.env("vip", "10.0.0.100"),            -- EDIT
+    vip_port   = pg.env("vip_port", 80),                 -- EDIT
+    src_net    = pg.env("src_net", "10.1.0.0"),          -- client addresses (a client_zones prefix)
+    n_sources  = pg.env("n_sources", 64),
+    n_ports    = pg.env("n_ports", 1024),                -- N_FLOWS = n_sources * n_ports
+    size       = pg.env("size", 64),
+    rate       = pg.env("rate", 90),                     -- % of line rate, established port
+    syn_rate   = pg.env("syn_rate", 10),                 -- % of line rate, SYN port
+    duration   = pg.env("duration", 30),                 -- seconds
 }
 
--- Pktgen's Lua API has no range TCP-flag setter: run the CLI commands from a file.
-local function range_tcp_flag(p, flag)
-    local path = os.tmpname()
-    local f = assert(io.open(path, "w"))
-    f:write(string.format("range %s tcp flag clr all\nrange %s tcp flag set %s\n", p, p, flag))
-    f:close()
-    pktgen.run("cmd", path, "")  -- (Pktgen 23.03 insists on three arguments)
-    os.remove(path)
-end
-
-local function flows(port, flag, rate)
+local function flows(port, flag, rate, dst_mac)
     local p = tostring(port)
     pktgen.stop(p)
-    pktgen.range.dst_mac(p, "start", cfg.dst_mac)
+    pktgen.range.dst_mac(p, "start", dst_mac)
     pktgen.range.src_mac(p, "start", cfg.src_mac)
     pktgen.range.dst_ip(p, "start", cfg.vip)
     pktgen.range.dst_ip(p, "min", cfg.vip)
@@ -67,7 +54,7 @@ local function flows(port, flag, rate)
     pktgen.range.src_port(p, "max", 1024 + cfg.n_ports - 1)
     pktgen.range.src_port(p, "inc", 1)
     pktgen.range.ip_proto(p, "tcp")
-    range_tcp_flag(p, flag)
+    pg.range_tcp_flag(p, flag)
     pktgen.range.pkt_size(p, "start", cfg.size)
     pktgen.range.pkt_size(p, "min", cfg.size)
     pktgen.range.pkt_size(p, "max", cfg.size)
@@ -76,21 +63,10 @@ local function flows(port, flag, rate)
     pktgen.set_range(p, "on")
 end
 
-flows(cfg.port, "ack", cfg.rate)
+flows(cfg.port, "ack", cfg.rate, cfg.dst_mac)
 local ports = tostring(cfg.port)
 if cfg.syn_port ~= nil then
-    flows(cfg.syn_port, "syn", cfg.syn_rate)
+    flows(cfg.syn_port, "syn", cfg.syn_rate, cfg.syn_dst_mac)
     ports = ports .. "," .. tostring(cfg.syn_port)
 end
-pktgen.clear("all")
-pktgen.start(ports)
-for s = 1, cfg.duration do
-    pktgen.delay(1000)
-    local r = pktgen.portStats(ports, "rate")
-    for pid, st in pairs(r) do
-        if type(st) == "table" then
-            printf("t=%ds port %s tx_pps=%d rx_pps=%d\n", s, tostring(pid), st.pkts_tx or 0, st.pkts_rx or 0)
-        end
-    end
-end
-pktgen.stop(ports)
+pg.send_for(ports, cfg.duration)

@@ -8,39 +8,26 @@
 -- in the environment (PG_DURATION=3, PG_RATE=1 ...): local.sh does that and nothing else.
 package.path = package.path .. ";?.lua;test/?.lua;app/?.lua;"
 require "Pktgen"
-
--- PG_<KEY> from the environment if set (numbers as numbers), else `default`.
-local function env(key, default)
-    local v = os.getenv("PG_" .. string.upper(key))
-    if v == nil or v == "" then return default end
-    return tonumber(v) or v
-end
+-- pgcommon.lua (env, range_tcp_flag, send_for) from this script's folder
+local here = debug.getinfo(1, "S").source:match("^@(.*/)") or ""
+package.path = here .. "?.lua;" .. package.path
+local pg = require "pgcommon"
 
 local cfg = {
-    port      = env("port", 0),
-    dst_mac   = env("dst_mac", "02:00:00:00:00:01"),  -- EDIT: Spillway port MAC
-    src_mac   = env("src_mac", "02:00:00:00:aa:01"),  -- EDIT: this generator port's MAC
-    vip       = env("vip", "10.0.0.100"),             -- EDIT
-    vip_port  = env("vip_port", 80),                  -- EDIT
-    src_min   = env("src_min", "10.1.0.1"),           -- client addresses (a client_zones prefix)
-    src_max   = env("src_max", "10.1.255.254"),
-    sport_min = env("sport_min", 1024),
-    sport_max = env("sport_max", 65535),
-    size      = env("size", 64),
-    rate      = env("rate", 100),                     -- % of line rate
-    burst     = env("burst", 64),
-    duration  = env("duration", 30),                  -- seconds
+    port      = pg.env("port", 0),
+    dst_mac   = pg.env("dst_mac", "02:00:00:00:00:01"),  -- EDIT: Spillway port MAC
+    src_mac   = pg.env("src_mac", "02:00:00:00:aa:01"),  -- EDIT: this generator port's MAC
+    vip       = pg.env("vip", "10.0.0.100"),             -- EDIT
+    vip_port  = pg.env("vip_port", 80),                  -- EDIT
+    src_min   = pg.env("src_min", "10.1.0.1"),           -- client addresses (a client_zones prefix)
+    src_max   = pg.env("src_max", "10.1.255.254"),
+    sport_min = pg.env("sport_min", 1024),
+    sport_max = pg.env("sport_max", 65535),
+    size      = pg.env("size", 64),
+    rate      = pg.env("rate", 100),                     -- % of line rate
+    burst     = pg.env("burst", 64),
+    duration  = pg.env("duration", 30),                  -- seconds
 }
-
--- Pktgen's Lua API has no range TCP-flag setter: run the CLI commands from a file.
-local function range_tcp_flag(p, flag)
-    local path = os.tmpname()
-    local f = assert(io.open(path, "w"))
-    f:write(string.format("range %s tcp flag clr all\nrange %s tcp flag set %s\n", p, p, flag))
-    f:close()
-    pktgen.run("cmd", path, "")  -- (Pktgen 23.03 insists on three arguments)
-    os.remove(path)
-end
 
 local p = tostring(cfg.port)
 pktgen.stop(p)
@@ -66,21 +53,10 @@ pktgen.range.dst_port(p, "min", cfg.vip_port)
 pktgen.range.dst_port(p, "max", cfg.vip_port)
 pktgen.range.dst_port(p, "inc", 0)
 pktgen.range.ip_proto(p, "tcp")
-range_tcp_flag(p, "syn")
+pg.range_tcp_flag(p, "syn")
 pktgen.range.pkt_size(p, "start", cfg.size)
 pktgen.range.pkt_size(p, "min", cfg.size)
 pktgen.range.pkt_size(p, "max", cfg.size)
 pktgen.range.pkt_size(p, "inc", 0)
 pktgen.set_range(p, "on")
-pktgen.clear("all")
-pktgen.start(p)
-for s = 1, cfg.duration do
-    pktgen.delay(1000)
-    local r = pktgen.portStats(p, "rate")
-    for pid, st in pairs(r) do
-        if type(st) == "table" then
-            printf("t=%ds port %s tx_pps=%d rx_pps=%d\n", s, tostring(pid), st.pkts_tx or 0, st.pkts_rx or 0)
-        end
-    end
-end
-pktgen.stop(p)
+pg.send_for(p, cfg.duration)

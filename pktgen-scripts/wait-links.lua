@@ -6,10 +6,13 @@
 -- (a later `set rate` changes the gap but not the deadline already set). Setting a port's
 -- tx cycles to 0 makes the lcore loop recompute the rate and reset the deadline.
 --   pktgen ... -f wait-links.lua -f syn-flood.lua -f report.lua      (local.sh does)
+-- PG_LINK_WAIT_MS (default 10000): how long to wait for the links (local.sh's memif form
+-- starts Spillway, the memif client, only once Pktgen runs this script).
 package.path = package.path .. ";?.lua;test/?.lua;app/?.lua;"
 require "Pktgen"
 
-for _ = 1, 100 do
+local wait_ms = tonumber(os.getenv("PG_LINK_WAIT_MS") or "") or 10000
+for _ = 1, math.max(1, wait_ms // 100) do
     local up, n = 0, 0
     for _, s in pairs(pktgen.linkState("all")) do
         if type(s) == "string" then
