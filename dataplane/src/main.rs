@@ -229,6 +229,40 @@ fn run(args: Args) -> Result<(), String> {
             pi
         })
         .collect();
+    // Each port's RSS as its device reports it, and the fleet-sync placement it leads to
+    // (shown per port in `status` and the metrics, whether or not [sync] is configured).
+    let rss_confs: Vec<dpdk::RssConf> = ports.iter().map(|p| p.rss_conf()).collect();
+    let rss_states: Vec<spillway_dataplane::sync::PortRssState> = cfg
+        .ports
+        .iter()
+        .zip(&rss_confs)
+        .map(|(pc, r)| spillway_dataplane::sync::PortRssState { name: pc.name.clone(), hash_functions: r.hash_functions, key: r.key.clone(), reta: r.reta.clone() })
+        .collect();
+    let (mut placement, mut placement_why) = spillway_dataplane::sync::Placement::choose(workers, &rss_states);
+    // Fault injection for the e2e test `pci` (scripts/e2e/pci.sh), which shows that its
+    // placement check fails on a wrong placement: never set it in production.
+    if let Ok(fault) = std::env::var("SPILLWAY_FAULT_SYNC_PLACEMENT") {
+        (placement, placement_why) = spillway_dataplane::sync::Placement::faulty(placement, placement_why, &fault)?;
+        tracing::warn!(fault = %fault, "SPILLWAY_FAULT_SYNC_PLACEMENT: sync placement deliberately wrong (a test's fault injection)");
+    }
+    let port_rss: Vec<spillway_shared::proto::PortRss> = rss_confs
+        .iter()
+        .zip(&placement_why)
+        .map(|(r, (how, why))| spillway_shared::proto::PortRss {
+            rx_queues: workers as u16,
+            hash_types: dpdk::rss_hash_names(r.hash_functions),
+            key_source: if r.key.is_empty() { "none" } else { "driver default" }.to_string(),
+            key: r.key.iter().map(|b| format!("{b:02x}")).collect(),
+            reta: r.reta.clone(),
+            sync_placement: if cfg.sync.is_some() { how.clone() } else { "off".to_string() },
+            sync_placement_why: if cfg.sync.is_some() { why.clone() } else { format!("no [sync] configured (with it: {how}, {why})") },
+        })
+        .collect();
+    for (pc, r) in cfg.ports.iter().zip(&port_rss) {
+        tracing::info!(port = %pc.name, rx_queues = r.rx_queues, hash_types = %r.hash_types.join(","), key_bytes = r.key.len() / 2, reta_size = r.reta.len(), sync_placement = %r.sync_placement, why = %r.sync_placement_why, "RSS");
+    }
+    let links = Arc::new(spillway_dataplane::readiness::LinkStates::new(cfg.ports.iter().map(|p| p.name.clone())));
+    let stat_links = links.clone();
     let port_ids: Vec<u16> = ports.iter().map(|p| p.port_id()).collect();
     let device_macs: Vec<[u8; 6]> = ports.iter().map(|p| p.mac()).collect(); // frames to these are ours too
     let tx_multi_seg: Vec<bool> = ports.iter().map(|p| p.tx_multi_seg()).collect(); // chained mbufs to a port without: dropped before counting
@@ -252,6 +286,8 @@ fn run(args: Args) -> Result<(), String> {
             mbufs_in_use: stat_pools.get(i).map_or(0, |p| u64::from(p.in_use())),
             link_up: link.map(|l| l.up),
             link_speed_mbps: link.map_or(0, |l| l.speed_mbps),
+            link_changes: stat_links.changes(i),
+            rss: port_rss.get(i).cloned().unwrap_or_default(),
             xstats: port_ids.get(i).and_then(|id| dpdk::port_xstats(*id).ok()).unwrap_or_default(),
         }
     });
@@ -261,7 +297,7 @@ fn run(args: Args) -> Result<(), String> {
     // generation continues from the one the file was last written with, so an
     // `--if-generation` read before a restart cannot match an edit made after it.
     let config_path = std::path::absolute(&args.config).unwrap_or_else(|_| args.config.clone());
-    let daemon = Arc::new(Daemon::new(cfg.clone(), workers, port_addrs, port_stats)?.with_config_path(config_path).with_multicast(multicast_programmer(mc_ports)));
+    let daemon = Arc::new(Daemon::new(cfg.clone(), workers, port_addrs, port_stats)?.with_config_path(config_path).with_multicast(multicast_programmer(mc_ports)).with_links(links));
     // Next-hop resolution sends on the ports packets are forwarded out of (towards backends).
     let sides = port_infos
         .iter()
@@ -305,17 +341,12 @@ fn run(args: Args) -> Result<(), String> {
     // Fleet flow-state sync: socket and key before the workers start (docs/bgp.md).
     if let Some(sc) = &cfg.sync {
         // Peers' entries go to the worker RSS gives the flow: every port must report the
-        // same key and table (flows may arrive on any of them); else to every worker.
-        use spillway_dataplane::sync::Placement;
-        let rss: Vec<Option<(Vec<u8>, Vec<u16>)>> = ports.iter().map(|p| p.rss_key_and_reta()).collect();
-        let placement = match (workers, rss.first().cloned().flatten()) {
-            (1, _) => Placement::Single,
-            (_, Some((key, reta))) if rss.iter().all(|r| r.as_ref() == Some(&(key.clone(), reta.clone()))) => Placement::rss(key, reta),
-            (n, _) => {
-                tracing::warn!(workers = n, "the ports report no common RSS key and redirection table hashing TCP/UDP ports: peers' synced entries go to every worker (docs/bgp.md)");
-                Placement::Broadcast(n)
-            }
-        };
+        // same key and table (flows may arrive on any of them); else to every worker
+        // (Placement::choose; the reason is in `status`).
+        if let spillway_dataplane::sync::Placement::Broadcast(n) = placement {
+            let why = placement_why.first().map(|w| w.1.clone()).unwrap_or_default();
+            tracing::warn!(workers = n, %why, "peers' synced entries go to every worker (docs/bgp.md)");
+        }
         let rt = spillway_dataplane::sync::SyncRuntime::start(sc, workers, placement, spillway_shared::sync::routing_digest(&cfg))?;
         let _ = daemon.shared.sync.set(rt.queues.clone());
         let _ = daemon.sync.set(Arc::new(rt));
@@ -410,7 +441,7 @@ fn run(args: Args) -> Result<(), String> {
         // reclamation.
         let deadline = args.duration.map(|d| Instant::now() + Duration::from_secs_f64(d));
         let mut last_latency = Instant::now();
-        let mut links = dpdk::LinkWatch::new(link_ports);
+        let mut link_watch = dpdk::LinkWatch::new(link_ports);
         while !STOP.load(Ordering::SeqCst) && deadline.is_none_or(|d| Instant::now() < d) {
             daemon.control_heartbeat.beat(); // the watchdog is fed only while this moves
             // Read before draining: once the checker's first round is over, every event of
@@ -444,7 +475,9 @@ fn run(args: Args) -> Result<(), String> {
                 // let the service manager restart us (docs/operations.md "Health checker").
                 return Err(format!("the health checker thread died ({reason}); exiting so that the service manager restarts spillway"));
             }
-            links.tick();
+            if link_watch.tick() {
+                daemon.links.store(link_watch.states(), link_watch.changes());
+            }
             daemon.capture_expire();
             if last_latency.elapsed() >= Duration::from_secs(2) {
                 last_latency = Instant::now();
