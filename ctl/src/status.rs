@@ -209,7 +209,7 @@ mod tests {
     }
 
     /// Each port's link (an unknown speed as "unknown", not 4294967295), link changes, RSS
-    /// and sync placement with its reason are shown, in text and JSON (issue 45).
+    /// and sync placement with its reason are shown, in text and JSON.
     #[test]
     fn port_link_rss_and_placement_are_shown() {
         use spillway_shared::proto::{PortRss, PortStatus};

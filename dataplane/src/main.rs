@@ -231,36 +231,8 @@ fn run(args: Args) -> Result<(), String> {
         .collect();
     // Each port's RSS as its device reports it, and the fleet-sync placement it leads to
     // (shown per port in `status` and the metrics, whether or not [sync] is configured).
-    let rss_confs: Vec<dpdk::RssConf> = ports.iter().map(|p| p.rss_conf()).collect();
-    let rss_states: Vec<spillway_dataplane::sync::PortRssState> = cfg
-        .ports
-        .iter()
-        .zip(&rss_confs)
-        .map(|(pc, r)| spillway_dataplane::sync::PortRssState { name: pc.name.clone(), hash_functions: r.hash_functions, key: r.key.clone(), reta: r.reta.clone() })
-        .collect();
-    let (mut placement, mut placement_why) = spillway_dataplane::sync::Placement::choose(workers, &rss_states);
-    // Fault injection for the e2e test `pci` (scripts/e2e/pci.sh), which shows that its
-    // placement check fails on a wrong placement: never set it in production.
-    if let Ok(fault) = std::env::var("SPILLWAY_FAULT_SYNC_PLACEMENT") {
-        (placement, placement_why) = spillway_dataplane::sync::Placement::faulty(placement, placement_why, &fault)?;
-        tracing::warn!(fault = %fault, "SPILLWAY_FAULT_SYNC_PLACEMENT: sync placement deliberately wrong (a test's fault injection)");
-    }
-    let port_rss: Vec<spillway_shared::proto::PortRss> = rss_confs
-        .iter()
-        .zip(&placement_why)
-        .map(|(r, (how, why))| spillway_shared::proto::PortRss {
-            rx_queues: workers as u16,
-            hash_types: dpdk::rss_hash_names(r.hash_functions),
-            key_source: if r.key.is_empty() { "none" } else { "driver default" }.to_string(),
-            key: r.key.iter().map(|b| format!("{b:02x}")).collect(),
-            reta: r.reta.clone(),
-            sync_placement: if cfg.sync.is_some() { how.clone() } else { "off".to_string() },
-            sync_placement_why: if cfg.sync.is_some() { why.clone() } else { format!("no [sync] configured (with it: {how}, {why})") },
-        })
-        .collect();
-    for (pc, r) in cfg.ports.iter().zip(&port_rss) {
-        tracing::info!(port = %pc.name, rx_queues = r.rx_queues, hash_types = %r.hash_types.join(","), key_bytes = r.key.len() / 2, reta_size = r.reta.len(), sync_placement = %r.sync_placement, why = %r.sync_placement_why, "RSS");
-    }
+    let (rss_confs, names): (Vec<dpdk::RssConf>, Vec<String>) = ports.iter().map(|p| p.rss_conf()).zip(cfg.ports.iter().map(|p| p.name.clone())).unzip();
+    let (placement, port_rss) = dpdk::sync_placement(workers, cfg.sync.is_some(), &names, &rss_confs, std::env::var("SPILLWAY_FAULT_SYNC_PLACEMENT").ok().as_deref())?;
     let links = Arc::new(spillway_dataplane::readiness::LinkStates::new(cfg.ports.iter().map(|p| p.name.clone())));
     let stat_links = links.clone();
     let port_ids: Vec<u16> = ports.iter().map(|p| p.port_id()).collect();
@@ -342,11 +314,7 @@ fn run(args: Args) -> Result<(), String> {
     if let Some(sc) = &cfg.sync {
         // Peers' entries go to the worker RSS gives the flow: every port must report the
         // same key and table (flows may arrive on any of them); else to every worker
-        // (Placement::choose; the reason is in `status`).
-        if let spillway_dataplane::sync::Placement::Broadcast(n) = placement {
-            let why = placement_why.first().map(|w| w.1.clone()).unwrap_or_default();
-            tracing::warn!(workers = n, %why, "peers' synced entries go to every worker (docs/bgp.md)");
-        }
+        // (dpdk::sync_placement, which warns; the reason is in `status`).
         let rt = spillway_dataplane::sync::SyncRuntime::start(sc, workers, placement, spillway_shared::sync::routing_digest(&cfg))?;
         let _ = daemon.shared.sync.set(rt.queues.clone());
         let _ = daemon.sync.set(Arc::new(rt));
@@ -475,9 +443,7 @@ fn run(args: Args) -> Result<(), String> {
                 // let the service manager restart us (docs/operations.md "Health checker").
                 return Err(format!("the health checker thread died ({reason}); exiting so that the service manager restarts spillway"));
             }
-            if link_watch.tick() {
-                daemon.links.store(link_watch.states(), link_watch.changes());
-            }
+            if link_watch.tick() { daemon.links.store(link_watch.states(), link_watch.changes()); }
             daemon.capture_expire();
             if last_latency.elapsed() >= Duration::from_secs(2) {
                 last_latency = Instant::now();

@@ -205,7 +205,7 @@ fn link_and_xstats_per_port_and_queue() {
     promtool_accepts(&to_prometheus_text(&t));
 }
 
-/// Link changes, queues, RSS key, RETA and sync placement per port (issue 45).
+/// Link changes, queues, RSS key, RETA and sync placement per port.
 #[test]
 fn rss_and_link_changes_per_port() {
     let cfg = spillway_shared::config::Config::from_toml("[[ports]]\nname = \"p0\"\ndevice = \"net_null0\"\n").unwrap();
