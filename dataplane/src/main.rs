@@ -231,8 +231,8 @@ fn run(args: Args) -> Result<(), String> {
         .collect();
     // Each port's RSS as its device reports it, and the fleet-sync placement it leads to
     // (shown per port in `status` and the metrics, whether or not [sync] is configured).
-    let (rss_confs, names): (Vec<dpdk::RssConf>, Vec<String>) = ports.iter().map(|p| p.rss_conf()).zip(cfg.ports.iter().map(|p| p.name.clone())).unzip();
-    let (placement, port_rss) = dpdk::sync_placement(workers, cfg.sync.is_some(), &names, &rss_confs, std::env::var("SPILLWAY_FAULT_SYNC_PLACEMENT").ok().as_deref())?;
+    let rss_confs: Vec<dpdk::RssConf> = ports.iter().zip(&cfg.ports).map(|(p, c)| dpdk::RssConf { name: c.name.clone(), ..p.rss_conf() }).collect();
+    let (placement, port_rss) = dpdk::sync_placement(workers, cfg.sync.is_some(), &rss_confs, std::env::var("SPILLWAY_FAULT_SYNC_PLACEMENT").ok().as_deref())?;
     let links = Arc::new(spillway_dataplane::readiness::LinkStates::new(cfg.ports.iter().map(|p| p.name.clone())));
     let stat_links = links.clone();
     let port_ids: Vec<u16> = ports.iter().map(|p| p.port_id()).collect();

@@ -6,17 +6,9 @@ use super::*;
 use dpdk_sys as sys;
 use spillway_shared::proto::PortRss;
 
-/// A port's RSS configuration as its device reports it; empty fields where it reports
-/// nothing (virtual devices, one queue, RSS off).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct RssConf {
-    /// Hash functions in use (`rss_hf`, DPDK's `RTE_ETH_RSS_*` bits).
-    pub hash_functions: u64,
-    /// Toeplitz key.
-    pub key: Vec<u8>,
-    /// Redirection table: queue per entry.
-    pub reta: Vec<u16>,
-}
+/// A port's RSS as its device reports it ([`EthPort::rss_conf`]; empty fields where it
+/// reports nothing: virtual devices, one queue, RSS off); the input of the sync placement.
+pub use crate::sync::PortRssState as RssConf;
 
 /// DPDK's names of the `RTE_ETH_RSS_*` bits 2..=17 (rte_ethdev.h; the names testpmd's
 /// `show port N rss-hash` prints), bit 2 first.
@@ -34,16 +26,14 @@ pub fn rss_hash_names(rss_hf: u64) -> Vec<String> {
         .collect()
 }
 
-/// The fleet-sync placement for `workers` workers over the ports `names` whose devices
-/// report `confs` (config order; [`crate::sync::Placement::choose`]), and each port's
+/// The fleet-sync placement for `workers` workers over the ports whose devices report
+/// `confs` (config order, each named as in the config; [`crate::sync::Placement::choose`]), and each port's
 /// [`PortRss`] for `status` and the metrics, logged once per port (`RSS`). Without `[sync]`
 /// (`sync_on` false) the placement reads `off` and its reason says what it would be.
 /// `fault` (`SPILLWAY_FAULT_SYNC_PLACEMENT`, for the e2e test `pci` only) makes it wrong on
 /// purpose ([`crate::sync::Placement::faulty`]). Errors: an unknown fault.
-pub fn sync_placement(workers: usize, sync_on: bool, names: &[String], confs: &[RssConf], fault: Option<&str>) -> std::result::Result<(crate::sync::Placement, Vec<PortRss>), String> {
-    let states: Vec<crate::sync::PortRssState> =
-        names.iter().zip(confs).map(|(n, r)| crate::sync::PortRssState { name: n.clone(), hash_functions: r.hash_functions, key: r.key.clone(), reta: r.reta.clone() }).collect();
-    let (mut placement, mut why) = crate::sync::Placement::choose(workers, &states);
+pub fn sync_placement(workers: usize, sync_on: bool, confs: &[RssConf], fault: Option<&str>) -> std::result::Result<(crate::sync::Placement, Vec<PortRss>), String> {
+    let (mut placement, mut why) = crate::sync::Placement::choose(workers, confs);
     if let Some(f) = fault {
         (placement, why) = crate::sync::Placement::faulty(placement, why, f)?;
         tracing::warn!(fault = %f, "SPILLWAY_FAULT_SYNC_PLACEMENT: sync placement deliberately wrong (a test's fault injection)");
@@ -54,8 +44,7 @@ pub fn sync_placement(workers: usize, sync_on: bool, names: &[String], confs: &[
     let views = confs
         .iter()
         .zip(&why)
-        .zip(names)
-        .map(|((r, (how, why)), name)| {
+        .map(|(r, (how, why))| {
             let v = PortRss {
                 rx_queues: workers as u16,
                 hash_types: rss_hash_names(r.hash_functions),
@@ -65,7 +54,7 @@ pub fn sync_placement(workers: usize, sync_on: bool, names: &[String], confs: &[
                 sync_placement: if sync_on { how.clone() } else { "off".to_string() },
                 sync_placement_why: if sync_on { why.clone() } else { format!("no [sync] configured (with it: {how}, {why})") },
             };
-            tracing::info!(port = %name, rx_queues = v.rx_queues, hash_types = %v.hash_types.join(","), key_bytes = r.key.len(), reta_size = v.reta.len(), sync_placement = %v.sync_placement, why = %v.sync_placement_why, "RSS");
+            tracing::info!(port = %r.name, rx_queues = v.rx_queues, hash_types = %v.hash_types.join(","), key_bytes = r.key.len(), reta_size = v.reta.len(), sync_placement = %v.sync_placement, why = %v.sync_placement_why, "RSS");
             v
         })
         .collect();
@@ -74,13 +63,14 @@ pub fn sync_placement(workers: usize, sync_on: bool, names: &[String], confs: &[
 
 impl EthPort {
     /// The port's RSS hash functions, key and redirection table as the device reports them
+    /// (named by the device; the caller renames it as the config does)
     /// after [`start`](Self::start) (`rte_eth_dev_rss_hash_conf_get`,
     /// `rte_eth_dev_rss_reta_query`). A field the device does not report stays empty; a
     /// RETA whose size is not a multiple of 64 (DPDK's group size) is not read.
     pub fn rss_conf(&self) -> RssConf {
         let Ok(info) = self.info() else { return RssConf::default() };
         let (key_len, reta_len) = (usize::from(info.hash_key_size), usize::from(info.reta_size));
-        let mut out = RssConf::default();
+        let mut out = RssConf { name: self.name().to_string(), ..RssConf::default() };
         let mut key = vec![0u8; key_len.max(1)];
         let mut conf = sys::rte_eth_rss_conf { rss_key: if key_len > 0 { key.as_mut_ptr() } else { std::ptr::null_mut() }, rss_key_len: info.hash_key_size, rss_hf: 0 };
         // SAFETY: conf points at a key buffer of rss_key_len bytes (or null with length 0)
@@ -123,15 +113,14 @@ mod tests {
 
     #[test]
     fn views_say_off_without_sync_and_what_it_would_be() {
-        let conf = RssConf { hash_functions: 1 << 2 | 1 << 4 | 1 << 5 | 1 << 8 | 1 << 10 | 1 << 11, key: vec![0x6d; 40], reta: (0..128).map(|i| i % 2).collect() };
-        let names = vec!["p0".to_string()];
-        let (p, v) = sync_placement(2, false, &names, std::slice::from_ref(&conf), None).unwrap();
+        let conf = RssConf { name: "p0".into(), hash_functions: 1 << 2 | 1 << 4 | 1 << 5 | 1 << 8 | 1 << 10 | 1 << 11, key: vec![0x6d; 40], reta: (0..128).map(|i| i % 2).collect() };
+        let (p, v) = sync_placement(2, false, std::slice::from_ref(&conf), None).unwrap();
         assert!(matches!(p, crate::sync::Placement::Rss { .. }));
         assert_eq!((v[0].sync_placement.as_str(), v[0].key.len(), v[0].reta.len(), v[0].key_source.as_str()), ("off", 80, 128, "driver default"));
         assert!(v[0].sync_placement_why.starts_with("no [sync] configured (with it: rss, software Toeplitz"), "{}", v[0].sync_placement_why);
-        let (p, v) = sync_placement(2, true, &names, &[RssConf::default()], None).unwrap();
+        let (p, v) = sync_placement(2, true, &[RssConf { name: "p0".into(), ..RssConf::default() }], None).unwrap();
         assert_eq!(p, crate::sync::Placement::Broadcast(2));
         assert_eq!((v[0].sync_placement.as_str(), v[0].key_source.as_str()), ("broadcast", "none"));
-        assert!(sync_placement(2, true, &names, &[conf], Some("bogus")).is_err());
+        assert!(sync_placement(2, true, &[conf], Some("bogus")).is_err());
     }
 }
