@@ -20,7 +20,8 @@
 # topology + config + daemon, the library's run_clients / run_keepalive_clients /
 # backend_stop / backend_start / spillwayctl_cmd, and e2e_check / e2e_fail to assert
 # (scripts/lib/e2e.sh); end with e2e_done. A one-line description goes in a comment
-# "## <name>: text".
+# "## <name>: text". A test that cannot run on this machine at all (e.g. `pci` without
+# QEMU) calls e2e_skip REASON: it is counted as skipped, not failed.
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -50,7 +51,7 @@ _e2e_child=
 
 # ------------------------------------------------------------------ runner ---
 _e2e_list() { declare -F | awk '{print $3}' | grep -E '^e2e_[a-z0-9_]+$' |
-    grep -vE '^e2e_(check|fail|done|setup)$' | sed 's/^e2e_//'; }
+    grep -vE '^e2e_(check|fail|done|setup|skip)$' | sed 's/^e2e_//'; }
 _e2e_describe() { sed -n "s/^## $1: //p" "${E2E_TOPIC_FILES[@]}"; }
 # tests in the order of the topic files, each in file order
 _e2e_all_in_order() { grep -ohE '^e2e_[a-z0-9_]+\(\)' "${E2E_TOPIC_FILES[@]}" | sed 's/^e2e_//; s/()$//' |
@@ -75,7 +76,9 @@ _e2e_run_one() {
     wait "$_e2e_child" || rc=$?
     _e2e_child=
     topo_down || true
-    if ((rc == 0)); then echo "--- PASS $t ($((SECONDS - start)) s)"; else echo "--- FAIL $t ($((SECONDS - start)) s; logs: $E2E_LOG_ROOT/$t)"; fi
+    if ((rc == 0)); then echo "--- PASS $t ($((SECONDS - start)) s)"
+    elif ((rc == E2E_SKIP_RC)); then echo "--- SKIP $t ($((SECONDS - start)) s): $(cat "$E2E_LOG_ROOT/$t/skipped" 2>/dev/null)"
+    else echo "--- FAIL $t ($((SECONDS - start)) s; logs: $E2E_LOG_ROOT/$t)"; fi
     return "$rc"
 }
 
@@ -84,7 +87,7 @@ main() {
     if [[ "$1" == list ]]; then
         for t in $(_e2e_all_in_order); do printf '%-12s %s\n' "$t" "$(_e2e_describe "$t")"; done; exit 0
     fi
-    local tests=() t failed=()
+    local tests=() t failed=() skipped=() rc
     for t in "$@"; do
         t="${t//-/_}"   # health-failover == health_failover
         if [[ "$t" == all ]]; then mapfile -t -O "${#tests[@]}" tests < <(_e2e_all_in_order); continue; fi
@@ -95,12 +98,18 @@ main() {
     topo_lock
     topo_before_down() { if [[ -n "${_e2e_child:-}" ]]; then topo_kill_pid "$_e2e_child" 2; fi; }
     topo_trap
-    for t in "${tests[@]}"; do _e2e_run_one "$t" || failed+=("$t"); done
+    for t in "${tests[@]}"; do
+        rc=0; _e2e_run_one "$t" || rc=$?
+        if ((rc == E2E_SKIP_RC)); then skipped+=("$t"); elif ((rc)); then failed+=("$t"); fi
+    done
     echo
+    local skip_note="" passed=()
+    ((${#skipped[@]} == 0)) || skip_note="; ${#skipped[@]} skipped: ${skipped[*]}"
     if ((${#failed[@]})); then
-        echo "e2e: ${#failed[@]} of ${#tests[@]} failed: ${failed[*]}"; exit 1
+        echo "e2e: ${#failed[@]} of ${#tests[@]} failed: ${failed[*]}$skip_note"; exit 1
     fi
-    echo "e2e: all ${#tests[@]} passed: ${tests[*]}"
+    for t in "${tests[@]}"; do [[ " ${skipped[*]} " == *" $t "* ]] || passed+=("$t"); done
+    echo "e2e: all ${#passed[@]} passed: ${passed[*]:-(none)}$skip_note"
 }
 
 main "$@"

@@ -12,7 +12,8 @@
 #   3. the Debian package (scripts/lib/package_test.sh): built from the release build with
 #      scripts/package.sh, lintian, installed with apt-get, checked, removed and purged,
 #   4. the end-to-end tests in network namespaces (scripts/e2e.sh all): real HTTP clients
-#      and servers through Spillway on a net_af_packet port.
+#      and servers through Spillway on a net_af_packet port, and (test `pci`, which installs
+#      QEMU itself) on a PCI NIC bound with dpdk-devbind.py in a QEMU guest.
 # Prints a closing line "N passed, N failed" and exits non-zero if anything failed.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -25,7 +26,7 @@ for a in "$@"; do
         --no-install) NO_INSTALL=1 ;;
         --no-e2e) NO_E2E=1 ;;
         --no-package) NO_PACKAGE=1 ;;
-        -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
         *) echo "test.sh: unknown argument $a (see --help)" >&2; exit 2 ;;
     esac
 done

@@ -6,6 +6,26 @@ use spillway_shared::proto::{Request, Response, StatusReport};
 use std::fmt::Write;
 use std::path::Path;
 
+/// One port's link, RSS and sync placement in words (the lines under the PORTS table):
+/// `link up, speed unknown, 2 link changes; 2 RX queues, RSS ipv4 ipv4-tcp ..., key 40 bytes
+/// (driver default), RETA 128 entries; sync placement: rss (why)`.
+pub fn port_detail(p: &spillway_shared::proto::PortStatus) -> String {
+    let link = match p.link_up {
+        Some(true) => "up",
+        Some(false) => "down",
+        None => "unknown",
+    };
+    let speed = if p.link_speed_mbps == 0 { "unknown".to_string() } else { format!("{} Mbit/s", p.link_speed_mbps) };
+    let r = &p.rss;
+    let hash = if r.hash_types.is_empty() { "RSS off".to_string() } else { format!("RSS {}", r.hash_types.join(" ")) };
+    let key = if r.key.is_empty() { "no key".to_string() } else { format!("key {} bytes ({})", r.key.len() / 2, r.key_source) };
+    let reta = if r.reta.is_empty() { "no RETA".to_string() } else { format!("RETA {} entries", r.reta.len()) };
+    format!(
+        "link {link}, speed {speed}, {} link changes; {} RX queues, {hash}, {key}, {reta}; sync placement: {} ({})",
+        p.link_changes, r.rx_queues, r.sync_placement, r.sync_placement_why
+    )
+}
+
 /// Renders a status report as text.
 pub fn render(r: &StatusReport) -> String {
     let mut o = String::new();
@@ -29,6 +49,9 @@ pub fn render(r: &StatusReport) -> String {
     let _ = writeln!(o, "  {:<10} {:<36} {:<17} {:>12} {:>12} {:>8} {:>8} {:>6}", "name", "device", "mac", "rx_pkts", "tx_pkts", "imissed", "errors", "mbufs");
     for p in &r.ports {
         let _ = writeln!(o, "  {:<10} {:<36} {:<17} {:>12} {:>12} {:>8} {:>8} {:>6}", p.name, trunc(&p.device, 36), p.mac, p.ipackets, p.opackets, p.imissed, p.ierrors + p.oerrors, p.mbufs_in_use);
+    }
+    for p in &r.ports {
+        let _ = writeln!(o, "  {}: {}", p.name, port_detail(p));
     }
     let _ = writeln!(o, "\nWORKERS");
     let _ = writeln!(o, "  {:<6} {:>12} {:>12} {:>12} {:>10} {:>10} {:>6}", "worker", "rx", "tx", "forwarded", "new_conns", "dropped", "gen");
@@ -183,6 +206,35 @@ mod tests {
         assert!(render(&r).contains("health checker: running, 3 targets, 2 probes skipped, RLIMIT_NOFILE 1024"));
         r.health_checker.dead = Some("panicked: boom".into());
         assert!(render(&r).contains("HEALTH CHECKER DEAD: panicked: boom"), "{}", render(&r));
+    }
+
+    /// Each port's link (an unknown speed as "unknown", not 4294967295), link changes, RSS
+    /// and sync placement with its reason are shown, in text and JSON.
+    #[test]
+    fn port_link_rss_and_placement_are_shown() {
+        use spillway_shared::proto::{PortRss, PortStatus};
+        let rss = PortRss {
+            rx_queues: 2,
+            hash_types: vec!["ipv4".into(), "ipv4-tcp".into()],
+            key_source: "driver default".into(),
+            key: "6d5a".repeat(20),
+            reta: (0..128).map(|i| i % 2).collect(),
+            sync_placement: "rss".into(),
+            sync_placement_why: "software Toeplitz".into(),
+        };
+        let p = PortStatus { name: "p0".into(), link_up: Some(false), link_speed_mbps: 0, link_changes: 2, rss, ..Default::default() };
+        let r = StatusReport { ports: vec![p], ..Default::default() };
+        let t = render(&r);
+        assert!(
+            t.contains("  p0: link down, speed unknown, 2 link changes; 2 RX queues, RSS ipv4 ipv4-tcp, key 40 bytes (driver default), RETA 128 entries; sync placement: rss (software Toeplitz)"),
+            "{t}"
+        );
+        let json = serde_json::to_value(&r).unwrap();
+        let rj = &json["ports"][0]["rss"];
+        assert_eq!((rj["rx_queues"].as_u64(), rj["reta"].as_array().map(Vec::len), rj["sync_placement"].as_str()), (Some(2), Some(128), Some("rss")), "{json}");
+        assert_eq!(json["ports"][0]["link_changes"].as_u64(), Some(2));
+        let none = PortStatus { name: "v".into(), link_speed_mbps: 10_000, ..Default::default() };
+        assert!(port_detail(&none).starts_with("link unknown, speed 10000 Mbit/s, 0 link changes; 0 RX queues, RSS off, no key, no RETA"), "{}", port_detail(&none));
     }
 
     /// The counters that reconcile `rx` and `tx` are all shown: the ARP replies and NAs

@@ -7,7 +7,8 @@
 //! it a backend whose next hop is resolved (with no non-draining backend healthy that is
 //! the healthy draining backends, docs/semantics.md "Choices" 3a, else the last-resort set
 //! of spec/backend-selection.md, unless `drop_traffic_if_unhealthy`), (4)
-//! the operator has not drained it (`spillwayctl vip drain VIP`), and (5) at start, the
+//! the operator has not drained it (`spillwayctl vip drain VIP`), (5) no port's link is
+//! down (as the control loop's once-a-second link check saw it), and (6) at start, the
 //! first round of health probes and the flow-state dump from the peers are over. So a VIP
 //! is withdrawn only when this host would drop its traffic, and a restarted host takes no
 //! flow before it knows which backends are down and which connections its peers carry.
@@ -47,6 +48,9 @@ pub struct Observation {
     pub snapshot_in_use: bool,
     /// Start-up conditions still pending (first probe round, peers' dumps), as reasons.
     pub starting: Vec<String>,
+    /// Ports whose link is down (names): flows cannot arrive or leave there, so no VIP is
+    /// ready until it is up again (the fleet's routers then send the flows to other hosts).
+    pub links_down: Vec<String>,
 }
 
 /// Readiness of every configured VIP (sorted by address). `serves(service)` says whether
@@ -79,6 +83,7 @@ pub fn evaluate(
                 why.push("no snapshot used by every worker yet".to_string());
             }
             why.extend(obs.starting.iter().cloned());
+            why.extend(obs.links_down.iter().map(|p| format!("port {p}: link down")));
             if !serving {
                 why.push(format!("would drop new connections ({})", dropping.join("; ")));
             }
@@ -109,6 +114,7 @@ pub fn observe(daemon: &Daemon, stall: Duration, now: Instant) -> Observation {
         stalled_workers: still.iter().enumerate().filter(|(_, d)| **d > stall).map(|(i, _)| i).collect(),
         snapshot_in_use: daemon.shared.stats.iter().all(|w| w.generation.load(Relaxed) >= 1),
         starting,
+        links_down: daemon.links.down(),
     }
 }
 
@@ -371,7 +377,7 @@ mod tests {
     }
 
     fn ok() -> Observation {
-        Observation { stalled_workers: vec![], snapshot_in_use: true, starting: vec![] }
+        Observation { stalled_workers: vec![], snapshot_in_use: true, starting: vec![], links_down: vec![] }
     }
 
     fn serving(names: &'static [&'static str]) -> impl Fn(&str) -> Result<(), String> {
@@ -404,6 +410,9 @@ mod tests {
         let starting = Observation { starting: vec!["waiting for the first round of health probes".into()], ..ok() };
         let rows = evaluate(&cfg(), &starting, |_| Ok(()), &BTreeSet::new(), &BTreeSet::new());
         assert!(rows.iter().all(|r| !r.ready && r.not_ready_because == ["waiting for the first round of health probes"]));
+        let link_down = Observation { links_down: vec!["lb0".into()], ..ok() };
+        let rows = evaluate(&cfg(), &link_down, |_| Ok(()), &BTreeSet::new(), &BTreeSet::new());
+        assert!(rows.iter().all(|r| !r.ready && r.not_ready_because == ["port lb0: link down"]), "{rows:?}");
         let drained: BTreeSet<IpAddr> = [IpAddr::from(Ipv4Addr::new(10, 0, 0, 53))].into();
         let announced: BTreeSet<IpAddr> = [IpAddr::from(Ipv4Addr::new(10, 0, 0, 53))].into();
         let rows = evaluate(&cfg(), &ok(), |_| Ok(()), &drained, &announced);
@@ -506,15 +515,15 @@ mod tests {
 
     proptest! {
         /// Ready exactly when no worker stalls, the snapshot is in use, start-up is over,
-        /// some service of the VIP serves, and the VIP is not drained.
+        /// every link is up, some service of the VIP serves, and the VIP is not drained.
         #[test]
-        fn readiness_is_the_conjunction(stalled in any::<bool>(), in_use in any::<bool>(), starting in any::<bool>(), serve in proptest::collection::vec(any::<bool>(), 3), drain in proptest::collection::vec(any::<bool>(), 2)) {
-            let obs = Observation { stalled_workers: if stalled { vec![0] } else { vec![] }, snapshot_in_use: in_use, starting: if starting { vec!["x".into()] } else { vec![] } };
+        fn readiness_is_the_conjunction(stalled in any::<bool>(), in_use in any::<bool>(), starting in any::<bool>(), link_down in any::<bool>(), serve in proptest::collection::vec(any::<bool>(), 3), drain in proptest::collection::vec(any::<bool>(), 2)) {
+            let obs = Observation { stalled_workers: if stalled { vec![0] } else { vec![] }, snapshot_in_use: in_use, starting: if starting { vec!["x".into()] } else { vec![] }, links_down: if link_down { vec!["p0".into()] } else { vec![] } };
             let idx = |s: &str| ["web", "tls", "dns"].iter().position(|x| *x == s).unwrap();
             let vips = [IpAddr::from(Ipv4Addr::new(10, 0, 0, 53)), IpAddr::from(Ipv4Addr::new(10, 0, 0, 100))];
             let drained: BTreeSet<IpAddr> = vips.iter().zip(&drain).filter(|(_, d)| **d).map(|(v, _)| *v).collect();
             let rows = evaluate(&cfg(), &obs, |s| if serve[idx(s)] { Ok(()) } else { Err("no".into()) }, &drained, &BTreeSet::new());
-            let base = !stalled && in_use && !starting;
+            let base = !stalled && in_use && !starting && !link_down;
             prop_assert_eq!(rows[0].ready, base && serve[2] && !drain[0]);
             prop_assert_eq!(rows[1].ready, base && (serve[0] || serve[1]) && !drain[1]);
             for r in &rows {

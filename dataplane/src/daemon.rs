@@ -109,6 +109,9 @@ pub struct Daemon {
     pub edit_lock: Mutex<()>,
     /// The running `capture drops` session, if any ([`crate::ctl::capture`]).
     pub capture: Mutex<Option<crate::ctl::session::Session>>,
+    /// The ports' link state and changes as the control loop's link check last saw them
+    /// (readiness, `status`); empty in tests without ports.
+    pub links: Arc<crate::readiness::LinkStates>,
 }
 
 impl Daemon {
@@ -173,6 +176,7 @@ impl Daemon {
             control_heartbeat: Default::default(),
             edit_lock: Mutex::new(()),
             capture: Mutex::new(None),
+            links: Arc::default(),
         })
     }
 
@@ -182,6 +186,12 @@ impl Daemon {
     pub fn first_round_pending_and_over(&self) -> bool {
         !self.first_probe_round.load(std::sync::atomic::Ordering::Acquire)
             && self.checker.lock().unwrap_or_else(|e| e.into_inner()).as_ref().is_some_and(|c| c.first_round_done())
+    }
+
+    /// Shares the ports' link states ([`Daemon::links`]) with their other readers.
+    pub fn with_links(mut self, links: Arc<crate::readiness::LinkStates>) -> Daemon {
+        self.links = links;
+        self
     }
 
     /// Sets how the ports' multicast filters are programmed ([`Daemon::multicast`]).

@@ -229,6 +229,12 @@ fn run(args: Args) -> Result<(), String> {
             pi
         })
         .collect();
+    // Each port's RSS as its device reports it, and the fleet-sync placement it leads to
+    // (shown per port in `status` and the metrics, whether or not [sync] is configured).
+    let rss_confs: Vec<dpdk::RssConf> = ports.iter().zip(&cfg.ports).map(|(p, c)| dpdk::RssConf { name: c.name.clone(), ..p.rss_conf() }).collect();
+    let (placement, port_rss) = dpdk::sync_placement(workers, cfg.sync.is_some(), &rss_confs, std::env::var("SPILLWAY_FAULT_SYNC_PLACEMENT").ok().as_deref())?;
+    let links = Arc::new(spillway_dataplane::readiness::LinkStates::new(cfg.ports.iter().map(|p| p.name.clone())));
+    let stat_links = links.clone();
     let port_ids: Vec<u16> = ports.iter().map(|p| p.port_id()).collect();
     let device_macs: Vec<[u8; 6]> = ports.iter().map(|p| p.mac()).collect(); // frames to these are ours too
     let tx_multi_seg: Vec<bool> = ports.iter().map(|p| p.tx_multi_seg()).collect(); // chained mbufs to a port without: dropped before counting
@@ -252,6 +258,8 @@ fn run(args: Args) -> Result<(), String> {
             mbufs_in_use: stat_pools.get(i).map_or(0, |p| u64::from(p.in_use())),
             link_up: link.map(|l| l.up),
             link_speed_mbps: link.map_or(0, |l| l.speed_mbps),
+            link_changes: stat_links.changes(i),
+            rss: port_rss.get(i).cloned().unwrap_or_default(),
             xstats: port_ids.get(i).and_then(|id| dpdk::port_xstats(*id).ok()).unwrap_or_default(),
         }
     });
@@ -261,7 +269,7 @@ fn run(args: Args) -> Result<(), String> {
     // generation continues from the one the file was last written with, so an
     // `--if-generation` read before a restart cannot match an edit made after it.
     let config_path = std::path::absolute(&args.config).unwrap_or_else(|_| args.config.clone());
-    let daemon = Arc::new(Daemon::new(cfg.clone(), workers, port_addrs, port_stats)?.with_config_path(config_path).with_multicast(multicast_programmer(mc_ports)));
+    let daemon = Arc::new(Daemon::new(cfg.clone(), workers, port_addrs, port_stats)?.with_config_path(config_path).with_multicast(multicast_programmer(mc_ports)).with_links(links));
     // Next-hop resolution sends on the ports packets are forwarded out of (towards backends).
     let sides = port_infos
         .iter()
@@ -305,17 +313,8 @@ fn run(args: Args) -> Result<(), String> {
     // Fleet flow-state sync: socket and key before the workers start (docs/bgp.md).
     if let Some(sc) = &cfg.sync {
         // Peers' entries go to the worker RSS gives the flow: every port must report the
-        // same key and table (flows may arrive on any of them); else to every worker.
-        use spillway_dataplane::sync::Placement;
-        let rss: Vec<Option<(Vec<u8>, Vec<u16>)>> = ports.iter().map(|p| p.rss_key_and_reta()).collect();
-        let placement = match (workers, rss.first().cloned().flatten()) {
-            (1, _) => Placement::Single,
-            (_, Some((key, reta))) if rss.iter().all(|r| r.as_ref() == Some(&(key.clone(), reta.clone()))) => Placement::rss(key, reta),
-            (n, _) => {
-                tracing::warn!(workers = n, "the ports report no common RSS key and redirection table hashing TCP/UDP ports: peers' synced entries go to every worker (docs/bgp.md)");
-                Placement::Broadcast(n)
-            }
-        };
+        // same key and table (flows may arrive on any of them); else to every worker
+        // (dpdk::sync_placement, which warns; the reason is in `status`).
         let rt = spillway_dataplane::sync::SyncRuntime::start(sc, workers, placement, spillway_shared::sync::routing_digest(&cfg))?;
         let _ = daemon.shared.sync.set(rt.queues.clone());
         let _ = daemon.sync.set(Arc::new(rt));

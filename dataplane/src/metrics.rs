@@ -293,6 +293,19 @@ pub fn render(daemon: &Daemon) -> String {
     b.gauge("port_mbufs_in_use", "mbufs of the port's pool in use", status.ports.iter().map(|p| (pl(p), p.mbufs_in_use as f64)));
     b.gauge("port_link_up", "1 when the port's link is up, 0 when down (absent when the driver cannot tell)", status.ports.iter().filter_map(|p| p.link_up.map(|u| (pl(p), one(u)))));
     b.gauge("port_link_speed_mbps", "Link speed, Mbit/s (0 when unknown)", status.ports.iter().map(|p| (pl(p), f64::from(p.link_speed_mbps))));
+    b.counter("port_link_changes", "Link up/down changes seen by the once-a-second link check", status.ports.iter().map(|p| (pl(p), p.link_changes)));
+    // RSS as the device reports it and the sync placement it leads to (docs/metrics.md)
+    b.gauge("port_rx_queues", "RX queues configured (one per worker)", status.ports.iter().map(|p| (pl(p), f64::from(p.rss.rx_queues))));
+    b.gauge("port_rss_reta_size", "Entries of the device's RSS redirection table (0 when it reports none)", status.ports.iter().map(|p| (pl(p), p.rss.reta.len() as f64)));
+    b.gauge("port_rss_key_bytes", "Length of the device's RSS key in bytes (0 when it reports none)", status.ports.iter().map(|p| (pl(p), (p.rss.key.len() / 2) as f64)));
+    b.gauge(
+        "port_rss_info",
+        "1, labelled with the RSS hash types the device uses, the key's source and the sync placement (rss, broadcast, single, off) for the port's flows",
+        status.ports.iter().map(|p| {
+            let hash = p.rss.hash_types.join(",");
+            (labels(&[("port", &p.name), ("hash_types", &hash), ("key_source", &p.rss.key_source), ("sync_placement", &p.rss.sync_placement)]), 1.0)
+        }),
+    );
     // Extended statistics (rte_eth_xstats): per-queue packets as their own series, the
     // rest (missed, nombuf, errors) by their driver's name.
     let queue = |dir: &str, name: &str| name.strip_prefix(dir).and_then(|r| r.strip_suffix("_packets")).filter(|q| q.bytes().all(|c| c.is_ascii_digit())).map(str::to_string);

@@ -205,6 +205,39 @@ fn link_and_xstats_per_port_and_queue() {
     promtool_accepts(&to_prometheus_text(&t));
 }
 
+/// Link changes, queues, RSS key, RETA and sync placement per port.
+#[test]
+fn rss_and_link_changes_per_port() {
+    let cfg = spillway_shared::config::Config::from_toml("[[ports]]\nname = \"p0\"\ndevice = \"net_null0\"\n").unwrap();
+    let stats = Box::new(|_: usize| spillway_shared::proto::PortStatus {
+        name: "p0".into(),
+        link_up: Some(true),
+        link_changes: 2,
+        rss: spillway_shared::proto::PortRss {
+            rx_queues: 2,
+            hash_types: vec!["ipv4".into(), "ipv4-tcp".into()],
+            key_source: "driver default".into(),
+            key: "ab".repeat(40),
+            reta: vec![0; 128],
+            sync_placement: "broadcast".into(),
+            sync_placement_why: "x".into(),
+        },
+        ..Default::default()
+    });
+    let d = crate::daemon::Daemon::new(cfg, 2, vec![0], stats).unwrap();
+    let t = render(&d);
+    assert_eq!(sample(&t, "spillway_port_link_changes_total{port=\"p0\"}"), Some(2.0), "{t}");
+    assert_eq!(sample(&t, "spillway_port_rx_queues{port=\"p0\"}"), Some(2.0));
+    assert_eq!(sample(&t, "spillway_port_rss_reta_size{port=\"p0\"}"), Some(128.0));
+    assert_eq!(sample(&t, "spillway_port_rss_key_bytes{port=\"p0\"}"), Some(40.0));
+    assert_eq!(
+        sample(&t, "spillway_port_rss_info{port=\"p0\",hash_types=\"ipv4,ipv4-tcp\",key_source=\"driver default\",sync_placement=\"broadcast\"}"),
+        Some(1.0),
+        "{t}"
+    );
+    promtool_accepts(&to_prometheus_text(&t));
+}
+
 #[test]
 fn xstat_names_operators_watch() {
     use crate::dpdk::xstat_wanted;

@@ -11,6 +11,41 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+/// Link state of each port as the control loop's once-a-second check last saw it
+/// (`dpdk::LinkWatch`): `status` shows it with the changes counted, and a port whose link
+/// is down makes every VIP not ready (docs/bgp.md "Readiness").
+#[derive(Debug, Default)]
+pub struct LinkStates {
+    /// Per port: name, link up (`None`: not checked yet or the driver cannot tell), changes.
+    inner: Mutex<Vec<(String, Option<bool>, u64)>>,
+}
+
+impl LinkStates {
+    /// Ports by name (config order), none checked yet.
+    pub fn new(names: impl IntoIterator<Item = String>) -> LinkStates {
+        LinkStates { inner: Mutex::new(names.into_iter().map(|n| (n, None, 0)).collect()) }
+    }
+
+    /// Records the last check: per port (config order) its state and changes so far.
+    pub fn store(&self, states: &[Option<bool>], changes: &[u64]) {
+        let mut g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        for ((row, st), ch) in g.iter_mut().zip(states).zip(changes) {
+            row.1 = *st;
+            row.2 = *ch;
+        }
+    }
+
+    /// Port `i`'s link changes so far (0 for an unknown port).
+    pub fn changes(&self, i: usize) -> u64 {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner()).get(i).map_or(0, |r| r.2)
+    }
+
+    /// Names of the ports whose link was down at the last check.
+    pub fn down(&self) -> Vec<String> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner()).iter().filter(|r| r.1 == Some(false)).map(|r| r.0.clone()).collect()
+    }
+}
+
 /// Fleet state shared by the `fleet` thread, the control socket and the metrics endpoint.
 #[derive(Default)]
 pub struct FleetState {

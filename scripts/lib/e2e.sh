@@ -13,6 +13,10 @@ e2e_check() {
 }
 # e2e_fail MSG: stops the test now.
 e2e_fail() { printf '  FAIL: %s\n' "$*"; exit 1; }
+# e2e_skip REASON: ends a test that cannot run on this machine at all; scripts/e2e.sh
+# counts it as skipped (exit status E2E_SKIP_RC), not failed, and prints REASON.
+E2E_SKIP_RC=77
+e2e_skip() { printf '  SKIP: %s\n' "$*"; printf '%s\n' "$*" >"$SPW_LOG_DIR/skipped"; exit "$E2E_SKIP_RC"; }
 # e2e_done: ends a test; non-zero if any e2e_check failed.
 e2e_done() {
     if [[ -f "$SPW_PID_DIR/spillway.pid" ]]; then

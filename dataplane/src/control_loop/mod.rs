@@ -119,7 +119,9 @@ pub fn run(daemon: &Daemon, health_rx: &Receiver<HealthEvent>, links: &mut crate
         if let Some(reason) = daemon.watch_health_checker() {
             return Err(format!("the health checker thread died ({reason}); exiting so that the service manager restarts spillway"));
         }
-        links.tick();
+        if links.tick() {
+            daemon.links.store(links.states(), links.changes());
+        }
         daemon.capture_expire();
         if last_latency.elapsed() >= Duration::from_secs(2) {
             last_latency = Instant::now();

@@ -245,37 +245,6 @@ impl EthPort {
         Ok(())
     }
 
-    /// The port's RSS hash key and redirection table (queue per entry), as the device
-    /// reports them after [`start`](Self::start) (`rte_eth_dev_rss_hash_conf_get`,
-    /// `rte_eth_dev_rss_reta_query`); `None` when the device does not (virtual devices,
-    /// one queue). Fleet sync places peers' entries with them
-    /// ([`crate::sync::Placement::Rss`]).
-    pub fn rss_key_and_reta(&self) -> Option<(Vec<u8>, Vec<u16>)> {
-        let info = self.info().ok()?;
-        let (key_len, reta_len) = (usize::from(info.hash_key_size), usize::from(info.reta_size));
-        if key_len == 0 || reta_len == 0 || !reta_len.is_power_of_two() || reta_len % 64 != 0 {
-            return None;
-        }
-        let mut key = vec![0u8; key_len];
-        let mut conf = sys::rte_eth_rss_conf { rss_key: key.as_mut_ptr(), rss_key_len: info.hash_key_size, rss_hf: 0 };
-        // SAFETY: conf points at a key buffer of rss_key_len bytes that outlives the call.
-        let ret = unsafe { sys::rte_eth_dev_rss_hash_conf_get(self.port_id, &mut conf) };
-        // Software placement hashes the addresses and ports of TCP and UDP over both
-        // families: the device must hash them so too (rte_ethdev.h: RTE_ETH_RSS_NONFRAG_
-        // IPV4_TCP = 1 << 4, _IPV4_UDP = 1 << 5, _IPV6_TCP = 1 << 10, _IPV6_UDP = 1 << 11).
-        const PORTS_BOTH_FAMILIES: u64 = 1 << 4 | 1 << 5 | 1 << 10 | 1 << 11;
-        if ret != 0 || conf.rss_hf & PORTS_BOTH_FAMILIES != PORTS_BOTH_FAMILIES {
-            return None;
-        }
-        let mut groups: Vec<sys::rte_eth_rss_reta_entry64> = (0..reta_len / 64).map(|_| sys::rte_eth_rss_reta_entry64 { mask: u64::MAX, reta: [0; 64] }).collect();
-        // SAFETY: groups holds reta_len / 64 entries, as reta_size = reta_len requires.
-        let ret = unsafe { sys::rte_eth_dev_rss_reta_query(self.port_id, groups.as_mut_ptr(), info.reta_size) };
-        if ret != 0 {
-            return None;
-        }
-        Some((key, groups.iter().flat_map(|g| g.reta).collect()))
-    }
-
     /// Starts the port (`rte_eth_dev_start`).
     pub fn start(&mut self) -> Result<()> {
         // SAFETY: valid port id; DPDK checks the configuration state.

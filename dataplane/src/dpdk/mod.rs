@@ -21,7 +21,7 @@
 
 //!
 //! Files: [`error`] (the error type), [`eal`], [`mempool`], [`mbuf`], [`ethdev`] (ports and
-//! queues), [`iface`] (kernel interfaces devices name, checked before EAL), [`rxplan`] (how a port receives frames of its MTU). This folder is the only unsafe code outside `dataplane/dpdk-sys` (besides the
+//! queues), [`iface`] (kernel interfaces devices name, checked before EAL), [`rxplan`] (how a port receives frames of its MTU), [`rss`] (a started port's RSS key, table and hash functions). This folder is the only unsafe code outside `dataplane/dpdk-sys` (besides the
 //! connection table's aligned allocation in `fastpath`); every `unsafe` block has a
 //! `// SAFETY:` comment.
 
@@ -32,6 +32,7 @@ mod iface;
 mod mbuf;
 mod mempool;
 mod port_ctl;
+mod rss;
 mod rxplan;
 
 pub use eal::*;
@@ -41,4 +42,5 @@ pub use iface::*;
 pub use mbuf::*;
 pub use mempool::*;
 pub use port_ctl::*;
+pub use rss::*;
 pub use rxplan::*;

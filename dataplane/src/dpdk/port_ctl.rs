@@ -94,7 +94,19 @@ pub fn port_link(port_id: u16) -> Result<LinkStatus> {
     // SAFETY: l is a valid out-pointer; an invalid port id is reported as an error.
     let ret = unsafe { sys::rte_eth_link_get_nowait(port_id, &mut l) };
     check("rte_eth_link_get_nowait", ret, || format!("port id {port_id}"))?;
-    Ok(LinkStatus { up: l.link_status() != 0, speed_mbps: l.link_speed })
+    Ok(LinkStatus { up: l.link_status() != 0, speed_mbps: link_speed_mbps(l.link_speed) })
+}
+
+/// A link speed as the driver reports it (`rte_eth_link::link_speed`, Mbit/s) with its
+/// "unknown" (`RTE_ETH_SPEED_NUM_UNKNOWN` = `UINT32_MAX`, what virtio reports) made 0, as
+/// `RTE_ETH_SPEED_NUM_NONE` already is: 0 reads as unknown everywhere.
+pub fn link_speed_mbps(raw: u32) -> u32 {
+    if raw == u32::MAX { 0 } else { raw }
+}
+
+/// A link speed for people: `10000 Mbit/s`, or `unknown` for 0 ([`link_speed_mbps`]).
+pub fn link_speed_text(mbps: u32) -> String {
+    if mbps == 0 { "unknown".to_string() } else { format!("{mbps} Mbit/s") }
 }
 
 /// Link state (`rte_eth_link_get_nowait`).
@@ -102,7 +114,7 @@ pub fn port_link(port_id: u16) -> Result<LinkStatus> {
 pub struct LinkStatus {
     /// Link up.
     pub up: bool,
-    /// Speed in Mbit/s (0 when unknown).
+    /// Speed in Mbit/s (0 when unknown: [`link_speed_mbps`]).
     pub speed_mbps: u32,
 }
 
@@ -134,12 +146,14 @@ pub fn set_multicast(port_id: u16, macs: &[[u8; 6]]) -> Result<MulticastMode> {
         .map(|_| MulticastMode::AllMulticast)
 }
 
-/// Logs link up/down changes of the ports (checked once a second on the control thread
-/// with `rte_eth_link_get_nowait`, which every driver supports, rather than link-state
-/// interrupts, which virtual devices lack). The state itself is the `port_link_up` gauge.
+/// Logs and counts link up/down changes of the ports (checked once a second on the control
+/// thread with `rte_eth_link_get_nowait`, which every driver supports, rather than
+/// link-state interrupts, which virtual devices lack). The caller publishes
+/// [`LinkWatch::states`] and [`LinkWatch::changes`] (status, metrics, readiness).
 pub struct LinkWatch {
     ports: Vec<(u16, String)>,
     last: Vec<Option<bool>>,
+    changes: Vec<u64>,
     checked: Instant,
 }
 
@@ -147,24 +161,57 @@ impl LinkWatch {
     /// Watches `ports` (port id, name); the first [`LinkWatch::tick`] logs every port's state.
     pub fn new(ports: Vec<(u16, String)>) -> LinkWatch {
         let last = vec![None; ports.len()];
-        LinkWatch { ports, last, checked: Instant::now() - Duration::from_secs(1) }
+        let changes = vec![0; ports.len()];
+        LinkWatch { ports, last, changes, checked: Instant::now() - Duration::from_secs(1) }
     }
 
-    /// Checks the links when a second has passed since the last check; logs changes.
-    pub fn tick(&mut self) {
+    /// Checks the links when a second has passed since the last check; logs and counts
+    /// changes. Returns whether it checked.
+    pub fn tick(&mut self) -> bool {
         if self.checked.elapsed() < Duration::from_secs(1) {
-            return;
+            return false;
         }
         self.checked = Instant::now();
-        for ((id, name), last) in self.ports.iter().zip(self.last.iter_mut()) {
+        for (i, (id, name)) in self.ports.iter().enumerate() {
             let Ok(l) = port_link(*id) else { continue };
-            match *last {
-                Some(was) if was != l.up && l.up => tracing::info!(port = %name, speed_mbps = l.speed_mbps, "link up"),
+            let speed = link_speed_text(l.speed_mbps);
+            match self.last[i] {
+                Some(was) if was != l.up && l.up => tracing::info!(port = %name, speed = %speed, "link up"),
                 Some(was) if was != l.up => tracing::warn!(port = %name, "link down"),
-                None => tracing::info!(port = %name, up = l.up, speed_mbps = l.speed_mbps, "link state"),
+                None => tracing::info!(port = %name, up = l.up, speed = %speed, "link state"),
                 _ => {}
             }
-            *last = Some(l.up);
+            if self.last[i].is_some_and(|was| was != l.up) {
+                self.changes[i] += 1;
+            }
+            self.last[i] = Some(l.up);
         }
+        true
+    }
+
+    /// Per port (the order of `new`): the link state last seen (`None` before the first
+    /// check or when the driver cannot tell).
+    pub fn states(&self) -> &[Option<bool>] {
+        &self.last
+    }
+
+    /// Per port: link up/down changes seen since start.
+    pub fn changes(&self) -> &[u64] {
+        &self.changes
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_unknown_speed_reads_as_unknown() {
+        assert_eq!(link_speed_mbps(u32::MAX), 0, "RTE_ETH_SPEED_NUM_UNKNOWN");
+        assert_eq!(link_speed_mbps(0), 0, "RTE_ETH_SPEED_NUM_NONE");
+        assert_eq!(link_speed_mbps(10_000), 10_000);
+        assert_eq!(link_speed_text(0), "unknown");
+        assert_eq!(link_speed_text(link_speed_mbps(u32::MAX)), "unknown");
+        assert_eq!(link_speed_text(25_000), "25000 Mbit/s");
     }
 }

@@ -25,7 +25,7 @@ mod dump;
 mod placement;
 mod thread;
 
-pub use placement::Placement;
+pub use placement::{Placement, PlacementWhy, PortRssState, PORTS_BOTH_FAMILIES};
 pub use thread::{read_key, run, SyncRuntime};
 
 use crossbeam_queue::ArrayQueue;

@@ -60,7 +60,93 @@ fn rss_input(buf: &mut [u8; 36], ipv6: bool, src: u128, dst: u128, sport: u16, d
     2 * a + 4
 }
 
+/// A port's RSS as its device reports it after start: the input of [`Placement::choose`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PortRssState {
+    /// Port name (config).
+    pub name: String,
+    /// Hash functions the device hashes on (`rss_hf`, DPDK's `RTE_ETH_RSS_*` bits).
+    pub hash_functions: u64,
+    /// Toeplitz key (empty when the device reports none).
+    pub key: Vec<u8>,
+    /// Redirection table, queue per entry (empty when the device reports none).
+    pub reta: Vec<u16>,
+}
+
+/// The hash functions software placement needs the device to use: the addresses and ports
+/// of TCP and UDP over both families (rte_ethdev.h: `RTE_ETH_RSS_NONFRAG_IPV4_TCP` = 1 << 4,
+/// `_IPV4_UDP` = 1 << 5, `_IPV6_TCP` = 1 << 10, `_IPV6_UDP` = 1 << 11).
+pub const PORTS_BOTH_FAMILIES: u64 = 1 << 4 | 1 << 5 | 1 << 10 | 1 << 11;
+
+/// Why [`Placement::choose`] chose what it did, per port: (placement name — `rss`,
+/// `broadcast`, `single` — and the reason in words).
+pub type PlacementWhy = (String, String);
+
 impl Placement {
+    /// The placement for `workers` workers over these ports, and per port its name and why.
+    /// Software RSS needs every port to report the same key and table (a flow may arrive on
+    /// any of them), a table whose length is a power of two, and 5-tuple hashing of TCP and
+    /// UDP over both families ([`PORTS_BOTH_FAMILIES`]); otherwise every worker gets the
+    /// entry.
+    pub fn choose(workers: usize, ports: &[PortRssState]) -> (Placement, Vec<PlacementWhy>) {
+        let all = |p: &str, why: &str| ports.iter().map(|_| (p.to_string(), why.to_string())).collect::<Vec<_>>();
+        if workers <= 1 {
+            return (Placement::Single, all("single", "one worker: every entry goes to worker 0"));
+        }
+        let unusable = |p: &PortRssState| -> Option<String> {
+            if p.key.is_empty() || p.reta.is_empty() {
+                return Some(format!("port {} reports no RSS key or redirection table", p.name));
+            }
+            if !p.reta.len().is_power_of_two() {
+                return Some(format!("port {}'s redirection table has {} entries, not a power of two", p.name, p.reta.len()));
+            }
+            if p.hash_functions & PORTS_BOTH_FAMILIES != PORTS_BOTH_FAMILIES {
+                return Some(format!("port {} does not hash the TCP and UDP ports of both families (rss_hf {:#x})", p.name, p.hash_functions));
+            }
+            None
+        };
+        let why = match ports.first() {
+            None => Some("no ports".to_string()),
+            Some(first) => ports.iter().find_map(unusable).or_else(|| {
+                ports.iter().find(|p| p.key != first.key || p.reta != first.reta).map(|p| format!("ports {} and {} report different keys or redirection tables", first.name, p.name))
+            }),
+        };
+        match (why, ports.first()) {
+            (None, Some(first)) => {
+                let why = format!("software Toeplitz over the device's {}-byte key and {}-entry redirection table (the same on every port)", first.key.len(), first.reta.len());
+                (Placement::rss(first.key.clone(), first.reta.clone()), all("rss", &why))
+            }
+            (why, _) => {
+                let why = format!("{}: every worker gets the entry", why.unwrap_or_default());
+                (Placement::Broadcast(workers), all("broadcast", &why))
+            }
+        }
+    }
+
+    /// A deliberately wrong placement, for tests that must show their placement check can
+    /// fail (`SPILLWAY_FAULT_SYNC_PLACEMENT`): `broadcast` (every worker), or `shifted-reta`
+    /// (each RETA entry names the next worker). Errors: another name, or `shifted-reta`
+    /// without an RSS placement.
+    pub fn faulty(p: Placement, why: Vec<PlacementWhy>, fault: &str) -> Result<(Placement, Vec<PlacementWhy>), String> {
+        let mark = |name: &str| why.iter().map(|w| (name.to_string(), format!("FAULT INJECTED ({fault}); chosen: {} ({})", w.0, w.1))).collect();
+        match (fault, &p) {
+            ("broadcast", _) => {
+                let n = match &p {
+                    Placement::Single => 1,
+                    Placement::Broadcast(n) => *n,
+                    Placement::Rss { workers, .. } => *workers,
+                };
+                Ok((Placement::Broadcast(n), mark("broadcast")))
+            }
+            ("shifted-reta", Placement::Rss { key, reta, workers }) => {
+                let n = *workers as u16;
+                let reta = reta.iter().map(|q| (q + 1) % n).collect();
+                Ok((Placement::Rss { key: key.clone(), reta, workers: *workers }, mark("rss")))
+            }
+            _ => Err(format!("SPILLWAY_FAULT_SYNC_PLACEMENT={fault}: must be broadcast, or shifted-reta with an RSS placement (now {p:?})")),
+        }
+    }
+
     /// RSS placement over `key` and `reta` (queue per entry).
     pub fn rss(key: Vec<u8>, reta: Vec<u16>) -> Placement {
         let workers = reta.iter().map(|q| usize::from(*q) + 1).max().unwrap_or(1);
@@ -122,6 +208,51 @@ mod tests {
             input.extend(dport.to_be_bytes());
             assert_eq!(toeplitz(&KEY, &input), with_ports, "{src:?}:{sport} -> {dst:?}:{dport}");
         }
+    }
+
+    fn port(name: &str, hf: u64, key: &[u8], reta: Vec<u16>) -> PortRssState {
+        PortRssState { name: name.into(), hash_functions: hf, key: key.to_vec(), reta }
+    }
+
+    #[test]
+    fn choose_uses_the_table_only_when_every_port_reports_the_same_usable_one() {
+        let reta: Vec<u16> = (0..128).map(|i| (i % 2) as u16).collect();
+        let hf = PORTS_BOTH_FAMILIES | 1 << 2 | 1 << 8;
+        let good = port("p0", hf, &KEY, reta.clone());
+        let (p, why) = Placement::choose(2, std::slice::from_ref(&good));
+        assert_eq!(p, Placement::rss(KEY.to_vec(), reta.clone()));
+        assert_eq!(why[0].0, "rss");
+        assert!(why[0].1.contains("40-byte key and 128-entry"), "{why:?}");
+        assert_eq!(Placement::choose(1, std::slice::from_ref(&good)).0, Placement::Single);
+        let cases: [(Vec<PortRssState>, &str); 4] = [
+            (vec![port("p0", hf, &[], vec![])], "reports no RSS key"),
+            (vec![port("p0", hf, &KEY, vec![0, 1, 0])], "not a power of two"),
+            (vec![port("p0", 1 << 2 | 1 << 4, &KEY, reta.clone())], "does not hash the TCP and UDP ports"),
+            (vec![good.clone(), port("p1", hf, &KEY, vec![1; 128])], "ports p0 and p1 report different"),
+        ];
+        for (ports, want) in cases {
+            let (p, why) = Placement::choose(2, &ports);
+            assert_eq!(p, Placement::Broadcast(2), "{want}");
+            assert_eq!(why.len(), ports.len());
+            assert!(why.iter().all(|w| w.0 == "broadcast" && w.1.contains(want) && w.1.ends_with("every worker gets the entry")), "{why:?}");
+        }
+    }
+
+    #[test]
+    fn faults_place_wrongly() {
+        let reta: Vec<u16> = (0..128).map(|i| (i % 2) as u16).collect();
+        let p = Placement::rss(KEY.to_vec(), reta);
+        let why = vec![("rss".to_string(), "ok".to_string())];
+        let src = u128::from(u32::from(Ipv4Addr::new(66, 9, 149, 187)));
+        let dst = u128::from(u32::from(Ipv4Addr::new(161, 142, 100, 80)));
+        let (b, w) = Placement::faulty(p.clone(), why.clone(), "broadcast").unwrap();
+        assert_eq!(b.workers(false, src, dst, 2794, 1766), 0..2);
+        assert!(w[0].1.starts_with("FAULT INJECTED"));
+        let (s, _) = Placement::faulty(p.clone(), why.clone(), "shifted-reta").unwrap();
+        assert_eq!(p.workers(false, src, dst, 2794, 1766), 0..1);
+        assert_eq!(s.workers(false, src, dst, 2794, 1766), 1..2);
+        assert!(Placement::faulty(Placement::Broadcast(2), why.clone(), "shifted-reta").is_err());
+        assert!(Placement::faulty(p, why, "nonsense").is_err());
     }
 
     #[test]

@@ -53,7 +53,9 @@ use serde::{Deserialize, Deserializer, Serialize};
 /// `ExplainReport::quic`, `Counters::quic_lb`, `EndpointStatus::server_id`; dry runs:
 /// `Request::DryRun` / `Response::DryRun`; `PortStatus::{link_up, link_speed_mbps, xstats}`;
 /// `Request::Capture{Start,Poll,Stop}`.
-pub const PROTOCOL_VERSION: u16 = 8;
+/// Version 9: `PortStatus::{link_changes, rss}` ([`PortRss`]: queues, hash types, key, RETA,
+/// sync placement).
+pub const PROTOCOL_VERSION: u16 = 9;
 
 /// A request with its protocol version.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

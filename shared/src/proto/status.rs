@@ -184,14 +184,50 @@ pub struct PortStatus {
     /// Link up (`rte_eth_link_get_nowait`); `None` when the driver cannot tell.
     #[serde(default)]
     pub link_up: Option<bool>,
-    /// Link speed, Mbit/s (0 when unknown).
+    /// Link speed, Mbit/s; 0 when unknown (DPDK's `RTE_ETH_SPEED_NUM_UNKNOWN`, `UINT32_MAX`,
+    /// and `RTE_ETH_SPEED_NUM_NONE` both read as 0; virtio reports the former).
     #[serde(default)]
     pub link_speed_mbps: u32,
+    /// Link up/down changes the daemon's once-a-second link check has seen since start
+    /// (each also logged as `link up` / `link down`).
+    #[serde(default)]
+    pub link_changes: u64,
+    /// How the port spreads frames over its RX queues (RSS), and how fleet sync places
+    /// peers' entries for flows arriving on it.
+    #[serde(default)]
+    pub rss: PortRss,
     /// The device's extended statistics that operators watch, as (name, value) in driver
     /// order: per-queue packets (`rx_q0_packets`), missed frames, mbuf allocation failures
     /// and errors (`dataplane::dpdk::xstat_wanted`).
     #[serde(default)]
     pub xstats: Vec<(String, u64)>,
+}
+
+/// RSS of one port as the device reports it after start (`rte_eth_dev_rss_hash_conf_get`,
+/// `rte_eth_dev_rss_reta_query`), and the sync placement it leads to (docs/bgp.md
+/// "Flow sync": entries go to the worker RSS gives the flow, else to every worker).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PortRss {
+    /// RX queues configured (one per worker; queue N is worker N).
+    pub rx_queues: u16,
+    /// Hash types the device hashes on, in DPDK's names (`ipv4`, `ipv4-tcp`, `ipv6-udp`, ...,
+    /// as testpmd prints them; an unnamed bit as `bit N`); empty when RSS is off (one queue).
+    pub hash_types: Vec<String>,
+    /// Where the Toeplitz key comes from: `driver default` (Spillway sets no key; the value is
+    /// the one the device reports) or `none` (RSS off, or the device reports no key).
+    pub key_source: String,
+    /// The key as the device reports it, lowercase hex (empty when none): 40 bytes for most
+    /// NICs and virtio, 52 for some.
+    pub key: String,
+    /// Redirection table: queue (= worker) per entry, as the device reports it; empty when it
+    /// reports none.
+    pub reta: Vec<u16>,
+    /// Sync placement for flows of this port: `rss` (software Toeplitz over `key` and `reta`
+    /// picks one worker), `broadcast` (every worker gets the entry), `single` (one worker),
+    /// or `off` (no `[sync]`).
+    pub sync_placement: String,
+    /// Why that placement (e.g. the device reports no RETA, or ports disagree).
+    pub sync_placement_why: String,
 }
 
 /// One backend's state and counters.
