@@ -4,7 +4,7 @@
 #   sudo scripts/test.sh [--no-install] [--no-package] [--no-e2e]
 #
 # As root on Debian 12: installs the packages the tests need (apt-get), builds, then runs
-#   0. clippy (-D warnings) and the 600-line rule (scripts/check-file-sizes.sh),
+#   0. clippy (-D warnings) and the 800-line limit (scripts/check-file-sizes.sh),
 #   1. unit and property tests of every crate (shared: config, pipeline, scenarios, Maglev;
 #      dataplane: packet, connection table, worker over in-memory ports; ctl),
 #   2. DPDK integration tests: the `spillway` binary as a child process on net_ring /

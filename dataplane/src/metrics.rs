@@ -362,10 +362,8 @@ pub fn to_prometheus_text(openmetrics: &str) -> String {
     out
 }
 
-#[path = "metrics_http.rs"]
 mod http;
 pub use http::{bind, serve, BodyCache, ANSWER_DEADLINE, CACHE_FOR, MAX_CONNECTIONS, REQUEST_DEADLINE};
 
 #[cfg(test)]
-#[path = "metrics_tests.rs"]
 mod tests;

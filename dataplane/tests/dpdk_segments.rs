@@ -12,8 +12,10 @@ use spillway_dataplane::fastpath::port::{Burst, MemBuf, PacketBuf, Port};
 use spillway_dataplane::fastpath::worker::{PollBuffers, Verdict};
 use spillway_dataplane::wire::{Ipv4Repr, PROTO_TCP};
 
-#[path = "common/chains.rs"]
-mod chains;
+mod common {
+    pub mod chains;
+}
+use common::chains;
 use chains::{split, worker, LB};
 
 fn snap(mode: &str, encap_mtu: u16) -> Snapshot {

@@ -15,8 +15,10 @@ use spillway_dataplane::fastpath::worker::{PollBuffers, Verdict};
 use spillway_dataplane::wire::ipv6::Ipv6Repr;
 use spillway_dataplane::wire::PROTO_TCP;
 
-#[path = "common/chains.rs"]
-mod chains;
+mod common {
+    pub mod chains;
+}
+use common::chains;
 use chains::{split, worker, LB};
 
 /// fd00::100 tcp/80 in `mode`, backends IPv6 (`under6`) or IPv4; port addresses 10.0.0.2

@@ -468,5 +468,4 @@ fn feistel_decrypt(aes: &Aes128, cipher: &[u8], sid_len: usize) -> [u8; 19] {
 }
 
 #[cfg(test)]
-#[path = "quic_lb_tests.rs"]
 mod tests;

@@ -16,7 +16,7 @@
 //! service's backends and policy (a service added, removed, renamed or moved to another
 //! VIP, port or protocol, or any setting outside `services`) compiles everything. Either
 //! way the result equals a full compilation of the same config, health and state
-//! (property test: `dataplane/src/control/incremental_tests.rs`).
+//! (property test: `dataplane/src/control/incremental/tests.rs`).
 
 use super::compile::{compile_service, index_service, CompileInput, Frame, HealthView, ServiceInput};
 use super::snapshot::{BackendSlot, ServiceSnap, Snapshot};
@@ -274,3 +274,6 @@ fn place(backends: &mut [BackendSlot], owned: Vec<(u16, BackendSlot)>) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

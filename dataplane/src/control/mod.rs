@@ -20,8 +20,6 @@
 pub mod compile;
 pub mod counters;
 pub mod incremental;
-#[cfg(test)]
-mod incremental_tests;
 pub mod mailbox;
 pub mod pools;
 pub mod publish;

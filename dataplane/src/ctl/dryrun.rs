@@ -525,5 +525,4 @@ fn repicks(pools: (Option<&PoolState>, Option<&PoolState>), b: &Side, before: &S
 }
 
 #[cfg(test)]
-#[path = "dryrun_tests.rs"]
 mod tests;

@@ -529,5 +529,4 @@ fn into_group(b: &mut Backend) {
 }
 
 #[cfg(test)]
-#[path = "edits_tests.rs"]
 mod tests;

@@ -459,5 +459,4 @@ fn new_value(v: &toml::Value) -> Value {
 }
 
 #[cfg(test)]
-#[path = "persist_tests.rs"]
 mod tests;

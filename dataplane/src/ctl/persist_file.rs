@@ -182,5 +182,4 @@ mod test_hooks {
 pub(crate) use test_hooks::{set as set_test_hooks, Hooks as TestHooks};
 
 #[cfg(test)]
-#[path = "persist_file_tests.rs"]
 mod tests;

@@ -89,9 +89,7 @@ pub fn sum_words_from<B: PacketBuf>(buf: &B, offset: usize, acc: u64) -> u64 {
 }
 
 #[cfg(test)]
-#[path = "segments_tests.rs"]
 mod tests;
 
 #[cfg(test)]
-#[path = "segments6_tests.rs"]
 mod tests6;

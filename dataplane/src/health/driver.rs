@@ -483,5 +483,4 @@ impl Loop {
 }
 
 #[cfg(test)]
-#[path = "driver_tests.rs"]
 mod tests;

@@ -520,7 +520,6 @@ impl Resolver {
 }
 
 #[cfg(test)]
-#[path = "driver_tests.rs"]
 mod tests;
 
 /// When the worker received `s`, on the control side's clock: the worker's u32 clock has

@@ -119,7 +119,7 @@ fn resolver(c: &Config) -> Resolver {
 }
 
 /// Whether a queued frame is not an MLDv2 report (those go to 33:33:00:00:00:16; their
-/// tests are in `driver_tests.rs`).
+/// tests are in `driver/tests.rs`).
 fn not_mld(f: &TxFrame) -> bool {
     f.bytes[..6] != [0x33, 0x33, 0, 0, 0, 0x16]
 }

@@ -341,5 +341,4 @@ pub fn packet_too_big_in_place(frame: &mut [u8], p: &Ipv6Info, mtu: u16, our_mac
 }
 
 #[cfg(test)]
-#[path = "icmpv6_tests.rs"]
 mod tests;

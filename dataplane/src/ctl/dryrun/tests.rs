@@ -563,5 +563,4 @@ fn an_unresolved_backend_stays_ineligible_in_the_dry_run() {
     assert!(picks(&d, "10.1.0.5").iter().all(|p| p.as_deref() != Some("a4/a4")), "applied: a4 still gets nothing");
 }
 
-#[path = "dryrun_already_tests.rs"]
 mod already;

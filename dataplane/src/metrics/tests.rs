@@ -1,4 +1,4 @@
-//! Tests of the metrics endpoint (`metrics.rs`, `metrics_http.rs`).
+//! Tests of the metrics endpoint (`metrics.rs`, `metrics/http.rs`).
 use super::*;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
