@@ -201,11 +201,16 @@ impl Worker {
                             None => continue,
                         },
                     };
+                    self.plan.key4[j] = CtKey { src: t.src, sport: t.sport, service: id };
+                    if opens(t.flags, t.proto) {
+                        // a new connection: the general path inserts it, with these buckets
+                        self.plan.lane[j] = KEYED | SECOND;
+                        continue;
+                    }
                     self.plan.svc[j] = s;
                     self.plan.flags[j] = t.flags;
                     self.plan.len[j] = d.len() as u32;
-                    self.plan.key4[j] = CtKey { src: t.src, sport: t.sport, service: id };
-                    self.plan.lane[j] = if opens(t.flags, t.proto) { KEYED | SECOND } else { KEYED | FAST };
+                    self.plan.lane[j] = KEYED | FAST;
                 }
                 Fast::V6(t) => {
                     self.ipv6_seen = true;
@@ -226,11 +231,16 @@ impl Worker {
                             None => continue,
                         },
                     };
+                    self.plan.key6[j] = CtKey { src: t.src, sport: t.sport, service: id };
+                    if opens(t.flags, t.proto) {
+                        // a new connection: the general path inserts it, with these buckets
+                        self.plan.lane[j] = KEYED | SIX | SECOND;
+                        continue;
+                    }
                     self.plan.svc[j] = s;
                     self.plan.flags[j] = t.flags;
                     self.plan.len[j] = d.len() as u32;
-                    self.plan.key6[j] = CtKey { src: t.src, sport: t.sport, service: id };
-                    self.plan.lane[j] = if opens(t.flags, t.proto) { KEYED | SIX | SECOND } else { KEYED | SIX | FAST };
+                    self.plan.lane[j] = KEYED | SIX | FAST;
                 }
                 Fast::General => {}
             }
