@@ -16,11 +16,15 @@
 //!    [`PREFETCH_DISTANCE`] packets' buckets prefetched (the rest a fixed distance ahead
 //!    of their lookups, [`Worker::issue_planned`], as the line fill buffers allow).
 //! 3. **look up, update, rewrite** ([`Worker::decide_planned`], in packet order): a fast
-//!    lane's entry is taken only when it is live, this host's own, keeps its backend
-//!    (`keeps_backend`) with a resolved next hop, and its state does not change while
-//!    fleet sync is on ([`ConnTable::hit_if`](crate::fastpath::conntrack::ConnTable::hit_if)); then its state and deadline follow the TCP
-//!    flags and the frame is rewritten for L2 DSR. Any other packet, and a fast lane whose
-//!    entry declines, goes to the general path with its buckets handed over.
+//!    lane (a TCP segment without SYN, FIN or RST, or a UDP datagram) takes its entry only
+//!    when it is live, established and this host's own, and its backend is kept without
+//!    asking the service anything more (present, healthy, not draining or evicting) with
+//!    a resolved next hop ([`ConnTable::hit_established`](crate::fastpath::conntrack::ConnTable::hit_established),
+//!    [`fast_mac`]); then its deadline is refreshed (the life word computed once per
+//!    service and burst) and the frame rewritten for L2 DSR. Any other packet, and a fast
+//!    lane whose entry declines, goes to the general path with its buckets handed over:
+//!    state changes (a flow's confirming packet, FIN, RST), unhealthy or draining
+//!    backends, peers' entries.
 //!
 //! Decisions happen in packet order, so every packet sees the table as every earlier
 //! packet of the burst left it, and TX order is the receive order: a flow whose SYN, FIN
@@ -31,9 +35,9 @@
 //!
 //! Same rules as the parent: no locks, allocation, syscalls or panics on any packet.
 
-use super::{keeps_backend, Family, Verdict, Worker, PREFETCH_DISTANCE};
-use crate::control::snapshot::{ServiceSnap, Snapshot};
-use crate::fastpath::conntrack::CtKey;
+use super::{Family, Verdict, Worker, PREFETCH_DISTANCE};
+use crate::control::snapshot::{BackendSlot, ServiceSnap, Snapshot};
+use crate::fastpath::conntrack::{ConnTable, CtKey};
 use crate::fastpath::port::{PacketBuf, BURST};
 use crate::fastpath::stats::bump;
 use crate::wire::{self, fast::Fast, tcp_flags};
@@ -62,10 +66,12 @@ const SECOND: Lane = 8;
 /// clears nothing: stage 1 writes every field it later reads.
 pub(in crate::fastpath) struct BurstPlan {
     lane: [Lane; BURST],
-    /// TCP flags (0 for UDP) of keyed packets.
-    flags: [u8; BURST],
-    /// Service index in the snapshot of keyed packets.
+    /// Service index in the snapshot of fast-lane packets.
     svc: [u16; BURST],
+    /// The life word a fast-lane packet's established entry gets
+    /// ([`ConnTable::established_life`](crate::fastpath::conntrack::ConnTable::established_life)
+    /// of its service, computed once per service and burst).
+    life: [u32; BURST],
     /// Connection-table key of IPv4 keyed packets.
     key4: [CtKey<u32>; BURST],
     /// Connection-table key of IPv6 keyed packets.
@@ -89,8 +95,8 @@ impl Default for BurstPlan {
     fn default() -> Self {
         BurstPlan {
             lane: [GENERAL; BURST],
-            flags: [0; BURST],
             svc: [0; BURST],
+            life: [0; BURST],
             key4: [CtKey::default(); BURST],
             key6: [CtKey::default(); BURST],
             buckets: [(0, 0); BURST],
@@ -138,6 +144,27 @@ fn opens(flags: u8, proto: u8) -> bool {
     proto == wire::PROTO_TCP && flags & (tcp_flags::SYN | tcp_flags::ACK | tcp_flags::FIN | tcp_flags::RST) == tcp_flags::SYN
 }
 
+/// Whether TCP `flags` (0 for UDP) may change an entry's state (SYN, FIN or RST:
+/// `conntrack::advance`): such a packet goes to the general path, which advances the state
+/// and, with fleet sync on, sends the change to peers.
+#[inline(always)]
+fn may_change_state(flags: u8) -> bool {
+    flags & (tcp_flags::SYN | tcp_flags::FIN | tcp_flags::RST) != 0
+}
+
+/// The destination MAC of a fast-path packet whose entry holds backend slot `b` of
+/// incarnation `incarnation`, for a packet of service index `svc_idx`: `Some` only when the
+/// general path would keep the backend without asking anything else of the service
+/// (`worker::keeps_backend`: present, the same incarnation and service, not evicting;
+/// here also healthy and not draining) and its next hop is resolved (the general path
+/// drops a packet whose MAC is pending, named). `None` sends the packet to the general
+/// path, which decides the unhealthy, draining and unresolved cases.
+#[inline(always)]
+fn fast_mac(b: &BackendSlot, incarnation: u16, svc_idx: u16) -> Option<[u8; 6]> {
+    let ok = b.present && b.incarnation == incarnation && b.service == svc_idx && b.healthy && !b.evict_connections && b.draining_until_ms.is_none();
+    (ok && b.mac != [0; 6]).then_some(b.mac)
+}
+
 impl Worker {
     /// Turns the vector fast path on (the default) or off: off, every packet takes the
     /// general path ([`Worker::process`]), as before the fast path existed. For the
@@ -173,8 +200,8 @@ impl Worker {
         let device = self.device_macs.get(port).map_or(ours, |m| mac48(*m));
         // Stage 1: classify and find the service. Consecutive packets of one (VIP, port,
         // protocol), the common case, reuse the previous packet's answer.
-        let mut memo4: Option<(u32, u16, u8, u16, u16)> = None; // (VIP, port, protocol) -> (index, number)
-        let mut memo6: Option<(u128, u16, u8, u16, u16)> = None;
+        let mut memo4: Option<(u32, u16, u8, u16, u16, u32)> = None; // (VIP, port, protocol) -> (index, number, life)
+        let mut memo6: Option<(u128, u16, u8, u16, u16, u32)> = None;
         for (j, b) in bufs.iter().enumerate().take(n) {
             let j = j % BURST;
             let d = b.data();
@@ -183,12 +210,13 @@ impl Worker {
             self.plan.lane[j] = GENERAL;
             match fast {
                 Fast::V4(t) => {
-                    let (s, id) = match memo4 {
-                        Some((v, p, pr, s, id)) if v == t.dst && p == t.dport && pr == t.proto => (s, id),
+                    let (s, id, life) = match memo4 {
+                        Some((v, p, pr, s, id, life)) if v == t.dst && p == t.dport && pr == t.proto => (s, id, life),
                         _ => match self.service_of(t.dst, t.dport, t.proto, snap).and_then(|s| snap.services.get(usize::from(s)).map(|svc| (s, svc))) {
                             Some((s, svc)) if covered(svc) => {
-                                memo4 = Some((t.dst, t.dport, t.proto, s, svc.id));
-                                (s, svc.id)
+                                let life = ConnTable::<u32>::established_life(now, &self.timeouts.for_service(svc.proto, svc.idle_timeout_ms));
+                                memo4 = Some((t.dst, t.dport, t.proto, s, svc.id, life));
+                                (s, svc.id, life)
                             }
                             Some((_, svc)) => {
                                 // the general path decides; its lookup still gets its buckets
@@ -202,24 +230,26 @@ impl Worker {
                         },
                     };
                     self.plan.key4[j] = CtKey { src: t.src, sport: t.sport, service: id };
-                    if opens(t.flags, t.proto) {
-                        // a new connection: the general path inserts it, with these buckets
-                        self.plan.lane[j] = KEYED | SECOND;
+                    if may_change_state(t.flags) {
+                        // a new connection (the general path inserts it, with these
+                        // buckets) or a state change
+                        self.plan.lane[j] = KEYED | if opens(t.flags, t.proto) { SECOND } else { 0 };
                         continue;
                     }
                     self.plan.svc[j] = s;
-                    self.plan.flags[j] = t.flags;
+                    self.plan.life[j] = life;
                     self.plan.len[j] = d.len() as u32;
                     self.plan.lane[j] = KEYED | FAST;
                 }
                 Fast::V6(t) => {
                     self.ipv6_seen = true;
-                    let (s, id) = match memo6 {
-                        Some((v, p, pr, s, id)) if v == t.dst && p == t.dport && pr == t.proto => (s, id),
+                    let (s, id, life) = match memo6 {
+                        Some((v, p, pr, s, id, life)) if v == t.dst && p == t.dport && pr == t.proto => (s, id, life),
                         _ => match self.service_of6(t.dst, t.dport, t.proto, snap).and_then(|s| snap.services.get(usize::from(s)).map(|svc| (s, svc))) {
                             Some((s, svc)) if covered(svc) => {
-                                memo6 = Some((t.dst, t.dport, t.proto, s, svc.id));
-                                (s, svc.id)
+                                let life = ConnTable::<u32>::established_life(now, &self.timeouts.for_service(svc.proto, svc.idle_timeout_ms));
+                                memo6 = Some((t.dst, t.dport, t.proto, s, svc.id, life));
+                                (s, svc.id, life)
                             }
                             Some((_, svc)) => {
                                 if self.general_keyed(d, svc, wire::ETHERTYPE_IPV6, 48) {
@@ -232,13 +262,14 @@ impl Worker {
                         },
                     };
                     self.plan.key6[j] = CtKey { src: t.src, sport: t.sport, service: id };
-                    if opens(t.flags, t.proto) {
-                        // a new connection: the general path inserts it, with these buckets
-                        self.plan.lane[j] = KEYED | SIX | SECOND;
+                    if may_change_state(t.flags) {
+                        // a new connection (the general path inserts it, with these
+                        // buckets) or a state change
+                        self.plan.lane[j] = KEYED | SIX | if opens(t.flags, t.proto) { SECOND } else { 0 };
                         continue;
                     }
                     self.plan.svc[j] = s;
-                    self.plan.flags[j] = t.flags;
+                    self.plan.life[j] = life;
                     self.plan.len[j] = d.len() as u32;
                     self.plan.lane[j] = KEYED | SIX | FAST;
                 }
@@ -319,26 +350,24 @@ impl Worker {
         self.process(buf, port, snap, now)
     }
 
-    /// The fast path's hit for key `k` (buckets `pair`) of planned packet `j`: the entry
-    /// advanced, the counters of its backend bumped and the frame rewritten for L2 DSR
-    /// (`Some(Forward)`), exactly as the general path's `select` and `deliver` would; or
-    /// `None`, nothing changed, when the general path must decide ([`ConnTable::hit_if`](crate::fastpath::conntrack::ConnTable::hit_if)).
-    #[allow(clippy::too_many_arguments)]
+    /// The fast path's hit for key `k` (buckets `pair`) of planned packet `j`: the
+    /// established entry refreshed, the counters of its backend bumped and the frame
+    /// rewritten for L2 DSR (`Some(Forward)`), exactly as the general path's `select` and
+    /// `deliver` would; or `None`, nothing changed, when the general path must decide
+    /// ([`ConnTable::hit_established`], [`fast_mac`]).
     #[inline(always)]
     fn fast_hit<A: Family, B: PacketBuf>(&mut self, k: &CtKey<A>, pair: (u32, u32), j: usize, buf: &mut B, snap: &Snapshot, now: u32) -> Option<Verdict> {
         let j = j % BURST;
-        let (svc_idx, flags, len) = (self.plan.svc[j], self.plan.flags[j], self.plan.len[j]);
-        let svc = snap.services.get(usize::from(svc_idx))?;
-        let t = self.timeouts.for_service(svc.proto, svc.idle_timeout_ms);
-        let sync_off = self.sync.is_none();
+        let (svc_idx, life, len) = (self.plan.svc[j], self.plan.life[j], self.plan.len[j]);
         let mut mac = [0u8; 6];
-        let backend = A::ct(self).hit_if(k, pair, flags, now, &t, |backend, incarnation, state_changes| {
-            if (state_changes && !sync_off) || !keeps_backend(snap, svc, svc_idx, backend, incarnation, k.src, now) {
-                return false;
+        let backend = A::ct(self).hit_established(k, pair, now, life, |backend, incarnation| {
+            match snap.backends.get(usize::from(backend)).and_then(|b| fast_mac(b, incarnation, svc_idx)) {
+                Some(m) => {
+                    mac = m;
+                    true
+                }
+                None => false,
             }
-            // a next hop pending resolution: the general path drops it, named
-            mac = snap.backends.get(usize::from(backend)).map_or([0; 6], |b| b.mac);
-            mac != [0; 6]
         })?;
         let out_mac = self.plan.out_mac;
         if let Some(c) = self.stats.backend_packets.get(usize::from(backend)) {
