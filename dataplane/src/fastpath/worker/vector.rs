@@ -200,8 +200,13 @@ impl Worker {
         let device = self.device_macs.get(port).map_or(ours, |m| mac48(*m));
         // Stage 1: classify and find the service. Consecutive packets of one (VIP, port,
         // protocol), the common case, reuse the previous packet's answer.
-        let mut memo4: Option<(u32, u16, u8, u16, u16, u32)> = None; // (VIP, port, protocol) -> (index, number, life)
-        let mut memo6: Option<(u128, u16, u8, u16, u16, u32)> = None;
+        // IPv4: (VIP, port, protocol) packed in 56 bits, so u64::MAX matches no packet;
+        // the answer is (index, number, life word)
+        let mut memo4_key = u64::MAX;
+        let mut memo4 = (0u16, 0u16, 0u32);
+        // IPv6: the VIP, and (port, protocol) packed in 24 bits, so u32::MAX matches none
+        let (mut memo6_vip, mut memo6_key) = (0u128, u32::MAX);
+        let mut memo6 = (0u16, 0u16, 0u32);
         for (j, b) in bufs.iter().enumerate().take(n) {
             let j = j % BURST;
             let d = b.data();
@@ -210,13 +215,16 @@ impl Worker {
             self.plan.lane[j] = GENERAL;
             match fast {
                 Fast::V4(t) => {
-                    let (s, id, life) = match memo4 {
-                        Some((v, p, pr, s, id, life)) if v == t.dst && p == t.dport && pr == t.proto => (s, id, life),
-                        _ => match self.service_of(t.dst, t.dport, t.proto, snap).and_then(|s| snap.services.get(usize::from(s)).map(|svc| (s, svc))) {
+                    let vkey = (u64::from(t.dst) << 24) | (u64::from(t.dport) << 8) | u64::from(t.proto);
+                    let (s, id, life) = if vkey == memo4_key {
+                        memo4
+                    } else {
+                        match self.service_of(t.dst, t.dport, t.proto, snap).and_then(|s| snap.services.get(usize::from(s)).map(|svc| (s, svc))) {
                             Some((s, svc)) if covered(svc) => {
                                 let life = ConnTable::<u32>::established_life(now, &self.timeouts.for_service(svc.proto, svc.idle_timeout_ms));
-                                memo4 = Some((t.dst, t.dport, t.proto, s, svc.id, life));
-                                (s, svc.id, life)
+                                memo4_key = vkey;
+                                memo4 = (s, svc.id, life);
+                                memo4
                             }
                             Some((_, svc)) => {
                                 // the general path decides; its lookup still gets its buckets
@@ -227,7 +235,7 @@ impl Worker {
                                 continue;
                             }
                             None => continue,
-                        },
+                        }
                     };
                     self.plan.key4[j] = CtKey { src: t.src, sport: t.sport, service: id };
                     if may_change_state(t.flags) {
@@ -243,13 +251,16 @@ impl Worker {
                 }
                 Fast::V6(t) => {
                     self.ipv6_seen = true;
-                    let (s, id, life) = match memo6 {
-                        Some((v, p, pr, s, id, life)) if v == t.dst && p == t.dport && pr == t.proto => (s, id, life),
-                        _ => match self.service_of6(t.dst, t.dport, t.proto, snap).and_then(|s| snap.services.get(usize::from(s)).map(|svc| (s, svc))) {
+                    let pkey = (u32::from(t.dport) << 8) | u32::from(t.proto);
+                    let (s, id, life) = if pkey == memo6_key && t.dst == memo6_vip {
+                        memo6
+                    } else {
+                        match self.service_of6(t.dst, t.dport, t.proto, snap).and_then(|s| snap.services.get(usize::from(s)).map(|svc| (s, svc))) {
                             Some((s, svc)) if covered(svc) => {
                                 let life = ConnTable::<u32>::established_life(now, &self.timeouts.for_service(svc.proto, svc.idle_timeout_ms));
-                                memo6 = Some((t.dst, t.dport, t.proto, s, svc.id, life));
-                                (s, svc.id, life)
+                                (memo6_vip, memo6_key) = (t.dst, pkey);
+                                memo6 = (s, svc.id, life);
+                                memo6
                             }
                             Some((_, svc)) => {
                                 if self.general_keyed(d, svc, wire::ETHERTYPE_IPV6, 48) {
@@ -259,7 +270,7 @@ impl Worker {
                                 continue;
                             }
                             None => continue,
-                        },
+                        }
                     };
                     self.plan.key6[j] = CtKey { src: t.src, sport: t.sport, service: id };
                     if may_change_state(t.flags) {
