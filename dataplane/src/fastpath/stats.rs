@@ -10,6 +10,10 @@ use strum::EnumCount;
 /// Per-worker counters for them take 3 × 8 bytes × this = 1.5 MiB per worker.
 pub const MAX_BACKEND_SLOTS: usize = 65_535;
 
+/// A counter per backend slot id, every `u16` included (65,536 counters: the reserved id
+/// too), so the packet path indexes it by a slot id without a bounds check.
+pub type SlotCounters = Box<[AtomicU64; 1 << 16]>;
+
 /// Adds `n` to a single-writer counter. The store is `Release`, so a reader that sees it
 /// (an `Acquire` load) also sees every earlier bump of this worker: the read order of
 /// `control::counters` rests on it (a plain `mov` on x86-64, as `Relaxed` is).
@@ -50,9 +54,9 @@ pub struct WorkerStats {
     /// Drops by reason, indexed by `DropReason as usize`.
     pub drops: [AtomicU64; DropReason::COUNT],
     /// New connections per backend slot.
-    pub backend_new: Box<[AtomicU64]>,
+    pub backend_new: SlotCounters,
     /// Packets per backend slot.
-    pub backend_packets: Box<[AtomicU64]>,
+    pub backend_packets: SlotCounters,
     /// Connection table counters (mirrored each burst).
     pub ct_hits: AtomicU64,
     /// Misses.
@@ -89,7 +93,7 @@ pub struct WorkerStats {
     /// Control frames not sent (no mbuf, TX queue full, unknown port).
     pub control_tx_failed: AtomicU64,
     /// Bytes (whole frames as forwarded) per backend slot.
-    pub backend_bytes: Box<[AtomicU64]>,
+    pub backend_bytes: SlotCounters,
     /// Neighbor Advertisements sent (answers to solicitations for our IPv6 addresses).
     pub nd_advertisements: AtomicU64,
     /// Neighbor Solicitations for addresses that are not ours (dropped as `nd_ignored`).
@@ -100,7 +104,7 @@ pub struct WorkerStats {
 
 impl Default for WorkerStats {
     fn default() -> Self {
-        let slots = || (0..MAX_BACKEND_SLOTS).map(|_| AtomicU64::new(0)).collect::<Vec<_>>().into_boxed_slice();
+        let slots = || -> SlotCounters { (0..1 << 16).map(|_| AtomicU64::new(0)).collect::<Vec<_>>().into_boxed_slice().try_into().expect("65,536 counters") };
         WorkerStats {
             rx: AtomicU64::new(0),
             tx: AtomicU64::new(0),

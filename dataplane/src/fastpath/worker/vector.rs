@@ -381,6 +381,7 @@ impl Worker {
             }
         })?;
         let out_mac = self.plan.out_mac;
+        // every u16 indexes the slot counters (`SlotCounters`): no bounds check is left
         if let Some(c) = self.stats.backend_packets.get(usize::from(backend)) {
             bump(c, 1);
         }
