@@ -24,4 +24,5 @@ pub mod readiness;
 pub mod sync;
 pub mod secret_file;
 pub mod signals;
+pub mod start;
 pub mod threads;
