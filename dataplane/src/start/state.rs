@@ -30,7 +30,7 @@ pub fn build(pre: &Preflight, config: &Path, ports: &Ports) -> Result<Started, S
     // Each port's RSS as its device reports it, and the fleet-sync placement it leads to
     // (shown per port in `status` and the metrics, whether or not [sync] is configured).
     let rss_confs: Vec<dpdk::RssConf> = ports.ports.iter().zip(&cfg.ports).map(|(p, c)| dpdk::RssConf { name: c.name.clone(), ..p.rss_conf() }).collect();
-    let (placement, port_rss) = dpdk::sync_placement(workers, cfg.sync.is_some(), &rss_confs, std::env::var("SPILLWAY_FAULT_SYNC_PLACEMENT").ok().as_deref())?;
+    let (placement, port_rss) = crate::sync::sync_placement(workers, cfg.sync.is_some(), &rss_confs, std::env::var("SPILLWAY_FAULT_SYNC_PLACEMENT").ok().as_deref())?;
     let links = Arc::new(crate::readiness::LinkStates::new(cfg.ports.iter().map(|p| p.name.clone())));
     let port_stats = ports.stats_fn(cfg, links.clone(), port_rss);
     let port_addrs = ports.infos.iter().map(|p| p.addr).collect();
@@ -62,7 +62,7 @@ pub fn build(pre: &Preflight, config: &Path, ports: &Ports) -> Result<Started, S
     if let Some(sc) = &cfg.sync {
         // Peers' entries go to the worker RSS gives the flow: every port must report the
         // same key and table (flows may arrive on any of them); else to every worker
-        // (dpdk::sync_placement, which warns; the reason is in `status`).
+        // (crate::sync::sync_placement, which warns; the reason is in `status`).
         let rt = crate::sync::SyncRuntime::start(sc, workers, placement, spillway_shared::sync::routing_digest(cfg))?;
         let _ = daemon.shared.sync.set(rt.queues.clone());
         let _ = daemon.sync.set(Arc::new(rt));
