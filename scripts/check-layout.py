@@ -2,7 +2,8 @@
 """Layout checks of the repository (run by scripts/test.sh, step `layout`):
 
 1. No import cycle between the modules of a crate. Every `crate::a::b` and `super::x`
-   path in a module's code (comments and `#[cfg(test)]` modules/files excluded) is an
+   path in a module's code (comments, `#[cfg(test)]` items and test files: `tests*`,
+   `*_tests.rs` and anything under a `tests*` folder, excluded) is an
    edge from that module to the longest existing module the path names. Edges between a
    module and its own ancestors or descendants are not counted (a parent declares its
    children). A strongly connected set of more than one module is a cycle: neither side
@@ -77,34 +78,9 @@ def strip_code(text: str) -> str:
 def cycles() -> list:
     findings = []
     for crate in CRATES:
-        src = os.path.join(ROOT, crate, "src")
-        if not os.path.isdir(src):
+        if not os.path.isdir(os.path.join(ROOT, crate, "src")):
             continue
-        files = {}
-        for d, dirs, names in os.walk(src):
-            dirs[:] = [x for x in dirs if x not in SKIP_DIRS]
-            for n in names:
-                if n.endswith(".rs") and not (n.endswith("_tests.rs") or n in ("tests.rs",) or n.startswith("tests_")):
-                    p = os.path.join(d, n)
-                    files[module_of(src, p)] = p
-        mods = set(files)
-        edges = {m: set() for m in mods}
-
-        def resolve(parts):
-            for k in range(len(parts), 0, -1):
-                if tuple(parts[:k]) in mods:
-                    return tuple(parts[:k])
-            return None
-
-        for m, p in files.items():
-            code = strip_code(open(p, encoding="utf-8").read())
-            # `use a::{b, c::d}` groups: take every path inside braces relative to the prefix
-            for u in re.finditer(r"\buse\s+([^;]+);", code):
-                body = re.sub(r"\s+", "", u.group(1))
-                for path in expand(body):
-                    add_edge(edges, m, path, resolve)
-            for q in re.finditer(r"\b((?:crate|super)(?:::[A-Za-z_][A-Za-z0-9_]*)+)", code):
-                add_edge(edges, m, q.group(1).split("::"), resolve)
+        edges = module_edges(crate)
         for scc in strongly_connected(edges):
             if len(scc) > 1:
                 names = sorted("::".join(x) or "crate" for x in scc)

@@ -217,3 +217,39 @@ pub fn multicast_programmer(ports: Vec<(u16, String, bool)>) -> MulticastFn {
         }
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use core_affinity::CoreId;
+
+    fn cfg(dataplane: &str) -> Config {
+        Config::from_toml(&format!("[dataplane]\n{dataplane}\n[[ports]]\nname = \"p0\"\ndevice = \"0000:00:04.0\"\n[[ports]]\nname = \"p1\"\ndevice = \"net_ring0\"\n")).unwrap()
+    }
+
+    fn cores(ids: &[usize]) -> Vec<CoreId> {
+        ids.iter().map(|&id| CoreId { id }).collect()
+    }
+
+    #[test]
+    fn eal_args_name_every_port_and_main_lcore_0() {
+        let c = cfg("workers = 2\neal_args = [\"--no-huge\"]");
+        assert_eq!(eal_args(&c, &cores(&[0, 1, 2])), ["--no-huge", "-l", "0", "-a", "0000:00:04.0", "--vdev=net_ring0"]);
+    }
+
+    #[test]
+    fn eal_args_keep_the_configs_lcores() {
+        let c = cfg("workers = 1\neal_args = [\"-l\", \"3\"]");
+        assert_eq!(eal_args(&c, &cores(&[0, 1])), ["-l", "3", "-a", "0000:00:04.0", "--vdev=net_ring0"]);
+    }
+
+    #[test]
+    fn workers_take_configured_cores_else_the_cores_after_the_first_in_turn() {
+        let c = cfg("workers = 3");
+        let host = cores(&[4, 5, 6]);
+        assert_eq!((0..3).map(|w| worker_core(&c, &host, w)).collect::<Vec<_>>(), [Some(5), Some(6), Some(4)]);
+        assert_eq!(worker_core(&c, &[], 0), None);
+        let pinned = cfg("workers = 2\nworker_cores = [6, 4]");
+        assert_eq!((0..2).map(|w| worker_core(&pinned, &host, w)).collect::<Vec<_>>(), [Some(6), Some(4)]);
+    }
+}

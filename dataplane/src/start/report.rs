@@ -73,3 +73,19 @@ pub fn final_counters(r: &StatusReport) {
     }
     let _ = std::io::Write::write_all(&mut std::io::stdout(), o.as_bytes());
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn check_report_counts_and_warns_about_shared_cores() {
+        let cfg = Config::from_toml("[dataplane]\nworkers = 2\n[[ports]]\nname = \"p0\"\ndevice = \"net_null0\"\n").unwrap();
+        let mut out = Vec::new();
+        check(&mut out, "x.toml", &cfg, &["w1".to_string()], &[0, 1]).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[..3], ["x.toml: warning: w1", "x.toml: warning: 2 workers on 2 usable cores: workers share cores with each other or the control thread", "x.toml: configuration OK (0 services, 1 port)"]);
+        assert!(lines[3].starts_with("  checked: ") && lines[4].starts_with("  not checked without starting DPDK: "), "{text}");
+    }
+}
