@@ -6,6 +6,8 @@
 //!
 //! Control flow (control thread): config file / `spillwayctl` ([`ctl`]) / health results
 //! ([`health`]) → [`control`] compiles a snapshot → workers read it.
+//!
+//! Start-up and shutdown, in the order the `spillway` binary runs them: [`start`].
 #![warn(missing_docs)]
 
 pub mod wire;

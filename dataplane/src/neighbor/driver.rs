@@ -9,7 +9,7 @@ use super::{frames, NeighborQueues, NeighborSeen, TxFrame};
 use spillway_shared::config::Config;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-/// What snapshot compilation reads of next hops: defined by [`crate::control::compile`],
+/// What snapshot compilation reads of next hops: defined by [`control::compile`](mod@crate::control::compile),
 /// which reads it; the resolver here writes it.
 pub use crate::control::compile::{NeighborView, PENDING_MAC};
 
