@@ -21,7 +21,7 @@ pub struct LoopParams {
 /// the current snapshot (no guard, no atomic read-modify-write), polls every port, reports
 /// its quiescent state (the generation it used, in [`Worker::poll`]), then serves a pending
 /// control request. Snapshots are never dropped here: reclamation runs on the control side.
-pub fn run_loop<P: Port>(worker: &mut Worker, queues: &mut [P], shared: &crate::control::Shared, params: LoopParams) {
+pub fn run_loop<P: Port>(worker: &mut Worker, queues: &mut [P], shared: &crate::control::publish::Shared, params: LoopParams) {
     crate::threads::set_worker_thread(true);
     let mut bufs = PollBuffers::new(queues.len());
     let Some(mailbox) = shared.mailboxes.get(params.index).cloned() else { return };
