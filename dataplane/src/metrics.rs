@@ -363,7 +363,7 @@ pub fn to_prometheus_text(openmetrics: &str) -> String {
 }
 
 mod http;
-pub use http::{bind, serve, BodyCache, ANSWER_DEADLINE, CACHE_FOR, MAX_CONNECTIONS, REQUEST_DEADLINE};
+pub use http::{bind, serve, BodyCache, Served, ANSWER_DEADLINE, CACHE_FOR, MAX_CONNECTIONS, REQUEST_DEADLINE};
 
 #[cfg(test)]
 mod tests;
