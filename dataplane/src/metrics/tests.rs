@@ -369,16 +369,18 @@ fn a_client_sending_a_byte_a_second_is_cut_at_the_request_deadline() {
 /// would get all of it).
 #[test]
 fn an_answer_stalled_for_the_request_deadline_is_cut() {
-    const BODY: usize = 64 << 20;
-    let big = "x".repeat(BODY);
-    let (addr, stop, t) = start_with(move || big.clone());
+    let (addr, stop, t) = start_with(|| "x".repeat(BIG));
     let mut c = send(addr, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
     std::thread::sleep(REQUEST_DEADLINE + Duration::from_secs(1));
     let got = answer_of(&mut c).len();
-    assert!(got < BODY, "the whole answer ({got} bytes) was sent after a {:?} stall", REQUEST_DEADLINE + Duration::from_secs(1));
+    assert!(got < BIG, "the whole answer ({got} bytes) was sent after a {:?} stall", REQUEST_DEADLINE + Duration::from_secs(1));
     stop.store(true, Ordering::SeqCst);
     assert_eq!(t.join().unwrap(), Served { timed_out: 1, ..Served::default() });
 }
+
+/// Size of the answer of the tests of slow readers, bytes: more than the socket buffers
+/// hold.
+const BIG: usize = 64 << 20;
 
 /// A client that takes its answer steadily but too slowly to finish it (16 KiB every 50
 /// ms, so it never stalls [`REQUEST_DEADLINE`]) is cut at [`ANSWER_DEADLINE`]: read
@@ -386,9 +388,7 @@ fn an_answer_stalled_for_the_request_deadline_is_cut() {
 /// deadline, the fast read would get all of it).
 #[test]
 fn a_trickling_reader_is_cut_at_the_answer_deadline() {
-    const BODY: usize = 64 << 20;
-    let big = "x".repeat(BODY);
-    let (addr, stop, t) = start_with(move || big.clone());
+    let (addr, stop, t) = start_with(|| "x".repeat(BIG));
     let mut c = send(addr, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
     let opened = std::time::Instant::now();
     c.set_read_timeout(Some(Duration::from_secs(1))).unwrap();
@@ -407,7 +407,7 @@ fn a_trickling_reader_is_cut_at_the_answer_deadline() {
     let mut rest = Vec::new();
     let _ = c.read_to_end(&mut rest); // a reset after the buffered bytes is an end too
     got += rest.len();
-    assert!(got < BODY, "the whole answer ({got} bytes) was sent to a client reading for {:?}", opened.elapsed());
+    assert!(got < BIG, "the whole answer ({got} bytes) was sent to a client reading for {:?}", opened.elapsed());
     stop.store(true, Ordering::SeqCst);
     assert_eq!(t.join().unwrap(), Served { timed_out: 1, ..Served::default() }, "the trickling reader timed out");
 }
