@@ -357,7 +357,7 @@ fn a_client_sending_a_byte_a_second_is_cut_at_the_request_deadline() {
     assert!(r.starts_with("HTTP/1.1 200 OK\r\n"), "{r}");
     let (cut, got) = slowloris.join().unwrap();
     assert!(got.is_empty(), "the slow client got an answer: {}", String::from_utf8_lossy(&got));
-    assert!(cut >= REQUEST_DEADLINE - Duration::from_millis(300) && cut < REQUEST_DEADLINE + Duration::from_millis(800), "the slow client was cut after {cut:?}");
+    assert!(cut >= REQUEST_DEADLINE - Duration::from_millis(300) && cut < REQUEST_DEADLINE + Duration::from_secs(1), "the slow client was cut after {cut:?}");
     stop.store(true, Ordering::SeqCst);
     assert_eq!(t.join().unwrap(), Served { timed_out: 1, ..Served::default() });
 }
