@@ -21,7 +21,8 @@
 //! frames, one per flow, as a NIC's RX ring hands over frames (the harness restores only
 //! the destination MAC the fast path rewrote); the SYN workloads write each new flow into
 //! a burst of 32 frames;
-//! divide the `process`-inclusive instruction count by N for instructions per packet.
+//! instructions per packet are the difference of two runs' counts (N and 3 N packets)
+//! divided by 2 N, which cancels the set-up (docs/benchmarks.md, "Instruction budget").
 
 use spillway_benches::{bench_config, set_flow, snapshot, tcp_frame};
 use spillway_dataplane::fastpath::conntrack::Timeouts;

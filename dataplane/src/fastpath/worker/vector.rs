@@ -9,9 +9,9 @@
 //!    ([`wire::fast::classify`]), the link-layer rule (sent to the port's MAC), then
 //!    (VIP, port, protocol) → service through the worker's service cache. A packet of a
 //!    service the fast path covers (L2 DSR, no QUIC-LB, the per-connection key: see
-//!    [`covered`]) gets a fast lane, or a hashed lane when it is a TCP SYN (a new
-//!    connection: the general path inserts it, with its buckets already computed);
-//!    everything else gets the general lane.
+//!    [`covered`]) gets a fast lane, or a keyed lane when its TCP flags may change its
+//!    entry's state (SYN, FIN or RST: the general path decides, with its buckets already
+//!    computed; a SYN's insertion may read both); everything else gets the general lane.
 //! 2. **hash and prefetch**: every keyed packet's bucket pair, and the first
 //!    [`PREFETCH_DISTANCE`] packets' buckets prefetched (the rest a fixed distance ahead
 //!    of their lookups, [`Worker::issue_planned`], as the line fill buffers allow).
@@ -84,6 +84,9 @@ pub(in crate::fastpath) struct BurstPlan {
     out_mac: [u8; 6],
     /// Packets planned.
     n: usize,
+    /// The worker clock the burst was planned at, ms: the life words are computed for it,
+    /// so [`Worker::decide_planned`] at another time sends the packet to the general path.
+    now: u32,
     /// Packets of the burst the fast path decided so far (`WorkerStats::fast_path`).
     pub(super) fast: u64,
     /// Whether the burst's packets are to be decided by the general path only
@@ -103,6 +106,7 @@ impl Default for BurstPlan {
             len: [0; BURST],
             out_mac: [0; 6],
             n: 0,
+            now: 0,
             fast: 0,
             off: false,
         }
@@ -183,6 +187,7 @@ impl Worker {
         self.clock_ms = now;
         let n = bufs.len().min(BURST);
         self.plan.n = n;
+        self.plan.now = now;
         self.plan.fast = 0;
         let Some(pinfo) = self.ports.get(port).copied() else {
             self.plan.lane = [GENERAL; BURST];
@@ -332,10 +337,12 @@ impl Worker {
     /// Stage 3 for packet `j` of the planned burst (`buf`, received on `port`): the fast
     /// path's verdict when its entry qualifies (module docs), else the general path's
     /// ([`Worker::process`]) with the key's buckets handed to the table. Call in packet
-    /// order, once per packet, after [`Worker::plan_burst`] of the same burst and snapshot.
+    /// order, once per packet, after [`Worker::plan_burst`] of the same burst and snapshot,
+    /// with the same `now` (at another time the packet takes the general path: the plan's
+    /// life words are for the planned time).
     #[inline(always)]
     pub fn decide_planned<B: PacketBuf>(&mut self, j: usize, buf: &mut B, port: usize, snap: &Snapshot, now: u32) -> Verdict {
-        let lane = if j < self.plan.n { self.plan.lane[j % BURST] } else { GENERAL };
+        let lane = if j < self.plan.n && now == self.plan.now { self.plan.lane[j % BURST] } else { GENERAL };
         let j = j % BURST;
         if lane & KEYED != 0 {
             debug_assert!(lane & FAST == 0 || buf.data().len() == self.plan.len[j] as usize, "decide_planned: not the planned frame");
