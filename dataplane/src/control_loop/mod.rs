@@ -11,6 +11,23 @@
 //! readers are never held up behind a compilation of the health change. The heartbeat the
 //! systemd watchdog is fed by moves at the top of every tick, so at least every
 //! `IDLE_TICK` + one tick's work (docs/operations.md "Watchdog").
+//!
+//! **Each tick, in order** ([`run`]):
+//! 1. beat the control heartbeat (the systemd watchdog is fed only while it moves);
+//! 2. note whether the health checker's first probe round is over;
+//! 3. collect the tick's health events ([`collect_health`]: up to [`IDLE_TICK`], coalesced);
+//! 4. apply them together and publish once ([`apply_health_batch`]);
+//! 5. once the first round is over and all of it is published, mark it so (VIPs may be announced);
+//! 6. count endpoints still undecided past the first round's limit as unhealthy, and every
+//!    [`SETTLE_EVERY`] compare them with the checker's decisions ([`startup`]);
+//! 7. the load tick: per-backend new-connection rates for the capacity stage, drain
+//!    hysteresis and deadlines, propagation times ([`Daemon::tick`]);
+//! 8. next-hop resolution: ARP/ND requests and answers, MACs into the snapshot ([`Daemon::neighbor_tick`]);
+//! 9. exit with an error if the health checker thread died;
+//! 10. read the ports' link state and store changes for `status` and readiness;
+//! 11. end drop captures past their time limit;
+//! 12. every 2 s, copy probe round-trip times into the health view and republish the
+//!     services with a latency band whose latencies moved ([`Daemon::refresh_latencies`]).
 
 pub mod startup;
 
