@@ -25,3 +25,4 @@ pub mod sync;
 pub mod secret_file;
 pub mod signals;
 pub mod threads;
+pub mod replay;
