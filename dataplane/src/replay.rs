@@ -276,18 +276,23 @@ impl Replay {
 
     /// Ends the replay: tracked connections of the baseline (flows forwarded, not closed
     /// nor idle past their timeout) are each asked, with a probe frame continuing the flow
-    /// ([`flow::probe`]), where the baseline worker would send their next packet under the
-    /// new config's snapshot; those that would go to another endpoint are the mid-flow
-    /// changes. Returns the report.
+    /// ([`flow::probe`]), where the baseline worker sends their next packet, then where it
+    /// would send it under the new config's snapshot (as if the new config were applied
+    /// when the capture ends); those that would go to another endpoint, or be dropped, are
+    /// the mid-flow changes. Returns the report.
     pub fn finish(mut self) -> Report {
         self.evict();
-        let mut open: Vec<(Flow, [u8; 6], Fate)> = self.flows.iter().filter(|(_, s)| matches!(s.first[0], Fate::Slot(_))).map(|(f, s)| (*f, s.client_mac, s.first[0])).collect();
+        let mut open: Vec<(Flow, [u8; 6])> = self.flows.iter().filter(|(_, s)| !s.closed && matches!(s.first[0], Fate::Slot(_))).map(|(f, s)| (*f, s.client_mac)).collect();
         open.sort_by(|a, b| a.0.cmp(&b.0));
         let [before, after] = &mut self.sides;
-        for (f, mac, was) in open {
+        for (f, mac) in open {
             let Some(frame) = flow::probe(&f, mac, before.port_mac) else { continue };
-            let Fate::Slot(s0) = was else { continue };
             let now = self.now_ms;
+            // where the next packet goes now (a flow hashed without ports, as fragmented
+            // datagrams are, may go elsewhere as an unfragmented packet), then where it
+            // would go once the new config's snapshot is published to this worker
+            let was = before.step_with(&frame, now, None);
+            let Fate::Slot(s0) = was else { continue };
             let fate = before.step_with(&frame, now, Some(&after.snap));
             let then = before.names(s0);
             let next = match fate {

@@ -105,6 +105,12 @@ pub fn classify(frame: &[u8], frags: &mut FragMap) -> Option<(Flow, Kind)> {
             }
             _ => (base, Kind::Other),
         },
+        // a first fragment: etherparse leaves a fragmented payload unparsed; the ports
+        // are its first four octets (TCP and UDP alike)
+        None if frag.is_some() && (proto == IpNumber::TCP || proto == IpNumber::UDP) => match net.ip_payload_ref().map(|p| p.payload) {
+            Some(l4) if l4.len() >= 4 => (Flow { sport: u16::from_be_bytes([l4[0], l4[1]]), dport: u16::from_be_bytes([l4[2], l4[3]]), ..base }, Kind::Transport { closes: false, syn: false }),
+            _ => (base, Kind::Other),
+        },
         _ => (base, Kind::Other),
     };
     if let Some((id, true)) = frag {
