@@ -170,7 +170,7 @@ fn main() {
     let code = match &cli.command {
         Command::Scenario(ScenarioCmd::Run { files }) => scenario::run(files),
         Command::Explain(args) => explain::run(args, &cli.socket),
-        Command::Replay(args) => replay::run(args),
+        Command::Replay(args) => replay::run(args, &cli.socket),
         Command::Status { json } => status::run(&cli.socket, *json),
         Command::Top(args) => top::run(&cli.socket, args),
         Command::Capture(c) => capture::run(&cli.socket, c),

@@ -29,10 +29,15 @@ pub struct ReplayArgs {
     #[arg(long, value_name = "FILE")]
     pub config: PathBuf,
     /// The config the capture is compared against (TOML): usually the running one's file.
-    #[arg(long, value_name = "FILE")]
-    pub baseline: PathBuf,
-    /// Endpoint health for both configs, a JSON object: "BACKEND" or "BACKEND/ENDPOINT" ->
-    /// "up" | "down" (or true | false). Without it every endpoint is up.
+    #[arg(long, value_name = "FILE", required_unless_present = "live", conflicts_with = "live")]
+    pub baseline: Option<PathBuf>,
+    /// Compare against the running daemon's current config (over --socket) and its
+    /// endpoints' current health; both runs still start from an empty connection table.
+    #[arg(long)]
+    pub live: bool,
+    /// Endpoint health for both configs, a JSON object: "BACKEND", "BACKEND/ENDPOINT" or
+    /// "SERVICE/BACKEND/ENDPOINT" -> "up" | "down" (or true | false). Without it every
+    /// endpoint is up (with --live: as the daemon has it; the file's entries win).
     #[arg(long, value_name = "FILE")]
     pub health: Option<PathBuf>,
     /// Write the frames whose fate changes to this pcapng file, each with a comment
@@ -51,11 +56,41 @@ pub struct ReplayArgs {
 }
 
 /// Runs the command; returns the exit code.
-pub fn run(args: &ReplayArgs) -> i32 {
-    match replay(args) {
+pub fn run(args: &ReplayArgs, socket: &Path) -> i32 {
+    let (old, live_health) = match &args.baseline {
+        Some(p) => match load(p) {
+            Ok(c) => (c, HealthOverrides::new()),
+            Err(e) => return crate::client::error_out("spillwayctl replay", "input", 2, &e),
+        },
+        None => match live(socket) {
+            Ok(x) => x,
+            Err(code) => return code,
+        },
+    };
+    match replay(args, old, live_health) {
         Ok(()) => 0,
         Err(e) => crate::client::error_out("spillwayctl replay", "input", 2, &e),
     }
+}
+
+/// `--live`: the daemon's config and endpoint health (`SERVICE/BACKEND/ENDPOINT` -> up).
+/// Errors are printed; the exit code is returned.
+fn live(socket: &Path) -> Result<(Config, HealthOverrides), i32> {
+    use spillway_shared::proto::{Request, Response};
+    let (_, cfg) = crate::live::fetch_config(socket)?;
+    let rows = match crate::client::request(socket, &Request::HealthShow) {
+        Ok(Response::Health(rows)) => rows,
+        Ok(r) => return Err(crate::client::unexpected(&r)),
+        Err(e) => return Err(crate::client::fail_from("spillwayctl replay", e)),
+    };
+    let health = rows
+        .into_iter()
+        .map(|r| {
+            let ep = if r.endpoint.is_empty() { r.backend.clone() } else { r.endpoint };
+            (format!("{}/{}/{ep}", r.service, r.backend), r.healthy)
+        })
+        .collect();
+    Ok((cfg, health))
 }
 
 fn load(path: &Path) -> Result<Config, String> {
@@ -160,13 +195,16 @@ fn out_writer(path: &Path) -> Result<PcapNgWriter<BufWriter<std::fs::File>>, Str
     Ok(w)
 }
 
-fn replay(args: &ReplayArgs) -> Result<(), String> {
+fn replay(args: &ReplayArgs, old: Config, mut health: HealthOverrides) -> Result<(), String> {
     let new = load(&args.config)?;
-    let old = load(&args.baseline)?;
-    let health = health(args.health.as_ref())?;
+    health.extend(self::health(args.health.as_ref())?);
     let file = std::fs::File::open(&args.capture).map_err(|e| format!("{}: {e}", args.capture.display()))?;
     let mut cap = Capture::open(BufReader::with_capacity(1 << 16, file)).map_err(|e| format!("{}: {e}", args.capture.display()))?;
     let mut rp = Replay::new(old, new, &health, args.limit)?;
+    if args.live {
+        let down = health.values().filter(|up| !**up).count();
+        rp.report.health = format!("as the daemon has it ({down} endpoints down{})", if args.health.is_some() { ", with --health's entries" } else { "" });
+    }
     let mut out = args.out.as_deref().map(out_writer).transpose()?;
     let started = std::time::Instant::now();
     let mut n = 0u64;

@@ -327,3 +327,34 @@ fn malformed_captures_are_refused() {
         assert!(out.is_empty(), "{name}: no report: {out}");
     }
 }
+
+/// `--live` compares against the daemon's current config and health: with the daemon on
+/// the baseline file, the report is that of `--baseline FILE`; after a live edit disabling
+/// b1, replaying the file's config shows flows moving to b1, none leaving it.
+#[test]
+fn live_takes_the_daemons_config_and_health() {
+    let t = Tmp::new("live");
+    let base = null_example();
+    let old = t.write("old.toml", &base);
+    let off = t.write("b2-off.toml", &disabled(&base, "b2"));
+    let frames: Vec<Vec<u8>> = (0..60).map(|i| tcp(i, true, false)).collect();
+    let cap = t.path("web.pcap");
+    write_pcap(&cap, &frames, 100);
+    let d = Daemon::start("replaylive", &base);
+    let live = |cfg: &Path| {
+        let o = d.ctl(&["replay".as_ref(), "--live".as_ref(), "--config".as_ref(), cfg.as_os_str().to_str().unwrap(), cap.to_str().unwrap(), "--json"]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let mut v: Value = serde_json::from_slice(&o.stdout).unwrap();
+        v["health"] = Value::Null;
+        v
+    };
+    let mut file = replay(&old, &off, &cap);
+    file["health"] = Value::Null;
+    assert_eq!(live(&off), file);
+    d.ok(&["backend", "set", "web", "b1", "enabled=false"]);
+    let r = live(&old);
+    let b1 = backend_row(&r, "web", "b1");
+    assert_eq!(b1["flows_before"], 0, "{r}");
+    assert!(b1["flows_after"].as_u64().unwrap() > 0);
+    assert!(changed(&r, "moved").iter().all(|(_, _, a)| a == "web/b1"));
+}

@@ -28,8 +28,9 @@ use spillway_shared::config::Config;
 use spillway_shared::pipeline::{evaluate, ServiceState, Topology};
 use std::collections::{BTreeMap, HashMap};
 
-/// Endpoint health given by the operator: `BACKEND` or `BACKEND/ENDPOINT` → up (true) or
-/// down (false), applied to every service that has such a backend in either config.
+/// Endpoint health given by the operator: `BACKEND`, `BACKEND/ENDPOINT` or
+/// `SERVICE/BACKEND/ENDPOINT` → up (true) or down (false); the first two apply to every
+/// service that has such a backend, the most specific key winning.
 pub type HealthOverrides = BTreeMap<String, bool>;
 
 /// The [`HealthView`] of `cfg` with `overrides` applied; names no backend or endpoint of
@@ -41,8 +42,8 @@ fn health_of(cfg: &Config, overrides: &HealthOverrides) -> (HealthView, Vec<Stri
     for s in &cfg.services {
         for b in &s.backends {
             for m in b.members() {
-                let full = format!("{}/{}", b.name, m.name);
-                let up = overrides.get(&full).map(|u| (full.clone(), *u)).or_else(|| overrides.get(&b.name).map(|u| (b.name.clone(), *u)));
+                let keys = [format!("{}/{}/{}", s.name, b.name, m.name), format!("{}/{}", b.name, m.name), b.name.clone()];
+                let up = keys.into_iter().find_map(|k| overrides.get(&k).map(|u| (k.clone(), *u)));
                 if let Some((k, up)) = up {
                     used.insert(k);
                     view.entry((s.name.clone(), b.name.clone(), m.name.clone())).or_default().healthy = up;
@@ -101,7 +102,7 @@ impl Replay {
         let (hb, ub) = health_of(&baseline, health);
         let (ha, ua) = health_of(&new, health);
         if let Some(k) = ub.iter().find(|k| ua.contains(k)) {
-            return Err(format!("--health: {k:?} names no backend (BACKEND) or endpoint (BACKEND/ENDPOINT) of either config"));
+            return Err(format!("--health: {k:?} names no backend (BACKEND) or endpoint (BACKEND/ENDPOINT or SERVICE/BACKEND/ENDPOINT) of either config"));
         }
         // one slot map, synced as the daemon syncs it when a config is applied: endpoints
         // in both keep their slot, so the baseline worker can be asked about the new one
