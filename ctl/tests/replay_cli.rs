@@ -47,6 +47,15 @@ impl Drop for Tmp {
     }
 }
 
+/// A temporary directory holding the null example as `old.toml`: (it, the example's
+/// text, that file).
+fn baseline(name: &str) -> (Tmp, String, PathBuf) {
+    let t = Tmp::new(name);
+    let base = null_example();
+    let old = t.write("old.toml", &base);
+    (t, base, old)
+}
+
 /// The null example with backend `name` of its first service disabled.
 fn disabled(cfg: &str, name: &str) -> String {
     let line = format!("name = \"{name}\"\n");
@@ -160,9 +169,7 @@ fn explain(cfg: &Path, i: usize) -> String {
 /// connections mid-flow.
 #[test]
 fn disabling_a_backend_moves_the_flows_explain_and_dry_run_predict() {
-    let t = Tmp::new("disable");
-    let base = null_example();
-    let old = t.write("old.toml", &base);
+    let (t, base, old) = baseline("disable");
     let off = t.write("b2-off.toml", &disabled(&base, "b2"));
     let gone = t.write("b2-gone.toml", &removed(&base, "b2"));
     let n = 120;
@@ -226,9 +233,7 @@ fn disabling_a_backend_moves_the_flows_explain_and_dry_run_predict() {
 /// exactly the datagrams (both fragments of each) that were on d1.
 #[test]
 fn fragments_and_icmp_errors_stay_with_their_flows() {
-    let t = Tmp::new("frag");
-    let base = null_example();
-    let old = t.write("old.toml", &base);
+    let (t, base, old) = baseline("frag");
     let new = t.write("d1-off.toml", &disabled(&base, "d1"));
     let mut frames = Vec::new();
     let dns = 12;
@@ -260,9 +265,7 @@ fn fragments_and_icmp_errors_stay_with_their_flows() {
 /// per frame) replays with its own clock; `--out` writes the changed frames annotated.
 #[test]
 fn a_capture_drops_pcapng_replays() {
-    let t = Tmp::new("pcapng");
-    let base = null_example();
-    let old = t.write("old.toml", &base);
+    let (t, base, old) = baseline("pcapng");
     let off = t.write("b2-off.toml", &disabled(&base, "b2"));
     let cap = t.path("drops.pcapng");
     let n = 40;
@@ -304,9 +307,7 @@ fn a_capture_drops_pcapng_replays() {
 /// Not a capture, a truncated one, another link type: exit 2 and the reason.
 #[test]
 fn malformed_captures_are_refused() {
-    let t = Tmp::new("bad");
-    let base = null_example();
-    let old = t.write("old.toml", &base);
+    let (t, base, old) = baseline("bad");
     let frames: Vec<Vec<u8>> = (0..5).map(|i| tcp(i, true, false)).collect();
     let good = t.path("good.pcap");
     write_pcap(&good, &frames, 10);
@@ -333,9 +334,7 @@ fn malformed_captures_are_refused() {
 /// b1, replaying the file's config shows flows moving to b1, none leaving it.
 #[test]
 fn live_takes_the_daemons_config_and_health() {
-    let t = Tmp::new("live");
-    let base = null_example();
-    let old = t.write("old.toml", &base);
+    let (t, base, old) = baseline("live");
     let off = t.write("b2-off.toml", &disabled(&base, "b2"));
     let frames: Vec<Vec<u8>> = (0..60).map(|i| tcp(i, true, false)).collect();
     let cap = t.path("web.pcap");

@@ -81,7 +81,11 @@ pub struct Replay {
     pub report: Report,
     limit: usize,
     health: [HealthView; 2],
+    last_evict_ms: Option<u32>,
 }
+
+/// Least capture time between two sweeps of a full flow map, ms.
+const EVICT_EVERY_MS: u32 = 100;
 
 /// What happened to one frame.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -114,7 +118,7 @@ impl Replay {
         let flow_cap = before.worker.ct.capacity().max(after.worker.ct.capacity()).max(1);
         let says = if health.is_empty() { "every endpoint up (the config's disabled endpoints and weights apply)".to_string() } else { format!("every endpoint up except as --health says ({} entries)", health.len()) };
         let report = Report { health: says, ..Default::default() };
-        Ok(Replay { sides: [before, after], frags: FragMap::default(), flows: HashMap::new(), flow_cap, first_ts_ns: None, now_ms: 0, backends: BTreeMap::new(), stages: HashMap::new(), report, limit, health: [hb, ha] })
+        Ok(Replay { sides: [before, after], frags: FragMap::default(), flows: HashMap::new(), flow_cap, first_ts_ns: None, now_ms: 0, backends: BTreeMap::new(), stages: HashMap::new(), report, limit, health: [hb, ha], last_evict_ms: None })
     }
 
     /// The fate as the report words it, for side `i`.
@@ -139,6 +143,21 @@ impl Replay {
         }
     }
 
+    /// Counts a frame (or with `flow`, a new flow) on the backend each side sent it to.
+    fn count(&mut self, fates: [Fate; 2], flow: bool) {
+        for (i, f) in fates.iter().enumerate() {
+            let Some(k) = self.backend(i, *f) else { continue };
+            let row = self.backends.entry(k.clone()).or_insert_with(|| BackendRow { service: k.0, backend: k.1, ..Default::default() });
+            let n = match (flow, i) {
+                (false, 0) => &mut row.packets_before,
+                (false, _) => &mut row.packets_after,
+                (true, 0) => &mut row.flows_before,
+                (true, _) => &mut row.flows_after,
+            };
+            *n += 1;
+        }
+    }
+
     /// Feeds one frame with its capture timestamp (ns since the epoch, any origin);
     /// returns its fate on both sides.
     pub fn frame(&mut self, ts_ns: u128, data: &[u8]) -> FrameOutcome {
@@ -150,16 +169,7 @@ impl Replay {
         self.report.duration_ms = u64::from(self.now_ms);
         let now = self.now_ms;
         let fates = [self.sides[0].step_with(data, now, None), self.sides[1].step_with(data, now, None)];
-        for (i, f) in fates.iter().enumerate() {
-            if let Some(k) = self.backend(i, *f) {
-                let row = self.backends.entry(k.clone()).or_insert_with(|| BackendRow { service: k.0, backend: k.1, ..Default::default() });
-                if i == 0 {
-                    row.packets_before += 1
-                } else {
-                    row.packets_after += 1
-                }
-            }
-        }
+        self.count(fates, false);
         let (before, after) = (self.word(0, fates[0]), self.word(1, fates[1]));
         let changed = before != after;
         self.report.frames_changed += u64::from(changed);
@@ -183,7 +193,12 @@ impl Replay {
             self.flows.remove(&flow);
         }
         if self.flows.len() >= self.flow_cap {
-            self.evict();
+            // a full map is swept at most every EVICT_EVERY_MS of capture time: a sweep
+            // walks the whole map
+            if self.last_evict_ms.is_none_or(|t| now.saturating_sub(t) >= EVICT_EVERY_MS) {
+                self.last_evict_ms = Some(now);
+                self.evict();
+            }
             if self.flows.len() >= self.flow_cap {
                 self.report.frames_over_capacity += 1;
                 return;
@@ -195,16 +210,7 @@ impl Replay {
         }
         self.flows.insert(flow, FlowState { first: fates, last_ms: now, closed: closes, client_mac });
         self.report.flows += 1;
-        for (i, f) in fates.iter().enumerate() {
-            if let Some(k) = self.backend(i, *f) {
-                let row = self.backends.entry(k.clone()).or_insert_with(|| BackendRow { service: k.0, backend: k.1, ..Default::default() });
-                if i == 0 {
-                    row.flows_before += 1
-                } else {
-                    row.flows_after += 1
-                }
-            }
-        }
+        self.count(fates, true);
         let (wb, wa) = (self.word(0, fates[0]), self.word(1, fates[1]));
         if wb == wa {
             return;
