@@ -230,7 +230,8 @@ fn disabling_a_backend_moves_the_flows_explain_and_dry_run_predict() {
 
 /// Fragments follow their first fragment and ICMP errors their flow: no extra flows, every
 /// fragment counted on its datagram's backend before and after, and disabling d1 moves
-/// exactly the datagrams (both fragments of each) that were on d1.
+/// exactly the datagrams (both fragments of each) that were on d1. Removing the dns
+/// service drops them all by reason (no_service); putting it back undrops them.
 #[test]
 fn fragments_and_icmp_errors_stay_with_their_flows() {
     let (t, base, old) = baseline("frag");
@@ -259,6 +260,21 @@ fn fragments_and_icmp_errors_stay_with_their_flows() {
     assert_eq!(moved.len() as u64, pk("dns", "d1", "flows_before"));
     assert!(moved.iter().all(|(f, b, a)| f.ends_with(":53/udp") && b == "dns/d1" && a == "dns/d2"), "{moved:?}");
     assert_eq!(r["frames_changed"].as_u64().unwrap(), 2 * moved.len() as u64);
+
+    // without the dns service its datagrams are dropped (no_service), each whole datagram
+    // one flow; with it back they no longer are; its open flows would break mid-flow
+    let at = base.find("[[services]]\nname = \"dns\"").unwrap();
+    let end = base[at + 1..].find("[[services]]").map_or(base.len(), |e| at + 1 + e);
+    let no_dns = t.write("no-dns.toml", &format!("{}{}", &base[..at], &base[end..]));
+    let r = replay(&old, &no_dns, &cap);
+    assert_eq!(r["newly_dropped"], serde_json::json!({ "no_service": dns }), "{r}");
+    assert_eq!(r["no_longer_dropped"], serde_json::json!({}));
+    assert_eq!(r["mid_flow"], dns);
+    assert!(r["mid_flow_changes"].as_array().unwrap().iter().all(|m| m["after"] == "drop: no_service"));
+    let r = replay(&no_dns, &old, &cap);
+    assert_eq!(r["no_longer_dropped"], serde_json::json!({ "no_service": dns }), "{r}");
+    assert_eq!(r["newly_dropped"], serde_json::json!({}));
+    assert_eq!(r["frames_changed"].as_u64().unwrap(), 2 * dns as u64);
 }
 
 /// A pcapng as `capture drops` writes it (one Ethernet interface, ns timestamps, a comment
@@ -307,7 +323,7 @@ fn a_capture_drops_pcapng_replays() {
 /// Not a capture, a truncated one, another link type: exit 2 and the reason.
 #[test]
 fn malformed_captures_are_refused() {
-    let (t, base, old) = baseline("bad");
+    let (t, _, old) = baseline("bad");
     let frames: Vec<Vec<u8>> = (0..5).map(|i| tcp(i, true, false)).collect();
     let good = t.path("good.pcap");
     write_pcap(&good, &frames, 10);
@@ -341,7 +357,7 @@ fn live_takes_the_daemons_config_and_health() {
     write_pcap(&cap, &frames, 100);
     let d = Daemon::start("replaylive", &base);
     let live = |cfg: &Path| {
-        let o = d.ctl(&["replay".as_ref(), "--live".as_ref(), "--config".as_ref(), cfg.as_os_str().to_str().unwrap(), cap.to_str().unwrap(), "--json"]);
+        let o = d.ctl(&["replay", "--live", "--config", cfg.to_str().unwrap(), cap.to_str().unwrap(), "--json"]);
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
         let mut v: Value = serde_json::from_slice(&o.stdout).unwrap();
         v["health"] = Value::Null;

@@ -290,7 +290,7 @@ impl Replay {
     pub fn finish(mut self) -> Report {
         self.evict();
         let mut open: Vec<(Flow, [u8; 6])> = self.flows.iter().filter(|(_, s)| !s.closed && matches!(s.first[0], Fate::Slot(_))).map(|(f, s)| (*f, s.client_mac)).collect();
-        open.sort_by(|a, b| a.0.cmp(&b.0));
+        open.sort_by_key(|a| a.0);
         let [before, after] = &mut self.sides;
         for (f, mac) in open {
             let Some(frame) = flow::probe(&f, mac, before.port_mac) else { continue };
