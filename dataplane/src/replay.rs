@@ -326,3 +326,6 @@ impl Replay {
     }
 }
 
+
+#[cfg(test)]
+mod tests;
