@@ -256,7 +256,7 @@ pub fn render_applied(a: &Applied) -> String {
     o
 }
 
-fn fetch_config(socket: &Path) -> Result<(u64, Config), i32> {
+pub(crate) fn fetch_config(socket: &Path) -> Result<(u64, Config), i32> {
     match client::request(socket, &Request::ConfigShow) {
         Ok(Response::Config { generation, toml, .. }) => match Config::from_toml(&toml) {
             Ok(c) => Ok((generation, c)),

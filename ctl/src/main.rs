@@ -14,6 +14,7 @@ mod explain;
 mod explain_quic;
 mod fields;
 mod live;
+mod replay;
 mod scenario;
 mod service_read;
 mod status;
@@ -44,6 +45,10 @@ enum Command {
     /// Explain, stage by stage, where a new connection from a client would go: against the
     /// running daemon's live state, or offline with --config FILE (and optional --health).
     Explain(explain::ExplainArgs),
+    /// Replay a capture (pcap or pcapng) through the real packet path under a baseline
+    /// config and a new one, offline: which flows would change backend, be dropped or no
+    /// longer be dropped, and which tracked connections would move mid-flow.
+    Replay(replay::ReplayArgs),
     /// Daemon status: ports, workers, counters, drops by reason, new connections per backend.
     Status {
         /// Machine-readable JSON.
@@ -165,6 +170,7 @@ fn main() {
     let code = match &cli.command {
         Command::Scenario(ScenarioCmd::Run { files }) => scenario::run(files),
         Command::Explain(args) => explain::run(args, &cli.socket),
+        Command::Replay(args) => replay::run(args, &cli.socket),
         Command::Status { json } => status::run(&cli.socket, *json),
         Command::Top(args) => top::run(&cli.socket, args),
         Command::Capture(c) => capture::run(&cli.socket, c),

@@ -230,6 +230,31 @@ fn run_doc(doc: &Path, d: &Daemon) -> (Vec<String>, String) {
     (failures, blessed)
 }
 
+/// The capture of docs/ctl.md "replay": 16 TCP connections to 10.0.0.100:80 from clients
+/// 10.1.0.10+i (zone z1, i even) and 10.2.0.10+i (z2, i odd), port 40000+i, 1 ms apart: a
+/// SYN and a request each, and a FIN from the first eight.
+fn write_replay_capture(path: &Path) {
+    use pcap_file::pcap::{PcapHeader, PcapPacket, PcapWriter};
+    let frame = |i: usize, flags: u8| {
+        let b = etherparse::PacketBuilder::ethernet2([2, 0, 0, 0, 0x10, 5], [2, 0, 0, 0, 0, 1]).ipv4([10, 1 + (i % 2) as u8, 0, 10 + i as u8], [10, 0, 0, 100], 64);
+        let b = match flags {
+            0 => b.tcp(40000 + i as u16, 80, 1, 1024).syn(),
+            1 => b.tcp(40000 + i as u16, 80, 2, 1024).ack(1),
+            _ => b.tcp(40000 + i as u16, 80, 7, 1024).ack(1).fin(),
+        };
+        let mut out = Vec::new();
+        b.write(&mut out, if flags == 1 { b"GET /" } else { b"" }).unwrap();
+        out
+    };
+    let mut frames: Vec<Vec<u8>> = (0..16).flat_map(|i| [frame(i, 0), frame(i, 1)]).collect();
+    frames.extend((0..8).map(|i| frame(i, 2)));
+    let mut w = PcapWriter::with_header(std::fs::File::create(path).unwrap(), PcapHeader::default()).unwrap();
+    for (k, f) in frames.iter().enumerate() {
+        let ts = std::time::Duration::from_secs(1_700_000_000) + std::time::Duration::from_millis(k as u64);
+        w.write_packet(&PcapPacket::new(ts, f.len() as u32, f)).unwrap();
+    }
+}
+
 fn check(doc: &str, name: &str) {
     let d = Daemon::start(name, &null_example());
     // Files the examples of docs/ctl.md apply: the running config with one change, and one
@@ -244,6 +269,15 @@ fn check(doc: &str, name: &str) {
     let dev = "device = \"net_null0,no-rx=1\"";
     assert!(base.contains(dev), "examples/null.toml changed: the port device not found");
     std::fs::write(d.dir.join("spw-afp.toml"), base.replace(dev, "device = \"net_af_packet0\"")).unwrap();
+    // docs/ctl.md "replay": a baseline, the same with b2 disabled, without b2, and a capture
+    std::fs::write(d.dir.join("spw-replay-old.toml"), &base).unwrap();
+    let b2 = "name = \"b2\"\n";
+    assert!(base.contains(b2), "examples/null.toml changed: b2 not found");
+    std::fs::write(d.dir.join("spw-replay-new.toml"), base.replacen(b2, &format!("{b2}enabled = false\n"), 1)).unwrap();
+    let at = base.find(&format!("[[services.backends]]\n{b2}")).expect("b2's table");
+    let end = base[at + 1..].find("[[").map_or(base.len(), |e| at + 1 + e);
+    std::fs::write(d.dir.join("spw-replay-gone.toml"), format!("{}{}", &base[..at], &base[end..])).unwrap();
+    write_replay_capture(&d.dir.join("spw-replay.pcap"));
     let path = repo().join(doc);
     let (failures, blessed) = run_doc(&path, &d);
     if failures.is_empty() {

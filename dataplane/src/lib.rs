@@ -28,3 +28,4 @@ pub mod secret_file;
 pub mod signals;
 pub mod start;
 pub mod threads;
+pub mod replay;

@@ -356,7 +356,7 @@ fn class_change(st: &ControlState, b: &Side, before: &Snapshot, a: &Side, after:
 /// Stages whose outcome changes, in pipeline order: their rule differs, or they exclude
 /// other backends than before (of those in both configs). A stage that passes on what an
 /// earlier stage changed, or only no longer sees a removed backend, is not listed.
-fn stage_changes(before: Option<&Decision>, after: Option<&Decision>) -> Vec<StageChange> {
+pub fn stage_changes(before: Option<&Decision>, after: Option<&Decision>) -> Vec<StageChange> {
     let empty = Vec::new();
     let tb = before.map_or(&empty, |d| &d.trace);
     let ta = after.map_or(&empty, |d| &d.trace);
