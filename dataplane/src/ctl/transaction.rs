@@ -345,10 +345,8 @@ impl Daemon {
                 for b in &s.backends {
                     for m in b.members() {
                         let key = (s.name.clone(), b.name.clone(), m.name);
-                        if !initial.contains_key(&key) {
-                            let healthy = st.health.get(&key).map(|v| v.healthy).unwrap_or(true);
-                            initial.insert(key, healthy);
-                        }
+                        let healthy = st.health.get(&key).map(|v| v.healthy).unwrap_or(true);
+                        initial.entry(key).or_insert(healthy);
                     }
                 }
             }
