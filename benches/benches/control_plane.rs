@@ -16,6 +16,9 @@
 //! - `config apply, one backend changed`: the whole file, one backend's weight changed;
 //! - `scrape`: `GET /metrics` over HTTP from 1 and from 4 concurrent scrapers.
 //!
+//! Each edit and the rendering of a scrape also print the CPU time of the thread that ran
+//! them (`CLOCK_THREAD_CPUTIME_ID`), which a host shared with other work does not inflate.
+//!
 //! Run: `cargo bench -p spillway-benches --bench control_plane` (figures in
 //! docs/benchmarks-control.md). Options after `--`: `--runs N` (flips and edits, default
 //! 20), `--only 2000x10|1000x20`.
@@ -73,6 +76,22 @@ impl Stats {
 
 fn ms(t: Instant) -> f64 {
     t.elapsed().as_secs_f64() * 1e3
+}
+
+/// CPU time the calling thread has used, ms (`CLOCK_THREAD_CPUTIME_ID`): what an event
+/// costs whatever else the host runs (the wall-clock figures above include the time the
+/// thread waited for a core on a shared host).
+fn thread_cpu_ms() -> f64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `ts` is a valid timespec for the call to fill.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as f64 * 1e3 + ts.tv_nsec as f64 / 1e6
+}
+
+fn cpu_line(what: &str, v: Vec<f64>) -> String {
+    let mut v = v;
+    v.sort_by(f64::total_cmp);
+    format!("    {what:<42} CPU median {:>8.2} ms  max {:>8.2} ms", v[v.len() / 2], v[v.len() - 1])
 }
 
 /// Sends `events` on a channel and runs control ticks until they are all applied and
@@ -136,14 +155,18 @@ fn bench(services: u32, per_backend: u32, runs: usize) {
     }
     println!("{}", Stats(storms).line("400 flips at once (all published)", 500.0));
     let mut sets = Vec::new();
+    let mut sets_cpu = Vec::new();
     for r in 0..(runs as u32).min(5) {
-        let t = Instant::now();
+        let (t, c) = (Instant::now(), thread_cpu_ms());
         let a = d.edit_request(R::BackendSet { service: format!("svc{}", (r * 31) % services), name: "g1".into(), fields: vec![("weight".into(), (50 + r).to_string())], if_generation: None });
         sets.push(ms(t));
+        sets_cpu.push(thread_cpu_ms() - c);
         assert!(matches!(a, Response::Applied(_)), "{a:?}");
     }
     println!("{}", Stats(sets).line("one `backend set` (answered, published)", 50.0));
+    println!("{}", cpu_line("one `backend set`", sets_cpu));
     let mut applies = Vec::new();
+    let mut applies_cpu = Vec::new();
     for r in 0..(runs as u32).min(5) {
         let cur = d.control.lock().unwrap().cfg.to_toml();
         let svc = format!("name = \"svc{}\"", (r * 13) % services);
@@ -160,12 +183,14 @@ fn bench(services: u32, per_backend: u32, runs: usize) {
             None => table.replacen("name = \"g1\"", &format!("name = \"g1\"\nweight = {}", 7 + r), 1),
         };
         let changed = format!("{}{edited}{}", &cur[..w], &cur[end..]);
-        let t = Instant::now();
+        let (t, c) = (Instant::now(), thread_cpu_ms());
         let a = d.config_apply(&changed, None);
         applies.push(ms(t));
+        applies_cpu.push(thread_cpu_ms() - c);
         assert!(matches!(a, Response::Applied(_)), "{a:?}");
     }
     println!("{}", Stats(applies).line("`config apply`, one backend changed", 200.0));
+    println!("{}", cpu_line("`config apply`", applies_cpu));
     // Scrapes over HTTP, the metrics server as the daemon runs it: with every
     // per-endpoint series (`metrics.per_endpoint = true`), then with the default.
     for per_endpoint in [Some(true), None] {
@@ -175,6 +200,15 @@ fn bench(services: u32, per_backend: u32, runs: usize) {
 }
 
 fn scrapes(d: &Daemon, what: &str) {
+    // The rendering alone, on this thread: its CPU time is what a scrape costs the host.
+    let cpu: Vec<f64> = (0..3)
+        .map(|_| {
+            let c = thread_cpu_ms();
+            std::hint::black_box(spillway_dataplane::metrics::render(d));
+            thread_cpu_ms() - c
+        })
+        .collect();
+    println!("{}", cpu_line(&format!("rendering, {what}"), cpu));
     let listener = spillway_dataplane::metrics::bind("127.0.0.1:0".parse().unwrap()).unwrap();
     let addr = listener.local_addr().unwrap();
     let stop = std::sync::atomic::AtomicBool::new(false);

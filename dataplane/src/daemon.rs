@@ -68,6 +68,28 @@ pub struct ControlState {
 
 pub use crate::control::pools::PoolState;
 
+/// Marks for recompilation ([`ControlState::dirty`]) every service with an endpoint whose
+/// next hop ([`spillway_shared::neighbors::next_hop`]) is an address whose entry differs
+/// between the neighbour view `before` and the current one (added, removed or another
+/// MAC): what a change of resolved next hops changes in a snapshot.
+fn mark_next_hop_users(st: &mut ControlState, before: &crate::neighbor::driver::NeighborView) {
+    let now = st.neighbors.view();
+    let changed: std::collections::HashSet<std::net::IpAddr> =
+        before.iter().filter(|(a, m)| now.get(*a) != Some(*m)).map(|(a, _)| *a).chain(now.keys().filter(|a| !before.contains_key(*a)).copied()).collect();
+    if changed.is_empty() {
+        return;
+    }
+    let cfg = &st.cfg;
+    for s in &cfg.services {
+        let uses = s.backends.iter().any(|b| {
+            b.members().iter().any(|m| matches!(spillway_shared::neighbors::next_hop(cfg, s, m), spillway_shared::neighbors::NextHop::Resolve(a) if changed.contains(&a)))
+        });
+        if uses {
+            st.dirty.service(&s.name);
+        }
+    }
+}
+
 /// See [`Daemon::multicast`].
 pub type MulticastFn = Box<dyn Fn(&[[u8; 6]]) + Send + Sync>;
 
@@ -107,6 +129,9 @@ pub struct Daemon {
     /// `control` (a slow disk must not block the control loop, the fleet thread or
     /// readers); the config generation changes only under it.
     pub edit_lock: Mutex<()>,
+    /// The services of the last `config apply` text, by their text: the next apply parses
+    /// only the services whose text changed ([`spillway_shared::config::chunked`]).
+    pub apply_parse_cache: Mutex<spillway_shared::config::chunked::ParseCache>,
     /// The running `capture drops` session, if any ([`crate::ctl::capture`]).
     pub capture: Mutex<Option<crate::ctl::session::Session>>,
     /// The ports' link state and changes as the control loop's link check last saw them
@@ -175,6 +200,7 @@ impl Daemon {
             first_probe_round: std::sync::atomic::AtomicBool::new(true),
             control_heartbeat: Default::default(),
             edit_lock: Mutex::new(()),
+            apply_parse_cache: Mutex::default(),
             capture: Mutex::new(None),
             links: Arc::default(),
         })
@@ -327,8 +353,10 @@ impl Daemon {
 
     /// One tick of next-hop resolution (control loop, every 50 ms): hands the workers'
     /// ARP replies to the neighbour table, queues due requests for worker 0, and
-    /// republishes when a resolved MAC appeared, changed or expired. Returns whether it
-    /// republished.
+    /// republishes when a resolved MAC appeared, changed or expired: only the services
+    /// with an endpoint whose next hop is one of the addresses that changed are recompiled,
+    /// without the control lock ([`Daemon::publish_dirty`]). Returns whether the resolved
+    /// next hops changed.
     pub fn neighbor_tick(&self) -> bool {
         self.neighbor_tick_at(self.started.elapsed().as_millis() as u64)
     }
@@ -337,12 +365,16 @@ impl Daemon {
     pub fn neighbor_tick_at(&self, now: u64) -> bool {
         let mut guard = self.control.lock().unwrap_or_else(|e| e.into_inner());
         let st = &mut *guard;
+        let before = st.neighbors.view().clone();
         let changed = st.neighbors.tick(&st.cfg, &self.shared.neighbors, now);
         let macs = st.neighbors.take_multicast_change();
         if changed {
-            self.republish(st);
+            mark_next_hop_users(st, &before);
         }
         drop(guard); // some drivers restart traffic or wait on an admin queue to change the filter
+        if changed {
+            self.publish_dirty();
+        }
         if let (Some(macs), Some(program)) = (macs, &self.multicast) {
             program(&macs);
         }
@@ -478,7 +510,11 @@ impl Daemon {
         if let spillway_shared::neighbors::NextHop::Resolve(a) = spillway_shared::neighbors::next_hop(&st.cfg, svc, &m) {
             if a == m.address {
                 let now = self.started.elapsed().as_millis() as u64;
-                st.neighbors.revalidate(&a, now);
+                let before = st.neighbors.view().clone();
+                if st.neighbors.revalidate(&a, now) {
+                    // other services may reach an endpoint at the same address
+                    mark_next_hop_users(st, &before);
+                }
             }
         }
     }

@@ -85,6 +85,19 @@ impl Dirty {
         }
     }
 
+    /// [`Dirty::edit`] when the names of the services that differ between `old` and `new`
+    /// are known (`changed`: removed, added or different): no comparison of the services.
+    pub fn edit_of(&mut self, old: &Config, new: &Config, changed: &std::collections::HashSet<String>) {
+        self.config = true;
+        if !same_structure(old, new) {
+            self.everything();
+            return;
+        }
+        for n in new.services.iter().filter(|n| changed.contains(&n.name)) {
+            self.service(&n.name);
+        }
+    }
+
     /// The indices in `cfg` of the services to recompile, sorted (names no longer
     /// configured are skipped).
     pub fn indices(&self, cfg: &Config) -> Vec<usize> {

@@ -46,7 +46,8 @@ pub fn daemon_checks(cfg: &Config) -> Result<(), String> {
     for (si, s) in cfg.services.iter().enumerate() {
         for (bi, b) in s.backends.iter().enumerate() {
             for (ei, m) in b.members().iter().enumerate() {
-                let at = if b.is_group() { format!("services[{si}].backends[{bi}].endpoints[{ei}]") } else { format!("services[{si}].backends[{bi}]") };
+                // the field path, formatted only for an error (20,000 endpoints pass)
+                let at = || if b.is_group() { format!("services[{si}].backends[{bi}].endpoints[{ei}]") } else { format!("services[{si}].backends[{bi}]") };
                 // An address ARP resolves must be unicast too.
                 let next_hop = spillway_shared::neighbors::next_hop(cfg, s, m);
                 let resolves = m.mac.is_none() && next_hop == spillway_shared::neighbors::NextHop::Resolve(m.address);
@@ -57,12 +58,14 @@ pub fn daemon_checks(cfg: &Config) -> Result<(), String> {
                     if !forwarding_ports(cfg).any(|i| crate::neighbor::driver::port_address6(cfg, i).is_some()) {
                         let ports = forwarding_ports(cfg).map(|i| format!("ports[{i}].address6")).collect::<Vec<_>>().join(" or ");
                         return Err(format!(
-                            "{at}.mac: required for the IPv6 next hop {a} unless {ports} is set: Neighbor Discovery (RFC 4861) resolves it by a Neighbor Solicitation from the IPv6 address of the port that forwards to backends, never from :: ([[ports]] cannot change live: edit the file and restart)"
+                            "{}.mac: required for the IPv6 next hop {a} unless {ports} is set: Neighbor Discovery (RFC 4861) resolves it by a Neighbor Solicitation from the IPv6 address of the port that forwards to backends, never from :: ([[ports]] cannot change live: edit the file and restart)",
+                            at()
                         ));
                     }
                 }
                 let needs_address = resolves || s.health_check.is_some() || s.forwarding_mode != spillway_shared::config::ForwardingMode::L2_DSR;
                 if needs_address && !usable_endpoint_address(m.address) {
+                    let at = at();
                     // Only the resolution needed it: a `mac` lifts the rule (review F6).
                     let only_resolution = s.health_check.is_none() && s.forwarding_mode == spillway_shared::config::ForwardingMode::L2_DSR;
                     let hint = if only_resolution { format!("; or give {at}.mac: an L2 DSR endpoint with a mac and no health check is never sent to at its address") } else { String::new() };
@@ -270,10 +273,23 @@ pub fn describe_changes(old: &Config, new: &Config) -> Vec<String> {
             }
         }
     }
+    // Everything but the services, without copying them (thousands of endpoints).
     let rest = |c: &Config| {
-        let mut c = c.clone();
-        c.services.clear();
-        c
+        let Config { dataplane, ports, forwarder, zones, rtt_ms, client_zones, conntrack, services: _, metrics, announce, sync, neighbors } = c;
+        Config {
+            dataplane: dataplane.clone(),
+            ports: ports.clone(),
+            forwarder: forwarder.clone(),
+            zones: zones.clone(),
+            rtt_ms: rtt_ms.clone(),
+            client_zones: client_zones.clone(),
+            conntrack: conntrack.clone(),
+            services: Vec::new(),
+            metrics: metrics.clone(),
+            announce: announce.clone(),
+            sync: sync.clone(),
+            neighbors: neighbors.clone(),
+        }
     };
     if rest(old) != rest(new) {
         table_diff("", &tab(&rest(old)), &tab(&rest(new)), "services", &mut out);
@@ -358,7 +374,9 @@ impl Daemon {
 
     /// [`Daemon::config_apply`], or its dry run ([`super::dryrun`]).
     pub fn config_apply_as(&self, text: &str, if_generation: Option<u64>, dry_run: bool) -> Response {
-        let new = match Config::from_toml(text) {
+        // Only the services whose text changed since the last apply are parsed again.
+        let parsed = Config::from_toml_cached(text, &mut self.apply_parse_cache.lock().unwrap_or_else(|e| e.into_inner()));
+        let new = match parsed {
             Ok(c) => c,
             Err(e) => return Response::Error { message: format!("config: {e}") },
         };

@@ -5,7 +5,7 @@
 //! file is the locking and the order of those steps, and their failure cases.
 
 use super::edits::{daemon_checks, describe_changes};
-use crate::control::SlotMap;
+use crate::control::slots::SlotDelta;
 use crate::daemon::{ControlState, Daemon};
 use spillway_shared::config::Config;
 use spillway_shared::proto::{Applied, Response};
@@ -37,7 +37,10 @@ pub fn check_tracking_key(old: &spillway_shared::config::Service, new: &spillway
 /// Checks `if_generation`, edits a copy of the running config with `f` and validates it;
 /// `Ok(Err(..))` when it changes nothing. Errors: a stale generation, `f`'s error, a
 /// validation error, or a change that needs a restart.
-fn plan(st: &ControlState, if_generation: Option<u64>, f: impl FnOnce(&mut Config) -> Result<(), String>) -> Result<Result<Planned, Applied>, String> {
+///
+/// `keep_old`: whether the plan keeps a copy of the running config ([`Planned::old`]), which
+/// only the write-back to a config file reads.
+fn plan(st: &ControlState, if_generation: Option<u64>, keep_old: bool, f: impl FnOnce(&mut Config) -> Result<(), String>) -> Result<Result<Planned, Applied>, String> {
     if let Some(want) = if_generation {
         if want != st.config_generation {
             return Err(stale(st.config_generation, want));
@@ -45,7 +48,11 @@ fn plan(st: &ControlState, if_generation: Option<u64>, f: impl FnOnce(&mut Confi
     }
     let mut cand = st.cfg.clone();
     f(&mut cand)?;
-    cand.validate().map_err(|e| e.to_string())?;
+    // The services the edit changes (compared once; every later step reads this), and
+    // the running config passed the same rules: services it holds unchanged are not
+    // checked again on their own (Config::validate_edit).
+    let changed: std::collections::HashSet<String> = SlotDelta::new(&st.cfg, &cand).names().map(str::to_string).collect();
+    cand.validate_edit(&st.cfg, &changed).map_err(|e| e.to_string())?;
     daemon_checks(&cand)?;
     if cand.dataplane != st.cfg.dataplane {
         return Err("[dataplane] cannot change while the daemon runs (EAL, workers, socket); edit the file and restart".into());
@@ -77,18 +84,21 @@ fn plan(st: &ControlState, if_generation: Option<u64>, f: impl FnOnce(&mut Confi
     if cand.neighbors != st.cfg.neighbors {
         return Err("[neighbors] cannot change while the daemon runs (resolver timers are set at start); edit the file and restart".into());
     }
+    let running: std::collections::HashMap<&str, &spillway_shared::config::Service> = st.cfg.services.iter().map(|s| (s.name.as_str(), s)).collect();
     for new in &cand.services {
-        if let Some(old) = st.cfg.service(&new.name) {
+        if let Some(old) = running.get(new.name.as_str()) {
             check_tracking_key(old, new)?;
         }
     }
+    drop(running);
     let changes = describe_changes(&st.cfg, &cand);
     if changes.is_empty() {
         return Ok(Err(Applied { generation: st.config_generation, snapshot_generation: st.generation, changes: vec!["no change".into()] }));
     }
     // Refused now, before the file is written, if the backend slots cannot take it.
-    st.slots.clone().sync(&cand)?;
-    Ok(Ok(Planned { old: st.cfg.clone(), cand, changes, next_gen: st.config_generation + 1 }))
+    st.slots.check_delta(&cand, &SlotDelta::of_names(&st.cfg, &cand, &changed))?;
+    let old = if keep_old { st.cfg.clone() } else { Config::default() };
+    Ok(Ok(Planned { old, cand, changes, changed, next_gen: st.config_generation + 1 }))
 }
 
 pub(super) fn stale(cur: u64, want: u64) -> String {
@@ -97,12 +107,16 @@ pub(super) fn stale(cur: u64, want: u64) -> String {
 
 /// A validated edit, waiting for its write-back ([`Daemon::mutate`]).
 struct Planned {
-    /// The running config when the edit was planned.
+    /// The running config when the edit was planned (only with a config file to write
+    /// back to, else the default config: see [`plan`]).
     old: Config,
     /// The config after the edit.
     cand: Config,
     /// What changes, one line each.
     changes: Vec<String>,
+    /// The names of the services that differ between the running config and `cand`
+    /// (removed, added or changed).
+    changed: std::collections::HashSet<String>,
     /// The config generation the edit gets.
     next_gen: u64,
 }
@@ -138,7 +152,7 @@ impl Daemon {
         let _edit = self.edit_lock.lock().unwrap_or_else(|e| e.into_inner());
         let planned = {
             let st = self.control.lock().unwrap_or_else(|e| e.into_inner());
-            match plan(&st, if_generation, f) {
+            match plan(&st, if_generation, self.config_path.is_some(), f) {
                 Ok(Ok(p)) if dry_run => {
                     // Refused as the edit would be, by the config file's state: read and
                     // rendered without the control mutex, as the edit's write-back is (the
@@ -235,34 +249,47 @@ impl Daemon {
     }
 
     /// Applies an edit [`plan`]ned under [`Daemon::edit_lock`] (held), after its write-back.
+    /// Proportional to what the edit changed: the slots, the health view and the load
+    /// baselines are updated for the services that differ ([`SlotDelta`]), and only they
+    /// are recompiled (a change of structure recompiles all).
     fn apply_planned(&self, st: &mut ControlState, planned: Planned) -> Result<Applied, String> {
-        let Planned { old: planned_old, cand, changes, next_gen } = planned;
-        if st.config_generation + 1 != next_gen || st.cfg != planned_old {
+        let Planned { old: planned_old, cand, changes, changed, next_gen } = planned;
+        let written_from_another = self.config_path.is_some() && st.cfg != planned_old;
+        if st.config_generation + 1 != next_gen || written_from_another {
             // Cannot happen while every mutation goes through `mutate` (edit_lock).
             return Err(format!("the config changed while the edit was written (config generation {}); re-read and retry", st.config_generation));
         }
-        // Slots are synced again: republication may have taken the fresh ones since.
-        let mut slots: SlotMap = st.slots.clone();
-        slots.sync(&cand)?;
+        drop(planned_old);
+        // Slots are synced for the services that changed (checked first: on an error the
+        // map is unchanged); fresh slots wait for the next publication's baselines.
+        st.slots.sync_delta(&cand, &SlotDelta::of_names(&st.cfg, &cand, &changed))?;
         // Health entries of endpoints that stay keep their state, also when only the health
         // check or port changed (an endpoint known to be down stays down until a probe says
         // otherwise). An endpoint that is new or whose address changed starts afresh: with
         // a health check it starts unhealthy until `healthy_threshold` probes pass; without
-        // one it is healthy (static). Removed endpoints are forgotten.
+        // one it is healthy (static). Removed endpoints are forgotten. Only the services
+        // that changed can have such endpoints.
         let old = std::mem::replace(&mut st.cfg, cand);
         let cfg = &st.cfg;
+        let new_by_name: std::collections::HashMap<&str, &spillway_shared::config::Service> =
+            cfg.services.iter().filter(|s| changed.contains(&s.name)).map(|s| (s.name.as_str(), s)).collect();
         let present = |(s, b, e): &crate::control::EndpointKey| {
-            cfg.service(s).and_then(|ns| ns.backends.iter().find(|x| &x.name == b)).is_some_and(|nb| nb.members().iter().any(|m| &m.name == e))
+            !changed.contains(s)
+                || new_by_name.get(s.as_str()).and_then(|ns| ns.backends.iter().find(|x| &x.name == b)).is_some_and(|nb| nb.members().iter().any(|m| &m.name == e))
         };
         st.health.retain(|k, _| present(k));
         st.last_new.retain(|k, _| present(k));
+        let old_by_name: std::collections::HashMap<&str, &spillway_shared::config::Service> =
+            old.services.iter().filter(|s| changed.contains(&s.name)).map(|s| (s.name.as_str(), s)).collect();
+        // The state a health checker starts a new or changed target in (the targets of
+        // unchanged services are kept as they are: [`crate::health::TargetSet::update`]).
         let mut initial = std::collections::HashMap::new();
-        for ns in &cfg.services {
-            let os = old.service(&ns.name);
+        for ns in cfg.services.iter().filter(|s| changed.contains(&s.name)) {
+            let os = old_by_name.get(ns.name.as_str()).copied();
             for nb in &ns.backends {
-                let ob = os.and_then(|os| os.backends.iter().find(|x| x.name == nb.name));
+                let old_members = os.and_then(|os| os.backends.iter().find(|x| x.name == nb.name)).map(|ob| ob.members());
                 for m in nb.members() {
-                    let same_endpoint = ob.is_some_and(|ob| ob.members().iter().any(|om| om.name == m.name && om.address == m.address));
+                    let same_endpoint = old_members.as_ref().is_some_and(|om| om.iter().any(|om| om.name == m.name && om.address == m.address));
                     let key = (ns.name.clone(), nb.name.clone(), m.name);
                     if !same_endpoint {
                         let e = st.health.entry(key.clone()).or_default();
@@ -282,15 +309,20 @@ impl Daemon {
                 }
             }
         }
-        st.states.retain(|s, _| cfg.service(s).is_some());
-        st.pools.retain(|s, _| cfg.service(s).is_some());
-        st.slots = slots;
+        drop((new_by_name, old_by_name));
+        st.states.retain(|s, _| !changed.contains(s) || cfg.service(s).is_some());
+        st.pools.retain(|s, _| !changed.contains(s) || cfg.service(s).is_some());
         st.config_generation = next_gen;
         self.update_health_checker(st, initial);
         // Only the services the edit changed are recompiled (and any a health event
         // marked since the last publication); a change of structure recompiles all.
-        st.dirty.edit(&old, &st.cfg);
+        st.dirty.edit_of(&old, &st.cfg, &changed);
         let snapshot_generation = self.republish_dirty(st);
+        // The replaced config (20,000 endpoints: milliseconds of freeing) is freed off the
+        // caller's path, or here if no thread can be started.
+        if let Err(e) = std::thread::Builder::new().name("config-free".into()).spawn(move || drop(old)) {
+            tracing::debug!(error = %e, "freeing the replaced config inline");
+        }
         for c in &changes {
             tracing::info!(config_generation = next_gen, "config change: {c}");
         }
@@ -301,9 +333,24 @@ impl Daemon {
     /// (starting one when the first health check appears) and reconciles the health view
     /// with it; health events of older generations are dropped from then on
     /// ([`crate::health::sync_after_edit`]).
-    fn update_health_checker(&self, st: &mut ControlState, initial: std::collections::HashMap<crate::control::EndpointKey, bool>) {
+    ///
+    /// `initial` holds the endpoints of the services the edit changed; a checker started
+    /// now starts every target, so then every checked endpoint's state is added from the
+    /// health view.
+    fn update_health_checker(&self, st: &mut ControlState, mut initial: std::collections::HashMap<crate::control::EndpointKey, bool>) {
         let tx = self.health_events.lock().unwrap_or_else(|e| e.into_inner()).clone();
         let mut ch = self.checker.lock().unwrap_or_else(|e| e.into_inner());
+        if ch.is_none() && tx.is_some() {
+            for s in st.cfg.services.iter().filter(|s| s.health_check.is_some()) {
+                for b in &s.backends {
+                    for m in b.members() {
+                        let key = (s.name.clone(), b.name.clone(), m.name);
+                        let healthy = st.health.get(&key).map(|v| v.healthy).unwrap_or(true);
+                        initial.entry(key).or_insert(healthy);
+                    }
+                }
+            }
+        }
         st.health_generation += 1;
         for name in crate::health::sync_after_edit(&mut ch, tx, &st.cfg, initial, st.health_generation, &mut st.health) {
             st.dirty.service(&name);

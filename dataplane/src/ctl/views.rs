@@ -39,7 +39,8 @@ impl Daemon {
         };
         let st = self.control.lock().unwrap_or_else(|e| e.into_inner());
         let mut health_checker = health_checker.unwrap_or_default();
-        health_checker.targets = crate::health::targets_from_config(&st.cfg).len() as u64;
+        // as many as `health::targets_from_config` builds, counted without building them
+        health_checker.targets = st.cfg.services.iter().filter(|s| s.health_check.is_some()).flat_map(|s| &s.backends).map(|b| b.member_addresses().count() as u64).sum();
         health_checker.nofile_limit = st.nofile_limit;
         if health_checker.dead.is_none() {
             health_checker.dead = st.health_checker_dead.clone();
@@ -69,13 +70,17 @@ impl Daemon {
         let marked = crate::control::with_unresolved(&st.cfg, &st.health, st.neighbors.view());
         let health = marked.as_ref().unwrap_or(&st.health);
         let now_ms = self.started.elapsed().as_millis() as u64;
+        // Slots by borrowed key: one pass over the slot map instead of three strings
+        // copied per endpoint for each lookup (20,000 endpoints per scrape).
+        let slots: std::collections::HashMap<(&str, &str, &str), u16> =
+            st.slots.iter().filter(|((s, _, _), _)| only.is_none_or(|n| s == n)).map(|((s, b, e), slot)| ((s.as_str(), b.as_str(), e.as_str()), slot)).collect();
         for svc in st.cfg.services.iter().filter(|s| only.is_none_or(|n| s.name == n)) {
             let states = crate::control::backend_states(svc, health);
             let drained = st.states.get(&svc.name).map(|s| &s.drained);
             for (bi, b) in svc.backends.iter().enumerate() {
                 let mut members = Vec::new();
                 for m in b.members() {
-                    let slot = st.slots.slot(&svc.name, &b.name, &m.name);
+                    let slot = slots.get(&(svc.name.as_str(), b.name.as_str(), m.name.as_str())).copied();
                     let (new_connections, packets) = slot.map_or((0, 0), |s| self.slot_totals(st, s));
                     let bytes = slot.map_or(0, |s| self.slot_bytes(st, s));
                     let healthy = crate::control::endpoint_view(health, &svc.name, &b.name, &m.name).healthy;

@@ -65,6 +65,11 @@ pub fn sync_after_edit(
     view: &mut HealthView,
 ) -> std::collections::BTreeSet<String> {
     let mut touched = std::collections::BTreeSet::new();
+    // No checker and none to start (no health check, or nowhere to send events): nothing
+    // to hand over, and no target list to build (O(endpoints)).
+    if checker.is_none() && (events.is_none() || cfg.services.iter().all(|s| s.health_check.is_none())) {
+        return touched;
+    }
     let targets = targets_from_config(cfg);
     if checker.is_none() && !targets.is_empty() {
         let Some(tx) = events else { return touched };

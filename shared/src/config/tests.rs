@@ -388,3 +388,28 @@ fn a_huge_integer_in_a_table_names_its_path_and_range() {
     let e = Config::from_toml(&base.replace("PORT", "80").replace("WEIGHT", "99999999999999999999")).unwrap_err();
     assert!(e.starts_with("services[0].backends[0].weight = 99999999999999999999: number too large to fit in target type; must be in 1..=1000"), "{e}");
 }
+
+/// `validate_edit` of an edit of a valid config gives `validate`'s answer: an error in the
+/// changed service, a rule across services broken by the changed one (a VIP taken, a
+/// backend at another service's VIP), and a zone removed that an unchanged service's
+/// backend names (zones changed: its backends are checked again).
+#[test]
+fn validate_edit_answers_as_validate() {
+    let two = |bname: &str, vip2: &str, addr2: &str, zones: &str| {
+        Config::from_toml(&format!(
+            "[[ports]]\nname = \"p0\"\ndevice = \"net_null0\"\n{zones}\
+             [[services]]\nname = \"a\"\nvip = \"10.0.0.1\"\nport = 80\n[[services.backends]]\nname = \"b\"\nzone = \"z1\"\naddress = \"10.1.0.1\"\nmac = \"02:00:00:00:00:01\"\n\
+             [[services]]\nname = \"c\"\nvip = \"{vip2}\"\nport = 80\n[[services.backends]]\nname = \"{bname}\"\naddress = \"{addr2}\"\nmac = \"02:00:00:00:00:02\"\n"
+        ))
+        .unwrap()
+    };
+    let z = "[[zones]]\nzone = \"z1\"\nregion = \"r1\"\n";
+    let running = two("b", "10.0.0.2", "10.1.0.2", z);
+    running.validate().unwrap();
+    for edit in [two("b2", "10.0.0.2", "10.1.0.2", z), two("b b", "10.0.0.2", "10.1.0.2", z), two("b", "10.0.0.1", "10.1.0.2", z), two("b", "10.0.0.2", "10.0.0.1", z), two("b", "10.0.0.2", "10.1.0.2", "[[zones]]\nzone = \"z2\"\nregion = \"r1\"\n")] {
+        let changed: HashSet<String> = edit.services.iter().filter(|s| running.service(&s.name) != Some(*s)).map(|s| s.name.clone()).collect();
+        let (a, b) = (edit.validate_edit(&running, &changed).map_err(|e| e.to_string()), edit.validate().map_err(|e| e.to_string()));
+        assert_eq!(a, b);
+    }
+    assert!(two("b", "10.0.0.2", "10.1.0.2", "[[zones]]\nzone = \"z2\"\nregion = \"r1\"\n").validate_edit(&running, &HashSet::new()).is_err(), "the unchanged service's zone is gone");
+}

@@ -1,7 +1,8 @@
 //! Property test of incremental compilation: after any sequence of health changes (one
 //! at a time, or a tick's batch published once without the control lock) and live edits
-//! (a backend's weight, an endpoint added, a service added or removed), the published
-//! snapshot equals a full compilation of the same config, slots, health and next hops.
+//! (a backend's weight, an endpoint added, a service added or removed, a `config apply`
+//! with one change) and next-hop changes (an ARP reply, an entry expiring), the published snapshot equals a full compilation of the same config,
+//! slots, health and next hops, and the slots equal a sync of the whole config.
 
 use crate::control::snapshot::Snapshot;
 use crate::control::{compile_with_neighbors, CompileInput};
@@ -37,9 +38,27 @@ fn config() -> Config {
             }
         }
     }
+    // Two more services whose endpoints have no `mac` (resolved by ARP), at the same
+    // addresses: a resolved next hop changes both.
+    for r in 0..2 {
+        let _ = write!(t, "[[services]]\nname = \"r{r}\"\nvip = \"10.0.2.{r}\"\nport = 80\nmaglev_table_size = 251\n");
+        for b in 0..2 {
+            let _ = write!(t, "[[services.backends]]\nname = \"b{b}\"\n");
+            for e in 0..2 {
+                let _ = write!(t, "[[services.backends.endpoints]]\nname = \"e{e}\"\naddress = \"10.30.{b}.{e}\"\n");
+            }
+        }
+    }
     let cfg = Config::from_toml(&t).unwrap();
     cfg.validate().unwrap();
     cfg
+}
+
+/// The daemon of [`config`], resolving next hops on its port (10.0.0.2).
+fn daemon() -> Daemon {
+    let d = Daemon::new(config(), 1, vec![0x0a00_0002], Box::new(|_| Default::default())).unwrap();
+    d.control.lock().unwrap().neighbors.set_ports(vec![crate::neighbor::driver::PortSide { mac: [2, 0, 0, 0, 0, 2], addr: std::net::Ipv4Addr::new(10, 0, 0, 2), forwarding: true }]);
+    d
 }
 
 #[derive(Clone, Debug)]
@@ -55,6 +74,15 @@ enum Op {
     /// A service added then, later, removed (a change of structure).
     AddService(u8),
     RemoveService(u8),
+    /// `config apply` of the whole running config with one backend's weight changed
+    /// (parsed piece by piece from the last applied text: `config::chunked`).
+    Apply { s: usize, b: usize, w: u32 },
+    /// An ARP reply for next hop 10.30.b.e (MAC ending in `mac`), then a neighbour tick
+    /// `ms` later (a new or changed MAC, or an entry expiring on a long gap).
+    Neighbor { b: u8, e: u8, mac: u8, ms: u64 },
+    /// One endpoint of a service without `mac` changes health: one coming back up has its
+    /// next hop re-resolved, which changes the other service at the same address too.
+    FlipResolved { r: u8, b: u8, e: u8, healthy: bool },
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -66,6 +94,9 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (0..SERVICES, 0..2usize, 0..4u8).prop_map(|(s, b, n)| Op::AddEndpoint { s, b, n }),
         1 => (0..3u8).prop_map(Op::AddService),
         1 => (0..3u8).prop_map(Op::RemoveService),
+        2 => (0..SERVICES, 0..2usize, 1..200u32).prop_map(|(s, b, w)| Op::Apply { s, b, w }),
+        2 => (0..2u8, 0..2u8, 1..4u8, prop_oneof![Just(50u64), Just(400_000u64)]).prop_map(|(b, e, mac, ms)| Op::Neighbor { b, e, mac, ms }),
+        2 => (0..2u8, 0..2u8, 0..2u8, any::<bool>()).prop_map(|(r, b, e, healthy)| Op::FlipResolved { r, b, e, healthy }),
     ]
 }
 
@@ -106,8 +137,18 @@ fn edit(d: &Daemon, r: R) {
     }
 }
 
-fn run(d: &Daemon, op: Op) {
+/// Runs `op` on `d`; `clock` is the time of the last neighbour tick (ms since start).
+fn run(d: &Daemon, op: Op, clock: &mut u64) {
     match op {
+        Op::FlipResolved { r, b, e, healthy } => {
+            d.set_endpoint_health(&format!("r{r}"), &format!("b{b}"), &format!("e{e}"), healthy, None);
+        }
+        Op::Neighbor { b, e, mac, ms } => {
+            let reply = crate::neighbor::NeighborSeen::arp(0, std::net::Ipv4Addr::new(10, 30, b, e), [2, 0, 0, 0x30, b, mac], std::net::Ipv4Addr::new(10, 0, 0, 2), *clock as u32);
+            let _ = d.shared.neighbors.seen[0].push(reply);
+            *clock += ms;
+            d.neighbor_tick_at(*clock);
+        }
         Op::Flip { s, b, e, healthy } => {
             d.set_endpoint_health(&format!("s{s}"), &format!("b{b}"), &format!("e{e}"), healthy, None);
         }
@@ -135,6 +176,14 @@ fn run(d: &Daemon, op: Op) {
             },
         ),
         Op::RemoveService(n) => edit(d, R::ServiceRemove { name: format!("n{n}"), if_generation: None }),
+        Op::Apply { s, b, w } => {
+            let mut cfg = d.control.lock().unwrap().cfg.clone();
+            cfg.services[s].backends[b].weight = w;
+            match d.config_apply(&cfg.to_toml(), None) {
+                Response::Applied(_) => assert_eq!(d.control.lock().unwrap().cfg, cfg, "the applied file is the running config"),
+                other => panic!("{other:?}"),
+            }
+        }
     }
 }
 
@@ -150,10 +199,23 @@ proptest! {
 
     #[test]
     fn a_published_snapshot_equals_a_full_compilation(ops in prop::collection::vec(op(), 1..24)) {
-        let d = Daemon::new(config(), 1, vec![0x0a00_0002], Box::new(|_| Default::default())).unwrap();
+        let d = daemon();
+        let mut clock = 0;
         for (i, o) in ops.into_iter().enumerate() {
             let before = d.shared.generation.load(std::sync::atomic::Ordering::Relaxed);
-            run(&d, o.clone());
+            let slots_before = d.control.lock().unwrap().slots.clone();
+            run(&d, o.clone(), &mut clock);
+            // The slots an edit synced for the services it changed are those a sync of the
+            // whole config gives (`SlotMap::sync_delta`).
+            let (mut got, mut want) = {
+                let st = d.control.lock().unwrap();
+                let mut want = slots_before;
+                want.sync(&st.cfg).unwrap();
+                (st.slots.clone(), want)
+            };
+            got.take_fresh();
+            want.take_fresh();
+            prop_assert!(got == want, "after op {} ({:?}): slots {:?} != {:?}", i, o, got, want);
             let published = d.shared.current();
             prop_assert!(published.generation >= before);
             let (got, want) = (canon(&published), canon(&full(&d)));

@@ -317,6 +317,13 @@ impl Backend {
             .collect()
     }
 
+    /// The addresses of [`Backend::members`], in the same order, without copying the
+    /// members.
+    pub fn member_addresses(&self) -> impl Iterator<Item = IpAddr> + '_ {
+        let one = self.endpoints.is_empty().then_some(self.address);
+        one.into_iter().chain(self.endpoints.iter().map(|e| e.address))
+    }
+
     /// The Maglev identity of endpoint `endpoint` of this backend (docs/maglev.md
     /// "Identity"): the backend's name for its endpoint named like it (the one-address
     /// form, or a group whose one endpoint is named like the backend: the same thing
