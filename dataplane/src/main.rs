@@ -233,6 +233,10 @@ fn run(args: Args) -> Result<(), String> {
     // (shown per port in `status` and the metrics, whether or not [sync] is configured).
     let rss_confs: Vec<dpdk::RssConf> = ports.iter().zip(&cfg.ports).map(|(p, c)| dpdk::RssConf { name: c.name.clone(), ..p.rss_conf() }).collect();
     let (placement, port_rss) = dpdk::sync_placement(workers, cfg.sync.is_some(), &rss_confs, std::env::var("SPILLWAY_FAULT_SYNC_PLACEMENT").ok().as_deref())?;
+    // Packets RSS gives the wrong worker (ICMP errors, fragments) go to the flow's owner by
+    // the device's placement (fastpath/worker/redirect.rs; never the sync test's fault);
+    // off without an RSS placement.
+    let (redirect_placement, redirect_rings) = (spillway_dataplane::sync::Placement::choose(workers, &rss_confs).0, Arc::new(spillway_dataplane::fastpath::worker::RedirectRings::new(workers, spillway_dataplane::fastpath::worker::REDIRECT_RING_CAPACITY)));
     let links = Arc::new(spillway_dataplane::readiness::LinkStates::new(cfg.ports.iter().map(|p| p.name.clone())));
     let stat_links = links.clone();
     let port_ids: Vec<u16> = ports.iter().map(|p| p.port_id()).collect();
@@ -349,11 +353,11 @@ fn run(args: Args) -> Result<(), String> {
             let cap6 = if cfg.services.iter().any(|s| s.vip.is_ipv6()) { cap } else { spillway_dataplane::fastpath::worker::DEFAULT_IPV6_CAPACITY };
             let seed = seed_for(w);
             let icmp_rate = cfg.dataplane.icmp_errors_per_sec;
-            let params = params(w);
+            let (params, rings, placement) = (params(w), redirect_rings.clone(), redirect_placement.clone());
             let body = move |lcore: u32| {
-                let mut worker = Worker::new(w, cap, seed, timeouts, stats, pinfo).with_ipv6_capacity(cap6, seed.rotate_left(17)).with_icmp_errors_per_sec(icmp_rate).with_device_macs(dmacs).with_tx_multi_seg(multi_seg);
+                let mut worker = Worker::new(w, cap, seed, timeouts, stats, pinfo).with_ipv6_capacity(cap6, seed.rotate_left(17)).with_icmp_errors_per_sec(icmp_rate).with_device_macs(dmacs).with_tx_multi_seg(multi_seg).with_redirect(&placement, workers);
                 tracing::info!(worker = w, core = ?core, lcore, "worker polling");
-                run_loop(&mut worker, &mut queues, shared, params);
+                run_loop(&mut worker, &mut queues, shared, params, Some(rings));
             };
             if let Some(lcore) = worker_lcores.as_ref().map(|l| l[w]) {
                 // An EAL lcore: pinned by EAL, its lcore id is its own (mempool cache kept).
