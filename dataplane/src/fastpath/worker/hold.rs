@@ -59,7 +59,7 @@ impl Worker {
                 drop(b);
             }
             Verdict::Hold => self.hold(held, b, i, now),
-            Verdict::Redirect => self.redirect_out(rings, b, i),
+            Verdict::Redirect => self.redirect_out(rings, b, i, now),
         }
         false
     }

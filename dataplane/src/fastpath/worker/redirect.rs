@@ -32,7 +32,7 @@
 use super::{Verdict, Worker, FRAG_SWEEP_PER_POLL};
 use crate::control::snapshot::Snapshot;
 use crate::fastpath::frag::{FragHold, FragTable};
-use crate::fastpath::port::{Burst, Port, BURST};
+use crate::fastpath::port::{Burst, PacketBuf, Port, BURST};
 use crate::fastpath::stats::bump;
 use crate::sync::Placement;
 use crate::wire::{DropReason, Ipv4Info};
@@ -178,19 +178,25 @@ impl Worker {
     }
 
     /// Carries out [`Verdict::Redirect`]: `b`, received on port `port`, goes on the owner's
-    /// ring (counted in `redirected`), or is dropped as `redirect_ring_full` when that ring is
-    /// full (or the loop has no rings). Never waits.
+    /// ring (counted in `redirected`), or is dropped as `redirect_ring_full` (and offered to
+    /// the drop capture at `now`) when that ring is full (or the loop has no rings). Never
+    /// waits.
     #[cold]
     #[inline(never)]
-    pub(super) fn redirect_out<B>(&self, rings: Option<&RedirectRings<B>>, b: B, port: usize) {
+    pub(super) fn redirect_out<B: PacketBuf>(&self, rings: Option<&RedirectRings<B>>, b: B, port: usize, now: u32) {
         let to = self.redirect.as_ref().map_or(usize::MAX, |r| r.to);
-        let pushed = match rings {
-            Some(rings) => rings.push(to, Redirected { buf: b, port: port as u16 }).map_err(drop),
-            None => Err(drop(b)),
+        let refused = match rings {
+            Some(rings) => rings.push(to, Redirected { buf: b, port: port as u16 }).err().map(|r| r.buf),
+            None => Some(b),
         };
-        match pushed {
-            Ok(()) => bump(&self.stats.redirected, 1),
-            Err(()) => bump(&self.stats.drops[DropReason::RedirectRingFull as usize], 1),
+        let Some(b) = refused else {
+            bump(&self.stats.redirected, 1);
+            return;
+        };
+        let r = DropReason::RedirectRingFull;
+        bump(&self.stats.drops[r as usize], 1);
+        if let Some(t) = self.capture.as_ref().filter(|t| t.on) {
+            t.offer(r, b.data(), b.pkt_len(), now);
         }
     }
 
