@@ -29,7 +29,7 @@
 //! Without an RSS placement (one worker, or a device that reports no key or redirection
 //! table: placement `single` or `broadcast`) nothing is redirected: the owner is unknown.
 
-use super::{Verdict, Worker, FRAG_SWEEP_PER_POLL};
+use super::{Verdict, Worker};
 use crate::control::snapshot::Snapshot;
 use crate::fastpath::frag::{FragHold, FragTable};
 use crate::fastpath::port::{Burst, PacketBuf, Port, BURST};
@@ -47,6 +47,10 @@ pub const REDIRECT_RING_CAPACITY: usize = 1024;
 /// Most packets a worker takes from its redirect ring per poll iteration (two bursts): the
 /// ring cannot starve the worker's own queues.
 pub const REDIRECT_DRAIN_PER_POLL: usize = 2 * BURST;
+
+/// Slots of the redirected-datagram table swept per poll iteration (the table's 1,024 every
+/// 256 iterations): enough that no entry's age wraps, at a few cache lines per poll.
+const DATAGRAM_SWEEP_PER_POLL: usize = 4;
 
 /// A packet handed to another worker: the buffer, untouched, and the index of the port
 /// whose queue received it (the owner decides it as received on its own queue of that port).
@@ -205,7 +209,7 @@ impl Worker {
     /// the redirected-datagram table. Returns how many it took.
     pub(super) fn drain_redirected<P: Port>(&mut self, ports: &mut [P], tx: &mut [Burst<P::Buf>], held: &mut FragHold<P::Buf>, rings: &RedirectRings<P::Buf>, snap: &Snapshot, now: u32) -> usize {
         let Some(r) = self.redirect.as_deref_mut() else { return 0 };
-        r.datagrams.sweep(now, FRAG_SWEEP_PER_POLL);
+        r.datagrams.sweep(now, DATAGRAM_SWEEP_PER_POLL);
         if rings.is_empty(self.id) {
             return 0;
         }
