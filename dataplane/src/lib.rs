@@ -6,6 +6,8 @@
 //!
 //! Control flow (control thread): config file / `spillwayctl` ([`ctl`]) / health results
 //! ([`health`]) → [`control`] compiles a snapshot → workers read it.
+//!
+//! Start-up and shutdown, in the order the `spillway` binary runs them: [`start`].
 #![warn(missing_docs)]
 
 pub mod wire;
@@ -24,4 +26,5 @@ pub mod readiness;
 pub mod sync;
 pub mod secret_file;
 pub mod signals;
+pub mod start;
 pub mod threads;

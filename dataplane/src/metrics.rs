@@ -1,12 +1,12 @@
 //! Prometheus metrics: `GET /metrics` on `[metrics] listen`, served by a control-side
-//! thread (never a worker core) that answers each connection on a short-lived thread of
-//! its own (at most [`MAX_CONNECTIONS`] at once, each cut [`REQUEST_DEADLINE`] after
-//! accept without a request, or when its answer stalls that long or is not taken within
-//! [`ANSWER_DEADLINE`]; when all are taken, a
-//! new connection takes the place of the one that has waited longest for its request
-//! head, and is answered `503` only when every one is answering a request; [`serve`]),
-//! encoded with the `prometheus-client` crate in the OpenMetrics text format (which
-//! Prometheus and `promtool check metrics` read).
+//! thread (never a worker core) running hyper's HTTP/1 server on a current-thread tokio
+//! runtime, a task per connection (at most [`MAX_CONNECTIONS`] at once, each cut
+//! [`REQUEST_DEADLINE`] after accept without a request, or when its answer stalls that
+//! long or is not taken within [`ANSWER_DEADLINE`]; when all are taken, a new connection
+//! takes the place of the one that has waited longest for its request head, and is
+//! answered `503` only when every one is answering a request; [`serve`]), encoded with the
+//! `prometheus-client` crate in the OpenMetrics text format (which Prometheus and
+//! `promtool check metrics` read).
 //!
 //! Every scrape reads the counters the way [`Daemon::status`] does (per-worker atomics
 //! summed on read, per-backend counters from their slot baselines) into a fresh registry,
@@ -364,7 +364,7 @@ pub fn to_prometheus_text(openmetrics: &str) -> String {
 }
 
 mod http;
-pub use http::{bind, serve, BodyCache, ANSWER_DEADLINE, CACHE_FOR, MAX_CONNECTIONS, REQUEST_DEADLINE};
+pub use http::{bind, serve, BodyCache, Served, ANSWER_DEADLINE, CACHE_FOR, MAX_CONNECTIONS, REQUEST_DEADLINE};
 
 #[cfg(test)]
 mod tests;

@@ -1361,7 +1361,7 @@ impl Model {
             Expect::Drop(DropReason::IcmpErrorRateLimited)
         };
         let sum = |v: &[std::sync::atomic::AtomicU64]| v.iter().map(|c| c.load(Relaxed)).sum::<u64>();
-        let (nc0, sent0, bp0, bb0) = (self.stats.new_connections.load(Relaxed), self.stats.icmp_frag_needed_sent.load(Relaxed), sum(&self.stats.backend_packets), sum(&self.stats.backend_bytes));
+        let (nc0, sent0, bp0, bb0) = (self.stats.new_connections.load(Relaxed), self.stats.icmp_frag_needed_sent.load(Relaxed), sum(&self.stats.backend_packets[..]), sum(&self.stats.backend_bytes[..]));
         let got = self.send(&big_tcp_frame(src, sport, df, syn))?;
         self.check(&got, expect)?;
         if expect == Expect::Reply {
@@ -1375,7 +1375,7 @@ impl Model {
         }
         ensure!(self.stats.icmp_frag_needed_sent.load(Relaxed) - sent0 == u64::from(expect == Expect::Reply), "icmp_frag_needed_sent");
         ensure!(self.stats.new_connections.load(Relaxed) == nc0, "a segment too big for the tunnel counted a new connection");
-        ensure!(sum(&self.stats.backend_packets) == bp0 && sum(&self.stats.backend_bytes) == bb0, "a segment too big for the tunnel counted as a backend's packets or bytes");
+        ensure!(sum(&self.stats.backend_packets[..]) == bp0 && sum(&self.stats.backend_bytes[..]) == bb0, "a segment too big for the tunnel counted as a backend's packets or bytes");
         Ok(())
     }
 

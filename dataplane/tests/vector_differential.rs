@@ -45,13 +45,22 @@ const DEVICE_MAC: [u8; 6] = [2, 0, 0, 0, 0, 0x11];
 
 /// (name, VIP, port, protocol, extra TOML): services the fast path covers, then two it
 /// leaves to the general path.
-const SERVICES: [(&str, &str, u16, &str, &str); 6] = [
+const SERVICES: [(&str, &str, u16, &str, &str); 12] = [
     ("web", "10.0.0.100", 80, "tcp", ""),
     ("dns", "10.0.0.100", 53, "udp", ""),
     ("web6", "fd00::100", 80, "tcp", ""),
     ("dns6", "fd00::100", 53, "udp", ""),
     ("sess", "10.0.0.100", 443, "tcp", "tracking_mode = \"PER_SESSION\"\nsession_affinity = \"CLIENT_IP\"\n"),
     ("tun", "10.0.0.101", 80, "tcp", "forwarding_mode = \"IPIP\"\nencap_mtu = 1400\n"),
+    // review additions: same port other protocol, other idle timeouts, reduced affinity with
+    // per-connection tracking, 5-tuple session, ALWAYS_PERSIST, failover with drain, a
+    // second IPv6 VIP
+    ("dnst", "10.0.0.100", 53, "tcp", "idle_timeout_sec = 900\n"),
+    ("aff", "10.0.0.102", 80, "tcp", "session_affinity = \"CLIENT_IP\"\nidle_timeout_sec = 1200\n"),
+    ("pp", "10.0.0.102", 8443, "tcp", "tracking_mode = \"PER_SESSION\"\nsession_affinity = \"CLIENT_IP_PORT_PROTO\"\nconnection_persistence_on_unhealthy_backends = \"ALWAYS_PERSIST\"\n"),
+    ("dns2", "10.0.0.102", 53, "udp", "idle_timeout_sec = 5\n"),
+    ("fo", "10.0.0.103", 80, "tcp", "failover_ratio = 0.5\nconnection_drain_timeout_sec = 5\n"),
+    ("web6b", "fd00::101", 80, "tcp", "idle_timeout_sec = 700\n"),
 ];
 const BACKENDS: usize = 3;
 
@@ -66,6 +75,9 @@ fn config() -> Config {
         for b in 0..BACKENDS {
             let addr = if vip.contains(':') { format!("fd00:{:x}::{}", 0x20 + si, b + 1) } else { format!("10.0.{}.{}", 20 + si, b + 1) };
             t.push_str(&format!("[[services.backends]]\nname = \"b{b}\"\naddress = \"{addr}\"\nmac = \"02:00:00:01:{si:02x}:{b:02x}\"\nzone = \"z1\"\n"));
+            if *name == "fo" && b == 2 {
+                t.push_str("failover = true\n");
+            }
         }
     }
     Config::from_toml(&t).expect("differential config")
@@ -103,7 +115,7 @@ enum Change {
     Evict { slot: u8 },
     Unresolved { slot: u8 },
     /// A peer's entry for a flow (fleet sync), installed on both sides.
-    Peer { flow: u8, svc: u8, slot: u8, closing: bool },
+    Peer { flow: u8, svc: u8, slot: u8, closing: bool, relayed: bool },
     Clock { ms: u32 },
 }
 
@@ -114,8 +126,9 @@ enum Step {
 }
 
 fn pkt() -> impl Strategy<Value = Pkt> {
+    // mostly ACKs: the fast path's lane, so it decides a good share of the comparisons
     let flags = prop_oneof![
-        6 => Just(0x10u8),        // ACK
+        30 => Just(0x10u8),        // ACK
         2 => Just(0x18u8),        // PSH+ACK
         3 => Just(0x02u8),        // SYN
         1 => Just(0x12u8),        // SYN+ACK
@@ -146,7 +159,7 @@ fn change() -> impl Strategy<Value = Change> {
         2 => (slot.clone(), 0u32..20_000).prop_map(|(slot, in_ms)| Change::Drain { slot, in_ms }),
         1 => slot.clone().prop_map(|slot| Change::Evict { slot }),
         1 => slot.clone().prop_map(|slot| Change::Unresolved { slot }),
-        2 => (0u8..24, 0u8..4, slot, any::<bool>()).prop_map(|(flow, svc, slot, closing)| Change::Peer { flow, svc, slot, closing }),
+        2 => (0u8..24, 0u8..SERVICES.len() as u8, slot, any::<bool>(), any::<bool>()).prop_map(|(flow, svc, slot, closing, relayed)| Change::Peer { flow, svc, slot, closing, relayed }),
         4 => prop_oneof![Just(1u32), 1u32..2_000, 4_000u32..12_000, 500_000u32..700_000].prop_map(|ms| Change::Clock { ms }),
     ]
 }
@@ -404,10 +417,10 @@ impl World {
 /// Installs the peer's entry of `c` (a [`Change::Peer`]) in `w`'s table, as the sync
 /// thread's records are: on a slot of the snapshot, with its incarnation.
 fn install_peer(w: &mut Worker, snap: &Snapshot, c: Change, now: u32) {
-    let Change::Peer { flow, svc, slot, closing } = c else { return };
+    let Change::Peer { flow, svc, slot, closing, relayed } = c else { return };
     let Some(s) = snap.services.get(usize::from(svc)) else { return };
     let inc = snap.backends.get(usize::from(slot)).map_or(0, |b| b.incarnation);
-    let x = Synced { backend: u16::from(slot), incarnation: inc, state: if closing { State::Closing } else { State::Established }, remaining_ms: 60_000, relayed: false };
+    let x = Synced { backend: u16::from(slot), incarnation: inc, state: if closing { State::Closing } else { State::Established }, remaining_ms: 60_000, relayed };
     let sport = 40_000 + u16::from(flow % 8);
     let client = flow / 8 + 1;
     if s.ipv6 {
@@ -420,10 +433,11 @@ fn install_peer(w: &mut Worker, snap: &Snapshot, c: Change, now: u32) {
 }
 
 /// Runs `steps` on both sides; the first step at which they differ, with both states.
-fn run(steps: &[Step], seed: u64, capacity: usize, sync: bool) -> Result<(u64, u64), String> {
+fn run(steps: &[Step], seed: u64, capacity: usize, sync: bool, start: u64) -> Result<(u64, u64), String> {
     let mut world = World::new();
     let (mut fast, mut general) = (Side::new(true, seed, capacity, sync), Side::new(false, seed, capacity, sync));
-    let mut now = 1_000u64;
+    // the worker clock from 1 s, or 100 s before the u32 clock wraps (deadlines across the wrap)
+    let mut now = start;
     for (i, s) in steps.iter().enumerate() {
         match s {
             Step::Change(c) => {
@@ -453,18 +467,22 @@ fn cases() -> u32 {
 #[test]
 fn vector_path_decides_as_the_general_path() {
     let mut runner = TestRunner::new(RunnerConfig { cases: cases(), failure_persistence: None, ..RunnerConfig::default() });
-    let strategy = (steps(), any::<u64>(), prop_oneof![Just(64usize), Just(1024usize)], any::<bool>());
+    let strategy = (steps(), any::<u64>(), prop_oneof![Just(64usize), Just(1024usize)], any::<bool>(), prop_oneof![Just(1_000u64), Just(u64::from(u32::MAX) - 100_000)]);
     let totals = std::cell::Cell::new((0u64, 0u64));
     runner
-        .run(&strategy, |(steps, seed, capacity, sync)| {
-            let (f, fwd) = run(&steps, seed, capacity, sync).map_err(proptest::test_runner::TestCaseError::fail)?;
+        .run(&strategy, |(steps, seed, capacity, sync, start)| {
+            let (f, fwd) = run(&steps, seed, capacity, sync, start).map_err(proptest::test_runner::TestCaseError::fail)?;
             totals.set((totals.get().0 + f, totals.get().1 + fwd));
             Ok(())
         })
         .expect("the vector path and the general path agree");
-    // a comparison of two different paths: the fast one decided a good share
+    // a comparison of two different paths: the fast one decided a good share. The random
+    // bursts are mostly unusual frames, state changes, services the fast path leaves
+    // alone, unhealthy, draining and peers' entries on purpose: 5-14 % of forwarded
+    // frames take the fast path (by seed), about 40 fast decisions per case.
     let (f, fwd) = totals.get();
-    assert!(f * 5 > fwd, "the fast path forwarded {f} of {fwd} frames");
+    eprintln!("the fast path forwarded {f} of {fwd} frames");
+    assert!(f * 40 > fwd && f >= u64::from(cases()) * 10, "the fast path forwarded {f} of {fwd} frames");
 }
 
 /// The fast path is really taken, for both families, untagged and with one tag of each

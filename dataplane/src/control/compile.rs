@@ -13,9 +13,19 @@ use spillway_shared::config::{Config, Persistence, Protocol, SessionAffinity, Se
 use spillway_shared::maglev::{MaglevEntry, MaglevTable};
 use spillway_shared::net::PrefixTable;
 use spillway_shared::pipeline::{self, BackendState, ClientClass, ServiceState, Topology};
-use crate::neighbor::driver::NeighborView;
+use std::collections::HashMap;
+use std::net::IpAddr;
 use spillway_shared::neighbors::{next_hop, NextHop};
 use std::sync::Arc;
+
+/// Next hops as snapshot compilation reads them: address → MAC for resolved ones, and
+/// [`PENDING_MAC`] for those pending their first resolution (eligible; the workers drop
+/// their packets). An address missing from the view has failed resolution.
+pub type NeighborView = HashMap<IpAddr, [u8; 6]>;
+
+/// The MAC of a pending next hop in a [`NeighborView`]: all zero, which workers never
+/// send to (`next_hop_unresolved`).
+pub const PENDING_MAC: [u8; 6] = [0; 6];
 
 /// Health and load of one endpoint as the control plane knows it.
 #[derive(Clone, Debug, PartialEq)]
@@ -125,7 +135,7 @@ fn cached_maglev(entries: &[MaglevEntry<'_>], size: u32, generation: u64) -> Arc
 /// `neighbors`: its requests timed out past the pending grace, or its entry expired)
 /// marked unhealthy (such a backend is not eligible), or `None` when there is
 /// none. An endpoint whose next hop is merely pending its first resolution
-/// ([`crate::neighbor::driver::PENDING_MAC`]) stays eligible: connections that outlived a
+/// ([`PENDING_MAC`]) stays eligible: connections that outlived a
 /// restart keep their backend while the workers drop their packets as
 /// `next_hop_unresolved` until the MAC is known. The marks are not kept: health probes
 /// still own `healthy`. The view the snapshot, `status` and live `explain` use.
@@ -136,7 +146,7 @@ pub fn with_unresolved(cfg: &Config, health: &HealthView, neighbors: &NeighborVi
 /// [`with_unresolved`] that also marks endpoints whose next hop is still pending: VIP
 /// readiness (a VIP is announced once one of its endpoints can really be reached).
 pub fn with_not_resolved(cfg: &Config, health: &HealthView, neighbors: &NeighborView) -> Option<HealthView> {
-    mark_next_hops(cfg, health, |a| neighbors.get(a).is_none_or(|m| *m == crate::neighbor::driver::PENDING_MAC))
+    mark_next_hops(cfg, health, |a| neighbors.get(a).is_none_or(|m| *m == PENDING_MAC))
 }
 
 fn mark_next_hops(cfg: &Config, health: &HealthView, ineligible: impl Fn(&std::net::IpAddr) -> bool) -> Option<HealthView> {

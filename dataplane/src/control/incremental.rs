@@ -21,7 +21,7 @@
 use super::compile::{compile_service, index_service, CompileInput, Frame, HealthView, ServiceInput};
 use super::snapshot::{BackendSlot, ServiceSnap, Snapshot};
 use super::slots::SlotMap;
-use crate::neighbor::driver::NeighborView;
+use super::compile::NeighborView;
 use spillway_shared::config::{Config, Service};
 use spillway_shared::pipeline::ServiceState;
 use std::collections::{BTreeSet, HashMap};

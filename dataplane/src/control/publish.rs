@@ -53,10 +53,10 @@ pub struct Shared {
     /// Serialises control-side use of the mailboxes.
     pub mailbox_lock: std::sync::Mutex<u64>,
     /// Queues between the workers and the neighbour resolver ([`crate::neighbor`]).
-    pub neighbors: Arc<crate::neighbor::NeighborQueues>,
+    pub neighbors: Arc<crate::fastpath::neighbor_queues::NeighborQueues>,
     /// Queues to the fleet-sync thread, set once at start when `[sync]` is configured
     /// (before the workers start; [`crate::sync`]).
-    pub sync: std::sync::OnceLock<Arc<crate::sync::SyncQueues>>,
+    pub sync: std::sync::OnceLock<Arc<crate::fastpath::sync_queues::SyncQueues>>,
     /// Rings of dropped frames for `capture drops` ([`crate::fastpath::capture`]).
     pub capture: Arc<crate::fastpath::capture::CaptureHub>,
 }
@@ -74,7 +74,7 @@ impl Shared {
             generation,
             mailboxes: (0..workers).map(|_| Arc::new(Mailbox::default())).collect(),
             mailbox_lock: std::sync::Mutex::new(0),
-            neighbors: Arc::new(crate::neighbor::NeighborQueues::new(workers)),
+            neighbors: Arc::new(crate::fastpath::neighbor_queues::NeighborQueues::new(workers)),
             sync: std::sync::OnceLock::new(),
             capture: Arc::new(crate::fastpath::capture::CaptureHub::new(workers)),
         }

@@ -14,30 +14,8 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
-/// Why a short-header packet of a QUIC-LB service took the 5-tuple path instead
-/// (draft §4.1 "unroutable DCIDs", plus the service's eligibility rules). Names are the
-/// counters' (`status`, metrics).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, strum::EnumCount, strum::IntoStaticStr, strum::EnumIter)]
-#[strum(serialize_all = "snake_case")]
-#[repr(u8)]
-pub enum Fallback {
-    /// The DCID's config rotation codepoint has no configuration here (7 included).
-    UnknownCodepoint,
-    /// The packet is shorter than the configuration's CID (or has no DCID at all).
-    TooShort,
-    /// The decoded server ID is no endpoint's.
-    UnknownServerId,
-    /// The endpoint is not eligible by the service's rules (removed, unhealthy without
-    /// persistence, drain deadline passed, connections evicted).
-    NotEligible,
-}
-
-impl Fallback {
-    /// The counter's name (`unknown_codepoint`, ...).
-    pub fn name(self) -> &'static str {
-        self.into()
-    }
-}
+/// Why a short-header packet took the 5-tuple path: defined beside the counters it indexes.
+pub use crate::fastpath::stats::Fallback;
 
 /// A service's QUIC-LB routing table: configurations by codepoint and the endpoints'
 /// server IDs, sorted for a binary search. Built once per compilation; read-only after.

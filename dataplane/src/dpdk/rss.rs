@@ -4,11 +4,21 @@
 
 use super::*;
 use dpdk_sys as sys;
-use spillway_shared::proto::PortRss;
 
-/// A port's RSS as its device reports it ([`EthPort::rss_conf`]; empty fields where it
-/// reports nothing: virtual devices, one queue, RSS off); the input of the sync placement.
-pub use crate::sync::PortRssState as RssConf;
+/// A port's RSS as its device reports it after start ([`EthPort::rss_conf`]; empty fields where it
+/// reports nothing: virtual devices, one queue, RSS off): the input of [`crate::sync::Placement::choose`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RssConf {
+    /// Port name (config).
+    pub name: String,
+    /// Hash functions the device hashes on (`rss_hf`, DPDK's `RTE_ETH_RSS_*` bits).
+    pub hash_functions: u64,
+    /// Toeplitz key (empty when the device reports none).
+    pub key: Vec<u8>,
+    /// Redirection table, queue per entry (empty when the device reports none).
+    pub reta: Vec<u16>,
+}
+
 
 /// DPDK's names of the `RTE_ETH_RSS_*` bits 2..=17 (rte_ethdev.h; the names testpmd's
 /// `show port N rss-hash` prints), bit 2 first.
@@ -24,41 +34,6 @@ pub fn rss_hash_names(rss_hf: u64) -> Vec<String> {
         .filter(|b| rss_hf >> b & 1 == 1)
         .map(|b| NAMES.get(b.wrapping_sub(2) as usize).filter(|_| b >= 2).map_or_else(|| format!("bit {b}"), |n| n.to_string()))
         .collect()
-}
-
-/// The fleet-sync placement for `workers` workers over the ports whose devices report
-/// `confs` (config order, each named as in the config; [`crate::sync::Placement::choose`]), and each port's
-/// [`PortRss`] for `status` and the metrics, logged once per port (`RSS`). Without `[sync]`
-/// (`sync_on` false) the placement reads `off` and its reason says what it would be.
-/// `fault` (`SPILLWAY_FAULT_SYNC_PLACEMENT`, for the e2e test `pci` only) makes it wrong on
-/// purpose ([`crate::sync::Placement::faulty`]). Errors: an unknown fault.
-pub fn sync_placement(workers: usize, sync_on: bool, confs: &[RssConf], fault: Option<&str>) -> std::result::Result<(crate::sync::Placement, Vec<PortRss>), String> {
-    let (mut placement, mut why) = crate::sync::Placement::choose(workers, confs);
-    if let Some(f) = fault {
-        (placement, why) = crate::sync::Placement::faulty(placement, why, f)?;
-        tracing::warn!(fault = %f, "SPILLWAY_FAULT_SYNC_PLACEMENT: sync placement deliberately wrong (a test's fault injection)");
-    }
-    if let (crate::sync::Placement::Broadcast(n), true, Some((_, w))) = (&placement, sync_on, why.first()) {
-        tracing::warn!(workers = n, why = %w, "peers' synced entries go to every worker (docs/bgp.md)");
-    }
-    let views = confs
-        .iter()
-        .zip(&why)
-        .map(|(r, (how, why))| {
-            let v = PortRss {
-                rx_queues: workers as u16,
-                hash_types: rss_hash_names(r.hash_functions),
-                key_source: if r.key.is_empty() { "none" } else { "driver default" }.to_string(),
-                key: r.key.iter().map(|b| format!("{b:02x}")).collect(),
-                reta: r.reta.clone(),
-                sync_placement: if sync_on { how.clone() } else { "off".to_string() },
-                sync_placement_why: if sync_on { why.clone() } else { format!("no [sync] configured (with it: {how}, {why})") },
-            };
-            tracing::info!(port = %r.name, rx_queues = v.rx_queues, hash_types = %v.hash_types.join(","), key_bytes = r.key.len(), reta_size = v.reta.len(), sync_placement = %v.sync_placement, why = %v.sync_placement_why, "RSS");
-            v
-        })
-        .collect();
-    Ok((placement, views))
 }
 
 impl EthPort {
@@ -109,18 +84,5 @@ mod tests {
         assert_eq!(rss_hash_names(1 << 3 | 1 << 14), ["ipv4-frag", "l2-payload"]);
         assert_eq!(rss_hash_names(1 | 1 << 18 | 1 << 63), ["bit 0", "bit 18", "bit 63"]);
         assert!(rss_hash_names(0).is_empty());
-    }
-
-    #[test]
-    fn views_say_off_without_sync_and_what_it_would_be() {
-        let conf = RssConf { name: "p0".into(), hash_functions: 1 << 2 | 1 << 4 | 1 << 5 | 1 << 8 | 1 << 10 | 1 << 11, key: vec![0x6d; 40], reta: (0..128).map(|i| i % 2).collect() };
-        let (p, v) = sync_placement(2, false, std::slice::from_ref(&conf), None).unwrap();
-        assert!(matches!(p, crate::sync::Placement::Rss { .. }));
-        assert_eq!((v[0].sync_placement.as_str(), v[0].key.len(), v[0].reta.len(), v[0].key_source.as_str()), ("off", 80, 128, "driver default"));
-        assert!(v[0].sync_placement_why.starts_with("no [sync] configured (with it: rss, software Toeplitz"), "{}", v[0].sync_placement_why);
-        let (p, v) = sync_placement(2, true, &[RssConf { name: "p0".into(), ..RssConf::default() }], None).unwrap();
-        assert_eq!(p, crate::sync::Placement::Broadcast(2));
-        assert_eq!((v[0].sync_placement.as_str(), v[0].key_source.as_str()), ("broadcast", "none"));
-        assert!(sync_placement(2, true, &[conf], Some("bogus")).is_err());
     }
 }

@@ -11,8 +11,10 @@ pub mod conntrack;
 pub mod port;
 pub mod segments;
 pub mod stats;
+pub mod sync_queues;
 pub mod worker;
 pub mod frag;
+pub mod neighbor_queues;
 
 #[cfg(test)]
 pub(crate) mod tests;

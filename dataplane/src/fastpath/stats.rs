@@ -6,9 +6,38 @@ use crate::wire::DropReason;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use strum::EnumCount;
 
+/// Why a short-header packet of a QUIC-LB service took the 5-tuple path instead
+/// (draft §4.1 "unroutable DCIDs", plus the service's eligibility rules). Names are the
+/// counters' (`status`, metrics).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, strum::EnumCount, strum::IntoStaticStr, strum::EnumIter)]
+#[strum(serialize_all = "snake_case")]
+#[repr(u8)]
+pub enum Fallback {
+    /// The DCID's config rotation codepoint has no configuration here (7 included).
+    UnknownCodepoint,
+    /// The packet is shorter than the configuration's CID (or has no DCID at all).
+    TooShort,
+    /// The decoded server ID is no endpoint's.
+    UnknownServerId,
+    /// The endpoint is not eligible by the service's rules (removed, unhealthy without
+    /// persistence, drain deadline passed, connections evicted).
+    NotEligible,
+}
+
+impl Fallback {
+    /// The counter's name (`unknown_codepoint`, ...).
+    pub fn name(self) -> &'static str {
+        self.into()
+    }
+}
+
 /// Most backend slots over all services (slot ids are `u16`; 65,535 is reserved as empty).
 /// Per-worker counters for them take 3 × 8 bytes × this = 1.5 MiB per worker.
 pub const MAX_BACKEND_SLOTS: usize = 65_535;
+
+/// A counter per backend slot id, every `u16` included (65,536 counters: the reserved id
+/// too), so the packet path indexes it by a slot id without a bounds check.
+pub type SlotCounters = Box<[AtomicU64; 1 << 16]>;
 
 /// Adds `n` to a single-writer counter. The store is `Release`, so a reader that sees it
 /// (an `Acquire` load) also sees every earlier bump of this worker: the read order of
@@ -53,9 +82,9 @@ pub struct WorkerStats {
     /// Drops by reason, indexed by `DropReason as usize`.
     pub drops: [AtomicU64; DropReason::COUNT],
     /// New connections per backend slot.
-    pub backend_new: Box<[AtomicU64]>,
+    pub backend_new: SlotCounters,
     /// Packets per backend slot.
-    pub backend_packets: Box<[AtomicU64]>,
+    pub backend_packets: SlotCounters,
     /// Connection table counters (mirrored each burst).
     pub ct_hits: AtomicU64,
     /// Misses.
@@ -92,7 +121,7 @@ pub struct WorkerStats {
     /// Control frames not sent (no mbuf, TX queue full, unknown port).
     pub control_tx_failed: AtomicU64,
     /// Bytes (whole frames as forwarded) per backend slot.
-    pub backend_bytes: Box<[AtomicU64]>,
+    pub backend_bytes: SlotCounters,
     /// Neighbor Advertisements sent (answers to solicitations for our IPv6 addresses).
     pub nd_advertisements: AtomicU64,
     /// Neighbor Solicitations for addresses that are not ours (dropped as `nd_ignored`).
@@ -103,7 +132,7 @@ pub struct WorkerStats {
 
 impl Default for WorkerStats {
     fn default() -> Self {
-        let slots = || (0..MAX_BACKEND_SLOTS).map(|_| AtomicU64::new(0)).collect::<Vec<_>>().into_boxed_slice();
+        let slots = || -> SlotCounters { (0..1 << 16).map(|_| AtomicU64::new(0)).collect::<Vec<_>>().into_boxed_slice().try_into().expect("65,536 counters") };
         WorkerStats {
             rx: AtomicU64::new(0),
             tx: AtomicU64::new(0),
@@ -161,8 +190,8 @@ pub struct QuicCounters {
     pub routed: AtomicU64,
     /// Long-header packets of QUIC-LB services (routed by the 5-tuple, as the draft says).
     pub long_header: AtomicU64,
-    /// Short-header packets that took the 5-tuple path, by `control::quic_lb::Fallback` reason.
-    pub fallback: [AtomicU64; <crate::control::quic_lb::Fallback as strum::EnumCount>::COUNT],
+    /// Short-header packets that took the 5-tuple path, by [`Fallback`] reason.
+    pub fallback: [AtomicU64; <Fallback as strum::EnumCount>::COUNT],
 }
 
 impl QuicCounters {
@@ -172,7 +201,7 @@ impl QuicCounters {
         use std::sync::atomic::Ordering::Relaxed;
         use strum::IntoEnumIterator;
         let mut out = vec![("routed".to_string(), self.routed.load(Relaxed)), ("long_header".to_string(), self.long_header.load(Relaxed))];
-        out.extend(crate::control::quic_lb::Fallback::iter().map(|f| (format!("fallback_{}", f.name()), self.fallback[f as usize].load(Relaxed))));
+        out.extend(Fallback::iter().map(|f| (format!("fallback_{}", f.name()), self.fallback[f as usize].load(Relaxed))));
         out
     }
 }

@@ -69,7 +69,7 @@ fn snapshots() -> (Snapshot, Snapshot) {
 fn worker(id: usize, redirect: bool) -> Worker {
     let w = Worker::new(id, 4096, 7, Timeouts::default(), Arc::new(WorkerStats::default()), vec![PortInfo { mac: LB, forward_to: 0, addr: 0x0a00_0002 }]);
     if redirect {
-        w.with_redirect(&placement(), 2)
+        w.with_redirect(Arc::new(placement()), 2)
     } else {
         w
     }
@@ -316,7 +316,7 @@ fn a_full_redirect_ring_counts_and_drops() {
 fn without_an_rss_placement_nothing_is_redirected() {
     let (_, s2) = snapshots();
     let rings = Arc::new(RedirectRings::new(2, 16));
-    let mut a = Side { w: worker(0, false).with_redirect(&Placement::Broadcast(2), 2), port: vec![MemPort::new(LB)], bufs: PollBuffers::new(1).with_redirect(Some(rings.clone())) };
+    let mut a = Side { w: worker(0, false).with_redirect(Arc::new(Placement::Broadcast(2)), 2), port: vec![MemPort::new(LB)], bufs: PollBuffers::new(1).with_redirect(Some(rings.clone())) };
     let errors: Vec<Vec<u8>> = (0..FLOWS).map(|i| too_big(i, false)).collect();
     a.rx(&s2, &errors, 1);
     assert_eq!((a.sent().len(), a.w.stats.redirected.load(Relaxed), rings.len(1)), (usize::from(FLOWS), 0, 0));

@@ -32,7 +32,7 @@ mod sync;
 mod run;
 mod vector;
 mod redirect;
-pub use redirect::{RedirectRings, Redirected, REDIRECT_DRAIN_PER_POLL, REDIRECT_RING_CAPACITY};
+pub use redirect::{FlowOwner, RedirectRings, Redirected, REDIRECT_DRAIN_PER_POLL, REDIRECT_RING_CAPACITY};
 pub mod quic;
 pub use run::{on_worker_thread, run_loop, LoopParams};
 pub use prefetch::PREFETCH_DISTANCE;
@@ -110,12 +110,12 @@ pub struct Worker {
     pub held_id: DatagramId,
     /// Queues to the neighbour resolver ([`crate::neighbor`]); `None`: ARP replies are
     /// dropped as `arp_ignored` (tests without a control side).
-    pub neighbors: Option<Arc<crate::neighbor::NeighborQueues>>,
+    pub neighbors: Option<Arc<super::neighbor_queues::NeighborQueues>>,
     /// Whether an IPv6 packet has been processed: until then the IPv6 tables are empty and
     /// [`Worker::poll`] does not sweep them.
     pub ipv6_seen: bool,
     /// Queues to the fleet-sync thread ([`crate::sync`]); `None`: sync off.
-    pub sync: Option<Arc<crate::sync::SyncQueues>>,
+    pub sync: Option<Arc<super::sync_queues::SyncQueues>>,
     pub(crate) capture: Option<crate::fastpath::capture::Tap>, // drop-capture ring (fastpath::capture); None in tests
     /// Refresh-walk state of the IPv4 and IPv6 tables.
     sync_walk: crate::fastpath::conntrack::SyncWalk,

@@ -1,13 +1,21 @@
-//! The `/metrics` HTTP endpoint of [`super`]: the listener, one short-lived thread per
-//! connection, the connection registry that closes idle connections to admit new ones,
-//! and the request routing. A child of [`super`].
+//! The `/metrics` HTTP endpoint of [`super`]: hyper's HTTP/1 server on a current-thread
+//! tokio runtime confined to the metrics thread (one task per connection), the admission
+//! of connections (at most [`MAX_CONNECTIONS`]; one still waiting for its request head is
+//! closed to make room for a new one), the request routing, and the body cache, rendered
+//! on a thread of its own. A child of [`super`]. Why hyper: docs/decisions.md.
 
 use super::{to_prometheus_text, CONTENT_TYPE, CONTENT_TYPE_TEXT};
-use std::io::{Read, Write};
-use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use http_body_util::Full;
+use hyper::body::{Bytes, Incoming};
+use hyper::header::{HeaderValue, ACCEPT, ALLOW};
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use std::net::{SocketAddr, TcpListener};
+use std::os::fd::{AsRawFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{mpsc, Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
+use tokio::sync::{oneshot, Notify};
 
 /// Binds the metrics listener (before the daemon reports ready, so a bad address fails the
 /// start with the field named).
@@ -17,138 +25,303 @@ pub fn bind(addr: SocketAddr) -> Result<TcpListener, String> {
     Ok(l)
 }
 
-/// Time a connection has from accept to send its request head, and then the longest the
-/// answer may stall (no byte taken by the peer); past either it is closed, however it
-/// trickles (while it waits for its head it may also be closed sooner, to make room for a
-/// new connection: [`MAX_CONNECTIONS`]). An answer that keeps flowing is sent whole if the
-/// peer takes it within [`ANSWER_DEADLINE`].
+/// Time a connection has from accept to send its whole request head (hyper's
+/// `header_read_timeout`: bytes trickling in do not extend it), and then the longest the
+/// answer may stall (no byte taken by the peer: a `tokio-io-timeout` write timeout); past
+/// either it is closed, unanswered in the first case (while it waits for its head it may
+/// also be closed sooner, to make room for a new connection: [`MAX_CONNECTIONS`]). An
+/// answer that keeps flowing is sent whole if the peer takes it within [`ANSWER_DEADLINE`].
 pub const REQUEST_DEADLINE: Duration = Duration::from_secs(2);
-/// Longest time a whole answer may take from its request head, however it keeps flowing:
-/// 10 s, Prometheus's default `scrape_timeout`, after which the scraper has given up on it
-/// anyway. So a client that takes the answer a few bytes at a time, never stalling for
-/// [`REQUEST_DEADLINE`], holds a connection (one of [`MAX_CONNECTIONS`], none of which is
-/// closed to make room once answering) for 10 s at most.
+/// Longest time a whole answer may take from the moment it is ready, however it keeps
+/// flowing: 10 s, Prometheus's default `scrape_timeout`, after which the scraper has given
+/// up on it anyway. So a client that takes the answer a few bytes at a time, never
+/// stalling for [`REQUEST_DEADLINE`], holds a connection (one of [`MAX_CONNECTIONS`],
+/// none of which is closed to make room once answering) for 10 s at most.
 pub const ANSWER_DEADLINE: Duration = Duration::from_secs(10);
-/// Connections answered at once (a thread each). A connection accepted while all are taken
-/// takes the place of the one that has waited longest since accept without sending a
-/// complete request head (which is closed unanswered; one whose request bytes have arrived
-/// but are not read yet is not taken); only when there is none, every one having sent its
-/// request head and being answered, is it answered `503 Service Unavailable` at once and
-/// closed ([`serve`]).
+/// Connections open at once. A connection accepted while all are taken takes the place of
+/// one waiting for its complete request head (closed unanswered; one whose request bytes
+/// have arrived but are not read yet is not taken: [`Conns::admit`]); only when there is
+/// none, every one having sent its request head and being answered, is it answered
+/// `503 Service Unavailable` at once and closed ([`serve`]).
 pub const MAX_CONNECTIONS: usize = 16;
-/// Most connection threads at once: those of the [`MAX_CONNECTIONS`] connections plus those
-/// of connections closed to make room that have not ended yet (they end at once). While
-/// there are this many, no connection is accepted (new ones wait in the listen backlog)
-/// until one has ended.
-const MAX_THREADS: usize = 2 * MAX_CONNECTIONS;
-/// Longest a connection thread blocks on its peer before it looks at its deadline and the
-/// stop flag again (so a stop ends it within this).
+/// Largest request head, bytes (hyper's `max_buf_size`, at its least): a larger one is
+/// answered `431 Request Header Fields Too Large`.
+const MAX_HEAD: usize = 8192;
+/// Most header fields in a request head: more are answered `431` (hyper's `max_headers`).
+const MAX_HEADERS: usize = 32;
+/// Most bytes of an answer queued in a connection's socket and not sent yet, bytes
+/// (`TCP_NOTSENT_LOWAT`, tcp(7)): a write waits for the peer once this much is queued, and
+/// goes on once it has taken half of it, which measures a stall ([`REQUEST_DEADLINE`]) in
+/// 64 KiB of progress, not in the send buffer's megabytes. Bytes in flight do not count,
+/// so it does not slow a fast scraper.
+const UNSENT_AT_MOST: u32 = 128 << 10;
+/// How often the accept loop looks at the stop flag.
 const POLL: Duration = Duration::from_millis(100);
 /// Least time between two warnings about refused connections (and between two about
 /// connections closed to make room).
 const REFUSED_WARN_EVERY: Duration = Duration::from_secs(10);
 
-/// Serves `GET /metrics` (and `GET /` with a pointer to it) until `stop` is set. One
-/// request per connection, each answered on its own thread, at most [`MAX_CONNECTIONS`] at
-/// once, so a slow, idle or half-open client does not delay another's scrape: each has
-/// [`REQUEST_DEADLINE`] from accept for its request head, and the answer may stall no
-/// longer, then it is closed; and a connection accepted while all [`MAX_CONNECTIONS`] are
-/// open takes the place of the one that has waited longest since accept without sending a
-/// complete request head (closed unanswered; a connection whose request bytes have arrived
-/// but are not read yet is not taken), so idle connections cannot lock scrapes out. Only
-/// when every open connection has sent its request head and is being answered is a new one
-/// answered `503` at once. Both are counted and logged (each at most every 10 s). Threads
-/// of connections closed to make room end at once; while 2 × [`MAX_CONNECTIONS`]
-/// connection threads run, accepting waits for one to end. On `stop` the open connections
-/// are dropped and this returns within about [`POLL`]. `body` gives the
-/// OpenMetrics exposition, called one at a time and at most once per [`CACHE_FOR`]
-/// ([`BodyCache`]: it reads the daemon's state, and concurrent scrapers share one
-/// rendering); a client whose `Accept` does
-/// not name `application/openmetrics-text` gets it converted to the Prometheus text format
-/// 0.0.4 ([`to_prometheus_text`]).
-pub fn serve(listener: TcpListener, stop: &AtomicBool, body: impl Fn() -> String + Sync) {
-    let registry = ConnRegistry::default();
-    let (mut refused, mut warned) = (0u64, None::<Instant>);
-    let (mut evicted, mut warned_evicted) = (0u64, None::<Instant>);
+/// What [`serve`] did with the connections it accepted, counted from its start to its stop
+/// (each is also logged: refusals and closings to make room as warnings, at most one of
+/// each kind every 10 s, with the count so far; deadlines at debug level).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Served {
+    /// Connections answered `503` at once: all [`MAX_CONNECTIONS`] were answering.
+    pub refused: u64,
+    /// Connections closed unanswered, while waiting for their request head, to make room
+    /// for a new one.
+    pub closed_for_room: u64,
+    /// Connections closed at a deadline: no complete request head within
+    /// [`REQUEST_DEADLINE`] of accept, or an answer that stalled that long or was not
+    /// taken within [`ANSWER_DEADLINE`].
+    pub timed_out: u64,
+}
+
+/// A request for the exposition (OpenMetrics or not) and where to send it.
+type Render = (bool, oneshot::Sender<Arc<str>>);
+
+/// Serves `GET /metrics` (and `GET /` with a pointer to it; `HEAD` of both) until `stop` is
+/// set, then returns the counts of [`Served`]. The HTTP/1 side is hyper's, one request per
+/// connection (`Connection: close`), every connection a task of a current-thread tokio
+/// runtime on this thread, so a slow, idle or half-open client does not delay another's
+/// scrape: each has [`REQUEST_DEADLINE`] from accept for its request head (at most
+/// 8 KiB and 32 header fields, else `431`; an unparsable one gets `400`), and the answer
+/// may stall no longer, nor take longer than [`ANSWER_DEADLINE`], then it is closed. At
+/// most [`MAX_CONNECTIONS`] are open: a connection accepted while all are open takes the
+/// place of one waiting for its complete request head ([`Conns::admit`]: the client
+/// address with the most such connections, the longest waiting; closed unanswered), so
+/// idle connections cannot lock scrapes out. Only when every open connection is being
+/// answered is a new one answered `503` at once. Both are counted and logged (each at most
+/// every 10 s). A connection closed to make room ends before the next accept. On `stop`
+/// the open connections are dropped and this returns within about [`POLL`] (and the end
+/// of a rendering under way). `body` gives the OpenMetrics exposition; it runs on a
+/// thread of its own (`metrics-render`), one call at a time and at most once per
+/// [`CACHE_FOR`] ([`BodyCache`]: it reads the daemon's state, and concurrent scrapers
+/// share one rendering); a client whose `Accept` does not name
+/// `application/openmetrics-text` gets it converted to the Prometheus text format 0.0.4
+/// ([`to_prometheus_text`]).
+pub fn serve(listener: TcpListener, stop: &AtomicBool, body: impl Fn() -> String + Sync) -> Served {
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(r) => r,
+        Err(e) => {
+            tracing::error!(error = %e, "metrics: cannot start the HTTP server's runtime; no metrics served");
+            return Served::default();
+        }
+    };
     let cache = BodyCache::new(CACHE_FOR);
-    let body = |openmetrics: bool| cache.get(openmetrics, &body);
+    let (renders, wanted) = mpsc::channel::<Render>();
     std::thread::scope(|scope| {
-        while !stop.load(Ordering::SeqCst) {
-            {
-                let conns = registry.conns.lock().unwrap_or_else(|e| e.into_inner());
-                if conns.open.len() >= MAX_THREADS {
-                    // Threads of connections closed to make room are still ending: accept
-                    // once one has (new connections wait in the listen backlog meanwhile).
-                    let _ = registry.ended.wait_timeout(conns, POLL);
-                    continue;
-                }
+        let (cache, body) = (&cache, &body);
+        let renderer = std::thread::Builder::new().name("metrics-render".into()).spawn_scoped(scope, move || {
+            // (nothing is rendered for a connection that has ended meanwhile)
+            for (openmetrics, reply) in wanted.iter().filter(|(_, reply)| !reply.is_closed()) {
+                let _ = reply.send(cache.get(openmetrics, body));
             }
-            match listener.accept() {
-                Ok((conn, peer)) => {
-                    let accepted = Instant::now();
-                    let handle = match conn.try_clone() {
-                        Ok(h) => h,
-                        Err(e) => {
-                            tracing::warn!(%peer, error = %e, "metrics: cannot track a connection; answered 503");
-                            refuse(conn);
-                            continue;
-                        }
-                    };
-                    let admitted = registry.conns.lock().unwrap_or_else(|e| e.into_inner()).admit(peer, accepted, handle);
-                    let id = match admitted {
-                        Admitted::Free(id) => id,
-                        Admitted::InPlaceOf(id, victim, waited) => {
-                            evicted += 1;
-                            if warned_evicted.is_none_or(|t| t.elapsed() >= REFUSED_WARN_EVERY) {
-                                warned_evicted = Some(accepted);
-                                tracing::warn!(%peer, closed = %victim, waited_ms = waited.as_millis() as u64, closed_total = evicted, max = MAX_CONNECTIONS, "metrics: all connection slots taken; closed the connection waiting longest for its request head to admit a new one");
-                            }
-                            id
-                        }
-                        Admitted::No => {
-                            refused += 1;
-                            if warned.is_none_or(|t| t.elapsed() >= REFUSED_WARN_EVERY) {
-                                warned = Some(accepted);
-                                tracing::warn!(%peer, refused_total = refused, max = MAX_CONNECTIONS, "metrics: every connection slot busy answering a request; answered 503");
-                            }
-                            refuse(conn);
-                            continue;
-                        }
-                    };
-                    let tracked = Tracked { id, registry: &registry };
-                    let body = &body;
-                    let spawned = std::thread::Builder::new().name("metrics-conn".into()).spawn_scoped(scope, move || {
-                        if let Err(e) = answer(conn, body, accepted + REQUEST_DEADLINE, stop, || tracked.claim()) {
-                            tracing::debug!(%peer, error = %e, "metrics request failed");
-                        }
-                    });
-                    if let Err(e) = spawned {
-                        tracing::warn!(%peer, error = %e, "metrics: cannot start a connection thread");
-                    }
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => std::thread::sleep(Duration::from_millis(50)),
+        });
+        if let Err(e) = renderer {
+            tracing::error!(error = %e, "metrics: cannot start the render thread; no metrics served");
+            return Served::default();
+        }
+        let served = runtime.block_on(accept(listener, stop, renders));
+        // Ends every connection task, closing its socket and dropping its sender of
+        // `renders`: the render thread then ends too.
+        drop(runtime);
+        served
+    })
+}
+
+/// The accept loop of [`serve`]: admits each connection ([`Conns::admit`]) and spawns its
+/// task ([`connection`]), or answers it `503`; returns the counts once `stop` is set.
+async fn accept(listener: TcpListener, stop: &AtomicBool, renders: mpsc::Sender<Render>) -> Served {
+    let listener = match tokio::net::TcpListener::from_std(listener) {
+        Ok(l) => l,
+        Err(e) => {
+            tracing::error!(error = %e, "metrics: cannot register the listener; no metrics served");
+            return Served::default();
+        }
+    };
+    let conns = Arc::new(Mutex::new(Conns::default()));
+    let (mut warned_refused, mut warned_closed) = (None::<Instant>, None::<Instant>);
+    let mut tick = tokio::time::interval(POLL);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    while !stop.load(Ordering::SeqCst) {
+        let (stream, peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(a) => a,
                 Err(e) => {
                     tracing::warn!(error = %e, "metrics accept failed");
-                    std::thread::sleep(Duration::from_millis(50));
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
                 }
+            },
+            _ = tick.tick() => continue,
+        };
+        let accepted = Instant::now();
+        let (close, closed) = oneshot::channel();
+        let (admitted, served) = {
+            let mut c = lock(&conns);
+            (c.admit(peer, accepted, stream.as_raw_fd(), close), c.served)
+        };
+        let id = match admitted {
+            Admitted::Free(id) => id,
+            Admitted::InPlaceOf(id, victim, waited) => {
+                if warned_closed.is_none_or(|t: Instant| t.elapsed() >= REFUSED_WARN_EVERY) {
+                    warned_closed = Some(accepted);
+                    tracing::warn!(%peer, closed = %victim, waited_ms = waited.as_millis() as u64, closed_total = served.closed_for_room, max = MAX_CONNECTIONS, "metrics: all connection slots taken; closed the connection waiting longest for its request head to admit a new one");
+                }
+                id
             }
-        }
+            Admitted::No => {
+                if warned_refused.is_none_or(|t: Instant| t.elapsed() >= REFUSED_WARN_EVERY) {
+                    warned_refused = Some(accepted);
+                    tracing::warn!(%peer, refused_total = served.refused, max = MAX_CONNECTIONS, "metrics: every connection slot busy answering a request; answered 503");
+                }
+                refuse(&stream);
+                continue;
+            }
+        };
+        tokio::spawn(connection(stream, peer, Tracked { id, conns: conns.clone() }, closed, renders.clone()));
+        // A connection closed to make room ends (its task wakes and drops its socket)
+        // before the next accept, so closed ones never pile up.
+        tokio::task::yield_now().await;
+    }
+    let served = lock(&conns).served;
+    served
+}
+
+/// Serves one connection with hyper until it is answered, a deadline passes
+/// ([`REQUEST_DEADLINE`], [`ANSWER_DEADLINE`]) or it is closed to make room (`closed`:
+/// its sender dropped by [`Conns::admit`]).
+async fn connection(stream: tokio::net::TcpStream, peer: SocketAddr, tracked: Tracked, closed: oneshot::Receiver<()>, renders: mpsc::Sender<Render>) {
+    // The answer may stall for REQUEST_DEADLINE at most: no write may wait that long for
+    // room. Room is signalled once the bytes not sent yet fall to half of UNSENT_AT_MOST,
+    // rather than a third of the send buffer (megabytes): so the peer taking 64 KiB
+    // resets the wait, and a slow but steady reader is not taken for a stalled one.
+    if let Err(e) = socket2::SockRef::from(&stream).set_tcp_notsent_lowat(UNSENT_AT_MOST) {
+        tracing::debug!(%peer, error = %e, "metrics: cannot set TCP_NOTSENT_LOWAT");
+    }
+    let mut io = tokio_io_timeout::TimeoutWriter::new(stream);
+    io.set_timeout(Some(REQUEST_DEADLINE));
+    let answered = Notify::new();
+    let service = hyper::service::service_fn(|request| {
+        // Its request head is in: the connection keeps its slot until answered.
+        tracked.claim();
+        respond(request, &renders, &answered)
     });
+    let conn = hyper::server::conn::http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(REQUEST_DEADLINE)
+        .keep_alive(false)
+        .max_buf_size(MAX_HEAD)
+        .max_headers(MAX_HEADERS)
+        .title_case_headers(true)
+        .serve_connection(TokioIo::new(Box::pin(io)), service);
+    let answer_deadline = async {
+        answered.notified().await;
+        tokio::time::sleep(ANSWER_DEADLINE).await;
+    };
+    tokio::select! {
+        biased;
+        _ = closed => {} // closed to make room (counted and logged by the accept loop)
+        _ = answer_deadline => {
+            tracked.timed_out();
+            tracing::debug!(%peer, "metrics answer not taken within 10 s; closed");
+        }
+        done = conn => if let Err(e) = done {
+            if is_timeout(&e) {
+                tracked.timed_out();
+            }
+            tracing::debug!(%peer, error = %e, "metrics request failed");
+        }
+    }
 }
 
-/// The open connections, and a signal each time a connection's thread ends.
-#[derive(Default)]
-struct ConnRegistry {
-    conns: Mutex<Conns>,
-    ended: std::sync::Condvar,
+/// Whether hyper ended a connection at a deadline: its header read timeout, or the write
+/// timeout of the connection's stream.
+fn is_timeout(e: &hyper::Error) -> bool {
+    let io = std::error::Error::source(e).and_then(|s| s.downcast_ref::<std::io::Error>());
+    e.is_timeout() || io.is_some_and(|io| io.kind() == std::io::ErrorKind::TimedOut)
 }
 
-/// The open connections (a thread each), so that a new connection can take the place of
-/// one that is only waiting for its request head.
+/// The answer to one request: the exposition for `GET /metrics` (OpenMetrics when the
+/// `Accept` header names it, else the Prometheus text format 0.0.4), a pointer to it for
+/// `GET /`, `404` for any other path, `405` (naming `GET, HEAD`, RFC 9110 §15.5.6) for
+/// any other method. A `HEAD` gets its `GET`'s status and headers, and hyper sends no
+/// content (RFC 9110 §9.3.2). `answered` is notified once the answer is ready (the start
+/// of [`ANSWER_DEADLINE`]).
+async fn respond(request: Request<Incoming>, renders: &mpsc::Sender<Render>, answered: &Notify) -> Result<Response<Full<Bytes>>, std::convert::Infallible> {
+    let openmetrics = request.headers().get_all(ACCEPT).iter().any(|v| String::from_utf8_lossy(v.as_bytes()).contains("application/openmetrics-text"));
+    let (status, content_type, content) = match route(request.method(), request.uri().path()) {
+        Page::Metrics => match render(renders, openmetrics).await {
+            Some(body) => (StatusCode::OK, if openmetrics { CONTENT_TYPE } else { CONTENT_TYPE_TEXT }, Bytes::from_owner(Exposition(body))),
+            None => (StatusCode::SERVICE_UNAVAILABLE, "text/plain", Bytes::from_static(b"metrics not available: the daemon is stopping\n")),
+        },
+        Page::Text(status, text) => (status, "text/plain", Bytes::from(text)),
+    };
+    let mut answer = Response::new(Full::new(content));
+    *answer.status_mut() = status;
+    answer.headers_mut().insert(hyper::header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    if status == StatusCode::METHOD_NOT_ALLOWED {
+        answer.headers_mut().insert(ALLOW, HeaderValue::from_static("GET, HEAD"));
+    }
+    answered.notify_one();
+    Ok(answer)
+}
+
+/// What a request asks for ([`route`]).
+enum Page {
+    /// The exposition.
+    Metrics,
+    /// A fixed text answer with this status.
+    Text(StatusCode, String),
+}
+
+/// The page for `method` on `path` (without its query string): `/metrics` and `/` for GET
+/// and HEAD, `404` for another path, `405` for another method.
+fn route(method: &Method, path: &str) -> Page {
+    match (method == Method::GET || method == Method::HEAD, path) {
+        (true, "/metrics") => Page::Metrics,
+        (true, "/") => Page::Text(StatusCode::OK, "spillway: metrics at /metrics\n".into()),
+        (true, _) => Page::Text(StatusCode::NOT_FOUND, format!("no page {path}; metrics are at /metrics\n")),
+        (false, _) => Page::Text(StatusCode::METHOD_NOT_ALLOWED, format!("method {method} not allowed; use GET (or HEAD) /metrics\n")),
+    }
+}
+
+/// The exposition from the render thread of [`serve`]; `None` when it has ended (the
+/// server is stopping).
+async fn render(renders: &mpsc::Sender<Render>, openmetrics: bool) -> Option<Arc<str>> {
+    let (reply, rendered) = oneshot::channel();
+    renders.send((openmetrics, reply)).ok()?;
+    rendered.await.ok()
+}
+
+/// A cached exposition as an answer's content, shared, not copied ([`BodyCache`]).
+struct Exposition(Arc<str>);
+
+impl AsRef<[u8]> for Exposition {
+    fn as_ref(&self) -> &[u8] {
+        self.0.as_bytes()
+    }
+}
+
+/// Answers a connection for which there is no room (every slot answering a request, see
+/// [`serve`]) `503` without waiting for its request: what it sent so far is read (closing
+/// on unread data would reset the connection before the answer is read), then one
+/// non-blocking write; dropping it closes it.
+fn refuse(stream: &tokio::net::TcpStream) {
+    let text = "too many metrics connections open at once; retry\n";
+    let head = format!("HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nRetry-After: 1\r\nConnection: close\r\n\r\n{text}", text.len());
+    let _ = stream.try_read(&mut [0u8; MAX_HEAD]);
+    let _ = stream.try_write(head.as_bytes());
+}
+
+/// The open connections and the counts of [`Served`], shared by the accept loop and the
+/// connection tasks (all on the metrics thread).
 #[derive(Default)]
 struct Conns {
     next: u64,
     open: Vec<Open>,
+    served: Served,
 }
 
 /// One open connection of [`Conns`].
@@ -157,9 +330,11 @@ struct Open {
     peer: SocketAddr,
     accepted: Instant,
     phase: Phase,
-    /// A handle on the connection's socket: shutting it down ends the thread's wait for the
-    /// request head at once.
-    socket: TcpStream,
+    /// The connection's socket, to see whether request bytes wait unread in it: valid
+    /// while the entry is there (its task removes it as it drops the socket).
+    fd: RawFd,
+    /// Dropping it ends the connection's task (closing it to make room).
+    close: Option<oneshot::Sender<()>>,
 }
 
 /// Where an [`Open`] connection is.
@@ -169,8 +344,7 @@ enum Phase {
     Head,
     /// Its request head is read; being answered: keeps its slot until done.
     Answering,
-    /// Closed to make room; its thread is ending. Holds no slot, but its thread counts in
-    /// [`MAX_THREADS`].
+    /// Closed to make room; its task is ending. Holds no slot.
     Closed,
 }
 
@@ -181,21 +355,17 @@ enum Admitted {
     /// Registered under this id in the place of the connection of this peer, closed after
     /// waiting this long since accept without a complete request head.
     InPlaceOf(u64, SocketAddr, Duration),
-    /// Not registered: every slot is answering a request (or, which [`serve`] does not let
-    /// happen, [`MAX_THREADS`] threads run).
+    /// Not registered (counted as refused): every slot is answering a request.
     No,
 }
 
 impl Conns {
-    /// Registers a new connection (`socket`: a handle on it) when there is room: a free
-    /// slot, or the slot of a connection waiting for its request head, which is then
-    /// closed: one of the client address with the most connections waiting for their head,
-    /// the longest waiting. A connection whose request bytes have arrived but are not read
-    /// yet is not closed: its thread is about to read them.
-    fn admit(&mut self, peer: SocketAddr, accepted: Instant, socket: TcpStream) -> Admitted {
-        if self.open.len() >= MAX_THREADS {
-            return Admitted::No;
-        }
+    /// Registers a new connection (`fd`: its socket; `close`: dropped to close it) when
+    /// there is room: a free slot, or the slot of a connection waiting for its request
+    /// head, which is then closed: one of the client address with the most connections
+    /// waiting for their head, the longest waiting. A connection whose request bytes have
+    /// arrived but are not read yet is not closed: its task is about to read them.
+    fn admit(&mut self, peer: SocketAddr, accepted: Instant, fd: RawFd, close: oneshot::Sender<()>) -> Admitted {
         let mut victim = None;
         if self.open.iter().filter(|c| c.phase != Phase::Closed).count() >= MAX_CONNECTIONS {
             // Connections waiting for their head per client address: the victim comes from
@@ -209,14 +379,18 @@ impl Conns {
             }
             let mut waiting: Vec<&mut Open> = self.open.iter_mut().filter(|c| c.phase == Phase::Head).collect();
             waiting.sort_by_key(|c| (std::cmp::Reverse(held.get(&c.peer.ip()).copied().unwrap_or(0)), c.accepted));
-            let Some(c) = waiting.into_iter().find(|c| !unread_bytes(&c.socket)) else { return Admitted::No };
-            let _ = c.socket.shutdown(Shutdown::Both);
+            let Some(c) = waiting.into_iter().find(|c| !unread_bytes(c.fd)) else {
+                self.served.refused += 1;
+                return Admitted::No;
+            };
+            c.close = None;
             c.phase = Phase::Closed;
             victim = Some((c.peer, accepted.saturating_duration_since(c.accepted)));
+            self.served.closed_for_room += 1;
         }
         self.next += 1;
         let id = self.next;
-        self.open.push(Open { id, peer, accepted, phase: Phase::Head, socket });
+        self.open.push(Open { id, peer, accepted, phase: Phase::Head, fd, close: Some(close) });
         match victim {
             Some((p, waited)) => Admitted::InPlaceOf(id, p, waited),
             None => Admitted::Free(id),
@@ -224,174 +398,42 @@ impl Conns {
     }
 }
 
-/// Whether `socket` has received bytes not read yet (end of stream and errors are not).
-fn unread_bytes(socket: &TcpStream) -> bool {
+/// Whether socket `fd` has received bytes not read yet (end of stream and errors are not).
+fn unread_bytes(fd: RawFd) -> bool {
     use nix::sys::socket::{recv, MsgFlags};
-    use std::os::fd::AsRawFd;
-    matches!(recv(socket.as_raw_fd(), &mut [0u8; 1], MsgFlags::MSG_PEEK | MsgFlags::MSG_DONTWAIT), Ok(n) if n > 0)
+    matches!(recv(fd, &mut [0u8; 1], MsgFlags::MSG_PEEK | MsgFlags::MSG_DONTWAIT), Ok(n) if n > 0)
 }
 
-/// A connection thread's entry in [`Conns`], removed when dropped (also when the thread
-/// could not start or panicked).
-struct Tracked<'a> {
+/// `conns` locked (a panic while it was held cannot leave it half-changed: every change
+/// is one step).
+fn lock(conns: &Mutex<Conns>) -> MutexGuard<'_, Conns> {
+    conns.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A connection task's entry in [`Conns`], removed when dropped (as the task ends, also
+/// when it is dropped unfinished).
+struct Tracked {
     id: u64,
-    registry: &'a ConnRegistry,
+    conns: Arc<Mutex<Conns>>,
 }
 
-impl Tracked<'_> {
-    /// Marks the connection's request head read (it keeps its slot until answered); false
-    /// when it was closed to make room.
-    fn claim(&self) -> bool {
-        let mut conns = self.registry.conns.lock().unwrap_or_else(|e| e.into_inner());
-        match conns.open.iter_mut().find(|c| c.id == self.id) {
-            Some(c) if c.phase == Phase::Head => {
-                c.phase = Phase::Answering;
-                true
-            }
-            _ => false,
+impl Tracked {
+    /// Marks the connection's request head read: it keeps its slot until answered.
+    fn claim(&self) {
+        if let Some(c) = lock(&self.conns).open.iter_mut().find(|c| c.id == self.id && c.phase == Phase::Head) {
+            c.phase = Phase::Answering;
         }
+    }
+
+    /// Counts the connection as closed at a deadline.
+    fn timed_out(&self) {
+        lock(&self.conns).served.timed_out += 1;
     }
 }
 
-impl Drop for Tracked<'_> {
+impl Drop for Tracked {
     fn drop(&mut self) {
-        self.registry.conns.lock().unwrap_or_else(|e| e.into_inner()).open.retain(|c| c.id != self.id);
-        self.registry.ended.notify_all();
-    }
-}
-
-/// Answers a connection for which there is no room (every slot answering a request, see
-/// [`serve`]) `503` without waiting for it: what it sent so far is read (closing on unread
-/// data would reset the connection before the answer is read), then one non-blocking
-/// write, then close.
-fn refuse(mut conn: TcpStream) {
-    let text = "too many metrics connections open at once; retry\n";
-    let head = format!("HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nRetry-After: 1\r\nConnection: close\r\n\r\n{text}", text.len());
-    if conn.set_nonblocking(true).is_ok() {
-        let _ = conn.read(&mut [0u8; MAX_HEAD]);
-        let _ = conn.write(head.as_bytes());
-    }
-}
-
-/// Largest request head read, bytes.
-const MAX_HEAD: usize = 8192;
-
-/// Reads one request head from `conn` (by `deadline`) and answers it. Once the head is in
-/// (whole, or found bad or too large), `claim` is called: false means the connection was
-/// closed meanwhile to make room for another ([`serve`]), and it is left unanswered. The
-/// bytes that complete the head are only peeked at until then, so [`Conns::admit`] sees
-/// them unread and does not take the connection for one waiting for its head.
-fn answer(mut conn: TcpStream, body: &impl Fn(bool) -> Arc<str>, deadline: Instant, stop: &AtomicBool, claim: impl FnOnce() -> bool) -> std::io::Result<()> {
-    conn.set_nonblocking(false)?;
-    let mut buf = vec![0u8; MAX_HEAD];
-    let mut len = 0;
-    // (Ok((method, path, whether OpenMetrics is accepted)) or the error answer, bytes
-    // peeked at and not read yet).
-    let (head, peeked) = loop {
-        let n = peek_by(&conn, &mut buf[len..], deadline, stop)?;
-        if n == 0 {
-            return Ok(());
-        }
-        let mut headers = [httparse::EMPTY_HEADER; 32];
-        let mut req = httparse::Request::new(&mut headers);
-        match req.parse(&buf[..len + n]) {
-            Ok(httparse::Status::Complete(_)) => {
-                let om = req.headers.iter().any(|h| h.name.eq_ignore_ascii_case("accept") && String::from_utf8_lossy(h.value).contains("application/openmetrics-text"));
-                break (Ok((req.method.unwrap_or("").to_string(), req.path.unwrap_or("").to_string(), om)), n);
-            }
-            Ok(httparse::Status::Partial) if len + n < MAX_HEAD => {
-                // Part of a head: read it (the connection still waits for its head).
-                conn.read_exact(&mut buf[len..len + n])?;
-                len += n;
-            }
-            Ok(httparse::Status::Partial) => break (Err(("431 Request Header Fields Too Large", "text/plain", Arc::<str>::from("request head over 8 KiB\n"))), n),
-            Err(e) => break (Err(("400 Bad Request", "text/plain", Arc::<str>::from(format!("bad request: {e}\n")))), n),
-        }
-    };
-    if !claim() {
-        return Ok(());
-    }
-    // Read what was peeked at (closing with unread bytes would reset the connection).
-    conn.read_exact(&mut buf[len..len + peeked])?;
-    let (head_only, (status, ctype, text)) = match head {
-        Ok((method, path, om)) => {
-            // HEAD: GET's status and headers without its content (RFC 9110 §9.3.2).
-            let head_only = method == "HEAD";
-            (head_only, route(if head_only { "GET" } else { &method }, &path, om, body))
-        }
-        Err(error) => (false, error),
-    };
-    // A 405 names the methods there are (RFC 9110 §15.5.6).
-    let allow = if status.starts_with("405") { "Allow: GET, HEAD\r\n" } else { "" };
-    let head = format!("HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\n{allow}Connection: close\r\n\r\n", text.len());
-    let until = Instant::now() + ANSWER_DEADLINE;
-    write_all_by(&mut conn, head.as_bytes(), stop, until)?;
-    if !head_only {
-        write_all_by(&mut conn, text.as_bytes(), stop, until)?;
-    }
-    Ok(())
-}
-
-/// Before each blocking read or write on `conn`: an error once `deadline` passed (saying
-/// `late`) or `stop` is set, else the socket timeout `set` (read or write) is set to what is left, at most
-/// [`POLL`].
-fn next_wait(conn: &TcpStream, deadline: Instant, stop: &AtomicBool, set: fn(&TcpStream, Option<Duration>) -> std::io::Result<()>, late: &str) -> std::io::Result<()> {
-    if stop.load(Ordering::SeqCst) {
-        return Err(std::io::Error::other("the daemon is stopping"));
-    }
-    let left = deadline.saturating_duration_since(Instant::now());
-    if left.is_zero() {
-        return Err(std::io::Error::new(std::io::ErrorKind::TimedOut, late.to_string()));
-    }
-    set(conn, Some(left.min(POLL)))
-}
-
-/// Whether an I/O error is a socket timeout (or an interruption): wait again.
-fn again(e: &std::io::Error) -> bool {
-    matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut | std::io::ErrorKind::Interrupted)
-}
-
-/// `conn.peek(buf)` (what has arrived, left unread), waiting at most until `deadline` (and
-/// no longer than a stop).
-fn peek_by(conn: &TcpStream, buf: &mut [u8], deadline: Instant, stop: &AtomicBool) -> std::io::Result<usize> {
-    loop {
-        next_wait(conn, deadline, stop, TcpStream::set_read_timeout, "request head not in within 2 s of accept")?;
-        match conn.peek(buf) {
-            Err(e) if again(&e) => continue,
-            r => return r,
-        }
-    }
-}
-
-/// `conn.write_all(data)`, or an error once the peer took nothing for [`REQUEST_DEADLINE`],
-/// at `until` (the answer's [`ANSWER_DEADLINE`]) or on a stop.
-fn write_all_by(conn: &mut TcpStream, mut data: &[u8], stop: &AtomicBool, until: Instant) -> std::io::Result<()> {
-    let mut deadline = (Instant::now() + REQUEST_DEADLINE).min(until);
-    while !data.is_empty() {
-        next_wait(conn, deadline, stop, TcpStream::set_write_timeout, "answer stalled for 2 s, or not taken within 10 s")?;
-        match conn.write(data) {
-            Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
-            Ok(n) => {
-                data = &data[n..];
-                deadline = (Instant::now() + REQUEST_DEADLINE).min(until);
-            }
-            Err(e) if again(&e) => continue,
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(())
-}
-
-/// Status, content type and content of the answer to `method` (GET; a HEAD is routed as
-/// a GET and sent without content) on `path` (a query string is ignored).
-fn route(method: &str, path: &str, openmetrics: bool, body: &impl Fn(bool) -> Arc<str>) -> (&'static str, &'static str, Arc<str>) {
-    let path = path.split('?').next().unwrap_or("");
-    match (method, path) {
-        ("GET", "/metrics") if openmetrics => ("200 OK", CONTENT_TYPE, body(true)),
-        ("GET", "/metrics") => ("200 OK", CONTENT_TYPE_TEXT, body(false)),
-        ("GET", "/") => ("200 OK", "text/plain", "spillway: metrics at /metrics\n".into()),
-        ("GET", _) => ("404 Not Found", "text/plain", format!("no page {path}; metrics are at /metrics\n").into()),
-        _ => ("405 Method Not Allowed", "text/plain", format!("method {method} not allowed; use GET (or HEAD) /metrics\n").into()),
+        lock(&self.conns).open.retain(|c| c.id != self.id);
     }
 }
 

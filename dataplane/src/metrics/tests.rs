@@ -25,6 +25,8 @@ fn serves_metrics_and_refuses_the_rest() {
     assert!(r.starts_with("HTTP/1.1 200 OK\r\n"), "{r}");
     assert!(r.contains("Content-Type: application/openmetrics-text"), "{r}");
     assert!(r.ends_with("\r\n\r\nspillway_x 1\n# EOF\n"), "{r}");
+    // One request per connection.
+    assert!(r.contains("\r\nConnection: close\r\n") && r.contains("\r\nContent-Length: 19\r\n"), "{r}");
     let r = get(addr, "GET /metrics HTTP/1.1\r\nHost: x\r\nAccept: */*\r\n\r\n");
     assert!(r.contains("Content-Type: text/plain; version=0.0.4"), "{r}");
     assert!(r.ends_with("\r\n\r\nspillway_x 1\n"), "{r}");
@@ -36,11 +38,17 @@ fn serves_metrics_and_refuses_the_rest() {
     assert!(r.starts_with("HTTP/1.1 200 OK\r\n") && r.contains("Content-Length: 13\r\n") && r.ends_with("\r\n\r\n"), "{r}");
     assert!(get(addr, "HEAD /nope HTTP/1.1\r\n\r\n").starts_with("HTTP/1.1 404"));
     assert!(get(addr, "\x01\x02 garbage\r\n\r\n").starts_with("HTTP/1.1 400"));
+    // Request heads are bounded: over 8 KiB, or over 32 header fields, get 431.
+    let r = get(addr, &format!("GET /metrics HTTP/1.1\r\nHost: x\r\nX-Pad: {}\r\n\r\n", "a".repeat(9000)));
+    assert!(r.starts_with("HTTP/1.1 431"), "{r}");
+    let r = get(addr, &format!("GET /metrics HTTP/1.1\r\n{}\r\n", "X-A: b\r\n".repeat(33)));
+    assert!(r.starts_with("HTTP/1.1 431"), "{r}");
     // A client that sends half a request and goes away does not stop the server.
     drop(TcpStream::connect(addr).unwrap());
-    assert!(get(addr, "GET /metrics?x=1 HTTP/1.0\r\n\r\n").starts_with("HTTP/1.1 200"));
+    // hyper answers an HTTP/1.0 request in HTTP/1.0 (the hand-written server said 1.1).
+    assert!(get(addr, "GET /metrics?x=1 HTTP/1.0\r\n\r\n").starts_with("HTTP/1.0 200"));
     stop.store(true, Ordering::SeqCst);
-    t.join().unwrap();
+    assert_eq!(t.join().unwrap(), Served::default(), "nothing refused, closed to make room or timed out");
 }
 
 #[test]
@@ -259,7 +267,7 @@ fn bind_error_names_the_field() {
 
 /// Starts [`serve`] on a free port with a fixed body; returns its address, stop flag and
 /// thread.
-fn start() -> (SocketAddr, Arc<AtomicBool>, std::thread::JoinHandle<()>) {
+fn start() -> (SocketAddr, Arc<AtomicBool>, std::thread::JoinHandle<Served>) {
     let l = bind("127.0.0.1:0".parse().unwrap()).unwrap();
     let addr = l.local_addr().unwrap();
     let stop = Arc::new(AtomicBool::new(false));
@@ -318,8 +326,61 @@ fn slow_and_idle_clients_do_not_delay_a_scrape() {
     let ended = slow.join().unwrap() - opened;
     assert!(ended < REQUEST_DEADLINE + Duration::from_secs(1), "the dribbling client kept its connection {ended:?}");
     stop.store(true, Ordering::SeqCst);
-    t.join().unwrap();
+    assert_eq!(t.join().unwrap(), Served { timed_out: 5, ..Served::default() }, "the four idle clients and the dribbler timed out");
 }
+
+/// Slowloris: a client sending its request head one byte a second is closed
+/// [`REQUEST_DEADLINE`] after accept, unanswered, and counted as timed out; meanwhile a
+/// scrape is answered at once.
+#[test]
+fn a_client_sending_a_byte_a_second_is_cut_at_the_request_deadline() {
+    let (addr, stop, t) = start();
+    let mut slow = TcpStream::connect(addr).unwrap();
+    let opened = std::time::Instant::now();
+    let slowloris = std::thread::spawn(move || {
+        let mut got = Vec::new();
+        for b in b"GET /metrics HTTP/1.1\r\nHost: x\r\nX-Slow: 1\r\n\r\n" {
+            if slow.write_all(&[*b]).is_err() {
+                break;
+            }
+            // wait a second for the server's end of stream, then the next byte
+            slow.set_read_timeout(Some(Duration::from_secs(1))).unwrap();
+            match slow.read_to_end(&mut got) {
+                Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => continue,
+                _ => break,
+            }
+        }
+        (opened.elapsed(), got)
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    let r = get(addr, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
+    assert!(r.starts_with("HTTP/1.1 200 OK\r\n"), "{r}");
+    let (cut, got) = slowloris.join().unwrap();
+    assert!(got.is_empty(), "the slow client got an answer: {}", String::from_utf8_lossy(&got));
+    assert!(cut >= REQUEST_DEADLINE - Duration::from_millis(300) && cut < REQUEST_DEADLINE + Duration::from_secs(1), "the slow client was cut after {cut:?}");
+    stop.store(true, Ordering::SeqCst);
+    assert_eq!(t.join().unwrap(), Served { timed_out: 1, ..Served::default() });
+}
+
+/// A client that sends its request and then takes none of the answer (64 MiB, more than
+/// the socket buffers hold) is closed once the answer has stalled for
+/// [`REQUEST_DEADLINE`], long before [`ANSWER_DEADLINE`]: read fast 3 s later, the
+/// connection ends before the answer is whole (without the stall limit, the fast read
+/// would get all of it).
+#[test]
+fn an_answer_stalled_for_the_request_deadline_is_cut() {
+    let (addr, stop, t) = start_with(|| "x".repeat(BIG));
+    let mut c = send(addr, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
+    std::thread::sleep(REQUEST_DEADLINE + Duration::from_secs(1));
+    let got = answer_of(&mut c).len();
+    assert!(got < BIG, "the whole answer ({got} bytes) was sent after a {:?} stall", REQUEST_DEADLINE + Duration::from_secs(1));
+    stop.store(true, Ordering::SeqCst);
+    assert_eq!(t.join().unwrap(), Served { timed_out: 1, ..Served::default() });
+}
+
+/// Size of the answer of the tests of slow readers, bytes: more than the socket buffers
+/// hold.
+const BIG: usize = 64 << 20;
 
 /// A client that takes its answer steadily but too slowly to finish it (16 KiB every 50
 /// ms, so it never stalls [`REQUEST_DEADLINE`]) is cut at [`ANSWER_DEADLINE`]: read
@@ -327,9 +388,7 @@ fn slow_and_idle_clients_do_not_delay_a_scrape() {
 /// deadline, the fast read would get all of it).
 #[test]
 fn a_trickling_reader_is_cut_at_the_answer_deadline() {
-    const BODY: usize = 64 << 20;
-    let big = "x".repeat(BODY);
-    let (addr, stop, t) = start_with(move || big.clone());
+    let (addr, stop, t) = start_with(|| "x".repeat(BIG));
     let mut c = send(addr, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
     let opened = std::time::Instant::now();
     c.set_read_timeout(Some(Duration::from_secs(1))).unwrap();
@@ -348,13 +407,13 @@ fn a_trickling_reader_is_cut_at_the_answer_deadline() {
     let mut rest = Vec::new();
     let _ = c.read_to_end(&mut rest); // a reset after the buffered bytes is an end too
     got += rest.len();
-    assert!(got < BODY, "the whole answer ({got} bytes) was sent to a client reading for {:?}", opened.elapsed());
+    assert!(got < BIG, "the whole answer ({got} bytes) was sent to a client reading for {:?}", opened.elapsed());
     stop.store(true, Ordering::SeqCst);
-    t.join().unwrap();
+    assert_eq!(t.join().unwrap(), Served { timed_out: 1, ..Served::default() }, "the trickling reader timed out");
 }
 
 /// Starts [`serve`] on a free port with `body`; returns its address, stop flag and thread.
-fn start_with(body: impl Fn() -> String + Send + Sync + 'static) -> (SocketAddr, Arc<AtomicBool>, std::thread::JoinHandle<()>) {
+fn start_with(body: impl Fn() -> String + Send + Sync + 'static) -> (SocketAddr, Arc<AtomicBool>, std::thread::JoinHandle<Served>) {
     let l = bind("127.0.0.1:0".parse().unwrap()).unwrap();
     let addr = l.local_addr().unwrap();
     let stop = Arc::new(AtomicBool::new(false));
@@ -416,7 +475,8 @@ fn idle_connections_make_room_for_a_scrape() {
         assert!(!closed_by_server(c, Duration::from_millis(1)), "idle connection {i} closed too");
     }
     stop.store(true, Ordering::SeqCst);
-    t.join().unwrap();
+    let served = t.join().unwrap();
+    assert_eq!((served.closed_for_room, served.refused), (1, 0), "{served:?}");
 }
 
 /// QA's attack: 40 clients that connect, send nothing and reconnect as soon as they are
@@ -463,7 +523,8 @@ fn reconnecting_idle_clients_do_not_lock_out_scrapes() {
     let connections: u32 = attackers.into_iter().map(|a| a.join().unwrap()).sum();
     assert!(connections > 40 * 2, "the attack did not reconnect: {connections} connections");
     stop.store(true, Ordering::SeqCst);
-    t.join().unwrap();
+    let served = t.join().unwrap();
+    assert!(served.closed_for_room > 0 && served.refused == 0, "{served:?}");
 }
 
 /// The connection closed to make room comes from the address with the most connections
@@ -496,7 +557,8 @@ fn answering_scrapes_do_not_make_their_host_the_flood() {
         assert!(r.starts_with("HTTP/1.1 200 OK\r\n"), "{r}");
     }
     stop.store(true, Ordering::SeqCst);
-    t.join().unwrap();
+    let served = t.join().unwrap();
+    assert_eq!((served.closed_for_room, served.refused), (1, 0), "{served:?}");
 }
 
 /// A TCP connection to `addr` from local address `ip` (any port): the loopback has all of
@@ -510,7 +572,7 @@ fn connect_from(ip: [u8; 4], addr: SocketAddr) -> std::io::Result<TcpStream> {
 
 /// [`start_with`] a body whose renders wait (at most 30 s) until the returned flag is set:
 /// requests admitted meanwhile stay answering, holding their slots.
-fn start_gated() -> (SocketAddr, Arc<AtomicBool>, std::thread::JoinHandle<()>, Arc<AtomicBool>) {
+fn start_gated() -> (SocketAddr, Arc<AtomicBool>, std::thread::JoinHandle<Served>, Arc<AtomicBool>) {
     let release = Arc::new(AtomicBool::new(false));
     let r2 = release.clone();
     let (addr, stop, t) = start_with(move || {
@@ -555,8 +617,10 @@ fn busy_slots_get_503_and_stop_is_prompt() {
     std::thread::sleep(Duration::from_millis(200));
     let stopping = std::time::Instant::now();
     stop.store(true, Ordering::SeqCst);
-    t.join().unwrap();
+    let served = t.join().unwrap();
     assert!(stopping.elapsed() < Duration::from_secs(1), "stop took {:?} with connections open", stopping.elapsed());
+    // Connection limit reached: counted (and logged).
+    assert_eq!((served.refused, served.closed_for_room), (1, 1), "{served:?}");
 }
 
 /// Concurrent scrapes within the cache's lifetime render the exposition once and share it

@@ -7,17 +7,11 @@
 use super::table::{Counters, EntryState, Learned, NeighborTable, Params};
 use super::{frames, NeighborQueues, NeighborSeen, TxFrame};
 use spillway_shared::config::Config;
-use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-/// Next hops as snapshot compilation reads them: address → MAC for resolved ones, and
-/// [`PENDING_MAC`] for those pending their first resolution (eligible; the workers drop
-/// their packets). An address missing from the view has failed resolution.
-pub type NeighborView = HashMap<IpAddr, [u8; 6]>;
-
-/// The MAC of a pending next hop in a [`NeighborView`]: all zero, which workers never
-/// send to (`next_hop_unresolved`).
-pub const PENDING_MAC: [u8; 6] = [0; 6];
+/// What snapshot compilation reads of next hops: defined by [`control::compile`](mod@crate::control::compile),
+/// which reads it; the resolver here writes it.
+pub use crate::control::compile::{NeighborView, PENDING_MAC};
 
 /// One port as the resolver sends on it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -4,6 +4,7 @@
 //! and the daemon forwarding to the learned MAC.
 
 use super::*;
+use std::net::IpAddr;
 use crate::daemon::Daemon;
 use crate::fastpath::conntrack::Timeouts;
 use crate::fastpath::port::{MemBuf, PacketBuf};

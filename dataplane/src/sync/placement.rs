@@ -8,6 +8,9 @@
 //! is not known (a device that does not report them), the entry goes to every worker: it
 //! costs a slot per worker but the flow finds it wherever it lands.
 
+use crate::dpdk::RssConf;
+use spillway_shared::proto::PortRss;
+
 /// How peers' entries are placed.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Placement {
@@ -60,19 +63,6 @@ fn rss_input(buf: &mut [u8; 36], ipv6: bool, src: u128, dst: u128, sport: u16, d
     2 * a + 4
 }
 
-/// A port's RSS as its device reports it after start: the input of [`Placement::choose`].
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct PortRssState {
-    /// Port name (config).
-    pub name: String,
-    /// Hash functions the device hashes on (`rss_hf`, DPDK's `RTE_ETH_RSS_*` bits).
-    pub hash_functions: u64,
-    /// Toeplitz key (empty when the device reports none).
-    pub key: Vec<u8>,
-    /// Redirection table, queue per entry (empty when the device reports none).
-    pub reta: Vec<u16>,
-}
-
 /// The hash functions software placement needs the device to use: the addresses and ports
 /// of TCP and UDP over both families (rte_ethdev.h: `RTE_ETH_RSS_NONFRAG_IPV4_TCP` = 1 << 4,
 /// `_IPV4_UDP` = 1 << 5, `_IPV6_TCP` = 1 << 10, `_IPV6_UDP` = 1 << 11).
@@ -88,12 +78,12 @@ impl Placement {
     /// any of them), a table whose length is a power of two, and 5-tuple hashing of TCP and
     /// UDP over both families ([`PORTS_BOTH_FAMILIES`]); otherwise every worker gets the
     /// entry.
-    pub fn choose(workers: usize, ports: &[PortRssState]) -> (Placement, Vec<PlacementWhy>) {
+    pub fn choose(workers: usize, ports: &[RssConf]) -> (Placement, Vec<PlacementWhy>) {
         let all = |p: &str, why: &str| ports.iter().map(|_| (p.to_string(), why.to_string())).collect::<Vec<_>>();
         if workers <= 1 {
             return (Placement::Single, all("single", "one worker: every entry goes to worker 0"));
         }
-        let unusable = |p: &PortRssState| -> Option<String> {
+        let unusable = |p: &RssConf| -> Option<String> {
             if p.key.is_empty() || p.reta.is_empty() {
                 return Some(format!("port {} reports no RSS key or redirection table", p.name));
             }
@@ -174,6 +164,53 @@ impl Placement {
     }
 }
 
+/// The fleet-sync placement for `workers` workers over the ports whose devices report
+/// `confs` (config order, each named as in the config; [`Placement::choose`]), and each port's
+/// [`PortRss`] for `status` and the metrics, logged once per port (`RSS`). Without `[sync]`
+/// (`sync_on` false) the placement reads `off` and its reason says what it would be.
+/// `fault` (`SPILLWAY_FAULT_SYNC_PLACEMENT`, for the e2e test `pci` only) makes it wrong on
+/// purpose ([`Placement::faulty`]). Errors: an unknown fault.
+pub fn sync_placement(workers: usize, sync_on: bool, confs: &[RssConf], fault: Option<&str>) -> std::result::Result<(Placement, Vec<PortRss>), String> {
+    let (mut placement, mut why) = Placement::choose(workers, confs);
+    if let Some(f) = fault {
+        (placement, why) = Placement::faulty(placement, why, f)?;
+        tracing::warn!(fault = %f, "SPILLWAY_FAULT_SYNC_PLACEMENT: sync placement deliberately wrong (a test's fault injection)");
+    }
+    if let (Placement::Broadcast(n), true, Some((_, w))) = (&placement, sync_on, why.first()) {
+        tracing::warn!(workers = n, why = %w, "peers' synced entries go to every worker (docs/bgp.md)");
+    }
+    let views = confs
+        .iter()
+        .zip(&why)
+        .map(|(r, (how, why))| {
+            let v = PortRss {
+                rx_queues: workers as u16,
+                hash_types: crate::dpdk::rss_hash_names(r.hash_functions),
+                key_source: if r.key.is_empty() { "none" } else { "driver default" }.to_string(),
+                key: r.key.iter().map(|b| format!("{b:02x}")).collect(),
+                reta: r.reta.clone(),
+                sync_placement: if sync_on { how.clone() } else { "off".to_string() },
+                sync_placement_why: if sync_on { why.clone() } else { format!("no [sync] configured (with it: {how}, {why})") },
+            };
+            tracing::info!(port = %r.name, rx_queues = v.rx_queues, hash_types = %v.hash_types.join(","), key_bytes = r.key.len(), reta_size = v.reta.len(), sync_placement = %v.sync_placement, why = %v.sync_placement_why, "RSS");
+            v
+        })
+        .collect();
+    Ok((placement, views))
+}
+
+/// The fleet-sync placement also tells the workers which of them owns a flow, for the
+/// packets RSS gives another worker (fastpath/worker/redirect.rs).
+impl crate::fastpath::worker::FlowOwner for Placement {
+    fn owners(&self, ipv6: bool, src: u128, dst: u128, sport: u16, dport: u16) -> std::ops::Range<usize> {
+        self.workers(ipv6, src, dst, sport, dport)
+    }
+
+    fn per_flow(&self) -> bool {
+        matches!(self, Placement::Rss { .. })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -210,8 +247,8 @@ mod tests {
         }
     }
 
-    fn port(name: &str, hf: u64, key: &[u8], reta: Vec<u16>) -> PortRssState {
-        PortRssState { name: name.into(), hash_functions: hf, key: key.to_vec(), reta }
+    fn port(name: &str, hf: u64, key: &[u8], reta: Vec<u16>) -> RssConf {
+        RssConf { name: name.into(), hash_functions: hf, key: key.to_vec(), reta }
     }
 
     #[test]
@@ -224,7 +261,7 @@ mod tests {
         assert_eq!(why[0].0, "rss");
         assert!(why[0].1.contains("40-byte key and 128-entry"), "{why:?}");
         assert_eq!(Placement::choose(1, std::slice::from_ref(&good)).0, Placement::Single);
-        let cases: [(Vec<PortRssState>, &str); 4] = [
+        let cases: [(Vec<RssConf>, &str); 4] = [
             (vec![port("p0", hf, &[], vec![])], "reports no RSS key"),
             (vec![port("p0", hf, &KEY, vec![0, 1, 0])], "not a power of two"),
             (vec![port("p0", 1 << 2 | 1 << 4, &KEY, reta.clone())], "does not hash the TCP and UDP ports"),
@@ -265,5 +302,18 @@ mod tests {
         assert_eq!(p.workers(false, src, dst, 0, 1766), 0..2, "session entries go everywhere");
         assert_eq!(Placement::Single.workers(false, src, dst, 1, 2), 0..1);
         assert_eq!(Placement::Broadcast(3).workers(false, src, dst, 1, 2), 0..3);
+    }
+
+    #[test]
+    fn views_say_off_without_sync_and_what_it_would_be() {
+        let conf = RssConf { name: "p0".into(), hash_functions: 1 << 2 | 1 << 4 | 1 << 5 | 1 << 8 | 1 << 10 | 1 << 11, key: vec![0x6d; 40], reta: (0..128).map(|i| i % 2).collect() };
+        let (p, v) = sync_placement(2, false, std::slice::from_ref(&conf), None).unwrap();
+        assert!(matches!(p, Placement::Rss { .. }));
+        assert_eq!((v[0].sync_placement.as_str(), v[0].key.len(), v[0].reta.len(), v[0].key_source.as_str()), ("off", 80, 128, "driver default"));
+        assert!(v[0].sync_placement_why.starts_with("no [sync] configured (with it: rss, software Toeplitz"), "{}", v[0].sync_placement_why);
+        let (p, v) = sync_placement(2, true, &[RssConf { name: "p0".into(), ..RssConf::default() }], None).unwrap();
+        assert_eq!(p, Placement::Broadcast(2));
+        assert_eq!((v[0].sync_placement.as_str(), v[0].key_source.as_str()), ("broadcast", "none"));
+        assert!(sync_placement(2, true, &[conf], Some("bogus")).is_err());
     }
 }

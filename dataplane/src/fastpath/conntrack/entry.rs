@@ -128,7 +128,13 @@ impl<A: FlowAddr> Entry<A> {
     /// [`super::ConnTable::sweep`] guarantees (module docs, "Clock").
     #[inline(always)]
     pub(super) fn expired(&self, now: u32) -> bool {
-        self.raw_state() == State::Empty as u8 || self.deadline().wrapping_sub(tick(now)).wrapping_sub(1) & TICK_MASK >= LIVE_AHEAD
+        self.raw_state() == State::Empty as u8 || self.past_deadline(now)
+    }
+    /// `now` is past the deadline (the state not looked at): [`Entry::expired`] for an
+    /// entry known not to be empty.
+    #[inline(always)]
+    pub(super) fn past_deadline(&self, now: u32) -> bool {
+        self.deadline().wrapping_sub(tick(now)).wrapping_sub(1) & TICK_MASK >= LIVE_AHEAD
     }
     /// The entry's state ([`REMOTE`] and [`RELAYED`] masked off).
     pub fn state(&self) -> State {

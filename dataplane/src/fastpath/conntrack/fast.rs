@@ -1,12 +1,12 @@
 //! The connection table's side of the worker's vector fast path
 //! (`fastpath/worker/vector.rs`, docs/architecture.md "The vector fast path"): a burst's
 //! keys are hashed to their bucket pairs in one stage ([`ConnTable::bucket_pair`]), their
-//! buckets prefetched by index ([`ConnTable::prefetch_bucket`]), and each hit is taken by
-//! [`ConnTable::hit_if`], which changes nothing unless every condition of the fast path
-//! holds, so a packet it declines goes to the general path ([`ConnTable::lookup`]) as if
+//! buckets prefetched by index ([`ConnTable::prefetch_bucket`]), and each hit on an
+//! established entry is taken by [`ConnTable::hit_established`], which changes nothing
+//! unless every condition of the fast path holds, so a packet it declines goes to the general path ([`ConnTable::lookup`]) as if
 //! the fast path had never looked. A child of [`super`].
 
-use super::{advance, deadline, recount, timeout_of, ConnTable, CtKey, Timeouts, REMOTE};
+use super::{deadline, timeout_of, ConnTable, CtKey, State, Timeouts, RELAYED};
 use spillway_shared::flow::FlowAddr;
 
 impl<A: FlowAddr> ConnTable<A> {
@@ -37,23 +37,34 @@ impl<A: FlowAddr> ConnTable<A> {
         self.hint = super::prefetch::Hash { words: self.words(k), table: self.table_id(), buckets };
     }
 
-    /// The fast path's hit: `k`'s live entry in `buckets` (its [`ConnTable::bucket_pair`]),
-    /// advanced as [`ConnTable::lookup`] would advance it for a packet with TCP `flags`
-    /// (0 for a non-TCP packet) at `now` under the service's timeouts `t`, and its backend
-    /// slot, only when:
-    /// - the entry is live and this host's own (not a peer's [`REMOTE`] copy, whose first
-    ///   packet is an adoption, counted and handled by the general path);
-    /// - `keep(backend, incarnation, state_changes)` holds: the caller's rules for the
-    ///   entry's backend slot, and whether this packet may change its state (the worker
-    ///   says no while fleet sync is on: a confirmed or closing connection is sent to peers
-    ///   by the general path, `Worker::sync_state_change`).
+    /// The entry life word ([`Entry::life`](super::Entry)'s deadline bits, state bits 0)
+    /// an established entry gets from a packet at `now` under the service's timeouts `t`:
+    /// what [`ConnTable::lookup`] writes for a hit that leaves the state established. The
+    /// vector path computes it once per service and burst and hands it to
+    /// [`ConnTable::hit_established`].
+    #[inline]
+    pub fn established_life(now: u32, t: &Timeouts) -> u32 {
+        deadline(now, timeout_of(State::Established as u8, t)) << 8
+    }
+
+    /// The fast path's hit: `k`'s entry in `buckets` (its [`ConnTable::bucket_pair`]),
+    /// refreshed as [`ConnTable::lookup`] refreshes it for a packet that changes no state
+    /// (a TCP segment without SYN, FIN or RST, or a UDP datagram), and its backend slot,
+    /// only when:
+    /// - the entry is live, established and this host's own (not a peer's [`REMOTE`](super::REMOTE) copy,
+    ///   whose first packet is an adoption, counted and handled by the general path; not
+    ///   SYN-only or closing, whose next packet may change the state, which the general
+    ///   path decides and, with fleet sync on, sends to peers);
+    /// - `keep(backend, incarnation)` holds: the caller's rules for the entry's backend
+    ///   slot.
     ///
-    /// Otherwise `None`, and *nothing* has changed: no state, deadline or counter. The
-    /// general path then looks the key up as if this call had not happened. When it does
-    /// hit, the entry, the occupancy counts and `hits` change exactly as in
-    /// [`ConnTable::lookup`].
+    /// Then its life becomes `life` (from [`ConnTable::established_life`] for the same
+    /// packet time and timeouts) with its state bits kept, and `hits` counts it; the
+    /// occupancy counts do not change (the state does not). Otherwise `None`, and *nothing*
+    /// has changed: the general path then looks the key up as if this call had not
+    /// happened.
     #[inline(always)]
-    pub fn hit_if(&mut self, k: &CtKey<A>, buckets: (u32, u32), flags: u8, now: u32, t: &Timeouts, keep: impl FnOnce(u16, u16, bool) -> bool) -> Option<u16> {
+    pub fn hit_established(&mut self, k: &CtKey<A>, buckets: (u32, u32), now: u32, life: u32, keep: impl FnOnce(u16, u16) -> bool) -> Option<u16> {
         let (b1, b2) = (buckets.0 as usize, buckets.1 as usize);
         let (b, i) = match self.buckets.get(b1).and_then(|bk| bk.way_of(k)) {
             Some(i) => (b1, i),
@@ -61,15 +72,10 @@ impl<A: FlowAddr> ConnTable<A> {
         };
         let e = self.buckets.get_mut(b)?.0.get_mut(i)?;
         let raw = e.raw_state();
-        if raw & REMOTE != 0 || e.expired(now) {
+        if raw & !RELAYED != State::Established as u8 || e.past_deadline(now) || !keep(e.backend, e.incarnation) {
             return None;
         }
-        let new = advance(raw, flags);
-        if !keep(e.backend, e.incarnation, new != raw) {
-            return None;
-        }
-        recount(&mut self.occ, raw, new);
-        e.life = (deadline(now, timeout_of(new, t)) << 8) | u32::from(new);
+        e.life = life | u32::from(raw);
         self.counters.hits += 1;
         Some(e.backend)
     }

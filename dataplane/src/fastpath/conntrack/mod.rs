@@ -63,7 +63,8 @@
 //! live again. Only a worker thread stopped for more than 21 h (a process stopped by
 //! SIGSTOP, a host suspended) can find entries whose deadline wrapped: they read as live,
 //! to the sweep as well, until their false deadline (at most the longest timeout, 16 h)
-//! passes; their packets still go through `keeps_backend`. The last-packet time is not stored: it is the deadline minus the
+//! passes; their packets still go through `keeps_backend` (the general path) or its
+//! stricter subset `fast_mac` (the vector path). The last-packet time is not stored: it is the deadline minus the
 //! timeout of the entry's state ([`Entry::idle_ms`]), to 8 ms.
 //!
 //! **Size.** 16 bytes per IPv4 entry, 32 per IPv6 entry (buckets of 64 and 128 bytes: one

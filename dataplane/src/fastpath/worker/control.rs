@@ -9,10 +9,10 @@ impl Worker {
     /// [`crate::control::Mailbox`]); called from the poll loop only when one is pending,
     /// with the snapshot of that iteration (flushed connections' endpoints are named from
     /// it for the peers).
-    pub fn control(&mut self, req: &crate::control::FlowRequest, snap: &crate::control::snapshot::Snapshot, now_ms: u32) -> crate::control::FlowReply {
+    pub fn control(&mut self, req: &crate::control::mailbox::FlowRequest, snap: &crate::control::snapshot::Snapshot, now_ms: u32) -> crate::control::mailbox::FlowReply {
         use spillway_shared::proto::FlowOp;
         let matches = |backend: u16, incarnation: u16| req.slots.as_ref().is_none_or(|s| s.contains(&(backend, incarnation)));
-        let mut reply = crate::control::FlowReply { seq: req.seq, ..Default::default() };
+        let mut reply = crate::control::mailbox::FlowReply { seq: req.seq, ..Default::default() };
         match req.op {
             FlowOp::Count => {
                 // A filtered count walks the tables (the daemon answers an unfiltered one
@@ -21,7 +21,7 @@ impl Worker {
                 self.ct6.for_each_live(now_ms, |e| reply.count += u64::from(matches(e.backend, e.incarnation)));
             }
             FlowOp::Show { limit } => {
-                let max = (limit as usize).min(crate::control::MAX_SHOW_PER_WORKER);
+                let max = (limit as usize).min(crate::control::mailbox::MAX_SHOW_PER_WORKER);
                 // The idle time is derived from the deadline and the service's timeouts.
                 use crate::fastpath::conntrack::ServiceTimeouts;
                 let t = snap.timeouts(self.timeouts);

@@ -8,10 +8,10 @@
 //!   Too Big, unreachable, time exceeded): the *router's* address decides its queue;
 //! - the fragments of an IPv4 datagram: NICs hash fragments on the addresses only.
 //!
-//! The *owning worker* of a flow is the one the sync placement gives its 5-tuple
-//! ([`crate::sync::Placement::workers`]: the software Toeplitz over the port's RSS key and
-//! redirection table, the client's direction), which is where the flow's connection-table
-//! entry is. When a worker decides such a packet for a flow it does not own, the verdict is
+//! The *owning worker* of a flow is the one the fleet-sync placement gives its 5-tuple
+//! ([`FlowOwner`], implemented by `sync::Placement`: the software Toeplitz over the port's
+//! RSS key and redirection table, the client's direction), which is where the flow's
+//! connection-table entry is. When a worker decides such a packet for a flow it does not own, the verdict is
 //! [`Verdict::Redirect`] and the poll loop pushes the buffer on the owner's ring
 //! ([`RedirectRings`]); the owner drains its ring every poll iteration and decides each
 //! packet exactly as if its own port queue had received it (same decision path, its own TX
@@ -34,10 +34,22 @@ use crate::control::snapshot::Snapshot;
 use crate::fastpath::frag::{FragHold, FragTable};
 use crate::fastpath::port::{Burst, PacketBuf, Port, BURST};
 use crate::fastpath::stats::bump;
-use crate::sync::Placement;
 use crate::wire::{DropReason, Ipv4Info};
 use crossbeam_queue::ArrayQueue;
 use spillway_shared::flow::FlowKey;
+use std::sync::Arc;
+
+/// Which worker owns a flow: the fleet-sync placement (`sync::Placement`
+/// implements it; it lives above the fast path, so the worker sees only this).
+pub trait FlowOwner: Send + Sync {
+    /// The workers whose entry the flow `src:sport → dst:dport` gets (client's direction;
+    /// addresses as `u128`, IPv4 in the low 32 bits): one worker when the placement knows
+    /// the flow's RSS queue.
+    fn owners(&self, ipv6: bool, src: u128, dst: u128, sport: u16, dport: u16) -> std::ops::Range<usize>;
+    /// Whether the placement names one worker per 5-tuple (an RSS placement), so packets
+    /// can be redirected to it.
+    fn per_flow(&self) -> bool;
+}
 
 /// Packets each worker's redirect ring holds (a power of two; 16 bytes each for an mbuf).
 /// ICMP errors and fragments are a small part of any traffic; the ring only has to cover
@@ -108,8 +120,8 @@ impl<B> RedirectRings<B> {
 
 /// A worker's redirect state ([`Worker::with_redirect`]).
 pub(super) struct Redirector {
-    /// The RSS placement (always [`Placement::Rss`]).
-    placement: Placement,
+    /// The placement (one that names a worker per 5-tuple: [`FlowOwner::per_flow`]).
+    placement: Arc<dyn FlowOwner>,
     /// Workers with a ring: an owner at or past it is not redirected to.
     workers: usize,
     /// The owner of the last [`Verdict::Redirect`].
@@ -123,14 +135,11 @@ pub(super) struct Redirector {
 
 impl Worker {
     /// Hands packets of flows this worker does not own to their owner ([`Verdict::Redirect`];
-    /// module docs), for a placement that names one worker per 5-tuple: an RSS placement
-    /// ([`Placement::Rss`]) with `workers` > 1 (the number of rings). Any other placement
-    /// (`single`, `broadcast`) turns redirection off.
-    pub fn with_redirect(mut self, placement: &Placement, workers: usize) -> Worker {
-        self.redirect = match placement {
-            Placement::Rss { .. } if workers > 1 => Some(Box::new(Redirector { placement: placement.clone(), workers, to: 0, from_ring: false, datagrams: FragTable::default() })),
-            _ => None,
-        };
+    /// module docs), for a placement that names one worker per 5-tuple (an RSS placement,
+    /// [`FlowOwner::per_flow`]) with `workers` > 1 (the number of rings). Any other
+    /// placement (`single`, `broadcast`) turns redirection off.
+    pub fn with_redirect(mut self, placement: Arc<dyn FlowOwner>, workers: usize) -> Worker {
+        self.redirect = (placement.per_flow() && workers > 1).then(|| Box::new(Redirector { placement, workers, to: 0, from_ring: false, datagrams: FragTable::default() }));
         self
     }
 
@@ -142,7 +151,7 @@ impl Worker {
     pub(super) fn redirect_owner(&mut self, ipv6: bool, src: u128, dst: u128, sport: u16, dport: u16) -> Option<usize> {
         let id = self.id;
         let r = self.redirect.as_deref_mut().filter(|r| !r.from_ring)?;
-        let owners = r.placement.workers(ipv6, src, dst, sport, dport);
+        let owners = r.placement.owners(ipv6, src, dst, sport, dport);
         let owner = owners.start;
         if owners.len() != 1 || owner == id || owner >= r.workers {
             return None;

@@ -22,7 +22,7 @@ pub struct LoopParams {
 /// its quiescent state (the generation it used, in [`Worker::poll`]), then serves a pending
 /// control request. Snapshots are never dropped here: reclamation runs on the control side.
 /// `redirect`: every worker's redirect ring (worker/redirect.rs), shared by the workers.
-pub fn run_loop<P: Port>(worker: &mut Worker, queues: &mut [P], shared: &crate::control::Shared, params: LoopParams, redirect: Option<std::sync::Arc<super::RedirectRings<P::Buf>>>) {
+pub fn run_loop<P: Port>(worker: &mut Worker, queues: &mut [P], shared: &crate::control::publish::Shared, params: LoopParams, redirect: Option<std::sync::Arc<super::RedirectRings<P::Buf>>>) {
     crate::threads::set_worker_thread(true);
     let mut bufs = PollBuffers::new(queues.len()).with_redirect(redirect);
     let Some(mailbox) = shared.mailboxes.get(params.index).cloned() else { return };

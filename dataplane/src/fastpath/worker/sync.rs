@@ -7,7 +7,7 @@
 use super::{Family, Worker};
 use crate::control::snapshot::Snapshot;
 use crate::fastpath::conntrack::{ConnTable, CtKey, Entry, Hit, State, SyncWalk, Synced, Timeouts};
-use crate::sync::{bump, DumpItem, SyncOut, WorkerSyncCounters, INSTALL_PER_POLL, QUEUE_CAPACITY, REMOVALS_PER_POLL, WALK_MAX_PER_POLL};
+use crate::fastpath::sync_queues::{bump, DumpItem, SyncOut, WorkerSyncCounters, INSTALL_PER_POLL, QUEUE_CAPACITY, REMOVALS_PER_POLL, WALK_MAX_PER_POLL};
 use crossbeam_queue::ArrayQueue;
 use spillway_shared::flow::FlowAddr;
 use spillway_shared::sync::{Op, Record, SyncState};
@@ -236,7 +236,7 @@ mod tests {
     use super::*;
     use crate::control::FlowRequest;
     use crate::fastpath::stats::WorkerStats;
-    use crate::sync::{SyncQueues, DUMP_QUEUE_CAPACITY};
+    use crate::fastpath::sync_queues::{SyncQueues, DUMP_QUEUE_CAPACITY};
     use spillway_shared::proto::FlowOp;
     use std::collections::HashSet;
     use std::sync::Arc;

@@ -9,18 +9,22 @@
 //!    ([`wire::fast::classify`]), the link-layer rule (sent to the port's MAC), then
 //!    (VIP, port, protocol) → service through the worker's service cache. A packet of a
 //!    service the fast path covers (L2 DSR, no QUIC-LB, the per-connection key: see
-//!    [`covered`]) gets a fast lane, or a hashed lane when it is a TCP SYN (a new
-//!    connection: the general path inserts it, with its buckets already computed);
-//!    everything else gets the general lane.
+//!    [`covered`]) gets a fast lane, or a keyed lane when its TCP flags may change its
+//!    entry's state (SYN, FIN or RST: the general path decides, with its buckets already
+//!    computed; a SYN's insertion may read both); everything else gets the general lane.
 //! 2. **hash and prefetch**: every keyed packet's bucket pair, and the first
 //!    [`PREFETCH_DISTANCE`] packets' buckets prefetched (the rest a fixed distance ahead
 //!    of their lookups, [`Worker::issue_planned`], as the line fill buffers allow).
 //! 3. **look up, update, rewrite** ([`Worker::decide_planned`], in packet order): a fast
-//!    lane's entry is taken only when it is live, this host's own, keeps its backend
-//!    (`keeps_backend`) with a resolved next hop, and its state does not change while
-//!    fleet sync is on ([`ConnTable::hit_if`](crate::fastpath::conntrack::ConnTable::hit_if)); then its state and deadline follow the TCP
-//!    flags and the frame is rewritten for L2 DSR. Any other packet, and a fast lane whose
-//!    entry declines, goes to the general path with its buckets handed over.
+//!    lane (a TCP segment without SYN, FIN or RST, or a UDP datagram) takes its entry only
+//!    when it is live, established and this host's own, and its backend is kept without
+//!    asking the service anything more (present, healthy, not draining or evicting) with
+//!    a resolved next hop ([`ConnTable::hit_established`](crate::fastpath::conntrack::ConnTable::hit_established),
+//!    [`fast_mac`]); then its deadline is refreshed (the life word computed once per
+//!    service and burst) and the frame rewritten for L2 DSR. Any other packet, and a fast
+//!    lane whose entry declines, goes to the general path with its buckets handed over:
+//!    state changes (a flow's confirming packet, FIN, RST), unhealthy or draining
+//!    backends, peers' entries.
 //!
 //! Decisions happen in packet order, so every packet sees the table as every earlier
 //! packet of the burst left it, and TX order is the receive order: a flow whose SYN, FIN
@@ -31,9 +35,9 @@
 //!
 //! Same rules as the parent: no locks, allocation, syscalls or panics on any packet.
 
-use super::{keeps_backend, Family, Verdict, Worker, PREFETCH_DISTANCE};
-use crate::control::snapshot::{ServiceSnap, Snapshot};
-use crate::fastpath::conntrack::CtKey;
+use super::{Family, Verdict, Worker, PREFETCH_DISTANCE};
+use crate::control::snapshot::{BackendSlot, ServiceSnap, Snapshot};
+use crate::fastpath::conntrack::{ConnTable, CtKey};
 use crate::fastpath::port::{PacketBuf, BURST};
 use crate::fastpath::stats::bump;
 use crate::wire::{self, fast::Fast, tcp_flags};
@@ -62,10 +66,12 @@ const SECOND: Lane = 8;
 /// clears nothing: stage 1 writes every field it later reads.
 pub(in crate::fastpath) struct BurstPlan {
     lane: [Lane; BURST],
-    /// TCP flags (0 for UDP) of keyed packets.
-    flags: [u8; BURST],
-    /// Service index in the snapshot of keyed packets.
+    /// Service index in the snapshot of fast-lane packets.
     svc: [u16; BURST],
+    /// The life word a fast-lane packet's established entry gets
+    /// ([`ConnTable::established_life`](crate::fastpath::conntrack::ConnTable::established_life)
+    /// of its service, computed once per service and burst).
+    life: [u32; BURST],
     /// Connection-table key of IPv4 keyed packets.
     key4: [CtKey<u32>; BURST],
     /// Connection-table key of IPv6 keyed packets.
@@ -78,6 +84,9 @@ pub(in crate::fastpath) struct BurstPlan {
     out_mac: [u8; 6],
     /// Packets planned.
     n: usize,
+    /// The worker clock the burst was planned at, ms: the life words are computed for it,
+    /// so [`Worker::decide_planned`] at another time sends the packet to the general path.
+    now: u32,
     /// Packets of the burst the fast path decided so far (`WorkerStats::fast_path`).
     pub(super) fast: u64,
     /// Whether the burst's packets are to be decided by the general path only
@@ -89,14 +98,15 @@ impl Default for BurstPlan {
     fn default() -> Self {
         BurstPlan {
             lane: [GENERAL; BURST],
-            flags: [0; BURST],
             svc: [0; BURST],
+            life: [0; BURST],
             key4: [CtKey::default(); BURST],
             key6: [CtKey::default(); BURST],
             buckets: [(0, 0); BURST],
             len: [0; BURST],
             out_mac: [0; 6],
             n: 0,
+            now: 0,
             fast: 0,
             off: false,
         }
@@ -138,6 +148,27 @@ fn opens(flags: u8, proto: u8) -> bool {
     proto == wire::PROTO_TCP && flags & (tcp_flags::SYN | tcp_flags::ACK | tcp_flags::FIN | tcp_flags::RST) == tcp_flags::SYN
 }
 
+/// Whether TCP `flags` (0 for UDP) may change an entry's state (SYN, FIN or RST:
+/// `conntrack::advance`): such a packet goes to the general path, which advances the state
+/// and, with fleet sync on, sends the change to peers.
+#[inline(always)]
+fn may_change_state(flags: u8) -> bool {
+    flags & (tcp_flags::SYN | tcp_flags::FIN | tcp_flags::RST) != 0
+}
+
+/// The destination MAC of a fast-path packet whose entry holds backend slot `b` of
+/// incarnation `incarnation`, for a packet of service index `svc_idx`: `Some` only when the
+/// general path would keep the backend without asking anything else of the service
+/// (`worker::keeps_backend`: present, the same incarnation and service, not evicting;
+/// here also healthy and not draining) and its next hop is resolved (the general path
+/// drops a packet whose MAC is pending, named). `None` sends the packet to the general
+/// path, which decides the unhealthy, draining and unresolved cases.
+#[inline(always)]
+fn fast_mac(b: &BackendSlot, incarnation: u16, svc_idx: u16) -> Option<[u8; 6]> {
+    let ok = b.present && b.incarnation == incarnation && b.service == svc_idx && b.healthy && !b.evict_connections && b.draining_until_ms.is_none();
+    (ok && b.mac != [0; 6]).then_some(b.mac)
+}
+
 impl Worker {
     /// Turns the vector fast path on (the default) or off: off, every packet takes the
     /// general path ([`Worker::process`]), as before the fast path existed. For the
@@ -156,6 +187,7 @@ impl Worker {
         self.clock_ms = now;
         let n = bufs.len().min(BURST);
         self.plan.n = n;
+        self.plan.now = now;
         self.plan.fast = 0;
         let Some(pinfo) = self.ports.get(port).copied() else {
             self.plan.lane = [GENERAL; BURST];
@@ -173,8 +205,13 @@ impl Worker {
         let device = self.device_macs.get(port).map_or(ours, |m| mac48(*m));
         // Stage 1: classify and find the service. Consecutive packets of one (VIP, port,
         // protocol), the common case, reuse the previous packet's answer.
-        let mut memo4: Option<(u32, u16, u8, u16, u16)> = None; // (VIP, port, protocol) -> (index, number)
-        let mut memo6: Option<(u128, u16, u8, u16, u16)> = None;
+        // IPv4: (VIP, port, protocol) packed in 56 bits, so u64::MAX matches no packet;
+        // the answer is (index, number, life word)
+        let mut memo4_key = u64::MAX;
+        let mut memo4 = (0u16, 0u16, 0u32);
+        // IPv6: the VIP, and (port, protocol) packed in 24 bits, so u32::MAX matches none
+        let (mut memo6_vip, mut memo6_key) = (0u128, u32::MAX);
+        let mut memo6 = (0u16, 0u16, 0u32);
         for (j, b) in bufs.iter().enumerate().take(n) {
             let j = j % BURST;
             let d = b.data();
@@ -183,12 +220,16 @@ impl Worker {
             self.plan.lane[j] = GENERAL;
             match fast {
                 Fast::V4(t) => {
-                    let (s, id) = match memo4 {
-                        Some((v, p, pr, s, id)) if v == t.dst && p == t.dport && pr == t.proto => (s, id),
-                        _ => match self.service_of(t.dst, t.dport, t.proto, snap).and_then(|s| snap.services.get(usize::from(s)).map(|svc| (s, svc))) {
+                    let vkey = (u64::from(t.dst) << 24) | (u64::from(t.dport) << 8) | u64::from(t.proto);
+                    let (s, id, life) = if vkey == memo4_key {
+                        memo4
+                    } else {
+                        match self.service_of(t.dst, t.dport, t.proto, snap).and_then(|s| snap.services.get(usize::from(s)).map(|svc| (s, svc))) {
                             Some((s, svc)) if covered(svc) => {
-                                memo4 = Some((t.dst, t.dport, t.proto, s, svc.id));
-                                (s, svc.id)
+                                let life = ConnTable::<u32>::established_life(now, &self.timeouts.for_service(svc.proto, svc.idle_timeout_ms));
+                                memo4_key = vkey;
+                                memo4 = (s, svc.id, life);
+                                memo4
                             }
                             Some((_, svc)) => {
                                 // the general path decides; its lookup still gets its buckets
@@ -199,27 +240,32 @@ impl Worker {
                                 continue;
                             }
                             None => continue,
-                        },
+                        }
                     };
                     self.plan.key4[j] = CtKey { src: t.src, sport: t.sport, service: id };
-                    if opens(t.flags, t.proto) {
-                        // a new connection: the general path inserts it, with these buckets
-                        self.plan.lane[j] = KEYED | SECOND;
+                    if may_change_state(t.flags) {
+                        // a new connection (the general path inserts it, with these
+                        // buckets) or a state change
+                        self.plan.lane[j] = KEYED | if opens(t.flags, t.proto) { SECOND } else { 0 };
                         continue;
                     }
                     self.plan.svc[j] = s;
-                    self.plan.flags[j] = t.flags;
+                    self.plan.life[j] = life;
                     self.plan.len[j] = d.len() as u32;
                     self.plan.lane[j] = KEYED | FAST;
                 }
                 Fast::V6(t) => {
                     self.ipv6_seen = true;
-                    let (s, id) = match memo6 {
-                        Some((v, p, pr, s, id)) if v == t.dst && p == t.dport && pr == t.proto => (s, id),
-                        _ => match self.service_of6(t.dst, t.dport, t.proto, snap).and_then(|s| snap.services.get(usize::from(s)).map(|svc| (s, svc))) {
+                    let pkey = (u32::from(t.dport) << 8) | u32::from(t.proto);
+                    let (s, id, life) = if pkey == memo6_key && t.dst == memo6_vip {
+                        memo6
+                    } else {
+                        match self.service_of6(t.dst, t.dport, t.proto, snap).and_then(|s| snap.services.get(usize::from(s)).map(|svc| (s, svc))) {
                             Some((s, svc)) if covered(svc) => {
-                                memo6 = Some((t.dst, t.dport, t.proto, s, svc.id));
-                                (s, svc.id)
+                                let life = ConnTable::<u32>::established_life(now, &self.timeouts.for_service(svc.proto, svc.idle_timeout_ms));
+                                (memo6_vip, memo6_key) = (t.dst, pkey);
+                                memo6 = (s, svc.id, life);
+                                memo6
                             }
                             Some((_, svc)) => {
                                 if self.general_keyed(d, svc, wire::ETHERTYPE_IPV6, 48) {
@@ -229,16 +275,17 @@ impl Worker {
                                 continue;
                             }
                             None => continue,
-                        },
+                        }
                     };
                     self.plan.key6[j] = CtKey { src: t.src, sport: t.sport, service: id };
-                    if opens(t.flags, t.proto) {
-                        // a new connection: the general path inserts it, with these buckets
-                        self.plan.lane[j] = KEYED | SIX | SECOND;
+                    if may_change_state(t.flags) {
+                        // a new connection (the general path inserts it, with these
+                        // buckets) or a state change
+                        self.plan.lane[j] = KEYED | SIX | if opens(t.flags, t.proto) { SECOND } else { 0 };
                         continue;
                     }
                     self.plan.svc[j] = s;
-                    self.plan.flags[j] = t.flags;
+                    self.plan.life[j] = life;
                     self.plan.len[j] = d.len() as u32;
                     self.plan.lane[j] = KEYED | SIX | FAST;
                 }
@@ -290,10 +337,12 @@ impl Worker {
     /// Stage 3 for packet `j` of the planned burst (`buf`, received on `port`): the fast
     /// path's verdict when its entry qualifies (module docs), else the general path's
     /// ([`Worker::process`]) with the key's buckets handed to the table. Call in packet
-    /// order, once per packet, after [`Worker::plan_burst`] of the same burst and snapshot.
+    /// order, once per packet, after [`Worker::plan_burst`] of the same burst and snapshot,
+    /// with the same `now` (at another time the packet takes the general path: the plan's
+    /// life words are for the planned time).
     #[inline(always)]
     pub fn decide_planned<B: PacketBuf>(&mut self, j: usize, buf: &mut B, port: usize, snap: &Snapshot, now: u32) -> Verdict {
-        let lane = if j < self.plan.n { self.plan.lane[j % BURST] } else { GENERAL };
+        let lane = if j < self.plan.n && now == self.plan.now { self.plan.lane[j % BURST] } else { GENERAL };
         let j = j % BURST;
         if lane & KEYED != 0 {
             debug_assert!(lane & FAST == 0 || buf.data().len() == self.plan.len[j] as usize, "decide_planned: not the planned frame");
@@ -319,28 +368,27 @@ impl Worker {
         self.process(buf, port, snap, now)
     }
 
-    /// The fast path's hit for key `k` (buckets `pair`) of planned packet `j`: the entry
-    /// advanced, the counters of its backend bumped and the frame rewritten for L2 DSR
-    /// (`Some(Forward)`), exactly as the general path's `select` and `deliver` would; or
-    /// `None`, nothing changed, when the general path must decide ([`ConnTable::hit_if`](crate::fastpath::conntrack::ConnTable::hit_if)).
-    #[allow(clippy::too_many_arguments)]
+    /// The fast path's hit for key `k` (buckets `pair`) of planned packet `j`: the
+    /// established entry refreshed, the counters of its backend bumped and the frame
+    /// rewritten for L2 DSR (`Some(Forward)`), exactly as the general path's `select` and
+    /// `deliver` would; or `None`, nothing changed, when the general path must decide
+    /// ([`ConnTable::hit_established`], [`fast_mac`]).
     #[inline(always)]
     fn fast_hit<A: Family, B: PacketBuf>(&mut self, k: &CtKey<A>, pair: (u32, u32), j: usize, buf: &mut B, snap: &Snapshot, now: u32) -> Option<Verdict> {
         let j = j % BURST;
-        let (svc_idx, flags, len) = (self.plan.svc[j], self.plan.flags[j], self.plan.len[j]);
-        let svc = snap.services.get(usize::from(svc_idx))?;
-        let t = self.timeouts.for_service(svc.proto, svc.idle_timeout_ms);
-        let sync_off = self.sync.is_none();
+        let (svc_idx, life, len) = (self.plan.svc[j], self.plan.life[j], self.plan.len[j]);
         let mut mac = [0u8; 6];
-        let backend = A::ct(self).hit_if(k, pair, flags, now, &t, |backend, incarnation, state_changes| {
-            if (state_changes && !sync_off) || !keeps_backend(snap, svc, svc_idx, backend, incarnation, k.src, now) {
-                return false;
+        let backend = A::ct(self).hit_established(k, pair, now, life, |backend, incarnation| {
+            match snap.backends.get(usize::from(backend)).and_then(|b| fast_mac(b, incarnation, svc_idx)) {
+                Some(m) => {
+                    mac = m;
+                    true
+                }
+                None => false,
             }
-            // a next hop pending resolution: the general path drops it, named
-            mac = snap.backends.get(usize::from(backend)).map_or([0; 6], |b| b.mac);
-            mac != [0; 6]
         })?;
         let out_mac = self.plan.out_mac;
+        // every u16 indexes the slot counters (`SlotCounters`): no bounds check is left
         if let Some(c) = self.stats.backend_packets.get(usize::from(backend)) {
             bump(c, 1);
         }
