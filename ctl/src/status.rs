@@ -59,7 +59,7 @@ pub fn render(r: &StatusReport) -> String {
         let _ = writeln!(o, "  {:<6} {:>12} {:>12} {:>12} {:>10} {:>10} {:>6}", i, w.rx, w.tx, w.forwarded, w.new_connections, w.dropped(), w.generation);
     }
     let _ = writeln!(o, "  {:<6} {:>12} {:>12} {:>12} {:>10} {:>10}", "total", t.rx, t.tx, t.forwarded, t.new_connections, t.dropped());
-    let _ = writeln!(o, "\nCOUNTERS\n  arp_replies {}  nd_advertisements {}  nd_not_ours {}  icmp_forwarded {}  icmp_frag_needed_sent {}  fragments {}  fragments_held {}  rebalanced {}", t.arp_replies, t.nd_advertisements, t.nd_not_ours, t.icmp_forwarded, t.icmp_frag_needed_sent, t.fragments, t.fragments_held, t.rebalanced);
+    let _ = writeln!(o, "\nCOUNTERS\n  arp_replies {}  nd_advertisements {}  nd_not_ours {}  icmp_forwarded {}  icmp_frag_needed_sent {}  fragments {}  fragments_held {}  redirected {}  rebalanced {}", t.arp_replies, t.nd_advertisements, t.nd_not_ours, t.icmp_forwarded, t.icmp_frag_needed_sent, t.fragments, t.fragments_held, t.redirected, t.rebalanced);
     // With the line above, every received frame's outcome (docs/ctl.md "status"): replies
     // to the resolver and control frames sent (ARP requests, NS) are in rx and tx.
     let _ = writeln!(o, "  next hops: arp_replies_seen {}  control_tx {}  control_tx_failed {}", t.arp_replies_seen, t.control_tx, t.control_tx_failed);

@@ -179,6 +179,7 @@ pub fn render(daemon: &Daemon) -> String {
     b.counter("worker_icmp_forwarded", "ICMP errors forwarded to the backend of the quoted flow", workers.iter().enumerate().map(|(i, c)| (w(i), c.icmp_forwarded)));
     b.counter("worker_fragments", "IPv4 fragments forwarded", workers.iter().enumerate().map(|(i, c)| (w(i), c.fragments)));
     b.counter("worker_fragments_held", "Later IPv4 and IPv6 fragments held until their first fragment arrived", workers.iter().enumerate().map(|(i, c)| (w(i), c.fragments_held)));
+    b.counter("worker_redirected", "Packets handed to the worker that owns their flow (ICMP errors, IPv4 fragments)", workers.iter().enumerate().map(|(i, c)| (w(i), c.redirected)));
     b.counter("worker_rebalanced_connections", "Connections moved to another backend", workers.iter().enumerate().map(|(i, c)| (w(i), c.rebalanced)));
 
     // Connection table.

@@ -54,7 +54,7 @@ fn workers_follow_every_publication_and_old_snapshots_are_freed() {
             let mut worker = Worker::new(w, 1024, 1, Timeouts::default(), shared.stats[w].clone(), vec![PortInfo { mac: [2, 0, 0, 0, 0, 1], forward_to: 0, addr: 0 }]);
             let mut ports = vec![MemPort::new([2, 0, 0, 0, 0, 1])];
             let params = LoopParams { index: w, epoch: Instant::now(), idle_sleep: Duration::ZERO };
-            run_loop(&mut worker, &mut ports, &shared, params);
+            run_loop(&mut worker, &mut ports, &shared, params, None);
         }));
     }
     let mut lat = Vec::new();

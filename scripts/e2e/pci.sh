@@ -159,6 +159,8 @@ pci_shutdown() {
     PCI_VM_PID=""
 }
 
+# _n_of_n "N M": N == M > 0.
+_n_of_n() { local n m; read -r n m <<<"$1"; [[ -n "$m" && "$m" -gt 0 && "$n" == "$m" ]]; }
 # pci_wait TIMEOUT CMD...: until CMD succeeds (1 s apart).
 pci_wait() {
     local deadline=$((SECONDS + $1)); shift
@@ -188,7 +190,7 @@ pci_restart_guest_daemon() {
     pci_wait 300 pci_ctl status || e2e_fail "the guest's daemon ($1) did not answer within 300 s"
 }
 
-## pci: the bare-metal path in a QEMU TCG guest: virtio-net-pci bound with dpdk-devbind (uio_pci_generic without IOMMU), hugepages, spillway --check, 2 workers on RSS queues; requests answered, keep-alive on one backend, both workers busy, every flow on the worker the device's key and RETA give it, link down/up logged/counted/shown and withdrawing readiness, synced entries placed by the RETA (and the check failing on a wrong placement)
+## pci: the bare-metal path in a QEMU TCG guest: virtio-net-pci bound with dpdk-devbind (uio_pci_generic without IOMMU), hugepages, spillway --check, 2 workers on RSS queues; requests answered, keep-alive on one backend, both workers busy, every flow on the worker the device's key and RETA give it, link down/up logged/counted/shown and withdrawing readiness, ICMP errors and fragments of tracked flows at their flow's backend (redirected to the owning worker), synced entries placed by the RETA (and the check failing on a wrong placement)
 e2e_pci() {
     PCI_T0=$SECONDS
     pci_install
@@ -248,10 +250,16 @@ e2e_pci() {
     tuples="$(awk -F'\t' '{print $2, $7}' "$SPW_REQUESTS" | sort -u | wc -l)"
     e2e_check "the tables hold every 5-tuple used: $tuples (of $conns connections)" grep -q " of $tuples entries" <<<"$line"
 
-    # --- a measurement, not a check (handing them to the owning worker is not built): ICMP "fragmentation
-    # needed" quoting tracked flows and fragments of tracked flows, with 2 workers: how many
-    # reach the flow's backend (scripts/lib/pci_icmp_frag.py; captures on the backends)
-    local b pids=()
+    # --- ICMP errors and fragments that RSS gives the wrong worker -----------------------
+    # A router's "fragmentation needed" quoting a tracked flow lands on the queue of the
+    # router's address, a fragment on the queue of its 2-tuple: the worker that gets one
+    # for a flow it does not own hands it to the owner through its redirect ring
+    # (fastpath/worker/redirect.rs). b1's weight goes up first, so a worker without the
+    # flow's entry would send most of them to b1 (the new Maglev pick, the 3-tuple hash);
+    # they must reach the flow's own backend (scripts/lib/pci_icmp_frag.py, captures on
+    # the backends), n of n.
+    pci_ctl backend set web b1 weight=1000 >/dev/null || e2e_fail "backend set web b1 weight=1000 failed"
+    local b pids=() counted n_icmp n_frag
     for b in "${SPW_BACKENDS[@]}"; do
         ip netns exec "$(ns "$b")" timeout 120 tcpdump -i eth0 -n -U -w "$L/icmpfrag-$b.pcap" 'icmp or (ip[6:2] & 0x3fff != 0)' >/dev/null 2>&1 9>&- &
         pids+=($!)
@@ -262,8 +270,19 @@ e2e_pci() {
     sleep 8
     kill -TERM "${pids[@]}" 2>/dev/null || true
     wait "${pids[@]}" 2>/dev/null || true
-    "$SPW_PYTHON" "$SPW_LIB_DIR/pci_icmp_frag.py" count --sent "$L/icmpfrag-sent.json" \
-        $(for b in "${SPW_BACKENDS[@]}"; do printf -- '--pcap %s=%s ' "$b" "$L/icmpfrag-$b.pcap"; done) 2>&1 | sed 's/^/  measured (2 workers): /' || true
+    counted="$("$SPW_PYTHON" "$SPW_LIB_DIR/pci_icmp_frag.py" count --sent "$L/icmpfrag-sent.json" \
+        $(for b in "${SPW_BACKENDS[@]}"; do printf -- '--pcap %s=%s ' "$b" "$L/icmpfrag-$b.pcap"; done) 2>&1)" || true
+    sed 's/^/  /' <<<"$counted"
+    pci_ctl status --json >"$L/icmpfrag.status.json" || true
+    pci_ctl backend set web b1 weight=50 >/dev/null || e2e_fail "backend set web b1 weight=50 failed"
+    n_icmp="$(sed -n 's/^icmp: \([0-9]*\) of \([0-9]*\) .*/\1 \2/p' <<<"$counted")"
+    n_frag="$(sed -n 's/^fragments: \([0-9]*\) of \([0-9]*\) .*/\1 \2/p' <<<"$counted")"
+    e2e_check "ICMP errors quoting tracked flows reach the flow's backend: ${n_icmp/ / of }" _n_of_n "$n_icmp"
+    e2e_check "fragmented segments of tracked flows complete at the flow's backend: ${n_frag/ / of }" _n_of_n "$n_frag"
+    line="$("$SPW_PYTHON" -c "import json; w=json.load(open('$L/icmpfrag.status.json'))['workers']; print(' '.join(str(x.get('redirected', 0)) for x in w), sum(dict(x['drops']).get('redirect_ring_full', 0) for x in w))")"
+    echo "  redirected per worker, redirect_ring_full: $line"
+    e2e_check "packets were handed to their flow's worker (redirected per worker, ring-full drops: $line)" \
+        "$SPW_PYTHON" -c "import sys; v=[int(x) for x in '$line'.split()]; sys.exit(0 if sum(v[:-1]) > 0 and v[-1] == 0 else 1)"
 
     # --- link down and up (QEMU monitor set_link) -----------------------------------------
     pci_qmp '{"execute":"set_link","arguments":{"name":"d0","up":false}}' >/dev/null || e2e_fail "QMP set_link off failed"

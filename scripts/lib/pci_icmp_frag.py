@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""ICMP errors and fragments of tracked flows, for the e2e test `pci` (a measurement).
+"""ICMP errors and fragments of tracked flows, for the e2e test `pci` (which requires n of n:
+the worker RSS gives them hands them to the flow's worker, fastpath/worker/redirect.rs).
 
     send  --flows FLOWS.json --iface eth0 --src-mac M --dst-mac M [--max N]
     count --flows FLOWS.json --sent SENT.json --pcap b1=F1 --pcap b2=F2 ...

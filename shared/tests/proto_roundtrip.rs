@@ -114,6 +114,7 @@ fn counters() -> impl Strategy<Value = Counters> {
         ct_relocated: n[19],
         ct_relocation_failed: n[5],
         fast_path: n[4],
+        redirected: n[5],
     })
 }
 

@@ -41,6 +41,7 @@ pub fn read(w: &WorkerStats) -> Counters {
     let icmp_frag_needed_sent = out(&w.icmp_frag_needed_sent);
     let fragments = out(&w.fragments);
     let fragments_held = out(&w.fragments_held);
+    let redirected = out(&w.redirected);
     let new_connections = out(&w.new_connections);
     let rebalanced = out(&w.rebalanced);
     let arp_replies_seen = out(&w.arp_replies_seen);
@@ -90,6 +91,7 @@ pub fn read(w: &WorkerStats) -> Counters {
         ct_relocated,
         ct_relocation_failed,
         fast_path,
+        redirected,
     }
 }
 

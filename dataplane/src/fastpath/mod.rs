@@ -24,3 +24,5 @@ mod tests_v6;
 mod tests_quic;
 #[cfg(test)]
 mod tests_l2;
+#[cfg(test)]
+mod tests_redirect;

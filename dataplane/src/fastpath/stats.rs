@@ -71,6 +71,9 @@ pub struct WorkerStats {
     /// Later IPv4 and IPv6 fragments held until their first fragment arrived or they expired
     /// (docs/semantics.md "Fragments").
     pub fragments_held: AtomicU64,
+    /// Packets handed to the worker that owns their flow (ICMP errors quoting it, IPv4
+    /// fragments of it: fastpath/worker/redirect.rs); that worker counts what it does with them.
+    pub redirected: AtomicU64,
     /// New connections (connection-table misses that selected a backend).
     pub new_connections: AtomicU64,
     /// Connections moved to another backend (unhealthy without persistence, drain cut,
@@ -140,9 +143,10 @@ impl Default for WorkerStats {
             icmp_frag_needed_sent: AtomicU64::new(0),
             fragments: AtomicU64::new(0),
             fragments_held: AtomicU64::new(0),
+            redirected: AtomicU64::new(0),
             new_connections: AtomicU64::new(0),
             rebalanced: AtomicU64::new(0),
-            drops: Default::default(),
+            drops: std::array::from_fn(|_| AtomicU64::new(0)),
             backend_new: slots(),
             backend_packets: slots(),
             ct_hits: AtomicU64::new(0),

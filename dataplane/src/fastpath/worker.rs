@@ -31,6 +31,8 @@ use svc_cache::SVC_CACHE;
 mod sync;
 mod run;
 mod vector;
+mod redirect;
+pub use redirect::{FlowOwner, RedirectRings, Redirected, REDIRECT_DRAIN_PER_POLL, REDIRECT_RING_CAPACITY};
 pub mod quic;
 pub use run::{on_worker_thread, run_loop, LoopParams};
 pub use prefetch::PREFETCH_DISTANCE;
@@ -52,6 +54,10 @@ pub enum Verdict {
     /// Handed to the control side (an ARP reply or Neighbor Advertisement for next-hop
     /// resolution, counted in `arp_replies_seen`): the frame is freed.
     Consumed,
+    /// A packet of a flow another worker owns (an ICMP error quoting it, a fragment of it):
+    /// handed to that worker's redirect ring (worker/redirect.rs); the owner is in the
+    /// worker's redirect state.
+    Redirect,
 }
 
 /// Per-port data a worker needs.
@@ -124,6 +130,8 @@ pub struct Worker {
     clock_ms: u32,
     /// The vector fast path's per-burst arrays (worker/vector.rs).
     plan: vector::BurstPlan,
+    /// Redirection to the flow's owning worker (worker/redirect.rs); `None`: off.
+    redirect: Option<Box<redirect::Redirector>>,
 }
 
 /// Connection-table buckets [`Worker::poll`] sweeps per iteration at least (10^4 to 10^7
@@ -244,6 +252,7 @@ impl Worker {
             icmp_budget: IcmpBudget::new(DEFAULT_ICMP_ERRORS_PER_SEC),
             clock_ms: 0,
             plan: Default::default(),
+            redirect: None,
         }
     }
 
@@ -367,6 +376,9 @@ impl Worker {
             return Verdict::Drop(DropReason::NoService);
         };
         let key = FlowKey { src: p.src, dst: p.dst, sport: p.sport, dport: p.dport, proto: p.proto };
+        if let Some(v) = if fragment { self.redirect_fragment4(p, &key, now_ms) } else { None } {
+            return v; // its datagram's flow is another worker's (worker/redirect.rs)
+        }
         if svc.encap_overhead != 0 && p.total_len + usize::from(svc.encap_overhead) > usize::from(svc.encap_mtu) {
             // Too big for the tunnel: answered (or dropped) before it is tracked or counted.
             return self.too_big(buf, Inner::V4(p), svc.encap_mtu.saturating_sub(svc.encap_overhead), pinfo);
@@ -494,7 +506,8 @@ impl Worker {
     /// nothing is allocated here.
     pub fn poll<P: Port>(&mut self, ports: &mut [P], bufs: &mut PollBuffers<P::Buf>, snap: &Snapshot, now_ms: u32) -> usize {
         let mut rx: Burst<P::Buf> = Burst::new();
-        let PollBuffers { tx, held } = bufs;
+        let PollBuffers { tx, held, redirect } = bufs;
+        let rings = redirect.as_deref();
         let tx = tx.as_mut_slice();
         let mut total = 0usize;
         bump(&self.stats.polls, 1);
@@ -515,17 +528,20 @@ impl Worker {
             for (j, mut b) in rx.drain(..).enumerate() {
                 self.issue_planned(j + PREFETCH_DISTANCE);
                 let v = self.decide_planned(j, &mut b, i, snap, now_ms);
-                forwarded += u64::from(self.dispatch(ports, tx, held, v, b, i, fwd, now_ms));
+                forwarded += u64::from(self.dispatch(ports, tx, held, rings, v, b, i, fwd, now_ms));
                 if self.learned_first && !held.is_empty() {
-                    self.release_held(ports, tx, held, snap, now_ms);
+                    self.release_held(ports, tx, held, rings, snap, now_ms);
                 }
             }
             bump(&self.stats.forwarded, forwarded);
             bump(&self.stats.fast_path, self.plan.fast);
         }
+        if let Some(r) = rings {
+            total += self.drain_redirected(ports, tx, held, r, snap, now_ms);
+        }
         // expiry (and anything still ready)
         if !held.is_empty() {
-            self.release_held(ports, tx, held, snap, now_ms);
+            self.release_held(ports, tx, held, rings, snap, now_ms);
         }
         for (i, burst) in tx.iter_mut().enumerate() {
             if !burst.is_empty() {

@@ -117,6 +117,12 @@ impl Ports {
         self.ports.iter().map(|p| p.port_id()).zip(cfg.ports.iter().map(|p| p.name.clone())).collect()
     }
 
+    /// Each port's RSS as its device reports it, named as in the config: the input of the
+    /// fleet-sync placement and of the workers' redirect placement.
+    pub fn rss_confs(&self, cfg: &Config) -> Vec<dpdk::RssConf> {
+        self.ports.iter().zip(&cfg.ports).map(|(p, c)| dpdk::RssConf { name: c.name.clone(), ..p.rss_conf() }).collect()
+    }
+
     /// The MACs the devices report: frames to these are ours too.
     pub fn device_macs(&self) -> Vec<[u8; 6]> {
         self.ports.iter().map(|p| p.mac()).collect()

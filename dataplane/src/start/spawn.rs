@@ -9,7 +9,7 @@ use crate::announce::Announcer;
 use crate::daemon::Daemon;
 use crate::dpdk;
 use crate::fastpath::conntrack::Timeouts;
-use crate::fastpath::worker::{run_loop, LoopParams, Worker, DEFAULT_IPV6_CAPACITY};
+use crate::fastpath::worker::{run_loop, LoopParams, RedirectRings, Worker, DEFAULT_IPV6_CAPACITY, REDIRECT_RING_CAPACITY};
 use spillway_shared::config::Config;
 use std::net::TcpListener;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -46,6 +46,11 @@ pub fn workers<'scope, 'env>(scope: &'scope Scope<'scope, 'env>, pre: &'env Pref
     let timeouts = timeouts(cfg);
     let (device_macs, tx_multi_seg) = (ports.device_macs(), ports.tx_multi_seg());
     let params = |w: usize| LoopParams { index: w, epoch: daemon.started, idle_sleep: Duration::from_micros(u64::from(cfg.dataplane.idle_sleep_us)) };
+    // Packets RSS gives the wrong worker (ICMP errors, fragments) go to the flow's owner by
+    // the device's placement (fastpath/worker/redirect.rs; never the sync test's fault);
+    // off without an RSS placement.
+    let redirect_placement: std::sync::Arc<dyn crate::fastpath::worker::FlowOwner> = std::sync::Arc::new(crate::sync::Placement::choose(pre.workers, &ports.rss_confs(cfg)).0);
+    let redirect_rings = std::sync::Arc::new(RedirectRings::new(pre.workers, REDIRECT_RING_CAPACITY));
     for w in 0..pre.workers {
         let mut queues: Vec<_> = ports.ports.iter().zip(&ports.pools).map(|(p, pool)| p.queue(w as u16).with_pool(pool)).collect();
         let core = worker_core(cfg, &pre.cores, w);
@@ -58,11 +63,11 @@ pub fn workers<'scope, 'env>(scope: &'scope Scope<'scope, 'env>, pre: &'env Pref
         let cap6 = if cfg.services.iter().any(|s| s.vip.is_ipv6()) { cap } else { DEFAULT_IPV6_CAPACITY };
         let seed = seed_for(w);
         let icmp_rate = cfg.dataplane.icmp_errors_per_sec;
-        let params = params(w);
+        let (params, rings, placement, workers) = (params(w), redirect_rings.clone(), redirect_placement.clone(), pre.workers);
         let body = move |lcore: u32| {
-            let mut worker = Worker::new(w, cap, seed, timeouts, stats, pinfo).with_ipv6_capacity(cap6, seed.rotate_left(17)).with_icmp_errors_per_sec(icmp_rate).with_device_macs(dmacs).with_tx_multi_seg(multi_seg);
+            let mut worker = Worker::new(w, cap, seed, timeouts, stats, pinfo).with_ipv6_capacity(cap6, seed.rotate_left(17)).with_icmp_errors_per_sec(icmp_rate).with_device_macs(dmacs).with_tx_multi_seg(multi_seg).with_redirect(placement, workers);
             tracing::info!(worker = w, core = ?core, lcore, "worker polling");
-            run_loop(&mut worker, &mut queues, shared, params);
+            run_loop(&mut worker, &mut queues, shared, params, Some(rings));
         };
         if let Some(lcore) = worker_lcores.map(|l| l[w]) {
             // An EAL lcore: pinned by EAL, its lcore id is its own (mempool cache kept).

@@ -4,7 +4,6 @@
 use super::ports::{multicast_programmer, Ports};
 use super::preflight::Preflight;
 use crate::daemon::Daemon;
-use crate::dpdk;
 use crate::health::{self, HealthChecker, HealthEvent};
 use std::path::Path;
 use std::sync::atomic::Ordering;
@@ -29,7 +28,7 @@ pub fn build(pre: &Preflight, config: &Path, ports: &Ports) -> Result<Started, S
     let (cfg, workers) = (&pre.cfg, pre.workers);
     // Each port's RSS as its device reports it, and the fleet-sync placement it leads to
     // (shown per port in `status` and the metrics, whether or not [sync] is configured).
-    let rss_confs: Vec<dpdk::RssConf> = ports.ports.iter().zip(&cfg.ports).map(|(p, c)| dpdk::RssConf { name: c.name.clone(), ..p.rss_conf() }).collect();
+    let rss_confs = ports.rss_confs(cfg);
     let (placement, port_rss) = crate::sync::sync_placement(workers, cfg.sync.is_some(), &rss_confs, std::env::var("SPILLWAY_FAULT_SYNC_PLACEMENT").ok().as_deref())?;
     let links = Arc::new(crate::readiness::LinkStates::new(cfg.ports.iter().map(|p| p.name.clone())));
     let port_stats = ports.stats_fn(cfg, links.clone(), port_rss);

@@ -199,6 +199,18 @@ pub fn sync_placement(workers: usize, sync_on: bool, confs: &[RssConf], fault: O
     Ok((placement, views))
 }
 
+/// The fleet-sync placement also tells the workers which of them owns a flow, for the
+/// packets RSS gives another worker (fastpath/worker/redirect.rs).
+impl crate::fastpath::worker::FlowOwner for Placement {
+    fn owners(&self, ipv6: bool, src: u128, dst: u128, sport: u16, dport: u16) -> std::ops::Range<usize> {
+        self.workers(ipv6, src, dst, sport, dport)
+    }
+
+    fn per_flow(&self) -> bool {
+        matches!(self, Placement::Rss { .. })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -147,6 +147,10 @@ pub enum DropReason {
     /// no TTL). ARP and Neighbor Discovery requests for our addresses are answered
     /// whatever MAC they were sent to (`Worker::not_sent_to_us`).
     NotOurMac,
+    /// A packet of a flow another worker owns (an ICMP error quoting it, a fragment of it)
+    /// whose owner's redirect ring was full (`fastpath::worker::redirect`): a worker never
+    /// waits on another.
+    RedirectRingFull,
 }
 
 impl DropReason {

@@ -111,6 +111,7 @@ fn drop_reason_names_are_stable() {
             "multicast_source_mac",
             "ipv6_routing_type0",
             "not_our_mac",
+            "redirect_ring_full",
         ]
     );
     assert_eq!(DropReason::COUNT, names.len());

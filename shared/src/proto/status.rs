@@ -99,6 +99,10 @@ pub struct Counters {
     /// services; docs/architecture.md "The vector fast path").
     #[serde(default)]
     pub fast_path: u64,
+    /// Packets handed to the worker that owns their flow (ICMP errors quoting it, IPv4
+    /// fragments of it, which RSS gave another worker; docs/architecture.md "Redirect rings").
+    #[serde(default)]
+    pub redirected: u64,
 }
 
 impl Counters {
@@ -111,6 +115,7 @@ impl Counters {
             out.tx += c.tx;
             out.forwarded += c.forwarded;
             out.fast_path += c.fast_path;
+            out.redirected += c.redirected;
             out.arp_replies += c.arp_replies;
             out.icmp_forwarded += c.icmp_forwarded;
             out.icmp_frag_needed_sent += c.icmp_frag_needed_sent;

@@ -5,7 +5,7 @@
 //! keeps across iterations. Same rules as the parent: no locks, allocation, syscalls or
 //! panics per packet.
 
-use super::{push_or_flush, Verdict, Worker};
+use super::{push_or_flush, RedirectRings, Verdict, Worker};
 use crate::control::snapshot::Snapshot;
 use crate::fastpath::frag::{DatagramId, FragHold, Held, Release};
 use crate::fastpath::port::{Burst, PacketBuf, Port};
@@ -38,7 +38,7 @@ impl Worker {
     /// returns whether it was forwarded.
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
-    pub(super) fn dispatch<P: Port>(&self, ports: &mut [P], tx: &mut [Burst<P::Buf>], held: &mut FragHold<P::Buf>, v: Verdict, b: P::Buf, i: usize, fwd: usize, now: u32) -> bool {
+    pub(super) fn dispatch<P: Port>(&self, ports: &mut [P], tx: &mut [Burst<P::Buf>], held: &mut FragHold<P::Buf>, rings: Option<&RedirectRings<P::Buf>>, v: Verdict, b: P::Buf, i: usize, fwd: usize, now: u32) -> bool {
         match v {
             Verdict::Forward if sendable(ports, fwd, &b) => {
                 push_or_flush(ports, tx, fwd, b, &self.stats);
@@ -59,6 +59,7 @@ impl Worker {
                 drop(b);
             }
             Verdict::Hold => self.hold(held, b, i, now),
+            Verdict::Redirect => self.redirect_out(rings, b, i, now),
         }
         false
     }
@@ -100,7 +101,7 @@ impl Worker {
     /// [`crate::fastpath::frag::HOLD_LIFETIME_MS`] as `fragment_unknown`. Runs only while
     /// something is held.
     #[cold]
-    pub(super) fn release_held<P: Port>(&mut self, ports: &mut [P], tx: &mut [Burst<P::Buf>], held: &mut FragHold<P::Buf>, snap: &Snapshot, now: u32) {
+    pub(super) fn release_held<P: Port>(&mut self, ports: &mut [P], tx: &mut [Burst<P::Buf>], held: &mut FragHold<P::Buf>, rings: Option<&RedirectRings<P::Buf>>, snap: &Snapshot, now: u32) {
         self.learned_first = false;
         let mut forwarded = 0u64;
         while let Some(r) = held.take_ready(now, |d| self.knows_first(d, now)) {
@@ -112,7 +113,7 @@ impl Worker {
                         Verdict::Hold => Verdict::Drop(DropReason::FragmentUnknown),
                         v => v,
                     };
-                    forwarded += u64::from(self.dispatch(ports, tx, held, v, h.buf, h.port, fwd, now));
+                    forwarded += u64::from(self.dispatch(ports, tx, held, rings, v, h.buf, h.port, fwd, now));
                 }
                 Release::Expired(h) => {
                     bump(&self.stats.drops[DropReason::FragmentUnknown as usize], 1);
@@ -124,18 +125,28 @@ impl Worker {
     }
 }
 
-/// The buffers a poll loop keeps across iterations: one TX burst per port, and the later
-/// fragments held until their first fragment arrives. Allocated once, before the loop.
+/// The buffers a poll loop keeps across iterations: one TX burst per port, the later
+/// fragments held until their first fragment arrives, and the workers' redirect rings.
+/// Allocated once, before the loop.
 pub struct PollBuffers<B> {
     /// TX bursts, one per port (index = port).
     pub tx: Vec<Burst<B>>,
     /// Held fragments.
     pub held: FragHold<B>,
+    /// Every worker's redirect ring (worker/redirect.rs): this worker pushes packets of
+    /// other workers' flows to theirs and drains its own; `None`: no redirection.
+    pub redirect: Option<std::sync::Arc<RedirectRings<B>>>,
 }
 
 impl<B> PollBuffers<B> {
-    /// Empty buffers for `ports` ports.
+    /// Empty buffers for `ports` ports, without redirect rings.
     pub fn new(ports: usize) -> Self {
-        PollBuffers { tx: (0..ports).map(|_| Burst::new()).collect(), held: FragHold::default() }
+        PollBuffers { tx: (0..ports).map(|_| Burst::new()).collect(), held: FragHold::default(), redirect: None }
+    }
+
+    /// The same, with the workers' redirect rings.
+    pub fn with_redirect(mut self, rings: Option<std::sync::Arc<RedirectRings<B>>>) -> Self {
+        self.redirect = rings;
+        self
     }
 }

@@ -27,6 +27,9 @@ impl Worker {
             return Verdict::Drop(DropReason::NoService);
         };
         let key = FlowKey { src: q.client, dst: q.vip, sport: q.client_port, dport: q.vip_port, proto: q.proto };
+        if let Some(v) = self.redirect_quoted(&key) {
+            return v; // the quoted flow is another worker's (worker/redirect.rs)
+        }
         let Some(backend) = self.quoted_flow_backend(&key, svc, svc_idx, snap, now) else {
             return Verdict::Drop(DropReason::NoBackend);
         };

@@ -21,9 +21,10 @@ pub struct LoopParams {
 /// the current snapshot (no guard, no atomic read-modify-write), polls every port, reports
 /// its quiescent state (the generation it used, in [`Worker::poll`]), then serves a pending
 /// control request. Snapshots are never dropped here: reclamation runs on the control side.
-pub fn run_loop<P: Port>(worker: &mut Worker, queues: &mut [P], shared: &crate::control::publish::Shared, params: LoopParams) {
+/// `redirect`: every worker's redirect ring (worker/redirect.rs), shared by the workers.
+pub fn run_loop<P: Port>(worker: &mut Worker, queues: &mut [P], shared: &crate::control::publish::Shared, params: LoopParams, redirect: Option<std::sync::Arc<super::RedirectRings<P::Buf>>>) {
     crate::threads::set_worker_thread(true);
-    let mut bufs = PollBuffers::new(queues.len());
+    let mut bufs = PollBuffers::new(queues.len()).with_redirect(redirect);
     let Some(mailbox) = shared.mailboxes.get(params.index).cloned() else { return };
     worker.neighbors = Some(shared.neighbors.clone());
     worker.sync = shared.sync.get().cloned();

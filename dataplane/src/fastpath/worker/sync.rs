@@ -16,7 +16,7 @@ use std::sync::atomic::Ordering::Relaxed;
 
 /// The address as the sync records carry it (IPv4 in the low 32 bits) and its family.
 #[inline]
-fn wide<A: FlowAddr>(a: A) -> (u128, bool) {
+pub(super) fn wide<A: FlowAddr>(a: A) -> (u128, bool) {
     match a.ip() {
         IpAddr::V4(v) => (u128::from(u32::from(v)), false),
         IpAddr::V6(v) => (u128::from(v), true),
