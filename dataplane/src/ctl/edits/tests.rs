@@ -500,3 +500,20 @@ fn an_emptied_group_with_a_mac_is_a_one_address_backend() {
     let b1 = &st.cfg.services[0].backends[0];
     assert!(!b1.is_group() && b1.address.is_unspecified() && b1.mac.is_some(), "{b1:?}");
 }
+
+/// A value that is no number for a number field (`abc`, `.5`, `NaN`, `1e400`: all read as
+/// strings) is refused with the field's range and how to write the number (fresh-user QA:
+/// only `invalid type: string "abc", expected f64`).
+#[test]
+fn a_float_field_given_no_number_gets_its_range_and_a_hint() {
+    let d = daemon();
+    for v in ["abc", ".5", "NaN", "1e400"] {
+        let r = d.edit_request(spillway_shared::proto::Request::ServiceSet { name: "web".into(), fields: vec![("spillover_ratio".into(), v.into())], if_generation: None });
+        let Response::Error { message } = r else { panic!("spillover_ratio={v} accepted: {r:?}") };
+        assert!(message.starts_with(&format!("service web: spillover_ratio = {v}: invalid type: string")), "{v}: {message}");
+        assert!(message.contains("; must be in [0.0, 1.0] (ratio;") && message.ends_with("; write a decimal number with a digit before the point, e.g. 0.5 (not .5, NaN or inf)"), "{v}: {message}");
+    }
+    let r = d.edit_request(set("web", "b1", &[("capacity_scaler", "half")], None));
+    let Response::Error { message } = r else { panic!("capacity_scaler=half accepted: {r:?}") };
+    assert!(message.contains("capacity_scaler = half: invalid type") && message.contains("must be 0.0 or in [0.1, 1.0]"), "{message}");
+}
