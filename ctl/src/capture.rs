@@ -119,7 +119,7 @@ fn check_writable(path: &Path) -> std::io::Result<()> {
             if std::fs::metadata(dir)?.is_dir() {
                 Ok(())
             } else {
-                Err(std::io::Error::new(std::io::ErrorKind::NotADirectory, format!("{} is not a directory", dir.display())))
+                Err(std::io::Error::other(format!("{} is not a directory", dir.display())))
             }
         }
         Err(e) => Err(e),

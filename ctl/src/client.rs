@@ -97,7 +97,7 @@ pub fn request(socket: &Path, req: &Request) -> Result<Response, ClientError> {
     let secs = TIMEOUT_SEC.load(Ordering::Relaxed).max(1);
     let _ = s.set_read_timeout(Some(Duration::from_secs(secs)));
     let _ = s.set_write_timeout(Some(Duration::from_secs(secs)));
-    let fe = |source| timed_out(&source).then(|| ClientError::Timeout { path: path.clone(), secs }).unwrap_or(ClientError::Frame { path: path.clone(), source });
+    let fe = |source| if timed_out(&source) { ClientError::Timeout { path: path.clone(), secs } } else { ClientError::Frame { path: path.clone(), source } };
     // A daemon that refuses the peer answers and closes at once, possibly before our
     // request is written (EPIPE): its answer is still readable, so read before giving up.
     let written = proto::write_frame(&mut s, &proto::encode_request(req));

@@ -447,5 +447,3 @@ pub fn pick_service<'a>(cfg: &'a Config, vip: Option<&str>) -> Result<&'a Servic
         .ok_or_else(|| format!("no service {v} (have: {})", list()))
 }
 
-#[cfg(test)]
-mod tests;
