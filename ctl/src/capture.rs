@@ -7,7 +7,9 @@
 //! The capture polls the daemon every 100 ms (a capture not polled for 2 s ends in the
 //! daemon: killing the client ends it), ends after `--count` frames, on SIGINT/SIGTERM, or
 //! when the reader of stdout goes away. Exit codes: 0, 1 refused (another capture runs, an
-//! unknown reason), 2 usage, file or no daemon.
+//! unknown reason), 2 usage, file or no daemon. The `-w` file is created (or truncated)
+//! only after the daemon accepted the capture: a refused capture leaves an existing file
+//! as it was.
 
 use crate::client;
 use clap::Subcommand;
@@ -106,20 +108,37 @@ fn vip_warning(v: std::net::IpAddr, rows: &[VipRow]) -> Option<String> {
     Some(format!("--vip {v}: not a configured VIP (configured: {}); capturing the drops sent to {v} all the same (e.g. not_for_vip)", known.join(", ")))
 }
 
+/// Whether `path` can be written without changing it: an existing file is opened for
+/// writing (no truncation, no create), a new one needs its directory to exist. Errors: the
+/// OS reason (`Permission denied`, `No such file or directory`, `Is a directory`).
+fn check_writable(path: &Path) -> std::io::Result<()> {
+    match std::fs::OpenOptions::new().write(true).open(path) {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+            if std::fs::metadata(dir)?.is_dir() {
+                Ok(())
+            } else {
+                Err(std::io::Error::other(format!("{} is not a directory", dir.display())))
+            }
+        }
+        Err(e) => Err(e),
+    }
+}
+
 /// Runs `capture drops`.
 pub fn run(socket: &Path, cmd: &CaptureCmd) -> i32 {
     let CaptureCmd::Drops { reasons, vip, count, snaplen, write } = cmd;
-    let out: Box<dyn Write> = if write.as_os_str() == "-" {
-        Box::new(std::io::stdout().lock())
-    } else {
-        match std::fs::File::create(write) {
-            Ok(f) => Box::new(std::io::BufWriter::new(f)),
-            Err(e) => {
-                eprintln!("spillwayctl: cannot create {}: {e}", write.display());
-                return 2;
-            }
+    let to_stdout = write.as_os_str() == "-";
+    // A file that could not be written is reported before asking the daemon, without
+    // touching it: an existing file is opened, not truncated (fresh-user QA: a refused
+    // capture emptied the `-w` file).
+    if !to_stdout {
+        if let Err(e) = check_writable(write) {
+            eprintln!("spillwayctl: cannot write {}: {e}", write.display());
+            return 2;
         }
-    };
+    }
     if let Some(v) = vip {
         // a daemon that cannot answer is reported by the start request below
         if let Some(w) = client::request(socket, &Request::VipShow).ok().and_then(|r| if let Response::Vips(rows) = r { vip_warning(*v, &rows) } else { None }) {
@@ -143,6 +162,19 @@ pub fn run(socket: &Path, cmd: &CaptureCmd) -> i32 {
         libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
         libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
     }
+    // Only now, the daemon having accepted the capture, is the file created (or truncated).
+    let out: Box<dyn Write> = if to_stdout {
+        Box::new(std::io::stdout().lock())
+    } else {
+        match std::fs::File::create(write) {
+            Ok(f) => Box::new(std::io::BufWriter::new(f)),
+            Err(e) => {
+                eprintln!("spillwayctl: cannot create {}: {e}", write.display());
+                let _ = client::request(socket, &Request::CaptureStop { session: started.session });
+                return 2;
+            }
+        }
+    };
     eprintln!("spillwayctl: capturing drops ({}), snaplen {}", if reasons.is_empty() { "every reason".to_string() } else { started.reasons.join(", ") }, started.snaplen);
     let mut w = match writer(out, started.snaplen) {
         Ok(w) => w,

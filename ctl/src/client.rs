@@ -6,7 +6,7 @@
 use spillway_shared::proto::{self, FrameError, Request, Response};
 use std::os::unix::net::UnixStream;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 /// Why a request failed.
@@ -42,6 +42,17 @@ pub enum ClientError {
         /// What went wrong.
         source: FrameError,
     },
+    /// No answer within the timeout (`--timeout`, default [`DEFAULT_TIMEOUT_SEC`]): the
+    /// daemon is stopped, stuck or very busy. The request may still be applied when the
+    /// daemon gets to it (it drops the request of a client that has gone, unless it was
+    /// already being applied), so the message says how to check.
+    #[error("no answer from the daemon on {path} within {secs} s (--timeout); the request may still be applied: check `spillwayctl config show` (its generation) or `status` before retrying")]
+    Timeout {
+        /// Socket path.
+        path: String,
+        /// The timeout, seconds.
+        secs: u64,
+    },
     /// The daemon answered with an error.
     #[error("daemon refused: {0}")]
     Refused(String),
@@ -63,10 +74,12 @@ pub enum ClientError {
 
 impl ClientError {
     /// Exit code for this error: 1 when the daemon refused the request (validation, stale
-    /// generation, unknown name), 2 when it could not be reached or the exchange failed.
+    /// generation, unknown name), 3 when it did not answer within the timeout (the request
+    /// may have been applied), 2 when it could not be reached or the exchange failed.
     pub fn exit_code(&self) -> i32 {
         match self {
             ClientError::Refused(_) => 1,
+            ClientError::Timeout { .. } => 3,
             _ => 2,
         }
     }
@@ -81,9 +94,10 @@ pub fn request(socket: &Path, req: &Request) -> Result<Response, ClientError> {
         (std::io::ErrorKind::PermissionDenied, None) => ClientError::Denied { path: path.clone() },
         _ => ClientError::NoDaemon { path: path.clone(), reason: e.to_string() },
     })?;
-    let _ = s.set_read_timeout(Some(Duration::from_secs(30)));
-    let _ = s.set_write_timeout(Some(Duration::from_secs(10)));
-    let fe = |source| ClientError::Frame { path: path.clone(), source };
+    let secs = TIMEOUT_SEC.load(Ordering::Relaxed).max(1);
+    let _ = s.set_read_timeout(Some(Duration::from_secs(secs)));
+    let _ = s.set_write_timeout(Some(Duration::from_secs(secs)));
+    let fe = |source| if timed_out(&source) { ClientError::Timeout { path: path.clone(), secs } } else { ClientError::Frame { path: path.clone(), source } };
     // A daemon that refuses the peer answers and closes at once, possibly before our
     // request is written (EPIPE): its answer is still readable, so read before giving up.
     let written = proto::write_frame(&mut s, &proto::encode_request(req));
@@ -98,6 +112,24 @@ pub fn request(socket: &Path, req: &Request) -> Result<Response, ClientError> {
         Response::BadFrame { kind, message } => Err(ClientError::BadFrame { path, kind, message }),
         r => Ok(r),
     }
+}
+
+/// The answer timeout when `--timeout` is not given, seconds.
+pub const DEFAULT_TIMEOUT_SEC: u64 = 30;
+
+/// The answer timeout of every request of this process, seconds (`--timeout`).
+static TIMEOUT_SEC: AtomicU64 = AtomicU64::new(DEFAULT_TIMEOUT_SEC);
+
+/// Sets how long every later request waits for the daemon's answer (and for its request
+/// to be taken), seconds (at least 1; `--timeout`, set once by `main`).
+pub fn set_timeout(secs: u64) {
+    TIMEOUT_SEC.store(secs.max(1), Ordering::Relaxed);
+}
+
+/// Whether a failed exchange is the socket timeout running out (`EAGAIN` of a socket read
+/// or write timeout, socket(7) `SO_RCVTIMEO`), not a broken exchange.
+fn timed_out(e: &FrameError) -> bool {
+    matches!(e, FrameError::Io(io) if matches!(io.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut))
 }
 
 /// What `path` is when it exists but is no socket (`a directory`), after a failed connect:
@@ -165,7 +197,8 @@ pub fn error_out(who: &str, kind: &str, code: i32, message: &str) -> i32 {
 impl ClientError {
     /// The `error` of the JSON error object ([`error_json`]): `refused` (the daemon
     /// refused the request), `no_daemon`, `permission_denied`, `protocol` (the exchange
-    /// failed or the daemon could not read the request), `input` (a local file the
+    /// failed or the daemon could not read the request), `timeout` (no answer within
+    /// `--timeout`; the request may still be applied, exit 3), `input` (a local file the
     /// request is built from could not be used; nothing was sent). Errors found before any
     /// request ([`error_out`]) also use `usage` (a command-line error, exit 2).
     pub fn kind(&self) -> &'static str {
@@ -174,6 +207,7 @@ impl ClientError {
             ClientError::Input(_) => "input",
             ClientError::NoDaemon { .. } | ClientError::NotASocket { .. } => "no_daemon",
             ClientError::Denied { .. } => "permission_denied",
+            ClientError::Timeout { .. } => "timeout",
             ClientError::Frame { .. } | ClientError::BadFrame { .. } => "protocol",
         }
     }
@@ -217,4 +251,31 @@ pub fn unexpected(r: &Response) -> i32 {
 pub fn json<T: serde::Serialize>(v: &T) -> i32 {
     println!("{}", serde_json::to_string_pretty(v).unwrap_or_default());
     0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A daemon that takes the request and never answers (stopped with SIGSTOP): past the
+    /// timeout the error says so, that the request may still be applied and how to check,
+    /// with its own exit code and JSON kind (fresh-user QA: `i/o: Resource temporarily
+    /// unavailable (os error 11)`, kind `protocol`, exit 2).
+    #[test]
+    fn no_answer_within_the_timeout_is_a_timeout() {
+        let dir = std::env::temp_dir().join(format!("spw-ctl-timeout-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("ctl.sock");
+        let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+        let held = std::thread::spawn(move || listener.accept().map(|(s, _)| s));
+        set_timeout(1);
+        let e = request(&path, &Request::Status).unwrap_err();
+        set_timeout(DEFAULT_TIMEOUT_SEC);
+        drop(held.join());
+        let _ = std::fs::remove_dir_all(&dir);
+        assert!(matches!(e, ClientError::Timeout { secs: 1, .. }), "{e:?}");
+        assert_eq!((e.exit_code(), e.kind()), (3, "timeout"));
+        let m = e.to_string();
+        assert!(m.starts_with("no answer from the daemon on ") && m.contains("within 1 s (--timeout); the request may still be applied: check `spillwayctl config show`"), "{m}");
+    }
 }

@@ -309,6 +309,12 @@ pub fn config(socket: &Path, cmd: &ConfigCmd) -> i32 {
             if let Err(e) = toml::from_str::<toml::Table>(&toml) {
                 let msg = e.message().lines().map(str::trim).filter(|l| !l.is_empty()).collect::<Vec<_>>().join(": ");
                 let at = e.span().map(|s| spillway_shared::config::line_col(&toml, s.start)).map(|(l, c)| format!(" (line {l}, column {c})")).unwrap_or_default();
+                // A value the TOML parser refuses (an integer beyond 64 bits): the config's
+                // own parser names its field and range (fresh-user QA: `weight =
+                // 9223372036854775808` was "not a TOML document: number too large").
+                if let Some(named) = spillway_shared::config::Config::from_toml(&toml).err().filter(|m| !m.starts_with("not a TOML document") && *m != format!("{msg}{at}")) {
+                    return input(format!("{}: {named}", file.display()));
+                }
                 return input(format!("{} is not a TOML document: {msg}{at}", file.display()));
             }
             mutate(socket, Request::ConfigApply { toml, if_generation: opts.if_generation }, *opts)

@@ -3,7 +3,8 @@
 //!
 //! Exit codes: 0 success, 1 a check failed (a scenario mismatch) or the daemon refused the
 //! request (validation error, stale `--if-generation`, unknown name), 2 usage, file or
-//! configuration errors, or no daemon listening. See docs/ctl.md.
+//! configuration errors, or no daemon listening, 3 no answer within `--timeout` (the
+//! request may still be applied). See docs/ctl.md.
 
 mod args;
 mod capture;
@@ -32,6 +33,10 @@ struct Cli {
     /// Control socket of the daemon.
     #[arg(long, global = true, value_name = "PATH", default_value = spillway_shared::config::DEFAULT_SOCKET)]
     socket: PathBuf,
+    /// Seconds to wait for the daemon's answer (at least 1). Past it the command exits 3
+    /// (JSON error `timeout`): the request may still be applied (docs/ctl.md "Exit codes").
+    #[arg(long, global = true, value_name = "SECS", default_value_t = client::DEFAULT_TIMEOUT_SEC, value_parser = clap::value_parser!(u64).range(1..=86400))]
+    timeout: u64,
     #[command(subcommand)]
     command: Command,
 }
@@ -167,6 +172,7 @@ fn main() {
     }
     // Also `--generate-assets DIR` (hidden): man pages and completions, for the package.
     let cli: Cli = parse();
+    client::set_timeout(cli.timeout);
     let code = match &cli.command {
         Command::Scenario(ScenarioCmd::Run { files }) => scenario::run(files),
         Command::Explain(args) => explain::run(args, &cli.socket),

@@ -54,7 +54,9 @@ pub(crate) fn backend_read(socket: &Path, service: &str, name: Option<&String>, 
     ]);
     for b in &list {
         let s = st(&b.name);
-        let state = match (b.enabled, s.as_ref().is_none_or(|s| s.healthy), s.as_ref().is_some_and(|s| s.drained)) {
+        // the daemon's admin state: also false for a group whose endpoints are all disabled
+        let enabled = b.enabled && s.as_ref().is_none_or(|s| s.enabled);
+        let state = match (enabled, s.as_ref().is_none_or(|s| s.healthy), s.as_ref().is_some_and(|s| s.drained)) {
             (false, _, _) => "disabled",
             (true, _, true) => "DRAINED",
             (true, true, false) => "healthy",

@@ -99,6 +99,9 @@ pub fn render(r: &StatusReport) -> String {
             for m in &b.members {
                 let state = match (m.enabled, m.healthy) {
                     (false, _) => "disabled",
+                    // drained with its backend (capacity 0, auto capacity drain); an
+                    // unhealthy one still says so
+                    (true, true) if b.drained => "DRAINED",
                     (true, true) => "healthy",
                     (true, false) if m.unresolved.is_some() => "UNRESOLVED",
                     (true, false) => "UNHEALTHY",
@@ -283,7 +286,9 @@ mod tests {
         let t = render(&r);
         let line = |s: &str| t.lines().find(|l| l.contains(s)).unwrap_or_else(|| panic!("no {s} in {t}")).to_string();
         assert!(line(" g1 ").contains("DRAINED") && line(" g1 ").contains("1/2"), "{t}");
-        assert!(line("└ e22").contains("UNHEALTHY") && line("└ e1 ").contains("healthy"), "{t}");
+        // g1 is drained: its healthy endpoint with it (fresh-user QA: drained endpoints
+        // showed healthy), its unhealthy one stays UNHEALTHY
+        assert!(line("└ e22").contains("UNHEALTHY") && line("└ e1 ").contains("DRAINED"), "{t}");
         assert!(line(" b2 ").contains("1/1") && !t.contains("└ b2"), "a single endpoint has no endpoint row: {t}");
     }
 

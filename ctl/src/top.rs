@@ -289,7 +289,8 @@ pub fn render(s: &Sample, sort: SortKey, reverse: bool, filter: &str) -> String 
         let _ = writeln!(o, "{:<14} {:<14} {:<16} {:>9} {:>9} {:>9}", b.service, b.backend, b.health, si(b.new_conns_per_sec), si(b.packets_per_sec), si(b.bits_per_sec));
     }
     for v in &s.services {
-        let health = format!("{}/{} healthy", v.healthy_backends, v.backends);
+        // what it counts: backends taking new connections (enabled, not drained, healthy)
+        let health = format!("{}/{} serving", v.healthy_backends, v.backends);
         let _ = writeln!(o, "{:<14} {:<14} {:<16} {:>9} {:>9} {:>9}", v.service, "(all)", health, si(v.new_conns_per_sec), si(v.packets_per_sec), si(v.bits_per_sec));
     }
     let _ = writeln!(o, "{:<8} {:>6} {:>9} {:>9}", "WORKER", "BUSY", "RX/S", "DROPS/S");
@@ -464,7 +465,7 @@ mod tests {
         assert_eq!((s.services[0].service.as_str(), s.services[0].backends, s.services[0].healthy_backends), ("web", 2, 2));
         let json = serde_json::to_value(&s.services[0]).unwrap();
         assert!(json.get("backend").is_none() && json["healthy_backends"] == 2, "{json}");
-        assert!(render(&s, SortKey::Conns, false, "").contains("2/2 healthy"));
+        assert!(render(&s, SortKey::Conns, false, "").contains("2/2 serving"));
         // 2000 polls, 1000 idle: half busy
         assert_eq!(s.workers[0].busy_share, 0.5);
         assert_eq!(s.ports[0].imissed_per_sec, 10.0);

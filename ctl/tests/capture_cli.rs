@@ -56,3 +56,35 @@ fn a_vip_filter_that_is_no_vip_is_warned_about_and_captured() {
     assert!(!err.contains("warning"), "{err}");
     assert!(err.starts_with("spillwayctl: capturing drops (every reason), snaplen 512\n"), "{err}");
 }
+
+/// A refused capture (a snaplen out of range, an unknown reason, another capture already
+/// running) leaves an existing `-w` file as it was (fresh-user QA: it was emptied before
+/// the daemon was asked).
+#[test]
+fn a_refused_capture_leaves_the_output_file_alone() {
+    let d = Daemon::start("capture-refused", &null_example());
+    let file = d.dir.join("keep.pcapng");
+    let refused = |args: &[&str]| {
+        std::fs::write(&file, "important\n").unwrap();
+        let o = Command::new(ctl_bin()).arg("--socket").arg(&d.socket).args(["capture", "drops"]).args(args).arg("-w").arg(&file).output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr).to_string();
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {err}");
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "important\n", "{args:?}: {err}");
+        err
+    };
+    refused(&["--snaplen", "0"]);
+    let err = refused(&["--reason", "nope"]);
+    assert!(err.contains("nope"), "{err}");
+    // another capture running: this one is refused too
+    let mut first = Command::new(ctl_bin()).arg("--socket").arg(&d.socket).args(["capture", "drops", "-w", "/dev/null"]).stderr(Stdio::piped()).spawn().unwrap();
+    std::thread::sleep(Duration::from_millis(800));
+    let err = refused(&[]);
+    // SAFETY: plain kill(2) of our own child process.
+    unsafe { libc::kill(first.id() as i32, libc::SIGINT) };
+    let _ = first.wait();
+    assert!(err.contains("already"), "{err}");
+    // a file that cannot be written is reported before the daemon is asked
+    let o = Command::new(ctl_bin()).arg("--socket").arg(&d.socket).args(["capture", "drops", "-w"]).arg(d.dir.join("no/such/dir/x.pcapng")).output().unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).starts_with("spillwayctl: cannot write "), "{}", String::from_utf8_lossy(&o.stderr));
+}

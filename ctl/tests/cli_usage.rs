@@ -157,6 +157,14 @@ fn json_edits_answer_a_refusal_with_a_json_error_object() {
     assert_eq!((code, out.as_str()), (2, ""), "{err}");
     assert!(err.contains(&format!("{} is not a TOML document: ", json.display())) && err.contains("(line 1, column 1)"), "{err}");
     assert_eq!(d.connections.load(Ordering::SeqCst), before, "a non-TOML file must not reach the daemon");
+    // an integer beyond 64 bits is named with its field's path and range (fresh-user QA:
+    // "not a TOML document: number too large")
+    let big = d.socket.with_file_name("big-weight.toml");
+    std::fs::write(&big, "[[services]]\nname = \"web\"\nvip = \"10.0.0.100\"\nport = 80\n[[services.backends]]\nname = \"b1\"\naddress = \"10.0.1.1\"\nweight = 9223372036854775808\n").unwrap();
+    let (code, out, err) = run(&d.socket, &["config", "apply", big.to_str().unwrap()]);
+    assert_eq!((code, out.as_str()), (2, ""), "{err}");
+    assert!(err.contains(&format!("{}: services[0].backends[0].weight = 9223372036854775808: ", big.display())) && err.contains("must be in 1..=1000"), "{err}");
+    assert_eq!(d.connections.load(Ordering::SeqCst), before, "a file that does not parse must not reach the daemon");
 }
 
 /// With `--json`, every command's failure is the JSON error object on stdout, nothing on

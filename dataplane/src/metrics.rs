@@ -123,8 +123,9 @@ pub fn render(daemon: &Daemon) -> String {
     b.counter("backend_packets", "Packets forwarded to the backend (client to backend direction)", status.backends.iter().map(|s| (bl(s), s.packets)));
     b.counter("backend_bytes", "Bytes (whole frames as received) forwarded to the backend", status.backends.iter().map(|s| (bl(s), s.bytes)));
     b.counter("backend_new_connections", "New connections (connection-table misses) that selected the backend", status.backends.iter().map(|s| (bl(s), s.new_connections)));
-    b.gauge("backend_healthy", "1 when the dataplane considers the backend healthy", status.backends.iter().map(|s| (bl(s), one(s.healthy))));
-    b.gauge("backend_enabled", "1 when the backend is enabled in the config", status.backends.iter().map(|s| (bl(s), one(s.enabled))));
+    b.gauge("backend_healthy", "1 when the backend passes its health checks: an enabled endpoint healthy (a group with every endpoint disabled: any endpoint healthy); admin state and drain are backend_enabled and backend_drained", status.backends.iter().map(|s| (bl(s), one(s.healthy))));
+    b.gauge("backend_enabled", "1 when the backend is enabled in the config (0 also for a group whose endpoints are all disabled)", status.backends.iter().map(|s| (bl(s), one(s.enabled))));
+    b.gauge("backend_drained", "1 when the backend takes no new connections by drain: capacity_scaler = 0, capacity_cps = 0, or auto capacity drain", status.backends.iter().map(|s| (bl(s), one(s.drained))));
     // Per endpoint (a single-endpoint backend's endpoint is named like the backend), while
     // `metrics.per_endpoint` allows (off by default above 1,000 endpoints: docs/metrics.md).
     let n_endpoints: usize = status.backends.iter().map(|s| s.members.len()).sum();
@@ -221,6 +222,7 @@ pub fn render(daemon: &Daemon) -> String {
     let cs = &status.control_socket;
     b.counter("control_requests", "Control-socket requests answered", [(vec![], cs.requests)]);
     b.counter("control_bad_frames", "Control-socket request frames that were truncated, too large, of another protocol version or garbage (each answered with a typed error)", [(vec![], cs.bad_frames)]);
+    b.counter("control_abandoned_requests", "Control-socket requests not applied because their client had closed the connection before they were served (its --timeout ran out)", [(vec![], daemon.ctl_stats.abandoned.load(Ordering::Relaxed))]);
     b.counter("control_refused_peers", "Control-socket connections refused by the peer-credential check", [(vec![], cs.refused)]);
 
     // Snapshots.

@@ -86,6 +86,13 @@ pub fn collect_health(rx: &Receiver<HealthEvent>, idle: Duration) -> (Vec<Health
     (batch, false)
 }
 
+/// Logs an endpoint's failed health check: service, backend and endpoint (a one-address
+/// backend's endpoint is named like it), and why. One endpoint of a group failing does not
+/// make its backend unhealthy (fresh-user QA: the log named only the backend).
+fn log_unhealthy(ev: &HealthEvent) {
+    tracing::warn!(service = %ev.service, backend = %ev.backend, endpoint = %ev.endpoint, reason = %ev.reason, "endpoint unhealthy");
+}
+
 /// Applies one tick's health events together and publishes the services they changed
 /// once (compiled without the control lock). Returns the snapshot generation published,
 /// `None` when no event changed anything.
@@ -94,7 +101,7 @@ pub fn apply_health_batch(daemon: &Daemon, batch: &[HealthEvent]) -> Option<u64>
         return None;
     }
     for ev in batch.iter().filter(|e| !e.healthy) {
-        tracing::warn!(service = %ev.service, backend = %ev.backend, reason = %ev.reason, "backend unhealthy");
+        log_unhealthy(ev);
     }
     let changed = daemon.apply_health_events(batch);
     if changed > 1 {
@@ -162,3 +169,6 @@ fn drained(rx: &Receiver<HealthEvent>, daemon: &Daemon) -> bool {
         apply_health_batch(daemon, &batch);
     }
 }
+
+#[cfg(test)]
+mod tests;

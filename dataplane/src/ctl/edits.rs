@@ -157,6 +157,20 @@ fn plain_integers<T: Serialize>(decoded: &T, fields: &[(String, String)], what: 
     Ok(())
 }
 
+/// What a type error (`invalid type: string "abc", expected f64`) of field `k` leaves out:
+/// `; ` and the field's range from its [`spillway_shared::config::limits`] row (`rows` is
+/// the row prefix, `services[]`), and for a number with a fraction how to write one (a
+/// value that is no TOML number, `.5`, `NaN`, `1e400`, reads as a string). Empty for
+/// other errors, or a field without a row.
+fn type_hint(rows: &str, k: &str, msg: &str) -> String {
+    if !msg.starts_with("invalid type") {
+        return String::new();
+    }
+    let range = spillway_shared::config::limits::find(&format!("{rows}.{k}")).map_or_else(String::new, |l| format!("; {}", l.allowed()));
+    let float = if msg.ends_with("expected f64") { "; write a decimal number with a digit before the point, e.g. 0.5 (not .5, NaN or inf)" } else { "" };
+    format!("{range}{float}")
+}
+
 /// Applies `fields` to a serialisable object through its TOML form; errors name `what`.
 /// An empty value removes the field, except `address` (refused: it would become 0.0.0.0).
 /// `rows` is the [`spillway_shared::config::limits`] prefix of the object's fields
@@ -181,7 +195,7 @@ fn edit<T: Serialize + DeserializeOwned>(obj: &T, fields: &[(String, String)], w
         }
         // Decode after each field so a type error names the field and the value given.
         if let Err(e) = toml::Value::Table(t.clone()).try_into::<T>() {
-            return Err(format!("{what}: {k} = {v}: {}", e.message()));
+            return Err(format!("{what}: {k} = {v}: {}{}", e.message(), type_hint(rows, k, e.message())));
         }
     }
     let out: T = toml::Value::Table(t).try_into().map_err(|e: toml::de::Error| format!("{what}: {}", e.message()))?;
@@ -205,7 +219,7 @@ fn culprit(t: &toml::Table, fields: &[(String, String)], what: &str, msg: &str) 
         toml::Value::Table(without).try_into::<Service>().map_or_else(|e| e.message() != msg && !(missing(msg) && missing(e.message())), |_| true)
     };
     match fields.iter().find(|(k, _)| alone(k)) {
-        Some((k, v)) => format!("{what}: {k} = {v}: {msg}"),
+        Some((k, v)) => format!("{what}: {k} = {v}: {msg}{}", type_hint("services[]", k, msg)),
         None => format!("{what}: {msg}"),
     }
 }

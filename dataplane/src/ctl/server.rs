@@ -37,6 +37,9 @@ pub struct ServerStats {
     pub bad_frames: AtomicU64,
     /// Requests answered.
     pub requests: AtomicU64,
+    /// Requests read whole but not served because their client had closed the connection
+    /// by then (it gave up waiting; [`peer_gone`]).
+    pub abandoned: AtomicU64,
     /// Request bytes buffered now, over all connections (at most [`MAX_INFLIGHT`]).
     pub inflight: std::sync::atomic::AtomicUsize,
 }
@@ -341,7 +344,19 @@ fn answer_bad_frame(stream: &mut UnixStream, e: &FrameError, stats: &ServerStats
     sent && kind.keeps_connection()
 }
 
-/// Serves one connection: frames in, frames out, until EOF or a bad frame.
+/// Whether the peer of `stream` has closed its end (`POLLHUP`: unix(7) sets both shutdown
+/// directions on the survivor when the peer closes), checked without waiting. A request
+/// read from such a connection was left by a client that stopped waiting for the answer.
+fn peer_gone(stream: &UnixStream) -> bool {
+    use nix::poll::{poll, PollFd, PollFlags};
+    use std::os::fd::AsFd;
+    let mut fds = [PollFd::new(stream.as_fd(), PollFlags::empty())];
+    matches!(poll(&mut fds, 0u16), Ok(n) if n > 0) && fds[0].revents().is_some_and(|r| r.contains(PollFlags::POLLHUP))
+}
+
+/// Serves one connection: frames in, frames out, until EOF or a bad frame. A request whose
+/// client has already closed the connection when it is read is not served ([`peer_gone`],
+/// counted in [`ServerStats::abandoned`]).
 ///
 /// Timeouts: a connection idle for [`IDLE_TIMEOUT`] between messages is closed, and a
 /// message (all its frames, up to [`proto::MAX_MESSAGE`]) must arrive whole within
@@ -383,6 +398,14 @@ fn serve_conn_tracked(mut stream: UnixStream, handler: &dyn Handler, stats: &Ser
         drop(body); // a request of up to MAX_MESSAGE bytes is not kept while it is served
         drop(reserved);
         let resp = match decoded {
+            Ok(_) if peer_gone(&stream) => {
+                // The client gave up (its timeout ran out while this daemon was stopped
+                // or busy) and was told the request failed: applying it now would make
+                // that a lie (fresh-user QA: an edit reported failed was applied later).
+                stats.abandoned.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!("control socket: request not applied: its client closed the connection before it was served (the client's timeout ran out)");
+                return;
+            }
             Ok(req) => {
                 stats.requests.fetch_add(1, Ordering::Relaxed);
                 handler.handle(req)
@@ -464,6 +487,38 @@ mod tests {
         fn handle(&self, req: Request) -> Response {
             Response::Error { message: format!("{req:?}") }
         }
+    }
+
+    /// Counts the requests it serves.
+    #[derive(Default)]
+    struct Counting(AtomicU64);
+    impl Handler for Counting {
+        fn handle(&self, _: Request) -> Response {
+            self.0.fetch_add(1, Ordering::Relaxed);
+            Response::Error { message: "served".into() }
+        }
+    }
+
+    /// A request whose client has closed the connection before the daemon reads it (the
+    /// client's timeout ran out while the daemon was stopped) is not served: the client
+    /// reported it failed (fresh-user QA: `kill -STOP`, an edit timed out, `kill -CONT`
+    /// applied it). A client still there is served.
+    #[test]
+    fn a_request_whose_client_has_gone_is_not_served() {
+        let (h, stats) = (Counting::default(), ServerStats::default());
+        let (mut client, server) = UnixStream::pair().unwrap();
+        proto::write_frame(&mut client, &proto::encode_request(&Request::Status)).unwrap();
+        drop(client);
+        serve_conn(server, &h, &stats);
+        assert_eq!((h.0.load(Ordering::Relaxed), stats.abandoned.load(Ordering::Relaxed), stats.requests.load(Ordering::Relaxed)), (0, 1, 0));
+        let (mut client, server) = UnixStream::pair().unwrap();
+        proto::write_frame(&mut client, &proto::encode_request(&Request::Status)).unwrap();
+        std::thread::scope(|sc| {
+            sc.spawn(|| serve_conn(server, &h, &stats));
+            assert_eq!(proto::decode_response(&proto::read_frame(&mut client).unwrap().unwrap()).unwrap(), Response::Error { message: "served".into() });
+            drop(client);
+        });
+        assert_eq!((h.0.load(Ordering::Relaxed), stats.abandoned.load(Ordering::Relaxed)), (1, 1));
     }
 
     #[test]

@@ -87,19 +87,28 @@ impl Daemon {
                     let unresolved = next_hop_problem(st, svc, &m, now_ms);
                     members.push(EndpointStatus { name: m.name, address: m.address.to_string(), weight: m.weight, healthy, enabled: m.enabled, new_connections, packets, bytes, unresolved, server_id: m.server_id });
                 }
+                // A group whose endpoints are all disabled is disabled as a whole, as a
+                // disabled single backend is; its health is then its endpoints' own (the
+                // dataplane's count covers enabled endpoints only, and would say unhealthy
+                // for endpoints that pass their checks: fresh-user QA).
+                let all_disabled = b.is_group() && !members.is_empty() && members.iter().all(|m| !m.enabled);
+                let healthy = if all_disabled { members.iter().any(|m| m.healthy) } else { states[bi].is_healthy() };
+                // Drained: auto capacity drain holds it, or the operator set its capacity to
+                // zero (`capacity_scaler = 0` or `capacity_cps = 0`): no new connections.
+                let drained = drained.is_some_and(|d| d.contains_key(&b.name)) || b.capacity_scaler == 0.0 || b.capacity_cps == Some(0.0);
                 backends.push(BackendStatus {
                     service: svc.name.clone(),
                     backend: b.name.clone(),
                     address: if b.is_group() { String::new() } else { b.address.to_string() },
                     zone: b.zone.clone(),
-                    healthy: states[bi].is_healthy(),
-                    enabled: b.enabled,
+                    healthy,
+                    enabled: b.enabled && !all_disabled,
                     new_connections: members.iter().map(|m| m.new_connections).sum(),
                     packets: members.iter().map(|m| m.packets).sum(),
                     bytes: members.iter().map(|m| m.bytes).sum(),
                     endpoints: states[bi].endpoints,
                     healthy_endpoints: states[bi].healthy_endpoints,
-                    drained: drained.is_some_and(|d| d.contains_key(&b.name)),
+                    drained,
                     members,
                 });
             }
@@ -442,3 +451,4 @@ pub fn pick_service<'a>(cfg: &'a Config, vip: Option<&str>) -> Result<&'a Servic
         .find(|s| s.vip == ip && s.port == port && proto.as_deref().map(|p| s.protocol.name() == p).unwrap_or(true))
         .ok_or_else(|| format!("no service {v} (have: {})", list()))
 }
+

@@ -246,9 +246,11 @@ pub struct BackendStatus {
     pub address: String,
     /// Zone.
     pub zone: String,
-    /// Health as used by the dataplane: at least one endpoint is healthy.
+    /// Health: at least one enabled endpoint is healthy (as the dataplane counts it); for
+    /// a group whose endpoints are all disabled, at least one endpoint passes its checks
+    /// (admin state is [`Self::enabled`], not health).
     pub healthy: bool,
-    /// Admin state.
+    /// Admin state: false when the backend is disabled, or when every endpoint of a group is.
     pub enabled: bool,
     /// New connections, summed over workers (and endpoints).
     pub new_connections: u64,
@@ -263,7 +265,9 @@ pub struct BackendStatus {
     /// Enabled endpoints passing health checks.
     #[serde(default)]
     pub healthy_endpoints: u32,
-    /// Auto capacity drain holds it (spec/service-lb-policy.md "Auto capacity drain").
+    /// It takes no new connections by drain, its endpoints with it: auto capacity drain
+    /// holds it (spec/service-lb-policy.md "Auto capacity drain"), or the operator set its
+    /// capacity to zero (`capacity_scaler = 0` or `capacity_cps = 0`).
     #[serde(default)]
     pub drained: bool,
     /// Its endpoints, config order.

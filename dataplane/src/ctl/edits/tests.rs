@@ -500,3 +500,72 @@ fn an_emptied_group_with_a_mac_is_a_one_address_backend() {
     let b1 = &st.cfg.services[0].backends[0];
     assert!(!b1.is_group() && b1.address.is_unspecified() && b1.mac.is_some(), "{b1:?}");
 }
+
+/// A value that is no number for a number field (`abc`, `.5`, `NaN`, `1e400`: all read as
+/// strings) is refused with the field's range and how to write the number (fresh-user QA:
+/// only `invalid type: string "abc", expected f64`).
+#[test]
+fn a_float_field_given_no_number_gets_its_range_and_a_hint() {
+    let d = daemon();
+    for v in ["abc", ".5", "NaN", "1e400"] {
+        let r = d.edit_request(spillway_shared::proto::Request::ServiceSet { name: "web".into(), fields: vec![("spillover_ratio".into(), v.into())], if_generation: None });
+        let Response::Error { message } = r else { panic!("spillover_ratio={v} accepted: {r:?}") };
+        assert!(message.starts_with(&format!("service web: spillover_ratio = {v}: invalid type: string")), "{v}: {message}");
+        assert!(message.contains("; must be in [0.0, 1.0] (ratio;") && message.ends_with("; write a decimal number with a digit before the point, e.g. 0.5 (not .5, NaN or inf)"), "{v}: {message}");
+    }
+    let r = d.edit_request(set("web", "b1", &[("capacity_scaler", "half")], None));
+    let Response::Error { message } = r else { panic!("capacity_scaler=half accepted: {r:?}") };
+    assert!(message.contains("capacity_scaler = half: invalid type") && message.contains("must be 0.0 or in [0.1, 1.0]"), "{message}");
+}
+
+/// Backend `backend`'s row of `status`.
+fn status_row(d: &Daemon, backend: &str) -> spillway_shared::proto::BackendStatus {
+    d.status().backends.into_iter().find(|b| b.backend == backend).unwrap()
+}
+
+fn applied(d: &Daemon, req: spillway_shared::proto::Request) {
+    let r = d.edit_request(req);
+    assert!(matches!(r, Response::Applied(_)), "{r:?}");
+}
+
+/// The value of metric `name` of backend `backend`.
+fn backend_metric(d: &Daemon, name: &str, backend: &str) -> f64 {
+    let text = crate::metrics::render(d);
+    let prefix = format!("spillway_{name}{{");
+    let line = text.lines().find(|l| l.starts_with(&prefix) && l.contains(&format!("backend=\"{backend}\""))).unwrap_or_else(|| panic!("no {name} of {backend}:\n{text}"));
+    line.rsplit(' ').next().unwrap().parse().unwrap()
+}
+
+/// A backend whose capacity the operator set to zero takes no new connections: `status`
+/// says drained, and so does `spillway_backend_drained` (fresh-user QA: `capacity_scaler=0`
+/// showed healthy, drained false, and no metric said so).
+#[test]
+fn a_backend_with_zero_capacity_is_drained() {
+    let d = daemon();
+    assert!(!status_row(&d, "b1").drained);
+    assert_eq!(backend_metric(&d, "backend_drained", "b1"), 0.0);
+    applied(&d, set("web", "b1", &[("capacity_scaler", "0")], None));
+    let b1 = status_row(&d, "b1");
+    assert!(b1.drained && b1.enabled && b1.healthy, "{b1:?}");
+    assert_eq!(backend_metric(&d, "backend_drained", "b1"), 1.0);
+    applied(&d, set("web", "b1", &[("capacity_scaler", "1.0")], None));
+    applied(&d, set("web", "b1", &[("capacity_cps", "0")], None));
+    assert!(status_row(&d, "b1").drained);
+    assert!(!status_row(&d, "b2").drained);
+}
+
+/// A group whose endpoints are all disabled is disabled, as a disabled one-address backend
+/// is, and its health is its endpoints' own (fresh-user QA: "UNHEALTHY 0/0" and
+/// `spillway_backend_healthy` 0 for two healthy endpoints).
+#[test]
+fn a_group_with_every_endpoint_disabled_is_disabled_not_unhealthy() {
+    let d = daemon();
+    applied(&d, ep_req("add", "b2", "e2", &[("address", "10.0.1.12"), ("mac", "02:00:00:00:0b:12")]));
+    applied(&d, ep_req("set", "b2", "b2", &[("enabled", "false")]));
+    let g = status_row(&d, "b2");
+    assert!(g.enabled && g.healthy && (g.endpoints, g.healthy_endpoints) == (1, 1), "{g:?}");
+    applied(&d, ep_req("set", "b2", "e2", &[("enabled", "false")]));
+    let g = status_row(&d, "b2");
+    assert!(!g.enabled && g.healthy, "{g:?}");
+    assert_eq!((backend_metric(&d, "backend_enabled", "b2"), backend_metric(&d, "backend_healthy", "b2")), (0.0, 1.0));
+}
