@@ -183,7 +183,32 @@ pub(super) fn prepare(d: &Daemon, st: &ControlState, cand: &Config, changes: Vec
         report.services.push(svc);
     }
     report.notes.extend(address_notes(&st.cfg, cand));
+    report.notes.extend(class_notes(&st.cfg, cand, &before, &after));
     Prepared { report, counts, before, after }
+}
+
+/// Client prefixes (`client_zones` of either config) whose client class differs between
+/// the two snapshots (the longest-prefix match of the prefix's network address): the
+/// per-class comparison cannot show them, since their clients change table, not the
+/// table they use. One note per prefix, in config order (the edited config's first).
+fn class_notes(before_cfg: &Config, after_cfg: &Config, before: &Snapshot, after: &Snapshot) -> Vec<String> {
+    let class = |snap: &Snapshot, a: std::net::IpAddr| {
+        let id = snap.classes.lookup(a).copied().unwrap_or(snap.incompatible_class);
+        snap.class_names.get(usize::from(id)).cloned().unwrap_or_else(|| "(not zonal)".into())
+    };
+    let mut seen = Vec::new();
+    let mut notes = Vec::new();
+    for z in after_cfg.client_zones.iter().chain(&before_cfg.client_zones) {
+        if seen.contains(&z.prefix) {
+            continue;
+        }
+        seen.push(z.prefix);
+        let (x, y) = (class(before, z.prefix.addr), class(after, z.prefix.addr));
+        if x != y {
+            notes.push(format!("clients of {}: client class {x} -> {y}: their new connections are picked from class {y}'s table", z.prefix));
+        }
+    }
+    notes
 }
 
 /// What an edit of a service's session affinity does to new connections (another selection

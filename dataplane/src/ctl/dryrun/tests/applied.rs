@@ -230,13 +230,36 @@ fn a_readdressed_endpoint_starts_unhealthy_under_a_health_check() {
     assert!(web.repicked.iter().any(|r| r.endpoint == "e1" && r.reason.starts_with("address changed")), "{web:#?}");
 }
 
+/// A `client_zones` change moves clients between classes, which the per-class tables do
+/// not show (each class's table may be unchanged): a note names the prefix and both
+/// classes, so the answer never reads "routing unchanged", and applied, those clients
+/// really take the other class's table.
+#[test]
+fn a_client_zone_change_names_the_clients_that_change_class() {
+    let d = checked(&[]);
+    let moved = CHECKED.replace("prefix = \"10.2.0.0/16\"\nzone = \"z2\"", "prefix = \"10.2.0.0/16\"\nzone = \"z1\"");
+    assert_ne!(moved, CHECKED);
+    let apply = Request::ConfigApply { toml: moved, if_generation: None };
+    let rep = match crate::ctl::server::Handler::handle(&d, Request::DryRun(Box::new(apply.clone()))) {
+        Response::DryRun(r) => r,
+        r => panic!("{r:?}"),
+    };
+    assert!(!reads_unchanged(&rep), "{rep:#?}");
+    assert!(rep.notes.iter().any(|n| n == "clients of 10.2.0.0/16: client class z2 -> z1: their new connections are picked from class z1's table"), "{rep:#?}");
+    let z2_clients = flows([10, 2]);
+    let before = picks(&d, &z2_clients);
+    assert!(before.iter().all(|p| p.as_deref().is_some_and(|p| p.starts_with('c'))), "z2 clients stay in z2");
+    assert!(matches!(crate::ctl::server::Handler::handle(&d, apply), Response::Applied(_)));
+    let after = picks(&d, &z2_clients);
+    assert!(after.iter().all(|p| p.as_deref().is_some_and(|p| !p.starts_with('c'))), "applied: 10.2 clients are z1's now");
+}
+
 /// One edit of the property test.
 fn edit() -> impl Strategy<Value = Request> {
     let affinity = prop::sample::select(vec!["NONE", "CLIENT_IP_PORT_PROTO", "CLIENT_IP_PROTO", "CLIENT_IP", "CLIENT_IP_NO_DESTINATION"])
         .prop_map(|a| service_set(&[("session_affinity", a)]));
     let check = prop::sample::select(vec!["", "{ type = \"tcp\", check_interval_sec = 30, timeout_sec = 5 }"]).prop_map(|c| service_set(&[("health_check", c)]));
     let ratio = prop::sample::select(vec!["0.3", "0.6", "0.8", "1.0"]).prop_map(|r| service_set(&[("spillover_ratio", r)]));
-    let size = prop::sample::select(vec!["1021", "4099"]).prop_map(|s| service_set(&[("maglev_table_size", s)]));
     let single = prop::sample::select(vec!["a3", "c1", "c2"]);
     let weight = (single.clone(), 1u32..300).prop_map(|(b, w)| Request::BackendSet { service: "web".into(), name: b.into(), fields: fields(&[("weight", &w.to_string())]), if_generation: None });
     let readdress = single.clone().prop_map(|b| Request::BackendSet { service: "web".into(), name: b.into(), fields: fields(&[("address", "10.0.3.9")]), if_generation: None });
@@ -256,11 +279,13 @@ fn edit() -> impl Strategy<Value = Request> {
         Request::EndpointSet { service: "web".into(), backend: "g1".into(), name: e.into(), fields: fields(&[(f, v)]), if_generation: None }
     });
     let endpoint_add = Just(Request::EndpointAdd { service: "web".into(), backend: "g1".into(), name: "e3".into(), fields: fields(&[("address", "10.0.3.3"), ("mac", "02:00:00:00:0d:03")]), if_generation: None });
-    prop_oneof![affinity, check, ratio, size, weight, readdress, remove, add, endpoint, endpoint_add]
+    prop_oneof![affinity, check, ratio, weight, readdress, remove, add, endpoint, endpoint_add]
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 48, failure_persistence: None, ..ProptestConfig::default() })]
+    // A fixed seed: the 5-point tolerance is about 4.5σ of 2,000 flows, and a run must not
+    // fail by chance (the cases differ by seed; 24 of them take ~40 s unoptimised).
+    #![proptest_config(ProptestConfig { cases: 24, failure_persistence: None, rng_seed: proptest::test_runner::RngSeed::Fixed(0x5EED_0003), ..ProptestConfig::default() })]
 
     /// For a random health state and a random edit, the dry run's moved shares, shares
     /// after and "changes / unchanged" verdict match the edit applied.
