@@ -14,72 +14,20 @@ use spillway_shared::config::Config;
 use spillway_shared::dryrun::DryRunReport;
 use spillway_shared::proto::{Request, Response};
 
-/// Two zones; web is health checked and spills cross-zone below 80 % of z1's endpoints
-/// healthy (QA's examples/null.toml shape): z1 has the group g1 (e1, e2) and a3, z2 has
-/// c1 and c2.
-const CHECKED: &str = r#"
-[[ports]]
-name = "p0"
-device = "net_null0"
-address = "10.0.0.2"
-[forwarder]
-zone = "z1"
-region = "r1"
-[[zones]]
-zone = "z1"
-region = "r1"
-[[zones]]
-zone = "z2"
-region = "r1"
-[[client_zones]]
-prefix = "10.1.0.0/16"
-zone = "z1"
-[[client_zones]]
-prefix = "10.2.0.0/16"
-zone = "z2"
-[[client_zones]]
-prefix = "10.8.0.0/16"
-compatible = false
-[[services]]
-name = "web"
-vip = "10.0.0.100"
-port = 80
-zonal_affinity = "ZONAL_AFFINITY_SPILL_CROSS_ZONE"
-spillover_ratio = 0.8
-maglev_table_size = 4099
-[services.health_check]
-type = "tcp"
-check_interval_sec = 30
-timeout_sec = 5
-[[services.backends]]
-name = "g1"
-zone = "z1"
-[[services.backends.endpoints]]
-name = "e1"
-address = "10.0.1.1"
-mac = "02:00:00:00:0a:01"
-[[services.backends.endpoints]]
-name = "e2"
-address = "10.0.1.2"
-mac = "02:00:00:00:0a:02"
-[[services.backends]]
-name = "a3"
-address = "10.0.1.3"
-mac = "02:00:00:00:0a:03"
-zone = "z1"
-[[services.backends]]
-name = "c1"
-address = "10.0.2.1"
-mac = "02:00:00:00:0c:01"
-zone = "z2"
-[[services.backends]]
-name = "c2"
-address = "10.0.2.2"
-mac = "02:00:00:00:0c:02"
-zone = "z2"
-"#;
+/// The tests' config: [`super::ZONED`] (two zones, clients of each and of a not-compatible
+/// prefix) with web health checked and spilling cross-zone below 80 % of z1's endpoints
+/// healthy (QA's examples/null.toml shape), and a1, a2 made the group g1 (e1, e2): z1 has
+/// g1 and a3, z2 has c1 and c2.
+fn checked_cfg() -> String {
+    let singles = "[[services.backends]]\nname = \"a1\"\naddress = \"10.0.1.1\"\nmac = \"02:00:00:00:0a:01\"\nzone = \"z1\"\n[[services.backends]]\nname = \"a2\"\naddress = \"10.0.1.2\"\nmac = \"02:00:00:00:0a:02\"\nzone = \"z1\"\n";
+    let group = "[[services.backends]]\nname = \"g1\"\nzone = \"z1\"\n[[services.backends.endpoints]]\nname = \"e1\"\naddress = \"10.0.1.1\"\nmac = \"02:00:00:00:0a:01\"\n[[services.backends.endpoints]]\nname = \"e2\"\naddress = \"10.0.1.2\"\nmac = \"02:00:00:00:0a:02\"\n";
+    let ratio = "spillover_ratio = 0.6\nmaglev_table_size = 4099\n";
+    let checked = "spillover_ratio = 0.8\nmaglev_table_size = 4099\n[services.health_check]\ntype = \"tcp\"\ncheck_interval_sec = 30\ntimeout_sec = 5\n";
+    assert!(super::ZONED.contains(singles) && super::ZONED.contains(ratio), "ZONED changed: adapt checked_cfg");
+    super::ZONED.replace(singles, group).replace(ratio, checked)
+}
 
-/// Every endpoint of [`CHECKED`] as (backend, endpoint).
+/// Every endpoint of [`checked_cfg`] as (backend, endpoint).
 const ENDPOINTS: [(&str, &str); 5] = [("g1", "e1"), ("g1", "e2"), ("a3", "a3"), ("c1", "c1"), ("c2", "c2")];
 
 /// Client classes (snapshot names) and the first two octets of their prefix.
@@ -89,10 +37,10 @@ const CLASSES: [(&str, [u8; 2]); 3] = [("z1", [10, 1]), ("z2", [10, 2]), ("(not 
 /// address, so flows must not share one), with its own port.
 const FLOWS: u32 = 2_000;
 
-/// A daemon on [`CHECKED`] with the endpoints of `down` unhealthy (as probes would leave
+/// A daemon on [`checked_cfg`] with the endpoints of `down` unhealthy (as probes would leave
 /// them), published.
 fn checked(down: &[(&str, &str)]) -> Daemon {
-    let d = Daemon::new(Config::from_toml(CHECKED).unwrap(), 1, vec![0], Box::new(|_| Default::default())).unwrap();
+    let d = Daemon::new(Config::from_toml(&checked_cfg()).unwrap(), 1, vec![0], Box::new(|_| Default::default())).unwrap();
     {
         let mut st = d.control.lock().unwrap();
         for (b, e) in down {
@@ -237,8 +185,8 @@ fn a_readdressed_endpoint_starts_unhealthy_under_a_health_check() {
 #[test]
 fn a_client_zone_change_names_the_clients_that_change_class() {
     let d = checked(&[]);
-    let moved = CHECKED.replace("prefix = \"10.2.0.0/16\"\nzone = \"z2\"", "prefix = \"10.2.0.0/16\"\nzone = \"z1\"");
-    assert_ne!(moved, CHECKED);
+    let moved = checked_cfg().replace("prefix = \"10.2.0.0/16\"\nzone = \"z2\"", "prefix = \"10.2.0.0/16\"\nzone = \"z1\"");
+    assert_ne!(moved, checked_cfg());
     let apply = Request::ConfigApply { toml: moved, if_generation: None };
     let rep = match crate::ctl::server::Handler::handle(&d, Request::DryRun(Box::new(apply.clone()))) {
         Response::DryRun(r) => r,
