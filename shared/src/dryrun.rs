@@ -3,13 +3,18 @@
 //!
 //! The daemon plans the edit exactly as it would apply it (same validation, same refusals),
 //! then compiles the routing snapshot of the running config and of the edited one from the
-//! same health and load, and compares them. Nothing is published and no file is written.
+//! same load (the edited one with the health the edit gives: new or readdressed endpoints
+//! start unhealthy under a health check, a removed check makes endpoints static healthy),
+//! and compares them. Nothing is published and no file is written.
 //!
 //! - *Moved share* of a (service, client zone class): the fraction of the Maglev table's
 //!   slots whose backend differs between the two tables (a slot that drops on one side
 //!   counts as moved). New connections hash uniformly onto slots
 //!   ([`crate::maglev::MaglevTable::lookup`]), so this is the share of new connections of
-//!   that class that would go to another backend than today.
+//!   that class that would go to another backend than today. When the edit changes what the
+//!   selection hash covers (`session_affinity`, [`crate::flow::FlowKeyOf::for_affinity`]),
+//!   a flow's slots before and after are independent: the moved share is then 1 − Σ over
+//!   owners of (slot share before × slot share after).
 //! - *Shares*: each backend's long-run share of new connections, from the pipeline's final
 //!   weights ([`crate::pipeline::Decision::weights`]), before → after.
 //! - *Re-picked connections*: tracked connections on an endpoint that would no longer keep

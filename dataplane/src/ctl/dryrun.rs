@@ -17,7 +17,7 @@ mod flows;
 use crate::control::snapshot::{ServiceSnap, Snapshot};
 use crate::control::{backend_states, compile_with_neighbors, with_unresolved, CompileInput, SlotMap};
 use crate::daemon::{ControlState, Daemon, PoolState};
-use spillway_shared::config::Config;
+use spillway_shared::config::{Config, SessionAffinity};
 use spillway_shared::dryrun::{DryRunClass, DryRunReport, DryRunService, Repick, ShareChange, StageChange};
 use spillway_shared::pipeline::{self, ClientClass, Decision, Topology};
 use spillway_shared::proto::{FlowOp, Request, Response};
@@ -111,28 +111,35 @@ pub(super) fn prepare(d: &Daemon, st: &ControlState, cand: &Config, changes: Vec
     // an unresolved backend read as eligible in every dry run).
     let neigh_after = st.neighbors.view_after(cand);
     let now_sec = d.started.elapsed().as_secs_f64();
-    let compile = |cfg: &Config, slots: &SlotMap, neigh: &crate::neighbor::driver::NeighborView| {
+    // The health the edit leaves (`health::after_edit`, the rule the edit applies): new and
+    // readdressed endpoints start as their health check says, a removed check leaves its
+    // endpoints static healthy (QA: the edited side read the running health, so such
+    // edits read as "routing unchanged").
+    let mut health_after = st.health.clone();
+    let changed: std::collections::HashSet<String> = crate::control::slots::SlotDelta::new(&st.cfg, cand).names().map(str::to_string).collect();
+    crate::health::after_edit(&st.cfg, cand, &changed, &mut health_after);
+    let compile = |cfg: &Config, slots: &SlotMap, health: &crate::control::HealthView, neigh: &crate::neighbor::driver::NeighborView| {
         let mut states = st.states.clone();
-        compile_with_neighbors(cfg, slots, CompileInput { health: &st.health, states: &mut states, now_sec, generation: st.generation, port_addrs: d.port_addrs.clone() }, neigh)
+        compile_with_neighbors(cfg, slots, CompileInput { health, states: &mut states, now_sec, generation: st.generation, port_addrs: d.port_addrs.clone() }, neigh)
     };
     // Both sides get the drain marks the daemon's republication would give them now
     // (`control::pools`, the same rule on copies of the pool states): the running one as
     // published, the edited one as the edit's republication would mark it.
     let now_ms = d.now_ms();
-    let mut before = compile(&st.cfg, &st.slots, st.neighbors.view());
+    let mut before = compile(&st.cfg, &st.slots, &st.health, st.neighbors.view());
     crate::control::pools::predict_draining(&st.cfg, &st.slots, &mut before, &mut st.pools.clone(), now_ms);
-    let mut after = compile(cand, &cand_slots, &neigh_after);
+    let mut after = compile(cand, &cand_slots, &health_after, &neigh_after);
     let mut pools_after = st.pools.clone();
     crate::control::pools::predict_draining(cand, &cand_slots, &mut after, &mut pools_after, now_ms);
-    let side = |cfg: &'_ Config, slots: &'_ SlotMap, snap: &'_ Snapshot, neigh: &crate::neighbor::driver::NeighborView| Side {
+    let side = |cfg: &'_ Config, slots: &'_ SlotMap, health: &crate::control::HealthView, snap: &'_ Snapshot, neigh: &crate::neighbor::driver::NeighborView| Side {
         cfg: cfg.clone(),
         slots: slots.clone(),
-        health: with_unresolved(cfg, &st.health, neigh).unwrap_or_else(|| st.health.clone()),
+        health: with_unresolved(cfg, health, neigh).unwrap_or_else(|| health.clone()),
         topo: Topology::from_config(cfg),
         snap_index: snap.services.iter().map(|s| s.name.clone()).collect(),
     };
-    let b = side(&st.cfg, &st.slots, &before, st.neighbors.view());
-    let a = side(cand, &cand_slots, &after, &neigh_after);
+    let b = side(&st.cfg, &st.slots, &st.health, &before, st.neighbors.view());
+    let a = side(cand, &cand_slots, &health_after, &after, &neigh_after);
     let mut report = DryRunReport { config_generation: st.config_generation, changes, services: Vec::new(), notes: Vec::new() };
     let mut counts = Vec::new();
     let mut names: Vec<&str> = cand.services.iter().map(|s| s.name.as_str()).collect();
@@ -176,10 +183,37 @@ pub(super) fn prepare(d: &Daemon, st: &ControlState, cand: &Config, changes: Vec
         report.services.push(svc);
     }
     report.notes.extend(address_notes(&st.cfg, cand));
+    report.notes.extend(class_notes(&st.cfg, cand, &before, &after));
     Prepared { report, counts, before, after }
 }
 
-/// What an edit of a service's VIP, port, protocol or forwarding mode does to the
+/// Client prefixes (`client_zones` of either config) whose client class differs between
+/// the two snapshots (the longest-prefix match of the prefix's network address): the
+/// per-class comparison cannot show them, since their clients change table, not the
+/// table they use. One note per prefix, in config order (the edited config's first).
+fn class_notes(before_cfg: &Config, after_cfg: &Config, before: &Snapshot, after: &Snapshot) -> Vec<String> {
+    let class = |snap: &Snapshot, a: std::net::IpAddr| {
+        let id = snap.classes.lookup(a).copied().unwrap_or(snap.incompatible_class);
+        snap.class_names.get(usize::from(id)).cloned().unwrap_or_else(|| "(not zonal)".into())
+    };
+    let mut seen = Vec::new();
+    let mut notes = Vec::new();
+    for z in after_cfg.client_zones.iter().chain(&before_cfg.client_zones) {
+        if seen.contains(&z.prefix) {
+            continue;
+        }
+        seen.push(z.prefix);
+        let (x, y) = (class(before, z.prefix.addr), class(after, z.prefix.addr));
+        if x != y {
+            notes.push(format!("clients of {}: client class {x} -> {y}: their new connections are picked from class {y}'s table", z.prefix));
+        }
+    }
+    notes
+}
+
+/// What an edit of a service's session affinity does to new connections (another selection
+/// hash: the tables may be identical while flows land elsewhere; [`class_change`] gives
+/// the shares), and what an edit of its VIP, port, protocol or forwarding mode does to the
 /// connections it tracks, which neither the Maglev tables nor the re-picks show: their
 /// packets keep the old address, so after a VIP/port/protocol change they match no
 /// service (dropped as `no_service` or `not_for_vip`); after a forwarding-mode change
@@ -198,6 +232,13 @@ fn address_notes(before: &Config, after: &Config) -> Vec<String> {
                 None => "which no service has after the edit: they are dropped (no_service or not_for_vip) and those clients must reconnect".into(),
             };
             notes.push(format!("service {}: {from} -> {to}: packets of its tracked connections still go to {from}, {then}", s.name));
+        }
+        let (was, now) = (hashed_fields(old.session_affinity), hashed_fields(s.session_affinity));
+        if was != now {
+            notes.push(format!(
+                "service {}: session_affinity {:?} -> {:?}: new connections are hashed on {now} instead of {was}, so each lands on an independent slot (the moved shares above)",
+                s.name, old.session_affinity, s.session_affinity
+            ));
         }
         if old.forwarding_mode != s.forwarding_mode {
             notes.push(format!(
@@ -301,6 +342,18 @@ fn class_name(c: &ClientClass) -> String {
     }
 }
 
+/// What a service's selection hash covers under `affinity` (`FlowKeyOf::for_affinity`,
+/// spec/backend-selection.md "Session affinity"): two affinities with the same words hash
+/// every flow alike (`NONE` and `CLIENT_IP_PORT_PROTO` both hash the 5-tuple).
+fn hashed_fields(affinity: SessionAffinity) -> &'static str {
+    match affinity {
+        SessionAffinity::NONE | SessionAffinity::CLIENT_IP_PORT_PROTO => "the 5-tuple",
+        SessionAffinity::CLIENT_IP_PROTO => "client address, VIP and protocol",
+        SessionAffinity::CLIENT_IP => "client address and VIP",
+        SessionAffinity::CLIENT_IP_NO_DESTINATION => "the client address alone",
+    }
+}
+
 /// The change of one (service, class), or `None` when nothing about it changes.
 #[allow(clippy::too_many_arguments)]
 fn class_change(st: &ControlState, b: &Side, before: &Snapshot, a: &Side, after: &Snapshot, name: &str, class: &str, now_sec: f64) -> Option<DryRunClass> {
@@ -308,9 +361,31 @@ fn class_change(st: &ControlState, b: &Side, before: &Snapshot, a: &Side, after:
     let oa = a.owners(after, name, class);
     // (endpoint moved, backend moved) shares: owner labels are `backend/endpoint`
     let backend_of = |l: &String| l.split('/').next().map(str::to_string);
+    let fields = |side: &Side| side.cfg.service(name).map(|s| hashed_fields(s.session_affinity));
+    let rehashed = fields(b) != fields(a);
     let (moved_share, backend_moved_share) = match (&ob, &oa) {
         (None, None) => (0.0, 0.0),
         (None, Some(_)) | (Some(_), None) => (1.0, 1.0),
+        // Another session affinity hashes other fields of the flow (the selection hash's
+        // input): a flow's slot before and after are independent, so it keeps its owner
+        // with probability Σ p_before(owner) · p_after(owner) over the slot shares.
+        (Some((sb, lb, _)), Some((sa, la, _))) if rehashed => {
+            let dist = |slots: &[u32], labels: &[String], key: &dyn Fn(&String) -> String| {
+                let mut m: std::collections::HashMap<String, f64> = std::collections::HashMap::new();
+                let n = slots.len().max(1) as f64;
+                for &e in slots {
+                    *m.entry(key(&labels[e as usize])).or_default() += 1.0 / n;
+                }
+                m
+            };
+            let stay = |key: &dyn Fn(&String) -> String| {
+                let (x, y) = (dist(sb, lb, key), dist(sa, la, key));
+                x.iter().map(|(k, p)| p * y.get(k).copied().unwrap_or(0.0)).sum::<f64>()
+            };
+            let endpoint = |l: &String| l.clone();
+            let backend = |l: &String| backend_of(l).unwrap_or_default();
+            ((1.0 - stay(&endpoint)).max(0.0), (1.0 - stay(&backend)).max(0.0))
+        }
         (Some((sb, lb, _)), Some((sa, la, _))) if sb.len() == sa.len() => {
             let pairs = || sb.iter().zip(sa).map(|(x, y)| (&lb[*x as usize], &la[*y as usize]));
             let n = sb.len().max(1) as f64;

@@ -263,53 +263,21 @@ impl Daemon {
         // Slots are synced for the services that changed (checked first: on an error the
         // map is unchanged); fresh slots wait for the next publication's baselines.
         st.slots.sync_delta(&cand, &SlotDelta::of_names(&st.cfg, &cand, &changed))?;
-        // Health entries of endpoints that stay keep their state, also when only the health
-        // check or port changed (an endpoint known to be down stays down until a probe says
-        // otherwise). An endpoint that is new or whose address changed starts afresh: with
-        // a health check it starts unhealthy until `healthy_threshold` probes pass; without
-        // one it is healthy (static). Removed endpoints are forgotten. Only the services
-        // that changed can have such endpoints.
+        // Health after the edit, for the services it changed: endpoints that stay keep
+        // their state, new or readdressed ones start as their health check says, a removed
+        // check leaves static healthy endpoints, removed endpoints are forgotten
+        // (`health::after_edit`, which dry runs use too).
         let old = std::mem::replace(&mut st.cfg, cand);
         let cfg = &st.cfg;
+        let initial = crate::health::after_edit(&old, cfg, &changed, &mut st.health);
         let new_by_name: std::collections::HashMap<&str, &spillway_shared::config::Service> =
             cfg.services.iter().filter(|s| changed.contains(&s.name)).map(|s| (s.name.as_str(), s)).collect();
         let present = |(s, b, e): &crate::control::EndpointKey| {
             !changed.contains(s)
                 || new_by_name.get(s.as_str()).and_then(|ns| ns.backends.iter().find(|x| &x.name == b)).is_some_and(|nb| nb.members().iter().any(|m| &m.name == e))
         };
-        st.health.retain(|k, _| present(k));
         st.last_new.retain(|k, _| present(k));
-        let old_by_name: std::collections::HashMap<&str, &spillway_shared::config::Service> =
-            old.services.iter().filter(|s| changed.contains(&s.name)).map(|s| (s.name.as_str(), s)).collect();
-        // The state a health checker starts a new or changed target in (the targets of
-        // unchanged services are kept as they are: [`crate::health::TargetSet::update`]).
-        let mut initial = std::collections::HashMap::new();
-        for ns in cfg.services.iter().filter(|s| changed.contains(&s.name)) {
-            let os = old_by_name.get(ns.name.as_str()).copied();
-            for nb in &ns.backends {
-                let old_members = os.and_then(|os| os.backends.iter().find(|x| x.name == nb.name)).map(|ob| ob.members());
-                for m in nb.members() {
-                    let same_endpoint = old_members.as_ref().is_some_and(|om| om.iter().any(|om| om.name == m.name && om.address == m.address));
-                    let key = (ns.name.clone(), nb.name.clone(), m.name);
-                    if !same_endpoint {
-                        let e = st.health.entry(key.clone()).or_default();
-                        e.healthy = ns.health_check.is_none();
-                        e.latency_ms = None;
-                    } else if ns.health_check.is_none() && os.is_some_and(|os| os.health_check.is_some()) {
-                        // the check was removed: static, healthy; the state it left behind
-                        // must not keep the endpoint down for good
-                        let e = st.health.entry(key.clone()).or_default();
-                        e.healthy = true;
-                        e.latency_ms = None;
-                    }
-                    if ns.health_check.is_some() {
-                        let healthy = st.health.get(&key).map(|v| v.healthy).unwrap_or(true);
-                        initial.insert(key, healthy);
-                    }
-                }
-            }
-        }
-        drop((new_by_name, old_by_name));
+        drop(new_by_name);
         st.states.retain(|s, _| !changed.contains(s) || cfg.service(s).is_some());
         st.pools.retain(|s, _| !changed.contains(s) || cfg.service(s).is_some());
         st.config_generation = next_gen;

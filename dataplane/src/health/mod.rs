@@ -49,7 +49,7 @@ pub use driver::HealthChecker;
 pub use spillway_shared::config::{HealthCheck, HealthCheckKind};
 pub use targets::{targets_from_config, Target, TargetKey, TargetSet};
 pub use tracker::{HealthTracker, ProbeResult, RttHistogram, Transition, RTT_BUCKETS_SEC, RTT_EWMA_ALPHA};
-pub use view::{apply_snapshot, is_current, reconcile, sync_after_edit};
+pub use view::{after_edit, apply_snapshot, is_current, reconcile, sync_after_edit};
 
 use std::io;
 use std::net::SocketAddr;

@@ -14,7 +14,8 @@ use super::targets::{targets_from_config, TargetKey};
 use super::{CheckerOptions, HealthEvent, TargetStatus};
 use crate::control::HealthView;
 use spillway_shared::config::Config;
-use std::collections::HashMap;
+use spillway_shared::config::Service;
+use std::collections::{HashMap, HashSet};
 use std::sync::mpsc::Sender;
 
 /// Copies health state and RTT moving average (as `latency_ms`) from checker statuses
@@ -47,6 +48,60 @@ pub fn reconcile(statuses: &[TargetStatus], view: &mut HealthView) -> usize {
         .count();
     apply_snapshot(statuses, view);
     changed
+}
+
+/// The health view right after a live edit from `old` to `new`, as the daemon gives it
+/// (`ctl::transaction`, then [`sync_after_edit`]), and the starting state of each checked
+/// target for the checker (`initial`). The rule (docs/operations.md "Health checker", live edits):
+/// - an endpoint that stays (same service, backend, endpoint name and address) keeps its
+///   state, also when only the health check or port changed (an endpoint known to be down
+///   stays down until a probe says otherwise);
+/// - an endpoint that is new or whose address changed starts afresh: with a health check
+///   it starts unhealthy until `healthy_threshold` probes pass, without one it is healthy
+///   (static); its latency is forgotten;
+/// - an endpoint that stays while its service's health check is removed turns static
+///   healthy (the state the check left behind must not keep it down for good);
+/// - removed endpoints are forgotten.
+///
+/// Only the services in `changed` (those that differ between `old` and `new`, removed and
+/// added ones included: `SlotDelta::names`) are looked at; the others' entries stay as
+/// they are, the cost is proportional to what the edit changed. The returned `initial`
+/// holds the checked endpoints of those services.
+///
+/// Pure: the edit applies it to the daemon's view, a dry run to a copy of it, so that the
+/// edited snapshot it predicts is compiled from the health the edit really gives.
+pub fn after_edit(old: &Config, new: &Config, changed: &HashSet<String>, view: &mut HealthView) -> HashMap<TargetKey, bool> {
+    let new_by_name: HashMap<&str, &Service> = new.services.iter().filter(|s| changed.contains(&s.name)).map(|s| (s.name.as_str(), s)).collect();
+    let present = |(s, b, e): &TargetKey| {
+        !changed.contains(s) || new_by_name.get(s.as_str()).and_then(|ns| ns.backends.iter().find(|x| &x.name == b)).is_some_and(|nb| nb.members().iter().any(|m| &m.name == e))
+    };
+    view.retain(|k, _| present(k));
+    let old_by_name: HashMap<&str, &Service> = old.services.iter().filter(|s| changed.contains(&s.name)).map(|s| (s.name.as_str(), s)).collect();
+    let mut initial = HashMap::new();
+    for ns in new.services.iter().filter(|s| changed.contains(&s.name)) {
+        let os = old_by_name.get(ns.name.as_str()).copied();
+        for nb in &ns.backends {
+            let old_members = os.and_then(|os| os.backends.iter().find(|x| x.name == nb.name)).map(|ob| ob.members());
+            for m in nb.members() {
+                let same_endpoint = old_members.as_ref().is_some_and(|om| om.iter().any(|om| om.name == m.name && om.address == m.address));
+                let key = (ns.name.clone(), nb.name.clone(), m.name);
+                if !same_endpoint {
+                    let e = view.entry(key.clone()).or_default();
+                    e.healthy = ns.health_check.is_none();
+                    e.latency_ms = None;
+                } else if ns.health_check.is_none() && os.is_some_and(|os| os.health_check.is_some()) {
+                    let e = view.entry(key.clone()).or_default();
+                    e.healthy = true;
+                    e.latency_ms = None;
+                }
+                if ns.health_check.is_some() {
+                    let healthy = view.get(&key).map(|v| v.healthy).unwrap_or(true);
+                    initial.insert(key, healthy);
+                }
+            }
+        }
+    }
+    initial
 }
 
 /// After a live edit of `cfg`: hands the checker its new targets at target-set
