@@ -28,7 +28,7 @@ use spillway_benches::{bench_config, set_flow, snapshot, tcp_frame};
 use spillway_dataplane::fastpath::conntrack::Timeouts;
 use spillway_dataplane::fastpath::port::{MemBuf, PacketBuf};
 use spillway_dataplane::fastpath::stats::WorkerStats;
-use spillway_dataplane::fastpath::worker::{PortInfo, Verdict, Worker, PREFETCH_DISTANCE};
+use spillway_dataplane::fastpath::worker::{PortInfo, Verdict, Worker};
 use std::hint::black_box;
 use std::sync::Arc;
 
@@ -76,8 +76,7 @@ fn main() {
     let mut decide = |w: &mut Worker, burst: &mut [MemBuf]| {
         w.plan_burst(burst, 0, &snap, 2);
         for (j, b) in burst.iter_mut().enumerate() {
-            w.issue_planned(j + PREFETCH_DISTANCE);
-            if black_box(w.decide_planned(j, b, 0, &snap, 2)) == Verdict::Forward {
+            if black_box(w.decide_planned(j, b, 0, &snap)) == Verdict::Forward {
                 forwarded += 1;
             }
         }

@@ -681,6 +681,8 @@ impl Model {
         // the daemon's pool-drain marks (the code under test), then the model's own
         let now32 = self.now32();
         mark_draining(&self.cfg, &self.slots, &mut self.snap, &mut self.pools_real, now32);
+        // as publication does: the marks change what the vector fast path may take
+        self.snap.seal();
         self.marks.clear();
         self.slot_info.clear();
         self.mac6.clear();
@@ -1614,11 +1616,13 @@ impl Model {
                 let (_, _, slot) = self.endpoint(usize::from(svc), b, e);
                 let until = self.now + u64::from(in_ms);
                 self.snap.backends[usize::from(slot)].draining_until_ms = Some(until as u32);
+                self.snap.seal();
                 self.marks.entry(slot).or_default().drain_until = Some(until);
             }
             Op::Evict { svc, b, e } => {
                 let (_, _, slot) = self.endpoint(usize::from(svc), b, e);
                 self.snap.backends[usize::from(slot)].evict_connections = true;
+                self.snap.seal();
                 self.marks.entry(slot).or_default().evict = true;
             }
             Op::Flush { svc, b, e } => {

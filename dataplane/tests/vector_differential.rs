@@ -396,16 +396,22 @@ impl World {
                 if let Some(s) = self.snap.backends.get_mut(usize::from(slot)) {
                     s.draining_until_ms = Some((*now + u64::from(in_ms)) as u32);
                 }
+                // as publication does (`Shared::publish`)
+                self.snap.seal();
             }
             Change::Evict { slot } => {
                 if let Some(s) = self.snap.backends.get_mut(usize::from(slot)) {
                     s.evict_connections = true;
                 }
+                // as publication does (`Shared::publish`)
+                self.snap.seal();
             }
             Change::Unresolved { slot } => {
                 if let Some(s) = self.snap.backends.get_mut(usize::from(slot)) {
                     s.mac = [0; 6];
                 }
+                // as publication does (`Shared::publish`)
+                self.snap.seal();
             }
             Change::Clock { ms } => *now += u64::from(ms),
             // installed by [`run`] on both workers

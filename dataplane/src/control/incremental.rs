@@ -277,7 +277,9 @@ fn compile_inner(cfg: &Config, slots: &SlotMap, input: CompileInput<'_>, neighbo
     for (name, st) in built.states() {
         input.states.insert(name.to_string(), st.clone());
     }
-    built.assemble(None)
+    let mut snap = built.assemble(None);
+    snap.seal();
+    snap
 }
 
 fn place(backends: &mut [BackendSlot], owned: Vec<(u16, BackendSlot)>) {

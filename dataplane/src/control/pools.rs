@@ -159,6 +159,8 @@ fn mark(cfg: &Config, slots: &SlotMap, snap: &mut Snapshot, pools: &mut HashMap<
             }
         }
     }
+    // the marks change which slots the vector fast path may take
+    snap.seal();
 }
 
 #[cfg(test)]

@@ -63,7 +63,8 @@ pub struct Shared {
 
 impl Shared {
     /// Shared state with an initial snapshot and `workers` counter sets.
-    pub fn new(initial: Snapshot, workers: usize) -> Shared {
+    pub fn new(mut initial: Snapshot, workers: usize) -> Shared {
+        initial.seal();
         let generation = AtomicU64::new(initial.generation);
         let current = Arc::new(initial);
         Shared {
@@ -145,6 +146,7 @@ impl Shared {
     /// increase: a snapshot whose generation is not above the current one gets the next
     /// number (the daemon always numbers them increasingly; this keeps tests honest).
     pub fn publish(&self, mut snap: Snapshot) {
+        snap.seal();
         let mut p = self.publications.lock().unwrap_or_else(|e| e.into_inner());
         if snap.generation <= p.current.generation {
             snap.generation = p.current.generation + 1;

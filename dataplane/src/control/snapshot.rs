@@ -43,6 +43,35 @@ pub struct BackendSlot {
     pub draining_until_ms: Option<u32>,
 }
 
+/// What the worker's vector fast path reads of a backend slot, sealed from the
+/// [`BackendSlot`] by [`Snapshot::seal`] (`fastpath/worker/vector.rs`): one 16-byte load
+/// instead of six fields. `service` is the slot's service index when the general path
+/// would keep an established connection on it without asking anything else of the service
+/// (present, healthy, not draining, not evicting connections) and its MAC is resolved;
+/// otherwise [`FastSlot::NOT_FAST`], which matches no service index (they are below
+/// `u16::MAX`), so the fast path declines and the general path decides.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FastSlot {
+    /// The destination MAC in the low 48 bits (octet 0 lowest: the frame's byte order as
+    /// a little-endian word), the slot's incarnation in the high 16.
+    pub word: u64,
+    /// The service index, or [`FastSlot::NOT_FAST`].
+    pub service: u32,
+}
+
+impl FastSlot {
+    /// [`FastSlot::service`] of a slot the fast path must not take.
+    pub const NOT_FAST: u32 = u32::MAX;
+
+    /// The sealed form of `b` (type docs).
+    pub fn of(b: &BackendSlot) -> FastSlot {
+        let fast = b.present && b.healthy && !b.evict_connections && b.draining_until_ms.is_none() && b.mac != [0; 6];
+        let m = b.mac;
+        let word = u64::from_le_bytes([m[0], m[1], m[2], m[3], m[4], m[5], 0, 0]) | u64::from(b.incarnation) << 48;
+        FastSlot { word, service: if fast { u32::from(b.service) } else { FastSlot::NOT_FAST } }
+    }
+}
+
 /// One Maglev table and the backend slots its entries stand for.
 #[derive(Debug, PartialEq)]
 pub struct ClassTable {
@@ -147,6 +176,10 @@ pub struct Snapshot {
     pub class_names: Vec<String>,
     /// Backend slots.
     pub backends: Vec<BackendSlot>,
+    /// The backend slots as the vector fast path reads them ([`FastSlot`]), index = slot;
+    /// [`Snapshot::seal`] writes them from `backends`. Empty (not sealed): the fast path
+    /// takes no packet, and the general path decides every one.
+    pub fast_slots: Vec<FastSlot>,
     /// Encapsulation source address (host order) per port index (0 = none).
     pub port_addrs: Vec<u32>,
     /// Creation time (control plane, for `snapshot show`).
@@ -201,6 +234,17 @@ impl Snapshot {
     /// no service has gets `base`.
     pub fn timeouts(&self, base: Timeouts) -> SnapTimeouts<'_> {
         SnapTimeouts { snap: self, base }
+    }
+
+    /// Seals the backend slots for the vector fast path ([`Snapshot::fast_slots`]). Call
+    /// after the last change to `backends` and before a worker reads the snapshot:
+    /// publication does ([`crate::control::publish::Shared::publish`]), and so do the
+    /// compilations tests and tools hand to a worker directly. A stale seal would let the
+    /// fast path decide what the general path would not; debug builds check every fast
+    /// decision against the slot itself.
+    pub fn seal(&mut self) {
+        self.fast_slots.clear();
+        self.fast_slots.extend(self.backends.iter().map(FastSlot::of));
     }
 
     /// Distinct tables (shared ones counted once).

@@ -526,8 +526,7 @@ impl Worker {
             self.plan_burst(&rx, i, snap, now_ms);
             let mut forwarded = 0u64;
             for (j, mut b) in rx.drain(..).enumerate() {
-                self.issue_planned(j + PREFETCH_DISTANCE);
-                let v = self.decide_planned(j, &mut b, i, snap, now_ms);
+                let v = self.decide_planned(j, &mut b, i, snap);
                 forwarded += u64::from(self.dispatch(ports, tx, held, rings, v, b, i, fwd, now_ms));
                 if self.learned_first && !held.is_empty() {
                     self.release_held(ports, tx, held, rings, snap, now_ms);

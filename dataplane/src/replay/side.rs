@@ -80,6 +80,7 @@ impl Side {
         for (i, b) in snap.backends.iter_mut().enumerate() {
             b.mac = slot_mac(i as u16);
         }
+        snap.seal();
         let port_mac = cfg.ports.first().and_then(|p| p.mac).map_or(DEFAULT_PORT_MAC, |m| m.0);
         let c = &cfg.conntrack;
         let timeouts = Timeouts { syn_ms: c.tcp_syn_timeout_sec * 1000, tcp_ms: c.tcp_idle_timeout_sec * 1000, closing_ms: c.tcp_closing_timeout_sec * 1000, udp_ms: c.udp_idle_timeout_sec * 1000 };

@@ -35,12 +35,12 @@
 //!
 //! Same rules as the parent: no locks, allocation, syscalls or panics on any packet.
 
-use super::{Family, Verdict, Worker, PREFETCH_DISTANCE};
+use super::{Family, Verdict, Worker};
 use crate::control::snapshot::{BackendSlot, ServiceSnap, Snapshot};
 use crate::fastpath::conntrack::{ConnTable, CtKey};
 use crate::fastpath::port::{PacketBuf, BURST};
 use crate::fastpath::stats::bump;
-use crate::wire::{self, fast::Fast, tcp_flags};
+use crate::wire::{self, fast::{Fast, Template}, tcp_flags};
 use spillway_shared::config::{ForwardingMode, SessionAffinity, TrackingMode};
 
 /// The lane stage 1 gives a packet: bit flags, so the later stages test bits instead of
@@ -78,10 +78,11 @@ pub(in crate::fastpath) struct BurstPlan {
     key6: [CtKey<u128>; BURST],
     /// Bucket pair of keyed packets ([`ConnTable::bucket_pair`](crate::fastpath::conntrack::ConnTable::bucket_pair)).
     buckets: [(u32, u32); BURST],
-    /// Frame length of fast-lane packets (one segment: the whole packet), bytes.
-    len: [u32; BURST],
-    /// The source MAC of the burst's forwarded frames: the forwarding port's.
-    out_mac: [u8; 6],
+    /// The source MAC of the burst's forwarded frames (the forwarding port's) as the fast
+    /// path writes it after the destination MAC: its first two octets in the high 16 bits
+    /// of a little-endian word (`out_mac_lo`), the other four (`out_mac_hi`).
+    out_mac_lo: u64,
+    out_mac_hi: [u8; 4],
     /// Packets planned.
     n: usize,
     /// The worker clock the burst was planned at, ms: the life words are computed for it,
@@ -103,8 +104,8 @@ impl Default for BurstPlan {
             key4: [CtKey::default(); BURST],
             key6: [CtKey::default(); BURST],
             buckets: [(0, 0); BURST],
-            len: [0; BURST],
-            out_mac: [0; 6],
+            out_mac_lo: 0,
+            out_mac_hi: [0; 4],
             n: 0,
             now: 0,
             fast: 0,
@@ -197,7 +198,9 @@ impl Worker {
             self.plan.lane = [GENERAL; BURST];
             return;
         }
-        self.plan.out_mac = self.ports.get(pinfo.forward_to).map_or(pinfo.mac, |o| o.mac);
+        let out = self.ports.get(pinfo.forward_to).map_or(pinfo.mac, |o| o.mac);
+        self.plan.out_mac_lo = u64::from(u16::from_le_bytes([out[0], out[1]])) << 48;
+        self.plan.out_mac_hi = [out[2], out[3], out[4], out[5]];
         // The link-layer rule as two 48-bit compares: the destination MAC is the port's,
         // or its device's (worker/l2.rs); a group address takes the general path.
         let mac48 = |m: [u8; 6]| u64::from_le_bytes([m[0], m[1], m[2], m[3], m[4], m[5], 0, 0]);
@@ -212,12 +215,45 @@ impl Worker {
         // IPv6: the VIP, and (port, protocol) packed in 24 bits, so u32::MAX matches none
         let (mut memo6_vip, mut memo6_key) = (0u128, u32::MAX);
         let mut memo6 = (0u16, 0u16, 0u32);
+        // The frame shape of the memo's service, learned from the frame that set the memo
+        // (`Template`): a frame matching it is classified by masked word compares, and is
+        // of the memo's service.
+        let (mut tpl4, mut tpl6) = (Template::NONE, Template::NONE);
         for (j, b) in bufs.iter().enumerate().take(n) {
             let j = j % BURST;
             let d = b.data();
-            let dst = d.first_chunk::<8>().map_or(u64::MAX, |h| u64::from_le_bytes(*h) & 0xffff_ffff_ffff);
-            let fast = if (dst == ours || dst == device) && b.segments() == 1 { wire::fast::classify(d) } else { Fast::General };
             self.plan.lane[j] = GENERAL;
+            let one = b.segments() == 1;
+            if one {
+                if let Some((src, sport, flags)) = tpl4.match4(d) {
+                    debug_assert!(matches!(wire::fast::classify(d), Fast::V4(t) if (t.src, t.sport, t.flags, t.proto) == (src, sport, flags, tpl4.proto()) && (u64::from(t.dst) << 24 | u64::from(t.dport) << 8 | u64::from(t.proto)) == memo4_key), "the template matched a frame classify reads otherwise");
+                    let (s, id, life) = memo4;
+                    let key = CtKey { src, sport, service: id };
+                    if may_change_state(flags) {
+                        self.keyed4(j, key, KEYED | if opens(flags, tpl4.proto()) { SECOND } else { 0 });
+                        continue;
+                    }
+                    self.plan.svc[j] = s;
+                    self.plan.life[j] = life;
+                    self.keyed4(j, key, KEYED | FAST);
+                    continue;
+                }
+                if let Some((src, sport, flags)) = tpl6.match6(d) {
+                    debug_assert!(matches!(wire::fast::classify(d), Fast::V6(t) if (t.src, t.sport, t.flags, t.proto, t.dst) == (src, sport, flags, tpl6.proto(), memo6_vip) && (u32::from(t.dport) << 8 | u32::from(t.proto)) == memo6_key), "the template matched a frame classify reads otherwise");
+                    let (s, id, life) = memo6;
+                    let key = CtKey { src, sport, service: id };
+                    if may_change_state(flags) {
+                        self.keyed6(j, key, KEYED | SIX | if opens(flags, tpl6.proto()) { SECOND } else { 0 });
+                        continue;
+                    }
+                    self.plan.svc[j] = s;
+                    self.plan.life[j] = life;
+                    self.keyed6(j, key, KEYED | SIX | FAST);
+                    continue;
+                }
+            }
+            let dst = d.first_chunk::<8>().map_or(u64::MAX, |h| u64::from_le_bytes(*h) & 0xffff_ffff_ffff);
+            let fast = if (dst == ours || dst == device) && one { wire::fast::classify(d) } else { Fast::General };
             match fast {
                 Fast::V4(t) => {
                     let vkey = (u64::from(t.dst) << 24) | (u64::from(t.dport) << 8) | u64::from(t.proto);
@@ -229,30 +265,29 @@ impl Worker {
                                 let life = ConnTable::<u32>::established_life(now, &self.timeouts.for_service(svc.proto, svc.idle_timeout_ms));
                                 memo4_key = vkey;
                                 memo4 = (s, svc.id, life);
+                                tpl4 = Template::learn(d, &fast);
                                 memo4
                             }
                             Some((_, svc)) => {
                                 // the general path decides; its lookup still gets its buckets
                                 if self.general_keyed(d, svc, wire::ETHERTYPE_IPV4, 28) {
-                                    self.plan.key4[j] = CtKey { src: t.src, sport: t.sport, service: svc.id };
-                                    self.plan.lane[j] = KEYED | if opens(t.flags, t.proto) { SECOND } else { 0 };
+                                    self.keyed4(j, CtKey { src: t.src, sport: t.sport, service: svc.id }, KEYED | if opens(t.flags, t.proto) { SECOND } else { 0 });
                                 }
                                 continue;
                             }
                             None => continue,
                         }
                     };
-                    self.plan.key4[j] = CtKey { src: t.src, sport: t.sport, service: id };
+                    let key = CtKey { src: t.src, sport: t.sport, service: id };
                     if may_change_state(t.flags) {
                         // a new connection (the general path inserts it, with these
                         // buckets) or a state change
-                        self.plan.lane[j] = KEYED | if opens(t.flags, t.proto) { SECOND } else { 0 };
+                        self.keyed4(j, key, KEYED | if opens(t.flags, t.proto) { SECOND } else { 0 });
                         continue;
                     }
                     self.plan.svc[j] = s;
                     self.plan.life[j] = life;
-                    self.plan.len[j] = d.len() as u32;
-                    self.plan.lane[j] = KEYED | FAST;
+                    self.keyed4(j, key, KEYED | FAST);
                 }
                 Fast::V6(t) => {
                     self.ipv6_seen = true;
@@ -265,87 +300,80 @@ impl Worker {
                                 let life = ConnTable::<u32>::established_life(now, &self.timeouts.for_service(svc.proto, svc.idle_timeout_ms));
                                 (memo6_vip, memo6_key) = (t.dst, pkey);
                                 memo6 = (s, svc.id, life);
+                                tpl6 = Template::learn(d, &fast);
                                 memo6
                             }
                             Some((_, svc)) => {
                                 if self.general_keyed(d, svc, wire::ETHERTYPE_IPV6, 48) {
-                                    self.plan.key6[j] = CtKey { src: t.src, sport: t.sport, service: svc.id };
-                                    self.plan.lane[j] = KEYED | SIX | if opens(t.flags, t.proto) { SECOND } else { 0 };
+                                    self.keyed6(j, CtKey { src: t.src, sport: t.sport, service: svc.id }, KEYED | SIX | if opens(t.flags, t.proto) { SECOND } else { 0 });
                                 }
                                 continue;
                             }
                             None => continue,
                         }
                     };
-                    self.plan.key6[j] = CtKey { src: t.src, sport: t.sport, service: id };
+                    let key = CtKey { src: t.src, sport: t.sport, service: id };
                     if may_change_state(t.flags) {
                         // a new connection (the general path inserts it, with these
                         // buckets) or a state change
-                        self.plan.lane[j] = KEYED | SIX | if opens(t.flags, t.proto) { SECOND } else { 0 };
+                        self.keyed6(j, key, KEYED | SIX | if opens(t.flags, t.proto) { SECOND } else { 0 });
                         continue;
                     }
                     self.plan.svc[j] = s;
                     self.plan.life[j] = life;
-                    self.plan.len[j] = d.len() as u32;
-                    self.plan.lane[j] = KEYED | SIX | FAST;
+                    self.keyed6(j, key, KEYED | SIX | FAST);
                 }
                 Fast::General => {}
             }
         }
-        // Stage 2: hash every keyed packet, prefetch the first few.
-        for j in 0..n {
-            let j = j % BURST;
-            let lane = self.plan.lane[j];
-            if lane & KEYED == 0 {
-                continue;
-            }
-            let pair = if lane & SIX == 0 { self.ct.bucket_pair(&self.plan.key4[j]) } else { self.ct6.bucket_pair(&self.plan.key6[j]) };
-            self.plan.buckets[j] = pair;
-            if j < PREFETCH_DISTANCE {
-                self.issue_planned(j);
-            }
+        for lane in self.plan.lane.iter_mut().skip(n) {
+            *lane = GENERAL;
         }
     }
 
-    /// Prefetches the buckets of planned packet `j` (the first for a fast lane; both for a
-    /// SYN, whose insertion reads the second when the first is full); nothing for a packet
-    /// past the burst or in the general lane.
+    /// Stage 2 for keyed packet `j` (IPv4 key `key`, lane `lane`), as stage 1 writes its
+    /// key: the key's bucket pair, hashed while the key is in registers.
     #[inline(always)]
-    pub fn issue_planned(&self, j: usize) {
-        if j >= self.plan.n {
-            return;
-        }
-        let (lane, (b1, b2)) = (self.plan.lane[j % BURST], self.plan.buckets[j % BURST]);
-        if lane & KEYED == 0 {
-            return;
-        }
+    fn keyed4(&mut self, j: usize, key: CtKey<u32>, lane: Lane) {
+        let j = j % BURST;
+        let (b1, b2) = self.ct.bucket_pair(&key);
         // a lookup reads the first bucket; a SYN's insertion may read both
-        let second = lane & SECOND != 0;
-        if lane & SIX == 0 {
-            self.ct.prefetch_bucket(b1);
-            if second {
-                self.ct.prefetch_bucket(b2);
-            }
-        } else {
-            self.ct6.prefetch_bucket(b1);
-            if second {
-                self.ct6.prefetch_bucket(b2);
-            }
+        self.ct.prefetch_bucket(b1);
+        if lane & SECOND != 0 {
+            self.ct.prefetch_bucket(b2);
         }
+        self.plan.buckets[j] = (b1, b2);
+        self.plan.key4[j] = key;
+        self.plan.lane[j] = lane;
+    }
+
+    /// [`Worker::keyed4`] for an IPv6 key.
+    #[inline(always)]
+    fn keyed6(&mut self, j: usize, key: CtKey<u128>, lane: Lane) {
+        let j = j % BURST;
+        let (b1, b2) = self.ct6.bucket_pair(&key);
+        self.ct6.prefetch_bucket(b1);
+        if lane & SECOND != 0 {
+            self.ct6.prefetch_bucket(b2);
+        }
+        self.plan.buckets[j] = (b1, b2);
+        self.plan.key6[j] = key;
+        self.plan.lane[j] = lane;
     }
 
     /// Stage 3 for packet `j` of the planned burst (`buf`, received on `port`): the fast
     /// path's verdict when its entry qualifies (module docs), else the general path's
-    /// ([`Worker::process`]) with the key's buckets handed to the table. Call in packet
-    /// order, once per packet, after [`Worker::plan_burst`] of the same burst and snapshot,
-    /// with the same `now` (at another time the packet takes the general path: the plan's
-    /// life words are for the planned time).
+    /// ([`Worker::process`]) with the key's buckets handed to the table, at the time the
+    /// burst was planned at. Call in packet order, once per packet, after
+    /// [`Worker::plan_burst`] of the same burst and snapshot; a place past the burst takes
+    /// the general path.
     #[inline(always)]
-    pub fn decide_planned<B: PacketBuf>(&mut self, j: usize, buf: &mut B, port: usize, snap: &Snapshot, now: u32) -> Verdict {
-        let lane = if j < self.plan.n && now == self.plan.now { self.plan.lane[j % BURST] } else { GENERAL };
+    pub fn decide_planned<B: PacketBuf>(&mut self, j: usize, buf: &mut B, port: usize, snap: &Snapshot) -> Verdict {
+        let now = self.plan.now;
+        // every place past the planned packets is GENERAL (`plan_burst`)
+        let lane = self.plan.lane.get(j).copied().unwrap_or(GENERAL);
         let j = j % BURST;
         if lane & KEYED != 0 {
-            debug_assert!(lane & FAST == 0 || buf.data().len() == self.plan.len[j] as usize, "decide_planned: not the planned frame");
             let pair = self.plan.buckets[j];
             if lane & SIX == 0 {
                 let k = self.plan.key4[j];
@@ -376,29 +404,33 @@ impl Worker {
     #[inline(always)]
     fn fast_hit<A: Family, B: PacketBuf>(&mut self, k: &CtKey<A>, pair: (u32, u32), j: usize, buf: &mut B, snap: &Snapshot, now: u32) -> Option<Verdict> {
         let j = j % BURST;
-        let (svc_idx, life, len) = (self.plan.svc[j], self.plan.life[j], self.plan.len[j]);
-        let mut mac = [0u8; 6];
+        let (svc_idx, life) = (self.plan.svc[j], self.plan.life[j]);
+        let mut word = 0u64;
         let backend = A::ct(self).hit_established(k, pair, now, life, |backend, incarnation| {
-            match snap.backends.get(usize::from(backend)).and_then(|b| fast_mac(b, incarnation, svc_idx)) {
-                Some(m) => {
-                    mac = m;
-                    true
-                }
-                None => false,
-            }
+            // the sealed slot (`FastSlot`): the service index only when `fast_mac` holds
+            let ok = snap.fast_slots.get(usize::from(backend)).is_some_and(|f| {
+                word = f.word;
+                f.service == u32::from(svc_idx) && (f.word >> 48) as u16 == incarnation
+            });
+            debug_assert_eq!(ok, snap.backends.get(usize::from(backend)).and_then(|b| fast_mac(b, incarnation, svc_idx)).is_some() && !snap.fast_slots.is_empty(), "a stale seal (Snapshot::seal) of slot {backend}");
+            ok
         })?;
-        let out_mac = self.plan.out_mac;
+        // the destination MAC (the word's low 48 bits) and the port's source MAC: 12 octets
+        // in two stores
+        let (lo, hi) = (word & 0xffff_ffff_ffff | self.plan.out_mac_lo, self.plan.out_mac_hi);
+        let frame = buf.data_mut();
+        let len = frame.len() as u64;
+        if let Some(h) = frame.first_chunk_mut::<12>() {
+            let (a, b) = h.split_at_mut(8);
+            a.copy_from_slice(&lo.to_le_bytes());
+            b.copy_from_slice(&hi);
+        }
         // every u16 indexes the slot counters (`SlotCounters`): no bounds check is left
         if let Some(c) = self.stats.backend_packets.get(usize::from(backend)) {
             bump(c, 1);
         }
         if let Some(c) = self.stats.backend_bytes.get(usize::from(backend)) {
-            bump(c, u64::from(len));
-        }
-        if let Some(h) = buf.data_mut().first_chunk_mut::<12>() {
-            let (dst, src) = h.split_at_mut(6);
-            dst.copy_from_slice(&mac);
-            src.copy_from_slice(&out_mac);
+            bump(c, len);
         }
         self.plan.fast += 1;
         Some(Verdict::Forward)
