@@ -17,6 +17,7 @@ use crate::fastpath::worker::*;
 use crate::sync::Placement;
 use crate::wire::DropReason;
 use etherparse::{Icmpv4Type, Icmpv6Type, IpNumber, PacketBuilder};
+use crate::tests_config::Toml;
 use spillway_shared::config::Config;
 use std::collections::HashMap;
 use std::sync::atomic::Ordering::Relaxed;
@@ -42,26 +43,33 @@ fn placement() -> Placement {
 
 /// TCP services web (10.0.0.100:80), tls (10.0.0.100:443: a second service on the VIP, so a
 /// later fragment before its first is held), web6 ([fd00::100]:80) and tls6 ([fd00::100]:443,
-/// the same for IPv6), `n` backends each.
-fn config(n: u8) -> Config {
-    let mut t = String::from("[[ports]]\nname = \"p0\"\ndevice = \"net_null0\"\naddress = \"10.0.0.2\"\naddress6 = \"fd00::2\"\n");
+/// the same for IPv6), `n` backends each; without tls and tls6 when `one_service` (each VIP
+/// has one service: a later fragment before its first is forwarded at once).
+fn config(n: u8, one_service: bool) -> Config {
+    let mut t = Toml::new().port("p0", "net_null0", "address = \"10.0.0.2\"\naddress6 = \"fd00::2\"");
     for (name, vip, port, net) in [("web", "10.0.0.100", 80, 0x21), ("tls", "10.0.0.100", 443, 0x22), ("web6", "fd00::100", 80, 0x23), ("tls6", "fd00::100", 443, 0x24)] {
-        t += &format!("[[services]]\nname = \"{name}\"\nvip = \"{vip}\"\nport = {port}\nprotocol = \"tcp\"\n");
+        if one_service && port == 443 {
+            continue;
+        }
+        t = t.service(name, vip, port, "protocol = \"tcp\"");
         for i in 1..=n {
             let addr = if vip.contains(':') { format!("fd00:{net:x}::{i}") } else { format!("10.0.{net}.{i}") };
-            t += &format!("[[services.backends]]\nname = \"{name}-{i}\"\naddress = \"{addr}\"\nmac = \"02:00:00:00:{net:02x}:{i:02x}\"\n");
+            t = t.backend(&format!("{name}-{i}"), &addr, &format!("mac = \"02:00:00:00:{net:02x}:{i:02x}\""));
         }
     }
-    let c = Config::from_toml(&t).unwrap();
-    c.validate().unwrap();
-    c
+    t.config()
 }
 
 /// The snapshots with 4 and then 8 backends per service (slots kept across them).
 fn snapshots() -> (Snapshot, Snapshot) {
+    snapshots_of(false)
+}
+
+/// [`snapshots`] of [`config`]`(_, one_service)`.
+fn snapshots_of(one_service: bool) -> (Snapshot, Snapshot) {
     let (mut slots, mut states) = (SlotMap::default(), HashMap::new());
     let mut mk = |n: u8, generation: u64| {
-        let cfg = config(n);
+        let cfg = config(n, one_service);
         slots.sync(&cfg).unwrap();
         compile(&cfg, &slots, CompileInput { health: &HealthView::new(), states: &mut states, now_sec: 0.0, generation, port_addrs: vec![0x0a00_0002] })
     };
@@ -340,6 +348,36 @@ fn the_owner_of_a_flow_depends_on_its_ports() {
             placement().workers(v6, src, dst, 40_000 + p, 80).start
         }).collect();
         assert_eq!(owners.len(), 2, "one address pair, 64 source ports: both workers own some (v6 {v6})");
+    }
+}
+
+/// The limit docs/architecture.md "Redirect rings" states: on a VIP with one service, a
+/// later fragment that comes before its first is forwarded at once by the 3-tuple on the
+/// worker RSS gives it, and its first fragment follows it there, not to the flow's owner.
+/// The datagram is never split: both fragments leave that worker for the backend a worker
+/// without the flow's entry picks; nothing is redirected or held. Both families.
+#[test]
+fn a_later_fragment_first_on_a_one_service_vip_keeps_its_datagram_whole_where_it_arrives() {
+    let (s1, s2) = snapshots_of(true);
+    for v6 in [false, true] {
+        let (_rings, mut sides) = two_workers(REDIRECT_RING_CAPACITY);
+        open(&mut sides, &s1, v6);
+        let mut lone = Side { w: worker(0, false), port: vec![MemPort::new(LB)], bufs: PollBuffers::new(1) };
+        for i in 0..FLOWS {
+            let (o, wrong) = (owner(i, v6), 1 - owner(i, v6));
+            let datagram = [frag(i, 700 + u32::from(i), false, v6), frag(i, 700 + u32::from(i), true, v6)];
+            let now = 10 + 2 * u32::from(i);
+            sides[wrong].rx(&s2, &datagram[..1], now);
+            sides[wrong].rx(&s2, &datagram[1..], now);
+            sides[o].rx(&s2, &[], now + 1);
+            lone.rx(&s2, &datagram, now);
+            let (by_wrong, by_owner, by_lone) = (sides[wrong].sent(), sides[o].sent(), lone.sent());
+            assert_eq!((by_wrong.len(), by_owner.len()), (2, 0), "flow {i}: both fragments sent where they arrived (v6 {v6})");
+            assert_eq!(by_wrong.iter().map(|f| dst_mac(f)).collect::<Vec<_>>(), by_lone.iter().map(|f| dst_mac(f)).collect::<Vec<_>>(), "flow {i}: the backend a worker without the entry picks (v6 {v6})");
+            assert_eq!(dst_mac(&by_wrong[0]), dst_mac(&by_wrong[1]), "flow {i}: not split (v6 {v6})");
+        }
+        let count = |f: fn(&WorkerStats) -> &std::sync::atomic::AtomicU64| sides.iter().map(|s| f(&s.w.stats).load(Relaxed)).sum::<u64>();
+        assert_eq!((count(|s| &s.redirected), count(|s| &s.fragments_held)), (0, 0), "v6 {v6}");
     }
 }
 
