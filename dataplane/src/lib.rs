@@ -29,3 +29,5 @@ pub mod signals;
 pub mod start;
 pub mod threads;
 pub mod replay;
+#[cfg(test)]
+mod tests_config;

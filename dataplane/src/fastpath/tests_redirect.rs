@@ -1,6 +1,7 @@
 //! Two workers on in-memory ports with redirect rings (fastpath/worker/redirect.rs): ICMP
-//! errors and fragments of a flow tracked on one worker, received by the other (as RSS
-//! delivers them: by the router's address, by the 2-tuple), reach the flow's backend.
+//! and ICMPv6 errors and IPv4 and IPv6 fragments of a flow tracked on one worker, received
+//! by the other (as RSS delivers them: by the router's address, by the 2-tuple), reach the
+//! flow's backend.
 //!
 //! The flows are opened under a snapshot with 4 backends per service and the errors and
 //! fragments sent under one with 8, so a worker without the flow's entry would send many of
@@ -16,6 +17,7 @@ use crate::fastpath::worker::*;
 use crate::sync::Placement;
 use crate::wire::DropReason;
 use etherparse::{Icmpv4Type, Icmpv6Type, IpNumber, PacketBuilder};
+use crate::tests_config::Toml;
 use spillway_shared::config::Config;
 use std::collections::HashMap;
 use std::sync::atomic::Ordering::Relaxed;
@@ -40,26 +42,34 @@ fn placement() -> Placement {
 }
 
 /// TCP services web (10.0.0.100:80), tls (10.0.0.100:443: a second service on the VIP, so a
-/// later fragment before its first is held) and web6 ([fd00::100]:80), `n` backends each.
-fn config(n: u8) -> Config {
-    let mut t = String::from("[[ports]]\nname = \"p0\"\ndevice = \"net_null0\"\naddress = \"10.0.0.2\"\naddress6 = \"fd00::2\"\n");
-    for (name, vip, port, net) in [("web", "10.0.0.100", 80, 0x21), ("tls", "10.0.0.100", 443, 0x22), ("web6", "fd00::100", 80, 0x23)] {
-        t += &format!("[[services]]\nname = \"{name}\"\nvip = \"{vip}\"\nport = {port}\nprotocol = \"tcp\"\n");
+/// later fragment before its first is held), web6 ([fd00::100]:80) and tls6 ([fd00::100]:443,
+/// the same for IPv6), `n` backends each; without tls and tls6 when `one_service` (each VIP
+/// has one service: a later fragment before its first is forwarded at once).
+fn config(n: u8, one_service: bool) -> Config {
+    let mut t = Toml::new().port("p0", "net_null0", "address = \"10.0.0.2\"\naddress6 = \"fd00::2\"");
+    for (name, vip, port, net) in [("web", "10.0.0.100", 80, 0x21), ("tls", "10.0.0.100", 443, 0x22), ("web6", "fd00::100", 80, 0x23), ("tls6", "fd00::100", 443, 0x24)] {
+        if one_service && port == 443 {
+            continue;
+        }
+        t = t.service(name, vip, port, "protocol = \"tcp\"");
         for i in 1..=n {
             let addr = if vip.contains(':') { format!("fd00:{net:x}::{i}") } else { format!("10.0.{net}.{i}") };
-            t += &format!("[[services.backends]]\nname = \"{name}-{i}\"\naddress = \"{addr}\"\nmac = \"02:00:00:00:{net:02x}:{i:02x}\"\n");
+            t = t.backend(&format!("{name}-{i}"), &addr, &format!("mac = \"02:00:00:00:{net:02x}:{i:02x}\""));
         }
     }
-    let c = Config::from_toml(&t).unwrap();
-    c.validate().unwrap();
-    c
+    t.config()
 }
 
 /// The snapshots with 4 and then 8 backends per service (slots kept across them).
 fn snapshots() -> (Snapshot, Snapshot) {
+    snapshots_of(false)
+}
+
+/// [`snapshots`] of [`config`]`(_, one_service)`.
+fn snapshots_of(one_service: bool) -> (Snapshot, Snapshot) {
     let (mut slots, mut states) = (SlotMap::default(), HashMap::new());
     let mut mk = |n: u8, generation: u64| {
-        let cfg = config(n);
+        let cfg = config(n, one_service);
         slots.sync(&cfg).unwrap();
         compile(&cfg, &slots, CompileInput { health: &HealthView::new(), states: &mut states, now_sec: 0.0, generation, port_addrs: vec![0x0a00_0002] })
     };
@@ -154,9 +164,10 @@ fn too_big(i: u16, v6: bool) -> Vec<u8> {
     out
 }
 
-/// IPv4 fragment of a TCP segment (ACK) of flow `i`, IP ID `ident`: the first (offset 0,
-/// MF, the TCP header and 20 bytes) or the last (offset 5, 8 bytes).
-fn frag(i: u16, ident: u16, first: bool) -> Vec<u8> {
+/// IPv4 or IPv6 fragment of a TCP segment (ACK) of flow `i`, IP ID (IPv6: Fragment header
+/// Identification) `ident`: the first (offset 0, more fragments, the TCP header and 20
+/// bytes) or the last (offset 5, 8 bytes).
+fn frag(i: u16, ident: u32, first: bool, v6: bool) -> Vec<u8> {
     let mut payload = Vec::new();
     if first {
         let mut h = etherparse::TcpHeader::new(sport(i), 80, 2, 1000);
@@ -166,8 +177,11 @@ fn frag(i: u16, ident: u16, first: bool) -> Vec<u8> {
     } else {
         payload.resize(8, 0);
     }
+    if v6 {
+        return frag6(i, ident, first, &payload);
+    }
     let mut ip = etherparse::Ipv4Header::new(payload.len() as u16, 64, IpNumber::TCP, client4(i), VIP4).unwrap();
-    ip.identification = ident;
+    ip.identification = ident as u16;
     ip.more_fragments = first;
     ip.fragment_offset = etherparse::IpFragOffset::try_new(if first { 0 } else { 5 }).unwrap();
     let mut out = Vec::new();
@@ -175,6 +189,34 @@ fn frag(i: u16, ident: u16, first: bool) -> Vec<u8> {
     ip.write(&mut out).unwrap();
     out.extend_from_slice(&payload);
     out
+}
+
+/// IPv6 fragment (RFC 8200 §4.5) of flow `i` carrying `payload`: the IPv6 header (Next
+/// Header 44), a Fragment header (Next Header TCP, offset 0 or 5, M on the first) and the
+/// fragment's bytes.
+fn frag6(i: u16, ident: u32, first: bool, payload: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    etherparse::Ethernet2Header { source: CLIENT_MAC, destination: LB, ether_type: etherparse::EtherType::IPV6 }.write(&mut out).unwrap();
+    out.extend_from_slice(&[0x60, 0, 0, 0]);
+    out.extend_from_slice(&(8 + payload.len() as u16).to_be_bytes());
+    out.extend_from_slice(&[44, 64]);
+    out.extend_from_slice(&client6(i));
+    out.extend_from_slice(&VIP6);
+    let offset_flags: u16 = if first { 1 } else { 5 << 3 };
+    out.extend_from_slice(&[6, 0]);
+    out.extend_from_slice(&offset_flags.to_be_bytes());
+    out.extend_from_slice(&ident.to_be_bytes());
+    out.extend_from_slice(payload);
+    out
+}
+
+/// The fragment offset (8-byte units) of a frame [`frag`] built.
+fn frag_offset(f: &[u8], v6: bool) -> u16 {
+    if v6 {
+        u16::from_be_bytes([f[56], f[57]]) >> 3
+    } else {
+        u16::from_be_bytes([f[20], f[21]]) & 0x1fff
+    }
 }
 
 fn dst_mac(f: &[u8]) -> [u8; 6] {
@@ -244,21 +286,23 @@ fn icmp_errors_received_by_the_wrong_worker_reach_the_flows_backend() {
 /// Fragments of flows tracked on one worker, received by the other (NICs hash fragments on
 /// the addresses), reach the flow's backend, first and later fragment alike, in order; also
 /// when the later fragment comes first (held until its first, then redirected behind it).
+/// IPv4 and IPv6 (Fragment header, 32-bit Identification) alike.
 #[test]
 fn fragments_received_by_the_wrong_worker_reach_the_flows_backend() {
     let (s1, s2) = snapshots();
-    for later_first in [false, true] {
+    for (v6, later_first) in [(false, false), (false, true), (true, false), (true, true)] {
         let (_rings, mut sides) = two_workers(REDIRECT_RING_CAPACITY);
-        let backends = open(&mut sides, &s1, false);
+        let backends = open(&mut sides, &s1, v6);
+        let ident = |i: u16| if v6 { 0x8000_0000 | u32::from(500 + i) } else { u32::from(500 + i) };
         let datagram = |i: u16| {
-            let (first, last) = (frag(i, 500 + i, true), frag(i, 500 + i, false));
+            let (first, last) = (frag(i, ident(i), true, v6), frag(i, ident(i), false, v6));
             if later_first { vec![last, first] } else { vec![first, last] }
         };
         let misses = lone_misses(&s2, &backends, datagram);
-        assert!(misses >= 4, "the test needs fragments a worker without the entry sends elsewhere ({misses} of {FLOWS})");
+        assert!(misses >= 4, "the test needs fragments a worker without the entry sends elsewhere ({misses} of {FLOWS}, v6 {v6})");
         let (mut reached, mut sent_by_wrong) = (0, 0);
         for i in 0..FLOWS {
-            let (o, wrong) = (owner(i, false), 1 - owner(i, false));
+            let (o, wrong) = (owner(i, v6), 1 - owner(i, v6));
             let now = 10 + 2 * u32::from(i); // the worker clock never goes back
             if later_first {
                 // apart: the later one is held until its first arrives
@@ -271,22 +315,69 @@ fn fragments_received_by_the_wrong_worker_reach_the_flows_backend() {
             let (by_wrong, by_owner) = (sides[wrong].sent(), sides[o].sent());
             sent_by_wrong += by_wrong.len();
             let sent: Vec<Vec<u8>> = by_wrong.into_iter().chain(by_owner).collect();
-            assert_eq!(sent.len(), 2, "flow {i}: both fragments sent");
+            assert_eq!(sent.len(), 2, "flow {i}: both fragments sent (v6 {v6})");
             reached += usize::from(sent.iter().all(|f| dst_mac(f) == backends[usize::from(i)]));
-            let offsets: Vec<u16> = sent.iter().map(|f| u16::from_be_bytes([f[20], f[21]]) & 0x1fff).collect();
-            assert_eq!(offsets, [0, 5], "flow {i}: the first fragment, then the later one");
+            let offsets: Vec<u16> = sent.iter().map(|f| frag_offset(f, v6)).collect();
+            assert_eq!(offsets, [0, 5], "flow {i}: the first fragment, then the later one (v6 {v6})");
         }
-        assert_eq!(reached, usize::from(FLOWS), "datagrams whose fragments all reached their flow's backend (later first: {later_first})");
-        assert_eq!(sent_by_wrong, 0, "the owner sent every fragment");
+        assert_eq!(reached, usize::from(FLOWS), "datagrams whose fragments all reached their flow's backend (v6 {v6}, later first: {later_first})");
+        assert_eq!(sent_by_wrong, 0, "the owner sent every fragment (v6 {v6})");
         let held: u64 = sides.iter().map(|s| s.w.stats.fragments_held.load(Relaxed)).sum();
         assert_eq!(held, if later_first { u64::from(FLOWS) } else { 0 });
+        let redirected: u64 = sides.iter().map(|s| s.w.stats.redirected.load(Relaxed)).sum();
+        assert_eq!(redirected, 2 * u64::from(FLOWS), "both fragments of every datagram handed over (v6 {v6})");
         // a fragment arriving later still follows its datagram's first
-        let i = (0..FLOWS).find(|&i| owner(i, false) == 1).unwrap();
-        sides[0].rx(&s2, &[frag(i, 500 + i, false)], 100);
+        let i = (0..FLOWS).find(|&i| owner(i, v6) == 1).unwrap();
+        sides[0].rx(&s2, &[frag(i, ident(i), false, v6)], 100);
         sides[1].rx(&s2, &[], 101);
         let sent = sides[1].sent();
-        assert_eq!((sent.len(), sides[0].sent().len()), (1, 0), "a late duplicate of the last fragment goes to the owner too");
+        assert_eq!((sent.len(), sides[0].sent().len()), (1, 0), "a late duplicate of the last fragment goes to the owner too (v6 {v6})");
         assert_eq!(dst_mac(&sent[0]), backends[usize::from(i)]);
+    }
+}
+
+/// Why a later fragment that comes before its first is not redirected (docs/architecture.md
+/// "Redirect rings", the limit): the owner depends on the ports, which only the first
+/// fragment carries. One client's connections to one VIP land on both workers by their
+/// source port alone, in either family.
+#[test]
+fn the_owner_of_a_flow_depends_on_its_ports() {
+    for v6 in [false, true] {
+        let owners: std::collections::HashSet<usize> = (0..64).map(|p| {
+            let (src, dst) = if v6 { (u128::from_be_bytes(client6(0)), u128::from_be_bytes(VIP6)) } else { (u128::from(u32::from_be_bytes(client4(0))), u128::from(u32::from_be_bytes(VIP4))) };
+            placement().workers(v6, src, dst, 40_000 + p, 80).start
+        }).collect();
+        assert_eq!(owners.len(), 2, "one address pair, 64 source ports: both workers own some (v6 {v6})");
+    }
+}
+
+/// The limit docs/architecture.md "Redirect rings" states: on a VIP with one service, a
+/// later fragment that comes before its first is forwarded at once by the 3-tuple on the
+/// worker RSS gives it, and its first fragment follows it there, not to the flow's owner.
+/// The datagram is never split: both fragments leave that worker for the backend a worker
+/// without the flow's entry picks; nothing is redirected or held. Both families.
+#[test]
+fn a_later_fragment_first_on_a_one_service_vip_keeps_its_datagram_whole_where_it_arrives() {
+    let (s1, s2) = snapshots_of(true);
+    for v6 in [false, true] {
+        let (_rings, mut sides) = two_workers(REDIRECT_RING_CAPACITY);
+        open(&mut sides, &s1, v6);
+        let mut lone = Side { w: worker(0, false), port: vec![MemPort::new(LB)], bufs: PollBuffers::new(1) };
+        for i in 0..FLOWS {
+            let (o, wrong) = (owner(i, v6), 1 - owner(i, v6));
+            let datagram = [frag(i, 700 + u32::from(i), false, v6), frag(i, 700 + u32::from(i), true, v6)];
+            let now = 10 + 2 * u32::from(i);
+            sides[wrong].rx(&s2, &datagram[..1], now);
+            sides[wrong].rx(&s2, &datagram[1..], now);
+            sides[o].rx(&s2, &[], now + 1);
+            lone.rx(&s2, &datagram, now);
+            let (by_wrong, by_owner, by_lone) = (sides[wrong].sent(), sides[o].sent(), lone.sent());
+            assert_eq!((by_wrong.len(), by_owner.len()), (2, 0), "flow {i}: both fragments sent where they arrived (v6 {v6})");
+            assert_eq!(by_wrong.iter().map(|f| dst_mac(f)).collect::<Vec<_>>(), by_lone.iter().map(|f| dst_mac(f)).collect::<Vec<_>>(), "flow {i}: the backend a worker without the entry picks (v6 {v6})");
+            assert_eq!(dst_mac(&by_wrong[0]), dst_mac(&by_wrong[1]), "flow {i}: not split (v6 {v6})");
+        }
+        let count = |f: fn(&WorkerStats) -> &std::sync::atomic::AtomicU64| sides.iter().map(|s| f(&s.w.stats).load(Relaxed)).sum::<u64>();
+        assert_eq!((count(|s| &s.redirected), count(|s| &s.fragments_held)), (0, 0), "v6 {v6}");
     }
 }
 

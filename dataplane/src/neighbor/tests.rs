@@ -1,5 +1,7 @@
 //! Next-hop resolution end to end without DPDK: worker hand-over of ARP replies, worker 0
-//! sending the control side's frames, and the daemon turning replies into snapshots.
+//! sending the control side's frames, and the daemon turning replies into snapshots. Also
+//! the set-up the other neighbour tests share (`tests_nd.rs`, `tests_announce.rs`,
+//! `driver/tests.rs`): our MAC, port p0's side, a resolver, a worker and a daemon.
 
 use super::*;
 use crate::daemon::Daemon;
@@ -7,13 +9,42 @@ use crate::fastpath::conntrack::Timeouts;
 use crate::fastpath::port::{MemBuf, MemPort, PacketBuf};
 use crate::fastpath::stats::WorkerStats;
 use crate::fastpath::worker::{PortInfo, Verdict, Worker};
+use crate::tests_config::Toml;
 use crate::wire::DropReason;
 use spillway_shared::config::Config;
 use std::sync::atomic::Ordering::Relaxed;
 use std::net::Ipv4Addr;
 use std::sync::Arc;
 
-const OURS: [u8; 6] = [2, 0, 0, 0, 0, 1];
+/// Our MAC, on every port of the tests.
+pub(super) const OURS: [u8; 6] = [2, 0, 0, 0, 0, 1];
+
+/// Port p0's side for the resolver: our MAC, address 10.0.0.1, towards the backends.
+pub(super) fn p0_side() -> driver::PortSide {
+    driver::PortSide { mac: OURS, addr: Ipv4Addr::new(10, 0, 0, 1), forwarding: true }
+}
+
+/// A resolver of `c` sending on port p0 ([`p0_side`]).
+pub(super) fn resolver(c: &Config) -> driver::Resolver {
+    let mut r = driver::Resolver::new(c);
+    r.set_ports(vec![p0_side()]);
+    r.set_config(c, 0);
+    r
+}
+
+/// `t` and then port p0 on net_null0 at 10.0.0.1, with `lines`.
+pub(super) fn with_p0(t: Toml, lines: &str) -> Toml {
+    t.port("p0", "net_null0", format!("address = \"10.0.0.1\"\n{lines}").trim_end())
+}
+
+/// A daemon of `cfg` (which must pass the daemon's checks) with one worker, its resolver
+/// sending on port p0 ([`p0_side`]).
+pub(super) fn daemon_of(cfg: Config) -> Daemon {
+    crate::ctl::edits::daemon_checks(&cfg).unwrap();
+    let d = Daemon::new(cfg, 1, vec![0x0a00_0001], Box::new(|_| Default::default())).unwrap();
+    d.control.lock().unwrap().neighbors.set_ports(vec![p0_side()]);
+    d
+}
 
 /// An Ethernet ARP reply "`spa` is at `sha`" to us.
 fn reply(spa: [u8; 4], sha: [u8; 6]) -> MemBuf {
@@ -23,6 +54,8 @@ fn reply(spa: [u8; 4], sha: [u8; 6]) -> MemBuf {
     MemBuf::new(&f)
 }
 
+/// Worker `id` with port p0 (our MAC, 10.0.0.1) handing ARP replies and Neighbor
+/// Advertisements to `queues` (none: no control side).
 pub(super) fn worker(id: usize, queues: Option<Arc<NeighborQueues>>) -> Worker {
     let mut w = Worker::new(id, 1024, 1, Timeouts::default(), Arc::new(WorkerStats::default()), vec![PortInfo { mac: OURS, forward_to: 0, addr: 0x0a00_0001 }]);
     w.neighbors = queues;
@@ -70,31 +103,11 @@ fn daemon(extra_backend: &str) -> Daemon {
 /// Service web on 10.0.0.100 with b1 = 10.0.0.11 (no `mac`; `extra_backend` lines added to
 /// it), port p0 10.0.0.1, the `[neighbors]` timers `timers`, no gratuitous ARP.
 pub(super) fn daemon_with(timers: &str, extra_backend: &str) -> Daemon {
-    let text = format!(
-        r#"
-[neighbors]
-{timers}
-gratuitous_arp = false
-[[ports]]
-name = "p0"
-device = "net_null0"
-address = "10.0.0.1"
-[[services]]
-name = "web"
-vip = "10.0.0.100"
-port = 80
-[[services.backends]]
-name = "b1"
-address = "10.0.0.11"
-{extra_backend}
-"#
-    );
-    let cfg = Config::from_toml(&text).unwrap();
-    cfg.validate().unwrap();
-    crate::ctl::edits::daemon_checks(&cfg).unwrap();
-    let d = Daemon::new(cfg, 1, vec![0x0a00_0001], Box::new(|_| Default::default())).unwrap();
-    d.control.lock().unwrap().neighbors.set_ports(vec![driver::PortSide { mac: OURS, addr: Ipv4Addr::new(10, 0, 0, 1), forwarding: true }]);
-    d
+    let cfg = with_p0(Toml::new().section("neighbors", &format!("{timers}\ngratuitous_arp = false")), "")
+        .service("web", "10.0.0.100", 80, "")
+        .backend("b1", "10.0.0.11", extra_backend)
+        .config();
+    daemon_of(cfg)
 }
 
 fn slot_of_b1(d: &Daemon) -> (bool, [u8; 6]) {
@@ -212,38 +225,14 @@ fn configured_macs_are_never_asked_and_stay_eligible() {
 /// themselves.
 #[test]
 fn encapsulated_traffic_goes_to_the_gateway_mac() {
-    let text = r#"
-[neighbors]
-gratuitous_arp = false
-[[ports]]
-name = "p0"
-device = "net_null0"
-address = "10.0.0.1"
-gateway = "10.0.0.254"
-[[services]]
-name = "tun"
-vip = "10.0.0.100"
-port = 80
-forwarding_mode = "IPIP"
-[[services.backends]]
-name = "r1"
-address = "192.168.7.1"
-[[services.backends]]
-name = "r2"
-address = "192.168.8.1"
-[[services]]
-name = "dsr"
-vip = "10.0.0.101"
-port = 80
-[[services.backends]]
-name = "l1"
-address = "10.0.0.11"
-"#;
-    let cfg = Config::from_toml(text).unwrap();
-    cfg.validate().unwrap();
-    crate::ctl::edits::daemon_checks(&cfg).unwrap();
-    let d = Daemon::new(cfg, 1, vec![0x0a00_0001], Box::new(|_| Default::default())).unwrap();
-    d.control.lock().unwrap().neighbors.set_ports(vec![driver::PortSide { mac: OURS, addr: Ipv4Addr::new(10, 0, 0, 1), forwarding: true }]);
+    let cfg = with_p0(Toml::new().section("neighbors", "gratuitous_arp = false"), "gateway = \"10.0.0.254\"")
+        .service("tun", "10.0.0.100", 80, "forwarding_mode = \"IPIP\"")
+        .backend("r1", "192.168.7.1", "")
+        .backend("r2", "192.168.8.1", "")
+        .service("dsr", "10.0.0.101", 80, "")
+        .backend("l1", "10.0.0.11", "")
+        .config();
+    let d = daemon_of(cfg);
     d.neighbor_tick_at(0);
     let asked: Vec<Ipv4Addr> = std::iter::from_fn(|| d.shared.neighbors.outbox.pop())
         .map(|f| match crate::wire::parse(&f.bytes) {

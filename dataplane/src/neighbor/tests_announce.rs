@@ -9,7 +9,7 @@ use crate::fastpath::worker::Verdict;
 use crate::wire::DropReason;
 use std::net::Ipv4Addr;
 
-const OURS: [u8; 6] = [2, 0, 0, 0, 0, 1];
+use super::tests::OURS;
 const OLD: [u8; 6] = [2, 0, 0, 0, 0, 0x11];
 const NEW: [u8; 6] = [2, 0, 0, 0, 0, 0x22];
 const B1: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 11);

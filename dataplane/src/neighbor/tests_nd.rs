@@ -5,7 +5,6 @@
 
 use super::*;
 use std::net::IpAddr;
-use crate::daemon::Daemon;
 use crate::fastpath::conntrack::Timeouts;
 use crate::fastpath::port::{MemBuf, PacketBuf};
 use crate::fastpath::stats::WorkerStats;
@@ -13,13 +12,14 @@ use crate::fastpath::worker::{PortInfo, Verdict, Worker};
 use crate::wire::icmpv6::{NA_FLAG_OVERRIDE, NA_FLAG_SOLICITED, OPT_TARGET_LL, TYPE_NEIGHBOR_ADVERTISEMENT};
 use crate::wire::DropReason;
 use driver::{PortSide, Resolver};
+use super::tests::{daemon_of, resolver, with_p0, worker, OURS};
+use crate::tests_config::Toml;
 use etherparse::{Icmpv6Header, Icmpv6Slice, Icmpv6Type, Ipv6HeaderSlice, PacketBuilder};
 use spillway_shared::config::Config;
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
-const OURS: [u8; 6] = [2, 0, 0, 0, 0, 1];
 const B1_MAC: [u8; 6] = [2, 0, 0, 0, 0x21, 0x01];
 const CLIENT_MAC: [u8; 6] = [2, 0, 0, 0, 0, 0x99];
 const S_O: u8 = NA_FLAG_SOLICITED | NA_FLAG_OVERRIDE;
@@ -31,29 +31,7 @@ fn a6(s: &str) -> Ipv6Addr {
 /// Port p0 (fd00::2 unless `port6` says otherwise) and IPv6 service web6 on fd00::100 with
 /// backend b1 = fd00::11 without `mac`.
 fn config(port6: &str) -> Config {
-    let text = format!(
-        r#"
-[neighbors]
-refresh_sec = 1
-expiry_sec = 3
-retry_ms = 200
-[[ports]]
-name = "p0"
-device = "net_null0"
-address = "10.0.0.1"
-{port6}
-[[services]]
-name = "web6"
-vip = "fd00::100"
-port = 80
-[[services.backends]]
-name = "b1"
-address = "fd00::11"
-"#
-    );
-    let c = Config::from_toml(&text).unwrap();
-    c.validate().unwrap();
-    c
+    with_p0(Toml::new().section("neighbors", "refresh_sec = 1\nexpiry_sec = 3\nretry_ms = 200"), port6).service("web6", "fd00::100", 80, "").backend("b1", "fd00::11", "").config()
 }
 
 fn cfg() -> Config {
@@ -74,12 +52,6 @@ fn na_frame(target: Ipv6Addr, mac: [u8; 6], dst: Ipv6Addr, hop_limit: u8, flags:
     out
 }
 
-fn worker(queues: Option<Arc<NeighborQueues>>) -> Worker {
-    let mut w = Worker::new(0, 1024, 1, Timeouts::default(), Arc::new(WorkerStats::default()), vec![PortInfo { mac: OURS, forward_to: 0, addr: 0x0a00_0001 }]);
-    w.neighbors = queues;
-    w
-}
-
 fn snapshot(c: &Config) -> crate::control::snapshot::Snapshot {
     let mut slots = crate::control::SlotMap::default();
     slots.sync(c).unwrap();
@@ -94,7 +66,7 @@ fn workers_hand_advertisements_for_the_port_address_over() {
     let c = cfg();
     let snap = snapshot(&c);
     let q = Arc::new(NeighborQueues::new(1));
-    let mut w = worker(Some(q.clone()));
+    let mut w = worker(0, Some(q.clone()));
     let mut b = MemBuf::new(&na_frame(a6("fd00::11"), B1_MAC, a6("fd00::2"), 255, NA_FLAG_SOLICITED));
     assert_eq!(w.process(&mut b, 0, &snap, 77), Verdict::Consumed);
     let want = NeighborSeen { port: 0, addr: "fd00::11".parse().unwrap(), mac: B1_MAC, to: "fd00::2".parse().unwrap(), at_ms: 77, solicited: true, overrides: false };
@@ -108,15 +80,8 @@ fn workers_hand_advertisements_for_the_port_address_over() {
         assert_eq!(run(&mut w, na_frame(a6("fd00::11"), B1_MAC, a6("fd00::2"), 255, S_O)), Verdict::Consumed);
     }
     assert_eq!(run(&mut w, na_frame(a6("fd00::11"), B1_MAC, a6("fd00::2"), 255, S_O)), Verdict::Drop(DropReason::NeighborQueueFull));
-    let mut w = worker(None);
+    let mut w = worker(0, None);
     assert_eq!(run(&mut w, na_frame(a6("fd00::11"), B1_MAC, a6("fd00::2"), 255, S_O)), Verdict::Drop(DropReason::NdIgnored), "no resolver");
-}
-
-fn resolver(c: &Config) -> Resolver {
-    let mut r = Resolver::new(c);
-    r.set_ports(vec![PortSide { mac: OURS, addr: Ipv4Addr::new(10, 0, 0, 1), forwarding: true }]);
-    r.set_config(c, 0);
-    r
 }
 
 /// Whether a queued frame is not an MLDv2 report (those go to 33:33:00:00:00:16; their
@@ -237,13 +202,8 @@ fn a_port_without_an_ipv6_address_cannot_resolve_ipv6_next_hops() {
 /// Requests over the per-tick limit wait and are counted `deferred` in `status`.
 #[test]
 fn requests_over_the_tick_limit_are_deferred_and_counted() {
-    let mut text = String::from("[neighbors]\n[[ports]]\nname = \"p0\"\ndevice = \"net_null0\"\naddress = \"10.0.0.1\"\naddress6 = \"fd00::2\"\n[[services]]\nname = \"web6\"\nvip = \"fd00::100\"\nport = 80\n");
     let n = REQUESTS_PER_TICK + 10;
-    for i in 0..n {
-        text += &format!("[[services.backends]]\nname = \"b{i}\"\naddress = \"fd00::1:{i:x}\"\n");
-    }
-    let c = Config::from_toml(&text).unwrap();
-    c.validate().unwrap();
+    let c = (0..n).fold(with_p0(Toml::new().section("neighbors", ""), "address6 = \"fd00::2\"").service("web6", "fd00::100", 80, ""), |t, i| t.backend(&format!("b{i}"), &format!("fd00::1:{i:x}"), "")).config();
     let q = NeighborQueues::new(1);
     let mut r = resolver(&c);
     r.tick(&c, &q, 0);
@@ -259,12 +219,9 @@ fn requests_over_the_tick_limit_are_deferred_and_counted() {
 /// learned MAC.
 #[test]
 fn the_daemon_forwards_ipv6_traffic_to_the_learned_mac() {
-    let c = cfg();
-    crate::ctl::edits::daemon_checks(&c).unwrap();
-    let d = Daemon::new(c, 1, vec![0x0a00_0001], Box::new(|_| Default::default())).unwrap();
-    d.control.lock().unwrap().neighbors.set_ports(vec![PortSide { mac: OURS, addr: Ipv4Addr::new(10, 0, 0, 1), forwarding: true }]);
+    let d = daemon_of(cfg());
     let q = Arc::new(NeighborQueues::new(1));
-    let mut w = worker(Some(q.clone()));
+    let mut w = worker(0, Some(q.clone()));
     let syn = || {
         let mut out = Vec::new();
         PacketBuilder::ethernet2(CLIENT_MAC, OURS).ipv6(a6("fd01::5").octets(), a6("fd00::100").octets(), 64).tcp(40_000, 80, 1, 1000).syn().write(&mut out, &[]).unwrap();
@@ -359,7 +316,7 @@ fn an_unsolicited_advertisement_replaces_a_resolved_mac_at_once() {
     let c = cfg();
     let snap = snapshot(&c);
     let q = Arc::new(NeighborQueues::new(1));
-    let mut w = worker(Some(q.clone()));
+    let mut w = worker(0, Some(q.clone()));
     let all_nodes = a6("ff02::1");
     let new = [2, 0, 0, 0, 0x21, 0x22];
     let mut na = MemBuf::new(&na_frame(a6("fd00::11"), new, all_nodes, 255, NA_FLAG_OVERRIDE));

@@ -1,6 +1,7 @@
 //! Unit tests of the edit engine ([`super`]).
 
 use super::*;
+use crate::tests_config::Toml;
 
 #[test]
 fn values_parse_as_toml_or_bare_strings() {
@@ -24,32 +25,44 @@ fn edit_reports_unknown_fields_and_types() {
     assert!(d.is_empty());
 }
 
-/// The config of [`daemon`]: service `web` with one-address backends b1 and b2.
-const TWO_BACKENDS: &str = r#"
-[[ports]]
-name = "p0"
-device = "net_null0"
-address = "10.0.0.2"
-[[services]]
-name = "web"
-vip = "10.0.0.100"
-port = 80
-[[services.backends]]
-name = "b1"
-address = "10.0.1.1"
-mac = "02:00:00:00:0b:01"
-[[services.backends]]
-name = "b2"
-address = "10.0.1.2"
-mac = "02:00:00:00:0b:02"
-"#;
+/// The config of [`daemon`]: port p0 (10.0.0.2) and service `web` on 10.0.0.100:`port`
+/// (with `service_lines`) with one-address backends b1 (10.0.1.1, 02:00:00:00:0b:01) and b2
+/// (10.0.1.2, 02:00:00:00:0b:02).
+fn two_backends(port: u16, service_lines: &str) -> Toml {
+    Toml::new()
+        .port("p0", "net_null0", "address = \"10.0.0.2\"")
+        .service("web", "10.0.0.100", port, service_lines)
+        .backend("b1", "10.0.1.1", "mac = \"02:00:00:00:0b:01\"")
+        .backend("b2", "10.0.1.2", "mac = \"02:00:00:00:0b:02\"")
+}
 
+/// A daemon of config `text` (validated by the daemon) with one worker.
 fn daemon_of(text: &str) -> Daemon {
     Daemon::new(Config::from_toml(text).unwrap(), 1, vec![0], Box::new(|_| Default::default())).unwrap()
 }
 
+/// A daemon of [`two_backends`] on port 80.
 fn daemon() -> Daemon {
-    daemon_of(TWO_BACKENDS)
+    daemon_of(two_backends(80, "").text())
+}
+
+/// `service set web health_check=...`: a TCP check every second that times out after
+/// `timeout_sec`.
+fn tcp_check(timeout_sec: &str) -> spillway_shared::proto::Request {
+    spillway_shared::proto::Request::ServiceSet {
+        name: "web".into(),
+        fields: vec![("health_check".into(), format!("{{ type = \"tcp\", check_interval_sec = 1.0, timeout_sec = {timeout_sec} }}"))],
+        if_generation: None,
+    }
+}
+
+/// [`daemon`] after a live edit gave web a TCP health check (0.5 s) and b2 went down.
+fn checked_with_b2_down() -> Daemon {
+    let d = daemon();
+    let r = d.edit_request(tcp_check("0.5"));
+    assert!(matches!(r, Response::Applied(_)), "{r:?}");
+    d.set_health("web", "b2", false, None);
+    d
 }
 
 fn set(service: &str, name: &str, f: &[(&str, &str)], g: Option<u64>) -> spillway_shared::proto::Request {
@@ -63,20 +76,9 @@ fn set(service: &str, name: &str, f: &[(&str, &str)], g: Option<u64>) -> spillwa
 
 #[test]
 fn health_check_edits_keep_a_down_backend_down_and_new_endpoints_start_down() {
-    let d = daemon();
-    let r = d.edit_request(spillway_shared::proto::Request::ServiceSet {
-        name: "web".into(),
-        fields: vec![("health_check".into(), "{ type = \"tcp\", check_interval_sec = 1.0, timeout_sec = 0.5 }".into())],
-        if_generation: None,
-    });
-    assert!(matches!(r, Response::Applied(_)), "{r:?}");
-    d.set_health("web", "b2", false, None);
+    let d = checked_with_b2_down();
     // change the check: b2 stays down in the view the dataplane uses
-    let r = d.edit_request(spillway_shared::proto::Request::ServiceSet {
-        name: "web".into(),
-        fields: vec![("health_check".into(), "{ type = \"tcp\", check_interval_sec = 1.0, timeout_sec = 0.4 }".into())],
-        if_generation: None,
-    });
+    let r = d.edit_request(tcp_check("0.4"));
     assert!(matches!(r, Response::Applied(_)), "{r:?}");
     let healthy = |b: &str| d.control.lock().unwrap().health[&("web".to_string(), b.to_string(), b.to_string())].healthy;
     assert!(!healthy("b2"), "a health-check edit revived a down backend");
@@ -142,7 +144,7 @@ fn invalid_edits_change_nothing() {
         let r = d.edit_request(set("web", "b1", &[("mac", ""), ("address", &format!("\"{a}\""))], None));
         assert!(matches!(&r, Response::Error { message } if message.starts_with(&format!("services[0].backends[0].address = {a}: a unicast endpoint address is required"))), "{a}: {r:?}");
     }
-    let one = |vip: &str, a: &str| Config::from_toml(&format!("[[ports]]\nname = \"p0\"\ndevice = \"net_null0\"\naddress = \"10.0.0.2\"\naddress6 = \"fd00::2\"\n[[services]]\nname = \"s\"\nvip = \"{vip}\"\nport = 80\n[[services.backends]]\nname = \"b1\"\naddress = \"{a}\"\n")).unwrap();
+    let one = |vip: &str, a: &str| Toml::new().port("p0", "net_null0", "address = \"10.0.0.2\"\naddress6 = \"fd00::2\"").service("s", vip, 80, "").backend("b1", a, "").parsed();
     for a in ["::1", "ff02::1", "fe80::1", "::ffff:10.0.1.1"] {
         let e = super::daemon_checks(&one("fd00::100", a)).unwrap_err();
         assert!(e.starts_with(&format!("services[0].backends[0].address = {a}: a unicast endpoint address is required")), "{a}: {e}");
@@ -180,14 +182,7 @@ fn invalid_edits_change_nothing() {
 /// static and healthy again, whatever the last probe said.
 #[test]
 fn removing_the_health_check_revives_a_down_backend() {
-    let d = daemon();
-    let r = d.edit_request(spillway_shared::proto::Request::ServiceSet {
-        name: "web".into(),
-        fields: vec![("health_check".into(), "{ type = \"tcp\", check_interval_sec = 1.0, timeout_sec = 0.5 }".into())],
-        if_generation: None,
-    });
-    assert!(matches!(r, Response::Applied(_)), "{r:?}");
-    d.set_health("web", "b2", false, None);
+    let d = checked_with_b2_down();
     let r = d.edit_request(spillway_shared::proto::Request::ServiceSet { name: "web".into(), fields: vec![("health_check".into(), "".into())], if_generation: None });
     assert!(matches!(r, Response::Applied(_)), "{r:?}");
     assert!(d.control.lock().unwrap().cfg.services[0].health_check.is_none());
@@ -358,9 +353,10 @@ fn equal_configs_in_two_spellings_build_equal_tables() {
     // The same config with b1 written as a group of one endpoint named like it, listed
     // after b2.
     let b1 = "[[services.backends]]\nname = \"b1\"\naddress = \"10.0.1.1\"\nmac = \"02:00:00:00:0b:01\"\n";
-    assert!(TWO_BACKENDS.contains(b1));
+    let two = two_backends(80, "");
+    assert!(two.text().contains(b1));
     let grouped_b1 = "[[services.backends]]\nname = \"b1\"\n[[services.backends.endpoints]]\nname = \"b1\"\naddress = \"10.0.1.1\"\nmac = \"02:00:00:00:0b:01\"\n";
-    let grouped = daemon_of(&(TWO_BACKENDS.replace(b1, "") + grouped_b1));
+    let grouped = daemon_of(&(two.text().replace(b1, "") + grouped_b1));
     let name = |d: &Daemon| -> Vec<Option<String>> {
         let p = picks(d);
         d.shared.with_snapshot(|s| p.iter().map(|x| x.map(|slot| s.backends[usize::from(slot)].name.clone())).collect()).unwrap()
@@ -372,11 +368,11 @@ fn equal_configs_in_two_spellings_build_equal_tables() {
 /// order are no change.
 #[test]
 fn a_reordered_sync_peer_list_is_no_change() {
-    let sync = |peers: &str| format!("{TWO_BACKENDS}[sync]\nlisten = \"10.0.0.2:7946\"\npeers = [{peers}]\nkey_file = \"/etc/spillway/sync.key\"\n");
-    let d = daemon_of(&sync("\"10.0.0.3:7946\", \"10.0.0.4:7946\""));
-    let r = d.config_apply(&sync("\"10.0.0.4:7946\", \"10.0.0.3:7946\""), None);
+    let sync = |peers: &str| two_backends(80, "").section("sync", &format!("listen = \"10.0.0.2:7946\"\npeers = [{peers}]\nkey_file = \"/etc/spillway/sync.key\""));
+    let d = daemon_of(sync("\"10.0.0.3:7946\", \"10.0.0.4:7946\"").text());
+    let r = d.config_apply(sync("\"10.0.0.4:7946\", \"10.0.0.3:7946\"").text(), None);
     assert!(!matches!(&r, Response::Error { message } if message.contains("[sync] cannot change")), "{r:?}");
-    let r = d.config_apply(&sync("\"10.0.0.4:7946\""), None);
+    let r = d.config_apply(sync("\"10.0.0.4:7946\"").text(), None);
     assert!(matches!(&r, Response::Error { message } if message.contains("[sync] cannot change")), "{r:?}");
 }
 
@@ -399,12 +395,12 @@ fn config_apply_of_a_file_without_ports_says_it_takes_the_whole_file() {
 #[test]
 fn the_first_ipv6_service_needs_a_restart() {
     let d = daemon();
-    let v6 = format!("{TWO_BACKENDS}[[services]]\nname = \"web6\"\nvip = \"fd00::100\"\nport = 80\n[[services.backends]]\nname = \"v1\"\naddress = \"fd00:10::1\"\nmac = \"02:00:00:00:16:01\"\n");
-    let r = d.config_apply(&v6, None);
+    let v6 = two_backends(80, "").service("web6", "fd00::100", 80, "").backend("v1", "fd00:10::1", "mac = \"02:00:00:00:16:01\"");
+    let r = d.config_apply(v6.text(), None);
     assert!(matches!(&r, Response::Error { message } if message.contains("first IPv6 service") && message.contains("restart")), "{r:?}");
-    let started_with_v6 = daemon_of(&v6);
-    let more = format!("{v6}[[services]]\nname = \"dns6\"\nvip = \"fd00::100\"\nport = 53\nprotocol = \"udp\"\n[[services.backends]]\nname = \"w1\"\naddress = \"fd00:10::2\"\nmac = \"02:00:00:00:16:02\"\n");
-    assert!(matches!(started_with_v6.config_apply(&more, None), Response::Applied(_)), "later IPv6 services are fine");
+    let started_with_v6 = daemon_of(v6.text());
+    let more = v6.service("dns6", "fd00::100", 53, "protocol = \"udp\"").backend("w1", "fd00:10::2", "mac = \"02:00:00:00:16:02\"");
+    assert!(matches!(started_with_v6.config_apply(more.text(), None), Response::Applied(_)), "later IPv6 services are fine");
 }
 
 /// Every pair of (tracking_mode, session_affinity) as a live `service set`: applied exactly
@@ -422,8 +418,7 @@ fn live_edits_that_change_the_tracking_key_are_refused() {
         for a0 in affinities {
             for t1 in [T::PER_CONNECTION, T::PER_SESSION] {
                 for a1 in affinities {
-                    let text = TWO_BACKENDS.replacen("port = 80\n", &format!("port = 80\ntracking_mode = \"{t0:?}\"\nsession_affinity = \"{a0:?}\"\n"), 1);
-                    let d = daemon_of(&text);
+                    let d = daemon_of(two_backends(80, &format!("tracking_mode = \"{t0:?}\"\nsession_affinity = \"{a0:?}\"")).text());
                     let req = Request::ServiceSet {
                         name: "web".into(),
                         fields: vec![("tracking_mode".into(), format!("{t1:?}")), ("session_affinity".into(), format!("{a1:?}"))],
@@ -457,7 +452,7 @@ fn quic_lb_is_edited_live_and_a_bad_key_file_refuses_the_edit() {
     let key = dir.join("k");
     std::fs::write(&key, "8f95f09245765f80256934e50c66207f\n").unwrap();
     std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o644)).unwrap();
-    let d = daemon_of(&TWO_BACKENDS.replace("port = 80", "port = 443\nprotocol = \"udp\""));
+    let d = daemon_of(two_backends(443, "protocol = \"udp\"").text());
     for (b, sid) in [("b1", "ed793a"), ("b2", "c4605e")] {
         let r = d.edit_request(set("web", b, &[("server_id", sid)], None));
         assert!(matches!(r, Response::Applied(_)), "{r:?}");

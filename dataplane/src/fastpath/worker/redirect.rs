@@ -6,7 +6,9 @@
 //!
 //! - an ICMP or ICMPv6 error quoting the flow (a router's "fragmentation needed" / Packet
 //!   Too Big, unreachable, time exceeded): the *router's* address decides its queue;
-//! - the fragments of an IPv4 datagram: NICs hash fragments on the addresses only.
+//! - the fragments of an IPv4 or IPv6 datagram: NICs hash fragments on the addresses only
+//!   (an IPv6 fragment's ports, in its first fragment, sit behind the Fragment header,
+//!   RFC 8200 §4.5, which RSS does not parse).
 //!
 //! The *owning worker* of a flow is the one the fleet-sync placement gives its 5-tuple
 //! ([`FlowOwner`], implemented by `sync::Placement`: the software Toeplitz over the port's
@@ -18,13 +20,16 @@
 //! queue), never redirecting it again. A full ring drops the packet as
 //! `redirect_ring_full`: a worker never waits on another.
 //!
-//! Fragments: the first fragment (offset 0, with the ports) names the flow; when it is
-//! redirected, the datagram (source, destination, protocol, IP ID) is remembered for
-//! [`crate::fastpath::frag::FRAG_LIFETIME_MS`] and every later fragment of it (held before
-//! the first arrived, or arriving after) follows it to the same ring, in order. A first
-//! fragment whose datagram already sent a later fragment somewhere (a later fragment that
-//! came first, forwarded at once on a (VIP, protocol) with one service) is not redirected:
-//! it follows that fragment so the datagram is not split (docs/semantics.md "Fragments").
+//! Fragments (both families): the first fragment (offset 0, with the ports) names the flow;
+//! when it is redirected, the datagram (IPv4: source, destination, protocol, IP ID; IPv6:
+//! source, destination, the Fragment header's Next Header, 32-bit Identification) is
+//! remembered for [`crate::fastpath::frag::FRAG_LIFETIME_MS`] and every later fragment of it
+//! (held before the first arrived, or arriving after) follows it to the same ring, in order.
+//! A first fragment whose datagram already sent a later fragment somewhere (a later fragment
+//! that came first, forwarded at once on a (VIP, protocol) with one service) is not
+//! redirected: it follows that fragment so the datagram is not split (docs/semantics.md
+//! "Fragments"; why that later fragment cannot be sent to the owner: docs/architecture.md
+//! "Redirect rings").
 //!
 //! Without an RSS placement (one worker, or a device that reports no key or redirection
 //! table: placement `single` or `broadcast`) nothing is redirected: the owner is unknown.
@@ -34,9 +39,9 @@ use crate::control::snapshot::Snapshot;
 use crate::fastpath::frag::{FragHold, FragTable};
 use crate::fastpath::port::{Burst, PacketBuf, Port, BURST};
 use crate::fastpath::stats::bump;
-use crate::wire::{DropReason, Ipv4Info};
+use crate::wire::{DropReason, Ipv4Info, Ipv6Info};
 use crossbeam_queue::ArrayQueue;
-use spillway_shared::flow::FlowKey;
+use spillway_shared::flow::{FlowKey, FlowKey6};
 use std::sync::Arc;
 
 /// Which worker owns a flow: the fleet-sync placement (`sync::Placement`
@@ -131,6 +136,8 @@ pub(super) struct Redirector {
     /// IPv4 datagrams whose first fragment was redirected: the owner, in the `dport` field
     /// of a fragment-table entry (same key and lifetime as [`Worker::frags`]).
     datagrams: FragTable,
+    /// The same for IPv6 datagrams (key and lifetime of [`Worker::frags6`]).
+    datagrams6: FragTable<u128, u32>,
 }
 
 impl Worker {
@@ -139,7 +146,7 @@ impl Worker {
     /// [`FlowOwner::per_flow`]) with `workers` > 1 (the number of rings). Any other
     /// placement (`single`, `broadcast`) turns redirection off.
     pub fn with_redirect(mut self, placement: Arc<dyn FlowOwner>, workers: usize) -> Worker {
-        self.redirect = (placement.per_flow() && workers > 1).then(|| Box::new(Redirector { placement, workers, to: 0, from_ring: false, datagrams: FragTable::default() }));
+        self.redirect = (placement.per_flow() && workers > 1).then(|| Box::new(Redirector { placement, workers, to: 0, from_ring: false, datagrams: FragTable::default(), datagrams6: FragTable::default() }));
         self
     }
 
@@ -190,6 +197,26 @@ impl Worker {
         Some(Verdict::Redirect)
     }
 
+    /// [`Worker::redirect_fragment4`] for IPv6 fragment `p` (a first fragment's 5-tuple
+    /// `key`): its datagram keyed on the Fragment header's Next Header and 32-bit
+    /// Identification (RFC 8200 §4.5), as in [`Worker::frags6`].
+    #[inline]
+    pub(super) fn redirect_fragment6(&mut self, p: &Ipv6Info, key: &FlowKey6, now: u32) -> Option<Verdict> {
+        let r = self.redirect.as_deref().filter(|r| !r.from_ring)?;
+        if !(p.frag_offset == 0 && p.has_ports) {
+            let to = r.datagrams6.lookup(p.src, p.dst, p.frag_next, p.ident, now)?;
+            self.redirect.as_deref_mut()?.to = usize::from(to);
+            return Some(Verdict::Redirect);
+        }
+        if self.frags6.lookup_route(p.src, p.dst, p.frag_next, p.ident, now).is_some() {
+            return None; // a later fragment came first and went somewhere: follow it here
+        }
+        let to = self.redirect_owner(true, key.src, key.dst, key.sport, key.dport)?;
+        let r = self.redirect.as_deref_mut()?;
+        r.datagrams6.learn(p.src, p.dst, p.frag_next, p.ident, to as u16, now);
+        Some(Verdict::Redirect)
+    }
+
     /// Carries out [`Verdict::Redirect`]: `b`, received on port `port`, goes on the owner's
     /// ring (counted in `redirected`), or is dropped as `redirect_ring_full` (and offered to
     /// the drop capture at `now`) when that ring is full (or the loop has no rings). Never
@@ -215,10 +242,15 @@ impl Worker {
 
     /// Decides up to [`REDIRECT_DRAIN_PER_POLL`] packets from this worker's ring as if its
     /// own queue of their port had received them (never redirected again), and sweeps
-    /// the redirected-datagram table. Returns how many it took.
+    /// the redirected-datagram tables (IPv6's once the worker saw IPv6). Returns how many it
+    /// took.
     pub(super) fn drain_redirected<P: Port>(&mut self, ports: &mut [P], tx: &mut [Burst<P::Buf>], held: &mut FragHold<P::Buf>, rings: &RedirectRings<P::Buf>, snap: &Snapshot, now: u32) -> usize {
+        let ipv6_seen = self.ipv6_seen;
         let Some(r) = self.redirect.as_deref_mut() else { return 0 };
         r.datagrams.sweep(now, DATAGRAM_SWEEP_PER_POLL);
+        if ipv6_seen {
+            r.datagrams6.sweep(now, DATAGRAM_SWEEP_PER_POLL);
+        }
         if rings.is_empty(self.id) {
             return 0;
         }

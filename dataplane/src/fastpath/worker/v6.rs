@@ -114,6 +114,9 @@ impl Worker {
         // Fragments hash on the Fragment header's Next Header (the same in all of them).
         let proto = if fragment { p.frag_next } else { p.proto };
         let key = FlowKey6 { src: p.src, dst: p.dst, sport: p.sport, dport: p.dport, proto };
+        if let Some(v) = if fragment { self.redirect_fragment6(p, &key, now) } else { None } {
+            return v; // its datagram's flow is another worker's (worker/redirect.rs)
+        }
         if svc.encap_overhead != 0 && p.total_len() + usize::from(svc.encap_overhead) > usize::from(svc.encap_mtu) {
             // Too big for the tunnel: answered (or dropped) before it is tracked or counted.
             return self.too_big(buf, Inner::V6(p), svc.encap_mtu.saturating_sub(svc.encap_overhead), pinfo);

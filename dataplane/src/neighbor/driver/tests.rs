@@ -1,45 +1,28 @@
 //! Tests of the resolver (`driver.rs`): requests, learning rules, announcements, MLD.
 use super::*;
+use crate::neighbor::tests::{resolver, with_p0, OURS};
 use crate::neighbor::NeighborSeen;
+use crate::tests_config::Toml;
 
-fn cfg(extra: &str) -> Config {
-    let extra = if extra.contains("gratuitous_arp") { extra.to_string() } else { format!("gratuitous_arp = true\n{extra}") };
-    let c = Config::from_toml(&format!(
-        r#"
-[neighbors]
-refresh_sec = 2
-expiry_sec = 6
-retry_ms = 500
-{extra}
-[[ports]]
-name = "p0"
-device = "net_null0"
-address = "10.0.0.1"
-[[services]]
-name = "web"
-vip = "10.0.0.100"
-port = 80
-[[services.backends]]
-name = "b1"
-address = "10.0.0.11"
-[[services.backends]]
-name = "b2"
-address = "10.0.0.12"
-mac = "02:00:00:00:00:12"
-"#
-    ))
-    .unwrap();
-    c.validate().unwrap();
-    c
+/// `[neighbors]` with timers 2 s, 6 s and 500 ms, gratuitous ARP on unless `neighbors`
+/// (more lines of the section) says otherwise; `first` (ports and services ahead of ours);
+/// then port p0 and service web on 10.0.0.100:80 with b1 = 10.0.0.11 (no `mac`) and
+/// b2 = 10.0.0.12 (02:00:00:00:00:12).
+fn cfg_after(neighbors: &str, first: impl FnOnce(Toml) -> Toml) -> Config {
+    let neighbors = if neighbors.contains("gratuitous_arp") { neighbors.to_string() } else { format!("gratuitous_arp = true\n{neighbors}") };
+    let t = first(Toml::new().section("neighbors", format!("refresh_sec = 2\nexpiry_sec = 6\nretry_ms = 500\n{neighbors}").trim_end()));
+    with_p0(t, "").service("web", "10.0.0.100", 80, "").backend("b1", "10.0.0.11", "").backend("b2", "10.0.0.12", "mac = \"02:00:00:00:00:12\"").config()
 }
 
-const OURS: [u8; 6] = [2, 0, 0, 0, 0, 1];
+/// [`cfg_after`] with nothing first.
+fn cfg(neighbors: &str) -> Config {
+    cfg_after(neighbors, |t| t)
+}
 
-fn resolver(c: &Config) -> Resolver {
-    let mut r = Resolver::new(c);
-    r.set_ports(vec![PortSide { mac: OURS, addr: Ipv4Addr::new(10, 0, 0, 1), forwarding: true }]);
-    r.set_config(c, 0);
-    r
+/// [`cfg_after`] with port p1 (IPv6 fd00::2 only) and service web6 on fd00::100:80 with
+/// v1 = fd00:21::1 (02:00:00:00:21:01) first.
+fn cfg_v6_first(neighbors: &str) -> Config {
+    cfg_after(neighbors, |t| t.port("p1", "net_null1", "address6 = \"fd00::2\"").service("web6", "fd00::100", 80, "").backend("v1", "fd00:21::1", "mac = \"02:00:00:00:21:01\""))
 }
 
 fn drain(q: &NeighborQueues) -> Vec<crate::wire::ArpInfo> {
@@ -161,7 +144,7 @@ fn gratuitous_arp_can_be_turned_off_and_a_full_outbox_is_counted() {
 /// valid checksum (checked with etherparse); once each, like the gratuitous ARPs.
 #[test]
 fn ipv6_addresses_are_announced_with_unsolicited_neighbor_advertisements() {
-    let c = cfg("gratuitous_arp = true\n[[ports]]\nname = \"p1\"\ndevice = \"net_null1\"\naddress6 = \"fd00::2\"\n[[services]]\nname = \"web6\"\nvip = \"fd00::100\"\nport = 80\n[[services.backends]]\nname = \"v1\"\naddress = \"fd00:21::1\"\nmac = \"02:00:00:00:21:01\"\n");
+    let c = cfg_v6_first("gratuitous_arp = true");
     let q = NeighborQueues::new(1);
     let mut r = resolver(&c);
     r.tick(&c, &q, 0);
@@ -219,7 +202,7 @@ fn mld_joins_repeats_refreshes_and_leaves_the_solicited_node_groups() {
     r.tick(&c4, &q, 0);
     assert!(mld_reports(&q).is_empty(), "no IPv6 address: no MLD");
     assert!(r.take_multicast_change().is_none());
-    let c = cfg("gratuitous_arp = true\nmld_reports = true\n[[ports]]\nname = \"p1\"\ndevice = \"net_null1\"\naddress6 = \"fd00::2\"\n[[services]]\nname = \"web6\"\nvip = \"fd00::100\"\nport = 80\n[[services.backends]]\nname = \"v1\"\naddress = \"fd00:21::1\"\nmac = \"02:00:00:00:21:01\"\n");
+    let c = cfg_v6_first("gratuitous_arp = true\nmld_reports = true");
     let groups = vec![solicited_node(v6("fd00::2")), solicited_node(v6("fd00::100"))];
     r.tick(&c, &q, 10);
     assert_eq!(mld_reports(&q), vec![(CHANGE_TO_EXCLUDE_MODE, groups.clone())], "joined at once");
