@@ -168,3 +168,62 @@ for c in json.load(open(sys.argv[1]))["changed"]:
     e2e_check "each changed flow's backends before and after are those the live daemon used" _eq "$got" "$want"
     e2e_done
 }
+
+## replay_dumpcap: a dpdk-dumpcap capture of the daemon's port (RX and TX, scripts/e2e/dumpcap.sh's setup on hugepages) replays what the port received: the flows and each backend's flows and packets are the live daemon's, the frames it sent are counted apart, and disabling b2 moves exactly the z1 flows b2 served
+e2e_replay_dumpcap() {
+    command -v dpdk-dumpcap >/dev/null || e2e_fail "dpdk-dumpcap not found (Debian package dpdk)"
+    trap 'set +e; [[ -n "${_dumpcap_pid:-}" ]] && kill -KILL "$_dumpcap_pid" 2>/dev/null; p="$(spillway_pid)"; [[ -n "$p" ]] && topo_kill_pid "$p" 3; dumpcap_hugepages_release' EXIT
+    trap 'exit 143' TERM
+    trap 'exit 130' INT
+    dumpcap_hugepages_reserve
+    SPW_SERVICE_EXTRA='zonal_affinity = "ZONAL_AFFINITY_STAY_WITHIN_ZONE"'
+    topo_up
+    dumpcap_config "$SPW_CONFIG"
+    local new="$SPW_RUN_DIR/replay-new.toml" d="$SPW_LOG_DIR" b i
+    SPW_BACKEND_EXTRA[b2]='enabled = false'
+    dumpcap_config "$new"
+    unset 'SPW_BACKEND_EXTRA[b2]'
+    spillway_start
+    spillway_wait_ready "${SPW_READY_TIMEOUT:-30}"
+    for b in "${SPW_BACKENDS[@]}"; do wait_health "$b" true; done
+
+    local file="$SPW_RUN_DIR/port.pcapng" err="$d/dumpcap.err"
+    rm -f "$file"
+    timeout 60 dpdk-dumpcap --file-prefix="$DUMPCAP_PREFIX" -i net_af_packet0 -w "$file" >"$err" 2>&1 &
+    _dumpcap_pid=$!
+    for ((i = 0; i < 200; i++)); do   # up to 20 s for the secondary's EAL and the capture to start
+        grep -q "Packets captured" "$err" 2>/dev/null && break
+        kill -0 "$_dumpcap_pid" 2>/dev/null || break
+        sleep 0.1
+    done
+    grep -q "Packets captured" "$err" || e2e_fail "dpdk-dumpcap did not start capturing: $(tail -5 "$err")"
+    local fwd0; fwd0="$(spillwayctl_cmd status --json | "$SPW_PYTHON" -c 'import json,sys; print(json.load(sys.stdin)["total"]["forwarded"])')"
+    for c in "${SPW_CLIENTS[@]}"; do replay_round "$c"; done >"$d/round1.tsv" 2>"$d/round1.err"
+    sleep 1
+    local fwd; fwd=$(($(spillwayctl_cmd status --json | "$SPW_PYTHON" -c 'import json,sys; print(json.load(sys.stdin)["total"]["forwarded"])') - fwd0))
+    kill -INT "$_dumpcap_pid"; wait "$_dumpcap_pid" || e2e_fail "dpdk-dumpcap exited non-zero: $(tail -5 "$err")"
+    _dumpcap_pid=
+    sed 's/^/    /' "$err"
+    local n; n="$(wc -l <"$d/round1.tsv")"
+    e2e_check "all $n connections answered during the capture" _eq "$(grep -c $'\t-$' "$d/round1.tsv")" 0
+
+    "$SPILLWAYCTL_BIN" replay --baseline "$SPW_CONFIG" --config "$new" --json "$file" >"$d/replay.json" 2>"$d/replay.err" ||
+        e2e_fail "spillwayctl replay failed: $(cat "$d/replay.err")"
+    "$SPILLWAYCTL_BIN" replay --baseline "$SPW_CONFIG" --config "$new" "$file" 2>&1 | sed 's/^/    /'
+    local got want
+    got="$("$SPW_PYTHON" -c '
+import json, sys
+r = json.load(open(sys.argv[1]))
+print(r["flows"], r["frames_outbound"] > 0, sum(b["packets_before"] for b in r["backends"]))
+for b in sorted(r["backends"], key=lambda b: b["backend"]):
+    print(b["backend"], b["flows_before"])' "$d/replay.json")"
+    want="$(printf '%s True %s\n' "$n" "$fwd"; cut -f2 "$d/round1.tsv" | sort | uniq -c | awk '{print $2, $1}')"
+    e2e_check "the replay's flows ($n), sent frames skipped, packets ($fwd forwarded by the daemon meanwhile) and each backend's flows are the live ones" _eq "$got" "$want"
+    [[ "$got" == "$want" ]] || printf '    replay:\n%s\n    live:\n%s\n' "$got" "$want"
+    local live rep
+    live="$(awk -F'\t' '$1 ~ /^10\.200\.1\./ && $2 == "b2" {print $1}' "$d/round1.tsv" | sort)"
+    rep="$(replay_moved_replay "$d/replay.json")"
+    e2e_check "disabling b2 moves exactly the z1 flows b2 served ($(grep -c . <<<"$live" || true))" _eq "$rep" "$live"
+    e2e_check "and not none" _gt0 "$(grep -c . <<<"$live" || true)"
+    e2e_done
+}
