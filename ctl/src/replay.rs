@@ -179,9 +179,16 @@ impl<R: BufRead> Capture<R> {
                         // the raw timestamp is in the interface's if_tsresol units (pcapng
                         // draft 4.2: 10^-6 s when absent)
                         let res = r.interfaces().get(p.interface as usize).and_then(|i| i.options.iter().find_map(|o| if let InterfaceDescriptionOption::IfTsResol(v) = o { Some(*v) } else { None })).unwrap_or(6);
-                        return Some(Ok((to_ns(u128::from(p.ts), res), std::borrow::Cow::Owned(body[p.data].to_vec()))));
+                        let mut frame = body;
+                        frame.truncate(p.data.end);
+                        frame.drain(..p.data.start);
+                        return Some(Ok((to_ns(u128::from(p.ts), res), std::borrow::Cow::Owned(frame))));
                     }
-                    SPB if body.len() >= 4 => return Some(Ok((0, std::borrow::Cow::Owned(body[4..].to_vec())))),
+                    SPB if body.len() >= 4 => {
+                        let mut frame = body;
+                        frame.drain(..4);
+                        return Some(Ok((0, std::borrow::Cow::Owned(frame))));
+                    }
                     _ => continue,
                 }
             },

@@ -42,9 +42,19 @@ pub(super) struct Prepared {
     /// The edited snapshot.
     after: Snapshot,
     /// Services whose entries are sessions on both sides ([`session_note`]) and whose new
-    /// connections move: (name, the note's words on the edit, every endpoint slot of the
-    /// running service with its incarnation, whose sessions the workers count).
-    sessions: Vec<(String, String, Vec<(u16, u16)>)>,
+    /// connections move.
+    sessions: Vec<Sessions>,
+}
+
+/// A service of [`Prepared::sessions`].
+struct Sessions {
+    /// Service name.
+    name: String,
+    /// The note's words on the edit (`CLIENT_IP_PROTO -> CLIENT_IP`, or the affinity kept).
+    edit: String,
+    /// Every endpoint slot of the running service with its incarnation: the workers count
+    /// the sessions on them.
+    slots: Vec<(u16, u16)>,
 }
 
 impl Daemon {
@@ -191,7 +201,7 @@ pub(super) fn prepare(d: &Daemon, st: &ControlState, cand: &Config, changes: Vec
             if moves && super::transaction::tracking_key_form(old) && super::transaction::tracking_key_form(new) {
                 let slots = old.backends.iter().flat_map(|b| st.slots.backend_slots(name, &b.name)).map(|sl| (sl, st.slots.incarnation(sl))).collect();
                 let edit = if old.session_affinity == new.session_affinity { format!("{:?}", new.session_affinity) } else { format!("{:?} -> {:?}", old.session_affinity, new.session_affinity) };
-                sessions.push((name.to_string(), edit, slots));
+                sessions.push(Sessions { name: name.to_string(), edit, slots });
             }
         }
         report.services.push(svc);
@@ -296,9 +306,9 @@ pub(super) fn finish(d: &Daemon, mut p: Prepared) -> Response {
             }
         }
     }
-    for (name, edit, slots) in &p.sessions {
-        let n = d.shared.ask_workers(FlowOp::Count, Some(slots.clone()), COUNT_TIMEOUT).ok().map(|r| r.iter().map(|x| x.count).sum::<u64>());
-        p.report.notes.push(session_note(name, edit, n));
+    for s in &p.sessions {
+        let n = d.shared.ask_workers(FlowOp::Count, Some(s.slots.clone()), COUNT_TIMEOUT).ok().map(|r| r.iter().map(|x| x.count).sum::<u64>());
+        p.report.notes.push(session_note(&s.name, &s.edit, n));
     }
     // A service listed only for already unhealthy endpoints the edit changes nothing for
     // goes too (left without classes or re-picks, it would read as a service without
