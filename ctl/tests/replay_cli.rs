@@ -277,6 +277,14 @@ fn fragments_and_icmp_errors_stay_with_their_flows() {
     assert_eq!(r["frames_changed"].as_u64().unwrap(), 2 * dns as u64);
 }
 
+/// A pcapng file at `path` with one Ethernet interface `name` of ns timestamps.
+fn pcapng_ns(path: &Path, name: &str) -> PcapNgWriter<std::fs::File> {
+    let mut w = PcapNgWriter::new(std::fs::File::create(path).unwrap()).unwrap();
+    let idb = InterfaceDescriptionBlock { linktype: pcap_file::DataLink::ETHERNET, snaplen: 65535, options: vec![InterfaceDescriptionOption::IfName(name.to_string().into()), InterfaceDescriptionOption::IfTsResol(9)] };
+    w.write_pcapng_block(idb).unwrap();
+    w
+}
+
 /// A pcapng as `capture drops` writes it (one Ethernet interface, ns timestamps, a comment
 /// per frame) replays with its own clock; `--out` writes the changed frames annotated.
 #[test]
@@ -286,9 +294,7 @@ fn a_capture_drops_pcapng_replays() {
     let cap = t.path("drops.pcapng");
     let n = 40;
     {
-        let mut w = PcapNgWriter::new(std::fs::File::create(&cap).unwrap()).unwrap();
-        let idb = InterfaceDescriptionBlock { linktype: pcap_file::DataLink::ETHERNET, snaplen: 65535, options: vec![InterfaceDescriptionOption::IfName("spillway-drops".into()), InterfaceDescriptionOption::IfTsResol(9)] };
-        w.write_pcapng_block(idb).unwrap();
+        let mut w = pcapng_ns(&cap, "spillway-drops");
         for i in 0..n {
             let f = tcp(i, true, false);
             let epb = EnhancedPacketBlock {
@@ -352,10 +358,7 @@ fn a_dumpcap_pcapng_replays_what_the_port_received() {
     let cap = t.path("port.pcapng");
     let n = 30;
     {
-        let mut w = PcapNgWriter::new(std::fs::File::create(&cap).unwrap()).unwrap();
-        let idb = InterfaceDescriptionBlock { linktype: pcap_file::DataLink::ETHERNET, snaplen: 2176, options: vec![InterfaceDescriptionOption::IfName("net_af_packet0".into()), InterfaceDescriptionOption::IfTsResol(9)] };
-        w.write_pcapng_block(idb).unwrap();
-        let mut f = w.into_inner();
+        let mut f = pcapng_ns(&cap, "net_af_packet0").into_inner();
         for i in 0..n {
             let rx = tcp(i, true, false);
             let mut tx = rx.clone();

@@ -179,7 +179,7 @@ e2e_replay_dumpcap() {
     SPW_SERVICE_EXTRA='zonal_affinity = "ZONAL_AFFINITY_STAY_WITHIN_ZONE"'
     topo_up
     dumpcap_config "$SPW_CONFIG"
-    local new="$SPW_RUN_DIR/replay-new.toml" d="$SPW_LOG_DIR" b i
+    local new="$SPW_RUN_DIR/replay-new.toml" d="$SPW_LOG_DIR" b
     SPW_BACKEND_EXTRA[b2]='enabled = false'
     dumpcap_config "$new"
     unset 'SPW_BACKEND_EXTRA[b2]'
@@ -191,12 +191,8 @@ e2e_replay_dumpcap() {
     rm -f "$file"
     timeout 60 dpdk-dumpcap --file-prefix="$DUMPCAP_PREFIX" -i net_af_packet0 -w "$file" >"$err" 2>&1 &
     _dumpcap_pid=$!
-    for ((i = 0; i < 200; i++)); do   # up to 20 s for the secondary's EAL and the capture to start
-        grep -q "Packets captured" "$err" 2>/dev/null && break
-        kill -0 "$_dumpcap_pid" 2>/dev/null || break
-        sleep 0.1
-    done
-    grep -q "Packets captured" "$err" || e2e_fail "dpdk-dumpcap did not start capturing: $(tail -5 "$err")"
+    # up to 20 s for the secondary's EAL and the capture to start
+    topo_wait_for 20 grep -q "Packets captured" "$err" || e2e_fail "dpdk-dumpcap did not start capturing: $(tail -5 "$err")"
     local fwd0; fwd0="$(spillwayctl_cmd status --json | "$SPW_PYTHON" -c 'import json,sys; print(json.load(sys.stdin)["total"]["forwarded"])')"
     for c in "${SPW_CLIENTS[@]}"; do replay_round "$c"; done >"$d/round1.tsv" 2>"$d/round1.err"
     sleep 1

@@ -198,7 +198,7 @@ pub(super) fn prepare(d: &Daemon, st: &ControlState, cand: &Config, changes: Vec
         if let (Some(old), Some(new)) = (st.cfg.service(name), cand.service(name)) {
             // (a change of the key's form is refused before this: `check_tracking_key`)
             let moves = svc.classes.iter().any(|c| c.moved_share > 0.0);
-            if moves && super::transaction::tracking_key_form(old) && super::transaction::tracking_key_form(new) {
+            if moves && session_keyed(old) && session_keyed(new) {
                 let slots = old.backends.iter().flat_map(|b| st.slots.backend_slots(name, &b.name)).map(|sl| (sl, st.slots.incarnation(sl))).collect();
                 let edit = if old.session_affinity == new.session_affinity { format!("{:?}", new.session_affinity) } else { format!("{:?} -> {:?}", old.session_affinity, new.session_affinity) };
                 sessions.push(Sessions { name: name.to_string(), edit, slots });
@@ -336,6 +336,13 @@ fn session_note(service: &str, edit: &str, n: Option<u64>) -> String {
     format!(
         "service {service}: tracking_mode PER_SESSION with session_affinity {edit}: connections are tracked per client session (client address and service), a key the edit keeps: the clients of the {n} tracked sessions keep their sessions' backends for their new connections too while the sessions last (until idle for the service's timeout; re-picked sessions excepted), so the moved shares above are those of new connections of clients without a tracked session"
     )
+}
+
+/// Whether `s`'s connection-table entries are sessions: `PER_SESSION` with a reduced
+/// session affinity (the worker's `tracking_key`; spec/backend-selection.md "Connection
+/// tracking").
+fn session_keyed(s: &spillway_shared::config::Service) -> bool {
+    s.tracking_mode == spillway_shared::config::TrackingMode::PER_SESSION && !matches!(s.session_affinity, SessionAffinity::NONE | SessionAffinity::CLIENT_IP_PORT_PROTO)
 }
 
 /// One side (before or after) of the comparison.

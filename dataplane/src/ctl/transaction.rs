@@ -16,7 +16,7 @@ use spillway_shared::proto::{Applied, Response};
 /// protocol (the same key for `CLIENT_IP_PROTO`, `CLIENT_IP` and `CLIENT_IP_NO_DESTINATION`);
 /// anything else keys on the 5-tuple. A live edit may not switch between the two:
 /// established connections would miss their entries.
-pub(crate) fn tracking_key_form(s: &spillway_shared::config::Service) -> bool {
+fn tracking_key_form(s: &spillway_shared::config::Service) -> bool {
     use spillway_shared::config::{SessionAffinity as A, TrackingMode};
     s.tracking_mode == TrackingMode::PER_SESSION && !matches!(s.session_affinity, A::NONE | A::CLIENT_IP_PORT_PROTO)
 }

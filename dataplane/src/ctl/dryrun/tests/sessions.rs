@@ -33,8 +33,7 @@ fn connect(d: &Daemon, worker: &Arc<Mutex<Worker>>, src: [u8; 4], sport: u16) ->
 /// (client address and service): the dry run moves about half of z1's new connections
 /// (another hash), but the clients holding a session keep its backend for their new
 /// connections when the edit is applied, and the dry run says so with their count (it
-/// did not: gap found in the replay work, issue 48). A change of the key's form is refused
-/// in the dry run as the edit is.
+/// did not). A change of the key's form is refused in the dry run as the edit is.
 #[test]
 fn session_entries_keep_their_clients_and_the_dry_run_says_so() {
     let cfg = stay().replace("zonal_affinity = \"STAY_WITHIN_ZONE\"", "zonal_affinity = \"STAY_WITHIN_ZONE\"\ntracking_mode = \"PER_SESSION\"\nsession_affinity = \"CLIENT_IP_PROTO\"");
