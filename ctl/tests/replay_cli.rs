@@ -277,6 +277,15 @@ fn fragments_and_icmp_errors_stay_with_their_flows() {
     assert_eq!(r["frames_changed"].as_u64().unwrap(), 2 * dns as u64);
 }
 
+/// [`baseline`] with `b2-off.toml` (b2 disabled) and the path of capture `file` in it:
+/// (the directory, old, new, capture).
+fn b2_off(name: &str, file: &str) -> (Tmp, PathBuf, PathBuf, PathBuf) {
+    let (t, base, old) = baseline(name);
+    let off = t.write("b2-off.toml", &disabled(&base, "b2"));
+    let cap = t.path(file);
+    (t, old, off, cap)
+}
+
 /// A pcapng file at `path` with one Ethernet interface `name` of ns timestamps.
 fn pcapng_ns(path: &Path, name: &str) -> PcapNgWriter<std::fs::File> {
     let mut w = PcapNgWriter::new(std::fs::File::create(path).unwrap()).unwrap();
@@ -289,9 +298,7 @@ fn pcapng_ns(path: &Path, name: &str) -> PcapNgWriter<std::fs::File> {
 /// per frame) replays with its own clock; `--out` writes the changed frames annotated.
 #[test]
 fn a_capture_drops_pcapng_replays() {
-    let (t, base, old) = baseline("pcapng");
-    let off = t.write("b2-off.toml", &disabled(&base, "b2"));
-    let cap = t.path("drops.pcapng");
+    let (t, old, off, cap) = b2_off("pcapng", "drops.pcapng");
     let n = 40;
     {
         let mut w = pcapng_ns(&cap, "spillway-drops");
@@ -353,9 +360,7 @@ fn dumpcap_epb(ts_ns: u64, frame: &[u8], direction: u32) -> Vec<u8> {
 /// before that, such a file was refused as `Invalid option`).
 #[test]
 fn a_dumpcap_pcapng_replays_what_the_port_received() {
-    let (t, base, old) = baseline("dumpcap");
-    let off = t.write("b2-off.toml", &disabled(&base, "b2"));
-    let cap = t.path("port.pcapng");
+    let (_dir, old, off, cap) = b2_off("dumpcap", "port.pcapng");
     let n = 30;
     {
         let mut f = pcapng_ns(&cap, "net_af_packet0").into_inner();
