@@ -134,7 +134,7 @@ e2e_replay_three_ways() {
 
     # (a) the replay, offline, of the capture under the running config and the edited one
     "$SPILLWAYCTL_BIN" replay --baseline "$SPW_CONFIG" --config "$new" --json "$pcap" >"$d/replay.json" 2>"$d/replay.err" ||
-        e2e_fail "spillwayctl replay failed: $(cat "$d/replay.err")"
+        e2e_fail "spillwayctl replay failed: $(cat "$d/replay.json" "$d/replay.err")"
     "$SPILLWAYCTL_BIN" replay --baseline "$SPW_CONFIG" --config "$new" "$pcap" 2>&1 | sed 's/^/    /'
     # (b) the dry run of the same edit against the live daemon
     spillwayctl_cmd config apply "$new" --dry-run --json >"$d/dryrun.json" 2>"$d/dryrun.err" ||
@@ -204,7 +204,7 @@ e2e_replay_dumpcap() {
     e2e_check "all $n connections answered during the capture" _eq "$(grep -c $'\t-$' "$d/round1.tsv")" 0
 
     "$SPILLWAYCTL_BIN" replay --baseline "$SPW_CONFIG" --config "$new" --json "$file" >"$d/replay.json" 2>"$d/replay.err" ||
-        e2e_fail "spillwayctl replay failed: $(cat "$d/replay.err")"
+        e2e_fail "spillwayctl replay failed: $(cat "$d/replay.json" "$d/replay.err")"
     "$SPILLWAYCTL_BIN" replay --baseline "$SPW_CONFIG" --config "$new" "$file" 2>&1 | sed 's/^/    /'
     local got want
     got="$("$SPW_PYTHON" -c '
