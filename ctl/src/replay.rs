@@ -5,8 +5,10 @@
 //! daemon, no DPDK, no root.
 //!
 //! The capture is read as a stream (pcap-file: classic pcap in either byte order with µs or
-//! ns timestamps, and pcapng with any `if_tsresol`), one frame at a time: memory is bounded
-//! by the connection-table size, not by the capture. Ethernet link type only. Exit codes:
+//! ns timestamps, and pcapng with any `if_tsresol`, its packet blocks parsed here: dpdk-dumpcap
+//! ends their options without opt_endofopt), one frame at a time: memory is bounded by the
+//! connection-table size, not by the capture. pcapng frames marked outbound (`epb_flags`,
+//! a port's TX as dpdk-dumpcap records it) are counted, not replayed. Ethernet link type only. Exit codes:
 //! 0 the replay ran, 2 a usage, config, health-file or capture error (a capture that is
 //! not pcap/pcapng, truncated or of another link type is refused with the frame it
 //! stopped at).
@@ -14,7 +16,7 @@
 use pcap_file::pcap::PcapReader;
 use pcap_file::pcapng::blocks::enhanced_packet::{EnhancedPacketBlock, EnhancedPacketOption};
 use pcap_file::pcapng::blocks::interface_description::{InterfaceDescriptionBlock, InterfaceDescriptionOption};
-use pcap_file::pcapng::{Block, PcapNgReader, PcapNgWriter};
+use pcap_file::pcapng::{PcapNgReader, PcapNgWriter};
 use pcap_file::DataLink;
 use spillway_dataplane::replay::{HealthOverrides, Replay};
 use spillway_shared::config::Config;
@@ -119,8 +121,8 @@ type Frame<'a> = (u128, std::borrow::Cow<'a, [u8]>);
 /// A streaming reader of either format.
 enum Capture<R: Read> {
     Pcap(PcapReader<R>),
-    /// With each interface's `if_tsresol` of the current section.
-    PcapNg(PcapNgReader<R>, Vec<u8>),
+    /// With the count of outbound frames skipped.
+    PcapNg(PcapNgReader<R>, u64),
 }
 
 impl<R: BufRead> Capture<R> {
@@ -132,7 +134,7 @@ impl<R: BufRead> Capture<R> {
         }
         if head.starts_with(&[0x0a, 0x0d, 0x0d, 0x0a]) {
             let rd = PcapNgReader::new(r).map_err(|e| format!("not a valid pcapng capture: {e}"))?;
-            return Ok(Capture::PcapNg(rd, Vec::new()));
+            return Ok(Capture::PcapNg(rd, 0));
         }
         let rd = PcapReader::new(r).map_err(|e| format!("not a pcap or pcapng capture: {e}"))?;
         let link = rd.header().datalink;
@@ -146,30 +148,99 @@ impl<R: BufRead> Capture<R> {
     fn next(&mut self) -> Option<Result<Frame<'_>, String>> {
         match self {
             Capture::Pcap(r) => r.next_packet().map(|p| p.map(|p| (p.timestamp.as_nanos(), p.data)).map_err(|e| e.to_string())),
-            Capture::PcapNg(r, res) => loop {
-                let b = match r.next_block()? {
-                    Ok(b) => b,
+            Capture::PcapNg(r, outbound) => loop {
+                // raw blocks: pcap-file's typed EPB refuses an option list without
+                // opt_endofopt, which dpdk-dumpcap (DPDK 22.11) writes; section and
+                // interface blocks are still parsed (and checked) by the reader
+                let (ty, body) = match r.next_raw_block()? {
+                    Ok(b) => (b.type_, b.body.into_owned()),
                     Err(e) => return Some(Err(e.to_string())),
                 };
-                match b {
-                    Block::InterfaceDescription(i) if i.linktype != DataLink::ETHERNET => {
-                        return Some(Err(format!("interface with link type {:?}: only Ethernet captures can be replayed", i.linktype)));
+                match ty {
+                    IDB => {
+                        let link = r.interfaces().last().map(|i| i.linktype);
+                        if let Some(l) = link.filter(|l| *l != DataLink::ETHERNET) {
+                            return Some(Err(format!("interface with link type {l:?}: only Ethernet captures can be replayed")));
+                        }
                     }
-                    Block::SectionHeader(_) => res.clear(),
-                    Block::InterfaceDescription(i) => {
-                        // pcap-file gives the raw timestamp units: scale by the interface's
-                        // if_tsresol (pcapng draft 4.2: 10^-6 s when absent)
-                        res.push(i.options.iter().find_map(|o| if let InterfaceDescriptionOption::IfTsResol(v) = o { Some(*v) } else { None }).unwrap_or(6));
+                    EPB => {
+                        let big = r.section().endianness == pcap_file::Endianness::Big;
+                        let p = match Epb::parse(&body, big) {
+                            Ok(p) => p,
+                            Err(e) => return Some(Err(e)),
+                        };
+                        // a frame the port sent (epb_flags bits 0-1 = 2, outbound: pcapng
+                        // draft 4.3.1; dpdk-dumpcap captures a port's TX so) never reached
+                        // the worker's RX: not replayed, counted
+                        if p.flags & 3 == 2 {
+                            *outbound += 1;
+                            continue;
+                        }
+                        // the raw timestamp is in the interface's if_tsresol units (pcapng
+                        // draft 4.2: 10^-6 s when absent)
+                        let res = r.interfaces().get(p.interface as usize).and_then(|i| i.options.iter().find_map(|o| if let InterfaceDescriptionOption::IfTsResol(v) = o { Some(*v) } else { None })).unwrap_or(6);
+                        let mut frame = body;
+                        frame.truncate(p.data.end);
+                        frame.drain(..p.data.start);
+                        return Some(Ok((to_ns(u128::from(p.ts), res), std::borrow::Cow::Owned(frame))));
                     }
-                    Block::EnhancedPacket(p) => {
-                        let ns = to_ns(p.timestamp.as_nanos(), res.get(p.interface_id as usize).copied().unwrap_or(6));
-                        return Some(Ok((ns, std::borrow::Cow::Owned(p.data.into_owned()))));
+                    SPB if body.len() >= 4 => {
+                        let mut frame = body;
+                        frame.drain(..4);
+                        return Some(Ok((0, std::borrow::Cow::Owned(frame))));
                     }
-                    Block::SimplePacket(p) => return Some(Ok((0, std::borrow::Cow::Owned(p.data.into_owned())))),
                     _ => continue,
                 }
             },
         }
+    }
+}
+
+/// pcapng block types (draft 4.1): interface description, enhanced and simple packet.
+const IDB: u32 = 1;
+const EPB: u32 = 6;
+const SPB: u32 = 3;
+
+/// The fields of an Enhanced Packet Block the replay reads (pcapng draft 4.3).
+struct Epb {
+    interface: u32,
+    /// Timestamp in the interface's `if_tsresol` units.
+    ts: u64,
+    /// The frame's bytes in the block body.
+    data: std::ops::Range<usize>,
+    /// `epb_flags` (0 when absent).
+    flags: u32,
+}
+
+impl Epb {
+    /// Parses an EPB body (`big`: a big-endian section). Its options end at the body's end
+    /// or at opt_endofopt. Errors: a body shorter than its header or its captured length.
+    fn parse(b: &[u8], big: bool) -> Result<Epb, String> {
+        let u32_at = |i: usize| -> Option<u32> {
+            let w: [u8; 4] = b.get(i..i + 4)?.try_into().ok()?;
+            Some(if big { u32::from_be_bytes(w) } else { u32::from_le_bytes(w) })
+        };
+        let u16_at = |i: usize| -> Option<u16> {
+            let w: [u8; 2] = b.get(i..i + 2)?.try_into().ok()?;
+            Some(if big { u16::from_be_bytes(w) } else { u16::from_le_bytes(w) })
+        };
+        let short = || "enhanced packet block shorter than its header".to_string();
+        let (interface, hi, lo, cap) = (u32_at(0).ok_or_else(short)?, u32_at(4).ok_or_else(short)?, u32_at(8).ok_or_else(short)?, u32_at(12).ok_or_else(short)? as usize);
+        let data = 20..20 + cap;
+        if b.len() < data.end {
+            return Err(format!("enhanced packet block: captured length {cap} beyond its block"));
+        }
+        let mut flags = 0;
+        let mut o = 20 + cap.div_ceil(4) * 4;
+        while let (Some(code), Some(len)) = (u16_at(o), u16_at(o + 2)) {
+            match (code, len) {
+                (0, _) => break,
+                (2, 4) => flags = u32_at(o + 4).unwrap_or(0),
+                _ => {}
+            }
+            o += 4 + usize::from(len).div_ceil(4) * 4;
+        }
+        Ok(Epb { interface, ts: (u64::from(hi) << 32) | u64::from(lo), data, flags })
     }
 }
 
@@ -227,6 +298,9 @@ fn replay(args: &ReplayArgs, old: Config, mut health: HealthOverrides) -> Result
         w.get_mut().flush().map_err(|e| format!("--out: {e}"))?;
     }
     let secs = started.elapsed().as_secs_f64();
+    if let Capture::PcapNg(_, outbound) = cap {
+        rp.report.frames_outbound = outbound;
+    }
     let report = rp.finish();
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?);

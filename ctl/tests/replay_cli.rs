@@ -277,18 +277,31 @@ fn fragments_and_icmp_errors_stay_with_their_flows() {
     assert_eq!(r["frames_changed"].as_u64().unwrap(), 2 * dns as u64);
 }
 
+/// [`baseline`] with `b2-off.toml` (b2 disabled) and the path of capture `file` in it:
+/// (the directory, old, new, capture).
+fn b2_off(name: &str, file: &str) -> (Tmp, PathBuf, PathBuf, PathBuf) {
+    let (t, base, old) = baseline(name);
+    let off = t.write("b2-off.toml", &disabled(&base, "b2"));
+    let cap = t.path(file);
+    (t, old, off, cap)
+}
+
+/// A pcapng file at `path` with one Ethernet interface `name` of ns timestamps.
+fn pcapng_ns(path: &Path, name: &str) -> PcapNgWriter<std::fs::File> {
+    let mut w = PcapNgWriter::new(std::fs::File::create(path).unwrap()).unwrap();
+    let idb = InterfaceDescriptionBlock { linktype: pcap_file::DataLink::ETHERNET, snaplen: 65535, options: vec![InterfaceDescriptionOption::IfName(name.to_string().into()), InterfaceDescriptionOption::IfTsResol(9)] };
+    w.write_pcapng_block(idb).unwrap();
+    w
+}
+
 /// A pcapng as `capture drops` writes it (one Ethernet interface, ns timestamps, a comment
 /// per frame) replays with its own clock; `--out` writes the changed frames annotated.
 #[test]
 fn a_capture_drops_pcapng_replays() {
-    let (t, base, old) = baseline("pcapng");
-    let off = t.write("b2-off.toml", &disabled(&base, "b2"));
-    let cap = t.path("drops.pcapng");
+    let (t, old, off, cap) = b2_off("pcapng", "drops.pcapng");
     let n = 40;
     {
-        let mut w = PcapNgWriter::new(std::fs::File::create(&cap).unwrap()).unwrap();
-        let idb = InterfaceDescriptionBlock { linktype: pcap_file::DataLink::ETHERNET, snaplen: 65535, options: vec![InterfaceDescriptionOption::IfName("spillway-drops".into()), InterfaceDescriptionOption::IfTsResol(9)] };
-        w.write_pcapng_block(idb).unwrap();
+        let mut w = pcapng_ns(&cap, "spillway-drops");
         for i in 0..n {
             let f = tcp(i, true, false);
             let epb = EnhancedPacketBlock {
@@ -318,6 +331,58 @@ fn a_capture_drops_pcapng_replays() {
     }
     assert_eq!(comments.len() as u64, moved);
     assert!(comments.iter().all(|c| c.starts_with("replay: frame ") && c.contains("before web/b2; after web/")), "{comments:?}");
+}
+
+/// An Enhanced Packet Block as dpdk-dumpcap (DPDK 22.11) writes one, little-endian: ns
+/// timestamp, `epb_flags` direction (1 inbound, 2 outbound) and `epb_queue` options, and
+/// no opt_endofopt after them (pcap-file's own reader refuses such a block).
+fn dumpcap_epb(ts_ns: u64, frame: &[u8], direction: u32) -> Vec<u8> {
+    let mut body = Vec::new();
+    for v in [0u32, (ts_ns >> 32) as u32, ts_ns as u32, frame.len() as u32, frame.len() as u32] {
+        body.extend_from_slice(&v.to_le_bytes());
+    }
+    body.extend_from_slice(frame);
+    body.resize(body.len().div_ceil(4) * 4, 0);
+    for (code, v) in [(2u16, direction), (6, 0)] {
+        body.extend_from_slice(&code.to_le_bytes());
+        body.extend_from_slice(&4u16.to_le_bytes());
+        body.extend_from_slice(&v.to_le_bytes());
+    }
+    let len = (body.len() + 12) as u32;
+    [6u32.to_le_bytes().as_slice(), &len.to_le_bytes(), &body, &len.to_le_bytes()].concat()
+}
+
+/// A pcapng as dpdk-dumpcap writes a port's capture ([`dumpcap_epb`]): each received
+/// frame (inbound) followed by the frame the port sent for it (outbound, to a backend's
+/// MAC, the same IP packet). It is read, and only what the port received is replayed:
+/// every flow's packets count once, and the sent frames are counted apart (they were
+/// replayed as a second packet of each flow, doubling every backend's packets; and
+/// before that, such a file was refused as `Invalid option`).
+#[test]
+fn a_dumpcap_pcapng_replays_what_the_port_received() {
+    let (_dir, old, off, cap) = b2_off("dumpcap", "port.pcapng");
+    let n = 30;
+    {
+        let mut f = pcapng_ns(&cap, "net_af_packet0").into_inner();
+        for i in 0..n {
+            let rx = tcp(i, true, false);
+            let mut tx = rx.clone();
+            tx[0..6].copy_from_slice(&[2, 0, 0, 0, 0x0b, 1]);
+            tx[6..12].copy_from_slice(&LB);
+            let ts = 1_700_000_000_000_000_000 + 2_000_000 * i as u64;
+            std::io::Write::write_all(&mut f, &dumpcap_epb(ts, &rx, 1)).unwrap();
+            std::io::Write::write_all(&mut f, &dumpcap_epb(ts + 1_000_000, &tx, 2)).unwrap();
+        }
+    }
+    let r = replay(&old, &off, &cap);
+    assert_eq!((r["flows"].as_u64(), r["frames"].as_u64(), r["frames_outbound"].as_u64()), (Some(n as u64), Some(n as u64), Some(n as u64)), "{r:#}");
+    let packets: u64 = r["backends"].as_array().unwrap().iter().map(|b| b["packets_before"].as_u64().unwrap()).sum();
+    assert_eq!(packets, n as u64, "each flow's SYN once: {r:#}");
+    assert!(r["moved"].as_u64().unwrap() > 0);
+    assert_eq!(r["duration_ms"], 2 * (n - 1) as u64, "the inbound frames' ns timestamps");
+    let (code, text, err) = run(&[Path::new("--baseline"), &old, Path::new("--config"), &off, &cap]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(text.contains(&format!("{n} frames the capturing port sent (pcapng direction outbound) not replayed")), "{text}");
 }
 
 /// Not a capture, a truncated one, another link type: exit 2 and the reason.

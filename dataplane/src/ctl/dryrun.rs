@@ -41,6 +41,20 @@ pub(super) struct Prepared {
     before: Snapshot,
     /// The edited snapshot.
     after: Snapshot,
+    /// Services whose entries are sessions on both sides ([`session_note`]) and whose new
+    /// connections move.
+    sessions: Vec<Sessions>,
+}
+
+/// A service of [`Prepared::sessions`].
+struct Sessions {
+    /// Service name.
+    name: String,
+    /// The note's words on the edit (`CLIENT_IP_PROTO -> CLIENT_IP`, or the affinity kept).
+    edit: String,
+    /// Every endpoint slot of the running service with its incarnation: the workers count
+    /// the sessions on them.
+    slots: Vec<(u16, u16)>,
 }
 
 impl Daemon {
@@ -142,6 +156,7 @@ pub(super) fn prepare(d: &Daemon, st: &ControlState, cand: &Config, changes: Vec
     let a = side(cand, &cand_slots, &health_after, &after, &neigh_after);
     let mut report = DryRunReport { config_generation: st.config_generation, changes, services: Vec::new(), notes: Vec::new() };
     let mut counts = Vec::new();
+    let mut sessions = Vec::new();
     let mut names: Vec<&str> = cand.services.iter().map(|s| s.name.as_str()).collect();
     names.extend(st.cfg.services.iter().map(|s| s.name.as_str()).filter(|n| cand.service(n).is_none()));
     for name in names {
@@ -180,11 +195,20 @@ pub(super) fn prepare(d: &Daemon, st: &ControlState, cand: &Config, changes: Vec
         }
         let si = report.services.len();
         counts.extend(slots.drain(..).map(|(ri, slot, inc, follow)| (si, ri, slot, inc, follow)));
+        if let (Some(old), Some(new)) = (st.cfg.service(name), cand.service(name)) {
+            // (a change of the key's form is refused before this: `check_tracking_key`)
+            let moves = svc.classes.iter().any(|c| c.moved_share > 0.0);
+            if moves && session_keyed(old) && session_keyed(new) {
+                let slots = old.backends.iter().flat_map(|b| st.slots.backend_slots(name, &b.name)).map(|sl| (sl, st.slots.incarnation(sl))).collect();
+                let edit = if old.session_affinity == new.session_affinity { format!("{:?}", new.session_affinity) } else { format!("{:?} -> {:?}", old.session_affinity, new.session_affinity) };
+                sessions.push(Sessions { name: name.to_string(), edit, slots });
+            }
+        }
         report.services.push(svc);
     }
     report.notes.extend(address_notes(&st.cfg, cand));
     report.notes.extend(class_notes(&st.cfg, cand, &before, &after));
-    Prepared { report, counts, before, after }
+    Prepared { report, counts, before, after, sessions }
 }
 
 /// Client prefixes (`client_zones` of either config) whose client class differs between
@@ -282,6 +306,10 @@ pub(super) fn finish(d: &Daemon, mut p: Prepared) -> Response {
             }
         }
     }
+    for s in &p.sessions {
+        let n = d.shared.ask_workers(FlowOp::Count, Some(s.slots.clone()), COUNT_TIMEOUT).ok().map(|r| r.iter().map(|x| x.count).sum::<u64>());
+        p.report.notes.push(session_note(&s.name, &s.edit, n));
+    }
     // A service listed only for already unhealthy endpoints the edit changes nothing for
     // goes too (left without classes or re-picks, it would read as a service without
     // backends).
@@ -291,6 +319,30 @@ pub(super) fn finish(d: &Daemon, mut p: Prepared) -> Response {
         !(had > 0 && s.repicked.is_empty() && s.classes.is_empty())
     });
     Response::DryRun(p.report)
+}
+
+/// What the moved shares of a service whose connection-table entries are *sessions* leave
+/// out (`PER_SESSION` with a reduced session affinity, before and after the edit:
+/// `worker::tracking_key`, spec/backend-selection.md "Connection tracking"). Such an entry
+/// is keyed on the client address and the service, not on the connection, and a new
+/// connection (a SYN) of a client that holds one takes the session's backend
+/// (`keeps_backend`'s rules: not removed, evicted, drained or unhealthy without
+/// persistence): the edit keeps that key (`session_affinity` among the reduced ones
+/// included), so those clients do not move while their sessions last; the moved shares are
+/// those of the clients without a tracked session. `n`: the sessions the workers hold on
+/// the service's endpoints, `None` when they did not answer.
+fn session_note(service: &str, edit: &str, n: Option<u64>) -> String {
+    let n = n.map_or_else(|| "? (the workers did not answer)".to_string(), |n| n.to_string());
+    format!(
+        "service {service}: tracking_mode PER_SESSION with session_affinity {edit}: connections are tracked per client session (client address and service), a key the edit keeps: the clients of the {n} tracked sessions keep their sessions' backends for their new connections too while the sessions last (until idle for the service's timeout; re-picked sessions excepted), so the moved shares above are those of new connections of clients without a tracked session"
+    )
+}
+
+/// Whether `s`'s connection-table entries are sessions: `PER_SESSION` with a reduced
+/// session affinity (the worker's `tracking_key`; spec/backend-selection.md "Connection
+/// tracking").
+fn session_keyed(s: &spillway_shared::config::Service) -> bool {
+    s.tracking_mode == spillway_shared::config::TrackingMode::PER_SESSION && !matches!(s.session_affinity, SessionAffinity::NONE | SessionAffinity::CLIENT_IP_PORT_PROTO)
 }
 
 /// One side (before or after) of the comparison.

@@ -7,8 +7,12 @@ use std::collections::BTreeMap;
 /// The answer of a replay of one capture under a baseline and a new config.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct Report {
-    /// Frames read from the capture.
+    /// Frames replayed: those of the capture the port received.
     pub frames: u64,
+    /// Frames of the capture that the capturing port *sent* (pcapng `epb_flags` direction
+    /// outbound, as dpdk-dumpcap marks a port's TX), not replayed: the worker never
+    /// receives them (a forwarded frame would count twice). Set by the reader.
+    pub frames_outbound: u64,
     /// Capture duration, ms (last frame's timestamp minus the first's).
     pub duration_ms: u64,
     /// Flows seen (a flow is the client's 5-tuple; [`super::flow`]).
@@ -99,6 +103,9 @@ impl Report {
         use std::fmt::Write;
         let mut o = String::new();
         let _ = writeln!(o, "replayed {} frames ({} ms), {} flows; health: {}", self.frames, self.duration_ms, self.flows, self.health);
+        if self.frames_outbound > 0 {
+            let _ = writeln!(o, "{} frames the capturing port sent (pcapng direction outbound) not replayed", self.frames_outbound);
+        }
         if self.frames_over_capacity > 0 {
             let _ = writeln!(o, "{} frames of flows not followed (flow map full at the connection-table size)", self.frames_over_capacity);
         }

@@ -565,3 +565,4 @@ fn an_unresolved_backend_stays_ineligible_in_the_dry_run() {
 
 mod already;
 mod applied;
+mod sessions;
