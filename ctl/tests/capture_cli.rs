@@ -34,7 +34,7 @@ fn a_vip_filter_that_is_no_vip_is_warned_about_and_captured() {
     let d = Daemon::start("capture-vip", &null_example());
     // the warning compares with `vip show`'s rows: wait for the first evaluation
     for _ in 0..100 {
-        if !d.ok(&["vip", "show"]).contains("no VIP evaluated yet") {
+        if !d.ok(&["vip", "show"]).contains("has not evaluated its VIPs yet") {
             break;
         }
         std::thread::sleep(Duration::from_millis(100));
