@@ -493,6 +493,13 @@ pub fn stats(socket: &Path, as_json: bool) -> i32 {
             "drops": r.total.drops.iter().map(|(k, v)| (k.clone(), *v)).collect::<std::collections::BTreeMap<_, _>>(),
         }));
     }
+    print!("{}", render_stats(&r));
+    0
+}
+
+/// The text of `stats`: PORTS, WORKERS, BACKENDS (columns as wide as their widest name)
+/// and DROPS.
+pub fn render_stats(r: &spillway_shared::proto::StatusReport) -> String {
     let mut o = String::new();
     let _ = writeln!(o, "PORTS\n  {:<10} {:>12} {:>12} {:>8} {:>8} {:>8} {:>9}", "port", "ipackets", "opackets", "imissed", "ierrors", "oerrors", "rx_nombuf");
     for p in &r.ports {
@@ -502,16 +509,21 @@ pub fn stats(socket: &Path, as_json: bool) -> i32 {
     for (i, w) in r.workers.iter().enumerate() {
         let _ = writeln!(o, "  {:<6} {:>12} {:>12} {:>12} {:>10} {:>10} {:>10} {:>10} {:>12}", i, w.rx, w.tx, w.forwarded, w.new_connections, w.ct_hits, w.ct_misses, w.dropped(), w.idle_polls);
     }
-    let _ = writeln!(o, "BACKENDS\n  {:<12} {:<12} {:>10} {:>12}", "service", "backend", "new_conns", "packets");
-    for b in &r.backends {
-        let _ = writeln!(o, "  {:<12} {:<12} {:>10} {:>12}", b.service, b.backend, b.new_connections, b.packets);
+    let _ = writeln!(o, "BACKENDS");
+    {
+        // columns as wide as their widest name, as in `status`
+        use crate::table::{Align::*, Table};
+        let mut t = Table::new(&[("service", 12, Left), ("backend", 12, Left), ("new_conns", 10, Right), ("packets", 12, Right)]);
+        for b in &r.backends {
+            t.row(vec![b.service.clone(), b.backend.clone(), b.new_connections.to_string(), b.packets.to_string()]);
+        }
+        o += &t.render("  ");
     }
     let _ = writeln!(o, "DROPS");
     for (k, v) in &r.total.drops {
         let _ = writeln!(o, "  {k:<24} {v:>12}");
     }
-    print!("{o}");
-    0
+    o
 }
 
 /// `snapshot show`
@@ -554,6 +566,21 @@ mod tests {
 
     fn row(client: &str, vip: &str) -> FlowRow {
         FlowRow { worker: 1, client: client.into(), vip: vip.into(), proto: 6, service: "web".into(), backend: "b1".into(), state: "established".into(), idle_ms: 42 }
+    }
+
+    /// `stats`' BACKENDS table widens for a 63-character name: the counters stay under
+    /// their headers (fresh-user QA: they were pushed out of line).
+    #[test]
+    fn stats_backends_fit_long_names() {
+        use spillway_shared::proto::{BackendStatus, StatusReport};
+        let long = "a-very-long-service-name-that-is-sixty-three-characters-long-x1";
+        let b = |s: &str, n: u64| BackendStatus { service: s.into(), backend: "b1".into(), new_connections: n, packets: 5, ..Default::default() };
+        let r = StatusReport { backends: vec![b("web", 3), b(long, 4)], ..Default::default() };
+        let t = super::render_stats(&r);
+        let lines: Vec<&str> = t.lines().skip_while(|l| *l != "BACKENDS").skip(1).take(3).collect();
+        let end = lines[0].find("new_conns").unwrap() + "new_conns".len();
+        assert!(lines[1][..end].ends_with('3') && lines[2][..end].ends_with('4'), "{t}");
+        assert!(lines.iter().all(|l| l.len() == lines[0].len()), "{t}");
     }
 
     /// `flows show` keeps its IPv4 layout, and a full IPv6 endpoint widens the client and

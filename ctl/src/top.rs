@@ -284,15 +284,18 @@ pub fn render(s: &Sample, sort: SortKey, reverse: bool, filter: &str) -> String 
     let mut o = String::new();
     let flt = if filter.is_empty() { String::new() } else { format!(", filter \"{filter}\"") };
     let _ = writeln!(o, "spillway top: rates over {:.1} s, snapshot generation {}, sorted by {}{}{flt}", s.interval_sec, s.snapshot_generation, sort.label(), if reverse { " (reversed)" } else { "" });
-    let _ = writeln!(o, "{:<14} {:<14} {:<16} {:>9} {:>9} {:>9}", "SERVICE", "BACKEND", "HEALTH", "CONNS/S", "PKTS/S", "BITS/S");
+    // columns as wide as their widest name (63-character names keep the rates in line)
+    use crate::table::{Align::*, Table};
+    let mut t = Table::new(&[("SERVICE", 14, Left), ("BACKEND", 14, Left), ("HEALTH", 16, Left), ("CONNS/S", 9, Right), ("PKTS/S", 9, Right), ("BITS/S", 9, Right)]);
     for b in &s.backends {
-        let _ = writeln!(o, "{:<14} {:<14} {:<16} {:>9} {:>9} {:>9}", b.service, b.backend, b.health, si(b.new_conns_per_sec), si(b.packets_per_sec), si(b.bits_per_sec));
+        t.row(vec![b.service.clone(), b.backend.clone(), b.health.clone(), si(b.new_conns_per_sec), si(b.packets_per_sec), si(b.bits_per_sec)]);
     }
     for v in &s.services {
         // what it counts: backends taking new connections (enabled, not drained, healthy)
         let health = format!("{}/{} serving", v.healthy_backends, v.backends);
-        let _ = writeln!(o, "{:<14} {:<14} {:<16} {:>9} {:>9} {:>9}", v.service, "(all)", health, si(v.new_conns_per_sec), si(v.packets_per_sec), si(v.bits_per_sec));
+        t.row(vec![v.service.clone(), "(all)".into(), health, si(v.new_conns_per_sec), si(v.packets_per_sec), si(v.bits_per_sec)]);
     }
+    o += &t.render("");
     let _ = writeln!(o, "{:<8} {:>6} {:>9} {:>9}", "WORKER", "BUSY", "RX/S", "DROPS/S");
     for w in &s.workers {
         let _ = writeln!(o, "{:<8} {:>5.1}% {:>9} {:>9}", w.worker, w.busy_share * 100.0, si(w.rx_per_sec), si(w.drops_per_sec));
@@ -489,6 +492,25 @@ mod tests {
         b2.backends.push(dns);
         let names = |f: &str| sample(&a2, &b2, SortKey::Name, false, f).services.iter().map(|s| s.service.clone()).collect::<Vec<_>>();
         assert_eq!((names(""), names("web/"), names("d1")), (vec!["web".to_string(), "dns".into()], vec!["web".into()], vec!["dns".into()]));
+    }
+
+    /// A 63-character service or backend name widens its column: every rate still starts
+    /// under its header (fresh-user QA: long names pushed the rates out of line), and
+    /// short names keep the usual layout.
+    #[test]
+    fn long_names_keep_the_rates_in_line() {
+        let long = "a-backend-with-a-long-name-abcdefghijklmnopqrstuvwxyz0123456789";
+        let a = report(10.0, &[(long, 0, 0, 0), ("b2", 0, 0, 0)], 10, 0, 0, 0);
+        let b = report(11.0, &[(long, 7, 0, 0), ("b2", 0, 0, 0)], 20, 0, 0, 0);
+        let t = render(&sample(&a, &b, SortKey::Conns, false, ""), SortKey::Conns, false, "");
+        let lines: Vec<&str> = t.lines().skip(1).take(4).collect();
+        let end = lines[0].find("CONNS/S").unwrap() + "CONNS/S".len();
+        for l in &lines[1..] {
+            assert_eq!(l.len(), lines[0].len(), "{t}");
+            assert!(l[..end].ends_with(|c: char| c.is_ascii_digit()), "CONNS/S not under its header:\n{t}");
+        }
+        let short = render(&sample(&report(10.0, &[("b2", 0, 0, 0)], 10, 0, 0, 0), &report(11.0, &[("b2", 0, 0, 0)], 20, 0, 0, 0), SortKey::Conns, false, ""), SortKey::Conns, false, "");
+        assert!(short.contains("\nSERVICE        BACKEND        HEALTH             CONNS/S    PKTS/S    BITS/S\nweb            b2             healthy                  0         0         0\n"), "{short}");
     }
 
     #[test]
