@@ -124,7 +124,9 @@ pub enum BackendCmd {
         #[command(flatten)]
         opts: MutOpts,
     },
-    /// Remove a backend.
+    /// Remove a backend. Its connections move to other backends at their next packet,
+    /// where TCP ones are reset (mid-stream); to remove it without resets, `backend set
+    /// SERVICE NAME enabled=false` first and remove it once its connections have ended.
     Remove {
         /// Service name.
         service: String,
@@ -211,11 +213,12 @@ pub enum FlowsCmd {
     Show {
         #[command(flatten)]
         sel: FlowSel,
-        /// Most entries per worker.
+        /// Most entries per worker (the daemon lists at most 5000 per worker).
         #[arg(long, default_value_t = 50)]
         limit: u32,
     },
-    /// Remove entries: their next packet is balanced anew.
+    /// Remove entries: their next packet is balanced anew, by today's table; those picked
+    /// elsewhere are reset (TCP mid-stream). Narrow it with --service/--backend; no dry run.
     Flush(FlowSel),
 }
 
