@@ -7,7 +7,7 @@
 //! before a backend is chosen (docs/semantics.md "Drop reasons").
 //!
 //! Rates are differences of two `status` reads divided by the daemon's own uptime
-//! difference. Keys: `q`/Esc quit, `s` next sort key, `r` reverse, `/` filter (type,
+//! difference. Keys: `q`/Esc/Ctrl-C quit, `s` next sort key, `r` reverse, `/` filter (type,
 //! Enter), `c` clear the filter. `--once` prints one sample as text (`--json`: as JSON)
 //! and exits.
 
@@ -360,7 +360,7 @@ pub fn run(socket: &Path, args: &TopArgs) -> i32 {
         match crossterm::event::poll(wait) {
             Ok(true) => {
                 if let Ok(crossterm::event::Event::Key(k)) = crossterm::event::read() {
-                    if k.kind == crossterm::event::KeyEventKind::Press && ui.key(k.code) {
+                    if k.kind == crossterm::event::KeyEventKind::Press && ui.key_event(k) {
                         break 0;
                     }
                 }
@@ -394,6 +394,17 @@ struct Ui {
 }
 
 impl Ui {
+    /// Handles a key press with its modifiers; returns whether to quit. Ctrl-C quits, also
+    /// while a filter is typed: in the raw mode of the live view it arrives as a key, not as
+    /// SIGINT (fresh-user QA: it cleared the filter, or typed `c` into it, and top went on).
+    fn key_event(&mut self, k: crossterm::event::KeyEvent) -> bool {
+        use crossterm::event::{KeyCode as K, KeyModifiers as M};
+        if k.modifiers.contains(M::CONTROL) {
+            return matches!(k.code, K::Char('c') | K::Char('C') | K::Char('d'));
+        }
+        self.key(k.code)
+    }
+
     /// Handles a key; returns whether to quit.
     fn key(&mut self, code: crossterm::event::KeyCode) -> bool {
         use crossterm::event::KeyCode as K;
@@ -518,6 +529,23 @@ mod tests {
         let a = report(10.0, &[("b1", 100, 1000, 0)], 10, 0, 0, 0);
         let b = report(11.0, &[("b1", 3, 10, 0)], 20, 0, 0, 0);
         assert_eq!(sample(&a, &b, SortKey::Conns, false, "").backends[0].new_conns_per_sec, 0.0);
+    }
+
+    /// Ctrl-C (and Ctrl-D) quit, also while a filter is typed; they neither clear the filter
+    /// nor type into it, and another control key does nothing.
+    #[test]
+    fn ctrl_c_quits() {
+        use crossterm::event::{KeyCode as K, KeyEvent, KeyModifiers as M};
+        let mut ui = Ui { sort: SortKey::Conns, reverse: false, filter: "web".into(), editing: None, text: String::new() };
+        assert!(!ui.key_event(KeyEvent::new(K::Char('l'), M::CONTROL)));
+        assert_eq!(ui.filter, "web", "a control key is no command");
+        assert!(ui.key_event(KeyEvent::new(K::Char('c'), M::CONTROL)));
+        assert_eq!(ui.filter, "web");
+        ui.editing = Some("b".into());
+        assert!(ui.key_event(KeyEvent::new(K::Char('c'), M::CONTROL)));
+        assert_eq!(ui.editing.as_deref(), Some("b"));
+        assert!(ui.key_event(KeyEvent::new(K::Char('d'), M::CONTROL)));
+        assert!(!ui.key_event(KeyEvent::new(K::Char('c'), M::NONE)), "a plain c clears the filter");
     }
 
     #[test]
