@@ -278,16 +278,22 @@ pub fn json<T: serde::Serialize>(v: &T) -> i32 {
 mod tests {
     use super::*;
 
+    /// A socket of this test in a directory of its own: (directory, socket path, listener).
+    fn listening(name: &str) -> (std::path::PathBuf, std::path::PathBuf, std::os::unix::net::UnixListener) {
+        let dir = std::env::temp_dir().join(format!("spw-ctl-{name}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("ctl.sock");
+        let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+        (dir, path, listener)
+    }
+
     /// A daemon that reads the whole request and hangs up without answering (killed or
     /// crashed mid-edit): the error says the request may have been applied and how to
     /// check, exit 2, kind `protocol` (fresh-user QA: `i/o: Connection reset by peer (os
     /// error 104)` after `kill -9` of the daemon during a `backend set`).
     #[test]
     fn a_daemon_that_hangs_up_without_answering_may_have_applied_it() {
-        let dir = std::env::temp_dir().join(format!("spw-ctl-closed-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("ctl.sock");
-        let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+        let (dir, path, listener) = listening("closed");
         let taken = std::thread::spawn(move || {
             let (mut s, _) = listener.accept().unwrap();
             let req = proto::read_frame(&mut s).unwrap();
@@ -308,10 +314,7 @@ mod tests {
     /// unavailable (os error 11)`, kind `protocol`, exit 2).
     #[test]
     fn no_answer_within_the_timeout_is_a_timeout() {
-        let dir = std::env::temp_dir().join(format!("spw-ctl-timeout-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("ctl.sock");
-        let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+        let (dir, path, listener) = listening("timeout");
         let held = std::thread::spawn(move || listener.accept().map(|(s, _)| s));
         set_timeout(1);
         let e = request(&path, &Request::Status).unwrap_err();
