@@ -325,6 +325,21 @@ pub fn config(socket: &Path, cmd: &ConfigCmd) -> i32 {
     }
 }
 
+/// The `service list` table. `enabled` counts the backends that are enabled as the daemon
+/// has them: a group whose endpoints are all disabled is disabled, as `status` and `backend
+/// list` show it (fresh-user QA: it was counted as enabled).
+pub fn render_services(gen: u64, cfg: &Config) -> String {
+    use crate::table::{Align::*, Table};
+    let mut t = Table::new(&[("name", 14, Left), ("vip", 24, Left), ("zonal_affinity", 33, Left), ("mode", 8, Left), ("backends", 8, Right), ("enabled", 8, Right)]);
+    for s in &cfg.services {
+        let enabled = s.backends.iter().filter(|b| b.enabled && b.members().iter().any(|m| m.enabled)).count();
+        t.row(vec![s.name.clone(), s.endpoint_label(), format!("{:?}", s.zonal_affinity), format!("{:?}", s.forwarding_mode), s.backends.len().to_string(), enabled.to_string()]);
+    }
+    let mut o = t.render("");
+    let _ = writeln!(o, "(config generation {gen})");
+    o
+}
+
 /// `service ...`
 pub fn service(socket: &Path, cmd: &ServiceCmd) -> i32 {
     let req = match cmd {
@@ -336,15 +351,7 @@ pub fn service(socket: &Path, cmd: &ServiceCmd) -> i32 {
             if j.json {
                 return json(&serde_json::json!({ "generation": gen, "services": cfg.services }));
             }
-            use crate::table::{Align::*, Table};
-            let mut t = Table::new(&[("name", 14, Left), ("vip", 24, Left), ("zonal_affinity", 33, Left), ("mode", 8, Left), ("backends", 8, Right), ("enabled", 8, Right)]);
-            for s in &cfg.services {
-                let vip = s.endpoint_label();
-                t.row(vec![s.name.clone(), vip, format!("{:?}", s.zonal_affinity), format!("{:?}", s.forwarding_mode), s.backends.len().to_string(), s.backends.iter().filter(|b| b.enabled).count().to_string()]);
-            }
-            let mut o = t.render("");
-            let _ = writeln!(o, "(config generation {gen})");
-            print!("{o}");
+            print!("{}", render_services(gen, &cfg));
             return 0;
         }
         ServiceCmd::Show { name, json: j } => {
@@ -569,6 +576,25 @@ mod tests {
 
     fn row(client: &str, vip: &str) -> FlowRow {
         FlowRow { worker: 1, client: client.into(), vip: vip.into(), proto: 6, service: "web".into(), backend: "b1".into(), state: "established".into(), idle_ms: 42 }
+    }
+
+    /// `service list` counts a group whose endpoints are all disabled as disabled, a
+    /// disabled backend too, and the others as enabled.
+    #[test]
+    fn service_list_counts_a_group_of_disabled_endpoints_as_disabled() {
+        let cfg = spillway_shared::config::Config::from_toml(
+            "[[ports]]\nname = \"p0\"\ndevice = \"net_null0\"\nmac = \"02:00:00:00:00:01\"\n\
+             [[services]]\nname = \"web\"\nvip = \"10.0.0.100\"\nport = 80\nprotocol = \"tcp\"\n\
+             [[services.backends]]\nname = \"g\"\n\
+             [[services.backends.endpoints]]\nname = \"e1\"\naddress = \"10.0.1.1\"\nmac = \"02:00:00:00:0b:01\"\nenabled = false\n\
+             [[services.backends.endpoints]]\nname = \"e2\"\naddress = \"10.0.1.2\"\nmac = \"02:00:00:00:0b:02\"\nenabled = false\n\
+             [[services.backends]]\nname = \"b3\"\naddress = \"10.0.1.3\"\nmac = \"02:00:00:00:0b:03\"\nenabled = false\n\
+             [[services.backends]]\nname = \"b4\"\naddress = \"10.0.1.4\"\nmac = \"02:00:00:00:0b:04\"\n",
+        )
+        .unwrap();
+        let t = super::render_services(7, &cfg);
+        let row = t.lines().nth(1).unwrap();
+        assert!(row.ends_with("       3        1"), "3 backends, 1 enabled:\n{t}");
     }
 
     /// `stats`' BACKENDS table widens for a 63-character name: the counters stay under
