@@ -6,7 +6,7 @@
 //!
 //! The capture polls the daemon every 100 ms (a capture not polled for 2 s ends in the
 //! daemon: killing the client ends it), ends after `--count` frames, on SIGINT/SIGTERM, or
-//! when the reader of stdout goes away. Exit codes: 0, 1 refused (another capture runs, an
+//! when the reader of stdout goes away (checked at every poll, frames or not). Exit codes: 0, 1 refused (another capture runs, an
 //! unknown reason), 2 usage, file or no daemon. The `-w` file is created (or truncated)
 //! only after the daemon accepted the capture: a refused capture leaves an existing file
 //! as it was.
@@ -126,6 +126,18 @@ fn check_writable(path: &Path) -> std::io::Result<()> {
     }
 }
 
+/// Whether the reader of `fd` is gone: a pipe whose read end is closed (`| head -c 100`,
+/// a `tcpdump -c 1` that ended) or a socket whose peer hung up, as poll(2) reports them
+/// (`POLLERR`, `POLLHUP`) without writing. A quiet capture writes nothing, so without this
+/// it never found out and held the daemon's one capture until it was killed (fresh-user
+/// QA). A file or terminal is never "gone".
+fn reader_gone(fd: libc::c_int) -> bool {
+    let mut p = libc::pollfd { fd, events: 0, revents: 0 };
+    // SAFETY: poll(2) on one pollfd we own, zero timeout.
+    let n = unsafe { libc::poll(&mut p, 1, 0) };
+    n == 1 && p.revents & (libc::POLLERR | libc::POLLHUP) != 0
+}
+
 /// Runs `capture drops`.
 pub fn run(socket: &Path, cmd: &CaptureCmd) -> i32 {
     let CaptureCmd::Drops { reasons, vip, count, snaplen, write } = cmd;
@@ -187,6 +199,13 @@ pub fn run(socket: &Path, cmd: &CaptureCmd) -> i32 {
     let mut written = 0u64;
     let mut ring_full = 0;
     let code = loop {
+        if to_stdout && reader_gone(libc::STDOUT_FILENO) {
+            // Nothing more can be delivered: end the capture now, so the daemon's one
+            // capture is free at once, not only at the next dropped frame's write.
+            let _ = client::request(socket, &Request::CaptureStop { session: started.session });
+            eprintln!("spillwayctl: the reader of the capture went away");
+            break 0;
+        }
         let stop = STOP.load(Ordering::Relaxed) || count.is_some_and(|n| written >= n);
         let req = if stop { Request::CaptureStop { session: started.session } } else { Request::CapturePoll { session: started.session } };
         match client::request(socket, &req) {
@@ -238,6 +257,20 @@ mod tests {
         assert_eq!(vip_warning("fd00::100".parse().unwrap(), &rows), None);
         assert_eq!(vip_warning("10.0.0.100".parse().unwrap(), &rows), None);
         assert_eq!(vip_warning("10.9.9.9".parse().unwrap(), &[]), None);
+    }
+
+    /// A pipe whose read end is closed is "gone"; while it is open, it is not.
+    #[test]
+    fn a_closed_pipe_reader_is_gone() {
+        let mut fds = [0; 2];
+        // SAFETY: pipe(2) into a local array; both ends closed below.
+        assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+        assert!(!reader_gone(fds[1]));
+        // SAFETY: closing the descriptors pipe(2) gave us.
+        unsafe { libc::close(fds[0]) };
+        assert!(reader_gone(fds[1]));
+        // SAFETY: as above.
+        unsafe { libc::close(fds[1]) };
     }
 
     /// `--count 0` is a usage error (fresh-user QA: it captured nothing and exited 0).

@@ -53,6 +53,17 @@ pub enum ClientError {
         /// The timeout, seconds.
         secs: u64,
     },
+    /// The daemon took the whole request and closed the connection without answering
+    /// (EOF or a reset): it stopped, crashed or was restarted meanwhile. An edit may be
+    /// applied all the same (the file is written before the answer; docs/ctl.md "Crash
+    /// safety"), so the message says how to check, as [`ClientError::Timeout`]'s does.
+    #[error("control socket {path}: the daemon closed the connection without answering (it stopped, crashed or restarted: {reason}); the request may have been applied: check `spillwayctl config show` (its generation) or `status` before retrying")]
+    Closed {
+        /// Socket path.
+        path: String,
+        /// The OS's word for it (`Connection reset by peer`, `end of stream`).
+        reason: String,
+    },
     /// The daemon answered with an error.
     #[error("daemon refused: {0}")]
     Refused(String),
@@ -101,10 +112,15 @@ pub fn request(socket: &Path, req: &Request) -> Result<Response, ClientError> {
     // A daemon that refuses the peer answers and closes at once, possibly before our
     // request is written (EPIPE): its answer is still readable, so read before giving up.
     let written = proto::write_frame(&mut s, &proto::encode_request(req));
+    // The request was sent whole and the daemon hung up before its answer: it may have
+    // applied the request (fresh-user QA: a daemon killed mid-edit gave "i/o: Connection
+    // reset by peer", which reads as "nothing happened").
+    let closed = |reason: String| ClientError::Closed { path: path.clone(), reason };
     let body = match (proto::read_frame(&mut s), written) {
         (Ok(Some(body)), _) => body,
         (_, Err(e)) => return Err(fe(e)),
-        (Ok(None), Ok(())) => return Err(fe(FrameError::Io(std::io::ErrorKind::UnexpectedEof.into()))),
+        (Ok(None), Ok(())) => return Err(closed("end of stream".into())),
+        (Err(FrameError::Io(io)), Ok(())) if hung_up(&io) => return Err(closed(io.to_string())),
         (Err(e), Ok(())) => return Err(fe(e)),
     };
     match proto::decode_response(&body).map_err(fe)? {
@@ -130,6 +146,11 @@ pub fn set_timeout(secs: u64) {
 /// or write timeout, socket(7) `SO_RCVTIMEO`), not a broken exchange.
 fn timed_out(e: &FrameError) -> bool {
     matches!(e, FrameError::Io(io) if matches!(io.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut))
+}
+
+/// Whether a read error means the peer hung up: end of stream inside a frame, or a reset.
+fn hung_up(e: &std::io::Error) -> bool {
+    matches!(e.kind(), std::io::ErrorKind::UnexpectedEof | std::io::ErrorKind::ConnectionReset | std::io::ErrorKind::ConnectionAborted)
 }
 
 /// What `path` is when it exists but is no socket (`a directory`), after a failed connect:
@@ -208,7 +229,7 @@ impl ClientError {
             ClientError::NoDaemon { .. } | ClientError::NotASocket { .. } => "no_daemon",
             ClientError::Denied { .. } => "permission_denied",
             ClientError::Timeout { .. } => "timeout",
-            ClientError::Frame { .. } | ClientError::BadFrame { .. } => "protocol",
+            ClientError::Frame { .. } | ClientError::BadFrame { .. } | ClientError::Closed { .. } => "protocol",
         }
     }
 
@@ -257,16 +278,43 @@ pub fn json<T: serde::Serialize>(v: &T) -> i32 {
 mod tests {
     use super::*;
 
+    /// A socket of this test in a directory of its own: (directory, socket path, listener).
+    fn listening(name: &str) -> (std::path::PathBuf, std::path::PathBuf, std::os::unix::net::UnixListener) {
+        let dir = std::env::temp_dir().join(format!("spw-ctl-{name}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("ctl.sock");
+        let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+        (dir, path, listener)
+    }
+
+    /// A daemon that reads the whole request and hangs up without answering (killed or
+    /// crashed mid-edit): the error says the request may have been applied and how to
+    /// check, exit 2, kind `protocol` (fresh-user QA: `i/o: Connection reset by peer (os
+    /// error 104)` after `kill -9` of the daemon during a `backend set`).
+    #[test]
+    fn a_daemon_that_hangs_up_without_answering_may_have_applied_it() {
+        let (dir, path, listener) = listening("closed");
+        let taken = std::thread::spawn(move || {
+            let (mut s, _) = listener.accept().unwrap();
+            let req = proto::read_frame(&mut s).unwrap();
+            drop(s);
+            req.is_some()
+        });
+        let e = request(&path, &Request::Status).unwrap_err();
+        assert!(taken.join().unwrap(), "the request arrived whole");
+        let _ = std::fs::remove_dir_all(&dir);
+        assert_eq!((e.exit_code(), e.kind()), (2, "protocol"));
+        let m = e.to_string();
+        assert!(m.contains("the daemon closed the connection without answering") && m.contains("the request may have been applied: check `spillwayctl config show`"), "{m}");
+    }
+
     /// A daemon that takes the request and never answers (stopped with SIGSTOP): past the
     /// timeout the error says so, that the request may still be applied and how to check,
     /// with its own exit code and JSON kind (fresh-user QA: `i/o: Resource temporarily
     /// unavailable (os error 11)`, kind `protocol`, exit 2).
     #[test]
     fn no_answer_within_the_timeout_is_a_timeout() {
-        let dir = std::env::temp_dir().join(format!("spw-ctl-timeout-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("ctl.sock");
-        let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+        let (dir, path, listener) = listening("timeout");
         let held = std::thread::spawn(move || listener.accept().map(|(s, _)| s));
         set_timeout(1);
         let e = request(&path, &Request::Status).unwrap_err();

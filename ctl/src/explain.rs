@@ -38,8 +38,9 @@ pub struct ExplainArgs {
     #[arg(long, value_name = "CPS", requires = "config", value_parser = parse_cps, allow_negative_numbers = true)]
     pub offered_cps: Option<f64>,
     /// A QUIC short-header packet's DCID (hex, first octet included): also show its
-    /// QUIC-LB decode (codepoint, configuration, server ID) and where such packets go.
-    #[arg(long, value_name = "HEX")]
+    /// QUIC-LB decode (codepoint, configuration, server ID) and where such packets go. A
+    /// value that is not hex octets is a usage error (exit 2) before any daemon is asked.
+    #[arg(long, value_name = "HEX", value_parser = parse_dcid)]
     pub quic_dcid: Option<String>,
     /// Print JSON instead of a table.
     #[arg(long)]
@@ -127,6 +128,14 @@ fn parse_cps(s: &str) -> Result<f64, String> {
         Ok(v) if v.is_finite() && v >= 0.0 => Ok(if v == 0.0 { 0.0 } else { v }),
         _ => Err(format!("{s:?}: must be a finite number of connections/s >= 0, e.g. 5000")),
     }
+}
+
+/// Checks `--quic-dcid`: hex octets (an optional `0x`, two digits per octet), as
+/// [`spillway_shared::quic_lb::parse_hex`] reads them; the text is kept as given. Live, a
+/// malformed DCID was sent to the daemon and answered as a decode falling back for
+/// `too_short`, exit 0, where offline refused it (fresh-user QA).
+fn parse_dcid(s: &str) -> Result<String, String> {
+    spillway_shared::quic_lb::parse_hex(s).map(|_| s.to_string()).map_err(|e| format!("{s:?}: {e} (expected the DCID as hex octets, e.g. 0011223344556677)"))
 }
 
 fn pick_service<'a>(cfg: &'a Config, vip: Option<&VipArg>) -> Result<&'a Service, String> {

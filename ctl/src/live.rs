@@ -124,7 +124,9 @@ pub enum BackendCmd {
         #[command(flatten)]
         opts: MutOpts,
     },
-    /// Remove a backend.
+    /// Remove a backend. Its connections move to other backends at their next packet,
+    /// where TCP ones are reset (mid-stream); to remove it without resets, `backend set
+    /// SERVICE NAME enabled=false` first and remove it once its connections have ended.
     Remove {
         /// Service name.
         service: String,
@@ -211,11 +213,12 @@ pub enum FlowsCmd {
     Show {
         #[command(flatten)]
         sel: FlowSel,
-        /// Most entries per worker.
+        /// Most entries per worker (the daemon lists at most 5000 per worker).
         #[arg(long, default_value_t = 50)]
         limit: u32,
     },
-    /// Remove entries: their next packet is balanced anew.
+    /// Remove entries: their next packet is balanced anew, by today's table; those picked
+    /// elsewhere are reset (TCP mid-stream). Narrow it with --service/--backend; no dry run.
     Flush(FlowSel),
 }
 
@@ -322,6 +325,21 @@ pub fn config(socket: &Path, cmd: &ConfigCmd) -> i32 {
     }
 }
 
+/// The `service list` table. `enabled` counts the backends that are enabled as the daemon
+/// has them: a group whose endpoints are all disabled is disabled, as `status` and `backend
+/// list` show it (fresh-user QA: it was counted as enabled).
+pub fn render_services(gen: u64, cfg: &Config) -> String {
+    use crate::table::{Align::*, Table};
+    let mut t = Table::new(&[("name", 14, Left), ("vip", 24, Left), ("zonal_affinity", 33, Left), ("mode", 8, Left), ("backends", 8, Right), ("enabled", 8, Right)]);
+    for s in &cfg.services {
+        let enabled = s.backends.iter().filter(|b| b.enabled && b.members().iter().any(|m| m.enabled)).count();
+        t.row(vec![s.name.clone(), s.endpoint_label(), format!("{:?}", s.zonal_affinity), format!("{:?}", s.forwarding_mode), s.backends.len().to_string(), enabled.to_string()]);
+    }
+    let mut o = t.render("");
+    let _ = writeln!(o, "(config generation {gen})");
+    o
+}
+
 /// `service ...`
 pub fn service(socket: &Path, cmd: &ServiceCmd) -> i32 {
     let req = match cmd {
@@ -333,15 +351,7 @@ pub fn service(socket: &Path, cmd: &ServiceCmd) -> i32 {
             if j.json {
                 return json(&serde_json::json!({ "generation": gen, "services": cfg.services }));
             }
-            use crate::table::{Align::*, Table};
-            let mut t = Table::new(&[("name", 14, Left), ("vip", 24, Left), ("zonal_affinity", 33, Left), ("mode", 8, Left), ("backends", 8, Right), ("enabled", 8, Right)]);
-            for s in &cfg.services {
-                let vip = s.endpoint_label();
-                t.row(vec![s.name.clone(), vip, format!("{:?}", s.zonal_affinity), format!("{:?}", s.forwarding_mode), s.backends.len().to_string(), s.backends.iter().filter(|b| b.enabled).count().to_string()]);
-            }
-            let mut o = t.render("");
-            let _ = writeln!(o, "(config generation {gen})");
-            print!("{o}");
+            print!("{}", render_services(gen, &cfg));
             return 0;
         }
         ServiceCmd::Show { name, json: j } => {
@@ -493,6 +503,13 @@ pub fn stats(socket: &Path, as_json: bool) -> i32 {
             "drops": r.total.drops.iter().map(|(k, v)| (k.clone(), *v)).collect::<std::collections::BTreeMap<_, _>>(),
         }));
     }
+    print!("{}", render_stats(&r));
+    0
+}
+
+/// The text of `stats`: PORTS, WORKERS, BACKENDS (columns as wide as their widest name)
+/// and DROPS.
+pub fn render_stats(r: &spillway_shared::proto::StatusReport) -> String {
     let mut o = String::new();
     let _ = writeln!(o, "PORTS\n  {:<10} {:>12} {:>12} {:>8} {:>8} {:>8} {:>9}", "port", "ipackets", "opackets", "imissed", "ierrors", "oerrors", "rx_nombuf");
     for p in &r.ports {
@@ -502,16 +519,21 @@ pub fn stats(socket: &Path, as_json: bool) -> i32 {
     for (i, w) in r.workers.iter().enumerate() {
         let _ = writeln!(o, "  {:<6} {:>12} {:>12} {:>12} {:>10} {:>10} {:>10} {:>10} {:>12}", i, w.rx, w.tx, w.forwarded, w.new_connections, w.ct_hits, w.ct_misses, w.dropped(), w.idle_polls);
     }
-    let _ = writeln!(o, "BACKENDS\n  {:<12} {:<12} {:>10} {:>12}", "service", "backend", "new_conns", "packets");
-    for b in &r.backends {
-        let _ = writeln!(o, "  {:<12} {:<12} {:>10} {:>12}", b.service, b.backend, b.new_connections, b.packets);
+    let _ = writeln!(o, "BACKENDS");
+    {
+        // columns as wide as their widest name, as in `status`
+        use crate::table::{Align::*, Table};
+        let mut t = Table::new(&[("service", 12, Left), ("backend", 12, Left), ("new_conns", 10, Right), ("packets", 12, Right)]);
+        for b in &r.backends {
+            t.row(vec![b.service.clone(), b.backend.clone(), b.new_connections.to_string(), b.packets.to_string()]);
+        }
+        o += &t.render("  ");
     }
     let _ = writeln!(o, "DROPS");
     for (k, v) in &r.total.drops {
         let _ = writeln!(o, "  {k:<24} {v:>12}");
     }
-    print!("{o}");
-    0
+    o
 }
 
 /// `snapshot show`
@@ -554,6 +576,40 @@ mod tests {
 
     fn row(client: &str, vip: &str) -> FlowRow {
         FlowRow { worker: 1, client: client.into(), vip: vip.into(), proto: 6, service: "web".into(), backend: "b1".into(), state: "established".into(), idle_ms: 42 }
+    }
+
+    /// `service list` counts a group whose endpoints are all disabled as disabled, a
+    /// disabled backend too, and the others as enabled.
+    #[test]
+    fn service_list_counts_a_group_of_disabled_endpoints_as_disabled() {
+        let cfg = spillway_shared::config::Config::from_toml(
+            "[[ports]]\nname = \"p0\"\ndevice = \"net_null0\"\nmac = \"02:00:00:00:00:01\"\n\
+             [[services]]\nname = \"web\"\nvip = \"10.0.0.100\"\nport = 80\nprotocol = \"tcp\"\n\
+             [[services.backends]]\nname = \"g\"\n\
+             [[services.backends.endpoints]]\nname = \"e1\"\naddress = \"10.0.1.1\"\nmac = \"02:00:00:00:0b:01\"\nenabled = false\n\
+             [[services.backends.endpoints]]\nname = \"e2\"\naddress = \"10.0.1.2\"\nmac = \"02:00:00:00:0b:02\"\nenabled = false\n\
+             [[services.backends]]\nname = \"b3\"\naddress = \"10.0.1.3\"\nmac = \"02:00:00:00:0b:03\"\nenabled = false\n\
+             [[services.backends]]\nname = \"b4\"\naddress = \"10.0.1.4\"\nmac = \"02:00:00:00:0b:04\"\n",
+        )
+        .unwrap();
+        let t = super::render_services(7, &cfg);
+        let row = t.lines().nth(1).unwrap();
+        assert!(row.ends_with("       3        1"), "3 backends, 1 enabled:\n{t}");
+    }
+
+    /// `stats`' BACKENDS table widens for a 63-character name: the counters stay under
+    /// their headers (fresh-user QA: they were pushed out of line).
+    #[test]
+    fn stats_backends_fit_long_names() {
+        use spillway_shared::proto::{BackendStatus, StatusReport};
+        let long = "a-very-long-service-name-that-is-sixty-three-characters-long-x1";
+        let b = |s: &str, n: u64| BackendStatus { service: s.into(), backend: "b1".into(), new_connections: n, packets: 5, ..Default::default() };
+        let r = StatusReport { backends: vec![b("web", 3), b(long, 4)], ..Default::default() };
+        let t = super::render_stats(&r);
+        let lines: Vec<&str> = t.lines().skip_while(|l| *l != "BACKENDS").skip(1).take(3).collect();
+        let end = lines[0].find("new_conns").unwrap() + "new_conns".len();
+        assert!(lines[1][..end].ends_with('3') && lines[2][..end].ends_with('4'), "{t}");
+        assert!(lines.iter().all(|l| l.len() == lines[0].len()), "{t}");
     }
 
     /// `flows show` keeps its IPv4 layout, and a full IPv6 endpoint widens the client and

@@ -62,7 +62,7 @@ enum Command {
     },
     /// Live view refreshed every second: per service and backend new connections/s,
     /// packets/s, bits/s and health; per worker busy-poll share; per port imissed/s; drops/s
-    /// by reason. Keys: q quit, s sort, r reverse, / filter, c clear. `--once` (`--json`)
+    /// by reason. Keys: q (or Ctrl-C) quit, s sort, r reverse, / filter, c clear. `--once` (`--json`)
     /// prints one sample.
     Top(top::TopArgs),
     /// Packet capture: `capture drops -w FILE|-` writes the frames the daemon drops as

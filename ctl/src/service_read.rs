@@ -40,7 +40,8 @@ pub(crate) fn backend_read(socket: &Path, service: &str, name: Option<&String>, 
     let list: Vec<_> = svc.backends.iter().filter(|b| name.is_none_or(|n| &b.name == n)).collect();
     if list.is_empty() {
         if let Some(n) = name {
-            return client::error_out("spillwayctl", "refused", 1, &format!("service {service} has no backend {n}"));
+            let have: Vec<&str> = svc.backends.iter().map(|b| b.name.as_str()).collect();
+            return client::error_out("spillwayctl", "refused", 1, &format!("service {service} has no backend {n} (have: {})", have.join(", ")));
         }
     }
     if as_json {

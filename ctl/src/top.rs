@@ -7,7 +7,7 @@
 //! before a backend is chosen (docs/semantics.md "Drop reasons").
 //!
 //! Rates are differences of two `status` reads divided by the daemon's own uptime
-//! difference. Keys: `q`/Esc quit, `s` next sort key, `r` reverse, `/` filter (type,
+//! difference. Keys: `q`/Esc/Ctrl-C quit, `s` next sort key, `r` reverse, `/` filter (type,
 //! Enter), `c` clear the filter. `--once` prints one sample as text (`--json`: as JSON)
 //! and exits.
 
@@ -284,15 +284,18 @@ pub fn render(s: &Sample, sort: SortKey, reverse: bool, filter: &str) -> String 
     let mut o = String::new();
     let flt = if filter.is_empty() { String::new() } else { format!(", filter \"{filter}\"") };
     let _ = writeln!(o, "spillway top: rates over {:.1} s, snapshot generation {}, sorted by {}{}{flt}", s.interval_sec, s.snapshot_generation, sort.label(), if reverse { " (reversed)" } else { "" });
-    let _ = writeln!(o, "{:<14} {:<14} {:<16} {:>9} {:>9} {:>9}", "SERVICE", "BACKEND", "HEALTH", "CONNS/S", "PKTS/S", "BITS/S");
+    // columns as wide as their widest name (63-character names keep the rates in line)
+    use crate::table::{Align::*, Table};
+    let mut t = Table::new(&[("SERVICE", 14, Left), ("BACKEND", 14, Left), ("HEALTH", 16, Left), ("CONNS/S", 9, Right), ("PKTS/S", 9, Right), ("BITS/S", 9, Right)]);
     for b in &s.backends {
-        let _ = writeln!(o, "{:<14} {:<14} {:<16} {:>9} {:>9} {:>9}", b.service, b.backend, b.health, si(b.new_conns_per_sec), si(b.packets_per_sec), si(b.bits_per_sec));
+        t.row(vec![b.service.clone(), b.backend.clone(), b.health.clone(), si(b.new_conns_per_sec), si(b.packets_per_sec), si(b.bits_per_sec)]);
     }
     for v in &s.services {
         // what it counts: backends taking new connections (enabled, not drained, healthy)
         let health = format!("{}/{} serving", v.healthy_backends, v.backends);
-        let _ = writeln!(o, "{:<14} {:<14} {:<16} {:>9} {:>9} {:>9}", v.service, "(all)", health, si(v.new_conns_per_sec), si(v.packets_per_sec), si(v.bits_per_sec));
+        t.row(vec![v.service.clone(), "(all)".into(), health, si(v.new_conns_per_sec), si(v.packets_per_sec), si(v.bits_per_sec)]);
     }
+    o += &t.render("");
     let _ = writeln!(o, "{:<8} {:>6} {:>9} {:>9}", "WORKER", "BUSY", "RX/S", "DROPS/S");
     for w in &s.workers {
         let _ = writeln!(o, "{:<8} {:>5.1}% {:>9} {:>9}", w.worker, w.busy_share * 100.0, si(w.rx_per_sec), si(w.drops_per_sec));
@@ -357,7 +360,7 @@ pub fn run(socket: &Path, args: &TopArgs) -> i32 {
         match crossterm::event::poll(wait) {
             Ok(true) => {
                 if let Ok(crossterm::event::Event::Key(k)) = crossterm::event::read() {
-                    if k.kind == crossterm::event::KeyEventKind::Press && ui.key(k.code) {
+                    if k.kind == crossterm::event::KeyEventKind::Press && ui.key_event(k) {
                         break 0;
                     }
                 }
@@ -391,6 +394,17 @@ struct Ui {
 }
 
 impl Ui {
+    /// Handles a key press with its modifiers; returns whether to quit. Ctrl-C quits, also
+    /// while a filter is typed: in the raw mode of the live view it arrives as a key, not as
+    /// SIGINT (fresh-user QA: it cleared the filter, or typed `c` into it, and top went on).
+    fn key_event(&mut self, k: crossterm::event::KeyEvent) -> bool {
+        use crossterm::event::{KeyCode as K, KeyModifiers as M};
+        if k.modifiers.contains(M::CONTROL) {
+            return matches!(k.code, K::Char('c') | K::Char('C') | K::Char('d'));
+        }
+        self.key(k.code)
+    }
+
     /// Handles a key; returns whether to quit.
     fn key(&mut self, code: crossterm::event::KeyCode) -> bool {
         use crossterm::event::KeyCode as K;
@@ -491,11 +505,47 @@ mod tests {
         assert_eq!((names(""), names("web/"), names("d1")), (vec!["web".to_string(), "dns".into()], vec!["web".into()], vec!["dns".into()]));
     }
 
+    /// A 63-character service or backend name widens its column: every rate still starts
+    /// under its header (fresh-user QA: long names pushed the rates out of line), and
+    /// short names keep the usual layout.
+    #[test]
+    fn long_names_keep_the_rates_in_line() {
+        let long = "a-backend-with-a-long-name-abcdefghijklmnopqrstuvwxyz0123456789";
+        let a = report(10.0, &[(long, 0, 0, 0), ("b2", 0, 0, 0)], 10, 0, 0, 0);
+        let b = report(11.0, &[(long, 7, 0, 0), ("b2", 0, 0, 0)], 20, 0, 0, 0);
+        let t = render(&sample(&a, &b, SortKey::Conns, false, ""), SortKey::Conns, false, "");
+        let lines: Vec<&str> = t.lines().skip(1).take(4).collect();
+        let end = lines[0].find("CONNS/S").unwrap() + "CONNS/S".len();
+        for l in &lines[1..] {
+            assert_eq!(l.len(), lines[0].len(), "{t}");
+            assert!(l[..end].ends_with(|c: char| c.is_ascii_digit()), "CONNS/S not under its header:\n{t}");
+        }
+        let short = render(&sample(&report(10.0, &[("b2", 0, 0, 0)], 10, 0, 0, 0), &report(11.0, &[("b2", 0, 0, 0)], 20, 0, 0, 0), SortKey::Conns, false, ""), SortKey::Conns, false, "");
+        assert!(short.contains("\nSERVICE        BACKEND        HEALTH             CONNS/S    PKTS/S    BITS/S\nweb            b2             healthy                  0         0         0\n"), "{short}");
+    }
+
     #[test]
     fn a_counter_that_restarts_is_no_negative_rate() {
         let a = report(10.0, &[("b1", 100, 1000, 0)], 10, 0, 0, 0);
         let b = report(11.0, &[("b1", 3, 10, 0)], 20, 0, 0, 0);
         assert_eq!(sample(&a, &b, SortKey::Conns, false, "").backends[0].new_conns_per_sec, 0.0);
+    }
+
+    /// Ctrl-C (and Ctrl-D) quit, also while a filter is typed; they neither clear the filter
+    /// nor type into it, and another control key does nothing.
+    #[test]
+    fn ctrl_c_quits() {
+        use crossterm::event::{KeyCode as K, KeyEvent, KeyModifiers as M};
+        let mut ui = Ui { sort: SortKey::Conns, reverse: false, filter: "web".into(), editing: None, text: String::new() };
+        assert!(!ui.key_event(KeyEvent::new(K::Char('l'), M::CONTROL)));
+        assert_eq!(ui.filter, "web", "a control key is no command");
+        assert!(ui.key_event(KeyEvent::new(K::Char('c'), M::CONTROL)));
+        assert_eq!(ui.filter, "web");
+        ui.editing = Some("b".into());
+        assert!(ui.key_event(KeyEvent::new(K::Char('c'), M::CONTROL)));
+        assert_eq!(ui.editing.as_deref(), Some("b"));
+        assert!(ui.key_event(KeyEvent::new(K::Char('d'), M::CONTROL)));
+        assert!(!ui.key_event(KeyEvent::new(K::Char('c'), M::NONE)), "a plain c clears the filter");
     }
 
     #[test]

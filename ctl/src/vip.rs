@@ -85,7 +85,8 @@ pub fn table(rows: &[VipRow]) -> String {
     }
     let mut o = t.render("");
     if rows.is_empty() {
-        o.push_str("(no VIP evaluated yet)\n");
+        // also the answer of a daemon with no services: not "yet" forever (fresh-user QA)
+        o.push_str("(no VIP: the config has no services, or the daemon has not evaluated its VIPs yet)\n");
     }
     o
 }
@@ -114,5 +115,13 @@ mod tests {
         }];
         let t = table(&rows);
         assert!(t.lines().nth(1).unwrap().starts_with("10.0.0.100       no     yes      no         web: drained by the operator"), "{t}");
+    }
+
+    /// No rows: a daemon with no services answers so too, so the text does not promise
+    /// VIPs that will never come ("no VIP evaluated yet", fresh-user QA).
+    #[test]
+    fn no_rows_do_not_promise_vips() {
+        let t = table(&[]);
+        assert!(t.ends_with("(no VIP: the config has no services, or the daemon has not evaluated its VIPs yet)\n"), "{t}");
     }
 }

@@ -34,7 +34,7 @@ fn a_vip_filter_that_is_no_vip_is_warned_about_and_captured() {
     let d = Daemon::start("capture-vip", &null_example());
     // the warning compares with `vip show`'s rows: wait for the first evaluation
     for _ in 0..100 {
-        if !d.ok(&["vip", "show"]).contains("no VIP evaluated yet") {
+        if !d.ok(&["vip", "show"]).contains("has not evaluated its VIPs yet") {
             break;
         }
         std::thread::sleep(Duration::from_millis(100));
@@ -87,4 +87,53 @@ fn a_refused_capture_leaves_the_output_file_alone() {
     let o = Command::new(ctl_bin()).arg("--socket").arg(&d.socket).args(["capture", "drops", "-w"]).arg(d.dir.join("no/such/dir/x.pcapng")).output().unwrap();
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).starts_with("spillwayctl: cannot write "), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
+/// `capture drops -w -` ends when the reader of its output goes away, even when no frame
+/// is dropped (nothing to write, so no EPIPE), and frees the daemon's one capture at once:
+/// the next capture is accepted (fresh-user QA: `capture drops -w - | head -c 10` on a
+/// quiet daemon ran until killed, and every other capture was refused meanwhile).
+#[test]
+fn a_capture_to_a_reader_that_went_away_ends() {
+    use std::io::Read;
+    let d = Daemon::start("capture-reader-gone", &null_example());
+    let mut child = Command::new(ctl_bin())
+        .arg("--socket")
+        .arg(&d.socket)
+        .args(["capture", "drops", "-w", "-"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run spillwayctl");
+    // the pcapng section header block: the capture runs
+    let mut out = child.stdout.take().unwrap();
+    let mut shb = [0u8; 4];
+    out.read_exact(&mut shb).unwrap();
+    assert_eq!(shb, [0x0a, 0x0d, 0x0d, 0x0a]);
+    drop(out);
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break Some(s);
+        }
+        if std::time::Instant::now() > deadline {
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    if status.is_none() {
+        let _ = child.kill();
+    }
+    let o = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr).to_string();
+    assert!(status.is_some(), "still capturing 5 s after its reader went away: {err}");
+    assert!(err.contains("the reader of the capture went away"), "{err}");
+    // the daemon's capture is free now, not after its 2 s lease
+    let o = Command::new(ctl_bin()).arg("--socket").arg(&d.socket).args(["capture", "drops", "--count", "1", "-w", "/dev/null", "--timeout", "3"]).stderr(Stdio::piped()).spawn().unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    // SAFETY: plain kill(2) of our own child process.
+    unsafe { libc::kill(o.id() as i32, libc::SIGINT) };
+    let o = o.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr).to_string();
+    assert!(err.starts_with("spillwayctl: capturing drops"), "{err}");
 }

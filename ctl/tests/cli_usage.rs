@@ -96,6 +96,11 @@ fn malformed_arguments_exit_2_before_the_daemon_is_asked() {
         (&["explain", "--client", "10.1.0.10", "--vip", "10.0.0.100:80"], "the protocol is missing (expected IP:PORT/PROTO with PROTO tcp or udp, e.g. 10.0.0.100:80/tcp)"),
         // `--count 0` would capture nothing and exit 0 (fresh-user QA)
         (&["capture", "drops", "--count", "0", "-w", "/dev/null"], "invalid value '0' for '--count <N>': must be at least 1"),
+        // a DCID that is not hex: live it was answered as a `too_short` fallback, exit 0
+        (&["explain", "--client", "10.1.0.10", "--vip", "10.0.0.100:443/udp", "--quic-dcid", "zz"], "invalid value 'zz' for '--quic-dcid <HEX>': \"zz\": 'z' is not a hex digit"),
+        (&["explain", "--client", "10.1.0.10", "--vip", "10.0.0.100:443/udp", "--quic-dcid", "123"], "an even number is needed"),
+        // a value holding a second TOML line: the daemon took the first and dropped the rest
+        (&["backend", "set", "web", "b1", "zone=\"z2\"\nweight=5"], "the value of `zone` holds more TOML after it (`weight`)"),
     ];
     for (args, says) in cases {
         let (code, err) = d.run(args);

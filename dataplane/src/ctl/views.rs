@@ -131,7 +131,8 @@ impl Daemon {
     pub fn service_show(&self, name: &str) -> Response {
         let st = self.control.lock().unwrap_or_else(|e| e.into_inner());
         let Some(svc) = st.cfg.service(name) else {
-            return Response::Error { message: format!("no service named {name}") };
+            // with the names there are, as `service remove` and `flows` answer
+            return Response::Error { message: no_service(&st.cfg, name) };
         };
         #[derive(serde::Serialize)]
         struct One<'a> {
@@ -432,6 +433,10 @@ pub(crate) fn no_service(c: &Config, name: &str) -> String {
 /// Finds a service by `IP:PORT[/proto]` (or the only one when `vip` is `None`).
 pub fn pick_service<'a>(cfg: &'a Config, vip: Option<&str>) -> Result<&'a Service, String> {
     let list = || cfg.services.iter().map(|s| s.endpoint_label()).collect::<Vec<_>>().join(", ");
+    if cfg.services.is_empty() {
+        // as offline explain says it (was "the config has 0 services; choose one with --vip ()")
+        return Err("the config has no services: nothing to explain (add one with `spillwayctl service add`, or a [[services]] table; docs/config.md)".into());
+    }
     let Some(v) = vip else {
         return match cfg.services.len() {
             1 => Ok(&cfg.services[0]),
@@ -452,3 +457,19 @@ pub fn pick_service<'a>(cfg: &'a Config, vip: Option<&str>) -> Result<&'a Servic
         .ok_or_else(|| format!("no service {v} (have: {})", list()))
 }
 
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Live `explain` on a daemon with no services says so, with or without `--vip`
+    /// (fresh-user QA: "the config has 0 services; choose one with --vip ()").
+    #[test]
+    fn explain_without_services_says_there_are_none() {
+        let cfg = Config::default();
+        for vip in [None, Some("10.0.0.100:80/tcp")] {
+            let e = pick_service(&cfg, vip).unwrap_err();
+            assert!(e.starts_with("the config has no services: nothing to explain"), "{vip:?}: {e}");
+        }
+    }
+}
