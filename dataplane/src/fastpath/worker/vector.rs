@@ -373,24 +373,27 @@ impl Worker {
         // every place past the planned packets is GENERAL (`plan_burst`)
         let lane = self.plan.lane.get(j).copied().unwrap_or(GENERAL);
         let j = j % BURST;
-        if lane & KEYED != 0 {
+        // the common lanes first, each one compare
+        if lane == KEYED | FAST {
+            let (k, pair) = (self.plan.key4[j], self.plan.buckets[j]);
+            if let Some(v) = self.fast_hit(&k, pair, j, buf, snap, now) {
+                return v;
+            }
+            self.ct.expect_buckets(&k, pair);
+        } else if lane == KEYED | SIX | FAST {
+            let (k, pair) = (self.plan.key6[j], self.plan.buckets[j]);
+            if let Some(v) = self.fast_hit(&k, pair, j, buf, snap, now) {
+                return v;
+            }
+            self.ct6.expect_buckets(&k, pair);
+        } else if lane & KEYED != 0 {
+            // a keyed lane the general path decides (a SYN, FIN or RST; a service the
+            // fast path does not cover): its buckets are handed over
             let pair = self.plan.buckets[j];
             if lane & SIX == 0 {
-                let k = self.plan.key4[j];
-                if lane & FAST != 0 {
-                    if let Some(v) = self.fast_hit(&k, pair, j, buf, snap, now) {
-                        return v;
-                    }
-                }
-                self.ct.expect_buckets(&k, pair);
+                self.ct.expect_buckets(&self.plan.key4[j], pair);
             } else {
-                let k = self.plan.key6[j];
-                if lane & FAST != 0 {
-                    if let Some(v) = self.fast_hit(&k, pair, j, buf, snap, now) {
-                        return v;
-                    }
-                }
-                self.ct6.expect_buckets(&k, pair);
+                self.ct6.expect_buckets(&self.plan.key6[j], pair);
             }
         }
         self.process(buf, port, snap, now)
@@ -425,11 +428,14 @@ impl Worker {
             a.copy_from_slice(&lo.to_le_bytes());
             b.copy_from_slice(&hi);
         }
-        // every u16 indexes the slot counters (`SlotCounters`): no bounds check is left
-        if let Some(c) = self.stats.backend_packets.get(usize::from(backend)) {
+        // every u16 indexes the slot counters (`SlotCounters`): no bounds check is left;
+        // both counters found before either is written, so neither is looked up twice
+        let st = &*self.stats;
+        let (packets, bytes) = (st.backend_packets.get(usize::from(backend)), st.backend_bytes.get(usize::from(backend)));
+        if let Some(c) = packets {
             bump(c, 1);
         }
-        if let Some(c) = self.stats.backend_bytes.get(usize::from(backend)) {
+        if let Some(c) = bytes {
             bump(c, len);
         }
         self.plan.fast += 1;
