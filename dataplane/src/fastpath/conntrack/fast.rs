@@ -19,6 +19,23 @@ impl<A: FlowAddr> ConnTable<A> {
         (b1 as u32, b2 as u32)
     }
 
+    /// [`ConnTable::bucket_pair`] of an IPv6 key (in an IPv6 table), with the mix of its
+    /// address's high half taken from `memo` (`(high half, its mix)`) when the half is the
+    /// memo's, as it is for a run of packets from one /64; `memo` then holds this key's.
+    /// The same pair either way. An IPv4 table hashes as [`ConnTable::bucket_pair`].
+    #[inline(always)]
+    pub fn bucket_pair6_memo(&self, k: &CtKey<A>, memo: &mut (u64, u64)) -> (u32, u32) {
+        if A::BITS != 128 {
+            return self.bucket_pair(k);
+        }
+        let w = self.words(k);
+        if w[0] != memo.0 || memo.1 == 0 {
+            *memo = (w[0], self.mix_high(w[0]));
+        }
+        let (b1, b2) = self.buckets_of_pair(memo.1 ^ w[1], w[2]);
+        (b1 as u32, b2 as u32)
+    }
+
     /// Starts loading bucket `b` into the cache (every line of it: one for IPv4, two for
     /// IPv6); a no-op for an index past the table. A hint: it never faults.
     #[inline(always)]

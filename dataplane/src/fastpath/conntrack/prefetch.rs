@@ -39,7 +39,21 @@ impl<A: FlowAddr> ConnTable<A> {
 
     #[inline(always)]
     fn buckets_of_words(&self, w: [u64; 3]) -> (usize, usize) {
-        let (a, b) = if A::BITS == 128 { (fmix64(w[0] ^ self.seed) ^ w[1], w[2]) } else { (w[0], w[1]) };
+        let (a, b) = if A::BITS == 128 { (self.mix_high(w[0]) ^ w[1], w[2]) } else { (w[0], w[1]) };
+        self.buckets_of_pair(a, b)
+    }
+
+    /// An IPv6 key's high address half as [`Self::buckets_of_words`] mixes it (with the
+    /// table's seed): the part a run of keys from one /64 shares
+    /// ([`ConnTable::bucket_pair6_memo`]).
+    #[inline(always)]
+    pub(super) fn mix_high(&self, hi: u64) -> u64 {
+        fmix64(hi ^ self.seed)
+    }
+
+    /// The bucket pair of the two words `(a, b)` [`Self::buckets_of_words`] reduces a key to.
+    #[inline(always)]
+    pub(super) fn buckets_of_pair(&self, a: u64, b: u64) -> (usize, usize) {
         let x = a.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ b.wrapping_add(self.seed.rotate_left(32));
         let h = fmix64(x);
         let b1 = (h & self.mask) as usize;

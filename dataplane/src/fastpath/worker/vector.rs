@@ -66,12 +66,11 @@ const SECOND: Lane = 8;
 /// clears nothing: stage 1 writes every field it later reads.
 pub(in crate::fastpath) struct BurstPlan {
     lane: [Lane; BURST],
-    /// Service index in the snapshot of fast-lane packets.
-    svc: [u16; BURST],
-    /// The life word a fast-lane packet's established entry gets
-    /// ([`ConnTable::established_life`](crate::fastpath::conntrack::ConnTable::established_life)
-    /// of its service, computed once per service and burst).
-    life: [u32; BURST],
+    /// Of fast-lane packets: the service index (high 32 bits) and the life word its
+    /// established entry gets (low 32: [`ConnTable::established_life`](crate::fastpath::conntrack::ConnTable::established_life)
+    /// of its service, computed once per service and burst), one word so that stage 1
+    /// writes and stage 3 reads it once.
+    svc_life: [u64; BURST],
     /// Connection-table key of IPv4 keyed packets.
     key4: [CtKey<u32>; BURST],
     /// Connection-table key of IPv6 keyed packets.
@@ -85,6 +84,10 @@ pub(in crate::fastpath) struct BurstPlan {
     out_mac_hi: [u8; 4],
     /// Packets planned.
     n: usize,
+    /// The last IPv6 key's address high half and its mix, for the next key's hash
+    /// ([`ConnTable::bucket_pair6_memo`](crate::fastpath::conntrack::ConnTable::bucket_pair6_memo)),
+    /// reset every burst.
+    mix6: (u64, u64),
     /// The worker clock the burst was planned at, ms: the life words are computed for it,
     /// so [`Worker::decide_planned`] at another time sends the packet to the general path.
     now: u32,
@@ -99,14 +102,14 @@ impl Default for BurstPlan {
     fn default() -> Self {
         BurstPlan {
             lane: [GENERAL; BURST],
-            svc: [0; BURST],
-            life: [0; BURST],
+            svc_life: [0; BURST],
             key4: [CtKey::default(); BURST],
             key6: [CtKey::default(); BURST],
             buckets: [(0, 0); BURST],
             out_mac_lo: 0,
             out_mac_hi: [0; 4],
             n: 0,
+            mix6: (0, 0),
             now: 0,
             fast: 0,
             off: false,
@@ -189,6 +192,7 @@ impl Worker {
         let n = bufs.len().min(BURST);
         self.plan.n = n;
         self.plan.now = now;
+        self.plan.mix6 = (0, 0);
         self.plan.fast = 0;
         let Some(pinfo) = self.ports.get(port).copied() else {
             self.plan.lane = [GENERAL; BURST];
@@ -209,12 +213,12 @@ impl Worker {
         // Stage 1: classify and find the service. Consecutive packets of one (VIP, port,
         // protocol), the common case, reuse the previous packet's answer.
         // IPv4: (VIP, port, protocol) packed in 56 bits, so u64::MAX matches no packet;
-        // the answer is (index, number, life word)
+        // the answer is (index << 32 | life word, as `BurstPlan::svc_life`; number)
         let mut memo4_key = u64::MAX;
-        let mut memo4 = (0u16, 0u16, 0u32);
+        let mut memo4 = (0u64, 0u16);
         // IPv6: the VIP, and (port, protocol) packed in 24 bits, so u32::MAX matches none
         let (mut memo6_vip, mut memo6_key) = (0u128, u32::MAX);
-        let mut memo6 = (0u16, 0u16, 0u32);
+        let mut memo6 = (0u64, 0u16);
         // The frame shape of the memo's service, learned from the frame that set the memo
         // (`Template`): a frame matching it is classified by masked word compares, and is
         // of the memo's service.
@@ -227,27 +231,25 @@ impl Worker {
             if one {
                 if let Some((src, sport, flags)) = tpl4.match4(d) {
                     debug_assert!(matches!(wire::fast::classify(d), Fast::V4(t) if (t.src, t.sport, t.flags, t.proto) == (src, sport, flags, tpl4.proto()) && (u64::from(t.dst) << 24 | u64::from(t.dport) << 8 | u64::from(t.proto)) == memo4_key), "the template matched a frame classify reads otherwise");
-                    let (s, id, life) = memo4;
+                    let (sl, id) = memo4;
                     let key = CtKey { src, sport, service: id };
                     if may_change_state(flags) {
                         self.keyed4(j, key, KEYED | if opens(flags, tpl4.proto()) { SECOND } else { 0 });
                         continue;
                     }
-                    self.plan.svc[j] = s;
-                    self.plan.life[j] = life;
+                    self.plan.svc_life[j] = sl;
                     self.keyed4(j, key, KEYED | FAST);
                     continue;
                 }
                 if let Some((src, sport, flags)) = tpl6.match6(d) {
                     debug_assert!(matches!(wire::fast::classify(d), Fast::V6(t) if (t.src, t.sport, t.flags, t.proto, t.dst) == (src, sport, flags, tpl6.proto(), memo6_vip) && (u32::from(t.dport) << 8 | u32::from(t.proto)) == memo6_key), "the template matched a frame classify reads otherwise");
-                    let (s, id, life) = memo6;
+                    let (sl, id) = memo6;
                     let key = CtKey { src, sport, service: id };
                     if may_change_state(flags) {
                         self.keyed6(j, key, KEYED | SIX | if opens(flags, tpl6.proto()) { SECOND } else { 0 });
                         continue;
                     }
-                    self.plan.svc[j] = s;
-                    self.plan.life[j] = life;
+                    self.plan.svc_life[j] = sl;
                     self.keyed6(j, key, KEYED | SIX | FAST);
                     continue;
                 }
@@ -257,14 +259,14 @@ impl Worker {
             match fast {
                 Fast::V4(t) => {
                     let vkey = (u64::from(t.dst) << 24) | (u64::from(t.dport) << 8) | u64::from(t.proto);
-                    let (s, id, life) = if vkey == memo4_key {
+                    let (sl, id) = if vkey == memo4_key {
                         memo4
                     } else {
                         match self.service_of(t.dst, t.dport, t.proto, snap).and_then(|s| snap.services.get(usize::from(s)).map(|svc| (s, svc))) {
                             Some((s, svc)) if covered(svc) => {
                                 let life = ConnTable::<u32>::established_life(now, &self.timeouts.for_service(svc.proto, svc.idle_timeout_ms));
                                 memo4_key = vkey;
-                                memo4 = (s, svc.id, life);
+                                memo4 = (u64::from(s) << 32 | u64::from(life), svc.id);
                                 tpl4 = Template::learn(d, &fast);
                                 memo4
                             }
@@ -285,21 +287,20 @@ impl Worker {
                         self.keyed4(j, key, KEYED | if opens(t.flags, t.proto) { SECOND } else { 0 });
                         continue;
                     }
-                    self.plan.svc[j] = s;
-                    self.plan.life[j] = life;
+                    self.plan.svc_life[j] = sl;
                     self.keyed4(j, key, KEYED | FAST);
                 }
                 Fast::V6(t) => {
                     self.ipv6_seen = true;
                     let pkey = (u32::from(t.dport) << 8) | u32::from(t.proto);
-                    let (s, id, life) = if pkey == memo6_key && t.dst == memo6_vip {
+                    let (sl, id) = if pkey == memo6_key && t.dst == memo6_vip {
                         memo6
                     } else {
                         match self.service_of6(t.dst, t.dport, t.proto, snap).and_then(|s| snap.services.get(usize::from(s)).map(|svc| (s, svc))) {
                             Some((s, svc)) if covered(svc) => {
                                 let life = ConnTable::<u32>::established_life(now, &self.timeouts.for_service(svc.proto, svc.idle_timeout_ms));
                                 (memo6_vip, memo6_key) = (t.dst, pkey);
-                                memo6 = (s, svc.id, life);
+                                memo6 = (u64::from(s) << 32 | u64::from(life), svc.id);
                                 tpl6 = Template::learn(d, &fast);
                                 memo6
                             }
@@ -319,8 +320,7 @@ impl Worker {
                         self.keyed6(j, key, KEYED | SIX | if opens(t.flags, t.proto) { SECOND } else { 0 });
                         continue;
                     }
-                    self.plan.svc[j] = s;
-                    self.plan.life[j] = life;
+                    self.plan.svc_life[j] = sl;
                     self.keyed6(j, key, KEYED | SIX | FAST);
                 }
                 Fast::General => {}
@@ -351,7 +351,8 @@ impl Worker {
     #[inline(always)]
     fn keyed6(&mut self, j: usize, key: CtKey<u128>, lane: Lane) {
         let j = j % BURST;
-        let (b1, b2) = self.ct6.bucket_pair(&key);
+        // one /64's packets share the mix of the address's high half
+        let (b1, b2) = self.ct6.bucket_pair6_memo(&key, &mut self.plan.mix6);
         self.ct6.prefetch_bucket(b1);
         if lane & SECOND != 0 {
             self.ct6.prefetch_bucket(b2);
@@ -407,7 +408,8 @@ impl Worker {
     #[inline(always)]
     fn fast_hit<A: Family, B: PacketBuf>(&mut self, k: &CtKey<A>, pair: (u32, u32), j: usize, buf: &mut B, snap: &Snapshot, now: u32) -> Option<Verdict> {
         let j = j % BURST;
-        let (svc_idx, life) = (self.plan.svc[j], self.plan.life[j]);
+        let sl = self.plan.svc_life[j];
+        let (svc_idx, life) = ((sl >> 32) as u16, sl as u32);
         let mut word = 0u64;
         let backend = A::ct(self).hit_established(k, pair, now, life, |backend, incarnation| {
             // the sealed slot (`FastSlot`): the service index only when `fast_mac` holds
