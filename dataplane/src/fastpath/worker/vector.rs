@@ -226,7 +226,6 @@ impl Worker {
         for (j, b) in bufs.iter().enumerate().take(n) {
             let j = j % BURST;
             let d = b.data();
-            self.plan.lane[j] = GENERAL;
             let one = b.segments() == 1;
             if one {
                 if let Some((src, sport, flags)) = tpl4.match4(d) {
@@ -254,6 +253,7 @@ impl Worker {
                     continue;
                 }
             }
+            self.plan.lane[j] = GENERAL;
             let dst = d.first_chunk::<8>().map_or(u64::MAX, |h| u64::from_le_bytes(*h) & 0xffff_ffff_ffff);
             let fast = if (dst == ours || dst == device) && one { wire::fast::classify(d) } else { Fast::General };
             match fast {
