@@ -21,8 +21,7 @@ VECTOR = "fastpath/worker/vector.rs"
 # last marker above it.
 VECTOR_MARKS = [
     ("pub fn plan_burst", "1 classify + service"),
-    ("// Stage 2: hash", "2 hash + prefetch"),
-    ("pub fn issue_planned", "2 hash + prefetch"),
+    ("fn keyed4", "2 hash + prefetch"),
     ("pub fn decide_planned", "3 look up, update, rewrite"),
     ("fn fast_hit", "3 look up, update, rewrite"),
 ]

@@ -519,10 +519,8 @@ impl Worker {
             total += n;
             bump(&self.stats.rx, n as u64);
             let fwd = self.ports.get(i).map_or(i, |p| p.forward_to).min(ports.len() - 1);
-            // The vector fast path's stages over the burst (worker/vector.rs), then each
-            // packet decided in order. Table loads go a few packets ahead of their lookups:
-            // all of a burst's at once would queue behind the core's few outstanding-miss
-            // slots (line fill buffers).
+            // The vector fast path's stages over the burst (worker/vector.rs: classify,
+            // hash and load every bucket), then each packet decided in order.
             self.plan_burst(&rx, i, snap, now_ms);
             let mut forwarded = 0u64;
             for (j, mut b) in rx.drain(..).enumerate() {

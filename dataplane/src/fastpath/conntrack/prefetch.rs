@@ -1,7 +1,8 @@
 //! The connection table's bucket hash, and [`PrefetchTarget`]: the buckets a packet's
-//! lookup will read, computed
-//! for a whole burst and issued a few packets ahead of the lookups (`Worker::poll`,
-//! docs/benchmarks.md "conntrack at 1 M flows"), carrying the key's bucket hash so the lookup
+//! lookup will read, computed for a whole burst and issued a few packets ahead of the
+//! lookups (the general path's pipelined prefetch, as the `established_burst32_pipelined`
+//! bench runs it; `Worker::poll`'s vector path hashes and loads a burst's buckets in its
+//! stage 2 instead, `conntrack/fast.rs`), carrying the key's bucket hash so the lookup
 //! does not hash again (one hash per packet). A child of [`super`].
 
 use super::{Bucket, ConnTable};
@@ -102,7 +103,7 @@ impl<A: FlowAddr> ConnTable<A> {
     /// Where `k`'s lookup will read: its first-choice bucket (all of its cache lines), and
     /// with `both` its second: for packets that will insert (a SYN), whose insertion reads
     /// the second bucket when the first is full — always the case in a SYN flood against a
-    /// full table. The worker computes the targets of a whole burst first and
+    /// full table. The pipelined prefetch computes the targets of a whole burst first and
     /// issues them a few packets ahead of their lookups ([`PrefetchTarget::issue`],
     /// `worker::PREFETCH_DISTANCE`), so the DRAM misses of a large table overlap with the
     /// processing of earlier packets instead of being waited for (docs/benchmarks.md,

@@ -6,10 +6,12 @@ use crate::fastpath::conntrack::PrefetchTarget;
 use crate::control::snapshot::{ServiceSnap, Snapshot};
 use crate::wire;
 
-/// How many packets ahead of its lookup [`Worker::poll`] starts loading a packet's
-/// connection-table bucket (docs/benchmarks.md "conntrack at 1 M flows"): far enough that
-/// the DRAM miss is over when the lookup comes, near enough that the lines in flight fit
-/// the core's outstanding-miss slots.
+/// How many packets ahead of its lookup the pipelined prefetch of the general path
+/// ([`Worker::prefetch_target`]) starts loading a packet's connection-table bucket, as the
+/// `established_burst32_pipelined` bench runs it (`Worker::poll` now loads a whole burst's
+/// buckets in the vector path's stage 2, worker/vector.rs): far enough that the DRAM miss
+/// is over when the lookup comes, near enough that the lines in flight fit the core's
+/// outstanding-miss slots.
 pub const PREFETCH_DISTANCE: usize = 8;
 
 // No prefetch pass below some table size: tried (2026-12-01), and undone. Even 1,000

@@ -5,22 +5,28 @@
 //! leaves the vector for the general path ([`Worker::process`]), unchanged.
 //!
 //! Stages, in order:
-//! 1. **classify** ([`Worker::plan_burst`]): the first cache line at fixed offsets
-//!    ([`wire::fast::classify`]), the link-layer rule (sent to the port's MAC), then
-//!    (VIP, port, protocol) → service through the worker's service cache. A packet of a
-//!    service the fast path covers (L2 DSR, no QUIC-LB, the per-connection key: see
-//!    [`covered`]) gets a fast lane, or a keyed lane when its TCP flags may change its
-//!    entry's state (SYN, FIN or RST: the general path decides, with its buckets already
-//!    computed; a SYN's insertion may read both); everything else gets the general lane.
-//! 2. **hash and prefetch**: every keyed packet's bucket pair, and the first
-//!    [`PREFETCH_DISTANCE`] packets' buckets prefetched (the rest a fixed distance ahead
-//!    of their lookups, [`Worker::issue_planned`], as the line fill buffers allow).
+//! 1. **classify** ([`Worker::plan_burst`]): the first cache line at fixed offsets, the
+//!    link-layer rule (sent to the port's MAC), then (VIP, port, protocol) → service
+//!    through the worker's service cache. The frame that finds a service the fast path
+//!    covers also teaches the burst its shape ([`Template`]): every later frame that
+//!    matches it (a few masked word compares and the per-packet length checks) is
+//!    classified, and of that service, without the parse ([`wire::fast::classify`]) or
+//!    the service lookup; any other frame takes them. A packet of a service the fast path
+//!    covers (L2 DSR, no QUIC-LB, the per-connection key: see [`covered`]) gets a fast
+//!    lane, or a keyed lane when its TCP flags may change its entry's state (SYN, FIN or
+//!    RST: the general path decides, with its buckets already computed; a SYN's insertion
+//!    may read both); everything else gets the general lane.
+//! 2. **hash and prefetch**, as stage 1 writes each key (the key still in registers):
+//!    its bucket pair, and the bucket loads of the whole burst issued at once (a SYN's
+//!    second bucket too), as l3fwd's multi-lookup does, so the lookups of stage 3 find
+//!    them loaded or in flight.
 //! 3. **look up, update, rewrite** ([`Worker::decide_planned`], in packet order): a fast
 //!    lane (a TCP segment without SYN, FIN or RST, or a UDP datagram) takes its entry only
 //!    when it is live, established and this host's own, and its backend is kept without
 //!    asking the service anything more (present, healthy, not draining or evicting) with
 //!    a resolved next hop ([`ConnTable::hit_established`](crate::fastpath::conntrack::ConnTable::hit_established),
-//!    [`fast_mac`]); then its deadline is refreshed (the life word computed once per
+//!    [`fast_mac`], read from the snapshot's sealed slots: [`FastSlot`](crate::control::snapshot::FastSlot));
+//!    then its deadline is refreshed (the life word computed once per
 //!    service and burst) and the frame rewritten for L2 DSR. Any other packet, and a fast
 //!    lane whose entry declines, goes to the general path with its buckets handed over:
 //!    state changes (a flow's confirming packet, FIN, RST), unhealthy or draining
@@ -183,9 +189,8 @@ impl Worker {
     }
 
     /// Stages 1 and 2 for the burst `bufs` received on port `port` at `now` (module docs):
-    /// classify every packet, find its service, hash its key and prefetch the first
-    /// buckets. Then [`Worker::decide_planned`] decides packet `j` of the same burst, in
-    /// order, issuing [`Worker::issue_planned`] for `j + PREFETCH_DISTANCE` first.
+    /// classify every packet, find its service, hash its key and prefetch its buckets.
+    /// Then [`Worker::decide_planned`] decides packet `j` of the same burst, in order.
     #[inline]
     pub fn plan_burst<B: PacketBuf>(&mut self, bufs: &[B], port: usize, snap: &Snapshot, now: u32) {
         self.clock_ms = now;
