@@ -106,6 +106,10 @@ fn edits_keep_state_of_unchanged_backends() {
     // stale generation
     let r = d.edit_request(set("web", "b1", &[("weight", "81")], Some(1)));
     assert_eq!(r, Response::Error { message: "config generation is 2, not 1: someone else changed it; re-read and retry".into() });
+    // a generation ahead of the daemon's: nobody changed anything (QA)
+    let r = d.edit_request(set("web", "b1", &[("weight", "81")], Some(u64::MAX)));
+    let Response::Error { message } = r else { panic!("accepted: {r:?}") };
+    assert!(message.contains(&format!("{} is ahead of the daemon's current generation", u64::MAX)) && !message.contains("someone else"), "{message}");
     // changing b2's address makes it a new endpoint: without a health check it is
     // static (healthy); removing and re-adding b1 gets a new incarnation
     let inc_b1 = { let st = d.control.lock().unwrap(); st.slots.incarnation(st.slots.slot("web", "b1", "b1").unwrap()) };
