@@ -361,7 +361,13 @@ fn endpoint_diff(prefix: &str, old: &Backend, new: &Backend, out: &mut Vec<Strin
         match old.endpoint_index(&e.label()) {
             None => out.push(format!("{prefix}endpoint {} added", e.label())),
             Some(i) => {
-                let t = |e: &spillway_shared::config::Endpoint| toml::Table::try_from(e).unwrap_or_default();
+                // `enabled` is left out of an endpoint's TOML when true (its default): put it
+                // back so re-enabling reads `false -> true`, not `-> (unset)` (QA)
+                let t = |e: &spillway_shared::config::Endpoint| {
+                    let mut t = toml::Table::try_from(e).unwrap_or_default();
+                    t.entry("enabled").or_insert(toml::Value::Boolean(e.enabled));
+                    t
+                };
                 table_diff(&format!("{prefix}endpoint {}: ", e.label()), &t(&old.endpoints[i]), &t(e), "", out);
             }
         }

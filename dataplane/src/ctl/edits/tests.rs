@@ -219,6 +219,20 @@ fn endpoint_set_on_a_one_address_backend_names_what_changed() {
     assert_eq!(a.changes, ["service web: backend b1: endpoint b1: address: \"10.0.1.1\" -> \"10.0.1.77\""]);
 }
 
+/// Re-enabling an endpoint reads `enabled: false -> true`, not `-> (unset)` (`enabled =
+/// true` is its default, left out of its TOML; QA).
+#[test]
+fn re_enabling_an_endpoint_says_true() {
+    let d = daemon();
+    applied(&d, ep_req("add", "b1", "e2", &[("address", "10.0.1.12"), ("mac", "02:00:00:00:0b:12")]));
+    let r = d.edit_request(ep_req("set", "b1", "e2", &[("enabled", "false")]));
+    let Response::Applied(a) = r else { panic!("{r:?}") };
+    assert_eq!(a.changes, ["service web: backend b1: endpoint e2: enabled: true -> false"]);
+    let r = d.edit_request(ep_req("set", "b1", "e2", &[("enabled", "true")]));
+    let Response::Applied(a) = r else { panic!("{r:?}") };
+    assert_eq!(a.changes, ["service web: backend b1: endpoint e2: enabled: false -> true"]);
+}
+
 #[test]
 fn endpoint_edits_keep_slots_and_health_of_the_others_and_refuse_bad_input() {
     let d = daemon();
