@@ -84,14 +84,20 @@ fn resolve_follows_links_at_every_call() {
     let _ = std::fs::remove_dir_all(&d);
 }
 
+/// Writes `good` to the config file `p` with `mode`, keeps it as the last good file and
+/// returns the backup's path.
+fn kept_with_mode(p: &Path, mode: u32) -> PathBuf {
+    std::fs::write(p, "good").unwrap();
+    std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();
+    keep_last_good(p, "good");
+    backup_path(p)
+}
+
 #[test]
 fn the_last_good_file_is_kept_beside_the_target() {
     let d = dir("bak");
     let p = d.join("c.toml");
-    std::fs::write(&p, "good").unwrap();
-    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).unwrap();
-    keep_last_good(&p, "good");
-    let bak = backup_path(&p);
+    let bak = kept_with_mode(&p, 0o600);
     assert_eq!(bak, d.join("c.toml.bak"));
     assert_eq!(std::fs::read_to_string(&bak).unwrap(), "good");
     assert_eq!(std::fs::metadata(&bak).unwrap().mode() & 0o7777, 0o600, "the backup is as private as the file");
@@ -110,10 +116,7 @@ fn the_last_good_file_is_kept_beside_the_target() {
 fn the_backup_follows_the_files_mode_and_owner() {
     let d = dir("bakmode");
     let p = d.join("c.toml");
-    std::fs::write(&p, "good").unwrap();
-    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o644)).unwrap();
-    keep_last_good(&p, "good");
-    let bak = backup_path(&p);
+    let bak = kept_with_mode(&p, 0o644);
     let mode = |f: &Path| std::fs::metadata(f).unwrap().mode() & 0o7777;
     assert_eq!(mode(&bak), 0o644);
     std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).unwrap();
@@ -140,9 +143,7 @@ fn a_recreated_file_gets_the_backups_mode() {
     let d = dir("recreate");
     let p = d.join("c.toml");
     for want in [0o644, 0o600] {
-        std::fs::write(&p, "good").unwrap();
-        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(want)).unwrap();
-        keep_last_good(&p, "good");
+        kept_with_mode(&p, want);
         std::fs::remove_file(&p).unwrap();
         write_atomic(&p, "again").unwrap();
         assert_eq!(std::fs::metadata(&p).unwrap().mode() & 0o7777, want, "recreated with the mode of {}", backup_path(&p).display());
