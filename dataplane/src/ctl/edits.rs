@@ -111,16 +111,36 @@ fn forwarding_ports(cfg: &Config) -> impl Iterator<Item = usize> + '_ {
 }
 
 /// Parses one `field=value` value: a TOML value (`0.5`, `true`, `"x"`, `[1, 2]`); a bare
-/// word that is not TOML is taken as a string (`SPILL_CROSS_ZONE`). Empty = remove.
-pub fn parse_value(v: &str) -> Option<toml::Value> {
+/// word that is not TOML is taken as a string (`SPILL_CROSS_ZONE`). Empty = remove
+/// (`Ok(None)`).
+///
+/// Errors (docs/ctl.md "Field syntax"): a value that holds more TOML after it, read as
+/// the document `x = VALUE` (`"z2"`, a newline, `weight=5` brings the key `weight`): only
+/// the first value would be applied, so the error names the extra keys; and a value that
+/// is not TOML but spans lines (a bare word is one line), for the same reason. The client
+/// `spillwayctl` refuses these too, but the daemon must not half-apply another client's.
+pub fn parse_value(v: &str) -> Result<Option<toml::Value>, String> {
     let v = v.trim();
     if v.is_empty() {
-        return None;
+        return Ok(None);
     }
     match toml::from_str::<toml::Table>(&format!("x = {v}")) {
-        Ok(mut t) => t.remove("x"),
-        Err(_) => Some(toml::Value::String(v.to_string())),
+        Ok(mut t) => {
+            let value = t.remove("x");
+            if !t.is_empty() {
+                let extra = t.keys().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", ");
+                return Err(format!("the value holds more TOML after it ({extra}), which would not be applied; give each field as its own field=value pair"));
+            }
+            Ok(value)
+        }
+        Err(_) if v.contains(['\n', '\r']) => Err("the value spans lines but is not one TOML value (a bare word is one line); give each field as its own field=value pair".into()),
+        Err(_) => Ok(Some(toml::Value::String(v.to_string()))),
     }
+}
+
+/// [`parse_value`] of `v`, the value of field `k` of `what`, its error naming both.
+fn parse_field(what: &str, k: &str, v: &str) -> Result<Option<toml::Value>, String> {
+    parse_value(v).map_err(|e| format!("{what}: {k} = {v:?}: {e}; nothing was applied"))
 }
 
 /// Refuses a field given twice in one command (`weight=1 weight=2`): which one was meant
@@ -182,7 +202,7 @@ fn edit<T: Serialize + DeserializeOwned>(obj: &T, fields: &[(String, String)], w
         if fixed.contains(&k.as_str()) {
             return Err(format!("{what}: field `{k}` cannot be set here (use the add/remove commands or config apply)"));
         }
-        match parse_value(v) {
+        match parse_field(what, k, v)? {
             Some(val) => {
                 t.insert(k.clone(), val);
             }
@@ -361,7 +381,13 @@ fn endpoint_diff(prefix: &str, old: &Backend, new: &Backend, out: &mut Vec<Strin
         match old.endpoint_index(&e.label()) {
             None => out.push(format!("{prefix}endpoint {} added", e.label())),
             Some(i) => {
-                let t = |e: &spillway_shared::config::Endpoint| toml::Table::try_from(e).unwrap_or_default();
+                // `enabled` is left out of an endpoint's TOML when true (its default): put it
+                // back so re-enabling reads `false -> true`, not `-> (unset)` (QA)
+                let t = |e: &spillway_shared::config::Endpoint| {
+                    let mut t = toml::Table::try_from(e).unwrap_or_default();
+                    t.entry("enabled").or_insert(toml::Value::Boolean(e.enabled));
+                    t
+                };
                 table_diff(&format!("{prefix}endpoint {}: ", e.label()), &t(&old.endpoints[i]), &t(e), "", out);
             }
         }
@@ -431,7 +457,7 @@ impl Daemon {
                 let mut t = toml::Table::new();
                 t.insert("name".into(), toml::Value::String(name.clone()));
                 for (k, v) in &fields {
-                    if let Some(v) = parse_value(v) {
+                    if let Some(v) = parse_field(&what, k, v)? {
                         t.insert(k.clone(), v);
                     }
                 }

@@ -277,8 +277,17 @@ fn merge_table(doc: &mut dyn TableLike, old: &toml::Table, new: &toml::Table, in
             Some(toml::Value::Array(a)) if a.is_empty() && !inline && doc.get(k).is_some_and(Item::is_array_of_tables) => {
                 doc.remove(k);
             }
-            Some(n) => match doc.get_mut(k) {
-                Some(item) => merge_item(item, o, n, inline),
+            Some(n) => match doc.get_key_value_mut(k) {
+                Some((mut key, item)) => {
+                    let was_value = item.is_value();
+                    merge_item(item, o, n, inline);
+                    // `backends = []` turned into `[[services.backends]]`: the key keeps
+                    // the decor of `backends = ` (a space before `=`), which would end up in
+                    // the header (QA: `[[services.backends ]]`)
+                    if was_value && item.is_array_of_tables() {
+                        key.leaf_decor_mut().clear();
+                    }
+                }
                 None => {
                     doc.insert(k, new_item(n, inline));
                 }

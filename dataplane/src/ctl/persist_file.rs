@@ -15,8 +15,9 @@ use std::path::{Path, PathBuf};
 pub const MAX_SYMLINKS: usize = 40;
 
 /// Mode of a config file the daemon creates anew (`config apply` of a file that was
-/// deleted); an existing file keeps its own. The same as the install step of
-/// docs/operations.md.
+/// deleted) when there is no `FILE.bak` to take it from ([`write_atomic`]); an existing
+/// file keeps its own. The same as the install step of docs/operations.md
+/// (`/etc/spillway/spillway.toml`, 0640).
 pub const NEW_FILE_MODE: u32 = 0o640;
 
 /// Whether a replaced file is on stable storage, as far as the daemon could make it.
@@ -62,20 +63,29 @@ pub fn backup_path(real: &Path) -> PathBuf {
 
 /// Writes `text` to `path` atomically: a temporary file in the same directory, given the
 /// old file's owner, group and mode (fchown, fchmod) before anything is written to it,
-/// written and fsynced, renamed over `path`, then the directory fsynced. A new file gets
-/// [`NEW_FILE_MODE`] and the daemon's owner.
+/// written and fsynced, renamed over `path`, then the directory fsynced. A file created
+/// anew (the old one deleted) gets the owner, group and mode of its last good copy
+/// `FILE.bak` ([`backup_path`]), which has those of the file it copied ([`keep_last_good`]),
+/// so a deleted 0644 file comes back 0644 and a private 0600 one stays private
+/// (docs/ctl.md "A broken or missing file"); without a backup, [`NEW_FILE_MODE`] and the
+/// daemon's owner.
 ///
 /// Errors (nothing changed, the temporary file removed): creating or writing the
 /// temporary file, keeping the owner or group (a daemon that may not give the file its
 /// group refuses rather than drop it), the rename. After the rename the file holds `text`:
 /// a failing directory fsync is then [`Durable::DirectoryNotSynced`], not an error.
 pub fn write_atomic(path: &Path, text: &str) -> std::io::Result<Durable> {
-    let like = std::fs::metadata(path).ok();
-    write_atomic_like(path, text, like.as_ref())
+    let bak = backup_path(path);
+    let like = match std::fs::metadata(path) {
+        Ok(m) => Some((m, path.to_path_buf())),
+        Err(_) => std::fs::metadata(&bak).ok().map(|m| (m, bak)),
+    };
+    write_atomic_like(path, text, like.as_ref().map(|(m, from)| (m, from.as_path())))
 }
 
-/// [`write_atomic`] with the owner, group and mode of `like` (else a new file's).
-fn write_atomic_like(path: &Path, text: &str, like: Option<&std::fs::Metadata>) -> std::io::Result<Durable> {
+/// [`write_atomic`] with the owner, group and mode of `like` (the metadata and the file it
+/// is of, for an error), else a new file's.
+fn write_atomic_like(path: &Path, text: &str, like: Option<(&std::fs::Metadata, &Path)>) -> std::io::Result<Durable> {
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
         _ => PathBuf::from("."),
@@ -87,9 +97,9 @@ fn write_atomic_like(path: &Path, text: &str, like: Option<&std::fs::Metadata>) 
     let res = (|| {
         let mut f = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&tmp)?;
         match like {
-            Some(m) => {
+            Some((m, from)) => {
                 std::os::unix::fs::fchown(&f, Some(m.uid()), Some(m.gid())).map_err(|e| {
-                    std::io::Error::new(e.kind(), format!("cannot keep the owner and group of {} (uid {}, gid {}): {e}", path.display(), m.uid(), m.gid()))
+                    std::io::Error::new(e.kind(), format!("cannot give {} the owner and group of {} (uid {}, gid {}): {e}", path.display(), from.display(), m.uid(), m.gid()))
                 })?;
                 f.set_permissions(m.permissions())?;
             }
@@ -115,17 +125,27 @@ fn write_atomic_like(path: &Path, text: &str, like: Option<&std::fs::Metadata>) 
 }
 
 /// Keeps `text`, a config file the daemon started from or wrote, as the last good file
-/// `FILE.bak` beside `real` (a resolved path), with the owner, group and mode of the
-/// existing backup, else of `real`. Does nothing when the backup already holds `text`;
-/// failures are logged (warning), never fatal: the backup is for recovery by hand
-/// (docs/operations.md "Config file recovery").
+/// `FILE.bak` beside `real` (a resolved path), with the owner, group and mode of `real`
+/// (docs/ctl.md "The last good file": a backup of a config that holds secrets is never
+/// more readable than the config; QA: after `chmod 600` the backup stayed 0644), else,
+/// with `real` missing, of the existing backup. Does nothing when the backup already holds
+/// `text` with that owner, group and mode; failures are logged (warning), never fatal:
+/// the backup is for recovery by hand (docs/operations.md "Config file recovery").
 pub fn keep_last_good(real: &Path, text: &str) {
     let bak = backup_path(real);
-    if std::fs::read(&bak).is_ok_and(|b| b == text.as_bytes()) {
+    let like = match std::fs::metadata(real) {
+        Ok(m) => Some((m, real.to_path_buf())),
+        Err(_) => std::fs::metadata(&bak).ok().map(|m| (m, bak.clone())),
+    };
+    let same_text = std::fs::read(&bak).is_ok_and(|b| b == text.as_bytes());
+    let same_meta = match (std::fs::metadata(&bak), &like) {
+        (Ok(b), Some((m, _))) => (b.uid(), b.gid(), b.mode()) == (m.uid(), m.gid(), m.mode()),
+        _ => true,
+    };
+    if same_text && same_meta {
         return;
     }
-    let like = std::fs::metadata(&bak).or_else(|_| std::fs::metadata(real)).ok();
-    match write_atomic_like(&bak, text, like.as_ref()) {
+    match write_atomic_like(&bak, text, like.as_ref().map(|(m, from)| (m, from.as_path()))) {
         Ok(Durable::Yes) => {}
         Ok(Durable::DirectoryNotSynced(e)) => tracing::warn!(path = %bak.display(), error = %e, "last good config kept, but its directory could not be fsynced"),
         Err(e) => tracing::warn!(path = %bak.display(), error = %e, "cannot keep the last good config"),

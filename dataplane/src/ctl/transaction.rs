@@ -101,8 +101,17 @@ fn plan(st: &ControlState, if_generation: Option<u64>, keep_old: bool, f: impl F
     Ok(Ok(Planned { old, cand, changes, changed, next_gen: st.config_generation + 1 }))
 }
 
+/// The refusal of `--if-generation want` when the config generation is `cur`: an older
+/// `want` means another edit was applied since it was read; a newer one was never this
+/// daemon's (a typo, or read from another daemon or before a restart from an older file),
+/// and nobody changed anything (QA: `--if-generation 18446744073709551615` was told
+/// "someone else changed it").
 pub(super) fn stale(cur: u64, want: u64) -> String {
-    format!("config generation is {cur}, not {want}: someone else changed it; re-read and retry")
+    if want > cur {
+        format!("config generation is {cur}, not {want}: {want} is ahead of the daemon's current generation (nothing changed; was it read from another daemon, or mistyped?); re-read it (`spillwayctl config show` names it) and retry")
+    } else {
+        format!("config generation is {cur}, not {want}: someone else changed it; re-read and retry")
+    }
 }
 
 /// A validated edit, waiting for its write-back ([`Daemon::mutate`]).

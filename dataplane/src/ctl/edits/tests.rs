@@ -5,11 +5,13 @@ use crate::tests_config::Toml;
 
 #[test]
 fn values_parse_as_toml_or_bare_strings() {
-    assert_eq!(parse_value("0.5"), Some(toml::Value::Float(0.5)));
-    assert_eq!(parse_value("true"), Some(toml::Value::Boolean(true)));
-    assert_eq!(parse_value("SPILL_CROSS_ZONE"), Some(toml::Value::String("SPILL_CROSS_ZONE".into())));
-    assert_eq!(parse_value("\"a b\""), Some(toml::Value::String("a b".into())));
-    assert_eq!(parse_value(""), None);
+    assert_eq!(parse_value("0.5"), Ok(Some(toml::Value::Float(0.5))));
+    assert_eq!(parse_value("true"), Ok(Some(toml::Value::Boolean(true))));
+    assert_eq!(parse_value("SPILL_CROSS_ZONE"), Ok(Some(toml::Value::String("SPILL_CROSS_ZONE".into()))));
+    assert_eq!(parse_value("\"a b\""), Ok(Some(toml::Value::String("a b".into()))));
+    assert_eq!(parse_value("[1,\n 2]"), Ok(Some(toml::Value::Array(vec![1.into(), 2.into()]))), "a multi-line array is one value");
+    assert_eq!(parse_value("5 # a comment"), Ok(Some(toml::Value::Integer(5))));
+    assert_eq!(parse_value(""), Ok(None));
 }
 
 #[test]
@@ -106,6 +108,10 @@ fn edits_keep_state_of_unchanged_backends() {
     // stale generation
     let r = d.edit_request(set("web", "b1", &[("weight", "81")], Some(1)));
     assert_eq!(r, Response::Error { message: "config generation is 2, not 1: someone else changed it; re-read and retry".into() });
+    // a generation ahead of the daemon's: nobody changed anything (QA)
+    let r = d.edit_request(set("web", "b1", &[("weight", "81")], Some(u64::MAX)));
+    let Response::Error { message } = r else { panic!("accepted: {r:?}") };
+    assert!(message.contains(&format!("{} is ahead of the daemon's current generation", u64::MAX)) && !message.contains("someone else"), "{message}");
     // changing b2's address makes it a new endpoint: without a health check it is
     // static (healthy); removing and re-adding b1 gets a new incarnation
     let inc_b1 = { let st = d.control.lock().unwrap(); st.slots.incarnation(st.slots.slot("web", "b1", "b1").unwrap()) };
@@ -215,6 +221,20 @@ fn endpoint_set_on_a_one_address_backend_names_what_changed() {
     assert_eq!(a.changes, ["service web: backend b1: endpoint b1: address: \"10.0.1.1\" -> \"10.0.1.77\""]);
 }
 
+/// Re-enabling an endpoint reads `enabled: false -> true`, not `-> (unset)` (`enabled =
+/// true` is its default, left out of its TOML; QA).
+#[test]
+fn re_enabling_an_endpoint_says_true() {
+    let d = daemon();
+    applied(&d, ep_req("add", "b1", "e2", &[("address", "10.0.1.12"), ("mac", "02:00:00:00:0b:12")]));
+    let r = d.edit_request(ep_req("set", "b1", "e2", &[("enabled", "false")]));
+    let Response::Applied(a) = r else { panic!("{r:?}") };
+    assert_eq!(a.changes, ["service web: backend b1: endpoint e2: enabled: true -> false"]);
+    let r = d.edit_request(ep_req("set", "b1", "e2", &[("enabled", "true")]));
+    let Response::Applied(a) = r else { panic!("{r:?}") };
+    assert_eq!(a.changes, ["service web: backend b1: endpoint e2: enabled: false -> true"]);
+}
+
 #[test]
 fn endpoint_edits_keep_slots_and_health_of_the_others_and_refuse_bad_input() {
     let d = daemon();
@@ -303,6 +323,32 @@ fn integer_fields_take_plain_integers_only() {
     // nothing changed, and plain integers still apply
     assert_eq!(d.control.lock().unwrap().config_generation, 1);
     assert!(matches!(d.edit_request(set("web", "b1", &[("weight", "1000")], None)), Response::Applied(_)));
+}
+
+/// A value holding a second TOML line (`5`, a newline, `enabled=false` in one field, from
+/// a client other than spillwayctl) is refused naming the extra key; nothing is applied
+/// (fresh-user QA: `zone` was applied and `weight` dropped without a word).
+#[test]
+fn a_value_with_more_toml_after_it_is_refused_whole() {
+    let d = daemon();
+    let r = d.edit_request(set("web", "b1", &[("weight", "5\nenabled=false")], None));
+    let Response::Error { message } = r else { panic!("half applied: {r:?}") };
+    assert!(message.contains("weight = \"5\\nenabled=false\"") && message.contains("(`enabled`)") && message.contains("nothing was applied"), "{message}");
+    // something that is no TOML at all but spans lines is no bare word either
+    let r = d.edit_request(set("web", "b1", &[("zone", "z2\nweight=5 x")], None));
+    let Response::Error { message } = r else { panic!("accepted: {r:?}") };
+    assert!(message.contains("spans lines"), "{message}");
+    let add = |fields: &[(&str, &str)]| spillway_shared::proto::Request::ServiceAdd {
+        name: "api".into(),
+        fields: fields.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect(),
+        if_generation: None,
+    };
+    let r = d.edit_request(add(&[("vip", "\"10.0.0.101\""), ("port", "81\n[extra]\nk = 1")]));
+    let Response::Error { message } = r else { panic!("accepted: {r:?}") };
+    assert!(message.contains("service api: port = ") && message.contains("(`extra`)"), "{message}");
+    let st = d.control.lock().unwrap();
+    assert_eq!((st.config_generation, st.cfg.services.len()), (1, 1), "nothing applied");
+    assert_eq!((st.cfg.services[0].backends[0].weight, st.cfg.services[0].backends[0].enabled), (50, true));
 }
 
 /// A field given twice in one command is refused, naming both values; nothing is applied.

@@ -686,3 +686,17 @@ fn elements_added_live_leave_defaults_out() {
     assert!(!text.contains("backends = []"), "{text}");
     assert_eq!(Config::from_toml(&text).unwrap(), f.daemon.control.lock().unwrap().cfg);
 }
+
+/// On a file with no services, `service add` then `backend add` write plain table headers
+/// (QA: `[[services.backends ]]`, with a stray space).
+#[test]
+fn backends_added_to_a_new_service_get_a_clean_header() {
+    let f = fixture_with("noservices", "[dataplane]\nworkers = 1\n\n[[ports]]\nname = \"p0\"\ndevice = \"net_null0\"\naddress = \"10.0.0.2\"\n");
+    applied(f.daemon.edit_request(Request::ServiceAdd { name: "web".into(), fields: fields(&[("vip", "10.0.0.100"), ("port", "80")]), if_generation: None }));
+    let backend = |name: &str, address: &str| Request::BackendAdd { service: "web".into(), name: name.into(), fields: fields(&[("address", address), ("mac", "02:00:00:00:0b:01")]), if_generation: None };
+    applied(f.daemon.edit_request(backend("b1", "10.0.1.1")));
+    applied(f.daemon.edit_request(backend("b2", "10.0.1.2")));
+    let text = std::fs::read_to_string(&f.path).unwrap();
+    assert_eq!(headers(&text), ["[dataplane]", "[[ports]]", "[[services]]", "[[services.backends]]", "[[services.backends]]"], "{text}");
+    assert_eq!(Config::from_toml(&text).unwrap(), f.daemon.control.lock().unwrap().cfg.clone());
+}
