@@ -94,8 +94,8 @@ pub(in crate::fastpath) struct BurstPlan {
     /// ([`ConnTable::bucket_pair6_memo`](crate::fastpath::conntrack::ConnTable::bucket_pair6_memo)),
     /// reset every burst.
     mix6: (u64, u64),
-    /// The worker clock the burst was planned at, ms: the life words are computed for it,
-    /// so [`Worker::decide_planned`] at another time sends the packet to the general path.
+    /// The worker clock the burst was planned at, ms: stage 3 decides every packet of the
+    /// burst at this time (the life words are computed for it).
     now: u32,
     /// Packets of the burst the fast path decided so far (`WorkerStats::fast_path`).
     pub(super) fast: u64,
