@@ -112,9 +112,14 @@ fn through_the_loop(d: &Daemon, events: Vec<HealthEvent>) -> f64 {
     ms(t)
 }
 
+/// An `Accept` header as Prometheus sends it by default (`scrape_protocols`: OpenMetrics
+/// preferred, the text format 0.0.4 as a fallback): the exposition an operator's
+/// Prometheus gets, without the conversion a client asking for text costs.
+const PROMETHEUS_ACCEPT: &str = "application/openmetrics-text;version=1.0.0;q=0.5,application/openmetrics-text;version=0.0.1;q=0.4,text/plain;version=0.0.4;q=0.3,*/*;q=0.2";
+
 fn scrape(addr: std::net::SocketAddr) -> usize {
     let mut c = std::net::TcpStream::connect(addr).unwrap();
-    c.write_all(b"GET /metrics HTTP/1.1\r\nHost: bench\r\nConnection: close\r\n\r\n").unwrap();
+    c.write_all(format!("GET /metrics HTTP/1.1\r\nHost: bench\r\nAccept: {PROMETHEUS_ACCEPT}\r\nConnection: close\r\n\r\n").as_bytes()).unwrap();
     let mut body = Vec::new();
     c.read_to_end(&mut body).unwrap();
     body.len()
@@ -125,7 +130,7 @@ fn bench(services: u32, per_backend: u32, runs: usize) {
     let cfg = Config::from_toml(&text).unwrap();
     cfg.validate().unwrap();
     let t = Instant::now();
-    let d = Daemon::new(cfg, 1, vec![0x0a00_0002], Box::new(|_| Default::default())).unwrap();
+    let mut d = Daemon::new(cfg, 1, vec![0x0a00_0002], Box::new(|_| Default::default())).unwrap();
     println!("{services} services x {} endpoints ({} endpoints): first compilation {:.0} ms", per_backend * 2, services * per_backend * 2, ms(t));
     let mut flips = Vec::new();
     let mut direct = Vec::new();
@@ -154,16 +159,39 @@ fn bench(services: u32, per_backend: u32, runs: usize) {
         through_the_loop(&d, evs(true));
     }
     println!("{}", Stats(storms).line("400 flips at once (all published)", 500.0));
+    edits(&d, services, runs, "", 0);
+    // The same edits by a daemon started with `--config FILE` (the running config as the
+    // file): each edit is also written back to the file (merged into its text, checked,
+    // written, fsynced) before it is answered.
+    let file = std::env::temp_dir().join(format!("spillway-bench-control-{}.toml", std::process::id()));
+    std::fs::write(&file, d.control.lock().unwrap().cfg.to_toml()).unwrap(); // the running config, as the daemon writes it
+    d.config_path = Some(file.clone());
+    edits(&d, services, runs, ", with a config file", 100);
+    d.config_path = None;
+    let _ = std::fs::remove_file(&file);
+    let _ = std::fs::remove_file(spillway_dataplane::ctl::persist::backup_path(&file));
+    // Scrapes over HTTP, the metrics server as the daemon runs it: with every
+    // per-endpoint series (`metrics.per_endpoint = true`), then with the default.
+    for per_endpoint in [Some(true), None] {
+        d.control.lock().unwrap().cfg.metrics = Some(spillway_shared::config::fleet::MetricsConfig { listen: "127.0.0.1:0".into(), per_endpoint });
+        scrapes(&d, if per_endpoint.is_some() { "per_endpoint = true" } else { "per_endpoint default" });
+    }
+}
+
+/// `backend set` and `config apply` of the whole file with one backend's weight changed,
+/// as the control socket calls them; `file` names the set-up in the figures' labels, and
+/// `weights` offsets the weights set (each edit changes something).
+fn edits(d: &Daemon, services: u32, runs: usize, file: &str, weights: u32) {
     let mut sets = Vec::new();
     let mut sets_cpu = Vec::new();
     for r in 0..(runs as u32).min(5) {
         let (t, c) = (Instant::now(), thread_cpu_ms());
-        let a = d.edit_request(R::BackendSet { service: format!("svc{}", (r * 31) % services), name: "g1".into(), fields: vec![("weight".into(), (50 + r).to_string())], if_generation: None });
+        let a = d.edit_request(R::BackendSet { service: format!("svc{}", (r * 31) % services), name: "g1".into(), fields: vec![("weight".into(), (60 + weights + r).to_string())], if_generation: None });
         sets.push(ms(t));
         sets_cpu.push(thread_cpu_ms() - c);
-        assert!(matches!(a, Response::Applied(_)), "{a:?}");
+        assert!(matches!(&a, Response::Applied(x) if x.changes != ["no change"]), "{a:?}");
     }
-    println!("{}", Stats(sets).line("one `backend set` (answered, published)", 50.0));
+    println!("{}", Stats(sets).line(&format!("one `backend set` (answered, published){file}"), 50.0));
     println!("{}", cpu_line("one `backend set`", sets_cpu));
     let mut applies = Vec::new();
     let mut applies_cpu = Vec::new();
@@ -178,25 +206,19 @@ fn bench(services: u32, per_backend: u32, runs: usize) {
         let edited = match table.find("\nweight = ") {
             Some(k) => {
                 let eol = table[k + 1..].find('\n').map_or(table.len(), |e| k + 1 + e);
-                format!("{}\nweight = {}{}", &table[..k], 7 + r, &table[eol..])
+                format!("{}\nweight = {}{}", &table[..k], 7 + weights + r, &table[eol..])
             }
-            None => table.replacen("name = \"g1\"", &format!("name = \"g1\"\nweight = {}", 7 + r), 1),
+            None => table.replacen("name = \"g1\"", &format!("name = \"g1\"\nweight = {}", 7 + weights + r), 1),
         };
         let changed = format!("{}{edited}{}", &cur[..w], &cur[end..]);
         let (t, c) = (Instant::now(), thread_cpu_ms());
         let a = d.config_apply(&changed, None);
         applies.push(ms(t));
         applies_cpu.push(thread_cpu_ms() - c);
-        assert!(matches!(a, Response::Applied(_)), "{a:?}");
+        assert!(matches!(&a, Response::Applied(x) if x.changes != ["no change"]), "{a:?}");
     }
-    println!("{}", Stats(applies).line("`config apply`, one backend changed", 200.0));
+    println!("{}", Stats(applies).line(&format!("`config apply`, one backend changed{file}"), 200.0));
     println!("{}", cpu_line("`config apply`", applies_cpu));
-    // Scrapes over HTTP, the metrics server as the daemon runs it: with every
-    // per-endpoint series (`metrics.per_endpoint = true`), then with the default.
-    for per_endpoint in [Some(true), None] {
-        d.control.lock().unwrap().cfg.metrics = Some(spillway_shared::config::fleet::MetricsConfig { listen: "127.0.0.1:0".into(), per_endpoint });
-        scrapes(&d, if per_endpoint.is_some() { "per_endpoint = true" } else { "per_endpoint default" });
-    }
 }
 
 fn scrapes(d: &Daemon, what: &str) {

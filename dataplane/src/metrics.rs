@@ -21,11 +21,18 @@ use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 use std::sync::atomic::Ordering;
 
-/// Label set of one series: `(name, value)` pairs.
-type Labels = Vec<(String, String)>;
+/// Label set of one series: `(name, value)` pairs, shared by the families that label
+/// their series alike (a backend's or an endpoint's rows in each of its families: one
+/// label set per endpoint a scrape, not one per series).
+type Labels = std::sync::Arc<[(&'static str, String)]>;
 
-fn labels(pairs: &[(&str, &str)]) -> Labels {
-    pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+fn labels(pairs: &[(&'static str, &str)]) -> Labels {
+    pairs.iter().map(|(k, v)| (*k, v.to_string())).collect()
+}
+
+/// The empty label set.
+fn no_labels() -> Labels {
+    labels(&[])
 }
 
 /// One histogram series: labels, sum, count, (upper bound, count) per bucket (`+Inf` last).
@@ -65,7 +72,7 @@ struct Rows<V>(Vec<(Labels, V)>, MetricType);
 impl prometheus_client::encoding::EncodeMetric for Rows<u64> {
     fn encode(&self, mut encoder: prometheus_client::encoding::MetricEncoder) -> Result<(), std::fmt::Error> {
         for (l, v) in &self.0 {
-            encoder.encode_family(l)?.encode_counter::<prometheus_client::encoding::NoLabelSet, _, u64>(v, None)?;
+            encoder.encode_family(&&**l)?.encode_counter::<prometheus_client::encoding::NoLabelSet, _, u64>(v, None)?;
         }
         Ok(())
     }
@@ -80,7 +87,7 @@ impl prometheus_client::encoding::EncodeMetric for Rows<u64> {
 impl prometheus_client::encoding::EncodeMetric for Rows<f64> {
     fn encode(&self, mut encoder: prometheus_client::encoding::MetricEncoder) -> Result<(), std::fmt::Error> {
         for (l, v) in &self.0 {
-            encoder.encode_family(l)?.encode_gauge(v)?;
+            encoder.encode_family(&&**l)?.encode_gauge(v)?;
         }
         Ok(())
     }
@@ -100,7 +107,7 @@ struct Histograms(Vec<HistogramRow>);
 impl prometheus_client::encoding::EncodeMetric for Histograms {
     fn encode(&self, mut encoder: prometheus_client::encoding::MetricEncoder) -> Result<(), std::fmt::Error> {
         for (l, sum, count, buckets) in &self.0 {
-            encoder.encode_family(l)?.encode_histogram::<prometheus_client::encoding::NoLabelSet>(*sum, *count, buckets, None)?;
+            encoder.encode_family(&&**l)?.encode_histogram::<prometheus_client::encoding::NoLabelSet>(*sum, *count, buckets, None)?;
         }
         Ok(())
     }
@@ -111,25 +118,29 @@ impl prometheus_client::encoding::EncodeMetric for Histograms {
 
 /// The whole exposition (OpenMetrics text, ending in `# EOF`).
 pub fn render(daemon: &Daemon) -> String {
-    let status = daemon.status();
+    // Per endpoint (a single-endpoint backend's endpoint is named like the backend), while
+    // `metrics.per_endpoint` allows (off by default above 1,000 endpoints: docs/metrics.md);
+    // without them, the status has no per-endpoint rows to build.
+    let per_endpoint = {
+        let st = daemon.control.lock().unwrap_or_else(|e| e.into_inner());
+        let n_endpoints: usize = st.cfg.services.iter().flat_map(|s| &s.backends).map(|b| b.member_addresses().count()).sum();
+        st.cfg.metrics.as_ref().is_none_or(|m| m.per_endpoint_series(n_endpoints))
+    };
+    let status = daemon.status_with(per_endpoint);
     let mut b = Builder { reg: Registry::with_prefix("spillway") };
     let one = |v: bool| if v { 1.0 } else { 0.0 };
 
-    b.gauge("uptime_seconds", "Seconds since the daemon started", [(vec![], status.uptime_sec)]);
+    b.gauge("uptime_seconds", "Seconds since the daemon started", [(no_labels(), status.uptime_sec)]);
     b.gauge("build_info", "Always 1; the version label names the build", [(labels(&[("version", &status.version)]), 1.0)]);
 
     // Per service and backend.
-    let bl = |s: &spillway_shared::proto::BackendStatus| labels(&[("service", &s.service), ("backend", &s.backend), ("address", &s.address)]);
-    b.counter("backend_packets", "Packets forwarded to the backend (client to backend direction)", status.backends.iter().map(|s| (bl(s), s.packets)));
-    b.counter("backend_bytes", "Bytes (whole frames as received) forwarded to the backend", status.backends.iter().map(|s| (bl(s), s.bytes)));
-    b.counter("backend_new_connections", "New connections (connection-table misses) that selected the backend", status.backends.iter().map(|s| (bl(s), s.new_connections)));
-    b.gauge("backend_healthy", "1 when the backend passes its health checks: an enabled endpoint healthy (a group with every endpoint disabled: any endpoint healthy); admin state and drain are backend_enabled and backend_drained", status.backends.iter().map(|s| (bl(s), one(s.healthy))));
-    b.gauge("backend_enabled", "1 when the backend is enabled in the config (0 also for a group whose endpoints are all disabled)", status.backends.iter().map(|s| (bl(s), one(s.enabled))));
-    b.gauge("backend_drained", "1 when the backend takes no new connections by drain: capacity_scaler = 0, capacity_cps = 0, or auto capacity drain", status.backends.iter().map(|s| (bl(s), one(s.drained))));
-    // Per endpoint (a single-endpoint backend's endpoint is named like the backend), while
-    // `metrics.per_endpoint` allows (off by default above 1,000 endpoints: docs/metrics.md).
-    let n_endpoints: usize = status.backends.iter().map(|s| s.members.len()).sum();
-    let per_endpoint = daemon.control.lock().unwrap_or_else(|e| e.into_inner()).cfg.metrics.as_ref().is_none_or(|m| m.per_endpoint_series(n_endpoints));
+    let backends: Vec<(Labels, &spillway_shared::proto::BackendStatus)> = status.backends.iter().map(|s| (labels(&[("service", &s.service), ("backend", &s.backend), ("address", &s.address)]), s)).collect();
+    b.counter("backend_packets", "Packets forwarded to the backend (client to backend direction)", backends.iter().map(|(l, s)| (l.clone(), s.packets)));
+    b.counter("backend_bytes", "Bytes (whole frames as received) forwarded to the backend", backends.iter().map(|(l, s)| (l.clone(), s.bytes)));
+    b.counter("backend_new_connections", "New connections (connection-table misses) that selected the backend", backends.iter().map(|(l, s)| (l.clone(), s.new_connections)));
+    b.gauge("backend_healthy", "1 when the backend passes its health checks: an enabled endpoint healthy (a group with every endpoint disabled: any endpoint healthy); admin state and drain are backend_enabled and backend_drained", backends.iter().map(|(l, s)| (l.clone(), one(s.healthy))));
+    b.gauge("backend_enabled", "1 when the backend is enabled in the config (0 also for a group whose endpoints are all disabled)", backends.iter().map(|(l, s)| (l.clone(), one(s.enabled))));
+    b.gauge("backend_drained", "1 when the backend takes no new connections by drain: capacity_scaler = 0, capacity_cps = 0, or auto capacity drain", backends.iter().map(|(l, s)| (l.clone(), one(s.drained))));
     let endpoints: Vec<(Labels, &spillway_shared::proto::EndpointStatus)> = status
         .backends
         .iter()
@@ -149,10 +160,11 @@ pub fn render(daemon: &Daemon) -> String {
         e.2 += u64::from(s.healthy && s.enabled);
         e.3 += s.bytes;
     }
-    b.counter("service_packets", "Packets forwarded for the service, all backends", per_service.iter().map(|(s, v)| (labels(&[("service", s)]), v.0)));
-    b.counter("service_bytes", "Bytes forwarded for the service, all backends", per_service.iter().map(|(s, v)| (labels(&[("service", s)]), v.3)));
-    b.counter("service_new_connections", "New connections of the service, all backends", per_service.iter().map(|(s, v)| (labels(&[("service", s)]), v.1)));
-    b.gauge("service_healthy_backends", "Backends of the service that are healthy and enabled", per_service.iter().map(|(s, v)| (labels(&[("service", s)]), v.2 as f64)));
+    let per_service: Vec<(Labels, (u64, u64, u64, u64))> = per_service.into_iter().map(|(s, v)| (labels(&[("service", s)]), v)).collect();
+    b.counter("service_packets", "Packets forwarded for the service, all backends", per_service.iter().map(|(l, v)| (l.clone(), v.0)));
+    b.counter("service_bytes", "Bytes forwarded for the service, all backends", per_service.iter().map(|(l, v)| (l.clone(), v.3)));
+    b.counter("service_new_connections", "New connections of the service, all backends", per_service.iter().map(|(l, v)| (l.clone(), v.1)));
+    b.gauge("service_healthy_backends", "Backends of the service that are healthy and enabled", per_service.iter().map(|(l, v)| (l.clone(), v.2 as f64)));
 
     // Drops by reason (summed over workers; every reason present, zero or not).
     b.counter("drops", "Frames dropped, by reason (docs/semantics.md)", status.total.drops.iter().map(|(r, n)| (labels(&[("reason", r)]), *n)));
@@ -199,7 +211,7 @@ pub fn render(daemon: &Daemon) -> String {
         let st = daemon.control.lock().unwrap_or_else(|e| e.into_inner());
         (st.cfg.conntrack.capacity_per_worker, st.generation, st.config_generation, st.last_propagation_us)
     };
-    b.gauge("conntrack_capacity", "Connection-table entries per worker", [(vec![], f64::from(capacity))]);
+    b.gauge("conntrack_capacity", "Connection-table entries per worker", [(no_labels(), f64::from(capacity))]);
     let stats = &daemon.shared.stats;
     b.counter("conntrack_relocations", "Entries moved to their other bucket to make room for a new one", stats.iter().enumerate().map(|(i, s)| (w(i), s.ct_relocated.load(Ordering::Relaxed))));
     b.counter(
@@ -220,18 +232,18 @@ pub fn render(daemon: &Daemon) -> String {
 
     // Control socket.
     let cs = &status.control_socket;
-    b.counter("control_requests", "Control-socket requests answered", [(vec![], cs.requests)]);
-    b.counter("control_bad_frames", "Control-socket request frames that were truncated, too large, of another protocol version or garbage (each answered with a typed error)", [(vec![], cs.bad_frames)]);
-    b.counter("control_abandoned_requests", "Control-socket requests not applied because their client had closed the connection before they were served (its --timeout ran out)", [(vec![], daemon.ctl_stats.abandoned.load(Ordering::Relaxed))]);
-    b.counter("control_refused_peers", "Control-socket connections refused by the peer-credential check", [(vec![], cs.refused)]);
+    b.counter("control_requests", "Control-socket requests answered", [(no_labels(), cs.requests)]);
+    b.counter("control_bad_frames", "Control-socket request frames that were truncated, too large, of another protocol version or garbage (each answered with a typed error)", [(no_labels(), cs.bad_frames)]);
+    b.counter("control_abandoned_requests", "Control-socket requests not applied because their client had closed the connection before they were served (its --timeout ran out)", [(no_labels(), daemon.ctl_stats.abandoned.load(Ordering::Relaxed))]);
+    b.counter("control_refused_peers", "Control-socket connections refused by the peer-credential check", [(no_labels(), cs.refused)]);
 
     // Snapshots.
-    b.gauge("snapshot_generation", "Last snapshot generation published", [(vec![], generation as f64)]);
-    b.gauge("config_generation", "Config generation (moves with every applied spillwayctl edit)", [(vec![], config_generation as f64)]);
+    b.gauge("snapshot_generation", "Last snapshot generation published", [(no_labels(), generation as f64)]);
+    b.gauge("config_generation", "Config generation (moves with every applied spillwayctl edit)", [(no_labels(), config_generation as f64)]);
     b.gauge(
         "snapshot_publish_latency_seconds",
         "Last measured time from publishing a snapshot until every worker used it",
-        propagation.map(|us| (vec![], us as f64 / 1e6)),
+        propagation.map(|us| (no_labels(), us as f64 / 1e6)),
     );
 
     // Health probes (what the checker exposes: counts, RTT moving average and last RTT).
@@ -239,27 +251,27 @@ pub fn render(daemon: &Daemon) -> String {
         Some(c) if per_endpoint => c.snapshot(),
         _ => Vec::new(),
     };
-    let tl = |t: &crate::health::TargetStatus| labels(&[("service", &t.service), ("backend", &t.backend), ("endpoint", &t.endpoint)]);
-    b.counter("health_probes_sent", "Health probes sent", probes.iter().map(|t| (tl(t), t.probes_sent)));
-    b.counter("health_probes_failed", "Health probes that failed", probes.iter().map(|t| (tl(t), t.probes_failed)));
-    b.counter("health_probes_skipped", "Health probes skipped (previous probe still running)", probes.iter().map(|t| (tl(t), t.probes_skipped)));
-    b.gauge("health_probe_rtt_seconds", "Probe round-trip time, moving average", probes.iter().filter_map(|t| t.rtt_ewma_ms.map(|r| (tl(t), r / 1e3))));
-    b.gauge("health_probe_last_rtt_seconds", "Round-trip time of the last successful probe", probes.iter().filter_map(|t| t.rtt_last_ms.map(|r| (tl(t), r / 1e3))));
+    let probes: Vec<(Labels, crate::health::TargetStatus)> = probes.into_iter().map(|t| (labels(&[("service", &t.service), ("backend", &t.backend), ("endpoint", &t.endpoint)]), t)).collect();
+    b.counter("health_probes_sent", "Health probes sent", probes.iter().map(|(l, t)| (l.clone(), t.probes_sent)));
+    b.counter("health_probes_failed", "Health probes that failed", probes.iter().map(|(l, t)| (l.clone(), t.probes_failed)));
+    b.counter("health_probes_skipped", "Health probes skipped (previous probe still running)", probes.iter().map(|(l, t)| (l.clone(), t.probes_skipped)));
+    b.gauge("health_probe_rtt_seconds", "Probe round-trip time, moving average", probes.iter().filter_map(|(l, t)| t.rtt_ewma_ms.map(|r| (l.clone(), r / 1e3))));
+    b.gauge("health_probe_last_rtt_seconds", "Round-trip time of the last successful probe", probes.iter().filter_map(|(l, t)| t.rtt_last_ms.map(|r| (l.clone(), r / 1e3))));
     b.histogram(
         "endpoint_probe_rtt_seconds",
         "Round-trip time of successful health probes of the endpoint (measured by the health checker)",
-        probes.iter().map(|t| (tl(t), t.rtt_histogram.sum_sec, t.rtt_histogram.count(), t.rtt_histogram.buckets())).collect(),
+        probes.iter().map(|(l, t)| (l.clone(), t.rtt_histogram.sum_sec, t.rtt_histogram.count(), t.rtt_histogram.buckets())).collect(),
     );
 
     // Fleet flow-state sync (crate::sync; docs/bgp.md "Flow-state sync").
     let sy = &status.sync;
     if sy.enabled {
-        b.counter("sync_sent_messages", "Flow-sync messages sent to peers", [(vec![], sy.sent_messages)]);
-        b.counter("sync_sent_records", "Connection records sent to peers", [(vec![], sy.sent_records)]);
-        b.counter("sync_sent_bytes", "Flow-sync bytes sent (UDP payload)", [(vec![], sy.sent_bytes)]);
-        b.counter("sync_send_errors", "Flow-sync messages the kernel refused to send", [(vec![], sy.send_errors)]);
-        b.counter("sync_received_messages", "Flow-sync messages accepted from peers", [(vec![], sy.received_messages)]);
-        b.counter("sync_received_records", "Connection records in accepted messages", [(vec![], sy.received_records)]);
+        b.counter("sync_sent_messages", "Flow-sync messages sent to peers", [(no_labels(), sy.sent_messages)]);
+        b.counter("sync_sent_records", "Connection records sent to peers", [(no_labels(), sy.sent_records)]);
+        b.counter("sync_sent_bytes", "Flow-sync bytes sent (UDP payload)", [(no_labels(), sy.sent_bytes)]);
+        b.counter("sync_send_errors", "Flow-sync messages the kernel refused to send", [(no_labels(), sy.send_errors)]);
+        b.counter("sync_received_messages", "Flow-sync messages accepted from peers", [(no_labels(), sy.received_messages)]);
+        b.counter("sync_received_records", "Connection records in accepted messages", [(no_labels(), sy.received_records)]);
         let reasons: Vec<(Labels, u64)> = <spillway_shared::sync::Reject as strum::IntoEnumIterator>::iter()
             .map(|r| {
                 let name: &str = r.into();
@@ -279,28 +291,28 @@ pub fn render(daemon: &Daemon) -> String {
             ("bad_record", sy.bad_records),
         ];
         b.counter("sync_records", "Peers' connection records by outcome", outcomes.iter().map(|(o, n)| (labels(&[("outcome", o)]), *n)));
-        b.counter("sync_adopted_connections", "Flows that arrived here and kept their backend through a peer's synced entry", [(vec![], sy.adopted)]);
+        b.counter("sync_adopted_connections", "Flows that arrived here and kept their backend through a peer's synced entry", [(no_labels(), sy.adopted)]);
         b.counter("sync_queue_drops", "Records dropped because a worker queue was full, by direction", [(labels(&[("direction", "outbound")]), sy.outbound_queue_full), (labels(&[("direction", "inbound")]), sy.inbound_queue_full)]);
-        b.counter("sync_lost_messages", "Peers' messages that never arrived (gaps in their numbering)", [(vec![], sy.lost_messages)]);
-        b.counter("sync_stale_slot_records", "Records of this host not sent: the endpoint slot no longer held the entry's endpoint", [(vec![], sy.stale_slot)]);
-        b.gauge("sync_lag_seconds", "Receive time minus send time of the last accepted record message", [(vec![], sy.lag_ms_last as f64 / 1e3)]);
+        b.counter("sync_lost_messages", "Peers' messages that never arrived (gaps in their numbering)", [(no_labels(), sy.lost_messages)]);
+        b.counter("sync_stale_slot_records", "Records of this host not sent: the endpoint slot no longer held the entry's endpoint", [(no_labels(), sy.stale_slot)]);
+        b.gauge("sync_lag_seconds", "Receive time minus send time of the last accepted record message", [(no_labels(), sy.lag_ms_last as f64 / 1e3)]);
         b.gauge("sync_config_digest_info", "Always 1; the digest label is this host's routing-config digest (equal on hosts whose configs route alike)", [(labels(&[("digest", &sy.digest)]), 1.0)]);
-        b.gauge("sync_startup_done", "1 once the start-up dump from the peers is over (VIPs may be announced)", [(vec![], one(sy.startup_done))]);
+        b.gauge("sync_startup_done", "1 once the start-up dump from the peers is over (VIPs may be announced)", [(no_labels(), one(sy.startup_done))]);
         b.gauge("sync_config_digest_drift", "1 when the peer's routing-config digest differs from this host's", sy.peers.iter().map(|p| (labels(&[("peer", &p.address)]), one(p.drift))));
         b.gauge("sync_peer_last_heard_seconds", "Seconds since the peer's last accepted message", sy.peers.iter().filter_map(|p| p.last_heard_sec.map(|t| (labels(&[("peer", &p.address)]), t))));
     }
 
     // Next-hop resolution (crate::neighbor).
     let n = &status.neighbors;
-    b.counter("neighbor_requests", "ARP requests and Neighbor Solicitations sent to resolve next hops", [(vec![], n.requests)]);
-    b.counter("neighbor_replies", "ARP replies and Neighbor Advertisements learned (answers to our outstanding requests)", [(vec![], n.replies)]);
-    b.counter("neighbor_ignored_replies", "ARP replies and Neighbor Advertisements ignored: no request of ours was outstanding for that address, not addressed to the port we ask on, or not solicited", [(vec![], n.ignored)]);
-    b.counter("neighbor_timeouts", "Requests unanswered within neighbors.retry_ms", [(vec![], n.timeouts)]);
-    b.counter("neighbor_deferred_requests", "Requests postponed to a later control tick by the per-tick request limit", [(vec![], n.deferred)]);
-    b.counter("neighbor_expired", "Neighbour entries expired (neighbors.expiry_sec without a reply)", [(vec![], n.expired)]);
-    b.counter("neighbor_mac_changes", "Replies that changed a known next-hop MAC", [(vec![], n.changed)]);
-    b.counter("gratuitous_arp_sent", "Gratuitous ARPs queued for VIPs and port addresses", [(vec![], n.gratuitous)]);
-    b.counter("mld_reports_sent", "MLDv2 reports queued for the solicited-node groups of the IPv6 VIPs and port addresses (RFC 3810)", [(vec![], n.mld_reports)]);
+    b.counter("neighbor_requests", "ARP requests and Neighbor Solicitations sent to resolve next hops", [(no_labels(), n.requests)]);
+    b.counter("neighbor_replies", "ARP replies and Neighbor Advertisements learned (answers to our outstanding requests)", [(no_labels(), n.replies)]);
+    b.counter("neighbor_ignored_replies", "ARP replies and Neighbor Advertisements ignored: no request of ours was outstanding for that address, not addressed to the port we ask on, or not solicited", [(no_labels(), n.ignored)]);
+    b.counter("neighbor_timeouts", "Requests unanswered within neighbors.retry_ms", [(no_labels(), n.timeouts)]);
+    b.counter("neighbor_deferred_requests", "Requests postponed to a later control tick by the per-tick request limit", [(no_labels(), n.deferred)]);
+    b.counter("neighbor_expired", "Neighbour entries expired (neighbors.expiry_sec without a reply)", [(no_labels(), n.expired)]);
+    b.counter("neighbor_mac_changes", "Replies that changed a known next-hop MAC", [(no_labels(), n.changed)]);
+    b.counter("gratuitous_arp_sent", "Gratuitous ARPs queued for VIPs and port addresses", [(no_labels(), n.gratuitous)]);
+    b.counter("mld_reports_sent", "MLDv2 reports queued for the solicited-node groups of the IPv6 VIPs and port addresses (RFC 3810)", [(no_labels(), n.mld_reports)]);
     b.gauge("neighbor_resolved", "1 when the next-hop address has a MAC", n.entries.iter().map(|(a, mac, _)| (labels(&[("address", a)]), one(!mac.is_empty()))));
     b.counter("worker_arp_replies_seen", "ARP replies and Neighbor Advertisements the worker handed to the neighbour resolver", workers.iter().enumerate().map(|(i, c)| (w(i), c.arp_replies_seen)));
     b.counter("worker_control_tx_packets", "Frames the worker sent for the control side (ARP requests, gratuitous ARP, Neighbor Solicitations and Advertisements)", workers.iter().enumerate().map(|(i, c)| (w(i), c.control_tx)));
@@ -311,7 +323,7 @@ pub fn render(daemon: &Daemon) -> String {
     b.gauge("vip_ready", "1 when the VIP is ready: workers polling, snapshot in use, a healthy backend, not drained", vips.iter().map(|v| (vl(v), one(v.ready))));
     b.gauge("vip_drained", "1 when the operator drained the VIP", vips.iter().map(|v| (vl(v), one(v.drained))));
     b.gauge("vip_announced", "1 when the VIP is announced (on the announcement interface)", vips.iter().map(|v| (vl(v), one(v.announced))));
-    b.gauge("announce_enabled", "1 when [announce] runs (announcement interface up)", [(vec![], one(daemon.fleet.announcing()))]);
+    b.gauge("announce_enabled", "1 when [announce] runs (announcement interface up)", [(no_labels(), one(daemon.fleet.announcing()))]);
 
     // Ports (DPDK device counters).
     let pl = |p: &spillway_shared::proto::PortStatus| labels(&[("port", &p.name)]);

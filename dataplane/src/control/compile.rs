@@ -51,7 +51,7 @@ pub type HealthView = std::collections::HashMap<EndpointKey, EndpointView>;
 
 /// The view of one endpoint (a missing entry counts as healthy, without latency or load).
 pub fn endpoint_view(health: &HealthView, svc: &str, backend: &str, endpoint: &str) -> EndpointView {
-    health.get(&(svc.to_string(), backend.to_string(), endpoint.to_string())).cloned().unwrap_or_default()
+    health.get(super::slots::key(&(svc, backend, endpoint))).cloned().unwrap_or_default()
 }
 
 /// The pipeline's view of each backend of `svc`, in config order: its enabled endpoints

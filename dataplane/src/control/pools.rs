@@ -121,7 +121,11 @@ fn mark(cfg: &Config, slots: &SlotMap, snap: &mut Snapshot, pools: &mut HashMap<
         let Some(ss) = snap.services.get(si) else { continue };
         let fo = ss.failed_over;
         let eligible = eligible_slots(ss);
-        let ps = pools.entry(svc.name.clone()).or_insert_with(|| PoolState::at_start(ss));
+        // (the name copied only for a service new to `pools`, not per service per publication)
+        if !pools.contains_key(&svc.name) {
+            pools.insert(svc.name.clone(), PoolState::at_start(ss));
+        }
+        let Some(ps) = pools.get_mut(&svc.name) else { continue };
         let inactive = |slot: u16| {
             slots.owner(slot).is_some_and(|(s, b, _)| *s == svc.name && svc.backends.iter().any(|be| be.name == *b && be.failover != fo))
         };

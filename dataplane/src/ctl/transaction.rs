@@ -295,11 +295,8 @@ impl Daemon {
         // marked since the last publication); a change of structure recompiles all.
         st.dirty.edit_of(&old, &st.cfg, &changed);
         let snapshot_generation = self.republish_dirty(st);
-        // The replaced config (20,000 endpoints: milliseconds of freeing) is freed off the
-        // caller's path, or here if no thread can be started.
-        if let Err(e) = std::thread::Builder::new().name("config-free".into()).spawn(move || drop(old)) {
-            tracing::debug!(error = %e, "freeing the replaced config inline");
-        }
+        // The replaced config is freed off the caller's path.
+        super::persist::free_elsewhere(old);
         for c in &changes {
             tracing::info!(config_generation = next_gen, "config change: {c}");
         }

@@ -25,6 +25,14 @@ fn next_hop_problem(st: &crate::daemon::ControlState, svc: &spillway_shared::con
 impl Daemon {
     /// The status report.
     pub fn status(&self) -> StatusReport {
+        self.status_with(true)
+    }
+
+    /// The status report; without `endpoint_rows`, every [`BackendStatus::members`] is
+    /// left empty (its backend's sums, counts and health still cover every endpoint): the
+    /// metrics' scrape when per-endpoint series are off, which then builds no row, and
+    /// copies no name or address, per endpoint under the control lock.
+    pub fn status_with(&self, endpoint_rows: bool) -> StatusReport {
         let workers = self.worker_counters();
         let total = Counters::sum(&workers);
         let health_checker = {
@@ -45,7 +53,7 @@ impl Daemon {
         if health_checker.dead.is_none() {
             health_checker.dead = st.health_checker_dead.clone();
         }
-        let backends = self.backend_rows(&st, None);
+        let backends = self.backend_rows(&st, None, endpoint_rows);
         let ports = (0..st.cfg.ports.len()).map(|i| (self.port_stats)(i)).collect();
         StatusReport {
             version: env!("CARGO_PKG_VERSION").to_string(),
@@ -63,36 +71,40 @@ impl Daemon {
     }
 
     /// Rows of [`StatusReport::backends`]: one per backend (endpoint counts, drain, summed
-    /// counters) with its endpoints' rows; of every service, or of `only` (by name).
-    fn backend_rows(&self, st: &crate::daemon::ControlState, only: Option<&str>) -> Vec<BackendStatus> {
+    /// counters) with its endpoints' rows (with `endpoint_rows`); of every service, or of
+    /// `only` (by name).
+    fn backend_rows(&self, st: &crate::daemon::ControlState, only: Option<&str>, endpoint_rows: bool) -> Vec<BackendStatus> {
         let mut backends = Vec::new();
         // Health as the dataplane uses it: unresolved next hops count as unhealthy.
         let marked = crate::control::with_unresolved(&st.cfg, &st.health, st.neighbors.view());
         let health = marked.as_ref().unwrap_or(&st.health);
         let now_ms = self.started.elapsed().as_millis() as u64;
-        // Slots by borrowed key: one pass over the slot map instead of three strings
-        // copied per endpoint for each lookup (20,000 endpoints per scrape).
-        let slots: std::collections::HashMap<(&str, &str, &str), u16> =
-            st.slots.iter().filter(|((s, _, _), _)| only.is_none_or(|n| s == n)).map(|((s, b, e), slot)| ((s.as_str(), b.as_str(), e.as_str()), slot)).collect();
         for svc in st.cfg.services.iter().filter(|s| only.is_none_or(|n| s.name == n)) {
             let states = crate::control::backend_states(svc, health);
             let drained = st.states.get(&svc.name).map(|s| &s.drained);
             for (bi, b) in svc.backends.iter().enumerate() {
                 let mut members = Vec::new();
-                for m in b.members() {
-                    let slot = slots.get(&(svc.name.as_str(), b.name.as_str(), m.name.as_str())).copied();
+                // (endpoints, of them enabled, of them healthy; new connections, packets, bytes)
+                let (mut n, mut enabled, mut any_healthy, mut sums) = (0usize, 0usize, false, (0u64, 0u64, 0u64));
+                for m in b.member_refs() {
+                    let slot = st.slots.slot(&svc.name, &b.name, &m.name);
                     let (new_connections, packets) = slot.map_or((0, 0), |s| self.slot_totals(st, s));
                     let bytes = slot.map_or(0, |s| self.slot_bytes(st, s));
                     let healthy = crate::control::endpoint_view(health, &svc.name, &b.name, &m.name).healthy;
-                    let unresolved = next_hop_problem(st, svc, &m, now_ms);
-                    members.push(EndpointStatus { name: m.name, address: m.address.to_string(), weight: m.weight, healthy, enabled: m.enabled, new_connections, packets, bytes, unresolved, server_id: m.server_id });
+                    (n, enabled, any_healthy) = (n + 1, enabled + usize::from(m.enabled), any_healthy || healthy);
+                    sums = (sums.0 + new_connections, sums.1 + packets, sums.2 + bytes);
+                    if endpoint_rows {
+                        let m = m.to_member();
+                        let unresolved = next_hop_problem(st, svc, &m, now_ms);
+                        members.push(EndpointStatus { name: m.name, address: m.address.to_string(), weight: m.weight, healthy, enabled: m.enabled, new_connections, packets, bytes, unresolved, server_id: m.server_id });
+                    }
                 }
                 // A group whose endpoints are all disabled is disabled as a whole, as a
                 // disabled single backend is; its health is then its endpoints' own (the
                 // dataplane's count covers enabled endpoints only, and would say unhealthy
                 // for endpoints that pass their checks: fresh-user QA).
-                let all_disabled = b.is_group() && !members.is_empty() && members.iter().all(|m| !m.enabled);
-                let healthy = if all_disabled { members.iter().any(|m| m.healthy) } else { states[bi].is_healthy() };
+                let all_disabled = b.is_group() && n > 0 && enabled == 0;
+                let healthy = if all_disabled { any_healthy } else { states[bi].is_healthy() };
                 // Drained: auto capacity drain holds it, or the operator set its capacity to
                 // zero (`capacity_scaler = 0` or `capacity_cps = 0`): no new connections.
                 let drained = drained.is_some_and(|d| d.contains_key(&b.name)) || b.capacity_scaler == 0.0 || b.capacity_cps == Some(0.0);
@@ -103,9 +115,9 @@ impl Daemon {
                     zone: b.zone.clone(),
                     healthy,
                     enabled: b.enabled && !all_disabled,
-                    new_connections: members.iter().map(|m| m.new_connections).sum(),
-                    packets: members.iter().map(|m| m.packets).sum(),
-                    bytes: members.iter().map(|m| m.bytes).sum(),
+                    new_connections: sums.0,
+                    packets: sums.1,
+                    bytes: sums.2,
                     endpoints: states[bi].endpoints,
                     healthy_endpoints: states[bi].healthy_endpoints,
                     drained,
@@ -139,7 +151,7 @@ impl Daemon {
             services: [&'a Service; 1],
         }
         let toml = toml::to_string_pretty(&One { services: [svc] }).unwrap_or_else(|e| format!("# cannot serialise: {e}\n"));
-        Response::Service { generation: st.config_generation, toml, backends: self.backend_rows(&st, Some(name)) }
+        Response::Service { generation: st.config_generation, toml, backends: self.backend_rows(&st, Some(name), true) }
     }
 
     /// `health show`.
@@ -151,12 +163,17 @@ impl Daemon {
         // show` said "healthy static" for an endpoint `status` showed UNRESOLVED).
         let marked = crate::control::with_unresolved(&st.cfg, &st.health, st.neighbors.view());
         let now_ms = self.started.elapsed().as_millis() as u64;
+        // the checker's state by endpoint (the first of a key, as a search in order finds it)
+        let mut by_key: std::collections::HashMap<(&str, &str, &str), &crate::health::TargetStatus> = std::collections::HashMap::with_capacity(statuses.len());
+        for t in &statuses {
+            by_key.entry((t.service.as_str(), t.backend.as_str(), t.endpoint.as_str())).or_insert(t);
+        }
         let mut rows = Vec::new();
         for s in &st.cfg.services {
             for b in &s.backends {
                 for m in b.members() {
                     let v = crate::control::endpoint_view(marked.as_ref().unwrap_or(&st.health), &s.name, &b.name, &m.name);
-                    let t = statuses.iter().find(|t| t.service == s.name && t.backend == b.name && t.endpoint == m.name);
+                    let t = by_key.get(&(s.name.as_str(), b.name.as_str(), m.name.as_str())).copied();
                     // the next hop's reason only when it, not the probes, made it unhealthy
                     let probes_healthy = crate::control::endpoint_view(&st.health, &s.name, &b.name, &m.name).healthy;
                     let unresolved = if !v.healthy && probes_healthy { next_hop_problem(&st, s, &m, now_ms) } else { None };

@@ -93,15 +93,18 @@ fn sample(text: &str, series: &str) -> Option<f64> {
     text.lines().find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
 }
 
+/// The slots of `web`'s endpoints e1 and e2 in [`daemon`].
+fn slots_e1_e2(d: &crate::daemon::Daemon) -> (u16, u16) {
+    let st = d.control.lock().unwrap();
+    (st.slots.slot("web", "g1", "e1").unwrap(), st.slots.slot("web", "g1", "e2").unwrap())
+}
+
 /// Bytes per endpoint, backend and service are the per-worker slot counters summed;
 /// an endpoint without a resolved next hop shows as not resolved and not healthy.
 #[test]
 fn bytes_and_next_hops_per_endpoint() {
     let d = daemon();
-    let (s1, s2) = {
-        let st = d.control.lock().unwrap();
-        (st.slots.slot("web", "g1", "e1").unwrap(), st.slots.slot("web", "g1", "e2").unwrap())
-    };
+    let (s1, s2) = slots_e1_e2(&d);
     crate::fastpath::stats::bump(&d.shared.stats[0].backend_bytes[usize::from(s1)], 1000);
     crate::fastpath::stats::bump(&d.shared.stats[1].backend_bytes[usize::from(s1)], 500);
     crate::fastpath::stats::bump(&d.shared.stats[1].backend_bytes[usize::from(s2)], 60);
@@ -681,4 +684,31 @@ fn per_endpoint_series_follow_the_switch() {
     let limit = spillway_shared::config::fleet::PER_ENDPOINT_SERIES_AUTO_LIMIT;
     assert!(auto.per_endpoint_series(limit) && !auto.per_endpoint_series(limit + 1));
     assert!(spillway_shared::config::fleet::MetricsConfig { per_endpoint: Some(true), ..auto }.per_endpoint_series(20_000));
+}
+
+/// Without per-endpoint series a scrape builds no endpoint rows, and every other series
+/// is what the scrape with them shows: the backend rows of `status_with(false)` are
+/// `status()`'s without their members (sums over every endpoint, health, a group whose
+/// endpoints are all disabled shown disabled and healthy by its endpoints).
+#[test]
+fn a_scrape_without_endpoint_rows_keeps_every_other_series() {
+    let d = daemon();
+    let (s1, s2) = slots_e1_e2(&d);
+    crate::fastpath::stats::bump(&d.shared.stats[0].backend_bytes[usize::from(s1)], 1000);
+    crate::fastpath::stats::bump(&d.shared.stats[1].backend_bytes[usize::from(s2)], 60);
+    for e in &mut d.control.lock().unwrap().cfg.services[0].backends[0].endpoints {
+        e.enabled = false;
+    }
+    let full = d.status();
+    let rows = d.status_with(false);
+    assert!(full.backends.iter().all(|b| !b.members.is_empty()) && rows.backends.iter().all(|b| b.members.is_empty()));
+    let without_members = |b: &spillway_shared::proto::BackendStatus| spillway_shared::proto::BackendStatus { members: Vec::new(), ..b.clone() };
+    assert_eq!(rows.backends, full.backends.iter().map(without_members).collect::<Vec<_>>());
+    assert_eq!(rows.backends[0].bytes, 1060);
+    assert!(!rows.backends[0].enabled && rows.backends[0].healthy, "all endpoints disabled: disabled, healthy by its endpoints");
+    let on = render(&d);
+    d.control.lock().unwrap().cfg.metrics = Some(spillway_shared::config::fleet::MetricsConfig { listen: "127.0.0.1:0".into(), per_endpoint: Some(false) });
+    let off = render(&d);
+    let kept = |t: &str| t.lines().filter(|l| !l.contains("spillway_endpoint_") && !l.contains("spillway_health_probe") && !l.contains("uptime_seconds")).map(str::to_string).collect::<Vec<_>>();
+    assert_eq!(kept(&on), kept(&off));
 }

@@ -289,6 +289,11 @@ enabled = false
         let one = c.services[0].backends[0].members();
         assert_eq!((one.len(), one[0].name.as_str(), one[0].address), (1, "b1", "10.0.1.1".parse().unwrap()));
         assert_eq!(Config::from_toml(&c.to_toml()).unwrap(), c);
+        // borrowed, the same members in the same order (a named endpoint's name borrowed)
+        for b in &c.services[0].backends {
+            assert_eq!(b.member_refs().map(|m| m.to_member()).collect::<Vec<_>>(), b.members());
+        }
+        assert!(matches!(g.member_refs().next().unwrap().name, std::borrow::Cow::Borrowed("e1")));
     }
 
     #[test]

@@ -204,6 +204,31 @@ fn a_live_edit_never_overwrites_a_hand_edit() {
     assert!(text.contains("port = 81") && text.contains("# Second backend."), "{text}");
 }
 
+/// The parse cache of the file's texts never hides a hand edit: after a live edit wrote the
+/// file (its services cached), a hand edit of one service is still seen, and a hand edit
+/// that breaks the file is still a file that does not load.
+#[test]
+fn a_hand_edit_after_a_write_back_is_still_seen() {
+    let f = fixture("hand-after");
+    applied(f.daemon.edit_request(Request::BackendSet { service: "web".into(), name: "b2".into(), fields: fields(&[("weight", "90")]), if_generation: None }));
+    let written = std::fs::read_to_string(&f.path).unwrap();
+    assert!(written.contains("port = 80"), "{written}");
+    std::fs::write(&f.path, written.replace("port = 80", "port = 81")).unwrap();
+    let set = |w: &str| f.daemon.edit_request(Request::BackendSet { service: "web".into(), name: "b2".into(), fields: fields(&[("weight", w)]), if_generation: None });
+    match set("91") {
+        Response::Error { message } => assert!(message.contains("changed by hand"), "{message}"),
+        other => panic!("the edit overwrote a hand edit: {other:?}"),
+    }
+    std::fs::write(&f.path, written.replace("port = 80", "port = 0")).unwrap();
+    match set("92") {
+        Response::Error { message } => assert!(message.contains("does not load"), "{message}"),
+        other => panic!("the edit overwrote a broken file: {other:?}"),
+    }
+    std::fs::write(&f.path, &written).unwrap();
+    applied(set("93"));
+    check_file(&f).unwrap();
+}
+
 #[test]
 fn config_apply_keeps_comments_of_unchanged_parts() {
     let f = fixture("apply");

@@ -266,6 +266,34 @@ pub struct Member {
     /// QUIC-LB server ID as written (hex), if any.
     pub server_id: Option<String>,
 }
+
+/// A [`Member`] borrowed from the config ([`Backend::member_refs`]): what reads every
+/// endpoint of a large config (a scrape's status at 20,000 endpoints) without copying a
+/// name per endpoint. The name is borrowed but for an endpoint without one (its address
+/// as text, [`Endpoint::label`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct MemberRef<'a> {
+    /// Endpoint name (for the single-endpoint form: the backend's name).
+    pub name: std::borrow::Cow<'a, str>,
+    /// Address (IPv4 or IPv6).
+    pub address: IpAddr,
+    /// MAC, if any.
+    pub mac: Option<MacAddr>,
+    /// Weight among the backend's endpoints (50 for the single-endpoint form).
+    pub weight: u32,
+    /// Admin state (the single-endpoint form follows nothing but the backend's `enabled`).
+    pub enabled: bool,
+    /// QUIC-LB server ID as written (hex), if any.
+    pub server_id: Option<&'a str>,
+}
+
+impl MemberRef<'_> {
+    /// The owned [`Member`].
+    pub fn to_member(&self) -> Member {
+        Member { name: self.name.to_string(), address: self.address, mac: self.mac, weight: self.weight, enabled: self.enabled, server_id: self.server_id.map(str::to_string) }
+    }
+}
+
 fn unspecified() -> IpAddr {
     IpAddr::V4(Ipv4Addr::UNSPECIFIED)
 }
@@ -308,13 +336,22 @@ impl Backend {
     /// The endpoints, names resolved, in config order: the `endpoints` entries, or one
     /// endpoint named like the backend with its `address`/`mac`.
     pub fn members(&self) -> Vec<Member> {
-        if self.endpoints.is_empty() {
-            return vec![Member { name: self.name.clone(), address: self.address, mac: self.mac, weight: d_weight(), enabled: true, server_id: self.server_id.clone() }];
-        }
-        self.endpoints
-            .iter()
-            .map(|e| Member { name: e.label(), address: e.address, mac: e.mac, weight: e.weight, enabled: e.enabled, server_id: e.server_id.clone() })
-            .collect()
+        self.member_refs().map(|m| m.to_member()).collect()
+    }
+
+    /// [`Backend::members`], borrowed: the same endpoints in the same order, nothing copied
+    /// but the name of an endpoint that has none (its address as text).
+    pub fn member_refs(&self) -> impl Iterator<Item = MemberRef<'_>> + '_ {
+        use std::borrow::Cow;
+        let one = self.endpoints.is_empty().then(|| MemberRef { name: Cow::Borrowed(self.name.as_str()), address: self.address, mac: self.mac, weight: d_weight(), enabled: true, server_id: self.server_id.as_deref() });
+        one.into_iter().chain(self.endpoints.iter().map(|e| MemberRef {
+            name: e.name.as_deref().map_or_else(|| Cow::Owned(e.address.to_string()), Cow::Borrowed),
+            address: e.address,
+            mac: e.mac,
+            weight: e.weight,
+            enabled: e.enabled,
+            server_id: e.server_id.as_deref(),
+        }))
     }
 
     /// The addresses of [`Backend::members`], in the same order, without copying the
