@@ -204,16 +204,27 @@ pub fn evaluate_live(daemon: &Daemon, obs: &Observation, announced: &BTreeSet<Ip
     (rows, generation)
 }
 
+/// Whether `vip drain|undrain VIP` (`drained`: drain) may change `vip`'s operator drain,
+/// and whether the VIP is configured: a drain needs a configured VIP; an undrain also
+/// takes a VIP no service has any more whose drain is remembered (the drain outlives a
+/// `service remove` or a moved VIP and applies again if the VIP comes back, so the operator
+/// must be able to clear it meanwhile). `Err` names why not, as the config does.
+pub fn drain_target(daemon: &Daemon, vip: IpAddr, drained: bool) -> Result<bool, String> {
+    let st = daemon.control.lock().unwrap_or_else(|e| e.into_inner());
+    match st.cfg.services_of_vip(vip) {
+        Ok(_) => Ok(true),
+        Err(_) if !drained && daemon.fleet.drained().contains(&vip) => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
 /// Control-socket side of `spillwayctl vip drain|undrain VIP`: `vip` must be a configured
-/// VIP. Returns the VIP rows after the change has been applied by the `fleet` thread (or
+/// VIP, or for an undrain one whose drain is remembered ([`drain_target`]). Returns the VIP rows after the change has been applied by the `fleet` thread (or
 /// after 2 s, whichever comes first).
 pub fn drain_request(daemon: &Daemon, vip: IpAddr, drained: bool) -> Result<Vec<VipRow>, String> {
-    {
-        let st = daemon.control.lock().unwrap_or_else(|e| e.into_inner());
-        st.cfg.services_of_vip(vip)?;
-    }
+    let configured = drain_target(daemon, vip, drained)?;
     daemon.fleet.set_drained(vip, drained);
-    if daemon.fleet.vips().is_empty() {
+    if daemon.fleet.vips().is_empty() || !configured {
         // No `fleet` thread evaluates readiness (tests driving a bare `Daemon`).
         return Ok(Vec::new());
     }
@@ -363,6 +374,33 @@ mod tests {
     use proptest::prelude::*;
     use spillway_shared::config::{Backend, Protocol, Service};
     use std::net::Ipv4Addr;
+
+
+    /// QA: `vip drain`, then `service remove` of the VIP's only service: the drain is
+    /// remembered (it applies again if the VIP comes back), and `vip undrain` must clear it
+    /// while the VIP is absent (it answered "not a configured VIP"). A drain of an
+    /// unconfigured VIP stays refused.
+    #[test]
+    fn a_remembered_drain_of_a_removed_vip_can_be_undrained() {
+        let text = crate::tests_config::Toml::new()
+            .port("p0", "net_null0", "address = \"10.0.0.2\"")
+            .service("web", "10.0.0.100", 80, "")
+            .backend("b1", "10.0.1.1", "mac = \"02:00:00:00:0b:01\"")
+            .service("api", "10.0.0.101", 80, "")
+            .backend("a1", "10.0.1.2", "mac = \"02:00:00:00:0b:02\"")
+            .text()
+            .to_string();
+        let d = Daemon::new(Config::from_toml(&text).unwrap(), 1, vec![0], Box::new(|_| Default::default())).unwrap();
+        let api: IpAddr = Ipv4Addr::new(10, 0, 0, 101).into();
+        drain_request(&d, api, true).expect("drain a configured VIP");
+        let r = d.edit_request(spillway_shared::proto::Request::ServiceRemove { name: "api".into(), if_generation: None });
+        assert!(!matches!(r, spillway_shared::proto::Response::Error { .. }), "{r:?}");
+        assert!(d.fleet.drained().contains(&api), "the drain is remembered");
+        assert!(drain_request(&d, Ipv4Addr::new(10, 0, 0, 102).into(), true).is_err(), "a drain of an unknown VIP is refused");
+        drain_request(&d, api, false).expect("undrain the remembered drain of a VIP no service has");
+        assert!(!d.fleet.drained().contains(&api));
+        assert!(drain_request(&d, api, false).is_err(), "nothing left to undrain: refused as before");
+    }
 
     fn cfg() -> Config {
         let mut c = Config::default();

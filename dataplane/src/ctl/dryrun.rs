@@ -87,9 +87,11 @@ impl Daemon {
     fn vip_dry_run(&self, vip: std::net::IpAddr, drain: bool) -> Response {
         let (generation, services) = {
             let st = self.control.lock().unwrap_or_else(|e| e.into_inner());
-            // the drain's own check and refusal (`announce::drain_request`)
+            // the drain's own check and refusal (`announce::drain_target`): an undrain of a
+            // remembered drain of a VIP no service has any more is allowed
             match st.cfg.services_of_vip(vip) {
                 Ok(of) => (st.config_generation, of.iter().map(|s| s.name.clone()).collect::<Vec<String>>()),
+                Err(_) if !drain && self.fleet.drained().contains(&vip) => (st.config_generation, Vec::new()),
                 Err(message) => return Response::Error { message },
             }
         };
