@@ -174,6 +174,14 @@ pub fn run(socket: &Path, cmd: &CaptureCmd) -> i32 {
         libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
         libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
     }
+    if to_stdout {
+        // A reader that goes away (`| head`) must end the capture at the daemon at once:
+        // with SIGPIPE's default action (main.rs) a write to its pipe would kill us and
+        // leave the daemon's one capture to its lease. Ignored here, the write fails with
+        // EPIPE and the loop below stops the capture.
+        // SAFETY: signal(2) with SIG_IGN, no handler code.
+        unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
+    }
     // Only now, the daemon having accepted the capture, is the file created (or truncated).
     let out: Box<dyn Write> = if to_stdout {
         Box::new(std::io::stdout().lock())
@@ -214,7 +222,11 @@ pub fn run(socket: &Path, cmd: &CaptureCmd) -> i32 {
                 let take = count.map_or(b.frames.len(), |n| (n - written).min(b.frames.len() as u64) as usize);
                 if let Err(e) = write_frames(&mut w, &b.frames[..take]) {
                     // the reader went away (`| head`) or the disk is full
-                    eprintln!("spillwayctl: writing the capture: {e}");
+                    if to_stdout && reader_gone(libc::STDOUT_FILENO) {
+                        eprintln!("spillwayctl: the reader of the capture went away");
+                    } else {
+                        eprintln!("spillwayctl: writing the capture: {e}");
+                    }
                     let _ = client::request(socket, &Request::CaptureStop { session: started.session });
                     break 0;
                 }
